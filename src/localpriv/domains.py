@@ -1,0 +1,180 @@
+"""Input domains (the alphabet X of the seeds): what users' values can be, and how far apart.
+
+A domain maps users' raw values to indices ``0..k-1`` (``encode``) and back (``decode``). Values
+outside the domain are an error that names them: nothing is silently clipped.
+
+* :class:`CategoricalDomain` -- labels, no metric (only ``d(x, x') = [x != x']``).
+* :class:`IntegerDomain` -- the integers ``lo..hi`` with the linear metric ``|x - y|``
+  (seed 001 section 4.3).
+
+Planar grids live in :mod:`localpriv.planar`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import LocalPrivError
+
+__all__ = ["Domain", "CategoricalDomain", "IntegerDomain", "parse_domain"]
+
+
+def _describe_bad(values: np.ndarray, limit: int = 5) -> str:
+    uniq = np.unique(values)
+    shown = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in uniq[:limit])
+    more = f" and {uniq.size - limit} more" if uniq.size > limit else ""
+    return f"{shown}{more} ({values.size} value(s) in all)"
+
+
+class Domain:
+    """Base class: a finite alphabet of ``size`` elements, indexed ``0..size-1``."""
+
+    size: int
+
+    def encode(self, values) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decode(self, index) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.decode(np.arange(self.size))
+
+    def distance_matrix(self) -> np.ndarray:
+        """Pairwise distances ``d(x, x')``; the discrete metric unless a subclass has a better one."""
+        return 1.0 - np.eye(self.size)
+
+    @property
+    def is_metric(self) -> bool:
+        return False
+
+    def spec(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.spec()
+
+
+@dataclass(frozen=True, eq=True)
+class IntegerDomain(Domain):
+    """The integers ``lo, lo+1, ..., hi`` with the linear metric ``d(x, y) = |x - y|``."""
+
+    lo: int
+    hi: int
+
+    def __post_init__(self):
+        if int(self.hi) < int(self.lo):
+            raise LocalPrivError(f"integer domain needs lo <= hi, got lo={self.lo}, hi={self.hi}")
+        object.__setattr__(self, "lo", int(self.lo))
+        object.__setattr__(self, "hi", int(self.hi))
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo + 1
+
+    @property
+    def is_metric(self) -> bool:
+        return True
+
+    def encode(self, values) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.size == 0:
+            raise LocalPrivError("no values given: the input is empty")
+        if arr.dtype.kind in "OUS":
+            try:
+                arr = arr.astype(float)
+            except ValueError:
+                raise LocalPrivError("integer domain: some values are not numbers") from None
+        if arr.dtype.kind == "f":
+            nan = ~np.isfinite(arr)
+            if nan.any():
+                raise LocalPrivError(f"integer domain: {int(nan.sum())} value(s) are NaN or infinite")
+            frac = arr != np.round(arr)
+            if frac.any():
+                raise LocalPrivError(f"integer domain: non-integer values {_describe_bad(arr[frac])}")
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind not in "iub":
+            raise LocalPrivError(f"integer domain: cannot read values of type {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False)
+        out = (arr < self.lo) | (arr > self.hi)
+        if out.any():
+            raise LocalPrivError(
+                f"values outside the domain {self.lo}..{self.hi}: {_describe_bad(arr[out])}"
+            )
+        return (arr - self.lo).astype(np.int64)
+
+    def decode(self, index) -> np.ndarray:
+        return np.asarray(index, dtype=np.int64) + self.lo
+
+    def distance_matrix(self) -> np.ndarray:
+        x = np.arange(self.size, dtype=float)
+        return np.abs(x[:, None] - x[None, :])
+
+    def spec(self) -> str:
+        return f"{self.lo}..{self.hi}"
+
+
+class CategoricalDomain(Domain):
+    """A finite set of labels (strings or numbers), in the order given."""
+
+    def __init__(self, labels):
+        labs = list(labels)
+        if len(labs) == 0:
+            raise LocalPrivError("a categorical domain needs at least one label")
+        if len(set(labs)) != len(labs):
+            raise LocalPrivError("categorical domain labels must be distinct")
+        self._labels = np.asarray(labs, dtype=object)
+        self._index = {lab: i for i, lab in enumerate(labs)}
+        self._index_str = {str(lab): i for i, lab in enumerate(labs)}
+
+    @property
+    def size(self) -> int:
+        return len(self._labels)
+
+    def encode(self, values) -> np.ndarray:
+        arr = np.asarray(values, dtype=object).ravel()
+        if arr.size == 0:
+            raise LocalPrivError("no values given: the input is empty")
+        uniq, inv = np.unique(arr.astype(str), return_inverse=True)
+        idx = np.array([self._index_str.get(u, -1) for u in uniq], dtype=np.int64)
+        bad = idx < 0
+        if bad.any():
+            raise LocalPrivError(
+                f"values outside the domain ({self.size} labels): {_describe_bad(uniq[bad])}"
+            )
+        return idx[inv]
+
+    def decode(self, index) -> np.ndarray:
+        return self._labels[np.asarray(index, dtype=np.int64)]
+
+    def spec(self) -> str:
+        return ",".join(str(x) for x in self._labels)
+
+    def __eq__(self, other):
+        return isinstance(other, CategoricalDomain) and list(self._labels) == list(other._labels)
+
+    def __hash__(self):
+        return hash(tuple(self._labels))
+
+    def __repr__(self):
+        return f"CategoricalDomain({list(self._labels)!r})"
+
+
+def parse_domain(text: str) -> Domain:
+    """Parse a domain written on the command line.
+
+    ``"0..99"`` is an :class:`IntegerDomain`; ``"a,b,c"`` is a :class:`CategoricalDomain`.
+    """
+    text = str(text).strip()
+    if ".." in text:
+        lo, _, hi = text.partition("..")
+        try:
+            return IntegerDomain(int(lo), int(hi))
+        except ValueError:
+            raise LocalPrivError(f"cannot read integer domain {text!r}: expected LO..HI, e.g. 0..99") from None
+    labels = [t.strip() for t in text.split(",") if t.strip()]
+    if not labels:
+        raise LocalPrivError(f"cannot read domain {text!r}: expected LO..HI or a comma-separated list")
+    return CategoricalDomain(labels)

@@ -1,0 +1,116 @@
+"""The experiment runner: one way to run, record and plot every reproduction."""
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .._validation import LocalPrivError
+
+__all__ = ["Experiment", "EXPERIMENTS", "Progress", "register_experiment", "run_experiment", "to_jsonable"]
+
+
+class Progress:
+    """What an experiment uses to report progress: ``for x in progress(items, "label"): ...``.
+
+    The CLI plugs a Rich progress bar in; tests use the silent default.
+    """
+
+    def __init__(self, factory: Callable | None = None):
+        self._factory = factory
+
+    def __call__(self, iterable, description: str = "", total: int | None = None):
+        if self._factory is None:
+            return iterable
+        return self._factory(iterable, description, total)
+
+
+@dataclass
+class Experiment:
+    """A reproduction: configuration + compute + plot.
+
+    ``compute(params, rng, progress) -> dict`` must return JSON-able results (NumPy arrays are
+    converted). ``plot(results, params, path)`` writes the PNG. ``params["runs"]`` is the number of
+    repetitions when the experiment has one (``--runs``).
+    """
+
+    name: str
+    description: str
+    defaults: dict[str, Any]
+    compute: Callable[[dict, np.random.Generator, Progress], dict]
+    plot: Callable[[dict, dict, Path], Any] | None = None
+    quick: dict[str, Any] = field(default_factory=dict)
+    reference: str = ""
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register_experiment(exp: Experiment) -> Experiment:
+    if exp.name in EXPERIMENTS:
+        raise ValueError(f"experiment {exp.name!r} registered twice")
+    EXPERIMENTS[exp.name] = exp
+    return exp
+
+
+def to_jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if np.isfinite(v) else (None if np.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    return obj
+
+
+def run_experiment(name: str, out, *, runs: int | None = None, seed: int = 0, quick: bool = False,
+                   overrides: dict | None = None, progress: Progress | None = None) -> dict:
+    """Run experiment ``name``; write ``out/name.json`` and ``out/name.png``; return the record."""
+    exp = EXPERIMENTS.get(name)
+    if exp is None:
+        raise LocalPrivError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
+    params = dict(exp.defaults)
+    if quick:
+        params.update(exp.quick)
+    if runs is not None:
+        if runs < 1:
+            raise LocalPrivError("--runs must be >= 1")
+        params["runs"] = int(runs)
+    if overrides:
+        unknown = set(overrides) - set(params)
+        if unknown:
+            raise LocalPrivError(f"{name}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        params.update(overrides)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    results = exp.compute(params, rng, progress or Progress())
+    elapsed = time.perf_counter() - t0
+    record = {
+        "name": name,
+        "description": exp.description,
+        "reference": exp.reference,
+        "params": params,
+        "seed": seed,
+        "quick": quick,
+        "elapsed_seconds": round(elapsed, 3),
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "results": results,
+    }
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(to_jsonable(record), indent=1))
+    if exp.plot is not None:
+        exp.plot(results, params, out / f"{name}.png")
+    return record

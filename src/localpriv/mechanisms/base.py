@@ -1,0 +1,350 @@
+"""The one ``Mechanism`` idea (seed 001 section 3.1).
+
+A mechanism ``M: X -> Z`` is an object with uniform, vectorized methods, whatever its kind:
+
+* ``k`` -- the size of its input domain (inputs are indices ``0..k-1``; see :mod:`localpriv.domains`);
+* ``n_outputs`` -- the size of its output space, or ``None`` when outputs are unbounded/continuous;
+* ``sample(x, rng)`` -- one report per entry of ``x``, all at once (no Python loop over users);
+* ``channel()`` -- the dense ``k x |Z|`` matrix ``M[x, z] = P(z | x)`` where it can be enumerated;
+* ``likelihood_block(reports, counts)`` -- the observation model an estimator needs for a set of
+  distinct reports and how often each was seen: products ``theta @ G`` and ``G @ w`` with
+  ``G[x, j] = P(report_j | x)`` (seed 001 Definition 1). Structured mechanisms override it with
+  fast products; the EM engine never needs more;
+* ``epsilon_ldp()`` -- its LDP level *computed from its channel* (:mod:`localpriv.privacy`);
+* ``str(m)`` -- a spec such as ``krr(k=100,eps=2.0)`` that :func:`localpriv.mechanisms.parse` reads back.
+
+Adding a mechanism means one new class in one file, decorated with :func:`register`.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._validation import LocalPrivError, check_rng
+from ..privacy import geo_epsilon, ldp_epsilon
+
+__all__ = [
+    "Mechanism",
+    "LikelihoodBlock",
+    "DenseBlock",
+    "register",
+    "parse",
+    "registered",
+    "format_spec",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Observation model used by the estimators
+# --------------------------------------------------------------------------------------------
+class LikelihoodBlock:
+    """Distinct reports of one mechanism with their counts, as an operator ``G`` (``k x m``).
+
+    ``G[x, j] = P(report_j | x)``. Estimators only call :meth:`forward` (``theta @ G``, the
+    probability of each report under ``theta``) and :meth:`backward` (``G @ w``).
+    """
+
+    k: int
+    counts: np.ndarray
+
+    def forward(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, w: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def dense(self) -> np.ndarray:
+        """``G`` as a dense matrix (for tests and small cases): ``G[:, j] = backward(e_j)``."""
+        eye = np.eye(self.counts.size)
+        return np.column_stack([self.backward(eye[j]) for j in range(self.counts.size)]) if self.counts.size else np.zeros((self.k, 0))
+
+
+class DenseBlock(LikelihoodBlock):
+    """A likelihood block held as a dense ``k x m`` matrix."""
+
+    def __init__(self, G: np.ndarray, counts: np.ndarray):
+        self.G = np.ascontiguousarray(G, dtype=float)
+        self.counts = np.asarray(counts, dtype=float)
+        self.k = self.G.shape[0]
+        if self.G.shape[1] != self.counts.size:
+            raise LocalPrivError(
+                f"likelihood matrix has {self.G.shape[1]} columns but there are {self.counts.size} counts"
+            )
+
+    def forward(self, theta):
+        return theta @ self.G
+
+    def backward(self, w):
+        return self.G @ w
+
+    def dense(self):
+        return self.G
+
+
+# --------------------------------------------------------------------------------------------
+# Spec strings
+# --------------------------------------------------------------------------------------------
+_REGISTRY: dict[str, type["Mechanism"]] = {}
+_SPEC_RE = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def register(cls: type["Mechanism"]) -> type["Mechanism"]:
+    """Class decorator: make ``cls`` reachable from its spec name ``cls.spec_name``."""
+    name = getattr(cls, "spec_name", None)
+    if not name:
+        raise TypeError(f"{cls.__name__} needs a spec_name to be registered")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def registered() -> dict[str, type["Mechanism"]]:
+    """The registered mechanism classes by spec name."""
+    _load_all()
+    return dict(_REGISTRY)
+
+
+def _load_all():
+    # import the package so every mechanism module registers itself
+    from .. import mechanisms  # noqa: F401
+
+
+def _split_args(body: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    quote = None
+    for ch in body:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return parts
+
+
+def _parse_value(text: str):
+    text = text.strip()
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # bare word, e.g. a file name
+
+
+def _format_value(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, np.ndarray):
+        return _format_value(v.tolist())
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_format_value(x) for x in v) + "]"
+    s = str(v)
+    if re.fullmatch(r"[\w\-./:]+", s) and not re.fullmatch(r"[-+]?[\d.]+(e[-+]?\d+)?", s):
+        return s
+    return repr(s)
+
+
+def format_spec(name: str, params: dict[str, Any]) -> str:
+    """``format_spec("krr", {"k": 100, "eps": 2.0}) == "krr(k=100,eps=2.0)"``."""
+    inner = ",".join(f"{k}={_format_value(v)}" for k, v in params.items() if v is not None)
+    return f"{name}({inner})"
+
+
+def parse(spec: "str | Mechanism", domain=None) -> "Mechanism":
+    """Build a mechanism from its spec string, e.g. ``parse("krr(k=100,eps=2.0)")``.
+
+    ``domain`` (a :class:`~localpriv.domains.Domain`) lets a spec leave out what the domain
+    implies (``krr(eps=2.0)`` on a 100-element domain has ``k=100``); a ``k`` that disagrees with
+    the domain is an error.
+    """
+    if isinstance(spec, Mechanism):
+        mech = spec
+    else:
+        _load_all()
+        m = _SPEC_RE.match(str(spec))
+        if not m:
+            raise LocalPrivError(f"cannot read mechanism spec {spec!r}: expected NAME(key=value,...)")
+        name, body = m.group(1), m.group(2) or ""
+        cls = _REGISTRY.get(name)
+        if cls is None:
+            raise LocalPrivError(
+                f"unknown mechanism {name!r}; known: {', '.join(sorted(_REGISTRY))}"
+            )
+        params: dict[str, Any] = {}
+        for part in _split_args(body):
+            key, eq, val = part.partition("=")
+            if not eq or not key.strip().isidentifier():
+                raise LocalPrivError(f"cannot read argument {part.strip()!r} of spec {spec!r}: expected key=value")
+            params[key.strip()] = _parse_value(val)
+        mech = cls.from_params(params, domain)
+    if domain is not None and mech.k != domain.size:
+        raise LocalPrivError(f"mechanism {mech} has {mech.k} inputs but the domain has {domain.size} elements")
+    return mech
+
+
+# --------------------------------------------------------------------------------------------
+# The mechanism protocol
+# --------------------------------------------------------------------------------------------
+class Mechanism(ABC):
+    """Base class of every privacy mechanism. See the module docstring for the protocol."""
+
+    spec_name: ClassVar[str] = ""
+    #: dtype of a report as produced by :meth:`sample` ("int64", "float64" or "binary")
+    report_kind: ClassVar[str] = "int64"
+
+    k: int
+
+    # ---- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_params(cls, params: dict, domain=None) -> "Mechanism":
+        """Build from parsed spec parameters; fills ``k`` from ``domain`` when it is left out."""
+        sig = inspect.signature(cls.__init__)
+        accepted = set(sig.parameters) - {"self"}
+        unknown = set(params) - accepted
+        if unknown:
+            raise LocalPrivError(
+                f"{cls.spec_name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
+                f"accepted: {', '.join(p for p in sig.parameters if p != 'self')}"
+            )
+        params = dict(params)
+        if "k" in accepted and "k" not in params and domain is not None:
+            params["k"] = domain.size
+        if "domain" in accepted and "domain" not in params:
+            params["domain"] = domain
+        missing = [p.name for p in sig.parameters.values()
+                   if p.name != "self" and p.default is inspect.Parameter.empty and p.name not in params]
+        if missing:
+            raise LocalPrivError(f"{cls.spec_name}: missing parameter(s) {', '.join(missing)}")
+        return cls(**params)
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """The spec parameters, in spec order."""
+
+    def __str__(self) -> str:
+        return format_spec(self.spec_name, self.params())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Mechanism) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    # ---- the output space -------------------------------------------------------------------
+    @property
+    def n_outputs(self) -> int | None:
+        """Number of outputs, or ``None`` when they cannot be enumerated."""
+        return self.channel().shape[1]
+
+    # ---- sampling ---------------------------------------------------------------------------
+    def _check_inputs(self, x) -> np.ndarray:
+        arr = np.asarray(x)
+        if arr.size == 0:
+            raise LocalPrivError("no values given: the input is empty")
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)):
+                raise LocalPrivError("inputs contain NaN or infinite values")
+            if np.any(arr != np.round(arr)):
+                raise LocalPrivError("mechanism inputs are domain indices and must be integers")
+        elif arr.dtype.kind not in "iub":
+            raise LocalPrivError(f"mechanism inputs are domain indices (integers), got dtype {arr.dtype}; "
+                                 "encode raw values with a Domain first")
+        arr = arr.astype(np.int64, copy=False).ravel()
+        bad = (arr < 0) | (arr >= self.k)
+        if bad.any():
+            vals = np.unique(arr[bad])[:5].tolist()
+            raise LocalPrivError(f"input indices outside 0..{self.k - 1}: {vals} ({int(bad.sum())} in all)")
+        return arr
+
+    def sample(self, x, rng) -> np.ndarray:
+        """Obfuscate every input index in ``x``; returns one report per input.
+
+        The default draws from the dense channel by inverse-CDF sampling, vectorized over users.
+        """
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        cdf = np.cumsum(self.channel(), axis=1)
+        u = rng.random(x.size)
+        out = (u[:, None] >= cdf[x]).sum(axis=1) if cdf.shape[1] <= 64 else _row_search(cdf, x, u)
+        return np.minimum(out, cdf.shape[1] - 1).astype(np.int64)
+
+    # ---- the channel ------------------------------------------------------------------------
+    @abstractmethod
+    def channel(self) -> np.ndarray:
+        """The dense ``k x |Z|`` row-stochastic matrix ``M[x, z] = P(z | x)``."""
+
+    def output_index(self, reports) -> np.ndarray:
+        """Column indices of ``reports`` in :meth:`channel` (identity for index-valued reports)."""
+        r = np.asarray(reports)
+        n = self.n_outputs
+        if r.dtype.kind == "f":
+            if np.any(r != np.round(r)):
+                raise LocalPrivError(f"{self}: reports must be integer output indices")
+        r = r.astype(np.int64)
+        if n is not None:
+            bad = (r < 0) | (r >= n)
+            if bad.any():
+                raise LocalPrivError(f"{self}: reports outside the output space 0..{n - 1}: "
+                                     f"{np.unique(r[bad])[:5].tolist()}")
+        return r
+
+    def likelihood(self, reports) -> np.ndarray:
+        """``G[x, j] = P(reports[j] | x)`` as a dense ``k x len(reports)`` matrix."""
+        return self.channel()[:, self.output_index(reports)]
+
+    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+        """The observation model for distinct ``reports`` seen ``counts`` times (dense default)."""
+        return DenseBlock(self.likelihood(reports), counts)
+
+    def output_probabilities(self, theta) -> np.ndarray:
+        """The distribution of one report when inputs follow ``theta``: ``theta @ M``."""
+        return np.asarray(theta, dtype=float) @ self.channel()
+
+    # ---- privacy ----------------------------------------------------------------------------
+    def epsilon_ldp(self) -> float:
+        """eps-LDP level computed from the channel (:func:`localpriv.privacy.ldp_epsilon`)."""
+        return ldp_epsilon(self.channel())
+
+    def epsilon_geo(self, distance=None) -> float:
+        """Geo-indistinguishability level computed from the channel and ``distance`` (``k x k``)."""
+        if distance is None:
+            dom = getattr(self, "domain", None)
+            if dom is None:
+                raise LocalPrivError(f"{self}: give a distance matrix (the mechanism has no metric domain)")
+            distance = dom.distance_matrix()
+        return geo_epsilon(self.channel(), distance)
+
+
+def _row_search(cdf: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse-CDF sampling with one binary search per user, grouped by input (vectorized)."""
+    out = np.empty(x.size, dtype=np.int64)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    ends = np.r_[starts[1:], xs.size]
+    for s, e in zip(starts, ends):  # one iteration per distinct input value, not per user
+        idx = order[s:e]
+        out[idx] = np.searchsorted(cdf[xs[s]], u[idx], side="right")
+    return out

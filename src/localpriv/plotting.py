@@ -1,0 +1,43 @@
+"""Figures (matplotlib, headless Agg backend)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["plt", "distributions_figure", "save"]
+
+
+def save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def distributions_figure(labels, series: dict[str, np.ndarray], path, title: str = "",
+                         xlabel: str = "value", notes: dict[str, str] | None = None) -> Path:
+    """One panel per series (truth, noisy, estimates ...), sharing axes; ``notes`` go in titles."""
+    n = len(series)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 1.9 * n + 0.6), sharex=True, sharey=True)
+    axes = np.atleast_1d(axes)
+    x = np.asarray(labels)
+    numeric = x.dtype.kind in "iuf"
+    pos = x if numeric else np.arange(x.size)
+    for ax, (name, dist) in zip(axes, series.items()):
+        ax.bar(pos, dist, width=1.0 if numeric else 0.8, color="tab:blue" if name != "truth" else "tab:gray")
+        label = name + (f"  ({notes[name]})" if notes and name in notes else "")
+        ax.set_title(label, fontsize=9, loc="left")
+        ax.set_ylabel("probability", fontsize=8)
+    if not numeric:
+        axes[-1].set_xticks(pos, [str(v) for v in x], rotation=90, fontsize=6)
+    axes[-1].set_xlabel(xlabel)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return save(fig, path)
