@@ -1,0 +1,47 @@
+"""Run every benchmark once and print one JSON document (``make bench``; ``--quick`` for a short run).
+
+Benchmarks: ``clients`` (client throughput vs multi-freq-ldpy and pure-ldp), ``ibu`` (IBU vs
+multi-freq-ldpy's at the same tolerance), ``planar`` (planar IBU on 10^4..10^6 cells, time and
+memory), ``gibu`` (10^3 mechanisms, 10^8 reports) and, when present, ``oracles`` (issue 4).
+The document is also written to ``benchmarks/results.json`` (``results-NAMES[-quick].json`` for a
+subset or a quick run). Never run by the tests.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import emit, machine, quick_flag  # noqa: E402
+
+NAMES = ["clients", "ibu", "planar", "gibu", "oracles"]
+
+
+def main() -> dict:
+    quick = quick_flag()
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]
+    out = {"machine": machine(), "quick": quick, "results": {}}
+    for name in only or NAMES:
+        if not (HERE / f"{name}.py").exists():
+            continue
+        t = time.perf_counter()
+        try:
+            mod = importlib.import_module(name)
+            res = mod.run(quick=quick)
+        except Exception:
+            res = {"error": traceback.format_exc()[-2000:]}
+        res["wall_seconds"] = time.perf_counter() - t
+        out["results"][name] = res
+        print(f"# {name} done in {res['wall_seconds']:.1f} s", file=sys.stderr, flush=True)
+    stem = "results" + ("-" + "-".join(only) if only else "") + ("-quick" if quick else "")
+    (HERE / f"{stem}.json").write_text(json.dumps(out, indent=2, default=float))
+    return out
+
+
+if __name__ == "__main__":
+    emit(main())

@@ -1,0 +1,250 @@
+"""Estimators for reports of many mechanisms (free-will privacy, seed 003 sections 4-6).
+
+Every user may pick his own mechanism; the observations hold one block (the triplet
+``(Z^A, q^A, n^A)`` of seed 003 section 6) per distinct mechanism ``A``. Estimators:
+
+* ``gibu`` -- GIBU, seed 003 Algorithm 1: the maximum-likelihood estimate over all blocks. It is
+  :func:`localpriv.estimators.ibu.ibu` (the one EM engine), never a copy; its cost per iteration
+  is ``O(sum_A |Z^A| k)`` whatever ``n``.
+* ``[e]R`` (seed 003 Eqs. 7-8): run estimator ``e`` on each block alone and average the results
+  with weights ``n^A / n``. Names ``inv-n-r``, ``inv-p-r``, ``ibu-r``, ``rap-n-r``, ``rap-p-r``.
+* ``[INV]M`` (Eq. 10): ``theta = q[n] A[n]^{-1}`` with the average mechanism
+  ``A[n] = sum_A (n^A/n) A`` and the pooled empirical distribution ``q[n]``; post-processed by
+  normalization (``inv-n-m``) or projection onto the simplex (``inv-p-m``).
+* ``[IBU]M`` (section 5.3): IBU on ``A[n]`` and ``q[n]`` (``ibu-m``), i.e. the EM engine with a
+  single dense block -- which is *not* the MLE unless all mechanisms are equal (Eq. 14).
+* ``[RAP]M`` (Eqs. 16-17): for unary-encoding (basic RAPPOR) reports with per-user parameters,
+  ``theta = (s[n] - qbar) / (pbar - qbar)`` where ``s[n]`` is the mean reported bit vector and
+  ``pbar, qbar`` the user-averaged probabilities of reporting a 1 for a 1 and for a 0. For RAPPOR
+  ``q_i = 1/(1+e^{eps_i/2})``, ``p_i = 1 - q_i`` and this is exactly Eqs. 16-17
+  (``rap-n-m``, ``rap-p-m``); ``rap-n``/``rap-p`` are the single-mechanism estimator RAP.
+
+``[INV]M``, ``[IBU]M`` need one shared output alphabet (same finite number of outputs) and
+``[RAP]M``/``[e]R`` with ``e = RAP`` need unary-encoding mechanisms; otherwise they raise a
+:class:`LocalPrivError` naming the estimator that applies (``gibu`` always does).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import LocalPrivError
+from ..estimate import Estimate
+from ..mechanisms.base import DenseBlock
+from ..observations import Observations
+from ..projection import clip_normalize, project_simplex
+from . import register_estimator
+from .em import em, log_likelihood
+from .ibu import ibu
+from .inv import inv
+
+__all__ = ["gibu", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
+           "unary_statistics", "COMBINABLE"]
+
+
+# --------------------------------------------------------------------------------------------
+# GIBU
+# --------------------------------------------------------------------------------------------
+def gibu(obs: Observations, **settings) -> Estimate:
+    """GIBU (seed 003 Algorithm 1): the MLE of ``theta`` from the reports of all mechanisms.
+
+    ``theta'_x = sum_A (n^A/n) sum_{z in Z^A} q^A_z theta_x A_xz / sum_u theta_u A_uz``, stopped
+    when ``|L(theta^t) - L(theta^{t-1})| < delta`` (``L`` the log-likelihood). Runs
+    :func:`~localpriv.estimators.ibu.ibu`, the same EM engine (settings are passed through).
+    """
+    est = ibu(obs, **settings)
+    est.estimator = "gibu"
+    return est
+
+
+def _post(v: np.ndarray, post: str) -> np.ndarray:
+    post = post.lower()
+    if post == "n":
+        return clip_normalize(v)
+    if post == "p":
+        return project_simplex(v)
+    raise LocalPrivError(f"post-processing must be 'n' (normalize) or 'p' (project), got {post!r}")
+
+
+def _finish(theta, obs, name, settings, extra=None, **kw) -> Estimate:
+    """An Estimate whose log-likelihood is the true (GIBU) one over all blocks, for comparison."""
+    L = log_likelihood(obs.likelihood_blocks(), theta)
+    return Estimate(theta, obs.domain, name, settings, loglik=L, n=obs.n, extra=extra or {}, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# RAP (single unary-encoding mechanism) and the unary statistics it needs
+# --------------------------------------------------------------------------------------------
+def _unary_pq(mech) -> tuple[float, float]:
+    for pn, qn in (("p_star", "q_star"), ("p", "q")):
+        p, q = getattr(mech, pn, None), getattr(mech, qn, None)
+        if isinstance(p, (float, np.floating)) and isinstance(q, (float, np.floating)):
+            return float(p), float(q)
+    raise LocalPrivError(
+        f"RAP estimators need unary-encoding (basic RAPPOR) reports with bit probabilities p*, q*; "
+        f"{mech} is not one: use gibu (any mechanisms) or inv-p-m / ibu-m (shared output alphabet)")
+
+
+def unary_statistics(block) -> tuple[np.ndarray, float, float, float]:
+    """``(ones, n, p, q)`` of a unary-encoding block: per-bit counts of 1s, users, bit probabilities.
+
+    Mechanisms with ``support_counts`` (the pure protocols of seed 002: SUE = basic RAPPOR, OUE,
+    ...) give the counts themselves; otherwise reports are ``n x k`` 0/1 arrays (or bit-packed
+    ``n x ceil(k/8)`` uint8, big-endian bit order).
+    ``p = P(bit = 1 | bit was 1)``, ``q = P(bit = 1 | bit was 0)`` (for RAPPOR, seed 003 Eq. 15:
+    ``p = e^{eps/2}/(1+e^{eps/2})``, ``q = 1 - p``).
+    """
+    mech = block.mechanism
+    p, q = _unary_pq(mech)
+    if hasattr(mech, "support_counts"):  # pure protocols (seed 002): C_v = #reports supporting v
+        ones = np.asarray(mech.support_counts(block.reports, block.counts), dtype=float)
+        return ones, float(block.counts.sum()), p, q
+    V = np.asarray(block.reports)
+    k = mech.k
+    if V.ndim != 2:
+        raise LocalPrivError(f"{mech}: unary reports must be bit vectors (2-D), got shape {V.shape}")
+    if V.shape[1] != k:
+        if V.shape[1] == -(-k // 8):
+            V = np.unpackbits(V.astype(np.uint8), axis=1)[:, :k]
+        else:
+            raise LocalPrivError(f"{mech}: reports have {V.shape[1]} columns, expected {k} bits")
+    ones = block.counts @ V.astype(float)
+    return ones, float(block.counts.sum()), p, q
+
+
+def rap(obs: Observations, *, post: str = "n") -> Estimate:
+    """RAP: ``theta = (s - q) / (p - q)`` for one unary mechanism (seed 003 Eq. 17 with eps[n]=eps).
+
+    ``s`` is the mean reported bit vector; post-processed by normalization or projection.
+    """
+    block = obs.single(f"rap-{post}")
+    ones, n, p, q = unary_statistics(block)
+    v = (ones / n - q) / (p - q)
+    return _finish(_post(v, post), obs, f"rap-{post}", {"post": post}, {"raw_inverse": v})
+
+
+def rap_m(obs: Observations, *, post: str = "n") -> Estimate:
+    """[RAP]M, seed 003 Eqs. 16-17: RAP with the user-averaged bit probabilities.
+
+    ``theta = (s[n] - qbar) / (pbar - qbar)`` with ``s[n] = (1/n) sum_i V^i``,
+    ``qbar = sum_A (n^A/n) q_A``, ``pbar = sum_A (n^A/n) p_A``. For RAPPOR (``p = 1 - q``,
+    ``q = 1/(1+e^{eps/2})``) ``qbar = 1/(1+e^{eps[n]/2})`` defines ``eps[n]`` (Eq. 16) and this
+    is Eq. 17: ``theta = (e^{eps[n]/2}+1)/(e^{eps[n]/2}-1) s[n] - 1/(e^{eps[n]/2}-1)``.
+    """
+    stats = [unary_statistics(b) for b in obs.blocks]
+    n = sum(s[1] for s in stats)
+    s = sum(s[0] for s in stats) / n
+    pbar = sum(st[1] * st[2] for st in stats) / n
+    qbar = sum(st[1] * st[3] for st in stats) / n
+    if not pbar > qbar:
+        raise LocalPrivError("[RAP]M: the averaged mechanism carries no information (pbar <= qbar); use gibu")
+    v = (s - qbar) / (pbar - qbar)
+    return _finish(_post(v, post), obs, f"rap-{post}-m", {"post": post},
+                   {"raw_inverse": v, "p_bar": pbar, "q_bar": qbar})
+
+
+# --------------------------------------------------------------------------------------------
+# Combining results: [e]R
+# --------------------------------------------------------------------------------------------
+COMBINABLE = {
+    "inv-n": lambda o: inv(o, post="n"),
+    "inv-p": lambda o: inv(o, post="p"),
+    "ibu": lambda o, **kw: ibu(o, **kw),
+    "rap-n": lambda o: rap(o, post="n"),
+    "rap-p": lambda o: rap(o, post="p"),
+}
+
+
+def combine_results(obs: Observations, estimator: str, **settings) -> Estimate:
+    """``[e]R`` (seed 003 Eqs. 7-8): ``theta = sum_A (n^A/n) e(A, D^A)``.
+
+    Each block is estimated alone by ``estimator`` (one of ``COMBINABLE``); ``settings`` go to
+    IBU (``delta``, ``max_iter``, ...).
+    """
+    func = COMBINABLE.get(estimator)
+    if func is None:
+        raise LocalPrivError(f"[e]R: unknown estimator {estimator!r}; known: {', '.join(COMBINABLE)}")
+    theta = np.zeros(obs.k)
+    parts, iters, conv = [], 0, True
+    for b in obs.blocks:  # one iteration per distinct mechanism
+        sub = Observations([b], obs.domain)
+        try:
+            est = func(sub, **settings) if settings else func(sub)
+        except LocalPrivError as exc:
+            raise LocalPrivError(f"[{estimator}]R cannot use the block of {b.mechanism}: {exc}") from None
+        theta += (b.n / obs.n) * est.distribution
+        parts.append(est.distribution)
+        iters += est.iterations or 0
+        conv = conv and (est.converged is not False)
+    return _finish(theta, obs, f"{estimator}-r", {"estimator": estimator, **settings},
+                   {"per_mechanism": np.asarray(parts)},
+                   iterations=iters or None, converged=conv if estimator == "ibu" else None)
+
+
+# --------------------------------------------------------------------------------------------
+# Combining mechanisms: [INV]M and [IBU]M
+# --------------------------------------------------------------------------------------------
+def average_mechanism(obs: Observations, estimator: str = "[e]M") -> tuple[np.ndarray, np.ndarray]:
+    """``A[n] = sum_A (n^A/n) A`` and the pooled counts ``n q[n]`` (seed 003 Eqs. 9-10).
+
+    All mechanisms must share one finite output alphabet (same number of outputs, reports
+    indexing it); otherwise a :class:`LocalPrivError` says that ``gibu`` applies.
+    """
+    sizes = {b.mechanism.n_outputs for b in obs.blocks}
+    if None in sizes or len(sizes) != 1:
+        raise LocalPrivError(
+            f"{estimator} needs all mechanisms to share one finite output alphabet, got output sizes "
+            f"{sorted(str(s) for s in sizes)}; use gibu (GIBU applies to any mix of mechanisms)")
+    m = sizes.pop()
+    A = np.zeros((obs.k, m))
+    counts = np.zeros(m)
+    for b in obs.blocks:
+        A += (b.n / obs.n) * b.mechanism.channel()
+        counts += b.count_vector()
+    return A, counts
+
+
+def inv_m(obs: Observations, *, post: str = "n") -> Estimate:
+    """[INV]M, seed 003 Eq. 10: ``theta = q[n] A[n]^{-1}``, then normalization or projection.
+
+    Raises when the output alphabets differ or ``A[n]`` is singular (use ``gibu`` or ``ibu-m``).
+    """
+    A, counts = average_mechanism(obs, f"[INV]M (inv-{post}-m)")
+    q = counts / counts.sum()
+    k, m = A.shape
+    cond = np.linalg.cond(A) if k == m else np.inf
+    if k == m and cond < 1e12:
+        v = np.linalg.solve(A.T, q)
+    elif k != m and np.linalg.matrix_rank(A) == k:
+        v, *_ = np.linalg.lstsq(A.T, q, rcond=None)
+    else:
+        raise LocalPrivError(
+            f"[INV]M: the average mechanism A[n] is singular (condition number {cond:.3g}); "
+            "use gibu (the MLE, always defined) or ibu-m")
+    return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post}, {"raw_inverse": v})
+
+
+def ibu_m(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000) -> Estimate:
+    """[IBU]M, seed 003 section 5.3: IBU (Eq. 13) on the average mechanism ``A[n]`` and ``q[n]``.
+
+    Uses the one EM engine on a single dense block; maximizes the likelihood of the *wrong*
+    hypothesis that every report came from ``A[n]`` (not the MLE unless all mechanisms agree).
+    """
+    A, counts = average_mechanism(obs, "[IBU]M (ibu-m)")
+    live = counts > 0
+    res = em([DenseBlock(A[:, live], counts[live])], obs.k, theta0=theta0, delta=delta, max_iter=max_iter)
+    return _finish(res.theta, obs, "ibu-m", {"delta": delta, "max_iter": max_iter},
+                   {"loglik_average_mechanism": res.loglik},
+                   iterations=res.iterations, converged=res.converged)
+
+
+# --------------------------------------------------------------------------------------------
+register_estimator("gibu", gibu)
+register_estimator("rap-n", lambda obs, **kw: rap(obs, post="n", **kw))
+register_estimator("rap-p", lambda obs, **kw: rap(obs, post="p", **kw))
+for _e in COMBINABLE:
+    register_estimator(f"{_e}-r", lambda obs, _e=_e, **kw: combine_results(obs, _e, **kw))
+register_estimator("inv-n-m", lambda obs, **kw: inv_m(obs, post="n", **kw))
+register_estimator("inv-p-m", lambda obs, **kw: inv_m(obs, post="p", **kw))
+register_estimator("ibu-m", ibu_m)
+register_estimator("rap-n-m", lambda obs, **kw: rap_m(obs, post="n", **kw))
+register_estimator("rap-p-m", lambda obs, **kw: rap_m(obs, post="p", **kw))

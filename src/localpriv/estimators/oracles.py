@@ -1,0 +1,145 @@
+"""Estimators for the pure LDP frequency oracles (issue 4; seed 002, seed 001 section 7.5).
+
+* **MI** (``mi-n``, ``mi-p``): the pure-protocol matrix inversion on the support counts
+  ``C_v = #{i : v in S(z_i)}``: ``f_v = (C_v / n - q*) / (p* - q*)`` (seed 002, "MI"), followed by
+  normalization (N: negatives to 0, renormalize) or projection onto the simplex (P).
+* **Rappor's estimator** (``rappor-n``, ``rappor-p``): the same formula on the bit counts of
+  basic one-time RAPPOR (SUE, ``p* = e^{eps/2}/(1+e^{eps/2})``, ``q* = 1 - p*``; seed 001
+  section 7.5, seed 003 section 5.4 with one common eps), with N or P post-processing.
+* **IBU on support counts** (``ibu-support``): seed 002's IBU
+  ``f^{t+1} = f~ . (f^t * A) / (f^t . A)`` with ``A`` holding ``p*`` on the diagonal and ``q*``
+  elsewhere and ``f~`` the normalized support counts; run by THE one EM engine
+  (:func:`localpriv.estimators.em.em`) with an O(k) block. It maximizes a *pseudo*-likelihood
+  (the support counts are not multinomial), which we report in ``extra['support_loglik']``; the
+  ``loglik`` of the returned estimate is the exact log-likelihood of the individual reports.
+* **Exact-likelihood IBU** (``ibu-exact``): the true maximum-likelihood estimate from the reports,
+  ``P(z|x) = c(z)(r0 + (r1 - r0)[x in S(z)])`` (seed 001 Lemma 4.4 for unary encodings; derived
+  likewise for local hashing, subset selection and SHE), by the same EM engine on grouped
+  identical reports with sparse products (:class:`localpriv.mechanisms.unary.SupportBlock`).
+  For GRR/k-RR both IBUs coincide.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import LocalPrivError
+from ..estimate import Estimate
+from ..mechanisms.krr import KRR, KRRBlock
+from ..mechanisms.unary import UnaryEncoding
+from ..observations import ObservationBlock, Observations
+from ..projection import clip_normalize, project_simplex
+from . import register_estimator
+from .em import em, log_likelihood
+
+__all__ = ["pure_parameters", "support_counts", "mi_vector", "mi", "rappor", "ibu_support",
+           "ibu_exact", "exact_loglik"]
+
+
+def pure_parameters(mechanism) -> tuple[float, float]:
+    """``(p*, q*)`` of a pure frequency oracle (k-RR/GRR included: ``p* = p_keep``, ``q* = p_other``)."""
+    if isinstance(mechanism, KRR):
+        return mechanism.p_keep, mechanism.p_other
+    p, q = getattr(mechanism, "p_star", None), getattr(mechanism, "q_star", None)
+    if p is None or q is None:
+        raise LocalPrivError(f"{mechanism} is not a pure frequency oracle (no p*, q*); use ibu or inv")
+    return float(p), float(q)
+
+
+def support_counts(block: ObservationBlock) -> np.ndarray:
+    """``C_v = sum_j counts_j [v in S(z_j)]`` for the reports of one mechanism."""
+    mech = block.mechanism
+    if isinstance(mech, KRR):
+        return block.count_vector()
+    if not hasattr(mech, "support_counts"):
+        raise LocalPrivError(f"{mech} has no support function S(z)")
+    return mech.support_counts(block.reports, block.counts)
+
+
+def mi_vector(block: ObservationBlock) -> np.ndarray:
+    """Unbiased ``f_v = (C_v/n - q*) / (p* - q*)`` (may be negative; seed 002)."""
+    p, q = pure_parameters(block.mechanism)
+    return (support_counts(block) / block.n - q) / (p - q)
+
+
+def _post(v, post):
+    post = post.lower()
+    if post not in ("n", "p"):
+        raise LocalPrivError(f"post-processing must be 'n' (normalize) or 'p' (project), got {post!r}")
+    return post, (clip_normalize(v) if post == "n" else project_simplex(v))
+
+
+def exact_loglik(obs: Observations, theta) -> float:
+    """Exact log-likelihood of the individual reports (seed 001 Eq. 2) at ``theta``."""
+    blocks = obs.likelihood_blocks()
+    return log_likelihood(blocks, np.asarray(theta, dtype=float)) + sum(getattr(b, "log_offset", 0.0)
+                                                                      for b in blocks)
+
+
+def _maybe_loglik(obs, theta, with_loglik):
+    return exact_loglik(obs, theta) if with_loglik else None
+
+
+def mi(obs: Observations, *, post: str = "n", loglik: bool = False) -> Estimate:
+    """MI-N / MI-P: the pure-protocol matrix inversion on support counts (seed 002)."""
+    block = obs.single(f"mi-{post}")
+    v = mi_vector(block)
+    post, theta = _post(v, post)
+    return Estimate(theta, obs.domain, f"mi-{post}", {"post": post},
+                    loglik=_maybe_loglik(obs, theta, loglik), n=obs.n, extra={"raw_inverse": v})
+
+
+def rappor(obs: Observations, *, post: str = "n", loglik: bool = False) -> Estimate:
+    """Rappor's estimator for basic one-time RAPPOR (symmetric unary encoding, ``q* = 1 - p*``):
+    ``f_v = (C_v/n - q*)/(p* - q*)`` on the bit counts, then N or P (seed 001 section 7.5)."""
+    block = obs.single(f"rappor-{post}")
+    mech = block.mechanism
+    if not (isinstance(mech, UnaryEncoding) and abs(mech.p_star + mech.q_star - 1.0) < 1e-12):
+        raise LocalPrivError(f"Rappor's estimator needs basic RAPPOR reports (sue), got {mech}; use mi-n")
+    v = mi_vector(block)
+    post, theta = _post(v, post)
+    return Estimate(theta, obs.domain, f"rappor-{post}", {"post": post},
+                    loglik=_maybe_loglik(obs, theta, loglik), n=obs.n, extra={"raw_inverse": v})
+
+
+def ibu_support(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000,
+                loglik: bool = True, keep_trace: bool = False) -> Estimate:
+    """IBU on support counts with ``A = (p* - q*) I + q*`` (seed 002), by the one EM engine."""
+    block = obs.single("ibu-support")
+    p, q = pure_parameters(block.mechanism)
+    if not 0 < q < p:
+        raise LocalPrivError(f"ibu-support needs 0 < q* < p* (got p*={p}, q*={q} for {block.mechanism})")
+    C = support_counts(block)
+    if np.any(C < 0):
+        raise LocalPrivError("ibu-support needs non-negative support counts")
+    k = obs.k
+    res = em([KRRBlock(k, p, q, np.arange(k), C)], k, theta0=theta0, delta=delta, max_iter=max_iter,
+             keep_trace=keep_trace)
+    extra = {"support_loglik": res.loglik}
+    if keep_trace:
+        extra["trace"] = np.asarray(res.trace)
+    return Estimate(res.theta, obs.domain, "ibu-support",
+                    {"delta": delta, "max_iter": max_iter, "model": "support counts, A = p* on the diagonal, q* elsewhere"},
+                    loglik=_maybe_loglik(obs, res.theta, loglik), iterations=res.iterations,
+                    converged=res.converged, n=obs.n, extra=extra)
+
+
+def ibu_exact(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000,
+              keep_trace: bool = False, callback=None) -> Estimate:
+    """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``."""
+    blocks = obs.likelihood_blocks()
+    res = em(blocks, obs.k, theta0=theta0, delta=delta, max_iter=max_iter, keep_trace=keep_trace,
+             callback=callback)
+    offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
+    extra = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
+    return Estimate(res.theta, obs.domain, "ibu-exact",
+                    {"delta": delta, "max_iter": max_iter, "model": "exact report likelihood"},
+                    loglik=res.loglik + offset, iterations=res.iterations, converged=res.converged,
+                    n=obs.n, extra=extra)
+
+
+register_estimator("mi-n", lambda obs, **kw: mi(obs, post="n", **kw))
+register_estimator("mi-p", lambda obs, **kw: mi(obs, post="p", **kw))
+register_estimator("rappor-n", lambda obs, **kw: rappor(obs, post="n", **kw))
+register_estimator("rappor-p", lambda obs, **kw: rappor(obs, post="p", **kw))
+register_estimator("ibu-support", ibu_support)
+register_estimator("ibu-exact", ibu_exact)

@@ -1,0 +1,366 @@
+"""Reproductions of seed 001 section 7.1-7.4: IBU vs INV-N vs INV-P under geo-indistinguishability
+mechanisms and k-RR, on UCI Adult ages and Gowalla check-ins in Manhattan.
+
+* ``fig1``  -- ages 0..99, linear geometric eps = 0.05 (seed 001 Fig. 1, section 7.1);
+* ``fig8``  -- 20 x 14 grid of 0.5-km cells, truncated planar geometric eps = 1.0 (Fig. 8, 7.2);
+* ``fig9``  -- six box-plot panels: {ages, locations} x {geometric, Laplace, exponential} (Fig. 9, 7.3);
+* ``fig10`` -- k-RR eps 0.5..5 on ages and locations (Fig. 10, 7.4).
+
+Every run: perturb all users' true values (vectorized), count the reports, estimate with INV-N,
+INV-P and IBU, and measure the EMD to the true distribution (years on the line, km on the grid,
+:func:`localpriv.planar.emd_grid`).
+
+Choices (documented in docs/geo.md):
+
+* the age alphabet is 0..99 (seed 001 section 7.1 says "0 and 9999", a typo: Fig. 1 and section
+  7.6 use k = 100);
+* INV needs a square channel, so the linear mechanisms are the versions truncated to the
+  alphabet: ``geometric(eps,lo=0,hi=99)`` (seed 001 Eq. 7), ``laplace(eps,bins=1.0,lo=0,hi=99)``
+  (Laplace noise rounded to the nearest age, ends clamped); the planar ones are clamped to the
+  grid (seed 003 section 2.3);
+* INV is ``v = q M^{-1}`` computed by solving ``M^T v = q`` however ill-conditioned ``M`` is (that
+  is the estimator the paper evaluates; the condition number is recorded), then normalization
+  (INV-N) or projection onto the simplex (INV-P);
+* IBU (the one EM engine, :func:`localpriv.estimators.em.em`, on a dense likelihood block) starts
+  uniform and stops when the total log-likelihood changes by less than ``delta``
+  (seed 001 Algorithm 1), at most ``max_iter`` iterations.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..datasets import adult_ages
+from ..domains import IntegerDomain
+from ..estimators.em import em
+from ..mechanisms.base import DenseBlock
+from ..mechanisms import parse
+from ..metrics import emd_line
+from ..observations import Observations
+from ..planar import emd_grid, manhattan_cells
+from ..plotting import distributions_figure, plt, save
+from ..projection import clip_normalize, project_simplex
+from .runner import Experiment, register_experiment
+
+__all__ = ["run_once", "inv_vector", "ESTIMATORS"]
+
+ESTIMATORS = ("inv-n", "inv-p", "ibu")
+
+
+# ------------------------------------------------------------------------------------------
+# shared pieces
+# ------------------------------------------------------------------------------------------
+def _ages():
+    domain = IntegerDomain(0, 99)
+    x = domain.encode(adult_ages())
+    return domain, x, np.bincount(x, minlength=domain.size) / x.size
+
+
+def _locations():
+    grid, x = manhattan_cells()
+    return grid, x, np.bincount(x, minlength=grid.size) / x.size
+
+
+def _setup(data: str):
+    if data == "ages":
+        domain, x, truth = _ages()
+        return domain, x, truth, (lambda p, q: emd_line(p, q))
+    domain, x, truth = _locations()
+    D = domain.distance_matrix()
+    return domain, x, truth, (lambda p, q: emd_grid(p, q, D))
+
+
+def inv_vector(mech, counts) -> tuple[np.ndarray, float]:
+    """``v = q M^{-1}`` (seed 001 section 7.6) and the condition number of ``M``.
+
+    Closed form when the mechanism has one (k-RR); otherwise ``M^T v = q`` is solved directly,
+    falling back to least squares only if ``M`` is exactly singular.
+    """
+    c = np.asarray(counts, dtype=float)
+    if hasattr(mech, "inverse_counts"):
+        return mech.inverse_counts(c), float("nan")
+    M = mech.channel()
+    q = c / c.sum()
+    try:
+        v = np.linalg.solve(M.T, q)
+    except np.linalg.LinAlgError:
+        v = np.linalg.lstsq(M.T, q, rcond=None)[0]
+    return v, float(np.linalg.cond(M))
+
+
+def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
+             keep_distributions=False, checkpoints=()) -> dict:
+    """One obfuscation-estimation round: EMD to ``truth`` of the noisy histogram and of each
+    estimator (``inv-n``, ``inv-p``, ``ibu``); ``checkpoints``: IBU iterations at which the EMD of
+    the current IBU iterate is also recorded (``ibu_emd_at``)."""
+    z = mech.sample(x, rng)
+    counts = np.bincount(z, minlength=mech.n_outputs).astype(float)
+    noisy = counts / counts.sum()
+    v, cond = inv_vector(mech, counts)
+    est = {"inv-n": clip_normalize(v), "inv-p": project_simplex(v)}
+    at = {}
+    marks = set(int(c) for c in checkpoints)
+
+    def watch(t, theta, L):
+        if t in marks:
+            at[t] = emd(truth, theta)
+
+    if hasattr(mech, "inverse_counts"):  # k-RR: its O(k) structured block
+        blocks = Observations.from_counts(mech, counts, domain).likelihood_blocks()
+    else:
+        # small dense channels (<= 280 x 280 here): the dense block's products are faster than
+        # the FFT blocks, which pay off on large grids and alphabets
+        keep = counts > 0
+        blocks = [DenseBlock(mech.channel()[:, keep], counts[keep])]
+    res = em(blocks, mech.k, delta=delta, max_iter=max_iter, callback=watch if marks else None)
+    est["ibu"] = res.theta
+    out = {"emd": {"noisy": emd(truth, noisy) if noisy.size == truth.size else None,
+                   **{k: emd(truth, e) for k, e in est.items()}},
+           "ibu_iterations": res.iterations, "ibu_converged": res.converged, "cond": cond,
+           "ibu_emd_at": at}
+    if keep_distributions:
+        out["noisy"] = noisy
+        out["estimates"] = est
+    return out
+
+
+def _summary(values) -> dict:
+    a = np.asarray(values, dtype=float)
+    return {"mean": float(a.mean()), "median": float(np.median(a)), "sd": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+            "q1": float(np.quantile(a, 0.25)), "q3": float(np.quantile(a, 0.75))}
+
+
+def _sweep(data, spec_fmt, eps_list, runs, rng, progress, label, delta, max_iter):
+    domain, x, truth, emd = _setup(data)
+    panel = {"data": data, "mechanism": spec_fmt, "eps": list(eps_list),
+             "emd": {m: [] for m in ESTIMATORS}, "ibu_iterations": [], "ibu_unconverged": []}
+    for eps in progress(eps_list, label):
+        mech = parse(spec_fmt.format(eps=eps), domain)
+        per = {m: [] for m in ESTIMATORS}
+        iters, unconv = [], 0
+        for _ in range(runs):
+            r = run_once(mech, x, truth, rng, emd, domain, delta=delta, max_iter=max_iter)
+            for m in ESTIMATORS:
+                per[m].append(r["emd"][m])
+            iters.append(r["ibu_iterations"])
+            unconv += not r["ibu_converged"]
+        for m in ESTIMATORS:
+            panel["emd"][m].append(per[m])
+        panel["ibu_iterations"].append(float(np.mean(iters)))
+        panel["ibu_unconverged"].append(unconv)
+        panel.setdefault("epsilon_geo_from_channel", []).append(
+            float(mech.epsilon_geo()) if "krr" not in spec_fmt else float(mech.epsilon_ldp()))
+    panel["summary"] = {m: [_summary(v) for v in panel["emd"][m]] for m in ESTIMATORS}
+    panel["ibu_best_fraction"] = [
+        float(np.mean((np.asarray(panel["emd"]["ibu"][i]) <= np.asarray(panel["emd"]["inv-n"][i]))
+                      & (np.asarray(panel["emd"]["ibu"][i]) <= np.asarray(panel["emd"]["inv-p"][i]))))
+        for i in range(len(eps_list))]
+    return panel
+
+
+def _boxpanel(ax, panel, title):
+    eps = panel["eps"]
+    colors = {"ibu": "tab:blue", "inv-n": "tab:orange", "inv-p": "tab:green"}
+    width = 0.25
+    for j, m in enumerate(("ibu", "inv-n", "inv-p")):
+        pos = np.arange(len(eps)) + (j - 1) * width
+        bp = ax.boxplot(panel["emd"][m], positions=pos, widths=width * 0.9, patch_artist=True,
+                        showfliers=False, manage_ticks=False,
+                        medianprops={"color": "black"})
+        for b in bp["boxes"]:
+            b.set_facecolor(colors[m])
+        ax.plot([], [], color=colors[m], lw=6, label=m.upper())
+    ax.set_xticks(np.arange(len(eps)), [f"{e:g}" for e in eps], fontsize=7)
+    ax.set_xlabel("eps", fontsize=8)
+    ax.set_ylabel("EMD (years)" if panel["data"] == "ages" else "EMD (km)", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
+
+# ------------------------------------------------------------------------------------------
+# fig1
+# ------------------------------------------------------------------------------------------
+def _fig1_compute(params, rng, progress):
+    domain, x, truth, emd = _setup("ages")
+    mech = parse(params["mechanism"], domain)
+    runs = []
+    first = None
+    for _ in progress(range(params["runs"]), "runs"):
+        r = run_once(mech, x, truth, rng, emd, domain, params["delta"], params["max_iter"],
+                     keep_distributions=first is None,
+                     checkpoints=params["checkpoints"] if first is None else ())
+        first = first or r
+        runs.append(r["emd"])
+    out = {"n": int(x.size), "truth": truth, "noisy": first["noisy"], "estimates": first["estimates"],
+           "emd": first["emd"], "epsilon_geo_from_channel": mech.epsilon_geo(),
+           "ibu_iterations": first["ibu_iterations"], "cond": first["cond"],
+           "ibu_emd_at_iteration": first["ibu_emd_at"],
+           "emd_runs": {m: [r[m] for r in runs] for m in ("noisy",) + ESTIMATORS}}
+    out["emd_mean"] = {m: float(np.mean(v)) for m, v in out["emd_runs"].items()}
+    return out
+
+
+def _fig1_plot(results, params, path):
+    series = {"truth": results["truth"], "noisy": results["noisy"],
+              **{m.upper(): results["estimates"][m] for m in ESTIMATORS}}
+    notes = {("truth" if k == "truth" else k.upper() if k in ESTIMATORS else k): f"EMD {v:.3f} years"
+             for k, v in results["emd"].items()}
+    distributions_figure(np.arange(100), {k: np.asarray(v) for k, v in series.items()}, path,
+                         title=f"UCI Adult ages (n={results['n']}), {params['mechanism']} (seed 001 Fig. 1)",
+                         xlabel="age", notes=notes)
+
+
+register_experiment(Experiment(
+    name="fig1",
+    description="Adult ages 0..99 under the linear geometric mechanism eps=0.05 (truncated to 0..99): "
+                "INV-N vs INV-P vs IBU",
+    defaults={"mechanism": "geometric(eps=0.05,lo=0,hi=99)", "runs": 1, "delta": 1e-6, "max_iter": 10_000,
+              "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]},
+    quick={"max_iter": 2_000},
+    compute=_fig1_compute,
+    plot=_fig1_plot,
+    reference="seed 001 section 7.1, Fig. 1",
+))
+
+
+# ------------------------------------------------------------------------------------------
+# fig8
+# ------------------------------------------------------------------------------------------
+def _fig8_compute(params, rng, progress):
+    domain, x, truth, emd = _setup("locations")
+    mech = parse(params["mechanism"], domain)
+    runs, first = [], None
+    for _ in progress(range(params["runs"]), "runs"):
+        r = run_once(mech, x, truth, rng, emd, domain, params["delta"], params["max_iter"],
+                     keep_distributions=first is None,
+                     checkpoints=params["checkpoints"] if first is None else ())
+        first = first or r
+        runs.append(r["emd"])
+    out = {"n": int(x.size), "grid": {"nrows": domain.nrows, "ncols": domain.ncols, "cell_km": domain.cell_km,
+                                      "lat0": domain.lat0, "lon0": domain.lon0},
+           "truth": truth, "noisy": first["noisy"], "estimates": first["estimates"], "emd": first["emd"],
+           "epsilon_geo_from_channel": mech.epsilon_geo(), "ibu_iterations": first["ibu_iterations"],
+           "ibu_emd_at_iteration": first["ibu_emd_at"],
+           "cond": first["cond"], "emd_runs": {m: [r[m] for r in runs] for m in ("noisy",) + ESTIMATORS},
+           "paper_emd": {"noisy": 0.7658, "inv-p": 0.5862, "inv-n": 0.7832, "ibu": 0.16995}}
+    out["emd_mean"] = {m: float(np.mean(v)) for m, v in out["emd_runs"].items()}
+    return out
+
+
+def _fig8_plot(results, params, path):
+    g = results["grid"]
+    maps = {"original": results["truth"], "noisy": results["noisy"],
+            "INV-N": results["estimates"]["inv-n"], "INV-P": results["estimates"]["inv-p"],
+            "IBU": results["estimates"]["ibu"]}
+    emds = {"noisy": results["emd"]["noisy"], "INV-N": results["emd"]["inv-n"],
+            "INV-P": results["emd"]["inv-p"], "IBU": results["emd"]["ibu"]}
+    vmax = max(float(np.max(v)) for v in maps.values())
+    fig, axes = plt.subplots(1, 5, figsize=(15, 4.6))
+    extent = (0, g["ncols"] * g["cell_km"], 0, g["nrows"] * g["cell_km"])
+    for ax, (name, dist) in zip(axes, maps.items()):
+        im = ax.imshow(np.asarray(dist).reshape(g["nrows"], g["ncols"]), origin="lower", extent=extent,
+                       cmap="hot_r", vmin=0, vmax=vmax)
+        ax.set_title(name + (f"\nEMD = {emds[name]:.4f} km" if name in emds else "\n"), fontsize=9)
+        ax.set_xlabel("km east", fontsize=8)
+    axes[0].set_ylabel("km north", fontsize=8)
+    fig.colorbar(im, ax=axes, shrink=0.7, label="probability")
+    fig.suptitle(f"Gowalla Manhattan check-ins (n={results['n']}), {params['mechanism']} (seed 001 Fig. 8)",
+                 fontsize=10)
+    save(fig, path)
+
+
+register_experiment(Experiment(
+    name="fig8",
+    description="Gowalla check-ins on the 20x14 Manhattan grid (0.5 km) under the truncated planar "
+                "geometric mechanism eps=1.0: original, noisy, INV-N, INV-P, IBU with EMDs",
+    defaults={"mechanism": "planar-geometric(eps=1.0)", "runs": 1, "delta": 1e-6, "max_iter": 10_000,
+              "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]},
+    quick={"max_iter": 2_000},
+    compute=_fig8_compute,
+    plot=_fig8_plot,
+    reference="seed 001 section 7.2, Fig. 8",
+))
+
+
+# ------------------------------------------------------------------------------------------
+# fig9
+# ------------------------------------------------------------------------------------------
+FIG9_PANELS = [
+    ("a", "ages", "geometric(eps={eps},lo=0,hi=99)", "linear_eps", "age data, linear geometric"),
+    ("b", "locations", "planar-geometric(eps={eps})", "planar_eps", "location data, planar geometric"),
+    ("c", "ages", "laplace(eps={eps},bins=1.0,lo=0,hi=99)", "linear_eps", "age data, linear Laplace"),
+    ("d", "locations", "planar-laplace(eps={eps})", "planar_eps", "location data, planar Laplace"),
+    ("e", "ages", "exponential(eps={eps})", "linear_eps", "age data, exponential"),
+    ("f", "locations", "exponential(eps={eps})", "planar_eps", "location data, exponential"),
+]
+
+
+def _fig9_compute(params, rng, progress):
+    out = {}
+    for key, data, spec, eps_key, title in FIG9_PANELS:
+        if key not in params["panels"]:
+            continue
+        out[key] = _sweep(data, spec, params[eps_key], params["runs"], rng, progress,
+                          f"fig9({key}) {title}", params["delta"], params["max_iter"])
+        out[key]["title"] = title
+    return out
+
+
+def _fig9_plot(results, params, path):
+    keys = [k for k, *_ in FIG9_PANELS if k in results]
+    fig, axes = plt.subplots(3, 2, figsize=(11, 11))
+    for ax, (key, *_rest) in zip(axes.ravel(), FIG9_PANELS):
+        if key in results:
+            _boxpanel(ax, results[key], f"({key}) {results[key]['title']}")
+        else:
+            ax.axis("off")
+    fig.suptitle(f"EMD to the original distribution, {params['runs']} run(s) per eps (seed 001 Fig. 9)", fontsize=10)
+    fig.tight_layout()
+    save(fig, path)
+    return keys
+
+
+register_experiment(Experiment(
+    name="fig9",
+    description="EMD of IBU / INV-N / INV-P over eps for geometric, Laplace and exponential mechanisms "
+                "on ages (eps 0.01..0.3) and Manhattan locations (eps 0.2..6.0)",
+    defaults={"runs": 100, "linear_eps": [0.01, 0.02, 0.05, 0.1, 0.2, 0.3],
+              "planar_eps": [0.2, 0.5, 1.0, 2.0, 4.0, 6.0], "panels": ["a", "b", "c", "d", "e", "f"],
+              "delta": 1e-6, "max_iter": 10_000},
+    quick={"runs": 2, "linear_eps": [0.05, 0.3], "planar_eps": [0.5, 4.0], "max_iter": 2_000},
+    compute=_fig9_compute,
+    plot=_fig9_plot,
+    reference="seed 001 section 7.3, Fig. 9",
+))
+
+
+# ------------------------------------------------------------------------------------------
+# fig10
+# ------------------------------------------------------------------------------------------
+def _fig10_compute(params, rng, progress):
+    out = {}
+    for key, data in (("a", "ages"), ("b", "locations")):
+        out[key] = _sweep(data, "krr(eps={eps})", params["eps"], params["runs"], rng, progress,
+                          f"fig10({key}) k-RR on {data}", params["delta"], params["max_iter"])
+        out[key]["title"] = f"{'age' if data == 'ages' else 'location'} data, k-RR"
+    return out
+
+
+def _fig10_plot(results, params, path):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, key in zip(axes, ("a", "b")):
+        _boxpanel(ax, results[key], f"({key}) {results[key]['title']}")
+    fig.suptitle(f"EMD to the original distribution under k-RR, {params['runs']} run(s) per eps "
+                 "(seed 001 Fig. 10)", fontsize=10)
+    fig.tight_layout()
+    save(fig, path)
+
+
+register_experiment(Experiment(
+    name="fig10",
+    description="EMD of IBU / INV-N / INV-P under k-RR eps 0.5..5 on ages and Manhattan locations",
+    defaults={"runs": 100, "eps": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0], "delta": 1e-6, "max_iter": 10_000},
+    quick={"runs": 2, "eps": [0.5, 5.0], "max_iter": 2_000},
+    compute=_fig10_compute,
+    plot=_fig10_plot,
+    reference="seed 001 section 7.4, Fig. 10",
+))

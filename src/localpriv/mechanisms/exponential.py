@@ -1,0 +1,79 @@
+"""The exponential mechanism on a finite metric domain (seed 001 section 7.3, refs [25], [31]).
+
+Every input ``x`` reports an element ``z`` of the same domain with probability::
+
+    P(z | x) = exp(-eps d(x, z) / 2) / C(x),      C(x) = sum_{z'} exp(-eps d(x, z') / 2),
+
+i.e. the usual utility ``-d(x, z)`` with sensitivity 1 per unit of distance, normalized per row.
+
+Privacy: ``P(z|x) / P(z|x') = exp(eps (d(x',z) - d(x,z)) / 2) * C(x') / C(x)``; both factors are
+at most ``exp(eps d(x,x') / 2)`` (triangle inequality), so the mechanism is eps-geo-
+indistinguishable. The level computed from the channel is usually *strictly smaller* than eps
+(the two factors rarely reach their bounds together): e.g. on ``0..99`` with eps = 0.05 it is
+about 0.0494 (:meth:`Exponential.epsilon_geo` gives the exact value for any domain).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from ..domains import IntegerDomain
+from .base import Mechanism, register
+
+__all__ = ["Exponential"]
+
+
+@register
+class Exponential(Mechanism):
+    """Exponential mechanism ``P(z|x) ∝ exp(-eps d(x, z)/2)`` on the domain it is applied to.
+
+    Parameters
+    ----------
+    k : int
+        Number of inputs (= outputs).
+    eps : float
+        Geo-indistinguishability parameter, in inverse units of the domain's distance.
+    domain : Domain, optional
+        Its ``distance_matrix()`` is the metric ``d`` (``IntegerDomain``: ``|x - y|``;
+        ``GridDomain``: km between cell centres; ``CategoricalDomain``: the discrete metric).
+        Defaults to the integers ``0..k-1``.
+    """
+
+    spec_name = "exponential"
+
+    def __init__(self, k: int, eps: float, domain=None):
+        self.k = check_int(k, "k", minimum=1)
+        self.eps = check_eps(eps)
+        if domain is None:
+            domain = IntegerDomain(0, self.k - 1)
+        if domain.size != self.k:
+            raise LocalPrivError(f"exponential: k={self.k} but the domain has {domain.size} elements")
+        self.domain = domain
+        self._M = None
+
+    def params(self):
+        return {"k": self.k, "eps": self.eps}
+
+    @property
+    def n_outputs(self) -> int:
+        return self.k
+
+    def channel(self) -> np.ndarray:
+        if self._M is None:
+            logw = -0.5 * self.eps * np.asarray(self.domain.distance_matrix(), dtype=float)
+            logw -= logw.max(axis=1, keepdims=True)
+            w = np.exp(logw)
+            self._M = w / w.sum(axis=1, keepdims=True)
+        return self._M
+
+    def sample(self, x, rng) -> np.ndarray:
+        """Inverse-CDF sampling from the channel rows, vectorized (one binary search per user)."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        cdf = np.cumsum(self.channel(), axis=1)
+        cdf[:, -1] = 1.0
+        u = rng.random(x.size)
+        # rows of the CDF are increasing and all end at 1: offset row r by r to search one array
+        flat = (cdf + np.arange(self.k)[:, None]).ravel()
+        pos = np.searchsorted(flat, u + x, side="right") - x * self.k
+        return np.minimum(pos, self.k - 1).astype(np.int64)

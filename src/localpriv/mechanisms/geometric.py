@@ -1,0 +1,173 @@
+"""Linear geometric mechanisms on the integers (seed 001 section 4.3, seed 003 section 2.2).
+
+Untruncated (seed 001 Eq. 6): a report ``z = x + N`` with ``N`` two-sided geometric::
+
+    P(z | x) = c a^{|z - x|},    a = e^{-eps},   c = (1 - a) / (1 + a),    z in Z.
+
+Truncated to ``[lo, hi]`` (seed 001 Eq. 7, seed 003 Eq. 2): the untruncated report is clamped to
+``lo..hi``, so the mass beyond each end piles up on that end. For ``lo <= x <= hi`` this is
+exactly Eq. 7::
+
+    P(z | x) = c_z a^{|z - x|},   c_z = 1/(1+a) for z in {lo, hi},  (1-a)/(1+a) for lo < z < hi.
+
+Inputs are domain indices ``0..k-1`` and ``lo``/``hi`` are in the same index units (``lo`` may
+exceed 0 or ``hi`` be below ``k-1``: the clamp formula still holds, Eq. 7 alone would not).
+
+Both satisfy eps-geo-indistinguishability on the line with ``d(x, x') = |x - x'|``:
+``P(z|x)/P(z|x') = a^{|z-x| - |z-x'|} <= e^{eps |x - x'|}``, with equality for any ``z`` outside
+``(min(x,x'), max(x,x'))``; :meth:`Geometric.epsilon_geo` computes it from the channel.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from ..privacy import geo_epsilon, ldp_epsilon
+from .base import Mechanism, register
+
+__all__ = ["Geometric", "two_sided_geometric"]
+
+
+def two_sided_geometric(eps: float, size: int, rng) -> np.ndarray:
+    """``size`` draws of ``N`` with ``P(N = n) = (1-a)/(1+a) a^{|n|}``, ``a = e^{-eps}``.
+
+    ``N = G1 - G2`` with ``G1, G2`` i.i.d. geometric on ``{0, 1, ...}`` with ``P(G = g) = (1-a) a^g``:
+    ``P(N = n) = sum_g (1-a)^2 a^{2g + |n|} = (1-a)^2 a^{|n|} / (1 - a^2)``.
+    """
+    p = -np.expm1(-eps)  # 1 - a, accurate for small eps
+    return (rng.geometric(p, size) - rng.geometric(p, size)).astype(np.int64)
+
+
+@register
+class Geometric(Mechanism):
+    """Linear geometric mechanism, untruncated (``lo = hi = None``) or truncated to ``lo..hi``.
+
+    Parameters
+    ----------
+    k : int
+        Number of inputs (indices ``0..k-1``, distance ``|x - x'|``).
+    eps : float
+        Geo-indistinguishability parameter per index unit (``a = e^{-eps}``).
+    lo, hi : int, optional
+        Output range (index units) of the truncated version; both or neither.
+
+    Notes
+    -----
+    Untruncated reports are int64 ``z = x + N`` (possibly negative or ``>= k``) and
+    :meth:`likelihood` is exact for any integer reports; ``n_outputs`` is ``None`` and
+    :meth:`channel` is unavailable. Truncated reports are output indices ``z - lo`` and the channel
+    is ``k x (hi - lo + 1)``.
+    """
+
+    spec_name = "geometric"
+
+    def __init__(self, k: int, eps: float, lo: int | None = None, hi: int | None = None):
+        self.k = check_int(k, "k", minimum=1)
+        self.eps = check_eps(eps)
+        if (lo is None) != (hi is None):
+            raise LocalPrivError("geometric: give both lo and hi (truncated) or neither (untruncated)")
+        if lo is not None:
+            lo = check_int(lo, "lo")
+            hi = check_int(hi, "hi")
+            if not lo < hi:
+                raise LocalPrivError(f"geometric: need lo < hi, got lo={lo}, hi={hi}")
+        self.lo, self.hi = lo, hi
+
+    def params(self):
+        return {"k": self.k, "eps": self.eps, "lo": self.lo, "hi": self.hi}
+
+    @property
+    def truncated(self) -> bool:
+        return self.lo is not None
+
+    @property
+    def a(self) -> float:
+        """``e^{-eps}``."""
+        return float(np.exp(-self.eps))
+
+    @property
+    def n_outputs(self):
+        return self.hi - self.lo + 1 if self.truncated else None
+
+    # ---- sampling -------------------------------------------------------------------------
+    def sample(self, x, rng) -> np.ndarray:
+        """``z = x + N`` (two-sided geometric ``N``), clamped to ``lo..hi`` and shifted by ``-lo``
+        when truncated."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        z = x + two_sided_geometric(self.eps, x.size, rng)
+        if self.truncated:
+            z = np.clip(z, self.lo, self.hi) - self.lo
+        return z.astype(np.int64)
+
+    # ---- channel / likelihood -------------------------------------------------------------
+    def _prob(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """``P(z | x)`` for integer arrays (broadcast), with ``z`` in value units (not ``z - lo``)."""
+        a, eps = self.a, self.eps
+        c = -np.expm1(-eps) / (1.0 + a)
+        d = np.abs(z - x).astype(float)
+        p = c * np.exp(-eps * d)
+        if not self.truncated:
+            return p
+        # P(Z <= lo | x) = P(N <= lo - x) and P(Z >= hi | x) = P(N <= x - hi) (N is symmetric),
+        # each evaluated without cancellation: P(N <= s) = a^{-s}/(1+a) for s < 0,
+        # 1 - a^{s+1}/(1+a) for s >= 0 (clamp of Eq. 6, equal to Eq. 7 when lo <= x <= hi)
+        def cdf(s):
+            s = np.asarray(s, dtype=float)
+            return np.where(s < 0, np.exp(-eps * np.abs(s)) / (1.0 + a),
+                            1.0 - np.exp(-eps * (np.abs(s) + 1.0)) / (1.0 + a))
+        p = np.where(z == self.lo, cdf(self.lo - x), p)
+        p = np.where(z == self.hi, cdf(x - self.hi), p)
+        return np.where((z < self.lo) | (z > self.hi), 0.0, p)
+
+    def channel(self) -> np.ndarray:
+        """``k x (hi-lo+1)`` matrix of Eq. 7 (truncated only)."""
+        if not self.truncated:
+            raise LocalPrivError(f"{self}: the untruncated geometric mechanism has infinitely many "
+                                 "outputs; use likelihood(reports) on the observed reports")
+        x = np.arange(self.k)[:, None]
+        z = np.arange(self.lo, self.hi + 1)[None, :]
+        return self._prob(x, z)
+
+    def output_index(self, reports) -> np.ndarray:
+        r = np.asarray(reports)
+        if r.dtype.kind == "f" and np.any(r != np.round(r)):
+            raise LocalPrivError(f"{self}: reports must be integers")
+        if r.dtype.kind not in "iubf":
+            raise LocalPrivError(f"{self}: reports must be integers, got dtype {r.dtype}")
+        if not self.truncated:
+            return r.astype(np.int64)
+        return super().output_index(r)
+
+    def likelihood(self, reports) -> np.ndarray:
+        """``G[x, j] = P(reports[j] | x)``, exact for arbitrary integer reports (untruncated) or
+        output indices ``0..hi-lo`` (truncated)."""
+        z = self.output_index(reports)
+        if self.truncated:
+            z = z + self.lo
+        return self._prob(np.arange(self.k)[:, None], z[None, :])
+
+    def likelihood_block(self, reports, counts):
+        """Fast products by FFT (Toeplitz, issue 8) when the channel is Eq. 7 (``lo <= 0`` and
+        ``hi >= k-1``) or untruncated over a short report range; the dense default otherwise."""
+        from ..structured import geometric_block_for
+
+        block = geometric_block_for(self, self.output_index(reports), counts)
+        return block if block is not None else super().likelihood_block(reports, counts)
+
+    # ---- privacy --------------------------------------------------------------------------
+    def _probe(self) -> np.ndarray:
+        """For the untruncated mechanism: ``G`` on the outputs ``-1..k``. Every column outside
+        ``0..k-1`` has the same ratios as ``-1`` / ``k``, so these outputs give the exact sup."""
+        return self.likelihood(np.arange(-1, self.k + 1))
+
+    def epsilon_ldp(self) -> float:
+        return ldp_epsilon(self.channel() if self.truncated else self._probe())
+
+    def epsilon_geo(self, distance=None) -> float:
+        """Geo level from the channel (truncated) or from the likelihood on the outputs ``-1..k``
+        (untruncated, which attains the sup); ``distance`` defaults to ``|x - x'|``."""
+        if distance is None:
+            idx = np.arange(self.k, dtype=float)
+            distance = np.abs(idx[:, None] - idx[None, :])
+        return geo_epsilon(self.channel() if self.truncated else self._probe(), distance)

@@ -1,0 +1,308 @@
+"""Planar mechanisms on a grid of square cells (seed 001 sections 7.2-7.3, seed 003 section 2.3).
+
+Both mechanisms add translation-invariant noise to the true cell and then map the noisy point to
+the nearest cell of the finite grid (``X``, a :class:`~localpriv.planar.GridDomain` of side ``s``
+km). On a rectangle the nearest cell is obtained by clamping the row and the column separately,
+so all mass falling beyond an edge piles up on the edge cells (the planar analogue of seed 001
+Eq. 7).
+
+* Planar geometric (seed 003 section 2.3): the noisy point is a cell ``(i, j)`` of the infinite
+  grid ``Z^2`` with::
+
+      P((i, j) | x) = lambda exp(-eps d(x, (i, j))),   lambda = 1 / sum_{(i,j) in Z^2} exp(-eps s sqrt(i^2 + j^2)).
+
+* Planar Laplace (Andrés et al., seed 001 ref. [28]): the noisy point is ``x + N`` in R^2 with
+  density ``eps^2 / (2 pi) exp(-eps ||N||)`` (radius ``~ Gamma(2, 1/eps)``, angle uniform), then
+  the cell holding it (the nearest cell centre).
+
+``eps`` is in km^-1 and ``d`` is the Euclidean distance in km between cell centres.
+
+Channel. Let ``K[di, dj]`` be the probability that the noise moves the point by ``(di, dj)``
+cells (``di`` rows north, ``dj`` columns east). For a true cell ``(r, c)`` and an output cell
+``(zr, zc)``, the output row collects the row offsets ``{zr - r}`` (interior row), ``{<= -r}``
+(row 0) or ``{>= nrows-1-r}`` (last row), and likewise for columns, so ``M[x, z]`` is a sum of
+``K`` over a product of an offset and/or a tail in each axis. We precompute the forward and
+backward cumulative sums of ``K`` along each axis (sums of positive terms started from the far
+tail, so tiny entries keep full relative accuracy, which the computed privacy level needs) and
+read each entry once. ``K`` is held on offsets ``|di|, |dj| <= R`` with
+``R = max(nrows, ncols) + ceil(45 / (eps s))`` (capped at :data:`MAX_RADIUS`), so the neglected
+mass is below ``exp(-45)`` times the smallest channel entry (``~exp(-eps diameter)``) whenever the
+cap is not reached, which keeps even the log-ratios of the tiniest entries exact.
+
+* Planar geometric: ``K`` is the exact pmf restricted to that square and renormalized; the sampler
+  draws from the same ``K``, so samples and channel agree exactly.
+* Planar Laplace: ``K[di, dj]`` is the Laplace mass of the square cell at offset ``(di, dj)``,
+  integrated by tensor Gauss-Legendre quadrature (the density is smooth there) for every cell but
+  the centre one, whose mass is ``1 - sum(others)`` (the density has a cusp at the origin).
+
+Privacy computed from the channel (:meth:`~localpriv.mechanisms.base.Mechanism.epsilon_geo`):
+for the planar geometric mechanism it equals ``eps`` whenever the grid has an interior cell
+(``P(x|x) / P(x|x') = e^{eps d(x,x')}`` exactly); for the planar Laplace mechanism, a
+post-processing of an eps-geo-indistinguishable mechanism, it is strictly below ``eps``
+(averaging the density over a cell loses a little: about 0.9999 eps at eps = 1 on the
+Manhattan grid, the sup being approached by far-apart cells and the edge tails).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from .base import Mechanism, register
+
+__all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel"]
+
+#: Largest kernel half-width (in cells) held in memory.
+MAX_RADIUS = 1500
+_TAIL = 45.0
+
+
+def _axis_transform(K: np.ndarray, kind: str, axis: int) -> np.ndarray:
+    if kind == "single":
+        return K
+    if kind == "low":  # sum over offsets <= index
+        return np.cumsum(K, axis=axis)
+    if kind == "high":  # sum over offsets >= index
+        return np.flip(np.cumsum(np.flip(K, axis=axis), axis=axis), axis=axis)
+    # "all": the whole axis (a 1-cell-wide grid)
+    return np.broadcast_to(K.sum(axis=axis, keepdims=True), K.shape)
+
+
+def clamp_channel(K: np.ndarray, nrows: int, ncols: int) -> np.ndarray:
+    """Channel of "add an offset drawn from ``K``, then clamp row and column to the grid".
+
+    Parameters
+    ----------
+    K : ndarray, shape (2R+1, 2R+1)
+        ``K[R + di, R + dj]`` = probability of the offset ``(di, dj)``; ``R >= max(nrows, ncols) - 1``.
+    nrows, ncols : int
+        Grid shape; cell ``i`` is row ``i // ncols``, column ``i % ncols``.
+
+    Returns
+    -------
+    ndarray, shape (nrows*ncols, nrows*ncols)
+        ``M[x, z] = T_{type(zr), type(zc)}[zr - r + R, zc - c + R]`` where ``type`` is "single"
+        for interior rows/columns, "low"/"high" for the first/last (tail sums) and "all" for a
+        grid one cell wide.
+    """
+    R = (K.shape[0] - 1) // 2
+    if R < max(nrows, ncols) - 1:
+        raise LocalPrivError("clamp_channel: kernel smaller than the grid")
+
+    def types(n):
+        t = np.array(["single"] * n, dtype=object)
+        if n == 1:
+            t[0] = "all"
+        else:
+            t[0], t[-1] = "low", "high"
+        return t
+
+    trow, tcol = types(nrows), types(ncols)
+    k = nrows * ncols
+    r = np.arange(nrows)
+    c = np.arange(ncols)
+    drow = r[None, :] - r[:, None] + R  # [r, zr]
+    dcol = c[None, :] - c[:, None] + R  # [c, zc]
+    M4 = np.empty((nrows, ncols, nrows, ncols))
+    # the central block of offsets the grid can use
+    lo_r, hi_r = R - (nrows - 1), R + nrows
+    lo_c, hi_c = R - (ncols - 1), R + ncols
+    for tr in set(trow):
+        rows_z = np.flatnonzero(trow == tr)
+        A = _axis_transform(K, tr, 0)[lo_r:hi_r]
+        for tc in set(tcol):
+            cols_z = np.flatnonzero(tcol == tc)
+            T = _axis_transform(A, tc, 1)[:, lo_c:hi_c]
+            ir = drow[:, rows_z] - lo_r  # (nrows, |rows_z|)
+            ic = dcol[:, cols_z] - lo_c  # (ncols, |cols_z|)
+            block = T[ir[:, None, :, None], ic[None, :, None, :]]
+            M4[:, :, rows_z[:, None], cols_z[None, :]] = block
+    return M4.reshape(k, k)
+
+
+def _radius(eps: float, s: float, nrows: int, ncols: int) -> int:
+    return int(max(max(nrows, ncols), min(MAX_RADIUS, max(nrows, ncols) + np.ceil(_TAIL / (eps * s)))))
+
+
+class _PlanarBase(Mechanism):
+    """Shared parts: grid bookkeeping, kernel, channel, inverse-CDF sampling of offsets."""
+
+    def __init__(self, eps: float, domain=None, k: int | None = None, nrows: int | None = None,
+                 ncols: int | None = None, cell_km: float | None = None):
+        from ..planar import GridDomain
+
+        self.eps = check_eps(eps)
+        shape = (nrows, ncols, cell_km)
+        self._grid_in_spec = domain is None and any(v is not None for v in shape)
+        if self._grid_in_spec:
+            # a grid given by its shape alone (e.g. on the command line, which has no grid
+            # domain syntax): only the metric matters for the channel and the privacy level
+            if nrows is None or ncols is None:
+                raise LocalPrivError(f"{self.spec_name}: give nrows and ncols (and cell_km, default 0.5)")
+            domain = GridDomain(0.0, 0.0, check_int(nrows, "nrows", minimum=1), check_int(ncols, "ncols", minimum=1),
+                                check_eps(0.5 if cell_km is None else cell_km, "cell_km"))
+        elif domain is not None and any(v is not None for v in shape):
+            given = (nrows if nrows is not None else domain.nrows if isinstance(domain, GridDomain) else None,
+                     ncols if ncols is not None else getattr(domain, "ncols", None),
+                     float(cell_km) if cell_km is not None else getattr(domain, "cell_km", None))
+            if not isinstance(domain, GridDomain) or given != (domain.nrows, domain.ncols, domain.cell_km):
+                raise LocalPrivError(f"{self.spec_name}: nrows/ncols/cell_km disagree with the grid domain")
+        if not isinstance(domain, GridDomain):
+            raise LocalPrivError(f"{self.spec_name}: needs a planar grid domain (GridDomain), got "
+                                 f"{type(domain).__name__}; or give the grid in the spec, e.g. "
+                                 f"{self.spec_name}(eps={self.eps},nrows=20,ncols=14,cell_km=0.5)")
+        self.domain = domain
+        self.k = domain.size
+        if k is not None and check_int(k, "k") != self.k:
+            raise LocalPrivError(f"{self.spec_name}: k={k} but the grid has {self.k} cells")
+        self.s = float(domain.cell_km)
+        self.R = _radius(self.eps, self.s, domain.nrows, domain.ncols)
+        self._K = None
+        self._M = None
+
+    def params(self):
+        if self._grid_in_spec:
+            d = self.domain
+            return {"eps": self.eps, "nrows": d.nrows, "ncols": d.ncols, "cell_km": d.cell_km}
+        return {"eps": self.eps}
+
+    @property
+    def n_outputs(self) -> int:
+        return self.k
+
+    def kernel(self) -> np.ndarray:
+        """``(2R+1) x (2R+1)`` offset probabilities ``K[R + di, R + dj]`` (sums to 1)."""
+        if self._K is None:
+            self._K = self._make_kernel()
+        return self._K
+
+    def _make_kernel(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def channel(self) -> np.ndarray:
+        if self._M is None:
+            self._M = clamp_channel(self.kernel(), self.domain.nrows, self.domain.ncols)
+        return self._M
+
+    def likelihood_block(self, reports, counts):
+        """Fast products by 2-D FFT convolution with exact border folding (issue 8):
+        :class:`localpriv.structured.ClampedConvBlock` on this mechanism's kernel, cropped to the
+        half-width beyond which it holds less than 1e-19 of its mass."""
+        from ..structured import clamped_block_for
+
+        return clamped_block_for(self.kernel(), self.eps * self.s, (self.domain.nrows, self.domain.ncols),
+                                 self.output_index(reports), counts)
+
+    def _clamp(self, x: np.ndarray, di: np.ndarray, dj: np.ndarray) -> np.ndarray:
+        nr, nc = self.domain.nrows, self.domain.ncols
+        r, c = np.divmod(x, nc)
+        zr = np.clip(r + di, 0, nr - 1)
+        zc = np.clip(c + dj, 0, nc - 1)
+        return (zr * nc + zc).astype(np.int64)
+
+
+@register
+class PlanarGeometric(_PlanarBase):
+    """Planar geometric mechanism truncated to the grid (seed 003 section 2.3), eps in km^-1.
+
+    Parameters
+    ----------
+    eps : float
+        Geo-indistinguishability parameter (per km).
+    domain : GridDomain
+        The grid (cell side ``s = domain.cell_km``).
+    k : int, optional
+        Must equal the number of cells if given.
+    nrows, ncols, cell_km : optional
+        The grid by its shape when no ``domain`` is given (``cell_km`` defaults to 0.5), e.g.
+        ``planar-geometric(eps=1.0,nrows=20,ncols=14,cell_km=0.5)`` on the command line.
+    """
+
+    spec_name = "planar-geometric"
+
+    def _make_kernel(self):
+        R = self.R
+        i = np.arange(-R, R + 1, dtype=float)
+        logw = -self.eps * self.s * np.sqrt(i[:, None] ** 2 + i[None, :] ** 2)
+        w = np.exp(logw)
+        return w / w.sum()
+
+    def sample(self, x, rng) -> np.ndarray:
+        """Offset drawn from the kernel by one binary search per user, then clamped to the grid."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        if getattr(self, "_cdf", None) is None:
+            cdf = np.cumsum(self.kernel().ravel())
+            self._cdf = cdf / cdf[-1]
+        j = np.minimum(np.searchsorted(self._cdf, rng.random(x.size), side="right"), self._cdf.size - 1)
+        di, dj = np.divmod(j, 2 * self.R + 1)
+        return self._clamp(x, di - self.R, dj - self.R)
+
+
+def _gauss_legendre(q: int):
+    t, w = np.polynomial.legendre.leggauss(q)
+    return 0.5 * t, 0.5 * w  # nodes and weights on [-1/2, 1/2]
+
+
+@register
+class PlanarLaplace(_PlanarBase):
+    """Planar Laplace mechanism (continuous noise in km, then the nearest grid cell), eps in km^-1.
+
+    Parameters
+    ----------
+    eps : float
+        Geo-indistinguishability parameter (per km).
+    domain : GridDomain
+        The grid (cell side ``s = domain.cell_km``).
+    k : int, optional
+        Must equal the number of cells if given.
+    nrows, ncols, cell_km : optional
+        The grid by its shape when no ``domain`` is given (see :class:`PlanarGeometric`).
+    """
+
+    spec_name = "planar-laplace"
+
+    #: Gauss-Legendre nodes per axis and per cell for the kernel
+    QUAD = 10
+    #: offsets (in cells, per axis) refined by splitting, and the split factor
+    NEAR, NEAR_SPLIT = 3, 16
+
+    def _make_kernel(self):
+        R, s, eps = self.R, self.s, self.eps
+        t, w = _gauss_legendre(self.QUAD)
+        off = np.arange(-R, R + 1, dtype=float)
+        # y-nodes of every row offset: (2R+1, q); same for x
+        ys = (off[:, None] + t[None, :]) * s
+        K = np.empty((2 * R + 1, 2 * R + 1))
+        ww = np.outer(w, w) * s * s * eps * eps / (2 * np.pi)
+        step = max(1, int(2e6 // ((2 * R + 1) * self.QUAD ** 2)))
+        for a in range(0, 2 * R + 1, step):  # chunks of rows, to bound memory
+            yy = ys[a:a + step]                                   # (b, q)
+            rr = np.sqrt(yy[:, None, :, None] ** 2 + ys[None, :, None, :] ** 2)  # (b, 2R+1, q, q)
+            K[a:a + step] = np.einsum("bcij,ij->bc", np.exp(-eps * rr), ww)
+        # cells next to the origin: the density's cusp slows quadrature down, so split them into
+        # NEAR_SPLIT^2 sub-cells each integrated with the same rule
+        m = self.NEAR_SPLIT
+        sub = (np.arange(m) + 0.5) / m - 0.5
+        tt = (sub[:, None] + t[None, :] / m).ravel()                # nodes on [-1/2, 1/2]
+        wt = np.tile(w / m, m)
+        wn = np.outer(wt, wt) * s * s * eps * eps / (2 * np.pi)
+        for di in range(-self.NEAR, self.NEAR + 1):
+            for dj in range(-self.NEAR, self.NEAR + 1):
+                if (di, dj) != (0, 0) and abs(di) <= R and abs(dj) <= R:
+                    rr = np.hypot((di + tt)[:, None] * s, (dj + tt)[None, :] * s)
+                    K[R + di, R + dj] = float((np.exp(-eps * rr) * wn).sum())
+        K[R, R] = 0.0
+        K[R, R] = max(0.0, 1.0 - K.sum())  # centre cell: the cusp of the density is there
+        return K
+
+    def sample(self, x, rng) -> np.ndarray:
+        """Noise of radius ``Gamma(2, 1/eps)`` and uniform angle added to the cell centre, then the
+        cell holding the point (clamped to the grid)."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        rad = rng.gamma(2.0, 1.0 / self.eps, x.size)
+        ang = rng.uniform(0.0, 2.0 * np.pi, x.size)
+        # offset in cells from the centre of the true cell: the nearest centre is the rounded one
+        di = np.floor(rad * np.sin(ang) / self.s + 0.5).astype(np.int64)
+        dj = np.floor(rad * np.cos(ang) / self.s + 0.5).astype(np.int64)
+        return self._clamp(x, di, dj)

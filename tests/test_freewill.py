@@ -1,0 +1,248 @@
+"""Free-will privacy (issue 5): GIBU, the combination estimators, bounds, data model."""
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy import stats
+
+from localpriv._validation import LocalPrivError
+from localpriv.aggregate import aggregate
+from localpriv.domains import IntegerDomain
+from localpriv.estimators import estimate
+from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, rap_m
+from localpriv.estimators.ibu import ibu
+from localpriv.freewill import (BasicRappor, inv_m_krr_bound, inv_m_krr_exact, krr_average_eps, naive_gibu,
+                                perturb_mixed, rap_m_bound, rappor_average_eps, rappor_observations,
+                                simulate_counts, split_users)
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.observations import ObservationBlock, Observations
+
+
+def _binom(k):
+    return stats.binom.pmf(np.arange(k), k - 1, 0.5)
+
+
+def _mixed_obs(rng, k=6, n=(300, 200, 150)):
+    theta = _binom(k)
+    rand = rng.dirichlet(np.ones(k) * 2, size=k)
+    mechs = [KRR(k, 1.0), KRR(k, 2.5), MatrixMechanism(rows=rand.tolist())]
+    return theta, mechs, simulate_counts(theta, mechs, n, rng)
+
+
+# ---------------------------------------------------------------------------------- GIBU
+def test_gibu_equals_naive_per_user_iteration(rng):
+    theta, mechs, obs = _mixed_obs(rng)
+    # expand the aggregated counts back to one column per user for Eq. (18)
+    cols = []
+    for b in obs.blocks:
+        G = b.mechanism.likelihood(b.reports)
+        cols.append(np.repeat(G, b.counts.astype(int), axis=1))
+    G_users = np.hstack(cols)
+    assert G_users.shape[1] == 650
+    naive, it_naive = naive_gibu(G_users, delta=1e-10)
+    est = gibu(obs, delta=1e-10)
+    assert est.estimator == "gibu"
+    np.testing.assert_allclose(est.distribution, naive, atol=1e-9)
+    assert abs(est.iterations - it_naive) <= 1  # the stopping test sees round-off
+    # iterate by iterate: the same 300 updates give the same point
+    a, _ = naive_gibu(G_users, delta=1e-300, max_iter=300)
+    b = gibu(obs, delta=1e-300, max_iter=300)
+    assert b.iterations == 300 and b.converged is False
+    np.testing.assert_allclose(b.distribution, a, rtol=1e-10, atol=1e-13)
+
+
+def test_gibu_equals_ibu_for_one_mechanism(rng):
+    k = 8
+    obs = simulate_counts(_binom(k), [KRR(k, 1.5)], [2000], rng)
+    a, b = gibu(obs), ibu(obs)
+    np.testing.assert_array_equal(a.distribution, b.distribution)
+    assert a.loglik == b.loglik
+
+
+def test_gibu_loglik_never_decreases(rng):
+    _, _, obs = _mixed_obs(rng)
+    est = gibu(obs, keep_trace=True, delta=1e-12, max_iter=500)
+    tr = np.asarray(est.extra["trace"])
+    assert tr.size > 5
+    assert np.all(np.diff(tr) >= -1e-9 * np.abs(tr[1:]))
+
+
+def test_gibu_registered_and_many_mechanisms_share_engine(rng):
+    _, _, obs = _mixed_obs(rng)
+    a = estimate(obs, "gibu")
+    b = ibu(obs)
+    np.testing.assert_array_equal(a.distribution, b.distribution)
+
+
+# ------------------------------------------------------------------ Eq. 14: [IBU]M fails
+def test_eq14_half_A_half_Aprime_ibu_m_fails_gibu_succeeds(rng):
+    A = MatrixMechanism(rows=[[0.75, 0.25], [0.25, 0.75]])
+    Ap = MatrixMechanism(rows=[[0.25, 0.75], [0.75, 0.25]])
+    theta = np.array([0.8, 0.2])
+    obs = simulate_counts(theta, [A, Ap], [50_000, 50_000], rng)
+    # the average mechanism is uniform: [INV]M is undefined and says what applies
+    with pytest.raises(LocalPrivError, match="gibu"):
+        inv_m(obs)
+    bad = ibu_m(obs)
+    good = gibu(obs)
+    # A[n] is non-informative: [IBU]M cannot move from its (uniform) start
+    np.testing.assert_allclose(bad.distribution, [0.5, 0.5], atol=1e-12)
+    # GIBU's error: 5 sigma of the MLE (Fisher information of the two halves)
+    m = 0.25 + 0.5 * theta[0]  # P(report 0) under A (and of report 1 under A')
+    sd = np.sqrt(m * (1 - m) / (0.25 * 100_000))  # 1/sqrt(n I), I = (a-b)^2 / (m(1-m))
+    assert abs(good.distribution[0] - 0.8) < 5 * sd
+    assert good.loglik > bad.loglik
+
+
+# ---------------------------------------------------------------------- combinations
+def test_combine_results_is_weighted_average(rng):
+    theta, mechs, obs = _mixed_obs(rng)
+    r = combine_results(obs, "inv-p")
+    parts = [estimate(Observations([b]), "inv-p").distribution for b in obs.blocks]
+    w = np.array([b.n for b in obs.blocks]) / obs.n
+    np.testing.assert_allclose(r.distribution, w @ np.asarray(parts))
+    assert estimate(obs, "ibu-r").estimator == "ibu-r"
+    assert r.distribution.sum() == pytest.approx(1.0)
+
+
+def test_inv_m_for_krr_matches_eq12(rng):
+    k = 10
+    eps = [1.0, 2.0, 3.5]
+    obs = simulate_counts(_binom(k), [KRR(k, e) for e in eps], [400, 300, 300], rng)
+    est = inv_m(obs, post="n")
+    en = krr_average_eps(eps, k, weights=[400, 300, 300])
+    q = sum(b.count_vector() for b in obs.blocks) / obs.n
+    eq12 = (np.exp(en) + k - 1) / (np.exp(en) - 1) * q - 1 / (np.exp(en) - 1)
+    np.testing.assert_allclose(est.extra["raw_inverse"], eq12, atol=1e-10)
+    # and A[n] is the k-RR of level eps[n] (Eq. 11)
+    assert inv_m(obs, post="p").distribution.sum() == pytest.approx(1.0)
+
+
+def test_inv_m_and_ibu_m_refuse_different_alphabets(rng):
+    k = 3
+    M = MatrixMechanism(rows=[[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    obs = simulate_counts(np.full(k, 1 / 3), [KRR(k, 1.0), M], [100, 100], rng)
+    for name in ("inv-n-m", "inv-p-m", "ibu-m"):
+        with pytest.raises(LocalPrivError, match="gibu"):
+            estimate(obs, name)
+    with pytest.raises(LocalPrivError, match="gibu"):
+        estimate(obs, "rap-n-m")
+    assert estimate(obs, "gibu").distribution.sum() == pytest.approx(1.0)
+
+
+def test_rap_m_matches_eq17_and_rap_r(rng):
+    k = 6
+    eps = [0.5, 1.0, 4.0]
+    obs = rappor_observations(_binom(k), eps, [500, 500, 1000], rng)
+    est = rap_m(obs, post="n")
+    en = rappor_average_eps(eps, weights=[500, 500, 1000])
+    s = sum(b.counts @ b.reports.astype(float) for b in obs.blocks) / obs.n
+    h = np.exp(en / 2)
+    np.testing.assert_allclose(est.extra["raw_inverse"], (h + 1) / (h - 1) * s - 1 / (h - 1), atol=1e-10)
+    # one mechanism: [RAP]M is RAP
+    one = Observations([obs.blocks[2]])
+    np.testing.assert_allclose(estimate(one, "rap-p-m").distribution, estimate(one, "rap-p").distribution)
+    assert estimate(obs, "rap-p-r").distribution.sum() == pytest.approx(1.0)
+
+
+def test_rap_refuses_non_unary(rng):
+    obs = simulate_counts(np.full(4, 0.25), [KRR(4, 1.0)], [100], rng)
+    with pytest.raises(LocalPrivError, match="gibu"):
+        estimate(obs, "rap-n")
+
+
+# ---------------------------------------------------------------------- bounds (Props 5.2, 5.4)
+def test_prop52_bound_holds_and_matches_simulation(rng):
+    k = 5
+    theta = _binom(k)
+    eps, w = np.array([0.8, 1.5, 3.0]), np.array([200, 300, 500])
+    exact = inv_m_krr_exact(theta, eps, w)
+    bound = inv_m_krr_bound(theta, eps, weights=w)
+    assert bound >= exact
+    # equality for equal levels
+    assert inv_m_krr_bound(theta, [1.2] * 3, weights=w) == pytest.approx(
+        inv_m_krr_exact(theta, [1.2] * 3, w), rel=1e-12)
+    mechs = [KRR(k, e) for e in eps]
+    errs = np.array([np.sum((inv_m(simulate_counts(theta, mechs, w, rng)).extra["raw_inverse"] - theta) ** 2)
+                     for _ in range(400)])
+    se = errs.std(ddof=1) / np.sqrt(errs.size)
+    assert abs(errs.mean() - exact) < 5 * se
+    assert errs.mean() < bound + 5 * se
+
+
+def test_prop54_bound_holds_by_simulation(rng):
+    k = 4
+    theta = _binom(k)
+    eps, w = [0.5, 2.0], [150, 150]
+    bound = rap_m_bound(theta, eps, weights=w)
+    equal = rap_m_bound(theta, [1.0, 1.0], weights=w)
+    errs, errs_eq = [], []
+    for _ in range(300):
+        errs.append(np.sum((rap_m(rappor_observations(theta, eps, w, rng)).extra["raw_inverse"] - theta) ** 2))
+        errs_eq.append(np.sum((rap_m(rappor_observations(theta, [1.0, 1.0], w, rng)).extra["raw_inverse"]
+                               - theta) ** 2))
+    errs, errs_eq = np.asarray(errs), np.asarray(errs_eq)
+    assert errs.mean() < bound + 5 * errs.std(ddof=1) / np.sqrt(errs.size)
+    # equal levels: the bound is the exact expected error
+    assert abs(errs_eq.mean() - equal) < 5 * errs_eq.std(ddof=1) / np.sqrt(errs_eq.size)
+
+
+def test_average_eps_of_equal_levels():
+    assert krr_average_eps([2.0, 2.0], 10) == pytest.approx(2.0)
+    assert rappor_average_eps([3.0, 3.0, 3.0]) == pytest.approx(3.0)
+    assert krr_average_eps([1.0, 5.0], 10) < 5.0
+
+
+# ---------------------------------------------------------------------- data model
+def test_perturb_mixed_and_aggregate(rng):
+    dom = IntegerDomain(0, 9)
+    n = 3000
+    values = rng.integers(0, 10, n)
+    specs = np.array(["krr(k=10,eps=1.0)", "krr(k=10,eps=3.0)", "matrix(rows=" + str(np.eye(10).tolist()) + ")"])
+    who = rng.integers(0, 3, n)
+    table = perturb_mixed(values, specs[who], rng, dom)
+    assert table.num_rows == n
+    obs = aggregate(table, dom)
+    assert len(obs.blocks) == 3
+    by = {str(b.mechanism): b.n for b in obs.blocks}
+    assert sorted(by.values()) == sorted(np.bincount(who, minlength=3).tolist())
+    # the identity mechanism's counts are the true values of its users
+    ident = [b for b in obs.blocks if str(b.mechanism).startswith("matrix")][0]
+    np.testing.assert_array_equal(ident.count_vector(), np.bincount(values[who == 2], minlength=10))
+    # mixed tables concatenated after the fact aggregate the same way
+    t2 = pa.concat_tables([table, table])
+    assert aggregate(t2, dom).n == 2 * n
+
+
+def test_perturb_mixed_rejects_length_mismatch(rng):
+    with pytest.raises(LocalPrivError, match="specs"):
+        perturb_mixed(np.arange(3), ["krr(k=3,eps=1.0)"] * 2, rng, IntegerDomain(0, 2))
+
+
+def test_split_users():
+    assert split_users(10, 3).tolist() == [4, 3, 3]
+    assert split_users(10, 3, np.random.default_rng(0), random=True).sum() == 10
+
+
+def test_simulate_counts_law(rng):
+    """Counts drawn per mechanism follow theta @ A (chi-square, p > 1e-4)."""
+    k = 5
+    rand = MatrixMechanism(rows=rng.dirichlet(np.ones(k), size=k).tolist())
+    theta = _binom(k)
+    obs = simulate_counts(theta, [rand], [20_000], rng)
+    c = obs.blocks[0].count_vector()
+    p = theta @ rand.channel()
+    assert stats.chisquare(c, 20_000 * p).pvalue > 1e-4
+
+
+def test_basic_rappor_samples_match_channel_and_privacy(rng):
+    m = BasicRappor(3, 1.2)
+    C = m.channel()
+    np.testing.assert_allclose(C.sum(axis=1), 1.0)
+    assert m.epsilon_ldp() == pytest.approx(1.2)
+    x = np.repeat(np.arange(3), 4000)
+    V = m.sample(x, rng)
+    codes = V.astype(int) @ (1 << np.arange(3))
+    for xi in range(3):
+        c = np.bincount(codes[x == xi], minlength=8)
+        assert stats.chisquare(c, 4000 * C[xi]).pvalue > 1e-4
