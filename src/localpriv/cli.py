@@ -51,6 +51,9 @@ def rich_progress():
     return _P(factory)
 
 
+DOMAIN_HELP = "LO..HI, comma-separated labels, manhattan[:CELL_KM] or grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)"
+
+
 def _domain(text: Optional[str]):
     from .domains import parse_domain
     return None if text is None else parse_domain(text)
@@ -62,8 +65,9 @@ def perturb(
     input: Path = typer.Argument(..., help="CSV or Parquet file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="mechanism spec, e.g. 'krr(eps=2.0)'"),
-    domain: str = typer.Option(..., "--domain", "-d", help="LO..HI or comma-separated labels"),
-    column: Optional[str] = typer.Option(None, "--column", "-c", help="column of values (default: first)"),
+    domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
+    column: Optional[str] = typer.Option(None, "--column", "-c",
+                                         help="column of values (default: first); 'lat,lon' for a grid"),
     seed: int = typer.Option(..., "--seed", help="seed of the random generator (reproducibility)"),
 ):
     """Obfuscate a column of values: one report per value."""
@@ -98,12 +102,19 @@ def aggregate(
 @friendly
 def estimate(
     input: Path = typer.Argument(..., help="reports (Parquet/CSV with mechanism, report) or counts (with a count column)"),
-    domain: str = typer.Option(..., "--domain", "-d", help="LO..HI or comma-separated labels"),
-    estimator: str = typer.Option("ibu", "--estimator", "-e", help="inv-n | inv-p | ibu | ..."),
+    domain: Optional[str] = typer.Option(
+        None, "--domain", "-d",
+        help=DOMAIN_HELP + "; omit it for untruncated geometric reports: IBU then runs on the likely "
+             "subset of the integers (seed 001 section 8)"),
+    estimator: str = typer.Option("ibu", "--estimator", "-e",
+                                  help="inv-n | inv-p | ibu | gibu | mi-n | ibu-exact | ibu-r | ... "
+                                       "(see docs)"),
     output: Optional[Path] = typer.Option(None, "--out", "-o", help="estimate file (.csv or .json)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG bar chart of the estimate"),
     delta: float = typer.Option(1e-6, help="IBU: stop when |L(t)-L(t-1)| < delta"),
     max_iter: int = typer.Option(10_000, help="IBU: iteration cap"),
+    accelerate: bool = typer.Option(False, "--accelerate/--plain",
+                                    help="IBU: SQUAREM acceleration (same maximum, far fewer iterations)"),
 ):
     """Estimate the original distribution from reports or counts."""
     import pandas as pd
@@ -111,25 +122,31 @@ def estimate(
     from .aggregate import aggregate as _aggregate
     from .estimators import estimate as _estimate
     from .observations import Observations
-    dom = _domain(domain)
     if not input.exists():
         raise LocalPrivError(f"input file {input} not found")
-    is_counts = False
     if input.suffix == ".csv":
         is_counts = "count" in pd.read_csv(input, nrows=1).columns
     else:
         import pyarrow.parquet as pq
         is_counts = "count" in pq.read_schema(input).names
-    obs = Observations.load(input, dom) if is_counts else _aggregate(input, dom)
-    kwargs = {"delta": delta, "max_iter": max_iter} if estimator in ("ibu", "gibu") else {}
-    if estimator in ("ibu", "gibu"):
-        with Progress(TextColumn("IBU"), BarColumn(), TextColumn("iteration {task.completed}"),
-                      TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
-            task = bar.add_task("ibu", total=max_iter)
+    is_ibu = estimator in ("ibu", "gibu")
+    kwargs = {"delta": delta, "max_iter": max_iter} if is_ibu else {}
+    if accelerate:
+        if not is_ibu:
+            raise LocalPrivError(f"--accelerate applies to ibu/gibu, not to {estimator}")
+        kwargs["accelerate"] = "squarem"
+    with Progress(TextColumn(estimator), BarColumn(), TextColumn("iteration {task.completed}"),
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=not (is_ibu and err.is_terminal)) as bar:
+        task = bar.add_task(estimator, total=max_iter)
+        if is_ibu:
             kwargs["callback"] = lambda t, theta, L: bar.update(task, completed=t)
+        if domain is None:
+            est = _estimate_unbounded(input, is_counts, estimator, kwargs)
+        else:
+            dom = _domain(domain)
+            obs = Observations.load(input, dom) if is_counts else _aggregate(input, dom)
             est = _estimate(obs, estimator, **kwargs)
-    else:
-        est = _estimate(obs, estimator, **kwargs)
     if output:
         est.save(output)
     if plot:
@@ -142,6 +159,36 @@ def estimate(
     if not output:
         console.print(est.to_frame().to_string(index=False))
     err.print(f"{est!r}; log-likelihood {est.loglik:.6g}")
+
+
+def _estimate_unbounded(path: Path, is_counts: bool, estimator: str, kwargs: dict):
+    """No domain given: only untruncated geometric reports can be estimated, on the likely subset
+    ``[min z, max z]`` of the integers (seed 001 Proposition 8.2, Theorem 8.1)."""
+    import pandas as pd
+
+    from .aggregate import DuckDBAggregator
+    from .analysis.likely import estimate_unbounded_integers
+    from .mechanisms import parse
+    if estimator != "ibu":
+        raise LocalPrivError("without --domain only ibu applies (on the likely subset of the integers); "
+                             "give --domain for other estimators")
+    if is_counts:
+        df = pd.read_parquet(path) if path.suffix != ".csv" else pd.read_csv(path)
+    else:
+        df = DuckDBAggregator().counts([str(path)])
+    from .mechanisms.geometric import Geometric
+    eps_values = set()
+    for spec in df["mechanism"].unique():
+        mech = parse(spec)
+        if not isinstance(mech, Geometric) or mech.truncated:
+            raise LocalPrivError(f"--domain is required for {spec}: only untruncated geometric reports "
+                                 "can be estimated without a declared domain")
+        eps_values.add(mech.eps)
+    if len(eps_values) != 1:
+        raise LocalPrivError("without --domain all reports must come from one geometric(eps=..) mechanism")
+    reports = np.repeat(df["report"].to_numpy(np.int64), df["count"].to_numpy(np.int64))
+    kw = {k: v for k, v in kwargs.items() if k in ("delta", "max_iter", "accelerate")}
+    return estimate_unbounded_integers(reports, eps_values.pop(), **kw)
 
 
 @app.command()
@@ -169,25 +216,75 @@ def mechanism(
 @friendly
 def analyze(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="mechanism spec"),
-    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="LO..HI or labels"),
+    domain: Optional[str] = typer.Option(None, "--domain", "-d", help=DOMAIN_HELP),
+    consistency: bool = typer.Option(False, "--consistency",
+                                     help="also run the empirical convergence study of IBU (error against n)"),
+    runs: int = typer.Option(20, "--runs", help="--consistency: data sets per n"),
+    seed: int = typer.Option(0, "--seed", help="--consistency: seed of the random generator"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="--consistency: PNG of error against n (log-log)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
-    """Privacy level (LDP or metric), identifiability and the error bounds that apply."""
+    """Privacy level (LDP or metric), identifiability and the error bounds that apply; with
+    --consistency, the consistency report of seed 001 section 6 with an empirical study."""
     from .analysis import analyze_report
     from .mechanisms import parse
     dom = _domain(domain)
-    report = analyze_report(parse(mechanism, dom), domain=dom)
+    mech = parse(mechanism, dom)
+    report = analyze_report(mech, domain=dom)
+    if consistency:
+        from .analysis.consistency import consistency_report
+        cons = consistency_report(mech, runs=runs, rng=np.random.default_rng(seed))
+        study = cons.get("convergence", {})
+        report["consistency verdict"] = cons["verdict"]
+        if study:
+            report["convergence study"] = {key: study[key] for key in study
+                                           if key in ("n", "mse", "mse_se", "runs", "slope", "slope_se",
+                                                      "not_converged", "asymptotic_error")}
+        if plot and study:
+            _plot_convergence(study, plot, str(mech))
+            report["convergence plot"] = str(plot)
     if as_json:
-        console.print_json(json.dumps(report, default=str))
+        console.print_json(json.dumps(report, default=_jsonable))
     else:
         for k, v in report.items():
             console.print(f"{k}: {v}", highlight=False)
 
 
+def _jsonable(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+def _plot_convergence(study: dict, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    n = np.asarray(study["n"], dtype=float)
+    mse = np.asarray(study["mse"], dtype=float)
+    se = np.asarray(study.get("mse_se", np.zeros_like(mse)), dtype=float)
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.errorbar(n, mse, yerr=2 * se, marker="o", capsize=3, label="IBU, mean squared error (±2 SE)")
+    ax.plot(n, mse[0] * n[0] / n, "--", color="grey", label="slope -1")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (reports)")
+    ax.set_ylabel("||theta_hat - theta||^2")
+    slope = study.get("slope")
+    ax.set_title(f"{title}" + (f"\nfitted slope {slope:.2f}" if slope is not None else ""), fontsize=9)
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 @app.command()
 @friendly
 def reproduce(
-    name: str = typer.Argument(..., help="experiment name (see --list)"),
+    name: str = typer.Argument(..., help="experiment name, or 'list' to list them all"),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="output folder"),
     runs: Optional[int] = typer.Option(None, "--runs", "-r", help="repetitions (default: the experiment's)"),
     seed: int = typer.Option(0, "--seed", help="seed of the random generator"),

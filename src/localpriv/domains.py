@@ -165,9 +165,36 @@ class CategoricalDomain(Domain):
 def parse_domain(text: str) -> Domain:
     """Parse a domain written on the command line.
 
-    ``"0..99"`` is an :class:`IntegerDomain`; ``"a,b,c"`` is a :class:`CategoricalDomain`.
+    * ``"0..99"``: an :class:`IntegerDomain`;
+    * ``"a,b,c"``: a :class:`CategoricalDomain`;
+    * ``"manhattan"`` or ``"manhattan:0.25"``: the planar grid over the Manhattan box of seed 001
+      section 7.2 with 0.5-km (or the given) cells (:func:`localpriv.planar.manhattan_grid`);
+    * ``"grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)"``: any planar grid, as printed by
+      ``GridDomain.spec()`` (so a grid's spec round-trips).
     """
     text = str(text).strip()
+    low = text.lower()
+    if low == "manhattan" or low.startswith("manhattan:"):
+        from .planar import manhattan_grid
+        cell = low.partition(":")[2] or "0.5"
+        try:
+            return manhattan_grid(float(cell))
+        except ValueError:
+            raise LocalPrivError(f"cannot read domain {text!r}: expected manhattan or manhattan:CELL_KM") from None
+    if low.startswith("grid(") and low.endswith(")"):
+        from .planar import GridDomain
+        fields = {"lat0": float, "lon0": float, "nrows": int, "ncols": int, "cell_km": float}
+        try:
+            pairs = dict(item.split("=", 1) for item in text[5:-1].replace(" ", "").split(",") if item)
+            kwargs = {key: conv(pairs.pop(key)) for key, conv in fields.items()}
+        except (KeyError, ValueError):
+            raise LocalPrivError(f"cannot read grid domain {text!r}: expected "
+                                 "grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)") from None
+        if pairs:
+            raise LocalPrivError(f"grid domain: unknown field(s) {', '.join(sorted(pairs))}")
+        if kwargs["nrows"] < 1 or kwargs["ncols"] < 1 or kwargs["cell_km"] <= 0:
+            raise LocalPrivError("grid domain: need nrows >= 1, ncols >= 1 and cell_km > 0")
+        return GridDomain(**kwargs)
     if ".." in text:
         lo, _, hi = text.partition("..")
         try:
@@ -176,5 +203,6 @@ def parse_domain(text: str) -> Domain:
             raise LocalPrivError(f"cannot read integer domain {text!r}: expected LO..HI, e.g. 0..99") from None
     labels = [t.strip() for t in text.split(",") if t.strip()]
     if not labels:
-        raise LocalPrivError(f"cannot read domain {text!r}: expected LO..HI or a comma-separated list")
+        raise LocalPrivError(f"cannot read domain {text!r}: expected LO..HI, a comma-separated list, "
+                             "manhattan[:CELL_KM] or grid(...)")
     return CategoricalDomain(labels)

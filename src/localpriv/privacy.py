@@ -55,9 +55,9 @@ def geo_epsilon(matrix, distance) -> float:
     chunk = max(1, int(4e6 // max(k * k, 1)))
     for start in range(0, logm.shape[1], chunk):
         block = logm[:, start:start + chunk]  # k x c
-        diff = block[:, None, :] - block[None, :, :]  # k x k x c: log M[x,z] - log M[x',z]
         with np.errstate(invalid="ignore"):
-            diff = np.where(np.isnan(diff), -np.inf, diff)  # (-inf) - (-inf): both zero, no leak
+            diff = block[:, None, :] - block[None, :, :]  # k x k x c: log M[x,z] - log M[x',z]
+        diff[np.isnan(diff)] = -np.inf  # (-inf) - (-inf): both zero, no leak
         worst = diff.max(axis=2)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(off & (worst > 0), worst / d, 0.0)

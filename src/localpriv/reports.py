@@ -67,7 +67,8 @@ def write_reports(table: pa.Table, path) -> Path:
 
 
 def read_values(path, column: str | None = None) -> np.ndarray:
-    """Read one column of raw values from a CSV or Parquet file (the first column by default)."""
+    """Read raw values from a CSV or Parquet file: one column (the first by default), or several
+    named with commas (``"lat,lon"`` for a planar grid), returned as an ``n x c`` array."""
     path = Path(path)
     if not path.exists():
         raise LocalPrivError(f"input file {path} not found")
@@ -77,10 +78,13 @@ def read_values(path, column: str | None = None) -> np.ndarray:
         table = pacsv.read_csv(path)
     if table.num_rows == 0:
         raise LocalPrivError(f"{path} has no rows")
-    col = column or table.column_names[0]
-    if col not in table.column_names:
-        raise LocalPrivError(f"{path} has no column {col!r}; columns: {', '.join(table.column_names)}")
-    arr = table.column(col)
-    if arr.null_count:
-        raise LocalPrivError(f"column {col!r} of {path} has {arr.null_count} missing value(s)")
-    return arr.to_numpy(zero_copy_only=False)
+    cols = [c.strip() for c in column.split(",")] if column else [table.column_names[0]]
+    arrays = []
+    for col in cols:
+        if col not in table.column_names:
+            raise LocalPrivError(f"{path} has no column {col!r}; columns: {', '.join(table.column_names)}")
+        arr = table.column(col)
+        if arr.null_count:
+            raise LocalPrivError(f"column {col!r} of {path} has {arr.null_count} missing value(s)")
+        arrays.append(arr.to_numpy(zero_copy_only=False))
+    return arrays[0] if len(arrays) == 1 else np.column_stack(arrays)

@@ -246,7 +246,8 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float = 1e-6
 
 
 def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
-                                max_iter: int = 10_000, max_size: int = 20_000) -> Estimate:
+                                max_iter: int = 10_000, max_size: int = 20_000,
+                                accelerate: str | None = None) -> Estimate:
     """Estimate a distribution on the integers, bounds unknown, from linear geometric reports.
 
     Users report ``z = x + N`` (seed 001 Eq. 6, ``P(z|x) = c e^{-eps |z - x|}``) with ``x`` any
@@ -262,6 +263,8 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
         The mechanism's parameter per unit.
     max_size : int
         Refuse likely subsets larger than this (the dense likelihood is ``size x distinct reports``).
+    accelerate : {None, "squarem"}
+        Passed to :func:`localpriv.estimators.ibu.ibu`.
     """
     from ..estimators.ibu import ibu
     from ..mechanisms.geometric import Geometric
@@ -281,7 +284,7 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
     domain = IntegerDomain(xmin, xmax)
     mech = Geometric(size, eps)  # untruncated; index units = value - xmin
     obs = Observations.from_reports(mech, z - xmin, domain)
-    est = ibu(obs, delta=delta, max_iter=max_iter)
+    est = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate)
     est.estimator = "ibu-likely"
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}
     return est
