@@ -125,3 +125,12 @@ def test_cli_analyze_flags_non_identifiable():
                                  "--runs", "2", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["consistency verdict"] == "not identifiable"
+
+
+def test_cli_list_names_every_registry():
+    r = CliRunner().invoke(app, ["list"])
+    assert r.exit_code == 0, r.output
+    for name in ("krr", "planar-geometric", "olh", "rrba", "ibu", "gibu", "mi-n", "fig8", "freewill-table1"):
+        assert name in r.output
+    r = CliRunner().invoke(app, ["list", "colours"])
+    assert r.exit_code == 1 and "unknown list" in r.output

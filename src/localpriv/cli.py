@@ -320,6 +320,22 @@ def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = 
     console.print(f"figure: {out / 'demo.png'}   numbers: {out / 'demo.json'}  ({rec['elapsed_seconds']:.1f} s)")
 
 
+@app.command("list")
+@friendly
+def list_(what: str = typer.Argument("all", help="mechanisms | estimators | experiments | all")):
+    """List the registered mechanisms (spec names), estimators and reproducible experiments."""
+    from .estimators import available_estimators
+    from .experiments import EXPERIMENTS
+    from .mechanisms.base import registered
+    groups = {"mechanisms": sorted(registered()), "estimators": available_estimators(),
+              "experiments": sorted(EXPERIMENTS)}
+    if what != "all" and what not in groups:
+        raise LocalPrivError(f"unknown list {what!r}: choose mechanisms, estimators, experiments or all")
+    for name, items in groups.items():
+        if what in ("all", name):
+            console.print(f"[bold]{name}[/] ({len(items)}): " + ", ".join(items), highlight=False)
+
+
 def main():  # entry point
     app()
 

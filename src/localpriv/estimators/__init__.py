@@ -35,6 +35,12 @@ def _load_plugins():
             importlib.import_module(f"{__name__}.{info.name}")
 
 
+def available_estimators() -> list[str]:
+    """The names of every registered estimator (loading the estimator modules first)."""
+    _load_plugins()
+    return sorted(ESTIMATORS)
+
+
 def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
     """Run the estimator named ``method`` (see ``ESTIMATORS``) on ``obs``."""
     _load_plugins()
@@ -44,5 +50,5 @@ def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
     return func(obs, **settings)
 
 
-__all__ = ["ESTIMATORS", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",
+__all__ = ["ESTIMATORS", "available_estimators", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",
            "em", "EMResult", "log_likelihood"]
