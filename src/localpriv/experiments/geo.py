@@ -199,6 +199,11 @@ def _fig1_compute(params, rng, progress):
     return out
 
 
+# one obfuscation-estimation round, seed 001 Algorithm 1's stopping rule, IBU's EMD recorded at
+# these iterations (figs. 1 and 8)
+SINGLE_RUN = {"runs": 1, "delta": 1e-6, "max_iter": 10_000, "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]}
+
+
 def _fig1_plot(results, params, path):
     series = {"truth": results["truth"], "noisy": results["noisy"],
               **{m.upper(): results["estimates"][m] for m in ESTIMATORS}}
@@ -213,8 +218,7 @@ register_experiment(Experiment(
     name="fig1",
     description="Adult ages 0..99 under the linear geometric mechanism eps=0.05 (truncated to 0..99): "
                 "INV-N vs INV-P vs IBU",
-    defaults={"mechanism": "geometric(eps=0.05,lo=0,hi=99)", "runs": 1, "delta": 1e-6, "max_iter": 10_000,
-              "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]},
+    defaults={"mechanism": "geometric(eps=0.05,lo=0,hi=99)", **SINGLE_RUN},
     quick={"max_iter": 2_000},
     compute=_fig1_compute,
     plot=_fig1_plot,
@@ -272,8 +276,7 @@ register_experiment(Experiment(
     name="fig8",
     description="Gowalla check-ins on the 20x14 Manhattan grid (0.5 km) under the truncated planar "
                 "geometric mechanism eps=1.0: original, noisy, INV-N, INV-P, IBU with EMDs",
-    defaults={"mechanism": "planar-geometric(eps=1.0)", "runs": 1, "delta": 1e-6, "max_iter": 10_000,
-              "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]},
+    defaults={"mechanism": "planar-geometric(eps=1.0)", **SINGLE_RUN},
     quick={"max_iter": 2_000},
     compute=_fig8_compute,
     plot=_fig8_plot,

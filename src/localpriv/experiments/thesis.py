@@ -38,11 +38,13 @@ def _pack(combos):
     return views
 
 
-def _rrba_tables(rec: Records, views, p, rng, block_factor, floor):
-    """Each user answers every combination of one random view (RRBA, pooled MLE per table).
+def _by_view(rec: Records, views, rng, answer):
+    """Give each user one random view; every user of a view answers each of its combinations.
 
-    Returns ``{combo: probability table}`` and the worst per-user epsilon (composition over
-    the combinations of a view, each report's level from its channel)."""
+    ``answer(combo, cells, shape, k)`` gets the users' cell indices (possibly none) and returns
+    ``(table, epsilon of one report)``. Returns ``{combo: probability table}`` and the worst
+    per-user epsilon: the sum over the combinations of a view (sequential composition), each
+    report's level computed from its channel."""
     assign = rng.integers(len(views), size=rec.n)
     out, eps_user = {}, 0.0
     for v_idx, view in enumerate(views):
@@ -51,42 +53,35 @@ def _rrba_tables(rec: Records, views, p, rng, block_factor, floor):
         for combo in view:
             shape = rec.shape(combo)
             k = int(np.prod(shape))
-            cells = rec.cells(combo)[users]
-            s = max(k * block_factor, 1)
-            if cells.size < s:
-                s = max(cells.size, 1)
-            if cells.size == 0:
-                out[combo] = np.full(shape, 1.0 / k)
-                continue
-            run = aggregate_blocks(cells, k, p, s, rng, floor=floor)
-            out[combo] = pooled_estimate(run, delta=1e-6, max_iter=2000).reshape(shape)
-            eps_view += run.epsilon
+            table, eps = answer(combo, rec.cells(combo)[users], shape, k)
+            out[combo] = table.reshape(shape)
+            eps_view += eps
         eps_user = max(eps_user, eps_view)
     return out, eps_user
 
 
+def _rrba_tables(rec: Records, views, p, rng, block_factor, floor):
+    """RRBA (block aggregation, pooled MLE per table); see :func:`_by_view`."""
+    def answer(combo, cells, shape, k):
+        if cells.size == 0:
+            return np.full(k, 1.0 / k), 0.0
+        s = min(max(k * block_factor, 1), cells.size)
+        run = aggregate_blocks(cells, k, p, s, rng, floor=floor)
+        return pooled_estimate(run, delta=1e-6, max_iter=2000), run.epsilon
+    return _by_view(rec, views, rng, answer)
+
+
 def _hybrid_tables(rec, views, p, alpha, rng):
-    assign = rng.integers(len(views), size=rec.n)
-    out, eps_user = {}, 0.0
-    for v_idx, view in enumerate(views):
-        users = np.flatnonzero(assign == v_idx)
-        e = 0.0
-        for combo in view:
-            shape = rec.shape(combo)
-            k = int(np.prod(shape))
-            C = truncated_geometric(k, alpha)
-            if users.size == 0:
-                out[combo] = np.full(shape, 1.0 / k)
-                continue
-            Cp = hybrid_channel(C, p)
-            x = rec.cells(combo)[users]
-            cdf = np.cumsum(Cp, axis=1)
-            rep = np.minimum((rng.random(x.size)[:, None] >= cdf[x]).sum(1), k - 1)
-            counts = np.bincount(rep, minlength=k)
-            out[combo] = hybrid_estimate(counts, C, p, "ibu", delta=1e-6, max_iter=2000).reshape(shape)
-            e += hybrid_epsilon(C, p)
-        eps_user = max(eps_user, e)
-    return out, eps_user
+    """RR + alpha-geometric hybrid (thesis section 5.4), IBU per table; see :func:`_by_view`."""
+    def answer(combo, x, shape, k):
+        C = truncated_geometric(k, alpha)
+        if x.size == 0:
+            return np.full(k, 1.0 / k), 0.0
+        cdf = np.cumsum(hybrid_channel(C, p), axis=1)
+        rep = np.minimum((rng.random(x.size)[:, None] >= cdf[x]).sum(1), k - 1)
+        counts = np.bincount(rep, minlength=k)
+        return hybrid_estimate(counts, C, p, "ibu", delta=1e-6, max_iter=2000), hybrid_epsilon(C, p)
+    return _by_view(rec, views, rng, answer)
 
 
 def _laplace_tables(rec, combos, eps, rng):
