@@ -8,14 +8,18 @@ from localpriv._validation import LocalPrivError
 from localpriv.aggregate import aggregate
 from localpriv.domains import IntegerDomain
 from localpriv.estimators import estimate
-from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, rap_m
+import localpriv.estimators.combination as combination
+from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, merge_blocks, rap_m
 from localpriv.estimators.ibu import ibu
-from localpriv.freewill import (BasicRappor, inv_m_krr_bound, inv_m_krr_exact, krr_average_eps, naive_gibu,
-                                perturb_mixed, rap_m_bound, rappor_average_eps, rappor_observations,
-                                simulate_counts, split_users)
+from localpriv.freewill import (inv_m_krr_bound, inv_m_krr_exact, krr_average_eps, naive_gibu, perturb_mixed,
+                                rap_m_bound, rappor_average_eps, rappor_observations, simulate_counts, split_users)
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import DenseBlock
+from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.matrix import MatrixMechanism
-from localpriv.observations import ObservationBlock, Observations
+from localpriv.mechanisms.unary import SUE, unpack_bits
+from localpriv.observations import Observations
 
 
 def _binom(k):
@@ -71,7 +75,34 @@ def test_gibu_registered_and_many_mechanisms_share_engine(rng):
     _, _, obs = _mixed_obs(rng)
     a = estimate(obs, "gibu")
     b = ibu(obs)
-    np.testing.assert_array_equal(a.distribution, b.distribution)
+    # merged blocks: the same iterations, summed in another order (rounding only)
+    np.testing.assert_allclose(a.distribution, b.distribution, rtol=0, atol=1e-12)
+    assert abs(a.iterations - b.iterations) <= 1 and a.settings["merge"] is True
+    np.testing.assert_array_equal(gibu(obs, merge=False).distribution, b.distribution)
+
+
+def test_merge_blocks_same_products_and_chunks(rng, monkeypatch):
+    k = 14
+    theta = _binom(k)
+    mechs = [KRR(k, 1.0), KRR(k, 3.0), Geometric(k, 0.4, 0, k - 1), SUE(k, 2.0)]
+    obs = simulate_counts(theta, mechs[:3], [400, 300, 300], rng)
+    obs = Observations(obs.blocks + rappor_observations(theta, [2.0], [200], rng).blocks)
+    merged = sorted(merge_blocks(obs.blocks), key=lambda b: not isinstance(b, DenseBlock))
+    # the three finite channels form one dense chunk; SUE on 14 bits (no finite channel) stays
+    assert len(merged) == 2 and isinstance(merged[0], DenseBlock) and not isinstance(merged[1], DenseBlock)
+    assert merged[0].counts.size == sum(b.counts.size for b in obs.blocks[:3])
+    native = obs.likelihood_blocks()
+    th = rng.dirichlet(np.ones(k))
+    np.testing.assert_allclose(np.concatenate([b.forward(th) for b in merged]),
+                               np.concatenate([b.forward(th) for b in native]), rtol=1e-13)
+    w = [rng.random(b.counts.size) for b in native]
+    np.testing.assert_allclose(merged[0].backward(np.concatenate(w[:3])) + merged[1].backward(w[3]),
+                               sum(b.backward(wi) for b, wi in zip(native, w)), rtol=1e-12)
+    # small chunk limit: several chunks, same estimate
+    monkeypatch.setattr(combination, "MERGE_CHUNK_MAX", 2 * k * k)
+    assert len(merge_blocks(obs.blocks)) == 3
+    np.testing.assert_allclose(gibu(obs, delta=1e-9).distribution, gibu(obs, merge=False, delta=1e-9).distribution,
+                               atol=1e-10)
 
 
 # ------------------------------------------------------------------ Eq. 14: [IBU]M fails
@@ -136,7 +167,7 @@ def test_rap_m_matches_eq17_and_rap_r(rng):
     obs = rappor_observations(_binom(k), eps, [500, 500, 1000], rng)
     est = rap_m(obs, post="n")
     en = rappor_average_eps(eps, weights=[500, 500, 1000])
-    s = sum(b.counts @ b.reports.astype(float) for b in obs.blocks) / obs.n
+    s = sum(b.counts @ unpack_bits(b.reports, k).astype(float) for b in obs.blocks) / obs.n
     h = np.exp(en / 2)
     np.testing.assert_allclose(est.extra["raw_inverse"], (h + 1) / (h - 1) * s - 1 / (h - 1), atol=1e-10)
     # one mechanism: [RAP]M is RAP
@@ -235,14 +266,16 @@ def test_simulate_counts_law(rng):
     assert stats.chisquare(c, 20_000 * p).pvalue > 1e-4
 
 
-def test_basic_rappor_samples_match_channel_and_privacy(rng):
-    m = BasicRappor(3, 1.2)
-    C = m.channel()
-    np.testing.assert_allclose(C.sum(axis=1), 1.0)
-    assert m.epsilon_ldp() == pytest.approx(1.2)
-    x = np.repeat(np.arange(3), 4000)
-    V = m.sample(x, rng)
-    codes = V.astype(int) @ (1 << np.arange(3))
-    for xi in range(3):
-        c = np.bincount(codes[x == xi], minlength=8)
-        assert stats.chisquare(c, 4000 * C[xi]).pvalue > 1e-4
+def test_rappor_observations_are_basic_rappor(rng):
+    """Seed 003 Eq. 15 with the library's sue: bits kept w.p. e^{eps/2}/(1+e^{eps/2}); counts match."""
+    k, eps = 3, 1.2
+    theta = np.array([0.5, 0.3, 0.2])
+    obs = rappor_observations(theta, [eps, 4.0], [30_000, 10], rng)
+    b = obs.blocks[0]
+    assert b.mechanism == parse(f"sue(k={k},eps={eps})") and b.n == 30_000
+    p = np.exp(eps / 2) / (1 + np.exp(eps / 2))
+    assert b.mechanism.p_star == pytest.approx(p) and b.mechanism.q_star == pytest.approx(1 - p)
+    assert b.mechanism.epsilon_ldp() == pytest.approx(eps)
+    assert len(np.unique(b.reports, axis=0)) == b.counts.size  # identical reports grouped
+    c = b.count_vector()
+    assert stats.chisquare(c, 30_000 * (theta @ b.mechanism.channel())).pvalue > 1e-4

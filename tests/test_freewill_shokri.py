@@ -30,6 +30,16 @@ def test_lp_solution_meets_bound_and_is_stochastic(Q):
     assert adversary_loss(A, pi, L) > 0
 
 
+def test_lp_methods_reach_the_same_optimum():
+    """The optimum is not unique; HiGHS's methods may return different channels of equal value."""
+    k = 15
+    pi, L = np.full(k, 1.0 / k), _line(k)
+    a, b = shokri_lp(pi, L, 2.0), shokri_lp(pi, L, 2.0, method="highs-ipm")
+    assert adversary_loss(a, pi, L) == pytest.approx(adversary_loss(b, pi, L), rel=1e-6)
+    assert quality_loss(b, pi, L) <= 2.0 + 1e-7
+    np.testing.assert_allclose(b.sum(axis=1), 1.0, atol=1e-12)
+
+
 def test_lp_solution_beats_feasible_perturbations():
     k = 10
     rng = np.random.default_rng(2)

@@ -13,23 +13,22 @@ groups by ``(mechanism, report)`` in DuckDB and yields one block -- the triplet
   iteration, as a *reference implementation for tests only*;
 * :func:`krr_average_eps`, :func:`rappor_average_eps` (Eqs. 11 and 16) and the error bounds of
   Propositions 5.2 (:func:`inv_m_krr_bound`) and 5.4 (:func:`rap_m_bound`);
-* :class:`BasicRappor` -- basic one-time RAPPOR (seed 003 Eq. 15) with its exact likelihood,
-  used by the Table II reproduction (see the note on the class).
+* :func:`rappor_observations` -- basic one-time RAPPOR reports (the library's ``sue``
+  mechanism) of many privacy levels, grouped, for the Table II reproduction.
 """
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from ._validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
+from ._validation import LocalPrivError, check_distribution, check_int, check_rng
 from .domains import Domain
-from .mechanisms import Mechanism, parse
-from .mechanisms.base import DenseBlock, LikelihoodBlock
+from .mechanisms import parse
 from .observations import ObservationBlock, Observations
 from .reports import report_table
 
 __all__ = ["perturb_mixed", "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
-           "inv_m_krr_bound", "rap_m_bound", "BasicRappor", "split_users"]
+           "inv_m_krr_bound", "inv_m_krr_exact", "rap_m_bound", "rappor_observations", "split_users"]
 
 
 def perturb_mixed(values, specs, rng, domain: Domain | None = None) -> pa.Table:
@@ -215,81 +214,25 @@ def inv_m_krr_exact(theta, eps, weights) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# Basic one-time RAPPOR (seed 003 Eq. 15)
+# Basic one-time RAPPOR reports (seed 003 Eq. 15) for the Table II reproduction
 # --------------------------------------------------------------------------------------------
-class BasicRappor(Mechanism):
-    """Basic one-time RAPPOR on ``k`` values (seed 003 Eq. 15), reports as ``n x k`` 0/1 arrays.
-
-    Each bit of the one-hot encoding of ``x`` is kept with probability
-    ``p = e^{eps/2}/(1+e^{eps/2})`` and flipped otherwise, independently; so a report ``V`` has
-    ``P(V | x) = prod_{j != x} P(V_j | 0) * P(V_x | 1)``: bit probabilities ``p`` (1 given 1) and
-    ``q = 1 - p`` (1 given 0). Its channel has ``2^k`` columns and is only built for ``k <= 12``.
-
-    Note: the LDP-oracle issue owns the general unary encodings (SUE = basic RAPPOR, OUE) with
-    bit-packed reports; this small class exists so that the free-will estimators and the Table II
-    reproduction do not depend on that work in progress. It is not registered as a spec.
-    """
-
-    spec_name = "rappor-basic"
-    report_kind = "binary"
-
-    def __init__(self, k: int, eps: float):
-        self.k = check_int(k, "k", minimum=2)
-        self.eps = check_eps(eps)
-        self.p = float(1.0 / (1.0 + np.exp(-self.eps / 2)))
-        self.q = 1.0 - self.p
-
-    def params(self):
-        return {"k": self.k, "eps": self.eps}
-
-    @property
-    def n_outputs(self):
-        return None
-
-    def sample(self, x, rng) -> np.ndarray:
-        x = self._check_inputs(x)
-        rng = check_rng(rng)
-        flip = rng.random((x.size, self.k)) >= self.p
-        onehot = np.zeros((x.size, self.k), dtype=np.uint8)
-        onehot[np.arange(x.size), x] = 1
-        return (onehot ^ flip).astype(np.uint8)
-
-    def channel(self) -> np.ndarray:
-        if self.k > 12:
-            raise LocalPrivError(f"{self}: the channel has 2^{self.k} columns; use likelihood() on reports")
-        V = ((np.arange(2 ** self.k)[:, None] >> np.arange(self.k)[None, :]) & 1).astype(np.uint8)
-        return self.likelihood(V)
-
-    def likelihood(self, reports) -> np.ndarray:
-        """``G[x, j] = P(V_j | x)`` for ``n x k`` 0/1 reports (exact, factorized over bits)."""
-        V = np.asarray(reports).astype(float)
-        if V.ndim != 2 or V.shape[1] != self.k:
-            raise LocalPrivError(f"{self}: reports must be an n x {self.k} array of bits")
-        lq, l1q, lp, l1p = np.log(self.q), np.log1p(-self.q), np.log(self.p), np.log1p(-self.p)
-        base = V @ np.full(self.k, lq) + (1 - V) @ np.full(self.k, l1q)  # all bits as if from 0
-        adj = V * (lp - lq) + (1 - V) * (l1p - l1q)                       # bit x came from a 1
-        return np.exp(base[None, :] + adj.T)
-
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
-        return DenseBlock(self.likelihood(reports), counts)
-
-
 def rappor_observations(theta, eps_list, n_per_mechanism, rng) -> Observations:
-    """Sample basic-RAPPOR reports of ``n^A`` users per level and group identical reports.
+    """Basic one-time RAPPOR reports of ``n^A`` users per level, identical reports grouped.
 
-    Values are drawn i.i.d. from ``theta``; reports of each mechanism are packed to integers and
-    counted with ``numpy.unique`` (vectorized), giving one block per mechanism.
+    Values are drawn i.i.d. from ``theta``; user ``i`` reports with ``sue(k=k,eps=eps_A)`` -- basic
+    one-time RAPPOR (seed 003 Eq. 15: every bit of the one-hot encoding kept w.p.
+    ``e^{eps/2}/(1+e^{eps/2})``), bit-packed reports. Identical reports are counted with
+    ``numpy.unique`` (vectorized), giving one block per mechanism; estimators then use the
+    mechanism's exact factorized likelihood (sparse/dense ``SupportBlock``) and its ``p_star``,
+    ``q_star``, ``support_counts`` ([RAP]M, RAP).
     """
     rng = check_rng(rng)
     theta = check_distribution(theta, name="theta")
     k = theta.size
     blocks = []
-    weights = 1 << np.arange(k, dtype=np.int64)
     for eps, nA in zip(eps_list, n_per_mechanism):
-        mech = BasicRappor(k, eps)
+        mech = parse(f"sue(k={k},eps={float(eps)!r})")
         x = rng.choice(k, size=int(nA), p=theta)
-        V = mech.sample(x, rng)
-        codes, cnt = np.unique(V.astype(np.int64) @ weights, return_counts=True)
-        bits = ((codes[:, None] >> np.arange(k)[None, :]) & 1).astype(np.uint8)
-        blocks.append(ObservationBlock(mech, bits, cnt))
+        reports, counts = np.unique(mech.sample(x, rng), axis=0, return_counts=True)
+        blocks.append(ObservationBlock(mech, reports, counts))
     return Observations(blocks)

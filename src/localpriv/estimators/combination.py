@@ -25,6 +25,8 @@ Every user may pick his own mechanism; the observations hold one block (the trip
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .._validation import LocalPrivError
@@ -37,22 +39,76 @@ from .em import em, log_likelihood
 from .ibu import ibu
 from .inv import inv
 
-__all__ = ["gibu", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
+__all__ = ["gibu", "merge_blocks", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
            "unary_statistics", "COMBINABLE"]
 
 
 # --------------------------------------------------------------------------------------------
 # GIBU
 # --------------------------------------------------------------------------------------------
-def gibu(obs: Observations, **settings) -> Estimate:
+#: a block is merged when its dense likelihood ``k x m_A`` has at most this many entries
+MERGE_BLOCK_MAX = 1 << 17
+#: merged blocks are packed into dense chunks of at most this many entries (2 MiB of float64: a
+#: chunk that stays in a core's L2 cache; one 6 MiB chunk was 15x slower per iteration, measured)
+MERGE_CHUNK_MAX = 1 << 18
+
+
+def merge_blocks(blocks) -> list:
+    """The likelihood blocks of ``blocks`` with small finite-channel ones merged into dense chunks.
+
+    The GIBU sum over mechanisms, ``sum_A sum_j c^A_j G^A[x, j] / (theta @ G^A)_j``, is the same
+    sum over the columns of ``[G^1 | G^2 | ...]`` with the counts concatenated: one matrix product
+    per chunk instead of one Python-level product per mechanism (seed 003 asks for the sum over
+    mechanisms vectorized). Merged: blocks of mechanisms with a finite output alphabet whose
+    ``k x m_A`` likelihood has at most :data:`MERGE_BLOCK_MAX` entries -- there the per-block call
+    overhead, or an FFT on a padded grid, costs more than the dense product; chunks hold at most
+    :data:`MERGE_CHUNK_MAX` entries. Other blocks keep their own (structured) likelihood block.
+    """
+    out, chunk, size = [], [], 0
+
+    def flush():
+        if len(chunk) == 1:
+            out.append(chunk[0].likelihood_block())
+        elif chunk:
+            G = np.hstack([b.mechanism.likelihood(b.reports) for b in chunk])
+            out.append(DenseBlock(G, np.concatenate([b.counts for b in chunk]).astype(float)))
+
+    for b in blocks:
+        entries = b.mechanism.k * b.counts.size
+        if b.mechanism.n_outputs is None or entries > MERGE_BLOCK_MAX:
+            out.append(b.likelihood_block())
+            continue
+        if size + entries > MERGE_CHUNK_MAX:
+            flush()
+            chunk, size = [], 0
+        chunk.append(b)
+        size += entries
+    flush()
+    return out
+
+
+@dataclass
+class _Merged(Observations):
+    """The same observations, presented to the EM engine with small blocks merged."""
+
+    def likelihood_blocks(self):
+        return merge_blocks(self.blocks)
+
+
+def gibu(obs: Observations, *, merge: bool = True, **settings) -> Estimate:
     """GIBU (seed 003 Algorithm 1): the MLE of ``theta`` from the reports of all mechanisms.
 
     ``theta'_x = sum_A (n^A/n) sum_{z in Z^A} q^A_z theta_x A_xz / sum_u theta_u A_uz``, stopped
     when ``|L(theta^t) - L(theta^{t-1})| < delta`` (``L`` the log-likelihood). Runs
     :func:`~localpriv.estimators.ibu.ibu`, the same EM engine (settings are passed through).
+    With ``merge`` (default) the blocks of small finite-channel mechanisms are merged into dense
+    chunks (:func:`merge_blocks`): the same iteration, evaluated with fewer, larger products
+    (equal to the per-block evaluation up to floating-point rounding).
     """
-    est = ibu(obs, **settings)
+    many = merge and len(obs.blocks) > 1
+    est = ibu(_Merged(obs.blocks, obs.domain, obs.meta) if many else obs, **settings)
     est.estimator = "gibu"
+    est.settings["merge"] = many
     return est
 
 

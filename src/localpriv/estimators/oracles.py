@@ -17,6 +17,12 @@
   likewise for local hashing, subset selection and SHE), by the same EM engine on grouped
   identical reports with sparse products (:class:`localpriv.mechanisms.unary.SupportBlock`).
   For GRR/k-RR both IBUs coincide.
+* **Support-count maximum** (:func:`support_mle`): the point ``ibu-support`` converges to, in
+  closed form. IBU on support counts maximizes ``sum_v C_v log((p*-q*) f_v + q*)`` over the
+  simplex (a concave function); its KKT conditions give ``f_v = max(0, C_v/lam - q*/(p*-q*))``
+  with ``lam`` set by ``sum f = 1``: the values with the largest counts are kept, found by one
+  sort (our derivation; for k-RR, where ``sum C = n``, it is the k-RR MLE). Used to certify that
+  an IBU run reached the maximum rather than stopping short of it.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from . import register_estimator
 from .em import em, log_likelihood
 
 __all__ = ["pure_parameters", "support_counts", "mi_vector", "mi", "rappor", "ibu_support",
-           "ibu_exact", "exact_loglik"]
+           "ibu_exact", "exact_loglik", "support_mle"]
 
 
 def pure_parameters(mechanism) -> tuple[float, float]:
@@ -123,16 +129,37 @@ def ibu_support(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter
                     converged=res.converged, n=obs.n, extra=extra)
 
 
+def support_mle(C, p: float, q: float) -> np.ndarray:
+    """The maximum of IBU's support-count likelihood ``sum_v C_v log((p-q) f_v + q)`` (closed form).
+
+    ``f_v = max(0, C_v/lam - q/(p-q))``; with the counts sorted decreasingly, the kept set is the
+    largest ``m`` with ``C_(m) > lam_m q/(p-q)``, ``lam_m = (C_(1)+...+C_(m)) / (1 + m q/(p-q))``.
+    """
+    C = np.asarray(C, dtype=float)
+    if not 0 < q < p:
+        raise LocalPrivError(f"support_mle needs 0 < q < p, got p={p}, q={q}")
+    if C.ndim != 1 or C.size == 0 or np.any(C < 0) or C.sum() <= 0:
+        raise LocalPrivError("support_mle needs a non-empty vector of non-negative counts, not all 0")
+    b = q / (p - q)
+    c = np.sort(C)[::-1]
+    lam = np.cumsum(c) / (1.0 + b * np.arange(1, c.size + 1))
+    m = np.flatnonzero(c > lam * b)[-1]  # the largest count always qualifies
+    f = np.maximum(C / lam[m] - b, 0.0)
+    return f / f.sum()
+
+
 def ibu_exact(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000,
-              keep_trace: bool = False, callback=None) -> Estimate:
-    """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``."""
+              keep_trace: bool = False, callback=None, accelerate: str | None = None) -> Estimate:
+    """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``
+    (``accelerate="squarem"``: the engine's SQUAREM scheme, same maximum in fewer iterations)."""
     blocks = obs.likelihood_blocks()
     res = em(blocks, obs.k, theta0=theta0, delta=delta, max_iter=max_iter, keep_trace=keep_trace,
-             callback=callback)
+             callback=callback, accelerate=accelerate)
     offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
     extra = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
     return Estimate(res.theta, obs.domain, "ibu-exact",
-                    {"delta": delta, "max_iter": max_iter, "model": "exact report likelihood"},
+                    {"delta": delta, "max_iter": max_iter, "model": "exact report likelihood",
+                     "accelerate": res.scheme},
                     loglik=res.loglik + offset, iterations=res.iterations, converged=res.converged,
                     n=obs.n, extra=extra)
 

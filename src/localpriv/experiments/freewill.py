@@ -19,6 +19,8 @@ when the estimator does not apply (singular channel).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import ot
 from scipy import stats
@@ -93,17 +95,22 @@ def _planar_truth(grid: GridDomain) -> np.ndarray:
     return np.bincount(idx, minlength=grid.size) / idx.size
 
 
+@lru_cache(maxsize=4)
+def _planar(cell_km: float):
+    """Grid, truth and distances of one cell size, built once per process (shared by settings)."""
+    dom = _grid(cell_km)
+    return dom, _planar_truth(dom), dom.distance_matrix()
+
+
 def _setting(space, params, scenario):
+    """``(domain, theta, distance matrix, EMD function)`` of one space."""
     if space == "linear":
         k = params["k_linear"]
         dom = IntegerDomain(0, k - 1)
         theta = stats.binom.pmf(np.arange(k), k - 1, 0.5)
-        return dom, theta, lambda p, q: emd_line(p, q)
-    cell = params["shokri_cell_km"] if scenario == "shokri" else params["cell_km"]
-    dom = _grid(cell)
-    theta = _planar_truth(dom)
-    D = dom.distance_matrix()
-    return dom, theta, lambda p, q: float(ot.emd2(np.asarray(p, float), np.asarray(q, float) / np.sum(q), D))
+        return dom, theta, dom.distance_matrix(), lambda p, q: emd_line(p, q)
+    dom, theta, D = _planar(float(params["shokri_cell_km"] if scenario == "shokri" else params["cell_km"]))
+    return dom, theta, D, lambda p, q: float(ot.emd2(np.asarray(p, float), np.asarray(q, float) / np.sum(q), D))
 
 
 def _run_estimators(obs, names, n, delta_norm, max_iter):
@@ -148,12 +155,12 @@ def _compute1(params, rng, progress):
     results = {"emd": {}, "errors": {}, "privacy": {}, "table": {}, "paper": PAPER_TABLE1}
     jobs = [(sc, sp) for sc in params["scenarios"] for sp in params["spaces"]]
     for scenario, space in progress(jobs, "scenarios"):
-        dom, theta, dist = _setting(space, params, scenario)
+        dom, theta, D, dist = _setting(space, params, scenario)
+        # mechanisms (and their channels, Shokri's LPs) are built once and shared by all runs
         mechs = [parse(s, dom) for s in _specs(scenario, space, dom.size)]
         with np.errstate(invalid="ignore", divide="ignore"):  # privacy computed from each channel
             results["privacy"][f"{scenario}/{space}"] = [
-                {"spec": str(m), "eps_ldp": m.epsilon_ldp(), "eps_geo": m.epsilon_geo(dom.distance_matrix())}
-                for m in mechs]
+                {"spec": str(m), "eps_ldp": m.epsilon_ldp(), "eps_geo": m.epsilon_geo(D)} for m in mechs]
         names = (R_NAMES if space == "linear" else []) + M_NAMES
         table = {name: [[None] * params["runs"] for _ in ns] for name in names}
         for i, n in enumerate(ns):
@@ -188,6 +195,22 @@ def _compute1(params, rng, progress):
     return results
 
 
+def _loglog(ax, title, ylabel, fontsize=7):
+    """Log-log axes of one figure panel (mean EMD against n)."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=fontsize + 1)
+    ax.set_xlabel("n (users)", fontsize=fontsize)
+    ax.set_ylabel(ylabel, fontsize=fontsize)
+    ax.legend(fontsize=fontsize - 1)
+
+
+def _save_figure(fig, title, path):
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    save(fig, path)
+
+
 def _plot1(results, params, path):
     ns = results["ns"]
     panels = []
@@ -209,17 +232,10 @@ def _plot1(results, params, path):
             if ys is None or all(y is None for y in ys):
                 continue
             ax.plot(ns, [np.nan if y is None else y for y in ys], marker="o", label=nm)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(title, fontsize=8)
-        ax.set_xlabel("n (users)", fontsize=7)
-        ax.set_ylabel("EMD" + (" (km)" if "planar" in key else ""), fontsize=7)
-        ax.legend(fontsize=6)
+        _loglog(ax, title, "EMD" + (" (km)" if "planar" in key else ""))
     for ax in axes.ravel()[len(panels):]:
         ax.axis("off")
-    fig.suptitle("seed 003 Table I: mean EMD to the truth (ours)", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
-    save(fig, path)
+    _save_figure(fig, "seed 003 Table I: mean EMD to the truth (ours)", path)
 
 
 register_experiment(Experiment(
@@ -275,15 +291,8 @@ def _plot2(results, params, path):
         for ax, (fig_no, names) in zip(row, ((2, ["rap-n-r", "rap-p-r", "gibu"]), (14, ["rap-n-m", "rap-p-m", "gibu"]))):
             for nm in names:
                 ax.plot(ns, e[nm], marker="o", label=nm)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_title(f"Fig. {fig_no}{'a' if regime == 'high' else 'b'}: {regime} privacy", fontsize=9)
-            ax.set_xlabel("n (users)", fontsize=8)
-            ax.set_ylabel("EMD", fontsize=8)
-            ax.legend(fontsize=7)
-    fig.suptitle("seed 003 Table II: 10 basic-RAPPOR mechanisms on {0..19} (ours)", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
-    save(fig, path)
+            _loglog(ax, f"Fig. {fig_no}{'a' if regime == 'high' else 'b'}: {regime} privacy", "EMD", fontsize=8)
+    _save_figure(fig, "seed 003 Table II: 10 basic-RAPPOR mechanisms on {0..19} (ours)", path)
 
 
 register_experiment(Experiment(
