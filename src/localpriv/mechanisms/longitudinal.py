@@ -171,12 +171,11 @@ class _LUE(_Longitudinal, UnaryEncoding):
         UnaryEncoding.__init__(self, k, *chain(*self.first, *self.second))
 
     def memoize(self, x, rng):
-        cols = np.arange(self.k)
-        return self._flip(lambda s, e: x[s:e, None] == cols[None, :], x.size, *self.first, rng)
+        return self._flip(x.size, *self.first, rng, x=x)
 
     def instantaneous(self, memo, rng):
         bits = unpack_bits(memo, self.k).astype(bool)
-        return self._flip(lambda s, e: bits[s:e], bits.shape[0], *self.second, rng)
+        return self._flip(bits.shape[0], *self.second, rng, truth=bits)
 
     def epsilon_perm(self) -> float:
         return ue_epsilon(*self.first)

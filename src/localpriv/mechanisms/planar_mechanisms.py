@@ -247,16 +247,8 @@ def _gauss_legendre(q: int):
 class PlanarLaplace(_PlanarBase):
     """Planar Laplace mechanism (continuous noise in km, then the nearest grid cell), eps in km^-1.
 
-    Parameters
-    ----------
-    eps : float
-        Geo-indistinguishability parameter (per km).
-    domain : GridDomain
-        The grid (cell side ``s = domain.cell_km``).
-    k : int, optional
-        Must equal the number of cells if given.
-    nrows, ncols, cell_km : optional
-        The grid by its shape when no ``domain`` is given (see :class:`PlanarGeometric`).
+    Parameters are those of :class:`PlanarGeometric` (``eps`` per km; the grid as a ``domain`` or
+    by ``nrows``, ``ncols``, ``cell_km``).
     """
 
     spec_name = "planar-laplace"

@@ -80,19 +80,32 @@ class SS(PureProtocol):
         return unpack_bits(reports, self.k).astype(np.int64) @ (1 << np.arange(self.k))
 
     def sample(self, x, rng) -> np.ndarray:
+        """The true value is in the subset with probability ``p* = omega e^eps / Omega``; the
+        other ``omega - 1`` (or ``omega``) members are a uniform subset of the ``k - 1`` other
+        values, drawn by Floyd's algorithm vectorized over users: for ``j = K-m .. K-1``
+        (``K = k - 1``) draw ``t`` uniform on ``0..j`` and add ``t``, or ``j`` if ``t`` is
+        already in (every ``m``-subset equally likely). Users needing one member fewer skip the
+        first step. ``omega`` vectorized steps per chunk instead of sorting ``k`` keys per user.
+        """
         x = self._check_inputs(x)
         rng = check_rng(rng)
-        out = np.empty((x.size, ceil(self.k / 8)), dtype=np.uint8)
-        step = max(1, (1 << 22) // self.k)
-        rows = np.arange(step)
-        for s in range(0, x.size, step):  # chunks of users, to bound memory
+        k, omega, K = self.k, self.omega, self.k - 1
+        out = np.empty((x.size, ceil(k / 8)), dtype=np.uint8)
+        step = max(1, (1 << 18) // k)
+        for s in range(0, x.size, step):  # chunks of users: bounded memory, cache-sized arrays
             e = min(x.size, s + step)
-            keys = rng.random((e - s, self.k))
-            include = rng.random(e - s) < self.p_star
-            keys[rows[:e - s], x[s:e]] = np.where(include, -1.0, 2.0)  # forced in / forced out
-            chosen = np.argpartition(keys, self.omega - 1, axis=1)[:, :self.omega]
-            bits = np.zeros((e - s, self.k), dtype=bool)
-            np.put_along_axis(bits, chosen, True, axis=1)
+            m, xs = e - s, x[s:e]
+            rows = np.arange(m)
+            include = rng.random(m) < self.p_star
+            bits = np.zeros((m, k), dtype=bool)
+            for j in range(K - omega, K):
+                live = rows if j > K - omega else rows[~include]  # the first step: omega others
+                t = rng.integers(0, j + 1, size=live.size)
+                xl = xs[live]
+                t_val = t + (t >= xl)  # index among the others -> value (skip the true one)
+                j_val = j + (j >= xl)
+                bits[live, np.where(bits[live, t_val], j_val, t_val)] = True
+            bits[rows, xs] = include
             out[s:e] = pack_bits(bits)
         return out
 
