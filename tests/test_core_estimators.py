@@ -30,10 +30,13 @@ def test_ibu_equals_closed_form_krr_mle(k, eps, n, zeros):
     est = ibu(obs, delta=1e-13, max_iter=500_000)
     mle = krr_mle(counts, eps)
     assert est.converged
-    assert np.abs(est.distribution - mle).max() < 1e-6
+    # EM creeps sublinearly towards zero coordinates on the boundary: the stop on |dL| < 1e-13
+    # leaves such coordinates ~1e-6 away, so theta is compared at 1e-5 and L at 1e-6
+    assert np.abs(est.distribution - mle).max() < 1e-5
     # the closed form really is the maximum: its likelihood is at least IBU's
     L_mle = log_likelihood(obs.likelihood_blocks(), mle)
     assert L_mle >= est.loglik - 1e-6
+    assert L_mle - est.loglik < 1e-6
 
 
 def test_ibu_output_is_distribution_and_loglik_never_decreases():

@@ -81,7 +81,7 @@ def test_gibu_mixture_same_maximum_with_acceleration():
 def test_max_abs_stopping_rule():
     m, counts = _krr_counts(30, 1.0, 5000, 3)
     b = _krr_block(m, counts)
-    res = em([b], 30, delta=1e-8, stop="max_abs", keep_trace=True)
+    res = em([b], 30, delta=1e-8, stop="max_abs", keep_trace=True, max_iter=300_000)
     res2 = em([b], 30, delta=1e-8, stop="max_abs", accelerate="squarem")
     assert res.converged and res2.converged
     assert res2.loglik >= res.loglik - 1e-9

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from ._sampling import bernoulli_bits
 from .base import LikelihoodBlock, Mechanism, register
 
 __all__ = ["KRR", "KRRBlock"]
@@ -53,10 +54,12 @@ class KRR(Mechanism):
     def sample(self, x, rng) -> np.ndarray:
         x = self._check_inputs(x)
         rng = check_rng(rng)
-        keep = rng.random(x.size) < self.p_keep
-        other = rng.integers(0, self.k - 1, size=x.size)
+        keep = bernoulli_bits(x.size, self.p_keep, rng)  # exact, 16 random bits per user
+        small = np.int16 if self.k <= 1 << 15 else np.int64  # narrow draws are cheaper
+        other = rng.integers(0, self.k - 1, size=x.size, dtype=small).astype(np.int64)
         other += other >= x  # uniform over the k-1 values different from x
-        return np.where(keep, x, other).astype(np.int64)
+        np.copyto(other, x, where=keep)
+        return other
 
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
         return KRRBlock(self.k, self.p_keep, self.p_other, self.output_index(reports), counts)
