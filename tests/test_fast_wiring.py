@@ -36,11 +36,17 @@ def test_geometric_block_falls_back_to_dense_when_inputs_exceed_range():
 
 @pytest.mark.parametrize("cls,eps,shape", [(PlanarGeometric, 1.0, (5, 6)), (PlanarGeometric, 3.0, (4, 4)),
                                            (PlanarLaplace, 1.5, (4, 5)), (PlanarGeometric, 0.3, (1, 7))])
-def test_planar_blocks_are_clamped_convolutions_equal_to_dense(cls, eps, shape):
+def test_planar_blocks_are_clamped_convolutions_equal_to_dense(cls, eps, shape, monkeypatch):
+    import localpriv.mechanisms.planar_mechanisms as pm
+
     dom = GridDomain(40.70, -74.02, shape[0], shape[1], 0.5)
     m = cls(eps, domain=dom)
     rng = np.random.default_rng(2)
     reports = np.unique(m.sample(rng.integers(0, m.k, 500), rng))
+    small = m.likelihood_block(reports, np.ones(reports.size))
+    assert not isinstance(small, ClampedConvBlock)  # small grids: the exact dense block
+    _same(small, m.likelihood(reports), rng)
+    monkeypatch.setattr(pm, "DENSE_BLOCK_MAX", 0)  # force the FFT path on the same data
     block = m.likelihood_block(reports, np.ones(reports.size))
     assert isinstance(block, ClampedConvBlock)
     _same(block, m.likelihood(reports), rng)

@@ -199,40 +199,40 @@ def em(
     _check_observable(blocks, probs)
     L = _loglik_from(blocks, probs)
     trace = [L] if keep_trace else []
+
+    def record(t, th, ll):
+        if keep_trace:
+            trace.append(ll)
+        if callback is not None:
+            callback(t, th, ll)
+
     if scheme == "squarem":
-        return _squarem(blocks, theta, probs, L, n, delta, max_iter, callback, keep_trace, trace, stop)
-    converged = False
-    t = 0
+        return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop)
+    theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record)
+    return EMResult(theta, L, t, converged, trace)
+
+
+def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record):
+    """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``."""
     while t < max_iter:
         old = theta
         theta = em_step(blocks, theta, probs, n)
         t += 1
         probs = _forward_all(blocks, theta)
         L_new = _loglik_from(blocks, probs)
-        if keep_trace:
-            trace.append(L_new)
-        if callback is not None:
-            callback(t, theta, L_new)
+        record(t, theta, L_new)
         done = _stop_value(stop, old, theta, L, L_new) < delta
         L = L_new
         if done:
-            converged = True
-            break
-    return EMResult(theta, L, t, converged, trace)
+            return theta, L, t, True
+    return theta, L, t, False
 
 
-def _squarem(blocks, theta, probs, L, n, delta, max_iter, callback, keep_trace, trace, stop) -> EMResult:
+def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop) -> EMResult:
     """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations."""
     t = 0
     cycles = 0
     alpha_max = 4.0
-    converged = False
-
-    def record(th, ll):
-        if keep_trace:
-            trace.append(ll)
-        if callback is not None:
-            callback(t, th, ll)
 
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
@@ -279,20 +279,9 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, callback, keep_trace, 
         cycles += 1
         done = _stop_value(stop, theta, new, L, Lnew) < delta
         theta, probs, L = new, pnew, Lnew
-        record(theta, L)
+        record(t, theta, L)
         if done:
             break
     # ---- finishing phase: plain EM until one plain step meets the seed's rule ---------------
-    while t < max_iter:
-        old = theta
-        theta = em_step(blocks, theta, probs, n)
-        t += 1
-        probs = _forward_all(blocks, theta)
-        L_new = _loglik_from(blocks, probs)
-        record(theta, L_new)
-        done = _stop_value(stop, old, theta, L, L_new) < delta
-        L = L_new
-        if done:
-            converged = True
-            break
+    theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record)
     return EMResult(theta, L, t, converged, trace, scheme="squarem", cycles=cycles)

@@ -123,6 +123,10 @@ def _radius(eps: float, s: float, nrows: int, ncols: int) -> int:
     return int(max(max(nrows, ncols), min(MAX_RADIUS, max(nrows, ncols) + np.ceil(_TAIL / (eps * s)))))
 
 
+#: largest ``k x (distinct reports)`` likelihood block built densely (32 MB of float64)
+DENSE_BLOCK_MAX = 1 << 22
+
+
 class _PlanarBase(Mechanism):
     """Shared parts: grid bookkeeping, kernel, channel, inverse-CDF sampling of offsets."""
 
@@ -186,11 +190,19 @@ class _PlanarBase(Mechanism):
     def likelihood_block(self, reports, counts):
         """Fast products by 2-D FFT convolution with exact border folding (issue 8):
         :class:`localpriv.structured.ClampedConvBlock` on this mechanism's kernel, cropped to the
-        half-width beyond which it holds less than 1e-19 of its mass."""
+        half-width beyond which it holds less than 1e-19 of its mass.
+
+        Small problems (``k x m`` channel columns up to ``DENSE_BLOCK_MAX`` entries, e.g. the
+        280-cell Manhattan grid) use the exact dense block instead: there a matrix product is
+        tens to thousands of times cheaper than FFTs padded by the kernel's reach.
+        """
         from ..structured import clamped_block_for
 
+        outputs = self.output_index(reports)
+        if self.k * np.unique(outputs).size <= DENSE_BLOCK_MAX:
+            return super().likelihood_block(reports, counts)
         return clamped_block_for(self.kernel(), self.eps * self.s, (self.domain.nrows, self.domain.ncols),
-                                 self.output_index(reports), counts)
+                                 outputs, counts)
 
     def _clamp(self, x: np.ndarray, di: np.ndarray, dj: np.ndarray) -> np.ndarray:
         nr, nc = self.domain.nrows, self.domain.ncols
