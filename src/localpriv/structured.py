@@ -88,14 +88,21 @@ class ScaledIdentityBlock(LikelihoodBlock):
         self.k = check_int(k, "k", minimum=1)
         self.a, self.b = float(a), float(b)
         self.outputs, self.counts = _as_outputs(outputs, counts, self.k, "scaled-identity block")
+        # every output observed, in order (support counts, k-RR with all values seen): no gathers
+        self._all = self.outputs.size == self.k and bool(np.all(self.outputs == np.arange(self.k)))
 
     def forward(self, theta):
         theta = np.asarray(theta, dtype=float)
-        return self.b * theta.sum() + (self.a - self.b) * theta[self.outputs]
+        out = theta * (self.a - self.b) if self._all else (self.a - self.b) * theta[self.outputs]
+        out += self.b * theta.sum()
+        return out
 
     def backward(self, w):
         w = np.asarray(w, dtype=float)
-        out = np.bincount(self.outputs, weights=(self.a - self.b) * w, minlength=self.k)
+        if self._all:
+            out = w * (self.a - self.b)
+        else:
+            out = np.bincount(self.outputs, weights=(self.a - self.b) * w, minlength=self.k)
         out += self.b * w.sum()
         return out
 
