@@ -95,6 +95,11 @@ def _live(b) -> np.ndarray | None:
 
 
 def _loglik_from(blocks, probs) -> float:
+    """``sum_j c_j log p_j`` over the reports seen; ``-inf`` if one of them has probability <= 0.
+
+    Callers inside the engine run under ``np.errstate(divide="ignore", invalid="ignore")``: a zero
+    probability gives ``log 0 = -inf`` (a negative one ``nan``), both mapped to ``-inf``.
+    """
     total = 0.0
     for b, p in zip(blocks, probs):
         live = _live(b)
@@ -102,16 +107,15 @@ def _loglik_from(blocks, probs) -> float:
         pl = p if live is None else p[live]
         if pl.size == 0:
             continue
-        if pl.min() <= 0:
-            return -np.inf
         total += float(c @ np.log(pl))
-    return total
+    return total if total == total and total != np.inf else -np.inf
 
 
 def log_likelihood(blocks: Sequence[LikelihoodBlock], theta) -> float:
     """``L(theta)`` of seed 001 Eq. (2) for the observations in ``blocks``."""
     theta = np.asarray(theta, dtype=float)
-    return _loglik_from(blocks, _forward_all(blocks, theta))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _loglik_from(blocks, _forward_all(blocks, theta))
 
 
 def _check_observable(blocks, probs):
@@ -126,20 +130,28 @@ def _check_observable(blocks, probs):
 
 def em_step(blocks, theta, probs, n):
     """One EM (IBU/GIBU) update from ``theta`` and the forward products ``probs``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _em_step(blocks, theta, probs, n)
+
+
+def _em_step(blocks, theta, probs, n):
     grad = None
     for b, p in zip(blocks, probs):
         live = _live(b)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if live is None:
-                w = b.counts / p
-            else:
-                w = np.zeros_like(p)
-                w[live] = b.counts[live] / p[live]
+        if live is None:
+            w = b.counts / p
+        else:
+            w = np.zeros_like(p)
+            w[live] = b.counts[live] / p[live]
         g = b.backward(w)
         grad = g if grad is None else grad + g
-    new = theta * grad / n
+    new = theta * grad
     s = new.sum()
-    return new / s if s > 0 else new
+    if s > 0:
+        new /= s
+    else:
+        new /= n
+    return new
 
 
 def em(
@@ -197,8 +209,7 @@ def em(
     n = float(sum(b.counts.sum() for b in blocks))
     probs = _forward_all(blocks, theta)
     _check_observable(blocks, probs)
-    L = _loglik_from(blocks, probs)
-    trace = [L] if keep_trace else []
+    trace = []
 
     def record(t, th, ll):
         if keep_trace:
@@ -206,9 +217,14 @@ def em(
         if callback is not None:
             callback(t, th, ll)
 
-    if scheme == "squarem":
-        return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop)
-    theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record)
+    # one floating-point context for the whole run (zero probabilities are handled explicitly)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        L = _loglik_from(blocks, probs)
+        if keep_trace:
+            trace.append(L)
+        if scheme == "squarem":
+            return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop)
+        theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record)
     return EMResult(theta, L, t, converged, trace)
 
 
@@ -216,7 +232,7 @@ def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record):
     """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``."""
     while t < max_iter:
         old = theta
-        theta = em_step(blocks, theta, probs, n)
+        theta = _em_step(blocks, theta, probs, n)
         t += 1
         probs = _forward_all(blocks, theta)
         L_new = _loglik_from(blocks, probs)
@@ -236,9 +252,9 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop) -
 
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
-        th1 = em_step(blocks, theta, probs, n)
+        th1 = _em_step(blocks, theta, probs, n)
         p1 = _forward_all(blocks, th1)
-        th2 = em_step(blocks, th1, p1, n)
+        th2 = _em_step(blocks, th1, p1, n)
         p2 = _forward_all(blocks, th2)
         t += 2
         L2 = _loglik_from(blocks, p2)
@@ -252,7 +268,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop) -
                 alpha_max *= 4.0  # the step reached its cap: allow longer steps next cycle
             accepted = False
             # backtracking: move alpha halfway towards -1 until L(theta') >= L(theta2)
-            for _ in range(MAX_BACKTRACK):
+            for trial in range(MAX_BACKTRACK):
                 if alpha >= -1.0:
                     break
                 cand = theta - 2.0 * alpha * r + alpha * alpha * v
@@ -263,13 +279,15 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop) -
                 pc = _forward_all(blocks, cand)
                 Lc = _loglik_from(blocks, pc)
                 if np.isfinite(Lc) and Lc >= L2:
-                    th3 = em_step(blocks, cand, pc, n)
+                    th3 = _em_step(blocks, cand, pc, n)
                     p3 = _forward_all(blocks, th3)
                     L3 = _loglik_from(blocks, p3)
                     t += 1
                     if L3 >= L2:  # always true for EM from cand (Lc >= L2); kept as a guard
                         new, pnew, Lnew = th3, p3, L3
                         accepted = True
+                        if trial:  # a shorter step was needed: cap the next ones there
+                            alpha_max = max(4.0, -alpha)
                     break
                 alpha = (alpha - 1.0) / 2.0
                 if alpha > -1.0 - 1e-3:
