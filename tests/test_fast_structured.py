@@ -40,9 +40,10 @@ def _dense_geometric(k, eps):
 
 
 def _dense_planar(K, R, C):
-    """Brute force: every offset of the box kernel, remapped to the nearest (clamped) cell."""
-    P = K.shape[0] // 2
-    di, dj = np.meshgrid(np.arange(-P, P + 1), np.arange(-P, P + 1), indexing="ij")
+    """Brute force: every offset of the (possibly rectangular) kernel, remapped to the nearest
+    (clamped) cell."""
+    Pr, Pc = K.shape[0] // 2, K.shape[1] // 2
+    di, dj = np.meshgrid(np.arange(-Pr, Pr + 1), np.arange(-Pc, Pc + 1), indexing="ij")
     M = np.zeros((R * C, R * C))
     for x in range(R * C):
         r, c = divmod(x, C)
@@ -100,14 +101,7 @@ def test_clamped_conv_any_kernel_and_rectangular_half_widths():
     K = rng.random((5, 9))
     K /= K.sum()
     R, C = 4, 6
-    # brute force with rectangular offsets
-    Pr, Pc = 2, 4
-    di, dj = np.meshgrid(np.arange(-Pr, Pr + 1), np.arange(-Pc, Pc + 1), indexing="ij")
-    G = np.zeros((R * C, R * C))
-    for x in range(R * C):
-        r, c = divmod(x, C)
-        z = np.clip(r + di, 0, R - 1) * C + np.clip(c + dj, 0, C - 1)
-        G[x] = np.bincount(z.ravel(), weights=K.ravel(), minlength=R * C)
+    G = _dense_planar(K, R, C)  # brute force with rectangular offsets
     _check_products(ClampedConvBlock(K, (R, C), np.arange(R * C), np.ones(R * C)), G, rng)
 
 
