@@ -46,7 +46,7 @@ import numpy as np
 from .._validation import LocalPrivError, check_distribution
 from ..mechanisms.base import LikelihoodBlock
 
-__all__ = ["EMResult", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE"]
+__all__ = ["EMResult", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES"]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
 SCHEMES = ("none", "squarem")
