@@ -299,7 +299,7 @@ register_experiment(Experiment(
     name="freewill-table2",
     description="Seed 003 Table II (Figs. 2, 14): [RAP]R, [RAP]M vs GIBU under 10 basic-RAPPOR mechanisms "
                 "on {0..19}, high (eps 0.1..1) and low (eps 1..10) privacy",
-    defaults={"regimes": ["high", "low"], "ns": [1000, 10000, 100000], "runs": 5, "k": 20,
+    defaults={"regimes": ["high", "low"], "ns": [1000, 10000, 100000], "runs": 20, "k": 20,
               "delta_norm": 1e-9, "max_iter": 100000},
     quick={"ns": [5000], "runs": 1, "k": 10},
     compute=_compute2,
