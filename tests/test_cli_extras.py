@@ -88,6 +88,8 @@ def test_cli_estimate_without_domain_finds_the_support(tmp_path):
 @pytest.mark.parametrize("args, msg", [
     (["-e", "inv-n"], "only ibu applies"),
     (["-e", "inv-n", "-d", "0..200", "--accelerate"], "--accelerate applies to ibu"),
+    (["-e", "inv-n", "-d", "0..200", "--stop", "max_abs"], "--stop applies to ibu"),
+    (["-d", "0..200", "--stop", "sometimes"], "unknown stopping rule"),
 ])
 def test_cli_estimate_option_errors(tmp_path, args, msg):
     pd.DataFrame({"v": np.arange(50)}).to_csv(tmp_path / "v.csv", index=False)
@@ -134,3 +136,18 @@ def test_cli_list_names_every_registry():
         assert name in r.output
     r = CliRunner().invoke(app, ["list", "colours"])
     assert r.exit_code == 1 and "unknown list" in r.output
+
+
+def test_cli_estimate_stop_rule_is_recorded(tmp_path):
+    rng = np.random.default_rng(3)
+    pd.DataFrame({"v": rng.integers(0, 10, 5000)}).to_csv(tmp_path / "v.csv", index=False)
+    run = CliRunner()
+    r = run.invoke(app, ["perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.parquet"),
+                         "-m", "krr(eps=1.0)", "-d", "0..9", "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "e.json"
+    r = run.invoke(app, ["estimate", str(tmp_path / "r.parquet"), "-d", "0..9", "-o", str(out),
+                         "--stop", "max_abs", "--delta", "1e-10"])
+    assert r.exit_code == 0, r.output
+    saved = json.loads(out.read_text())
+    assert saved["settings"]["stopping"].startswith("max|theta") and saved["converged"] is True

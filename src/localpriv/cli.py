@@ -111,7 +111,10 @@ def estimate(
                                        "(see docs)"),
     output: Optional[Path] = typer.Option(None, "--out", "-o", help="estimate file (.csv or .json)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG bar chart of the estimate"),
-    delta: float = typer.Option(1e-6, help="IBU: stop when |L(t)-L(t-1)| < delta"),
+    delta: float = typer.Option(1e-6, help="IBU: tolerance of the stopping rule (see --stop)"),
+    stop: str = typer.Option("loglik", "--stop",
+                             help="IBU stopping rule: loglik (seed 001: |L(t)-L(t-1)| < delta) or max_abs "
+                                  "(max|theta(t)-theta(t-1)| < delta)"),
     max_iter: int = typer.Option(10_000, help="IBU: iteration cap"),
     accelerate: bool = typer.Option(False, "--accelerate/--plain",
                                     help="IBU: SQUAREM acceleration (same maximum, far fewer iterations)"),
@@ -135,6 +138,10 @@ def estimate(
         if not is_ibu:
             raise LocalPrivError(f"--accelerate applies to ibu/gibu, not to {estimator}")
         kwargs["accelerate"] = "squarem"
+    if stop != "loglik":
+        if not is_ibu:
+            raise LocalPrivError(f"--stop applies to ibu/gibu, not to {estimator}")
+        kwargs["stop"] = stop
     with Progress(TextColumn(estimator), BarColumn(), TextColumn("iteration {task.completed}"),
                   TimeElapsedColumn(), console=err, transient=True,
                   disable=not (is_ibu and err.is_terminal)) as bar:
@@ -187,7 +194,7 @@ def _estimate_unbounded(path: Path, is_counts: bool, estimator: str, kwargs: dic
     if len(eps_values) != 1:
         raise LocalPrivError("without --domain all reports must come from one geometric(eps=..) mechanism")
     reports = np.repeat(df["report"].to_numpy(np.int64), df["count"].to_numpy(np.int64))
-    kw = {k: v for k, v in kwargs.items() if k in ("delta", "max_iter", "accelerate")}
+    kw = {k: v for k, v in kwargs.items() if k in ("delta", "max_iter", "accelerate", "stop")}
     return estimate_unbounded_integers(reports, eps_values.pop(), **kw)
 
 

@@ -247,7 +247,7 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float = 1e-6
 
 def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
                                 max_iter: int = 10_000, max_size: int = 20_000,
-                                accelerate: str | None = None) -> Estimate:
+                                accelerate: str | None = None, stop: str = "loglik") -> Estimate:
     """Estimate a distribution on the integers, bounds unknown, from linear geometric reports.
 
     Users report ``z = x + N`` (seed 001 Eq. 6, ``P(z|x) = c e^{-eps |z - x|}``) with ``x`` any
@@ -263,7 +263,7 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
         The mechanism's parameter per unit.
     max_size : int
         Refuse likely subsets larger than this (the dense likelihood is ``size x distinct reports``).
-    accelerate : {None, "squarem"}
+    accelerate : {None, "squarem"}, stop : {"loglik", "max_abs"}
         Passed to :func:`localpriv.estimators.ibu.ibu`.
     """
     from ..estimators.ibu import ibu
@@ -284,7 +284,7 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
     domain = IntegerDomain(xmin, xmax)
     mech = Geometric(size, eps)  # untruncated; index units = value - xmin
     obs = Observations.from_reports(mech, z - xmin, domain)
-    est = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate)
+    est = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop)
     est.estimator = "ibu-likely"
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}
     return est
