@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from localpriv.mechanisms.subset import SS
-from localpriv.mechanisms.unary import OUE, bernoulli_bits, unpack_bits
+from localpriv.mechanisms._sampling import bernoulli_bits
+from localpriv.mechanisms.unary import OUE, unpack_bits
 
 
 def _within(freq, p, m, z=5.0):

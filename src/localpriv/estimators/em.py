@@ -111,7 +111,7 @@ def _loglik_from(blocks, probs) -> float:
         if pl.size == 0:
             continue
         total += float(c @ np.log(pl))
-    return total if total == total and total != np.inf else -np.inf
+    return -math.inf if math.isnan(total) else total
 
 
 def log_likelihood(blocks: Sequence[LikelihoodBlock], theta) -> float:

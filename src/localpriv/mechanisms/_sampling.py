@@ -30,16 +30,14 @@ def bernoulli_bits(shape, q: float, rng, p_true: float | None = None, truth=None
     u = rng.bit_generator.random_raw(ceil(n / 4)).view(np.uint16)[:n].reshape(shape)
     tq = int(q * _U16)
     if truth is None:
-        bits = u < np.uint16(tq)
-        ties = np.flatnonzero(u == np.uint16(tq))
-        if ties.size:
-            bits.ravel()[ties] = rng.random(ties.size) < q * _U16 - tq
-        return bits
-    tp = int(p_true * _U16)
-    thr = np.where(truth, np.uint16(tp), np.uint16(tq))
+        thr = np.uint16(tq)
+    else:
+        tp = int(p_true * _U16)
+        thr = np.where(truth, np.uint16(tp), np.uint16(tq))
     bits = u < thr
     ties = np.flatnonzero(u == thr)
-    if ties.size:
-        frac = np.where(truth.ravel()[ties], p_true * _U16 - tp, q * _U16 - tq)
+    if ties.size:  # the fractional part of the threshold, decided by a fresh uniform
+        frac = (q * _U16 - tq if truth is None
+                else np.where(truth.ravel()[ties], p_true * _U16 - tp, q * _U16 - tq))
         bits.ravel()[ties] = rng.random(ties.size) < frac
     return bits

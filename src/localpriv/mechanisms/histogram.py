@@ -118,7 +118,7 @@ class SHE(Mechanism):
             v = rng.standard_exponential(size=(e - s, k), dtype=np.float32)
             v *= b
             signs = np.unpackbits(rng.bit_generator.random_raw(ceil(m / 64)).view(np.uint8), count=m)
-            np.negative(v, out=v, where=signs.reshape(e - s, k).astype(bool))
+            np.negative(v, out=v, where=signs.reshape(e - s, k).view(bool))
             v[np.arange(e - s), x[s:e]] += np.float32(1.0)
             out[s:e] = v.view(np.uint8)
         return out

@@ -44,7 +44,7 @@ from ._sampling import bernoulli_bits
 from .base import LikelihoodBlock, Mechanism, register
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
-           "sue_probabilities", "oue_probabilities", "pack_bits", "unpack_bits", "bernoulli_bits"]
+           "sue_probabilities", "oue_probabilities", "pack_bits", "unpack_bits"]
 
 #: largest k for which a unary channel (2^k columns) is built densely
 DENSE_MAX_K = 12
