@@ -106,6 +106,17 @@ class ScaledIdentityBlock(LikelihoodBlock):
         out += self.b * w.sum()
         return out
 
+    def hessian_diagonal(self, w):
+        """``sum_j w_j G[x, j]^2 = b^2 sum(w) + (a^2 - b^2) sum_{j: z_j = x} w_j``."""
+        w = np.asarray(w, dtype=float)
+        d2 = self.a * self.a - self.b * self.b
+        if self._all:
+            out = w * d2
+        else:
+            out = np.bincount(self.outputs, weights=d2 * w, minlength=self.k)
+        out += self.b * self.b * w.sum()
+        return out
+
     def dense(self):
         G = np.full((self.k, self.outputs.size), self.b)
         G[self.outputs, np.arange(self.outputs.size)] = self.a

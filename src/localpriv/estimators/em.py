@@ -35,6 +35,17 @@ below 4) after a cycle whose extrapolation was rejected (after at most ``MAX_BAC
 of ``alpha`` towards -1); ``theta'`` is floored at ``FLOOR * theta2`` (coordinates heading to 0
 stay positive, so none is lost for good) and renormalized. ``iterations`` counts evaluations of the
 EM map, so plain and accelerated costs compare directly.
+
+Newton finish (``accelerate="newton"``): SQUAREM cycles as above, and after cycles 8, 32, 128, ...
+an attempt of :func:`localpriv.estimators.newton.newton_finish` (an active-set Newton method on
+the coordinates that stay positive, certified by the Karush-Kuhn-Tucker conditions of the concave
+log-likelihood). A certified point (its ``L`` at least the current one) replaces the iterate and
+the finishing phase of plain EM steps follows, so the result is again an EM iterate that meets the
+stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on.
+Offered when every block is linear in ``theta`` and has ``hessian_diagonal`` (dense blocks, k-RR,
+support counts, support blocks); otherwise the scheme is plain SQUAREM and says so
+(``EMResult.scheme``). ``EMResult.products`` counts the Newton finish's block products (each
+about half an EM evaluation).
 """
 from __future__ import annotations
 
@@ -46,11 +57,14 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_distribution
 from ..mechanisms.base import LikelihoodBlock
+from .newton import newton_finish, supports_newton
 
 __all__ = ["EMResult", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES"]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
-SCHEMES = ("none", "squarem")
+SCHEMES = ("none", "squarem", "newton")
+#: SQUAREM cycles after which the "newton" scheme attempts its finish (then every 4x as many)
+NEWTON_FIRST = 8
 #: the stopping rule of seed 001 Algorithm 1, as written in every estimate's settings
 STOPPING_RULE = "|L(t)-L(t-1)| < delta"
 #: the stopping rules accepted by :func:`em` and how estimates name them
@@ -78,6 +92,7 @@ class EMResult:
     trace: list[float] = field(default_factory=list)
     scheme: str = "none"
     cycles: int = 0
+    products: int = 0
 
 
 def _forward_all(blocks: Sequence[LikelihoodBlock], theta: np.ndarray) -> list[np.ndarray]:
@@ -190,9 +205,10 @@ def em(
         ``callback(t, theta, L)`` after each iteration (progress bars).
     keep_trace : bool
         Keep the log-likelihood of every iterate in ``EMResult.trace``.
-    accelerate : {None, "none", "squarem"}
+    accelerate : {None, "none", "squarem", "newton"}
         ``"squarem"`` runs the monotone SQUAREM scheme described in the module docstring
-        (same stopping rule, same guarantees); ``None``/``"none"`` is plain EM.
+        (same stopping rule, same guarantees); ``"newton"`` adds the certified Newton finish;
+        ``None``/``"none"`` is plain EM.
     stop : {"loglik", "max_abs"}
         ``"loglik"`` (default) is seed 001 Algorithm 1's ``|L(t) - L(t-1)| < delta``;
         ``"max_abs"`` stops when ``max_x |theta_x(t) - theta_x(t-1)| < delta`` (the rule of other
@@ -228,8 +244,9 @@ def em(
         L = _loglik_from(blocks, probs)
         if keep_trace:
             trace.append(L)
-        if scheme == "squarem":
-            return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop)
+        if scheme in ("squarem", "newton"):
+            newton = scheme == "newton" and supports_newton(blocks)
+            return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton)
         theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record)
     return EMResult(theta, L, t, converged, trace)
 
@@ -250,11 +267,13 @@ def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record):
     return theta, L, t, False
 
 
-def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop) -> EMResult:
+def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False) -> EMResult:
     """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations."""
     t = 0
     cycles = 0
     alpha_max = 4.0
+    products = 0
+    next_newton = NEWTON_FIRST if newton else None
 
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
@@ -306,6 +325,14 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop) -
         record(t, theta, L)
         if done:
             break
+        if next_newton is not None and cycles >= next_newton:
+            next_newton *= 4
+            fin = newton_finish(blocks, theta, n)
+            products += fin.products
+            if fin.certified and fin.loglik >= L:  # EM steps from it verify the stopping rule
+                theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
+                break
     # ---- finishing phase: plain EM until one plain step meets the seed's rule ---------------
     theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record)
-    return EMResult(theta, L, t, converged, trace, scheme="squarem", cycles=cycles)
+    return EMResult(theta, L, t, converged, trace, scheme="newton" if newton else "squarem", cycles=cycles,
+                    products=products)

@@ -22,8 +22,11 @@ def ibu(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 
     (then ``converged=False``).
 
     ``accelerate="squarem"`` runs the monotone SQUAREM scheme of :func:`localpriv.estimators.em.em`
-    (same maximum, same stopping rule, usually far fewer EM-map evaluations); the estimate's
-    settings record the scheme (``"acceleration"``) and the stopping rule (``"stopping"``).
+    (same maximum, same stopping rule, usually far fewer EM-map evaluations);
+    ``accelerate="newton"`` adds the certified active-set Newton finish of
+    :mod:`localpriv.estimators.newton` where every block allows it (the exact maximum in a few dozen
+    evaluations when it lies on the boundary of the simplex; SQUAREM otherwise). The estimate's
+    settings record the scheme used (``"acceleration"``) and the stopping rule (``"stopping"``).
 
     ``stop="max_abs"`` stops on ``max_x |theta_x(t) - theta_x(t-1)| < delta`` instead: ``L`` is a
     sum over all reports, so with many reports a ``delta`` on it below ``|L| * 2e-16`` is below

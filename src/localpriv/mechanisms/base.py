@@ -51,6 +51,10 @@ class LikelihoodBlock:
 
     k: int
     counts: np.ndarray
+    #: ``hessian_diagonal(w) = sum_j w_j G[x, j]^2`` (the diagonal of ``G diag(w) G^T``), offered
+    #: by blocks whose products are linear in ``theta``; it enables the engine's Newton finish
+    #: (:mod:`localpriv.estimators.newton`). ``None``: not offered.
+    hessian_diagonal = None
 
     def forward(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -81,6 +85,12 @@ class DenseBlock(LikelihoodBlock):
 
     def backward(self, w):
         return self.G @ w
+
+    def hessian_diagonal(self, w):
+        sq = getattr(self, "_G2", None)
+        if sq is None:
+            sq = self._G2 = self.G * self.G
+        return sq @ w
 
     def dense(self):
         return self.G

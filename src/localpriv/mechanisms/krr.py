@@ -90,6 +90,11 @@ class KRRBlock(LikelihoodBlock):
         np.add.at(out, self.outputs, (self.a - self.b) * w)
         return out
 
+    def hessian_diagonal(self, w):
+        out = np.full(self.k, self.b * self.b * w.sum())
+        np.add.at(out, self.outputs, (self.a * self.a - self.b * self.b) * w)
+        return out
+
 
 def krr_mle(counts, eps: float) -> np.ndarray:
     """Closed-form maximum-likelihood estimate for k-RR (the maximum on the simplex).

@@ -124,6 +124,16 @@ class SupportBlock(LikelihoodBlock):
         cw = self.c * w
         return self.r0 * cw.sum() + (self.r1 - self.r0) * (self.Z.T @ cw)
 
+    def hessian_diagonal(self, w):
+        """``sum_j w_j G[x, j]^2`` with ``G[x, j]^2 = c_j^2 (r0 + d Z[j, x])^2``, ``d = r1 - r0``."""
+        Z2 = getattr(self, "_Z2", None)
+        if Z2 is None:
+            Z2 = self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
+        c2w = self.c * self.c * w
+        d = self.r1 - self.r0
+        return (self.r0 * self.r0 * c2w.sum() + 2.0 * self.r0 * d * (self.Z.T @ c2w)
+                + d * d * (Z2.T @ c2w))
+
 
 class PureProtocol(Mechanism):
     """Base of the pure LDP frequency oracles.

@@ -1,0 +1,155 @@
+"""The certified Newton finish of the EM engine (accelerate="newton", issue 8)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from localpriv.estimators.em import em, log_likelihood
+from localpriv.estimators.ibu import ibu
+from localpriv.estimators.newton import newton_finish, supports_newton
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import DenseBlock
+from localpriv.mechanisms.krr import KRR, KRRBlock, krr_mle
+from localpriv.observations import Observations
+from localpriv.structured import ScaledIdentityBlock, linear_geometric_block
+
+
+def _krr_counts(k, eps, n, seed):
+    rng = np.random.default_rng(seed)
+    m = KRR(k, eps)
+    x = np.minimum(rng.geometric(min(0.5, 3.0 / k), size=n) - 1, k - 1)
+    return m, np.bincount(m.sample(x, rng), minlength=k)
+
+
+def _factors(blocks, theta):
+    n = sum(b.counts.sum() for b in blocks)
+    g = sum(b.backward(np.where(b.counts > 0, b.counts / b.forward(theta), 0.0)) for b in blocks)
+    return g / n
+
+
+def _hdiag_dense(G, w):
+    return (G * G) @ w
+
+
+# ---- the Hessian diagonals equal the dense formula -----------------------------------------
+@given(k=st.integers(2, 30), seed=st.integers(0, 10**6), all_out=st.booleans())
+def test_hessian_diagonal_of_scaled_identity_and_krr_blocks(k, seed, all_out):
+    rng = np.random.default_rng(seed)
+    outputs = np.arange(k) if all_out else np.sort(rng.choice(k, size=rng.integers(1, k + 1), replace=False))
+    counts = rng.integers(1, 50, outputs.size).astype(float)
+    a, b = 0.3 + rng.random() * 0.5, 0.01 + rng.random() * 0.2
+    w = rng.random(outputs.size) * 5
+    for block in (ScaledIdentityBlock(k, a, b, outputs, counts), KRRBlock(k, a, b, outputs, counts)):
+        want = _hdiag_dense(block.dense(), w)
+        assert np.allclose(block.hessian_diagonal(w), want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("spec", ["oue(k=7, eps=1.0)", "sue(k=6, eps=0.7)", "olh(k=9, eps=1.5)",
+                                  "ss(k=8, eps=1.0)", "she(k=5, eps=1.0)"])
+def test_hessian_diagonal_of_support_blocks(spec):
+    rng = np.random.default_rng(3)
+    m = parse(spec)
+    reports = m.sample(rng.integers(0, m.k, 300), rng)
+    block = Observations.from_reports(m, reports).likelihood_blocks()[0]
+    assert supports_newton([block])
+    G = block.dense()
+    w = rng.random(G.shape[1])
+    want = _hdiag_dense(G, w)
+    assert np.abs(block.hessian_diagonal(w) - want).max() <= 1e-12 * np.abs(want).max()
+
+
+def test_dense_block_hessian_diagonal_and_unsupported_blocks():
+    rng = np.random.default_rng(0)
+    G = rng.random((5, 7))
+    w = rng.random(7)
+    assert np.allclose(DenseBlock(G, np.ones(7)).hessian_diagonal(w), _hdiag_dense(G, w), rtol=1e-13)
+    geo = linear_geometric_block(6, 1.0, np.arange(6), np.ones(6))
+    assert not supports_newton([geo])
+
+
+# ---- the finish reaches the certified maximum ----------------------------------------------
+@pytest.mark.parametrize("k,eps,seed", [(2, 1.0, 0), (10, 1.0, 1), (100, 0.5, 2), (500, 2.0, 3)])
+def test_newton_reaches_closed_form_krr_mle(k, eps, seed):
+    m, counts = _krr_counts(k, eps, 50_000, seed)
+    live = np.flatnonzero(counts)
+    block = ScaledIdentityBlock(k, m.p_keep, m.p_other, live, counts[live])
+    star = krr_mle(counts, eps)
+    res = em([block], k, delta=1e-12, stop="max_abs", accelerate="newton")
+    assert res.converged and res.scheme == "newton"
+    assert np.abs(res.theta - star).max() < 1e-9
+    assert res.loglik >= log_likelihood([block], star) - 1e-6
+    squarem = em([block], k, delta=1e-12, stop="max_abs", accelerate="squarem")
+    assert res.loglik >= squarem.loglik - 1e-6
+
+
+def test_finish_certificate_holds_at_the_result():
+    m, counts = _krr_counts(300, 1.0, 100_000, 5)
+    block = ScaledIdentityBlock(300, m.p_keep, m.p_other, np.arange(300), counts)
+    start = em([block], 300, max_iter=30, accelerate="squarem").theta
+    fin = newton_finish([block], start, counts.sum())
+    assert fin.certified and fin.loglik >= log_likelihood([block], start)
+    f = _factors([block], fin.theta)
+    zero = fin.theta == 0
+    assert zero.any()  # the maximum is on the boundary here: that is the point of the finish
+    assert f[zero].max() <= 1 + 1e-9
+    assert np.abs(f[~zero] - 1).max() <= 1e-9
+    assert abs(fin.theta.sum() - 1) < 1e-12
+
+
+def test_gibu_mixture_of_dense_and_structured_blocks():
+    rng = np.random.default_rng(11)
+    k = 30
+    x = np.minimum(rng.geometric(0.1, size=4500) - 1, k - 1)
+    blocks = []
+    for i, spec in enumerate(["krr(k=30, eps=0.5)", "oue(k=30, eps=1.0)", "exponential(k=30, eps=0.4)"]):
+        m = parse(spec)
+        obs = Observations.from_reports(m, m.sample(x[i::3], rng))
+        blocks += obs.likelihood_blocks()
+    assert supports_newton(blocks)
+    plain = em(blocks, k, delta=1e-9, max_iter=400_000)
+    fast = em(blocks, k, delta=1e-9, accelerate="newton")
+    assert fast.converged and fast.scheme == "newton" and fast.products > 0
+    assert fast.loglik >= plain.loglik - 1e-7
+    assert fast.iterations < plain.iterations
+
+
+def test_unsupported_blocks_fall_back_to_squarem():
+    rng = np.random.default_rng(2)
+    z = np.clip(rng.integers(0, 20, 2000) + rng.integers(-2, 3, 2000), 0, 19)
+    c = np.bincount(z, minlength=20)
+    block = linear_geometric_block(20, 1.0, np.arange(20), c)
+    res = em([block], 20, delta=1e-9, accelerate="newton")
+    ref = em([block], 20, delta=1e-9, accelerate="squarem")
+    assert res.scheme == "squarem" and res.products == 0
+    assert res.loglik == ref.loglik
+
+
+def test_non_identifiable_channel_does_not_break_the_engine():
+    # 3 inputs, 2 outputs: -H is singular on any face with 3 free coordinates
+    G = np.array([[0.7, 0.3], [0.3, 0.7], [0.5, 0.5]])
+    block = DenseBlock(G, np.array([600.0, 400.0]))
+    res = em([block], 3, delta=1e-12, accelerate="newton")
+    ref = em([block], 3, delta=1e-12, accelerate="squarem")
+    assert res.converged
+    assert res.loglik >= ref.loglik - 1e-9
+    assert abs(res.theta.sum() - 1) < 1e-12 and res.theta.min() >= 0
+
+
+@settings(max_examples=20, deadline=None)
+@given(k=st.integers(3, 60), eps=st.floats(0.2, 4.0), seed=st.integers(0, 10**6),
+       delta=st.sampled_from([1e-3, 1e-6, 1e-10]))
+def test_newton_never_ends_lower_and_stays_a_distribution(k, eps, seed, delta):
+    m, counts = _krr_counts(k, eps, 3000, seed)
+    live = np.flatnonzero(counts)
+    block = ScaledIdentityBlock(k, m.p_keep, m.p_other, live, counts[live])
+    plain = em([block], k, delta=delta, max_iter=50_000)
+    fast = em([block], k, delta=delta, max_iter=50_000, accelerate="newton")
+    assert fast.theta.min() >= 0 and abs(fast.theta.sum() - 1) < 1e-12
+    assert fast.loglik >= plain.loglik - delta
+    assert fast.converged
+
+
+def test_ibu_records_newton_scheme():
+    m, counts = _krr_counts(40, 1.0, 8000, 4)
+    est = ibu(Observations.from_counts(m, counts), accelerate="newton")
+    assert est.settings["acceleration"] == "newton"
+    assert np.isclose(est.distribution.sum(), 1.0)
