@@ -3,9 +3,13 @@
 Tolerances: a frequency estimated from ``m`` Bernoulli(``p``) draws has standard error
 ``sqrt(p (1 - p) / m)``; every check allows 5 standard errors, with fixed seeds.
 """
+from math import comb
+
 import numpy as np
 import pytest
+from scipy.stats import chisquare
 
+from localpriv.mechanisms import subset as subset_module
 from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms._sampling import bernoulli_bits
 from localpriv.mechanisms.unary import OUE, unpack_bits
@@ -97,3 +101,75 @@ def test_ss_subset_law(k, eps):
     p_pair = (mech.p_star * (w - 1) * (w - 2) / ((k - 1) * (k - 2))
               + (1 - mech.p_star) * w * (w - 1) / ((k - 1) * (k - 2)))
     assert _within(pair, p_pair, sel.sum())
+
+
+# ---- SS client: exact uniform subsets (Bernoulli candidates + symmetric fix-up) ----------------
+
+@pytest.mark.parametrize("omega,x", [(1, 0), (2, 0), (2, 5), (3, 2), (3, 5), (5, 1)])
+def test_ss_sample_matches_channel_small_k(omega, x):
+    # the 2^6 outputs for one true value: exactly omega bits, and the empirical law matches the
+    # channel row by a chi-square test (fixed seed). x = 5 = k - 1 is the value that receives the
+    # bit of position x in the sampler's relabelling.
+    k, n = 6, 150_000
+    mech = SS(k=k, eps=1.0, omega=omega)
+    rng = np.random.default_rng(100 * omega + x)
+    rep = mech.sample(np.full(n, x), rng)
+    assert np.all(unpack_bits(rep, k).sum(axis=1) == omega)
+    obs = np.bincount(mech.output_index(rep), minlength=2 ** k)
+    expected = n * mech.channel()[x]
+    cells = expected > 0
+    assert cells.sum() == comb(k, omega) and obs[~cells].sum() == 0
+    assert chisquare(obs[cells], expected[cells] * n / expected[cells].sum()).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("plan", [(0, 0, 0, 0), (1, 0, 6, 6), (1, 1, 0, 6), (5, 3, 1, 5), (1, 2, 0, 2)])
+def test_ss_uniform_subsets_any_plan_is_uniform(plan, monkeypatch):
+    # the law must not depend on the speed parameters: force candidates with P(bit) = j / 2^r kept
+    # in the count window lo..hi (empty start, full start, both fix-up directions, 3-digit j):
+    # every 3-subset of the K = 6 positions must be equally likely (chi-square, fixed seed)
+    j, r, lo, hi = plan
+    q = 1.0  # the acceptance rate only sizes the candidate batches
+    monkeypatch.setattr(subset_module, "_ss_plan", lambda k, m: (j, r, lo, hi, q))
+    k, m, n = 7, 3, 100_000
+    rows = subset_module._ss_uniform_subsets(n, k, m, np.random.default_rng(j * 10 + r))
+    bits = unpack_bits(rows.view(np.uint8).reshape(n, -1)[:, :1], k).astype(bool)
+    assert np.all(bits.sum(axis=1) == m) and not bits[:, k - 1].any()
+    index = bits[:, :k - 1].astype(np.int64) @ (1 << np.arange(k - 1))
+    obs = np.bincount(index, minlength=2 ** (k - 1))
+    cells = np.array([bin(i).count("1") == m for i in range(2 ** (k - 1))])
+    assert obs[~cells].sum() == 0
+    assert chisquare(obs[cells]).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("x", [39, 17])
+def test_ss_pair_cooccurrence_k40(x):
+    # k = 40 (bits over 5 bytes; x = 39 = K and an interior x): every pair of values other than x
+    # is reported together with the exact probability
+    #   p* C(K-2, m1-2) / C(K, m1) + (1 - p*) C(K-2, m0-2) / C(K, m0),  m1 = omega - 1, m0 = omega,
+    # each value other than x with probability q*, and x with p* (5 standard errors each)
+    k, n = 40, 120_000
+    mech = SS(k=k, eps=1.0)
+    K, w, ps = k - 1, mech.omega, mech.p_star
+    bits = unpack_bits(mech.sample(np.full(n, x), np.random.default_rng(x)), k).astype(np.float32)
+    assert np.all(bits.sum(axis=1) == w)
+    assert _within(bits[:, x].mean(), ps, n)
+    others = np.delete(np.arange(k), x)
+    b = bits[:, others]
+    assert np.all(_within(b.mean(axis=0), mech.q_star, n))
+    p_pair = (ps * comb(K - 2, w - 3) / comb(K, w - 1)
+              + (1 - ps) * comb(K - 2, w - 2) / comb(K, w))
+    pair = (b.T @ b) / n
+    off = ~np.eye(K, dtype=bool)
+    assert np.all(_within(pair[off], p_pair, n))
+
+
+def test_ss_sample_chunks_reproducible():
+    # several chunks of users (k = 1000: 2^15 users per chunk), reproducible from the seed
+    k, n = 1000, 70_001
+    mech = SS(k=k, eps=1.0)
+    x = np.random.default_rng(0).integers(0, k, n)
+    a = mech.sample(x, np.random.default_rng(7))
+    assert a.shape == (n, 125) and np.array_equal(a, mech.sample(x, np.random.default_rng(7)))
+    bits = unpack_bits(a, k).astype(bool)
+    assert np.all(bits.sum(axis=1) == mech.omega)
+    assert _within(bits[np.arange(n), x].mean(), mech.p_star, n)
