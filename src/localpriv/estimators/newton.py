@@ -12,29 +12,31 @@ support blocks of seed 002's protocols) has a concave log-likelihood (seed 001 E
     L(theta) = sum_j c_j log p_j(theta),   p(theta) = theta @ G,   n = sum_j c_j,
 
 with gradient ``g = G (c / p)`` and Hessian ``H = -G diag(c / p^2) G^T``. Because ``p`` is
-linear, ``L(s theta) = L(theta) + n log s``; hence the maximum of ``Phi(theta) = L(theta) - n
-sum(theta)`` over the non-negative orthant lies on the simplex and *is* the maximum-likelihood
-estimate (the simplex constraint's multiplier is known: ``n``). ``Phi`` has only bound
-constraints, and its Karush-Kuhn-Tucker conditions are, with ``f = g / n``::
+linear, ``L(s theta) = L(theta) + n log s``, so ``theta . g = n`` and the multiplier of the
+simplex constraint at the maximum is ``n``. The Karush-Kuhn-Tucker conditions on the simplex are
+then, with ``f = g / n``::
 
     f_x = 1  where theta_x > 0,        f_x <= 1  where theta_x = 0,
 
-sufficient for a global maximum since ``Phi`` is concave. (``f_x`` is exactly the factor by which
+sufficient for a global maximum since ``L`` is concave. (``f_x`` is exactly the factor by which
 one EM step multiplies ``theta_x``; the conditions say the point is an EM fixed point that no
 coordinate at zero would leave.)
 
-The method (a projected Newton method in the spirit of Bertsekas, 1982, SIAM J. Control Optim.
-20:221-246) repeats:
+The method (an active-set / projected Newton method in the spirit of Bertsekas, 1982, SIAM J.
+Control Optim. 20:221-246):
 
-1. coordinates that are nearly zero (``theta_x <= tau``, ``tau`` the size of one EM step) and
-   whose factor says "decrease" (``f_x < 1``) are sent to zero;
-2. on the other ("free") coordinates, the Newton direction ``s = (-H_FF)^{-1} (g_F - n)`` is
-   found by conjugate gradients preconditioned with the diagonal of ``-H`` (the blocks'
-   :meth:`hessian_diagonal`); ``-H v = G diag(c / p^2) (v @ G)`` costs one forward and one
-   backward product;
-3. the step ``max(theta + t s, 0)`` is backtracked (Armijo) until ``Phi`` increases enough;
-4. when the Newton decrement ``g . s`` is at the resolution of ``L``, the KKT conditions are
-   checked at the zeros; violators (``f_x > 1 + kkt_tol``) become free again and the loop goes on.
+0. coordinates of the EM iterate below ``DROP_START / k`` start at zero (renormalized);
+1. Newton direction on the current face (the positive coordinates, plus any zero just found to
+   violate the conditions): ``-H_FF s = g_F - mu 1`` with ``mu`` chosen so that ``sum(s) = 0``,
+   from two conjugate-gradient solves (``-H u = g``, ``-H v = 1``; ``s = u - (sum u / sum v) v``)
+   preconditioned with the diagonal of ``-H`` (the blocks' :meth:`hessian_diagonal`); each
+   product ``-H v = G diag(c / p^2) (v @ G)`` costs one forward and one backward product;
+2. step ``max(theta + t s, 0)``, renormalized, with ``t`` halved until ``L`` increases enough
+   (Armijo); coordinates the step pushes out of the simplex are clipped to zero, which is how the
+   face is found;
+3. once the Newton decrement ``g . s`` is at the resolution of ``L`` and a full step was taken,
+   the conditions above are checked: zeros with ``f_x > 1 + kkt_tol`` are freed for the next
+   step; the point is certified when none is left and ``|f_x - 1| <= kkt_tol`` on the support.
 
 The result is returned only if it is certified (KKT within ``kkt_tol``), its log-likelihood is at
 least that of the starting point, and the cost stayed within a budget of products; otherwise
