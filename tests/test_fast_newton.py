@@ -153,3 +153,21 @@ def test_ibu_records_newton_scheme():
     est = ibu(Observations.from_counts(m, counts), accelerate="newton")
     assert est.settings["acceleration"] == "newton"
     assert np.isclose(est.distribution.sum(), 1.0)
+
+
+def test_newton_reaches_the_support_count_maximum_on_the_boundary():
+    # OUE support counts at small eps and sparse data: 145 of 200 coordinates of the maximum are 0;
+    # SQUAREM stops ~1e-5 away, the certified finish lands on seed 002's closed form (support_mle)
+    from localpriv.estimators.oracles import support_mle
+
+    rng = np.random.default_rng(4)
+    k = 200
+    m = parse("oue(k=200, eps=0.5)")
+    x = np.minimum(rng.geometric(0.05, size=20_000) - 1, k - 1)
+    C = m.support_counts(m.sample(x, rng))
+    star = support_mle(C, m.p_star, m.q_star)
+    block = ScaledIdentityBlock(k, m.p_star, m.q_star, np.arange(k), C)
+    res = em([block], k, delta=1e-9, accelerate="newton")
+    assert (star == 0).sum() > k // 2
+    assert res.converged and res.products > 0
+    assert np.abs(res.theta - star).max() < 1e-9
