@@ -112,14 +112,6 @@ def _weights(blocks, probs, power):
     return out
 
 
-def _loglik(blocks, probs) -> float:
-    total = 0.0
-    for b, p in zip(blocks, probs):
-        pos = b.counts > 0
-        total += float(b.counts[pos] @ np.log(p[pos]))
-    return -math.inf if math.isnan(total) else total
-
-
 def _pcg(apply, rhs, diag, free, max_iter, rtol):
     """Solve ``A x = rhs`` on the free coordinates (``A`` SPD there) by Jacobi-preconditioned CG."""
     x = np.zeros_like(rhs)
@@ -153,6 +145,8 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
 
     See the module docstring. ``blocks`` must satisfy :func:`supports_newton`.
     """
+    from .em import _loglik_from as _loglik  # the engine's L (seed 001 Eq. 2); em imports us
+
     ops = _Counter(blocks)
     k = theta.size
     steps = 0
