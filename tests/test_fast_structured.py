@@ -144,3 +144,29 @@ def test_dense_block_reference_agrees_with_structured_in_em():
     fast = em([linear_geometric_block(k, 0.4, live, counts[live])], k, delta=1e-10)
     assert dense.iterations == fast.iterations
     assert np.allclose(dense.theta, fast.theta, atol=1e-9)
+
+
+@pytest.mark.parametrize("k,eps,lo,hi", [(6, 0.7, 0, 5), (8, 0.3, -3, 10), (9, 1.1, 2, 6), (5, 0.5, 0, 1),
+                                         (7, 0.9, None, None)])
+def test_laplace_unit_bins_toeplitz_equals_exact_likelihood(k, eps, lo, hi):
+    from localpriv.mechanisms.laplace import Laplace
+    from localpriv.structured import laplace_block_for
+
+    rng = np.random.default_rng(k)
+    mech = Laplace(k, eps, bins=1.0, lo=lo, hi=hi)
+    reports = np.unique(mech.sample(rng.integers(0, k, 400), rng))
+    block = mech.likelihood_block(reports, np.ones(reports.size))
+    assert isinstance(block, ToeplitzBlock)
+    G = mech.likelihood(reports)  # the seed's interval probabilities, entry by entry
+    _check_products(block, G, rng)
+    # continuous reports and other bin widths keep the dense block; so does a kernel spanning
+    # more than 12 orders of magnitude (FFT round-off)
+    for other in (Laplace(k, eps), Laplace(k, eps, bins=0.5, lo=0, hi=2 * k)):
+        assert laplace_block_for(other, other.output_index(other.sample(np.arange(k), rng)), np.ones(k)) is None
+    wide = Laplace(k, 40.0, bins=1.0, lo=0, hi=k - 1)
+    assert laplace_block_for(wide, np.arange(k), np.ones(k)) is None
+
+
+def test_toeplitz_exact_columns_validated():
+    with pytest.raises(LocalPrivError):
+        ToeplitzBlock(np.ones(5), 3, 3, [0], [1.0], exact_columns=([3], np.ones((3, 1))))

@@ -35,12 +35,16 @@ __all__ = [
     "ToeplitzBlock",
     "ClampedConvBlock",
     "linear_geometric_block",
+    "laplace_block_for",
     "planar_geometric_kernel",
     "planar_geometric_block",
 ]
 
 #: threads used by each FFT (scipy.fft ``workers``); 1 by default, benchmarks on 2 cores set 2
 FFT_WORKERS = 1
+
+#: smallest kernel entry (relative to the largest) for which laplace_block_for uses the FFT
+FFT_RANGE = 1e-12
 
 #: the largest kernel half-width a :class:`ClampedConvBlock` accepts (memory guard)
 MAX_HALF_WIDTH = 4096
@@ -145,9 +149,13 @@ class ToeplitzBlock(LikelihoodBlock):
     outputs, counts : arrays
         Distinct observed outputs (indices ``0..n_out-1``) and their counts.
     col_scale : array of length ``n_out``, optional
+    exact_columns : (indices, k x r array), optional
+        Output columns whose entries are not of the Toeplitz form (e.g. the clamped end bins of a
+        truncated Laplace mechanism): given exactly; the products use them instead of the
+        convolution, at an extra ``O(k r)``.
     """
 
-    def __init__(self, kernel, k: int, n_out: int, outputs, counts, col_scale=None):
+    def __init__(self, kernel, k: int, n_out: int, outputs, counts, col_scale=None, exact_columns=None):
         self.k = check_int(k, "k", minimum=1)
         self.n_out = check_int(n_out, "n_out", minimum=1)
         h = np.asarray(kernel, dtype=float).ravel()
@@ -160,6 +168,14 @@ class ToeplitzBlock(LikelihoodBlock):
             raise LocalPrivError(f"col_scale needs {self.n_out} entries, got {self.scale.size}")
         self.outputs, self.counts = _as_outputs(outputs, counts, self.n_out, "Toeplitz block")
         self.kernel = h
+        if exact_columns is None:
+            self._fix_idx, self._fix_cols = np.zeros(0, dtype=np.int64), np.zeros((self.k, 0))
+        else:
+            idx, cols = exact_columns
+            self._fix_idx = np.asarray(idx, dtype=np.int64).ravel()
+            self._fix_cols = np.asarray(cols, dtype=float).reshape(self.k, self._fix_idx.size)
+            if self._fix_idx.size and (self._fix_idx.min() < 0 or self._fix_idx.max() >= self.n_out):
+                raise LocalPrivError(f"exact columns must lie in 0..{self.n_out - 1}")
         self._N = sfft.next_fast_len(max(self.k, self.n_out) + h.size - 1, real=True)
         self._H = sfft.rfft(h, self._N)
         self._Hrev = sfft.rfft(h[::-1], self._N)
@@ -168,21 +184,32 @@ class ToeplitzBlock(LikelihoodBlock):
         """``theta @ M`` over all ``n_out`` outputs."""
         theta = np.asarray(theta, dtype=float)
         conv = sfft.irfft(sfft.rfft(theta, self._N) * self._H, self._N)
-        return self.scale * conv[self.k - 1:self.k - 1 + self.n_out]
+        out = self.scale * conv[self.k - 1:self.k - 1 + self.n_out]
+        if self._fix_idx.size:
+            out[self._fix_idx] = theta @ self._fix_cols
+        return out
 
     def forward(self, theta):
         return self.full_forward(theta)[self.outputs]
 
     def backward(self, w):
         u = np.bincount(self.outputs, weights=np.asarray(w, dtype=float), minlength=self.n_out)
+        fixed = u[self._fix_idx]
+        u[self._fix_idx] = 0.0
         u *= self.scale
         conv = sfft.irfft(sfft.rfft(u, self._N) * self._Hrev, self._N)
-        return conv[self.n_out - 1:self.n_out - 1 + self.k]
+        out = conv[self.n_out - 1:self.n_out - 1 + self.k]
+        if self._fix_idx.size:
+            out = out + self._fix_cols @ fixed
+        return out
 
     def dense(self):
         x = np.arange(self.k)[:, None]
         z = self.outputs[None, :]
-        return self.scale[z] * self.kernel[z - x + self.k - 1]
+        G = self.scale[z] * self.kernel[z - x + self.k - 1]
+        for i, col in zip(self._fix_idx, self._fix_cols.T):
+            G[:, self.outputs == i] = col[:, None]
+        return G
 
 
 def linear_geometric_block(k: int, eps: float, outputs, counts) -> ToeplitzBlock:
@@ -396,3 +423,42 @@ def geometric_block_for(mech, outputs, counts):
     d = np.arange(-(k - 1), n_out) + zmin
     h = -math.expm1(-eps) / (1 + a) * np.exp(-eps * np.abs(d))
     return ToeplitzBlock(h, k, n_out, outputs - zmin, counts)
+
+
+def laplace_block_for(mech, outputs, counts):
+    """A :class:`ToeplitzBlock` for a binned :class:`~localpriv.mechanisms.laplace.Laplace` with
+    unit bins (``bins=1``), or ``None`` (continuous reports, other bin widths: dense block).
+
+    Bin ``j`` holds ``x + N`` rounded to the nearest integer, so ``P(j | x) = h(j - x)`` with
+    ``h(d) = P(d - 1/2 <= N < d + 1/2)`` (seed 001 section 7.3): a Toeplitz kernel. Truncated
+    (``lo..hi``), the two end bins collect the tails; they are passed as exact columns. Untruncated,
+    the block spans the contiguous range of the reports when it is at most ``8 (k + m)`` long.
+    When the kernel spans more than 12 orders of magnitude (``eps`` times the range beyond ~27),
+    FFT round-off would swamp the smallest probabilities, and the dense block is used instead.
+    """
+    from .mechanisms.laplace import laplace_interval_prob
+
+    if mech.continuous or mech.bins != 1.0:
+        return None
+    k = mech.k
+    outputs = np.asarray(outputs, dtype=np.int64)
+    if mech.truncated:
+        base, n_out = mech.lo, mech.hi - mech.lo + 1
+        ends = np.array([0, n_out - 1])
+        cols = mech._bin_prob(np.arange(k)[:, None], ends[None, :] + base)
+        exact = (ends, cols)
+    else:
+        if outputs.size == 0:
+            return None
+        base = int(outputs.min())
+        n_out = int(outputs.max()) - base + 1
+        if n_out > 8 * (k + outputs.size):
+            return None
+        outputs = outputs - base
+        exact = None
+    d = (np.arange(-(k - 1), n_out) + base).astype(float)
+    h = laplace_interval_prob(d - 0.5, d + 0.5, mech.eps)
+    if h.min() < FFT_RANGE * h.max():
+        return None  # FFT round-off (~1e-16 of the largest term) would swamp the smallest terms
+    return ToeplitzBlock(h, k, n_out, outputs, counts, exact_columns=exact)
+

@@ -150,6 +150,14 @@ class Laplace(Mechanism):
             z = z + self.lo
         return self._bin_prob(x, z[None, :])
 
+    def likelihood_block(self, reports, counts):
+        """Fast products by FFT (Toeplitz, issue 8) for unit bins, truncated or not (the clamped
+        end bins as exact columns); the dense default for continuous reports and other widths."""
+        from ..structured import laplace_block_for
+
+        block = laplace_block_for(self, self.output_index(reports), counts)
+        return block if block is not None else super().likelihood_block(reports, counts)
+
     # ---- privacy --------------------------------------------------------------------------
     def _probe(self) -> np.ndarray:
         """Likelihood on outputs reaching beyond both ends of the inputs (where the sup of the
