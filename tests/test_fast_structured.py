@@ -159,10 +159,10 @@ def test_laplace_unit_bins_toeplitz_equals_exact_likelihood(k, eps, lo, hi):
     assert isinstance(block, ToeplitzBlock)
     G = mech.likelihood(reports)  # the seed's interval probabilities, entry by entry
     _check_products(block, G, rng)
-    # continuous reports and other bin widths keep the dense block; so does a kernel spanning
-    # more than 12 orders of magnitude (FFT round-off)
-    for other in (Laplace(k, eps), Laplace(k, eps, bins=0.5, lo=0, hi=2 * k)):
-        assert laplace_block_for(other, other.output_index(other.sample(np.arange(k), rng)), np.ones(k)) is None
+    # other bin widths keep the dense block; so does a kernel spanning more than 12 orders of
+    # magnitude (FFT round-off)
+    other = Laplace(k, eps, bins=0.5, lo=0, hi=2 * k)
+    assert laplace_block_for(other, other.output_index(other.sample(np.arange(k), rng)), np.ones(k)) is None
     wide = Laplace(k, 40.0, bins=1.0, lo=0, hi=k - 1)
     assert laplace_block_for(wide, np.arange(k), np.ones(k)) is None
 
@@ -170,3 +170,35 @@ def test_laplace_unit_bins_toeplitz_equals_exact_likelihood(k, eps, lo, hi):
 def test_toeplitz_exact_columns_validated():
     with pytest.raises(LocalPrivError):
         ToeplitzBlock(np.ones(5), 3, 3, [0], [1.0], exact_columns=([3], np.ones((3, 1))))
+
+
+@given(k=st.integers(1, 30), eps=st.floats(0.05, 5.0), seed=st.integers(0, 10**6))
+def test_laplace_density_block_equals_the_density(k, eps, seed):
+    # continuous reports anywhere on the line (inside, between, below and above the inputs)
+    from localpriv.mechanisms.laplace import Laplace
+    from localpriv.structured import LaplaceDensityBlock
+
+    rng = np.random.default_rng(seed)
+    mech = Laplace(k, eps)
+    z = np.concatenate([mech.sample(rng.integers(0, k, 40), rng), [-3.5, 0.0, k - 1.0, k + 2.25]])
+    block = mech.likelihood_block(z, np.ones(z.size))
+    assert isinstance(block, LaplaceDensityBlock)
+    _check_products(block, mech.likelihood(z), rng)
+
+
+def test_laplace_density_block_in_ibu_and_errors():
+    from localpriv.estimators.em import em
+    from localpriv.mechanisms.laplace import Laplace
+    from localpriv.structured import LaplaceDensityBlock
+
+    rng = np.random.default_rng(1)
+    mech = Laplace(40, 0.4)
+    z = mech.sample(np.minimum(rng.geometric(0.1, 3000) - 1, 39), rng)
+    fast = em([mech.likelihood_block(z, np.ones(z.size))], 40, delta=1e-8)
+    slow = em([DenseBlock(mech.likelihood(z), np.ones(z.size))], 40, delta=1e-8)
+    assert fast.iterations == slow.iterations
+    assert abs(fast.loglik - slow.loglik) < 1e-6 and np.abs(fast.theta - slow.theta).max() < 1e-9
+    with pytest.raises(LocalPrivError):
+        LaplaceDensityBlock(3, 1.0, [0.5, np.nan], [1, 1])
+    with pytest.raises(LocalPrivError):
+        LaplaceDensityBlock(3, 1.0, [0.5], [1, 1])

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 from scipy import fft as sfft
+from scipy.signal import lfilter
 
 from ._validation import LocalPrivError, check_eps, check_int
 from .mechanisms.base import LikelihoodBlock
@@ -36,6 +37,7 @@ __all__ = [
     "ClampedConvBlock",
     "linear_geometric_block",
     "laplace_block_for",
+    "LaplaceDensityBlock",
     "planar_geometric_kernel",
     "planar_geometric_block",
 ]
@@ -426,8 +428,10 @@ def geometric_block_for(mech, outputs, counts):
 
 
 def laplace_block_for(mech, outputs, counts):
-    """A :class:`ToeplitzBlock` for a binned :class:`~localpriv.mechanisms.laplace.Laplace` with
-    unit bins (``bins=1``), or ``None`` (continuous reports, other bin widths: dense block).
+    """A structured block for a :class:`~localpriv.mechanisms.laplace.Laplace`, or ``None``.
+
+    Continuous reports: :class:`LaplaceDensityBlock` (``O(k + m)``). Unit bins (``bins=1``): a
+    :class:`ToeplitzBlock`; other bin widths: ``None`` (the dense block).
 
     Bin ``j`` holds ``x + N`` rounded to the nearest integer, so ``P(j | x) = h(j - x)`` with
     ``h(d) = P(d - 1/2 <= N < d + 1/2)`` (seed 001 section 7.3): a Toeplitz kernel. Truncated
@@ -438,10 +442,12 @@ def laplace_block_for(mech, outputs, counts):
     """
     from .mechanisms.laplace import laplace_interval_prob
 
-    if mech.continuous or mech.bins != 1.0:
+    if mech.continuous:
+        return LaplaceDensityBlock(mech.k, mech.eps, outputs, counts)
+    if mech.bins != 1.0:
         return None
     k = mech.k
-    outputs = np.asarray(outputs, dtype=np.int64)
+    outputs = np.asarray(outputs).astype(np.int64)
     if mech.truncated:
         base, n_out = mech.lo, mech.hi - mech.lo + 1
         ends = np.array([0, n_out - 1])
@@ -461,4 +467,64 @@ def laplace_block_for(mech, outputs, counts):
     if h.min() < FFT_RANGE * h.max():
         return None  # FFT round-off (~1e-16 of the largest term) would swamp the smallest terms
     return ToeplitzBlock(h, k, n_out, outputs, counts, exact_columns=exact)
+
+
+class LaplaceDensityBlock(LikelihoodBlock):
+    """Continuous linear Laplace reports: ``G[x, j] = (eps/2) exp(-eps |z_j - x|)``, ``x = 0..k-1``.
+
+    Seed 001 section 7.3's density for real reports ``z_j`` (one column per distinct report, so
+    a dense block costs ``k x m`` memory: 8 GB for ``k = 1000``, ``m = 10^6``). With
+    ``r = e^{-eps}`` and ``t_j = floor(z_j)`` clipped to ``-1..k-1``, the two one-sided sums are
+    first-order recurrences (``scipy.signal.lfilter``)::
+
+        A_t = r A_{t-1} + theta_t,   B_t = r B_{t+1} + theta_t,
+        (theta @ G)_j = (eps/2) (A_{t_j} e^{-eps (z_j - t_j)} + B_{t_j+1} e^{-eps (t_j + 1 - z_j)}),
+
+    (terms with ``t`` outside ``0..k-1`` are 0), and ``G @ w`` is the transposed pair of
+    recurrences over the per-``t`` sums of ``w``: ``O(k + m)`` each, no FFT round-off.
+    """
+
+    def __init__(self, k: int, eps: float, reports, counts):
+        self.k = check_int(k, "k", minimum=1)
+        self.eps = check_eps(eps)
+        z = np.asarray(reports, dtype=float).ravel()
+        self.counts = np.asarray(counts, dtype=float).ravel()
+        if z.size != self.counts.size:
+            raise LocalPrivError(f"Laplace density block: {z.size} reports but {self.counts.size} counts")
+        if not np.all(np.isfinite(z)):
+            raise LocalPrivError("Laplace density block: reports must be finite")
+        self.z = z
+        t = np.clip(np.floor(z), -1, self.k - 1).astype(np.int64)
+        self._t = t
+        self._r = math.exp(-self.eps)
+        self._left = np.exp(-self.eps * (z - t))  # to the nearest input at or below z (t >= 0)
+        self._right = np.exp(-self.eps * (t + 1 - z))  # to the nearest input above z (t + 1 <= k-1)
+        self._has_left = t >= 0
+        self._has_right = t + 1 <= self.k - 1
+
+    def _rec(self, v, reverse=False):
+        v = v[::-1] if reverse else v
+        out = lfilter([1.0], [1.0, -self._r], v)
+        return out[::-1] if reverse else out
+
+    def forward(self, theta):
+        theta = np.asarray(theta, dtype=float)
+        A = self._rec(theta)
+        B = self._rec(theta, reverse=True)
+        t = self._t
+        left = np.where(self._has_left, A[np.maximum(t, 0)] * self._left, 0.0)
+        right = np.where(self._has_right, B[np.minimum(t + 1, self.k - 1)] * self._right, 0.0)
+        return 0.5 * self.eps * (left + right)
+
+    def backward(self, w):
+        w = np.asarray(w, dtype=float)
+        t = self._t
+        u = np.bincount(t[self._has_left], weights=(w * self._left)[self._has_left], minlength=self.k)
+        v = np.bincount((t + 1)[self._has_right], weights=(w * self._right)[self._has_right],
+                        minlength=self.k)
+        return 0.5 * self.eps * (self._rec(u, reverse=True) + self._rec(v))
+
+    def dense(self):
+        x = np.arange(self.k)[:, None]
+        return 0.5 * self.eps * np.exp(-self.eps * np.abs(self.z[None, :] - x))
 

@@ -151,8 +151,9 @@ class Laplace(Mechanism):
         return self._bin_prob(x, z[None, :])
 
     def likelihood_block(self, reports, counts):
-        """Fast products by FFT (Toeplitz, issue 8) for unit bins, truncated or not (the clamped
-        end bins as exact columns); the dense default for continuous reports and other widths."""
+        """Structured products (issue 8): continuous reports by two first-order recurrences
+        (``O(k + m)``); unit bins by FFT (Toeplitz; the clamped end bins as exact columns); the
+        dense default for other bin widths."""
         from ..structured import laplace_block_for
 
         block = laplace_block_for(self, self.output_index(reports), counts)
