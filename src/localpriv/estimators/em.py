@@ -44,8 +44,8 @@ the finishing phase of plain EM steps follows, so the result is again an EM iter
 stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on.
 Offered when every block is linear in ``theta`` and has ``hessian_diagonal`` (dense blocks, k-RR,
 support counts, support blocks); otherwise the scheme is plain SQUAREM and says so
-(``EMResult.scheme``). ``EMResult.products`` counts the Newton finish's block products (each
-about half an EM evaluation).
+(``EMResult.scheme``). ``EMResult.products`` counts the Newton finish's products (a forward
+or backward product of every block, about half an EM evaluation each).
 """
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ __all__ = ["newton_finish", "NewtonFinish", "supports_newton"]
 
 #: a certified point has ``f_x <= 1 + KKT_TOL`` at every zero coordinate
 KKT_TOL = 1e-9
-#: at most this many forward + backward products per attempt (one product = one block call)
+#: at most this many products per attempt (one product = ``forward`` or ``backward`` of every
+#: block, about half an EM evaluation)
 MAX_PRODUCTS = 4000
 #: Armijo sufficient-increase constant
 ARMIJO = 1e-4
@@ -90,11 +91,11 @@ class _Counter:
         self.products = 0
 
     def forward(self, theta):
-        self.products += len(self.blocks)
+        self.products += 1
         return [b.forward(theta) for b in self.blocks]
 
     def backward(self, ws):
-        self.products += len(self.blocks)
+        self.products += 1
         out = None
         for b, w in zip(self.blocks, ws):
             v = b.backward(w)
