@@ -102,7 +102,7 @@ def _pure_ldp(name, mech, reports, x, f, n_other):
         kw = {"use_olh": name == "OLH"}
     else:
         return {"skipped": f"{name}: not in pure-ldp"}
-    client = C(EPS, K, **kw) if name in ("GRR", "SUE", "OUE") else C(EPS, **kw)
+    client = C(EPS, K, **kw)  # every pure-ldp client takes (epsilon, d, ...)
     server = S(EPS, K, **kw)
     xs = x[:n_other]
     t0 = time.perf_counter()
