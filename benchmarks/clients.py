@@ -94,11 +94,11 @@ def run(quick: bool = False) -> dict:
             t = time.perf_counter()
             rep = m.sample(x[:nn], rng)
             times.append(time.perf_counter() - t)
+            nbytes = int(np.asarray(rep[:1]).nbytes)
             del rep  # freed before the next call: its memory is reused
-        rep = m.sample(x[:2], rng)
         row = {"mechanism": spec, "ours": {"reports_per_s": nn / min(times), "n": nn,
                                            "first_call_reports_per_s": nn / times[0],
-                                           "bytes_per_report": int(np.asarray(rep[:1]).nbytes)}}
+                                           "bytes_per_report": nbytes}}
         if spec in mfl:
             row["multi-freq-ldpy"] = _per_user_rate(mfl[spec], x[:n_other])
             if "reports_per_s" in row["multi-freq-ldpy"]:

@@ -30,10 +30,11 @@ import numpy as np
 
 from .._validation import LocalPrivError
 from ..estimate import Estimate
-from ..mechanisms.krr import KRR, KRRBlock
+from ..mechanisms.krr import KRR
 from ..mechanisms.unary import UnaryEncoding
 from ..observations import ObservationBlock, Observations
 from ..projection import clip_normalize, project_simplex
+from ..structured import ScaledIdentityBlock
 from . import register_estimator
 from .em import em, log_likelihood
 
@@ -118,7 +119,7 @@ def ibu_support(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter
     if np.any(C < 0):
         raise LocalPrivError("ibu-support needs non-negative support counts")
     k = obs.k
-    res = em([KRRBlock(k, p, q, np.arange(k), C)], k, theta0=theta0, delta=delta, max_iter=max_iter,
+    res = em([ScaledIdentityBlock(k, p, q, np.arange(k), C)], k, theta0=theta0, delta=delta, max_iter=max_iter,
              keep_trace=keep_trace)
     extra = {"support_loglik": res.loglik}
     if keep_trace:

@@ -6,17 +6,17 @@ Seed 001 Eq. (5)::
                1     / (k - 1 + e^eps)   otherwise
 
 It satisfies eps-LDP, and its channel is "a scaled identity plus a constant", so the products the
-EM engine needs cost O(k) (:class:`KRRBlock`).
+EM engine needs cost O(k) (:class:`localpriv.structured.ScaledIdentityBlock`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from .._validation import check_eps, check_int, check_rng
 from ._sampling import bernoulli_bits
 from .base import LikelihoodBlock, Mechanism, register
 
-__all__ = ["KRR", "KRRBlock"]
+__all__ = ["KRR"]
 
 
 @register
@@ -62,38 +62,16 @@ class KRR(Mechanism):
         return other
 
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
-        return KRRBlock(self.k, self.p_keep, self.p_other, self.output_index(reports), counts)
+        """``G[x, j] = b + (a - b) [x == z_j]``: O(k + m) products (scaled identity plus a constant)."""
+        from ..structured import ScaledIdentityBlock  # structured imports the mechanisms package
+
+        return ScaledIdentityBlock(self.k, self.p_keep, self.p_other, self.output_index(reports), counts)
 
     def inverse_counts(self, counts) -> np.ndarray:
         """Closed-form INV: ``v = (q - b) / (a - b)`` with ``q`` the normalized counts."""
         c = np.asarray(counts, dtype=float)
         q = c / c.sum()
         return (q - self.p_other) / (self.p_keep - self.p_other)
-
-
-class KRRBlock(LikelihoodBlock):
-    """``G[x, j] = b + (a - b) [x == z_j]``: O(k + m) products instead of O(k m)."""
-
-    def __init__(self, k, a, b, outputs, counts):
-        self.k = int(k)
-        self.a, self.b = float(a), float(b)
-        self.outputs = np.asarray(outputs, dtype=np.int64)
-        self.counts = np.asarray(counts, dtype=float)
-        if self.outputs.size != self.counts.size:
-            raise LocalPrivError("k-RR block: reports and counts differ in length")
-
-    def forward(self, theta):
-        return self.b * theta.sum() + (self.a - self.b) * theta[self.outputs]
-
-    def backward(self, w):
-        out = np.full(self.k, self.b * w.sum())
-        np.add.at(out, self.outputs, (self.a - self.b) * w)
-        return out
-
-    def hessian_diagonal(self, w):
-        out = np.full(self.k, self.b * self.b * w.sum())
-        np.add.at(out, self.outputs, (self.a * self.a - self.b * self.b) * w)
-        return out
 
 
 def krr_mle(counts, eps: float) -> np.ndarray:
