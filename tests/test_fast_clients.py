@@ -7,13 +7,15 @@ from math import comb
 
 import numpy as np
 import pytest
-from scipy.stats import chisquare, kstest, laplace
+from scipy.stats import chisquare, expon, kstest, laplace
 
 from localpriv.mechanisms import parse
 from localpriv.mechanisms import subset as subset_module
 from localpriv.mechanisms.subset import SS
-from localpriv.mechanisms._sampling import bernoulli_bits
+from localpriv.mechanisms import _sampling
+from localpriv.mechanisms._sampling import bernoulli_bits, fill_in_streams, laplace_float32_into
 from localpriv.mechanisms.unary import OUE, unpack_bits
+from localpriv._validation import LocalPrivError
 
 
 def _within(freq, p, m, z=5.0):
@@ -193,3 +195,64 @@ def test_she_noise_is_laplace(eps):
     assert _within(neg.mean(), 0.5, noise.size)
     big = np.abs(noise) > np.median(np.abs(noise))
     assert _within(neg[big].mean(), 0.5, big.sum())
+
+
+def test_laplace_float32_body_and_tail():
+    # 2^23 draws of Laplace(b): |z| / b binned in 40 equal-probability bins of Exp(1) passes a
+    # chi-square test (p > 1e-3, fixed seed); the draws past 11 ln 2 (about 2^23 / 2^11 = 4096,
+    # redrawn from the memoryless tail law) are 11 ln 2 + Exp(1) by a KS test; signs fair
+    b = 1.7
+    z = np.empty(1 << 23, dtype=np.float32)
+    laplace_float32_into(z, b, np.random.default_rng(21))
+    e = np.abs(z.astype(float)) / b
+    edges = expon.ppf(np.linspace(0, 1, 41))
+    counts = np.histogram(e, edges)[0]
+    assert chisquare(counts).pvalue > 1e-3
+    cut = 11 * np.log(2)
+    tail = e[e > cut] - cut
+    assert abs(tail.size - z.size * 2.0 ** -11) <= 5 * np.sqrt(z.size * 2.0 ** -11)
+    assert kstest(tail, expon.cdf).pvalue > 1e-3
+    assert _within((z < 0).mean(), 0.5, z.size)
+    assert _within((z[e > 3] < 0).mean(), 0.5, int((e > 3).sum()))
+
+
+def test_laplace_float32_rejects_bad_buffers():
+    with pytest.raises(LocalPrivError):
+        laplace_float32_into(np.empty(8), 1.0, np.random.default_rng(0))
+    with pytest.raises(LocalPrivError):
+        laplace_float32_into(np.empty((4, 2), dtype=np.float32), 1.0, np.random.default_rng(0))
+
+
+def test_she_draws_do_not_depend_on_threads(monkeypatch):
+    # a call past the stream threshold (3 x 10^6 entries) splits into STREAMS seeded streams;
+    # one thread or several give the same bytes, and the same seed gives the same reports
+    m = parse("she(k=100, eps=1.0)")
+    x = np.random.default_rng(1).integers(0, 100, 30_000)
+    monkeypatch.setenv("LOCALPRIV_THREADS", "1")
+    one = m.sample(x, np.random.default_rng(9))
+    monkeypatch.setenv("LOCALPRIV_THREADS", "2")
+    two = m.sample(x, np.random.default_rng(9))
+    assert np.array_equal(one, two)
+    z = m.vectors(two)
+    z[np.arange(x.size), x] -= 1.0
+    assert kstest(z.ravel()[::7], laplace(scale=2.0).cdf).pvalue > 1e-3
+    # chunks drawn by different streams are not copies of each other
+    step = _sampling._STREAM_CHUNK_ITEMS // 100
+    assert not np.array_equal(z[:step], z[step:2 * step])
+    monkeypatch.setenv("LOCALPRIV_THREADS", "zero")
+    with pytest.raises(LocalPrivError, match="LOCALPRIV_THREADS"):
+        m.sample(x, np.random.default_rng(9))
+
+
+def test_fill_in_streams_covers_every_row_once():
+    # every row is filled exactly once, by a fixed stream per chunk, small and large calls alike
+    for n_rows, row_items in [(10, 3), (50_000, 100)]:
+        seen = np.zeros(n_rows, dtype=int)
+
+        def fill(lo, hi, gen):
+            seen[lo:hi] += 1
+            assert isinstance(gen, np.random.Generator)
+
+        fill_in_streams(n_rows, row_items, fill, np.random.default_rng(0))
+        assert np.all(seen == 1)
+    assert _sampling.STREAMS >= 2
