@@ -7,6 +7,7 @@ from localpriv._validation import LocalPrivError
 from localpriv.mechanisms.base import DenseBlock
 from localpriv.structured import (
     ClampedConvBlock,
+    ExpKernelBlock,
     ScaledIdentityBlock,
     ToeplitzBlock,
     linear_geometric_block,
@@ -63,7 +64,7 @@ def test_scaled_identity_equals_dense(k, a, b, seed):
 
 
 @given(k=st.integers(2, 60), eps=st.floats(0.01, 3.0), seed=st.integers(0, 10**6))
-def test_linear_geometric_toeplitz_equals_seed_formula(k, eps, seed):
+def test_linear_geometric_block_equals_seed_formula(k, eps, seed):
     rng = np.random.default_rng(seed)
     outputs = np.sort(rng.choice(k, size=rng.integers(1, k + 1), replace=False))
     G = _dense_geometric(k, eps)
@@ -148,7 +149,7 @@ def test_dense_block_reference_agrees_with_structured_in_em():
 
 @pytest.mark.parametrize("k,eps,lo,hi", [(6, 0.7, 0, 5), (8, 0.3, -3, 10), (9, 1.1, 2, 6), (5, 0.5, 0, 1),
                                          (7, 0.9, None, None)])
-def test_laplace_unit_bins_toeplitz_equals_exact_likelihood(k, eps, lo, hi):
+def test_laplace_unit_bins_block_equals_exact_likelihood(k, eps, lo, hi):
     from localpriv.mechanisms.laplace import Laplace
     from localpriv.structured import laplace_block_for
 
@@ -156,15 +157,56 @@ def test_laplace_unit_bins_toeplitz_equals_exact_likelihood(k, eps, lo, hi):
     mech = Laplace(k, eps, bins=1.0, lo=lo, hi=hi)
     reports = np.unique(mech.sample(rng.integers(0, k, 400), rng))
     block = mech.likelihood_block(reports, np.ones(reports.size))
-    assert isinstance(block, ToeplitzBlock)
+    assert isinstance(block, ExpKernelBlock)
     G = mech.likelihood(reports)  # the seed's interval probabilities, entry by entry
     _check_products(block, G, rng)
-    # other bin widths keep the dense block; so does a kernel spanning more than 12 orders of
-    # magnitude (FFT round-off)
+    # other bin widths keep the dense block
     other = Laplace(k, eps, bins=0.5, lo=0, hi=2 * k)
     assert laplace_block_for(other, other.output_index(other.sample(np.arange(k), rng)), np.ones(k)) is None
-    wide = Laplace(k, 40.0, bins=1.0, lo=0, hi=k - 1)
-    assert laplace_block_for(wide, np.arange(k), np.ones(k)) is None
+
+
+@given(k=st.integers(1, 80), eps=st.floats(0.05, 40.0), seed=st.integers(0, 10**6),
+       kind=st.sampled_from(["geometric", "geometric-trunc", "laplace-bins", "laplace-trunc", "laplace"]))
+def test_exp_kernel_blocks_exact_entry_by_entry(k, eps, seed, kind):
+    # every entry of G, however small next to the largest (e^{-40 * 80} ~ 1e-1390 underflows;
+    # e^{-700} does not), is reproduced to 1e-12 relative by the recurrences: forward(e_x) is row
+    # x, backward(e_j) column j. An FFT convolution would get only the entries above ~1e-16 of
+    # the largest right.
+    from localpriv.mechanisms.geometric import Geometric
+    from localpriv.mechanisms.laplace import Laplace
+
+    rng = np.random.default_rng(seed)
+    lo, hi = int(rng.integers(-3, 3)), k - 1 + int(rng.integers(-3, 3))
+    lo, hi = min(lo, hi - 1), max(hi, lo + 1)
+    mech = {"geometric": lambda: Geometric(max(k, 2), eps),
+            "geometric-trunc": lambda: Geometric(max(k, 2), eps, lo, hi + 1),
+            "laplace-bins": lambda: Laplace(k, eps, bins=1.0),
+            "laplace-trunc": lambda: Laplace(k, eps, bins=1.0, lo=lo, hi=hi),
+            "laplace": lambda: Laplace(k, eps)}[kind]()
+    reports = np.unique(mech.sample(rng.integers(0, mech.k, 60), rng))
+    if kind in ("geometric", "laplace-bins"):
+        reports = np.unique(np.concatenate([reports, [-5, mech.k + 7]]))
+    block = mech.likelihood_block(reports, np.ones(reports.size))
+    assert isinstance(block, ExpKernelBlock)
+    G = mech.likelihood(reports)
+    eye_x, eye_j = np.eye(mech.k), np.eye(reports.size)
+    rows = np.array([block.forward(e) for e in eye_x])
+    cols = np.column_stack([block.backward(e) for e in eye_j])
+    for got in (rows, cols):
+        ok = G > 1e-290
+        assert np.all(np.abs(got[ok] - G[ok]) <= 1e-12 * G[ok])
+        assert np.all(np.abs(got[~ok]) <= 1e-280)
+
+
+def test_exp_kernel_block_validates():
+    with pytest.raises(LocalPrivError):
+        ExpKernelBlock(3, 1.0, [0.0, 1.0], 1.0, [1.0])
+    with pytest.raises(LocalPrivError):
+        ExpKernelBlock(3, 1.0, [0.5], 1.0, [1.0], diag=0.2)  # a diagonal entry at a non-integer
+    with pytest.raises(LocalPrivError):
+        ExpKernelBlock(3, 1.0, [np.inf], 1.0, [1.0])
+    with pytest.raises(LocalPrivError):
+        ExpKernelBlock(3, 1.0, [1.0], 1.0, [1.0], exact_columns=([1], np.ones((3, 1))))
 
 
 def test_toeplitz_exact_columns_validated():

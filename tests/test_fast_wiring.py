@@ -5,7 +5,7 @@ import pytest
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.planar_mechanisms import PlanarGeometric, PlanarLaplace
 from localpriv.planar import GridDomain
-from localpriv.structured import ClampedConvBlock, ToeplitzBlock
+from localpriv.structured import ClampedConvBlock, ExpKernelBlock
 
 
 def _same(block, G, rng):
@@ -20,17 +20,18 @@ def _same(block, G, rng):
     (Geometric(15, 1.3, -4, 20), np.arange(25)),
     (Geometric(15, 0.2), np.array([-9, -1, 0, 6, 30])),
 ])
-def test_geometric_block_is_toeplitz_and_equals_dense(mech, reports):
+def test_geometric_block_is_structured_and_equals_dense(mech, reports):
     block = mech.likelihood_block(reports, np.ones(reports.size))
-    assert isinstance(block, ToeplitzBlock)
+    assert isinstance(block, ExpKernelBlock)
     _same(block, mech.likelihood(reports), np.random.default_rng(0))
 
 
-def test_geometric_block_falls_back_to_dense_when_inputs_exceed_range():
+def test_geometric_block_when_inputs_exceed_the_output_range():
+    # lo > 0, hi < k-1: the end bins are not of Eq. 7's form at every input; exact columns
     m = Geometric(15, 0.4, 3, 10)
     r = np.arange(8)
     block = m.likelihood_block(r, np.ones(8))
-    assert not isinstance(block, ToeplitzBlock)
+    assert isinstance(block, ExpKernelBlock)
     _same(block, m.likelihood(r), np.random.default_rng(1))
 
 

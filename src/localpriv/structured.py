@@ -8,9 +8,13 @@ report under ``theta``) and ``backward(w) = G @ w``, where ``G[x, j] = P(report_
 
 * :class:`ScaledIdentityBlock` -- ``G[x, j] = b + (a - b) [x == z_j]``: k-RR (seed 001 Eq. 5) and the
   support-count channels of unary encodings, local hashing and subset selection (seed 002): ``O(k + m)``.
-* :class:`ToeplitzBlock` -- ``G[x, z] = s_z h(z - x)`` over contiguous integer reports: the linear
-  (truncated) geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and any other translation
-  invariant kernel with per-output scaling: FFT convolution, ``O((k + |Z|) log(k + |Z|))``.
+* :class:`ExpKernelBlock` -- ``G[x, j] = a_j e^{-eps |p_j - x|}`` (optionally ``d_j`` at ``x = p_j``): the linear
+  geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and linear Laplace with unit bins or
+  continuous reports (seed 001 section 7.3), truncated ends as exact columns: two first-order
+  recurrences, ``O(k + m)``, exact to a few ulps (no FFT round-off).
+* :class:`ToeplitzBlock` -- ``G[x, z] = s_z h(z - x)`` over contiguous integer reports, for any
+  other translation-invariant kernel with per-output scaling: FFT convolution,
+  ``O((k + |Z|) log(k + |Z|))``.
 * :class:`ClampedConvBlock` -- a translation-invariant kernel on the infinite grid ``Z^2`` (or ``Z``)
   whose draws are remapped to the nearest cell of a bounded ``R x C`` grid (the truncation of
   seed 003 section 2.3): 2-D FFT convolution in which everything that falls outside the grid is
@@ -35,7 +39,9 @@ __all__ = [
     "ScaledIdentityBlock",
     "ToeplitzBlock",
     "ClampedConvBlock",
+    "ExpKernelBlock",
     "linear_geometric_block",
+    "geometric_block_for",
     "laplace_block_for",
     "LaplaceDensityBlock",
     "planar_geometric_kernel",
@@ -44,9 +50,6 @@ __all__ = [
 
 #: threads used by each FFT (scipy.fft ``workers``); 1 by default, benchmarks on 2 cores set 2
 FFT_WORKERS = 1
-
-#: smallest kernel entry (relative to the largest) for which laplace_block_for uses the FFT
-FFT_RANGE = 1e-12
 
 #: the largest kernel half-width a :class:`ClampedConvBlock` accepts (memory guard)
 MAX_HALF_WIDTH = 4096
@@ -214,8 +217,8 @@ class ToeplitzBlock(LikelihoodBlock):
         return G
 
 
-def linear_geometric_block(k: int, eps: float, outputs, counts) -> ToeplitzBlock:
-    """The truncated linear geometric mechanism on ``0..k-1`` as a :class:`ToeplitzBlock`.
+def linear_geometric_block(k: int, eps: float, outputs, counts) -> ExpKernelBlock:
+    """The truncated linear geometric mechanism on ``0..k-1`` as an :class:`ExpKernelBlock`.
 
     Seed 001 Eqs. (6)-(7) (seed 003 Eq. 2)::
 
@@ -223,16 +226,16 @@ def linear_geometric_block(k: int, eps: float, outputs, counts) -> ToeplitzBlock
         c_z = 1 / (1 + e^{-eps})                   if z in {0, k-1}
               (1 - e^{-eps}) / (1 + e^{-eps})      otherwise
 
-    i.e. a Toeplitz kernel ``h(d) = e^{-eps |d|}`` with column scaling ``c_z``: exact, no truncation.
+    exact, no truncation, ``O(k + m)`` products.
     """
     k = check_int(k, "k", minimum=2)
     eps = check_eps(eps)
-    d = np.arange(-(k - 1), k)
-    h = np.exp(-eps * np.abs(d))
+    z = np.asarray(outputs, dtype=np.int64).ravel()
+    if z.size and (z.min() < 0 or z.max() > k - 1):
+        raise LocalPrivError(f"linear geometric block: outputs must lie in 0..{k - 1}")
     r = math.exp(-eps)
-    c = np.full(k, (1 - r) / (1 + r))
-    c[0] = c[-1] = 1 / (1 + r)
-    return ToeplitzBlock(h, k, k, outputs, counts, col_scale=c)
+    c = np.where((z == 0) | (z == k - 1), 1 / (1 + r), -math.expm1(-eps) / (1 + r))
+    return ExpKernelBlock(k, eps, z, c, counts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,113 +397,127 @@ def clamped_block_for(kernel, scale: float, shape, outputs, counts) -> ClampedCo
     return _FlooredClampedConvBlock(K[R - P:R + P + 1, R - P:R + P + 1], shape, outputs, counts)
 
 
-def geometric_block_for(mech, outputs, counts):
-    """A :class:`ToeplitzBlock` for a :class:`~localpriv.mechanisms.geometric.Geometric`, or ``None``.
+def _clamped_line_block(mech, outputs, counts, interior_weight, diag, end_prob):
+    """An :class:`ExpKernelBlock` for a line mechanism ``z = clamp(x + N)`` (or unclamped).
 
-    * truncated with ``lo <= 0`` and ``hi >= k-1`` (every input inside the output range): seed 001
-      Eq. 7 holds, ``G[x, z] = c_z e^{-eps |z + lo - x|}``;
-    * untruncated: ``G[x, z] = c e^{-eps |z - x|}`` on the contiguous range spanned by the reports,
-      used when that range is at most ``8 (k + m)`` long (otherwise the dense block is cheaper).
+    ``outputs``: output indices (truncated: ``0..hi-lo``, value ``lo + index``) or integer values
+    (untruncated). Interior reports follow the kernel; the two clamped end bins of a truncated
+    mechanism are exact columns ``end_prob(x, value)``.
     """
-    k, eps = mech.k, mech.eps
-    a = math.exp(-eps)
-    outputs = np.asarray(outputs, dtype=np.int64)
-    if mech.truncated:
-        lo, hi = mech.lo, mech.hi
-        if lo > 0 or hi < k - 1:
-            return None
-        n_out = hi - lo + 1
-        d = np.arange(-(k - 1), n_out) + lo
-        c = np.full(n_out, (1 - a) / (1 + a))
-        c[0] = c[-1] = 1 / (1 + a)
-        if n_out == 1:
-            c[0] = 1.0
-        return ToeplitzBlock(np.exp(-eps * np.abs(d)), k, n_out, outputs, counts, col_scale=c)
-    if outputs.size == 0:
-        return None
-    zmin, zmax = int(outputs.min()), int(outputs.max())
-    n_out = zmax - zmin + 1
-    if n_out > 8 * (k + outputs.size):
-        return None
-    d = np.arange(-(k - 1), n_out) + zmin
-    h = -math.expm1(-eps) / (1 + a) * np.exp(-eps * np.abs(d))
-    return ToeplitzBlock(h, k, n_out, outputs - zmin, counts)
+    z = np.asarray(outputs, dtype=np.int64).ravel()
+    k = mech.k
+    if not mech.truncated:
+        return ExpKernelBlock(k, mech.eps, z, interior_weight, counts, diag=diag)
+    values = z + mech.lo
+    ends = np.flatnonzero((values == mech.lo) | (values == mech.hi))
+    cols = end_prob(np.arange(k)[:, None], values[ends][None, :])
+    return ExpKernelBlock(k, mech.eps, values, interior_weight, counts, diag=diag,
+                          exact_columns=(ends, cols))
+
+
+def geometric_block_for(mech, outputs, counts):
+    """An :class:`ExpKernelBlock` for a :class:`~localpriv.mechanisms.geometric.Geometric`.
+
+    ``P(z | x) = c a^{|z - x|}``, ``c = (1 - a)/(1 + a)``, ``a = e^{-eps}`` (seed 001 Eq. 6) for
+    every report of the untruncated mechanism and every interior report of the truncated one;
+    the end bins ``lo``, ``hi`` of the truncated mechanism (the clamped tails, seed 001 Eq. 7 when
+    ``lo <= x <= hi``) are exact columns. Any ``lo``, ``hi`` and any report range: ``O(k + m)``.
+    """
+    a = math.exp(-mech.eps)
+    return _clamped_line_block(mech, outputs, counts, -math.expm1(-mech.eps) / (1 + a), None,
+                               mech._prob)
 
 
 def laplace_block_for(mech, outputs, counts):
     """A structured block for a :class:`~localpriv.mechanisms.laplace.Laplace`, or ``None``.
 
-    Continuous reports: :class:`LaplaceDensityBlock` (``O(k + m)``). Unit bins (``bins=1``): a
-    :class:`ToeplitzBlock`; other bin widths: ``None`` (the dense block).
+    Continuous reports: :class:`LaplaceDensityBlock`. Unit bins (``bins=1``): bin ``j`` holds
+    ``x + N`` rounded to the nearest integer (seed 001 section 7.3), so with ``a = e^{-eps}``::
 
-    Bin ``j`` holds ``x + N`` rounded to the nearest integer, so ``P(j | x) = h(j - x)`` with
-    ``h(d) = P(d - 1/2 <= N < d + 1/2)`` (seed 001 section 7.3): a Toeplitz kernel. Truncated
-    (``lo..hi``), the two end bins collect the tails; they are passed as exact columns. Untruncated,
-    the block spans the contiguous range of the reports when it is at most ``8 (k + m)`` long.
-    When the kernel spans more than 12 orders of magnitude (``eps`` times the range beyond ~27),
-    FFT round-off would swamp the smallest probabilities, and the dense block is used instead.
+        P(j | x) = P(j - x - 1/2 <= N < j - x + 1/2) = sinh(eps/2) a^{|j - x|}   (j != x),
+        P(x | x) = 1 - e^{-eps/2},
+
+    an :class:`ExpKernelBlock` with a diagonal entry; when truncated, the two end bins (the
+    clamped tails) are exact columns. Other bin widths: ``None`` (the dense block).
     """
-    from .mechanisms.laplace import laplace_interval_prob
-
     if mech.continuous:
         return LaplaceDensityBlock(mech.k, mech.eps, outputs, counts)
     if mech.bins != 1.0:
         return None
-    k = mech.k
-    outputs = np.asarray(outputs).astype(np.int64)
-    if mech.truncated:
-        base, n_out = mech.lo, mech.hi - mech.lo + 1
-        ends = np.array([0, n_out - 1])
-        cols = mech._bin_prob(np.arange(k)[:, None], ends[None, :] + base)
-        exact = (ends, cols)
-    else:
-        if outputs.size == 0:
-            return None
-        base = int(outputs.min())
-        n_out = int(outputs.max()) - base + 1
-        if n_out > 8 * (k + outputs.size):
-            return None
-        outputs = outputs - base
-        exact = None
-    d = (np.arange(-(k - 1), n_out) + base).astype(float)
-    h = laplace_interval_prob(d - 0.5, d + 0.5, mech.eps)
-    if h.min() < FFT_RANGE * h.max():
-        return None  # FFT round-off (~1e-16 of the largest term) would swamp the smallest terms
-    return ToeplitzBlock(h, k, n_out, outputs, counts, exact_columns=exact)
+    half = 0.5 * mech.eps
+    return _clamped_line_block(mech, outputs, counts, math.sinh(half), -math.expm1(-half),
+                               mech._bin_prob)
 
 
-class LaplaceDensityBlock(LikelihoodBlock):
-    """Continuous linear Laplace reports: ``G[x, j] = (eps/2) exp(-eps |z_j - x|)``, ``x = 0..k-1``.
+class ExpKernelBlock(LikelihoodBlock):
+    """A two-sided exponential kernel on a line: ``G[x, j] = a_j e^{-rate |p_j - x|}``.
 
-    Seed 001 section 7.3's density for real reports ``z_j`` (one column per distinct report, so
-    a dense block costs ``k x m`` memory: 8 GB for ``k = 1000``, ``m = 10^6``). With
-    ``r = e^{-eps}`` and ``t_j = floor(z_j)`` clipped to ``-1..k-1``, the two one-sided sums are
-    first-order recurrences (``scipy.signal.lfilter``)::
+    Inputs ``x = 0..k-1``; report ``j`` sits at position ``p_j`` (any real) with weight ``a_j``.
+    With ``diag``, the entry at the input on an integer position is ``d_j`` instead
+    (``G[p_j, j] = d_j``), e.g. the central bin of a rounded Laplace. ``exact_columns``
+    (indices, ``k x r`` array) replace whole columns (the clamped end bins of a truncated
+    mechanism).
+
+    With ``r = e^{-rate}`` the two one-sided sums are first-order recurrences
+    (``scipy.signal.lfilter``)::
 
         A_t = r A_{t-1} + theta_t,   B_t = r B_{t+1} + theta_t,
-        (theta @ G)_j = (eps/2) (A_{t_j} e^{-eps (z_j - t_j)} + B_{t_j+1} e^{-eps (t_j + 1 - z_j)}),
+        (theta @ G)_j = a_j (A_{l_j} e^{-rate (p_j - l_j)} + B_{u_j} e^{-rate (u_j - p_j)}) [+ d_j theta_{p_j}],
 
-    (terms with ``t`` outside ``0..k-1`` are 0), and ``G @ w`` is the transposed pair of
-    recurrences over the per-``t`` sums of ``w``: ``O(k + m)`` each, no FFT round-off.
+    with ``l_j`` the nearest input at or below ``p_j`` and ``u_j = l_j + 1`` (with a diagonal:
+    ``l_j = p_j - 1``, ``u_j = p_j + 1``); terms outside ``0..k-1`` are 0. ``G @ w`` is the
+    transposed pair over the per-input sums of ``w``: ``O(k + m)`` each. Every term is positive,
+    so there is no cancellation and no FFT round-off: each entry comes out to a few ulps
+    whatever the kernel's dynamic range (an FFT convolution carries an absolute error of ~1e-16
+    of the largest term). The linear geometric mechanism (seed 001 Eqs. 6-7) and linear Laplace
+    with unit bins or continuous reports (seed 001 section 7.3) all have this form
+    (:func:`geometric_block_for`, :func:`laplace_block_for`, :class:`LaplaceDensityBlock`).
     """
 
-    def __init__(self, k: int, eps: float, reports, counts):
+    def __init__(self, k: int, rate: float, positions, weights, counts, diag=None, exact_columns=None):
         self.k = check_int(k, "k", minimum=1)
-        self.eps = check_eps(eps)
-        z = np.asarray(reports, dtype=float).ravel()
+        self.rate = check_eps(rate)
+        p = np.asarray(positions, dtype=float).ravel()
         self.counts = np.asarray(counts, dtype=float).ravel()
-        if z.size != self.counts.size:
-            raise LocalPrivError(f"Laplace density block: {z.size} reports but {self.counts.size} counts")
-        if not np.all(np.isfinite(z)):
-            raise LocalPrivError("Laplace density block: reports must be finite")
-        self.z = z
-        t = np.clip(np.floor(z), -1, self.k - 1).astype(np.int64)
-        self._t = t
-        self._r = math.exp(-self.eps)
-        self._left = np.exp(-self.eps * (z - t))  # to the nearest input at or below z (t >= 0)
-        self._right = np.exp(-self.eps * (t + 1 - z))  # to the nearest input above z (t + 1 <= k-1)
-        self._has_left = t >= 0
-        self._has_right = t + 1 <= self.k - 1
+        if p.size != self.counts.size:
+            raise LocalPrivError(f"exponential-kernel block: {p.size} reports but {self.counts.size} counts")
+        if not np.all(np.isfinite(p)):
+            raise LocalPrivError("exponential-kernel block: report positions must be finite")
+        self.positions = p
+        self.weights = np.broadcast_to(np.asarray(weights, dtype=float), p.shape).copy()
+        self._r = math.exp(-self.rate)
+        lo = np.clip(np.floor(p), -1, self.k - 1)  # nearest input at or below (-1: none)
+        up = lo + 1
+        self._diag_idx = np.zeros(0, dtype=np.int64)
+        if diag is not None:
+            on = (p >= 0) & (p <= self.k - 1)
+            if np.any(on & (p != np.round(p))):
+                raise LocalPrivError("exponential-kernel block: a diagonal entry needs an integer position")
+            self._diag_idx = np.flatnonzero(on)
+            self._diag_x = p[on].astype(np.int64)
+            self._diag_val = np.broadcast_to(np.asarray(diag, dtype=float), p.shape)[on].copy()
+            lo[on] = p[on] - 1  # the kernel covers the inputs strictly below and above
+            up[on] = p[on] + 1
+        has_lo, has_up = lo >= 0, up <= self.k - 1
+        with np.errstate(under="ignore"):
+            self._left = np.where(has_lo, self.weights * np.exp(-self.rate * (p - lo)), 0.0)
+            self._right = np.where(has_up, self.weights * np.exp(-self.rate * (up - p)), 0.0)
+        self._tl = np.clip(lo, 0, self.k - 1).astype(np.int64)
+        self._tr = np.clip(up, 0, self.k - 1).astype(np.int64)
+        self._fix_idx = np.zeros(0, dtype=np.int64)
+        if exact_columns is not None:
+            idx, cols = exact_columns
+            self._fix_idx = np.asarray(idx, dtype=np.int64).ravel()
+            self._fix_cols = np.asarray(cols, dtype=float).reshape(self.k, self._fix_idx.size)
+            if self._fix_idx.size and (self._fix_idx.min() < 0 or self._fix_idx.max() >= p.size):
+                raise LocalPrivError(f"exact columns must lie in 0..{p.size - 1}")
+            # the exact columns replace the kernel's: zero its factors there
+            self._left[self._fix_idx] = 0.0
+            self._right[self._fix_idx] = 0.0
+            keep = ~np.isin(self._diag_idx, self._fix_idx)
+            self._diag_idx = self._diag_idx[keep]
+            if diag is not None:
+                self._diag_x, self._diag_val = self._diag_x[keep], self._diag_val[keep]
 
     def _rec(self, v, reverse=False):
         v = v[::-1] if reverse else v
@@ -511,20 +528,48 @@ class LaplaceDensityBlock(LikelihoodBlock):
         theta = np.asarray(theta, dtype=float)
         A = self._rec(theta)
         B = self._rec(theta, reverse=True)
-        t = self._t
-        left = np.where(self._has_left, A[np.maximum(t, 0)] * self._left, 0.0)
-        right = np.where(self._has_right, B[np.minimum(t + 1, self.k - 1)] * self._right, 0.0)
-        return 0.5 * self.eps * (left + right)
+        out = A[self._tl] * self._left + B[self._tr] * self._right
+        if self._diag_idx.size:
+            out[self._diag_idx] += self._diag_val * theta[self._diag_x]
+        if self._fix_idx.size:
+            out[self._fix_idx] = theta @ self._fix_cols
+        return out
 
     def backward(self, w):
         w = np.asarray(w, dtype=float)
-        t = self._t
-        u = np.bincount(t[self._has_left], weights=(w * self._left)[self._has_left], minlength=self.k)
-        v = np.bincount((t + 1)[self._has_right], weights=(w * self._right)[self._has_right],
-                        minlength=self.k)
-        return 0.5 * self.eps * (self._rec(u, reverse=True) + self._rec(v))
+        u = np.bincount(self._tl, weights=w * self._left, minlength=self.k)
+        v = np.bincount(self._tr, weights=w * self._right, minlength=self.k)
+        out = self._rec(u, reverse=True) + self._rec(v)
+        if self._diag_idx.size:
+            out += np.bincount(self._diag_x, weights=self._diag_val * w[self._diag_idx], minlength=self.k)
+        if self._fix_idx.size:
+            out += self._fix_cols @ w[self._fix_idx]
+        return out
 
     def dense(self):
         x = np.arange(self.k)[:, None]
-        return 0.5 * self.eps * np.exp(-self.eps * np.abs(self.z[None, :] - x))
+        G = self.weights[None, :] * np.exp(-self.rate * np.abs(self.positions[None, :] - x))
+        if self._diag_idx.size:
+            G[self._diag_x, self._diag_idx] = self._diag_val
+        if self._fix_idx.size:
+            G[:, self._fix_idx] = self._fix_cols
+        return G
+
+
+class LaplaceDensityBlock(ExpKernelBlock):
+    """Continuous linear Laplace reports: ``G[x, j] = (eps/2) exp(-eps |z_j - x|)``, ``x = 0..k-1``.
+
+    Seed 001 section 7.3's density for real reports ``z_j`` (one column per distinct report, so
+    a dense block costs ``k x m`` memory: 8 GB for ``k = 1000``, ``m = 10^6``): an
+    :class:`ExpKernelBlock` with positions ``z_j`` and weights ``eps/2``, ``O(k + m)`` products.
+    """
+
+    def __init__(self, k: int, eps: float, reports, counts):
+        z = np.asarray(reports, dtype=float).ravel()
+        if not np.all(np.isfinite(z)):
+            raise LocalPrivError("Laplace density block: reports must be finite")
+        super().__init__(k, eps, z, 0.5 * check_eps(eps), counts)
+        self.eps = self.rate
+        self.z = z
+
 

@@ -108,7 +108,7 @@ def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
         blocks = Observations.from_counts(mech, counts, domain).likelihood_blocks()
     else:
         # small dense channels (<= 280 x 280 here): the dense block's products are faster than
-        # the FFT blocks, which pay off on large grids and alphabets
+        # the structured blocks, which pay off on large grids and alphabets
         keep = counts > 0
         blocks = [DenseBlock(mech.channel()[:, keep], counts[keep])]
     res = em(blocks, mech.k, delta=delta, max_iter=max_iter, callback=watch if marks else None)

@@ -148,12 +148,11 @@ class Geometric(Mechanism):
         return self._prob(np.arange(self.k)[:, None], z[None, :])
 
     def likelihood_block(self, reports, counts):
-        """Fast products by FFT (Toeplitz, issue 8) when the channel is Eq. 7 (``lo <= 0`` and
-        ``hi >= k-1``) or untruncated over a short report range; the dense default otherwise."""
+        """Fast products (issue 8): two first-order recurrences, ``O(k + m)``
+        (:class:`~localpriv.structured.ExpKernelBlock`; the clamped end bins as exact columns)."""
         from ..structured import geometric_block_for
 
-        block = geometric_block_for(self, self.output_index(reports), counts)
-        return block if block is not None else super().likelihood_block(reports, counts)
+        return geometric_block_for(self, self.output_index(reports), counts)
 
     # ---- privacy --------------------------------------------------------------------------
     def _probe(self) -> np.ndarray:

@@ -151,9 +151,9 @@ class Laplace(Mechanism):
         return self._bin_prob(x, z[None, :])
 
     def likelihood_block(self, reports, counts):
-        """Structured products (issue 8): continuous reports by two first-order recurrences
-        (``O(k + m)``); unit bins by FFT (Toeplitz; the clamped end bins as exact columns); the
-        dense default for other bin widths."""
+        """Structured products (issue 8): continuous reports and unit bins by two first-order
+        recurrences (``O(k + m)``, :class:`~localpriv.structured.ExpKernelBlock`; the clamped
+        end bins as exact columns); the dense default for other bin widths."""
         from ..structured import laplace_block_for
 
         block = laplace_block_for(self, self.output_index(reports), counts)
