@@ -2,12 +2,14 @@
 per-user clients of multi-freq-ldpy and pure-ldp, k = 100, eps = 1, the same input values.
 
 localpriv obfuscates all ``n = 10^6`` users in one call (best of 3 calls; the first call's rate is
-reported too). The other libraries perturb one user per
-call, so they are timed on the first ``n_other`` users (their cost is linear in ``n``) after a
-warm-up call (numba JIT for multi-freq-ldpy), best of 3 passes; throughput is reports per second.
+reported too; SHE, which runs large calls on up to two threads, also on one thread). The other
+libraries perturb one user per call, so they are timed on the first ``n_other`` users (their cost
+is linear in ``n``) after a warm-up call (numba JIT for multi-freq-ldpy), best of 3 passes;
+throughput is reports per second.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,6 +64,25 @@ def _others():
     return mfl, pl
 
 
+def _best_one_thread(m, xs, rng) -> float:
+    """Best of REPEAT calls with ``LOCALPRIV_THREADS=1`` (the same draws, one thread)."""
+    saved = os.environ.get("LOCALPRIV_THREADS")
+    os.environ["LOCALPRIV_THREADS"] = "1"
+    try:
+        times = []
+        for _ in range(REPEAT):
+            t = time.perf_counter()
+            rep = m.sample(xs, rng)
+            times.append(time.perf_counter() - t)
+            del rep
+        return min(times)
+    finally:
+        if saved is None:
+            del os.environ["LOCALPRIV_THREADS"]
+        else:
+            os.environ["LOCALPRIV_THREADS"] = saved
+
+
 def _per_user_rate(fn, xs) -> dict:
     try:
         fn(int(xs[0]))  # warm-up (JIT)
@@ -101,6 +122,9 @@ def run(quick: bool = False) -> dict:
         row = {"mechanism": spec, "ours": {"reports_per_s": nn / min(times), "n": nn,
                                            "first_call_reports_per_s": nn / times[0],
                                            "bytes_per_report": nbytes}}
+        if spec == "she":  # large SHE calls run two seeded streams on up to two threads
+            row["ours"]["threads"] = min(2, len(os.sched_getaffinity(0)))
+            row["ours"]["one_thread_reports_per_s"] = nn / _best_one_thread(m, x[:nn], rng)
         if spec in mfl:
             row["multi-freq-ldpy"] = _per_user_rate(mfl[spec], x[:n_other])
             if "reports_per_s" in row["multi-freq-ldpy"]:
