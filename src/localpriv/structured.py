@@ -8,10 +8,10 @@ report under ``theta``) and ``backward(w) = G @ w``, where ``G[x, j] = P(report_
 
 * :class:`ScaledIdentityBlock` -- ``G[x, j] = b + (a - b) [x == z_j]``: k-RR (seed 001 Eq. 5) and the
   support-count channels of unary encodings, local hashing and subset selection (seed 002): ``O(k + m)``.
-* :class:`ExpKernelBlock` -- ``G[x, j] = a_j e^{-eps |p_j - x|}`` (optionally ``d_j`` at ``x = p_j``): the linear
-  geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and linear Laplace with unit bins or
-  continuous reports (seed 001 section 7.3), truncated ends as exact columns: two first-order
-  recurrences, ``O(k + m)``, exact to a few ulps (no FFT round-off).
+* :class:`ExpKernelBlock` -- ``G[x, j] = a_j e^{-eps |p_j - x|}`` (optionally ``d_j`` at
+  ``x = p_j``): the linear geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and linear
+  Laplace with unit bins or continuous reports (seed 001 section 7.3), truncated ends as exact
+  columns: two first-order recurrences, ``O(k + m)``, exact to a few ulps (no FFT round-off).
 * :class:`ToeplitzBlock` -- ``G[x, z] = s_z h(z - x)`` over contiguous integer reports, for any
   other translation-invariant kernel with per-output scaling: FFT convolution,
   ``O((k + |Z|) log(k + |Z|))``.
@@ -462,7 +462,8 @@ class ExpKernelBlock(LikelihoodBlock):
     (``scipy.signal.lfilter``)::
 
         A_t = r A_{t-1} + theta_t,   B_t = r B_{t+1} + theta_t,
-        (theta @ G)_j = a_j (A_{l_j} e^{-rate (p_j - l_j)} + B_{u_j} e^{-rate (u_j - p_j)}) [+ d_j theta_{p_j}],
+        (theta @ G)_j = a_j (A_{l_j} e^{-rate (p_j - l_j)} + B_{u_j} e^{-rate (u_j - p_j)})
+                        [+ d_j theta_{p_j}],
 
     with ``l_j`` the nearest input at or below ``p_j`` and ``u_j = l_j + 1`` (with a diagonal:
     ``l_j = p_j - 1``, ``u_j = p_j + 1``); terms outside ``0..k-1`` are 0. ``G @ w`` is the

@@ -122,8 +122,7 @@ def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1
     stream fills its chunks in order, so the result is a function of the seed alone. The streams
     run on up to ``STREAMS`` threads (NumPy releases the GIL while generating and in its
     ufuncs); ``LOCALPRIV_THREADS=1`` runs them one after another with identical results. Bit
-    generators that cannot be seeded from a
-    ``SeedSequence`` fall back to the single stream.
+    generators that cannot be seeded from a ``SeedSequence`` fall back to the single stream.
     """
     gens = None
     if n_rows * row_items >= _STREAM_MIN_ITEMS:
