@@ -5,8 +5,8 @@ truncated linear geometric with eps over [0.05, 1] (seed 003's mixtures, scaled 
 10^5 users drawn from a fixed bimodal distribution; their report counts are drawn exactly and in
 aggregate (``sum_x Multinomial(n_x, M[x, :])``), i.e. the 10^8 reports never exist one by one --
 which is how the estimator sees them anyway. The estimate runs on the structured blocks the
-mechanisms return (O(k) for k-RR, FFT Toeplitz for geometric), SQUAREM-accelerated, seed 001
-stopping rule (delta = 1e-6 on the total log-likelihood).
+mechanisms return (O(k) for k-RR, O(k + m) exponential-kernel recurrences for geometric),
+SQUAREM-accelerated, seed 001 stopping rule (delta = 1e-6 on the total log-likelihood).
 """
 from __future__ import annotations
 

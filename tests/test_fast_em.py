@@ -59,7 +59,6 @@ def test_gibu_mixture_same_maximum_with_acceleration():
     x = np.minimum(rng.geometric(0.08, size=6000) - 1, k - 1)
     blocks = []
     for i, eps in enumerate([0.3, 0.8]):
-        from localpriv.structured import ToeplitzBlock  # noqa: F401  (the geometric block is one)
         a = np.exp(-eps)
         xs = x[i::3]
         z = np.clip(xs + rng.geometric(1 - a, xs.size) - rng.geometric(1 - a, xs.size), 0, k - 1)

@@ -9,7 +9,6 @@ from localpriv.structured import (
     ClampedConvBlock,
     ExpKernelBlock,
     ScaledIdentityBlock,
-    ToeplitzBlock,
     linear_geometric_block,
     planar_geometric_block,
     planar_geometric_kernel,
@@ -73,18 +72,6 @@ def test_linear_geometric_block_equals_seed_formula(k, eps, seed):
     _check_products(block, G[:, outputs], rng)
 
 
-@given(k=st.integers(1, 30), n_out=st.integers(1, 30), seed=st.integers(0, 10**6))
-def test_general_toeplitz_with_scaling(k, n_out, seed):
-    rng = np.random.default_rng(seed)
-    h = rng.random(k + n_out - 1)
-    s = rng.random(n_out)
-    x = np.arange(k)[:, None]
-    z = np.arange(n_out)[None, :]
-    G = s[z] * h[z - x + k - 1]
-    outputs = np.arange(n_out)
-    _check_products(ToeplitzBlock(h, k, n_out, outputs, np.ones(n_out), col_scale=s), G, rng)
-
-
 @pytest.mark.parametrize("R,C,eps,cell", [(1, 1, 1.0, 1.0), (1, 7, 0.8, 1.0), (6, 1, 1.5, 0.5),
                                           (4, 5, 0.9, 1.0), (7, 3, 2.5, 0.5), (5, 5, 0.3, 1.0)])
 def test_planar_geometric_clamped_conv_equals_brute_force(R, C, eps, cell):
@@ -121,8 +108,6 @@ def test_errors_are_clear():
         ScaledIdentityBlock(3, 0.5, 0.25, [0, 5], [1, 1])
     with pytest.raises(LocalPrivError):
         ScaledIdentityBlock(3, 0.5, 0.25, [0, 1], [1])
-    with pytest.raises(LocalPrivError):
-        ToeplitzBlock(np.ones(3), 3, 3, [0], [1])
     with pytest.raises(LocalPrivError):
         ClampedConvBlock(np.ones((2, 3)), (3, 3), [0], [1])
     with pytest.raises(LocalPrivError):
@@ -207,11 +192,6 @@ def test_exp_kernel_block_validates():
         ExpKernelBlock(3, 1.0, [np.inf], 1.0, [1.0])
     with pytest.raises(LocalPrivError):
         ExpKernelBlock(3, 1.0, [1.0], 1.0, [1.0], exact_columns=([1], np.ones((3, 1))))
-
-
-def test_toeplitz_exact_columns_validated():
-    with pytest.raises(LocalPrivError):
-        ToeplitzBlock(np.ones(5), 3, 3, [0], [1.0], exact_columns=([3], np.ones((3, 1))))
 
 
 @given(k=st.integers(1, 30), eps=st.floats(0.05, 5.0), seed=st.integers(0, 10**6))

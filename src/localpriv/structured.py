@@ -12,9 +12,6 @@ report under ``theta``) and ``backward(w) = G @ w``, where ``G[x, j] = P(report_
   ``x = p_j``): the linear geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and linear
   Laplace with unit bins or continuous reports (seed 001 section 7.3), truncated ends as exact
   columns: two first-order recurrences, ``O(k + m)``, exact to a few ulps (no FFT round-off).
-* :class:`ToeplitzBlock` -- ``G[x, z] = s_z h(z - x)`` over contiguous integer reports, for any
-  other translation-invariant kernel with per-output scaling: FFT convolution,
-  ``O((k + |Z|) log(k + |Z|))``.
 * :class:`ClampedConvBlock` -- a translation-invariant kernel on the infinite grid ``Z^2`` (or ``Z``)
   whose draws are remapped to the nearest cell of a bounded ``R x C`` grid (the truncation of
   seed 003 section 2.3): 2-D FFT convolution in which everything that falls outside the grid is
@@ -37,7 +34,6 @@ from .mechanisms.base import LikelihoodBlock
 
 __all__ = [
     "ScaledIdentityBlock",
-    "ToeplitzBlock",
     "ClampedConvBlock",
     "ExpKernelBlock",
     "linear_geometric_block",
@@ -129,91 +125,6 @@ class ScaledIdentityBlock(LikelihoodBlock):
     def dense(self):
         G = np.full((self.k, self.outputs.size), self.b)
         G[self.outputs, np.arange(self.outputs.size)] = self.a
-        return G
-
-
-# --------------------------------------------------------------------------------------------
-# Toeplitz (1-D convolution) with per-output scaling
-# --------------------------------------------------------------------------------------------
-class ToeplitzBlock(LikelihoodBlock):
-    """``G[x, z] = s_z h(z - x)`` for inputs ``x in 0..k-1`` and outputs ``z in 0..n_out-1``.
-
-    ``h`` is given on the offsets ``d = -(k-1) .. n_out-1`` (``kernel[d + k - 1] = h(d)``), ``s``
-    (``col_scale``, default 1) on the outputs. The products are convolutions computed by FFT::
-
-        (theta @ G)_z = s_z * sum_x theta_x h(z - x)      = s_z * (theta * h)[z + k - 1]
-        (G @ w)_x     = sum_z h(z - x) s_z w_z             (a correlation)
-
-    each ``O(L log L)`` with ``L = 2k + n_out``. The linear geometric mechanism of seed 001
-    Eqs. (6)-(7) is ``h(d) = e^{-eps |d|}`` with ``s_z = c_z`` (see :func:`linear_geometric_block`).
-
-    Parameters
-    ----------
-    kernel : array, length ``k + n_out - 1``
-    k, n_out : int
-    outputs, counts : arrays
-        Distinct observed outputs (indices ``0..n_out-1``) and their counts.
-    col_scale : array of length ``n_out``, optional
-    exact_columns : (indices, k x r array), optional
-        Output columns whose entries are not of the Toeplitz form (e.g. the clamped end bins of a
-        truncated Laplace mechanism): given exactly; the products use them instead of the
-        convolution, at an extra ``O(k r)``.
-    """
-
-    def __init__(self, kernel, k: int, n_out: int, outputs, counts, col_scale=None, exact_columns=None):
-        self.k = check_int(k, "k", minimum=1)
-        self.n_out = check_int(n_out, "n_out", minimum=1)
-        h = np.asarray(kernel, dtype=float).ravel()
-        if h.size != self.k + self.n_out - 1:
-            raise LocalPrivError(f"Toeplitz kernel needs k + n_out - 1 = {self.k + self.n_out - 1} "
-                                 f"entries, got {h.size}")
-        self.scale = (np.ones(self.n_out) if col_scale is None
-                      else np.asarray(col_scale, dtype=float).ravel())
-        if self.scale.size != self.n_out:
-            raise LocalPrivError(f"col_scale needs {self.n_out} entries, got {self.scale.size}")
-        self.outputs, self.counts = _as_outputs(outputs, counts, self.n_out, "Toeplitz block")
-        self.kernel = h
-        if exact_columns is None:
-            self._fix_idx, self._fix_cols = np.zeros(0, dtype=np.int64), np.zeros((self.k, 0))
-        else:
-            idx, cols = exact_columns
-            self._fix_idx = np.asarray(idx, dtype=np.int64).ravel()
-            self._fix_cols = np.asarray(cols, dtype=float).reshape(self.k, self._fix_idx.size)
-            if self._fix_idx.size and (self._fix_idx.min() < 0 or self._fix_idx.max() >= self.n_out):
-                raise LocalPrivError(f"exact columns must lie in 0..{self.n_out - 1}")
-        self._N = sfft.next_fast_len(max(self.k, self.n_out) + h.size - 1, real=True)
-        self._H = sfft.rfft(h, self._N)
-        self._Hrev = sfft.rfft(h[::-1], self._N)
-
-    def full_forward(self, theta) -> np.ndarray:
-        """``theta @ M`` over all ``n_out`` outputs."""
-        theta = np.asarray(theta, dtype=float)
-        conv = sfft.irfft(sfft.rfft(theta, self._N) * self._H, self._N)
-        out = self.scale * conv[self.k - 1:self.k - 1 + self.n_out]
-        if self._fix_idx.size:
-            out[self._fix_idx] = theta @ self._fix_cols
-        return out
-
-    def forward(self, theta):
-        return self.full_forward(theta)[self.outputs]
-
-    def backward(self, w):
-        u = np.bincount(self.outputs, weights=np.asarray(w, dtype=float), minlength=self.n_out)
-        fixed = u[self._fix_idx]
-        u[self._fix_idx] = 0.0
-        u *= self.scale
-        conv = sfft.irfft(sfft.rfft(u, self._N) * self._Hrev, self._N)
-        out = conv[self.n_out - 1:self.n_out - 1 + self.k]
-        if self._fix_idx.size:
-            out = out + self._fix_cols @ fixed
-        return out
-
-    def dense(self):
-        x = np.arange(self.k)[:, None]
-        z = self.outputs[None, :]
-        G = self.scale[z] * self.kernel[z - x + self.k - 1]
-        for i, col in zip(self._fix_idx, self._fix_cols.T):
-            G[:, self.outputs == i] = col[:, None]
         return G
 
 
