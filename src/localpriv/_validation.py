@@ -100,6 +100,8 @@ def check_counts(counts, name: str = "counts", size: int | None = None) -> np.nd
         raise LocalPrivError(f"{name} has negative entries")
     if arr.sum() <= 0:
         raise LocalPrivError(f"{name} sum to zero: there are no observations to estimate from")
+    if arr.sum() > 2.0 ** 53:
+        raise LocalPrivError(f"{name} sum to {arr.sum():.4g}, above 2^53: counts that large are not exact")
     return arr
 
 

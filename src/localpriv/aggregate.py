@@ -1,116 +1,230 @@
 """Aggregation: reports to counts per (mechanism, report). Its own, swappable step.
 
-The default :class:`DuckDBAggregator` runs ``GROUP BY mechanism, report`` inside embedded DuckDB
-over Parquet/CSV files (or an Arrow table); DuckDB streams the files, so a report file larger than
-memory aggregates in bounded memory. :class:`NumpyAggregator` does the same in memory with
-``numpy.unique`` (for small arrays and as an independent check).
+Every engine reads its input through :func:`localpriv.reports.read_reports`, so all engines accept
+the same inputs and refuse the same way: any mix of report files, counts files (their counts are
+summed: counts are mergeable), globs, folders and hive-partitioned Parquet datasets, or an Arrow
+report table. Every row is counted or refused with one line naming the file and rows.
+
+* :class:`DuckDBAggregator` (the default) runs ``GROUP BY mechanism, report`` inside embedded DuckDB
+  over the checked batches; DuckDB keeps the partial counts and spills to disk under its
+  ``memory_limit``, so inputs larger than memory aggregate in bounded memory.
+* :class:`NumpyAggregator` does the same with ``numpy.unique`` (an independent check).
+
+``aggregate(A + B) == aggregate([aggregate(A), aggregate(B)])`` for any split of the inputs.
 """
 from __future__ import annotations
 
+import re
+import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import Iterable, Protocol
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from ._validation import LocalPrivError
 from .domains import Domain
+from .formats import TableWriter, _one_line
 from .observations import Observations
+from .reports import read_reports
 
-__all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate"]
+__all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
+           "check_memory_limit", "MAX_TOTAL"]
+
+#: Counts and their totals stay exact in float64 (the estimators' arithmetic) up to 2^53.
+MAX_TOTAL = 2 ** 53
+_MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.I)
+
+
+def check_memory_limit(text: str) -> str:
+    """A DuckDB memory limit such as ``2GB`` or ``512MiB``."""
+    if not isinstance(text, str) or not _MEMORY.match(text):
+        raise LocalPrivError(f"memory limit {text!r} is not a size such as 512MB or 2GB")
+    return text.strip()
 
 
 class Aggregator(Protocol):
     def counts(self, source) -> pd.DataFrame:
-        """A frame with columns mechanism, report, count."""
+        """A frame with columns mechanism, report, count (int64), sorted by mechanism and report."""
 
 
-def _sources(source) -> list[str]:
-    paths = [source] if isinstance(source, (str, Path)) else list(source)
-    out = []
-    for p in paths:
-        p = Path(p)
-        if not p.exists():
-            raise LocalPrivError(f"report file {p} not found")
-        out.append(str(p))
-    if not out:
-        raise LocalPrivError("no report files given")
-    return out
+def _kind(reports: np.ndarray) -> str:
+    return "binary" if reports.ndim == 2 else ("float" if reports.dtype.kind == "f" else "int")
+
+
+def _stream(source, domain: Domain | None):
+    """``(spec, reports, counts)`` triples from files or an Arrow table, checked."""
+    if isinstance(source, pa.Table):
+        from .formats import Source
+        from .reports import _batch_reports
+        src = Source("<report table>", "arrow", "counts" if "count" in source.column_names else "reports",
+                     None)
+        first = 1
+        for batch in source.to_batches(max_chunksize=1 << 20):
+            if batch.num_rows:
+                yield from _batch_reports(batch, src, first, domain)
+            first += batch.num_rows
+        return
+    for _, parts in read_reports(source, domain):
+        yield from parts
+
+
+def _check_total(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        raise LocalPrivError("no reports to aggregate: the input is empty")
+    totals = df.groupby("mechanism", sort=False)["count"].sum()
+    if (totals > MAX_TOTAL).any() or float(totals.sum()) > MAX_TOTAL:
+        raise LocalPrivError(f"more than 2^53 reports in all: counts that large are not exact")
+    return df
 
 
 class DuckDBAggregator:
-    """Counts reports with DuckDB (streaming; bounded memory via ``memory_limit``)."""
+    """Counts reports with DuckDB (bounded memory via ``memory_limit``; spills to a temporary folder)."""
 
-    def __init__(self, memory_limit: str = "2GB", threads: int | None = None):
-        self.memory_limit = memory_limit
+    def __init__(self, memory_limit: str = "2GB", threads: int | None = None, domain: Domain | None = None):
+        self.memory_limit = check_memory_limit(memory_limit)
         self.threads = threads
+        self.domain = domain
 
-    def _connect(self):
+    def _connect(self, tmp: str):
+        import duckdb
         con = duckdb.connect()
         con.execute(f"SET memory_limit='{self.memory_limit}'")
         con.execute("SET preserve_insertion_order=false")
+        con.execute(f"SET temp_directory='{tmp}'")
         if self.threads:
             con.execute(f"SET threads={int(self.threads)}")
         return con
 
     def counts(self, source) -> pd.DataFrame:
-        con = self._connect()
-        try:
-            if isinstance(source, pa.Table):
-                con.register("reports_src", source)
-                rel = "reports_src"
-            else:
-                files = _sources(source)
-                csv = all(f.endswith(".csv") for f in files)
-                reader = "read_csv" if csv else "read_parquet"
-                lst = "[" + ",".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
-                rel = f"{reader}({lst})"
-            cols = [c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {rel}").fetchall()]
-            missing = {"mechanism", "report"} - set(cols)
-            if missing:
-                raise LocalPrivError(f"report data lacks column(s) {', '.join(sorted(missing))}")
-            df = con.execute(
-                f"SELECT CAST(mechanism AS VARCHAR) AS mechanism, report, COUNT(*) AS count "
-                f"FROM {rel} GROUP BY ALL ORDER BY mechanism, report"
-            ).df()
-        except duckdb.Error as exc:
-            raise LocalPrivError(f"aggregation failed: {exc}") from None
-        finally:
-            con.close()
-        if df.empty:
+        import duckdb
+        types = {"int": "BIGINT", "float": "DOUBLE", "binary": "BLOB"}
+        with tempfile.TemporaryDirectory(prefix="localpriv-duckdb-") as tmp:
+            con = self._connect(tmp)
+            try:
+                made: set[str] = set()
+                for spec, _mech, r, c in _stream(source, self.domain):
+                    kind = _kind(r)
+                    if kind not in made:
+                        con.execute(f"CREATE TABLE agg_{kind} (mechanism VARCHAR, report {types[kind]}, "
+                                    "count HUGEINT)")
+                        made.add(kind)
+                    n = r.shape[0]
+                    rep = (pa.FixedSizeBinaryArray.from_buffers(pa.binary(r.shape[1]), n,
+                                                                [None, pa.py_buffer(np.ascontiguousarray(r))])
+                           if kind == "binary" else pa.array(r))
+                    batch = pa.table({
+                        "mechanism": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), [spec]),
+                        "report": rep,
+                        "count": pa.array(np.ones(n, np.int64) if c is None else c, type=pa.int64())})
+                    con.register("batch", batch)
+                    con.execute(f"INSERT INTO agg_{kind} SELECT CAST(mechanism AS VARCHAR), report, "
+                                "SUM(count) FROM batch GROUP BY ALL")
+                    con.unregister("batch")
+                frames = []
+                for kind in sorted(made):
+                    df = con.execute(f"SELECT mechanism, report, SUM(count) AS count FROM agg_{kind} "
+                                     "GROUP BY ALL HAVING SUM(count) > 0 ORDER BY mechanism, report").df()
+                    if len(df) and float(df["count"].astype(float).max()) > MAX_TOTAL:
+                        raise LocalPrivError("more than 2^53 reports of one kind: counts that large are not exact")
+                    df["count"] = df["count"].astype(np.int64)
+                    if kind == "binary":
+                        df["report"] = [bytes(v) for v in df["report"]]
+                    frames.append(df)
+            except duckdb.Error as exc:
+                raise LocalPrivError(f"aggregation failed: {_one_line(exc)}") from None
+            finally:
+                con.close()
+        if not frames:
             raise LocalPrivError("no reports to aggregate: the input is empty")
-        if df["report"].isna().any():
-            raise LocalPrivError("some reports are missing (null)")
-        return df
+        df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return _check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
 
 
 class NumpyAggregator:
-    """Counts an in-memory report table with ``numpy.unique``."""
+    """Counts with ``numpy.unique`` per batch, merged per mechanism (memory: distinct reports)."""
+
+    def __init__(self, domain: Domain | None = None):
+        self.domain = domain
 
     def counts(self, source) -> pd.DataFrame:
-        if not isinstance(source, pa.Table):
-            source = pa.concat_tables([pa.parquet.read_table(f) if not f.endswith(".csv") else
-                                       pa.csv.read_csv(f) for f in _sources(source)])
-        if source.num_rows == 0:
+        acc: dict[str, list] = {}
+        for spec, _mech, r, c in _stream(source, self.domain):
+            ones = np.ones(r.shape[0], np.int64) if c is None else c
+            acc.setdefault(spec, []).append(_unique(r, ones))
+            if len(acc[spec]) > 16:
+                acc[spec] = [_merge(acc[spec])]
+        if not acc:
             raise LocalPrivError("no reports to aggregate: the input is empty")
-        mech = source.column("mechanism").cast(pa.string()).to_numpy(zero_copy_only=False)
         frames = []
-        for spec in np.unique(mech):
-            sel = mech == spec
-            rep = source.column("report").to_numpy(zero_copy_only=False)[sel]
-            if rep.dtype == object:
-                rep = np.frombuffer(b"".join(rep), dtype=np.uint8).reshape(sel.sum(), -1)
-                u, c = np.unique(rep, axis=0, return_counts=True)
-                u = [bytes(r) for r in u]
-            else:
-                u, c = np.unique(rep, return_counts=True)
-            frames.append(pd.DataFrame({"mechanism": spec, "report": u, "count": c}))
-        return pd.concat(frames, ignore_index=True)
+        for spec in sorted(acc):
+            u, c = _merge(acc[spec])
+            keep = c > 0
+            u, c = u[keep], c[keep]
+            rep = [bytes(x) for x in u] if u.ndim == 2 else u
+            frames.append(pd.DataFrame({"mechanism": spec, "report": rep, "count": c.astype(np.int64)}))
+        return _check_total(pd.concat(frames, ignore_index=True))
+
+
+def _unique(r: np.ndarray, c: np.ndarray):
+    if r.ndim == 2:
+        u, inv = np.unique(r, axis=0, return_inverse=True)
+    else:
+        u, inv = np.unique(r, return_inverse=True)
+    return u, np.bincount(inv.ravel(), weights=c, minlength=u.shape[0]).astype(np.int64) \
+        if c.max(initial=0) < 2 ** 50 else _exact_sum(inv.ravel(), c, u.shape[0])
+
+
+def _exact_sum(inv, c, m):
+    out = np.zeros(m, dtype=np.int64)
+    np.add.at(out, inv, c)
+    return out
+
+
+def _merge(parts):
+    if len(parts) == 1:
+        return parts[0]
+    u = np.concatenate([p[0] for p in parts])
+    c = np.concatenate([p[1] for p in parts])
+    return _unique(u, c)
 
 
 def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | None = None) -> Observations:
-    """Aggregate reports (files or an Arrow table) to :class:`~localpriv.observations.Observations`."""
-    agg = aggregator or DuckDBAggregator()
+    """Aggregate reports and counts (files, globs, folders, datasets, or an Arrow table) to
+    :class:`~localpriv.observations.Observations`."""
+    agg = aggregator or DuckDBAggregator(domain=domain)
+    if getattr(agg, "domain", None) is None and domain is not None and hasattr(agg, "domain"):
+        agg.domain = domain
     return Observations.from_frame(agg.counts(source), domain)
+
+
+def write_counts(df: pd.DataFrame, path, inputs: Iterable = ()) -> Path:
+    """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
+
+    Parquet needs one report type per file: numeric reports of different types are stored as
+    ``double`` (exact for output indices below 2^53); bit vectors beside numbers are stored as the
+    CSV text form (``string``), which every reader decodes per mechanism.
+    """
+    reps = df["report"].to_numpy()
+    kinds = {("binary" if isinstance(v, (bytes, bytearray)) else "float" if isinstance(v, (float, np.floating))
+              else "int") for v in reps[:1]} if reps.dtype == object else set()
+    if reps.dtype == object:
+        kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
+                  "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}
+    with TableWriter(path, "counts", inputs) as w:
+        if reps.dtype != object or kinds == {"int"} or kinds == {"float"} or kinds == {"int", "float"}:
+            if reps.dtype == object:
+                reps = reps.astype(np.float64 if "float" in kinds else np.int64)
+            col = pa.array(reps)
+        elif kinds == {"binary"}:
+            widths = {len(v) for v in reps}
+            col = pa.array(list(reps), type=pa.binary(widths.pop())) if len(widths) == 1 else pa.array(
+                list(reps), type=pa.binary())
+        else:  # mixed bit vectors and numbers: the text form
+            col = pa.array([v.hex() if isinstance(v, (bytes, bytearray)) else
+                            (repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))
+                            for v in reps], type=pa.string())
+        w.write(pa.table({"mechanism": pa.array(df["mechanism"].astype(str).to_numpy(), pa.string()),
+                          "report": col, "count": pa.array(df["count"].to_numpy(np.int64))}))
+    return w.path

@@ -1,10 +1,17 @@
 """The ``localpriv`` command line: perturb -> aggregate -> estimate, plus inspection and
-reproductions. Errors print one clear line and exit non-zero (no traceback)."""
+reproductions. A thin layer: parsing and printing only; the work is done by the library.
+
+Errors are one unwrapped line on stderr (``error: ...``) with exit code 1 for bad input and 2 for
+bad usage (unknown option, a value of the wrong type); ``--debug`` shows the traceback instead.
+Outputs are written atomically (see :mod:`localpriv.formats`): a failed or interrupted command
+leaves no output file.
+"""
 from __future__ import annotations
 
-import functools
 import json
+import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Optional
 
@@ -14,24 +21,28 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+# typer >= 0.25 vendors click: its exceptions live here (no separate click package)
+from typer._click.exceptions import ClickException, UsageError
+
 from ._validation import LocalPrivError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Local privacy: obfuscate values, aggregate reports, estimate distributions.")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
+_STATE = {"debug": False}
 
 
-def friendly(func):
-    """Turn library errors into one line on stderr and exit code 1."""
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except (LocalPrivError, FileNotFoundError, PermissionError, OSError) as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(1)
-    return wrapper
+@app.callback()
+def _main_options(debug: bool = typer.Option(False, "--debug", help="show tracebacks of errors")):
+    """Local privacy: obfuscate values, aggregate reports, estimate distributions."""
+    _STATE["debug"] = debug
+
+
+def _say(text: str) -> None:
+    """One line on stderr, never wrapped (whatever the terminal width)."""
+    sys.stderr.write(re.sub(r"\s*\n\s*", " ", text).rstrip() + "\n")
+    sys.stderr.flush()
 
 
 def rich_progress():
@@ -59,8 +70,14 @@ def _domain(text: Optional[str]):
     return None if text is None else parse_domain(text)
 
 
+def _generator(seed: Optional[int]):
+    """``--seed`` gives a reproducible PCG64 stream (experiments); without it, a cryptographically
+    secure generator seeded from the operating system (what a real client must use)."""
+    from .rng import make_generator
+    return make_generator(seed)
+
+
 @app.command()
-@friendly
 def perturb(
     input: Path = typer.Argument(..., help="CSV or Parquet file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
@@ -68,40 +85,50 @@ def perturb(
     domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
     column: Optional[str] = typer.Option(None, "--column", "-c",
                                          help="column of values (default: first); 'lat,lon' for a grid"),
-    seed: int = typer.Option(..., "--seed", help="seed of the random generator (reproducibility)"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0,
+                                       help="seed for a reproducible experiment; without it a cryptographically "
+                                            "secure generator seeded by the OS (use that for real users)"),
+    drop_missing: bool = typer.Option(False, "--drop-missing",
+                                      help="drop missing values (counted and reported) instead of failing"),
 ):
-    """Obfuscate a column of values: one report per value."""
-    from .reports import perturb as _perturb, read_values, write_reports
+    """Obfuscate a column of values: one report per value (streamed in bounded memory)."""
+    from .formats import REPORT_SUFFIXES, check_output
+    from .reports import perturb_file
+    check_output(output, REPORT_SUFFIXES, [input], what="report file")
     dom = _domain(domain)
-    values = read_values(input, column)
-    table = _perturb(values, mechanism, np.random.default_rng(seed), dom)
-    write_reports(table, output)
-    err.print(f"wrote {table.num_rows} reports of {table.column('mechanism')[0]} to {output}")
+    res = perturb_file(input, output, mechanism, dom, _generator(seed), column=column,
+                       drop_missing=drop_missing)
+    dropped = f", {res.dropped} missing value(s) dropped" if res.dropped else ""
+    _say(f"wrote {res.reports} reports of {res.mechanism} to {res.path} ({res.rows} rows read{dropped})")
 
 
 @app.command()
-@friendly
 def aggregate(
-    inputs: list[Path] = typer.Argument(..., help="report files (Parquet or CSV)"),
+    inputs: list[str] = typer.Argument(..., help="report or counts files, globs, folders or hive-partitioned "
+                                                 "Parquet datasets (counts files are summed)"),
     output: Path = typer.Option(..., "--out", "-o", help="counts file (.csv or .parquet)"),
-    memory_limit: str = typer.Option("2GB", help="DuckDB memory limit"),
+    memory_limit: str = typer.Option("2GB", help="DuckDB memory limit (e.g. 512MB, 2GB)"),
+    engine: str = typer.Option("duckdb", "--engine", help="duckdb (default, bounded memory) or numpy"),
 ):
-    """Count reports per (mechanism, report) with DuckDB (streams files larger than memory)."""
-    from .aggregate import DuckDBAggregator
-    df = DuckDBAggregator(memory_limit=memory_limit).counts([str(p) for p in inputs])
-    output.parent.mkdir(parents=True, exist_ok=True)
-    if output.suffix == ".parquet":
-        df.to_parquet(output, index=False)
+    """Count reports per (mechanism, report); counts files among the inputs are summed."""
+    from .aggregate import DuckDBAggregator, NumpyAggregator, check_memory_limit, write_counts
+    from .formats import REPORT_SUFFIXES, check_output
+    check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
+    if engine == "duckdb":
+        agg = DuckDBAggregator(memory_limit=check_memory_limit(memory_limit))
+    elif engine == "numpy":
+        agg = NumpyAggregator()
     else:
-        df.to_csv(output, index=False)
-    err.print(f"{int(df['count'].sum())} reports, {df['mechanism'].nunique()} mechanism(s), "
-              f"{len(df)} distinct (mechanism, report) pairs -> {output}")
+        raise typer.BadParameter(f"unknown engine {engine!r}: duckdb or numpy", param_hint="'--engine'")
+    df = agg.counts(inputs)
+    write_counts(df, output, inputs)
+    _say(f"{int(df['count'].sum())} reports, {df['mechanism'].nunique()} mechanism(s), "
+         f"{len(df)} distinct (mechanism, report) pairs -> {output}")
 
 
 @app.command()
-@friendly
 def estimate(
-    input: Path = typer.Argument(..., help="reports (Parquet/CSV with mechanism, report) or counts (with a count column)"),
+    inputs: list[str] = typer.Argument(..., help="reports or counts (files, globs, folders; counts are summed)"),
     domain: Optional[str] = typer.Option(
         None, "--domain", "-d",
         help=DOMAIN_HELP + "; omit it for untruncated geometric reports: IBU then runs on the likely "
@@ -115,24 +142,21 @@ def estimate(
     stop: str = typer.Option("loglik", "--stop",
                              help="IBU stopping rule: loglik (seed 001: |L(t)-L(t-1)| < delta) or max_abs "
                                   "(max|theta(t)-theta(t-1)| < delta)"),
-    max_iter: int = typer.Option(10_000, help="IBU: iteration cap"),
+    max_iter: int = typer.Option(10_000, min=1, help="IBU: iteration cap"),
     accelerate: bool = typer.Option(False, "--accelerate/--plain",
                                     help="IBU: SQUAREM acceleration with the certified Newton finish where the "
                                          "blocks allow it (same maximum, far fewer iterations)"),
 ):
     """Estimate the original distribution from reports or counts."""
-    import pandas as pd
-
     from .aggregate import aggregate as _aggregate
     from .estimators import estimate as _estimate
-    from .observations import Observations
-    if not input.exists():
-        raise LocalPrivError(f"input file {input} not found")
-    if input.suffix == ".csv":
-        is_counts = "count" in pd.read_csv(input, nrows=1).columns
-    else:
-        import pyarrow.parquet as pq
-        is_counts = "count" in pq.read_schema(input).names
+    from .formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, check_output
+    if output is not None:
+        check_output(output, ESTIMATE_SUFFIXES, inputs, what="estimate file")
+    if plot is not None:
+        check_output(plot, IMAGE_SUFFIXES, inputs, what="plot")
+    if not np.isfinite(delta) or delta <= 0:
+        raise typer.BadParameter(f"{delta} is not a number > 0", param_hint="'--delta'")
     is_ibu = estimator in ("ibu", "gibu")
     kwargs = {"delta": delta, "max_iter": max_iter} if is_ibu else {}
     if accelerate:
@@ -150,11 +174,10 @@ def estimate(
         if is_ibu:
             kwargs["callback"] = lambda t, theta, L: bar.update(task, completed=t)
         if domain is None:
-            est = _estimate_unbounded(input, is_counts, estimator, kwargs)
+            est = _estimate_unbounded(inputs, estimator, kwargs)
         else:
             dom = _domain(domain)
-            obs = Observations.load(input, dom) if is_counts else _aggregate(input, dom)
-            est = _estimate(obs, estimator, **kwargs)
+            est = _estimate(_aggregate(inputs, dom), estimator, **kwargs)
     if output:
         est.save(output)
     if plot:
@@ -162,45 +185,40 @@ def estimate(
         distributions_figure(est.labels, {est.estimator: est.distribution}, plot,
                              title=f"{est.estimator} estimate from {int(est.n)} reports")
     if est.converged is False:
-        err.print(f"[yellow]warning:[/] {est.estimator} stopped at the iteration cap ({est.iterations}) "
-                  "before meeting its tolerance")
+        _say(f"warning: {est.estimator} stopped at the iteration cap ({est.iterations}) "
+             "before meeting its tolerance")
     if not output:
-        console.print(est.to_frame().to_string(index=False))
-    err.print(f"{est!r}; log-likelihood {est.loglik:.6g}")
+        console.print(est.to_frame().to_string(index=False), highlight=False, soft_wrap=True)
+    _say(f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est))
 
 
-def _estimate_unbounded(path: Path, is_counts: bool, estimator: str, kwargs: dict):
+def _estimate_unbounded(inputs, estimator: str, kwargs: dict):
     """No domain given: only untruncated geometric reports can be estimated, on the likely subset
     ``[min z, max z]`` of the integers (seed 001 Proposition 8.2, Theorem 8.1)."""
-    import pandas as pd
-
     from .aggregate import DuckDBAggregator
     from .analysis.likely import estimate_unbounded_integers
     from .mechanisms import parse
+    from .mechanisms.geometric import Geometric
     if estimator != "ibu":
         raise LocalPrivError("without --domain only ibu applies (on the likely subset of the integers); "
                              "give --domain for other estimators")
-    if is_counts:
-        df = pd.read_parquet(path) if path.suffix != ".csv" else pd.read_csv(path)
-    else:
-        df = DuckDBAggregator().counts([str(path)])
-    from .mechanisms.geometric import Geometric
+    df = DuckDBAggregator().counts(inputs)
     eps_values = set()
     for spec in df["mechanism"].unique():
-        mech = parse(spec)
+        mech = parse(spec, trusted=False)
         if not isinstance(mech, Geometric) or mech.truncated:
             raise LocalPrivError(f"--domain is required for {spec}: only untruncated geometric reports "
                                  "can be estimated without a declared domain")
         eps_values.add(mech.eps)
     if len(eps_values) != 1:
         raise LocalPrivError("without --domain all reports must come from one geometric(eps=..) mechanism")
-    reports = np.repeat(df["report"].to_numpy(np.int64), df["count"].to_numpy(np.int64))
+    grouped = df.groupby("report", sort=True)["count"].sum()
     kw = {k: v for k, v in kwargs.items() if k in ("delta", "max_iter", "accelerate", "stop")}
-    return estimate_unbounded_integers(reports, eps_values.pop(), **kw)
+    return estimate_unbounded_integers(grouped.index.to_numpy(np.int64), eps_values.pop(),
+                                       counts=grouped.to_numpy(np.int64), **kw)
 
 
 @app.command()
-@friendly
 def mechanism(
     spec: str = typer.Argument(..., help="mechanism spec, e.g. 'krr(k=10,eps=1.0)'"),
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help="LO..HI or labels (fills k)"),
@@ -221,21 +239,23 @@ def mechanism(
 
 
 @app.command()
-@friendly
 def analyze(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="mechanism spec"),
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help=DOMAIN_HELP),
     consistency: bool = typer.Option(False, "--consistency",
                                      help="also run the empirical convergence study of IBU (error against n)"),
-    runs: int = typer.Option(20, "--runs", help="--consistency: data sets per n"),
-    seed: int = typer.Option(0, "--seed", help="--consistency: seed of the random generator"),
+    runs: int = typer.Option(20, "--runs", min=1, help="--consistency: data sets per n"),
+    seed: int = typer.Option(0, "--seed", min=0, help="--consistency: seed of the random generator"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="--consistency: PNG of error against n (log-log)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """Privacy level (LDP or metric), identifiability and the error bounds that apply; with
     --consistency, the consistency report of seed 001 section 6 with an empirical study."""
     from .analysis import analyze_report
+    from .formats import IMAGE_SUFFIXES, check_output
     from .mechanisms import parse
+    if plot is not None:
+        check_output(plot, IMAGE_SUFFIXES, what="plot")
     dom = _domain(domain)
     mech = parse(mechanism, dom)
     report = analyze_report(mech, domain=dom)
@@ -283,19 +303,17 @@ def _plot_convergence(study: dict, path: Path, title: str) -> None:
     slope = study.get("slope")
     ax.set_title(f"{title}" + (f"\nfitted slope {slope:.2f}" if slope is not None else ""), fontsize=9)
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    from .plotting import save
+    save(fig, path)
 
 
 @app.command()
-@friendly
 def reproduce(
     name: str = typer.Argument(..., help="experiment name, or 'list' to list them all"),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="output folder"),
-    runs: Optional[int] = typer.Option(None, "--runs", "-r", help="repetitions (default: the experiment's)"),
-    seed: int = typer.Option(0, "--seed", help="seed of the random generator"),
+    runs: Optional[int] = typer.Option(None, "--runs", "-r", min=1, help="repetitions (default: the experiment's)"),
+    seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator"),
     quick: bool = typer.Option(False, "--quick", help="small, fast configuration (used by the tests)"),
 ):
     """Rerun one of the seeds' experiments: writes OUT/NAME.json and OUT/NAME.png."""
@@ -305,12 +323,11 @@ def reproduce(
             console.print(f"{n:24s} {e.description}", highlight=False)
         return
     rec = run_experiment(name, out, runs=runs, seed=seed, quick=quick, progress=rich_progress())
-    err.print(f"{name}: {rec['elapsed_seconds']:.1f} s -> {out / (name + '.json')}, {out / (name + '.png')}")
+    _say(f"{name}: {rec['elapsed_seconds']:.1f} s -> {out / (name + '.json')}, {out / (name + '.png')}")
 
 
 @app.command()
-@friendly
-def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = typer.Option(0, "--seed")):
+def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = typer.Option(0, "--seed", min=0)):
     """The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."""
     from .experiments import run_experiment
     rec = run_experiment("demo", out, seed=seed, progress=rich_progress())
@@ -329,7 +346,6 @@ def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = 
 
 
 @app.command("list")
-@friendly
 def list_(what: str = typer.Argument("all", help="mechanisms | estimators | experiments | all")):
     """List the registered mechanisms (spec names), estimators and reproducible experiments."""
     from .estimators import available_estimators
@@ -344,8 +360,48 @@ def list_(what: str = typer.Argument("all", help="mechanisms | estimators | expe
             console.print(f"[bold]{name}[/] ({len(items)}): " + ", ".join(items), highlight=False)
 
 
-def main():  # entry point
-    app()
+def main(argv=None):  # entry point
+    """Run the command line: one-line errors, exit 1 for bad input and 2 for bad usage."""
+    from .formats import interrupt_cleanly
+    interrupt_cleanly()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        app(args=argv, standalone_mode=False, prog_name="localpriv")
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        if debug:
+            traceback.print_exc()
+        hint = f" (see localpriv {exc.ctx.info_name} --help)" if exc.ctx is not None and \
+            exc.ctx.info_name not in (None, "localpriv") else " (see localpriv --help)"
+        _say(f"error: {exc.format_message()}{hint}")
+        sys.exit(2)
+    except typer.Abort:
+        _say("error: interrupted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        _say("error: interrupted")
+        sys.exit(130)
+    except (LocalPrivError, OSError) as exc:
+        if debug:
+            traceback.print_exc()
+        msg = str(exc) if isinstance(exc, LocalPrivError) else _os_message(exc)
+        _say(f"error: {msg}")
+        sys.exit(1)
+    except ClickException as exc:
+        _say(f"error: {exc.format_message()}")
+        sys.exit(exc.exit_code or 1)
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback on request
+        if debug:
+            traceback.print_exc()
+        _say(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback")
+        sys.exit(1)
+
+
+def _os_message(exc: OSError) -> str:
+    name = getattr(exc, "filename", None)
+    why = exc.strerror or str(exc)
+    return f"{name}: {why}" if name else why
 
 
 if __name__ == "__main__":

@@ -20,6 +20,10 @@ from ._validation import LocalPrivError
 __all__ = ["Domain", "CategoricalDomain", "IntegerDomain", "parse_domain"]
 
 
+class _NotNumbers(Exception):
+    """Text among the values of a numeric domain (carries the offending values)."""
+
+
 def _describe_bad(values: np.ndarray, limit: int = 5) -> str:
     uniq = np.unique(values)
     shown = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in uniq[:limit])
@@ -50,6 +54,22 @@ class Domain:
     def is_metric(self) -> bool:
         return False
 
+    #: values are numbers (read from text as numbers) rather than labels
+    is_numeric = False
+    #: columns per value (2 for planar grids: lat, lon)
+    columns = 1
+
+    def invalid(self, values) -> np.ndarray:
+        """Boolean mask of the values :meth:`encode` would refuse (to name their rows)."""
+        arr = np.asarray(values)
+        bad = np.zeros(arr.shape[0] if arr.ndim else 1, dtype=bool)
+        for i in range(0, bad.size, 1 << 16):  # per slice, not per value
+            try:
+                self.encode(arr[i:i + (1 << 16)])
+            except Exception:  # noqa: BLE001 - only to locate; the caller shows the message
+                bad[i:i + (1 << 16)] = True
+        return bad
+
     def spec(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -78,15 +98,47 @@ class IntegerDomain(Domain):
     def is_metric(self) -> bool:
         return True
 
+    is_numeric = True
+
+    def _numbers(self, values) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.ndim != 1:
+            arr = arr.reshape(-1) if arr.ndim == 0 else arr
+            if arr.ndim != 1:
+                raise LocalPrivError(f"integer domain: values must be a 1-D array, got shape {arr.shape}")
+        if arr.dtype.kind in "OUS":
+            import pandas as pd
+            num = pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=float)
+            text = np.isnan(num) & ~pd.Series(arr, dtype=object).map(
+                lambda v: isinstance(v, float) and v != v).to_numpy(dtype=bool)
+            if text.any():
+                raise _NotNumbers(arr[text])
+            arr = num
+        elif arr.dtype.kind not in "iubf":
+            raise LocalPrivError(f"integer domain: cannot read values of type {arr.dtype}")
+        return arr
+
+    def invalid(self, values) -> np.ndarray:
+        try:
+            arr = self._numbers(values)
+        except _NotNumbers:
+            import pandas as pd
+            arr = pd.to_numeric(pd.Series(np.asarray(values), dtype=object),
+                                errors="coerce").to_numpy(dtype=float)
+        if arr.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                return ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < self.lo) | (arr > self.hi)
+        return (arr < self.lo) | (arr > self.hi)
+
     def encode(self, values) -> np.ndarray:
         arr = np.asarray(values)
         if arr.size == 0:
             raise LocalPrivError("no values given: the input is empty")
-        if arr.dtype.kind in "OUS":
-            try:
-                arr = arr.astype(float)
-            except ValueError:
-                raise LocalPrivError("integer domain: some values are not numbers") from None
+        try:
+            arr = self._numbers(arr)
+        except _NotNumbers as exc:
+            raise LocalPrivError(f"integer domain {self.spec()}: values that are not numbers: "
+                                 f"{_describe_bad(np.asarray(exc.args[0], dtype=str))}") from None
         if arr.dtype.kind == "f":
             nan = ~np.isfinite(arr)
             if nan.any():
@@ -94,9 +146,13 @@ class IntegerDomain(Domain):
             frac = arr != np.round(arr)
             if frac.any():
                 raise LocalPrivError(f"integer domain: non-integer values {_describe_bad(arr[frac])}")
-            arr = arr.astype(np.int64)
-        elif arr.dtype.kind not in "iub":
-            raise LocalPrivError(f"integer domain: cannot read values of type {arr.dtype}")
+            out = (arr < self.lo) | (arr > self.hi)  # before any cast: 1e300 stays 1e300
+            if out.any():
+                raise LocalPrivError(
+                    f"values outside the domain {self.lo}..{self.hi}: {_describe_bad(arr[out])}")
+        elif arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+            raise LocalPrivError(f"values outside the domain {self.lo}..{self.hi}: "
+                                 f"{_describe_bad(arr[arr > self.hi])}")
         arr = arr.astype(np.int64, copy=False)
         out = (arr < self.lo) | (arr > self.hi)
         if out.any():
@@ -133,8 +189,16 @@ class CategoricalDomain(Domain):
     def size(self) -> int:
         return len(self._labels)
 
-    def encode(self, values) -> np.ndarray:
+    def invalid(self, values) -> np.ndarray:
         arr = np.asarray(values, dtype=object).ravel()
+        uniq, inv = np.unique(arr.astype(str), return_inverse=True)
+        return np.array([u not in self._index_str for u in uniq], dtype=bool)[inv]
+
+    def encode(self, values) -> np.ndarray:
+        arr = np.asarray(values, dtype=object)
+        if arr.ndim > 1:
+            raise LocalPrivError(f"categorical domain: values must be a 1-D array, got shape {arr.shape}")
+        arr = arr.ravel()
         if arr.size == 0:
             raise LocalPrivError("no values given: the input is empty")
         uniq, inv = np.unique(arr.astype(str), return_inverse=True)

@@ -82,12 +82,14 @@ class Estimate:
 
     def save(self, path) -> Path:
         """Write as JSON (``.json``: estimate and metadata) or CSV (value, probability)."""
+        from .formats import ESTIMATE_SUFFIXES, atomic_output
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".json":
-            path.write_text(json.dumps(self.to_dict(), indent=2))
-        else:
-            self.to_frame().to_csv(path, index=False)
+        with atomic_output(path, ESTIMATE_SUFFIXES, what="estimate file") as tmp:
+            if path.suffix.lower() == ".json":
+                tmp.write_text(json.dumps(self.to_dict(), indent=2))
+            else:
+                self.to_frame().to_csv(tmp, index=False)
         return path
 
     def __repr__(self) -> str:

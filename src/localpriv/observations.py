@@ -21,6 +21,11 @@ from .mechanisms.base import LikelihoodBlock
 __all__ = ["ObservationBlock", "Observations"]
 
 
+def _fractional(df):
+    raise LocalPrivError("counts with fractions (weights) cannot be saved as a counts file: "
+                         "counts files hold whole numbers")
+
+
 @dataclass
 class ObservationBlock:
     """Distinct reports of one mechanism and their counts."""
@@ -30,8 +35,11 @@ class ObservationBlock:
     counts: np.ndarray
 
     def __post_init__(self):
-        self.reports = np.asarray(self.reports)
+        from .reports import validate_reports  # reports imports this module's siblings only
+
+        self.mechanism = parse(self.mechanism)
         self.counts = check_counts(self.counts, name=f"counts of {self.mechanism}")
+        self.reports = validate_reports(self.mechanism, self.reports, where="", word="entry")
         if self.reports.shape[0] != self.counts.size:
             raise LocalPrivError(
                 f"{self.mechanism}: {self.reports.shape[0]} distinct reports but {self.counts.size} counts"
@@ -124,34 +132,36 @@ class Observations:
             frames.append(pd.DataFrame({"mechanism": str(b.mechanism), "report": rep_col, "count": b.counts}))
         return pd.concat(frames, ignore_index=True)
 
-    def save(self, path) -> Path:
-        """Write the counts as CSV or Parquet (by extension): columns mechanism, report, count."""
-        path = Path(path)
+    def save(self, path, inputs=()) -> Path:
+        """Write the counts as a versioned counts file (``.csv`` or ``.parquet``), atomically
+        (:mod:`localpriv.formats`); counts files are mergeable inputs of :func:`~localpriv.aggregate`."""
+        from .aggregate import write_counts
         df = self.to_frame()
-        if path.suffix == ".parquet":
-            df.to_parquet(path, index=False)
-        else:
-            df.to_csv(path, index=False)
-        return path
+        df["count"] = np.round(df["count"].to_numpy(float)).astype(np.int64) if np.all(
+            df["count"].to_numpy(float) == np.round(df["count"].to_numpy(float))) else _fractional(df)
+        return write_counts(df, path, inputs)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, domain: Domain | None = None) -> "Observations":
+        """From a counts frame (mechanism, report, count); specs are read as untrusted data."""
         missing = {"mechanism", "report", "count"} - set(df.columns)
         if missing:
             raise LocalPrivError(f"counts table lacks column(s) {', '.join(sorted(missing))}")
+        if df["mechanism"].isna().any():
+            raise LocalPrivError(f"{int(df['mechanism'].isna().sum())} count row(s) have no mechanism")
         blocks = []
         for spec, grp in df.groupby("mechanism", sort=False):
-            mech = parse(spec, domain)
+            mech = parse(spec, domain, trusted=False)
             rep = grp["report"].to_numpy()
             if rep.dtype == object and len(rep) and isinstance(rep[0], (bytes, bytearray)):
                 rep = np.frombuffer(b"".join(rep), dtype=np.uint8).reshape(len(rep), -1)
+            elif rep.dtype == object:
+                rep = rep.astype(np.float64 if mech.report_kind == "float64" else np.int64)
             blocks.append(ObservationBlock(mech, rep, grp["count"].to_numpy(dtype=float)))
         return cls(blocks, domain)
 
     @classmethod
     def load(cls, path, domain: Domain | None = None) -> "Observations":
-        path = Path(path)
-        if not path.exists():
-            raise LocalPrivError(f"counts file {path} not found")
-        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-        return cls.from_frame(df, domain)
+        """Read counts (or reports: they are aggregated) from files, globs or folders."""
+        from .aggregate import aggregate
+        return aggregate(path, domain)

@@ -99,6 +99,16 @@ class GridDomain(Domain):
         idx[bad] = -1
         return idx
 
+    is_numeric = True
+    columns = 2
+
+    def invalid(self, values) -> np.ndarray:
+        arr = np.asarray(values, dtype=float)
+        bad = ~np.isfinite(arr).all(axis=1)
+        ok = np.flatnonzero(~bad)
+        bad[ok] = self.locate(arr[ok, 0], arr[ok, 1], outside="drop") < 0
+        return bad
+
     def encode(self, values) -> np.ndarray:
         """``values``: an ``n x 2`` array of (lat, lon); points outside the grid are an error."""
         arr = np.asarray(values, dtype=float)

@@ -13,10 +13,16 @@ __all__ = ["plt", "distributions_figure", "save"]
 
 
 def save(fig, path) -> Path:
+    """Save ``fig`` as PNG (or the extension's format) atomically: nothing appears at ``path``
+    unless the whole image was written (:func:`localpriv.formats.atomic_output`)."""
+    from .formats import atomic_output
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with atomic_output(path) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return path
 
 

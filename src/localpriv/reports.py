@@ -1,34 +1,54 @@
 """Reports: what leaves the users' devices, and the files that hold them.
 
 A report table has two columns: ``mechanism`` (the spec of the mechanism that produced the report,
-so one file can hold reports of many mechanisms) and ``report``. Reports are written as Parquet
-(default) or CSV. The ``report`` column is ``int64`` for index-valued outputs, ``double`` for
-continuous ones and ``binary`` for bit-packed vectors; one file holds one kind (ints and floats
-together are stored as ``double``).
+so one file can hold reports of many mechanisms) and ``report``. The ``report`` column is ``int64``
+for index-valued outputs, ``double`` for continuous ones and ``fixed_size_binary`` for bit-packed
+vectors. Files follow the versioned format of :mod:`localpriv.formats` (``docs/format.md``).
+
+The path of the data through this module is checked at every step: every value read is either
+turned into a report or refused with one line that says how many and where (row numbers); missing
+values are an error unless the caller asks to drop them, and then they are counted.
+
+Perturbing streams: values are read in chunks and obfuscated in fixed blocks of
+:func:`block_size` values, each block drawing from the caller's generator in turn. The reports
+therefore depend only on the seed (and the mechanism), never on how the input was chunked; for
+inputs of at most one block they are exactly ``mechanism.sample(values, rng)``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ._validation import LocalPrivError, check_rng
 from .domains import Domain
+from .formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _one_line, _open_text,
+                      expand_sources, file_type, rows_text)
 from .mechanisms import Mechanism, parse
 
-__all__ = ["perturb", "report_table", "write_reports", "read_values"]
+__all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values",
+           "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+
+#: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
+BLOCK_BYTES = 8 << 20
 
 
+# --------------------------------------------------------------------------------------------
+# Report tables
+# --------------------------------------------------------------------------------------------
 def _report_array(reports: np.ndarray) -> pa.Array:
     r = np.asarray(reports)
     if r.ndim == 2:  # bit-packed vectors, one row per report
         r = np.ascontiguousarray(r, dtype=np.uint8)
         width = r.shape[1]
-        return pa.array([bytes(x) for x in r], type=pa.binary(width)) if r.shape[0] < 1000 else \
-            pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), r.shape[0], [None, pa.py_buffer(r.tobytes())])
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), r.shape[0],
+                                                    [None, pa.py_buffer(r.tobytes())])
     if r.dtype.kind == "f":
         return pa.array(r, type=pa.float64())
     return pa.array(r.astype(np.int64), type=pa.int64())
@@ -42,49 +62,546 @@ def report_table(mechanism: Mechanism, reports: np.ndarray) -> pa.Table:
     return pa.table({"mechanism": mech, "report": arr})
 
 
+def block_size(mechanism: Mechanism) -> int:
+    """Values per perturbation block: ``BLOCK_BYTES`` (8 MiB) of reports, at least 1.
+
+    A report takes 8 bytes (index or float) or, for bit vectors, at most ``4 k`` bytes (SHE's
+    float32 vectors; unary encodings take ``k / 8``): blocks of ``2^20`` values for index-valued
+    mechanisms, ``2^21 / k`` for vector-valued ones. It depends on the mechanism only, so the reports
+    drawn from a seed do not depend on how the input is read.
+    """
+    width = 8 if mechanism.report_kind != "binary" else 4 * mechanism.k
+    return max(1, BLOCK_BYTES // width)
+
+
+class _Blocker:
+    """Cuts a stream of index arrays into fixed blocks and samples each with ``rng`` in turn."""
+
+    def __init__(self, mech: Mechanism, rng):
+        self.mech, self.rng = mech, rng
+        self.size = block_size(mech)
+        self.pending: list[np.ndarray] = []
+        self.npending = 0
+
+    def push(self, x: np.ndarray) -> Iterator[np.ndarray]:
+        self.pending.append(x)
+        self.npending += x.size
+        if self.npending < self.size:
+            return
+        buf = np.concatenate(self.pending)
+        full = (buf.size // self.size) * self.size
+        for s in range(0, full, self.size):
+            yield self.mech.sample(buf[s:s + self.size], self.rng)
+        rest = buf[full:]
+        self.pending, self.npending = ([rest], rest.size) if rest.size else ([], 0)
+
+    def flush(self) -> Iterator[np.ndarray]:
+        if self.npending:
+            buf = np.concatenate(self.pending)
+            self.pending, self.npending = [], 0
+            yield self.mech.sample(buf, self.rng)
+
+
+def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "") -> np.ndarray:
+    """Encode values (domain) or check indices (no domain); errors name the first bad rows."""
+    try:
+        return domain.encode(values) if domain is not None else mech._check_inputs(values)
+    except LocalPrivError as exc:
+        bad = None
+        if domain is not None and hasattr(domain, "invalid"):
+            try:
+                bad = np.flatnonzero(domain.invalid(values))
+            except Exception:  # noqa: BLE001 - the original message is the one to show
+                bad = None
+        if bad is None or bad.size == 0:
+            raise LocalPrivError(f"{where}{exc}") from None
+        raise LocalPrivError(f"{where}{exc} at {rows_text(bad + first_row)}") from None
+
+
+def _as_values(values, domain: Domain | None) -> np.ndarray:
+    arr = np.asarray(values)
+    two = domain is not None and getattr(domain, "columns", 1) == 2
+    if two:
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise LocalPrivError(f"values for a grid domain must be an n x 2 array of (lat, lon), "
+                                 f"got shape {arr.shape}")
+    elif arr.ndim > 1:
+        raise LocalPrivError(f"values must be a 1-D array (one value per user), got shape {arr.shape}; "
+                             "flatten it yourself if that is what you mean")
+    return arr
+
+
 def perturb(values, mechanism, rng, domain: Domain | None = None) -> pa.Table:
-    """Obfuscate raw ``values`` (encoded by ``domain``) with ``mechanism``; returns a report table."""
+    """Obfuscate raw ``values`` (encoded by ``domain``) with ``mechanism``; returns a report table.
+
+    Reproducible from ``rng``'s seed whatever the size (blocks of :func:`block_size` values drawn in
+    turn); at most one block gives exactly ``mechanism.sample(domain.encode(values), rng)``.
+    """
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
-    x = domain.encode(values) if domain is not None else mech._check_inputs(values)
-    return report_table(mech, mech.sample(x, rng))
+    x = _encode(domain, mech, _as_values(values, domain))
+    blocker = _Blocker(mech, rng)
+    parts = list(blocker.push(x)) + list(blocker.flush())
+    reports = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return report_table(mech, reports)
 
 
-def write_reports(table: pa.Table, path) -> Path:
-    """Write a report table to Parquet (``.parquet``) or CSV (``.csv``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        t = table.set_column(0, "mechanism", table.column("mechanism").cast(pa.string()))
-        if pa.types.is_fixed_size_binary(t.schema.field("report").type):
-            raise LocalPrivError("bit-vector reports cannot be written as CSV; use .parquet")
-        pacsv.write_csv(t, path)
-    elif path.suffix in (".parquet", ".pq"):
-        pq.write_table(table, path)
-    else:
-        raise LocalPrivError(f"unknown report file type {path.suffix!r}: use .parquet or .csv")
-    return path
+def write_reports(table: pa.Table, path, inputs=()) -> Path:
+    """Write a report table to Parquet (``.parquet``) or CSV (``.csv``), atomically and versioned
+    (see :mod:`localpriv.formats`)."""
+    with TableWriter(path, "reports", inputs) as w:
+        w.write(table)
+    return w.path
 
 
-def read_values(path, column: str | None = None) -> np.ndarray:
-    """Read raw values from a CSV or Parquet file: one column (the first by default), or several
-    named with commas (``"lat,lon"`` for a planar grid), returned as an ``n x c`` array."""
-    path = Path(path)
-    if not path.exists():
+# --------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------
+def _value_batches(path: str, cols: list[str]) -> Iterator[tuple[list[pa.Array], int]]:
+    ftype = file_type(path)
+    if ftype == "parquet":
+        try:
+            pf = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+        names = pf.schema_arrow.names
+        _check_columns(path, cols, names)
+        row = 1
+        for b in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=cols):
+            yield [b.column(c) for c in cols], row
+            row += b.num_rows
+        return
+    bad: list = []
+
+    def on_invalid(r):
+        bad.append((r.number, r.text))
+        return "skip"
+
+    reader = pacsv.open_csv(
+        _open_text(path),
+        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False),
+        parse_options=pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=on_invalid),
+        convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in cols},
+                                             strings_can_be_null=True, include_columns=cols,
+                                             include_missing_columns=True))
+    names = [f.name for f in reader.schema]
+    line = 2
+    for b in reader:
+        if bad:
+            n, text = bad[0]
+            cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
+            raise LocalPrivError(f"{path}: line {n} {cause}")
+        if line == 2:
+            _check_columns(path, cols, _csv_header(path))
+        yield [b.column(c) for c in cols], line
+        line += b.num_rows
+    if bad:
+        n, text = bad[0]
+        cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
+        raise LocalPrivError(f"{path}: line {n} {cause}")
+
+
+def _csv_header(path: str) -> list[str]:
+    stream = _open_text(path)
+    try:
+        head = stream.read(1 << 16)
+    finally:
+        stream.close()
+    line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+    return [c.strip().strip('"') for c in line.split(",")]
+
+
+def _check_columns(path, cols, names):
+    for c in cols:
+        if c not in names:
+            raise LocalPrivError(f"{path} has no column {c!r}; columns: {', '.join(map(str, names))}")
+
+
+def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
+    """Arrow value columns -> NumPy: numbers for numeric domains (text that is no number stays text,
+    so the domain names it), labels as text."""
+    out = []
+    numeric = domain is None or getattr(domain, "is_numeric", False)
+    for a in arrays:
+        if pa.types.is_dictionary(a.type):
+            a = a.cast(a.type.value_type)
+        if numeric and (pa.types.is_string(a.type) or pa.types.is_large_string(a.type)):
+            try:
+                a = pc.cast(pc.utf8_trim_whitespace(a), pa.float64())
+            except pa.ArrowInvalid:
+                pass
+        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+            out.append(np.asarray(a.to_numpy(zero_copy_only=False), dtype=object))
+        else:
+            out.append(a.to_numpy(zero_copy_only=False))
+    if len(out) == 1:
+        return out[0]
+    return np.column_stack(out)
+
+
+def iter_values(path, column: str | None = None, *, domain: Domain | None = None,
+                drop_missing: bool = False, stats: dict | None = None) -> Iterator[tuple[np.ndarray, int]]:
+    """Stream raw values from a CSV or Parquet file as ``(values, first_row)`` chunks.
+
+    ``column``: one column (default: the first), or several named with commas (``"lat,lon"`` for a
+    planar grid, returned as ``n x c``). Missing values (empty cells, blank lines, nulls) are an
+    error naming their rows, unless ``drop_missing``: then they are left out and counted in
+    ``stats["dropped"]`` (``stats["rows"]`` counts every row read).
+    """
+    path = str(path)
+    if not Path(path).exists():
         raise LocalPrivError(f"input file {path} not found")
-    if path.suffix in (".parquet", ".pq"):
-        table = pq.read_table(path)
+    ftype = file_type(path)
+    if column:
+        cols = [c.strip() for c in column.split(",")]
+    elif ftype == "parquet":
+        try:
+            cols = [pq.read_schema(path).names[0]]
+        except (pa.ArrowException, OSError, IndexError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
     else:
-        table = pacsv.read_csv(path)
-    if table.num_rows == 0:
-        raise LocalPrivError(f"{path} has no rows")
-    cols = [c.strip() for c in column.split(",")] if column else [table.column_names[0]]
-    arrays = []
-    for col in cols:
-        if col not in table.column_names:
-            raise LocalPrivError(f"{path} has no column {col!r}; columns: {', '.join(table.column_names)}")
-        arr = table.column(col)
-        if arr.null_count:
-            raise LocalPrivError(f"column {col!r} of {path} has {arr.null_count} missing value(s)")
-        arrays.append(arr.to_numpy(zero_copy_only=False))
-    return arrays[0] if len(arrays) == 1 else np.column_stack(arrays)
+        cols = [_csv_header(path)[0]]
+    stats = {} if stats is None else stats
+    stats.setdefault("rows", 0)
+    stats.setdefault("dropped", 0)
+    try:
+        for arrays, first in _value_batches(path, cols):
+            n = len(arrays[0])
+            stats["rows"] += n
+            missing = np.zeros(n, dtype=bool)
+            for a in arrays:
+                if a.null_count:
+                    missing |= a.is_null().to_numpy(zero_copy_only=False)
+                if pa.types.is_string(a.type):
+                    missing |= pc.equal(pc.utf8_trim_whitespace(a), "").fill_null(True).to_numpy(
+                        zero_copy_only=False)
+            if missing.any():
+                where = np.flatnonzero(missing)
+                if not drop_missing:
+                    raise LocalPrivError(
+                        f"{path}: {where.size} missing value(s) in column {','.join(cols)} at "
+                        f"{rows_text(where + first, word='line' if ftype == 'csv' else 'row')}; "
+                        "fill them, or drop and count them with --drop-missing")
+                stats["dropped"] += int(where.size)
+                keep = pa.array(~missing)
+                arrays = [a.filter(keep) for a in arrays]
+            vals = _to_numpy(arrays, domain)
+            if len(vals):
+                yield vals, first
+    except LocalPrivError:
+        raise
+    except (pa.ArrowException, OSError, UnicodeError) as exc:
+        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+
+
+def read_values(path, column: str | None = None, *, domain: Domain | None = None,
+                drop_missing: bool = False) -> np.ndarray:
+    """All values of a CSV or Parquet file column (see :func:`iter_values`) as one array."""
+    parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing)]
+    if not parts:
+        raise LocalPrivError(f"{path} has no values")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+@dataclass
+class PerturbSummary:
+    """What :func:`perturb_file` did: rows read, values dropped (missing), reports written."""
+
+    rows: int
+    dropped: int
+    reports: int
+    mechanism: str
+    path: Path
+
+
+def perturb_file(input, output, mechanism, domain: Domain, rng, *, column: str | None = None,
+                 drop_missing: bool = False, progress: Callable[[int], None] | None = None) -> PerturbSummary:
+    """Stream a values file through ``mechanism`` into a report file, in bounded memory.
+
+    The output is written atomically (nothing appears unless every value was turned into a report)
+    and every row is accounted for: ``rows == reports + dropped``.
+    """
+    rng = check_rng(rng)
+    mech = parse(mechanism, domain)
+    stats: dict = {}
+    blocker = _Blocker(mech, rng)
+    path = str(input)
+    with TableWriter(output, "reports", inputs=[input]) as w:
+        for vals, first in iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats):
+            x = _encode(domain, mech, _as_values(vals, domain), first,
+                        where=f"{path}: ")
+            for rep in blocker.push(x):
+                w.write(report_table(mech, rep))
+            if progress is not None:
+                progress(stats["rows"])
+        for rep in blocker.flush():
+            w.write(report_table(mech, rep))
+        if w.rows == 0:
+            raise LocalPrivError(f"{path} has no values" + (f" ({stats['dropped']} missing, dropped)"
+                                                           if stats.get("dropped") else ""))
+        if w.rows + stats["dropped"] != stats["rows"]:  # pragma: no cover - an internal invariant
+            raise LocalPrivError(f"internal error: {stats['rows']} rows read but {w.rows} reports "
+                                 f"and {stats['dropped']} dropped")
+    return PerturbSummary(stats["rows"], stats["dropped"], w.rows, str(mech), w.path)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading reports and counts back, checked
+# --------------------------------------------------------------------------------------------
+_PARSED: dict = {}
+
+
+def _mechanism(spec: str, domain: Domain | None, where: str) -> Mechanism:
+    key = (spec, None if domain is None else domain.spec())
+    mech = _PARSED.get(key)
+    if mech is None:
+        try:
+            mech = parse(spec, domain, trusted=False)
+        except LocalPrivError as exc:
+            raise LocalPrivError(f"{where}: {exc}") from None
+        if len(_PARSED) > 256:
+            _PARSED.clear()
+        _PARSED[key] = mech
+    return mech
+
+
+def _report_width(mech: Mechanism) -> int:
+    """Bytes of one bit-vector report of ``mech`` (from one draw with a throwaway generator)."""
+    w = getattr(mech, "_report_width_cache", None)
+    if w is None:
+        w = int(np.asarray(mech.sample(np.zeros(1, dtype=np.int64), np.random.default_rng(0))).shape[1])
+        try:
+            mech._report_width_cache = w
+        except AttributeError:  # pragma: no cover - slotted classes
+            pass
+    return w
+
+
+def _locate_bad(check: Callable[[np.ndarray], None], reports: np.ndarray, limit: int = 5) -> list[int]:
+    """Indices of the first rows ``check`` refuses, by bisection (only on the error path)."""
+    found: list[int] = []
+
+    def visit(lo, hi):
+        if len(found) >= limit:
+            return
+        try:
+            check(reports[lo:hi])
+            return
+        except LocalPrivError:
+            if hi - lo == 1:
+                found.append(lo)
+                return
+        mid = (lo + hi) // 2
+        visit(lo, mid)
+        visit(mid, hi)
+
+    visit(0, reports.shape[0])
+    return found
+
+
+def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
+    kind = mech.report_kind
+
+    def check(r: np.ndarray) -> None:
+        if kind == "binary":
+            if r.ndim != 2 or r.dtype != np.uint8:
+                raise LocalPrivError(f"{mech}: reports are bit vectors (bytes), got {r.dtype} values")
+            width = _report_width(mech)
+            if r.shape[1] != width:
+                raise LocalPrivError(f"{mech}: reports have {width} bytes, got {r.shape[1]}")
+            vectors = getattr(mech, "vectors", None)
+            if vectors is not None and r.shape[0]:
+                if not np.all(np.isfinite(vectors(r))):
+                    raise LocalPrivError(f"{mech}: reports hold NaN or infinite entries")
+            return
+        if r.ndim != 1:
+            raise LocalPrivError(f"{mech}: reports must be single values, got shape {r.shape}")
+        if r.dtype.kind == "f" and not np.all(np.isfinite(r)):
+            raise LocalPrivError(f"{mech}: reports contain NaN or infinite values")
+        if kind == "int64" and r.dtype.kind == "f" and np.any(r != np.round(r)):
+            raise LocalPrivError(f"{mech}: reports must be whole numbers (output indices)")
+        if kind == "int64" and r.dtype.kind not in "iuf":
+            raise LocalPrivError(f"{mech}: reports must be integers, got {r.dtype}")
+        if kind == "float64" and r.dtype.kind not in "iuf":
+            raise LocalPrivError(f"{mech}: reports must be numbers, got {r.dtype}")
+        if r.size and kind == "int64":
+            mech.output_index(r)
+    return check
+
+
+def validate_reports(mech: Mechanism, reports, where: str = "", first_row: int = 1,
+                     word: str = "row") -> np.ndarray:
+    """Check reports against ``mech``'s output space (kind, width, range, NaN); refuse with the
+    first bad rows named. Returns the reports as a NumPy array (``int64``, ``float64`` or ``n x w``
+    ``uint8``)."""
+    r = np.asarray(reports)
+    if mech.report_kind == "int64" and r.dtype.kind == "f":
+        check = _check_one(mech)
+    elif mech.report_kind == "float64" and r.dtype.kind in "iu":
+        r = r.astype(np.float64)
+        check = _check_one(mech)
+    else:
+        check = _check_one(mech)
+    try:
+        check(r)
+    except LocalPrivError as exc:
+        bad = _locate_bad(check, r) if r.ndim >= 1 and r.shape[0] > 0 else []
+        at = f" at {rows_text(np.asarray(bad) + first_row, word=word)}" if bad else ""
+        raise LocalPrivError(f"{where}{exc}{at}") from None
+    if mech.report_kind == "int64" and r.dtype.kind == "f":
+        r = r.astype(np.int64)
+    return r
+
+
+def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: np.ndarray, word: str):
+    """The CSV text form of reports -> typed values for ``mech``."""
+    kind = mech.report_kind
+    text = pc.utf8_trim_whitespace(arr)
+    if kind == "binary":
+        vals = text.to_numpy(zero_copy_only=False)
+        try:
+            width = {len(v) for v in vals}
+            if len(width) > 1:
+                raise ValueError("reports of different lengths")
+            buf = bytes.fromhex("".join(vals))
+        except ValueError:
+            bad = [i for i, v in enumerate(vals) if not _is_hex(v, len(vals[0]))][:5]
+            raise LocalPrivError(f"{where}{mech}: bit-vector reports must be hex text of one length, at "
+                                 f"{rows_text(rows[bad] + first, len(bad), word=word)}") from None
+        n = len(vals)
+        return np.frombuffer(buf, dtype=np.uint8).reshape(n, -1) if n else np.zeros((0, 0), np.uint8)
+    target = pa.int64() if kind == "int64" else pa.float64()
+    try:
+        return pc.cast(text, target).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:
+        ok = pc.match_substring_regex(text, r"^[+-]?\d+$" if kind == "int64" else
+                                      r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan|Infinity|NaN)$")
+        bad = np.flatnonzero(~ok.fill_null(False).to_numpy(zero_copy_only=False))
+        what = "whole numbers (output indices)" if kind == "int64" else "numbers"
+        raise LocalPrivError(f"{where}{mech}: reports must be {what}, at "
+                             f"{rows_text(rows[bad] + first, bad.size, word=word)}") from None
+
+
+def _is_hex(v: str, width: int) -> bool:
+    try:
+        bytes.fromhex(v)
+    except ValueError:
+        return False
+    return len(v) == width
+
+
+def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarray:
+    """A count column -> int64, refusing text, fractions, negatives and values above 2^53."""
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        text = pc.utf8_trim_whitespace(arr)
+        ok = pc.match_substring_regex(text, r"^\+?\d{1,16}$").fill_null(False).to_numpy(zero_copy_only=False)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            raise LocalPrivError(f"{where}counts must be whole numbers >= 0, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        c = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
+    else:
+        v = arr.to_numpy(zero_copy_only=False)
+        if v.dtype.kind not in "iuf":
+            raise LocalPrivError(f"{where}the count column holds {arr.type}, not whole numbers")
+        with np.errstate(invalid="ignore"):
+            okf = np.isfinite(v) & (v == np.round(v)) if v.dtype.kind == "f" else np.ones(v.size, bool)
+        bad = np.flatnonzero(~okf | (v < 0) | (v > 2.0 ** 53))
+        if bad.size:
+            raise LocalPrivError(f"{where}counts must be whole numbers from 0 to 2^53, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        c = v.astype(np.int64)
+    bad = np.flatnonzero((c < 0) | (c > 2 ** 53))
+    if bad.size:
+        raise LocalPrivError(f"{where}counts must be whole numbers from 0 to 2^53, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    return c
+
+
+def _batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None):
+    """One checked batch -> ``[(spec, mech, reports, counts)]`` (counts ``None`` for report files)."""
+    word = "line" if src.ftype == "csv" else "row"
+    where = f"{src.path}: "
+    mech_col = batch.column("mechanism")
+    if pa.types.is_dictionary(mech_col.type):
+        mech_col = mech_col.cast(mech_col.type.value_type)
+    if not (pa.types.is_string(mech_col.type) or pa.types.is_large_string(mech_col.type)):
+        raise LocalPrivError(f"{where}the mechanism column holds {mech_col.type}, not spec strings")
+    empty = mech_col.is_null()
+    empty = pc.or_(empty, pc.equal(pc.utf8_trim_whitespace(mech_col), "").fill_null(True))
+    if pc.any(empty).as_py():
+        bad = np.flatnonzero(empty.to_numpy(zero_copy_only=False))
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no mechanism, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    rep = batch.column("report")
+    if rep.null_count:
+        bad = np.flatnonzero(rep.is_null().to_numpy(zero_copy_only=False))
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no report, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    counts = None
+    if src.kind == "counts":
+        ccol = batch.column("count")
+        if ccol.null_count:
+            bad = np.flatnonzero(ccol.is_null().to_numpy(zero_copy_only=False))
+            raise LocalPrivError(f"{where}{bad.size} row(s) have no count, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        counts = _counts_column(ccol, where, first, word)
+    enc = pc.dictionary_encode(mech_col)
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    specs = enc.dictionary.to_pylist()
+    out = []
+    is_text = pa.types.is_string(rep.type) or pa.types.is_large_string(rep.type)
+    single = len(specs) == 1
+    for i, spec in enumerate(specs):
+        rows = np.arange(batch.num_rows) if single else np.flatnonzero(codes == i)
+        mech = _mechanism(spec, domain, f"{src.path} ({word} {rows[0] + first})")
+        part = rep if single else rep.take(pa.array(rows))
+        if is_text:
+            r = _text_reports(mech, part, where, first, rows, word)
+        elif pa.types.is_fixed_size_binary(part.type) or pa.types.is_binary(part.type):
+            if mech.report_kind != "binary":
+                raise LocalPrivError(f"{where}{mech} reports are numbers but the file holds bit vectors "
+                                     f"({word} {rows[0] + first})")
+            if pa.types.is_fixed_size_binary(part.type):
+                width = part.type.byte_width
+                buf = part.buffers()[1]
+                r = np.frombuffer(buf, dtype=np.uint8, count=(part.offset + len(part)) * width)[
+                    part.offset * width:].reshape(len(part), width).copy()
+            else:
+                vals = part.to_numpy(zero_copy_only=False)
+                lens = {len(v) for v in vals}
+                if len(lens) > 1:
+                    raise LocalPrivError(f"{where}{mech}: bit-vector reports of different lengths")
+                r = np.frombuffer(b"".join(vals), dtype=np.uint8).reshape(len(vals), -1)
+        else:
+            r = part.to_numpy(zero_copy_only=False)
+            if mech.report_kind == "binary":
+                raise LocalPrivError(f"{where}{mech} reports are bit vectors but the file holds "
+                                     f"{part.type} values ({word} {rows[0] + first})")
+        if not single:
+            # rows of this mechanism are not contiguous: name them by their own positions
+            try:
+                r = validate_reports(mech, r, where)
+            except LocalPrivError:
+                chk = _check_one(mech)
+                bad = _locate_bad(chk, np.asarray(r))
+                raise LocalPrivError(f"{where}{mech}: invalid reports at "
+                                     f"{rows_text(rows[bad] + first, len(bad), word=word)}") from None
+        else:
+            r = validate_reports(mech, r, where, first, word)
+        c = None if counts is None else (counts if single else counts[rows])
+        out.append((spec, mech, r, c))
+    return out
+
+
+def read_reports(inputs, domain: Domain | None = None) -> Iterator[tuple[Source, list]]:
+    """Stream checked reports and counts from files, globs, folders and hive-partitioned datasets:
+    yields ``(source, [(spec, mechanism, reports, counts_or_None), ...])`` per batch.
+
+    Every row is either yielded or refused with a one-line :class:`LocalPrivError` naming the file
+    and rows; specs are parsed as untrusted data (``parse(..., trusted=False)``).
+    """
+    for src in expand_sources(inputs):
+        for batch, first in src.batches():
+            if batch.num_rows:
+                yield src, _batch_reports(batch, src, first, domain)

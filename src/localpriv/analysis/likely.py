@@ -247,7 +247,8 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float = 1e-6
 
 def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
                                 max_iter: int = 10_000, max_size: int = 20_000,
-                                accelerate: str | None = None, stop: str = "loglik") -> Estimate:
+                                accelerate: str | None = None, stop: str = "loglik",
+                                counts=None) -> Estimate:
     """Estimate a distribution on the integers, bounds unknown, from linear geometric reports.
 
     Users report ``z = x + N`` (seed 001 Eq. 6, ``P(z|x) = c e^{-eps |z - x|}``) with ``x`` any
@@ -265,6 +266,8 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
         Refuse likely subsets larger than this (the dense likelihood is ``size x distinct reports``).
     accelerate : {None, "squarem"}, stop : {"loglik", "max_abs"}
         Passed to :func:`localpriv.estimators.ibu.ibu`.
+    counts : array of int, optional
+        How often each entry of ``reports`` was seen (then ``reports`` are distinct values).
     """
     from ..estimators.ibu import ibu
     from ..mechanisms.geometric import Geometric
@@ -283,7 +286,11 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
                              "report in coarser units or raise max_size")
     domain = IntegerDomain(xmin, xmax)
     mech = Geometric(size, eps)  # untruncated; index units = value - xmin
-    obs = Observations.from_reports(mech, z - xmin, domain)
+    if counts is None:
+        obs = Observations.from_reports(mech, z - xmin, domain)
+    else:  # distinct reports with their counts (what aggregation gives): memory by distinct reports
+        from ..observations import ObservationBlock
+        obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
     est = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop)
     est.estimator = "ibu-likely"
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}

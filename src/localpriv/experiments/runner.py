@@ -110,7 +110,9 @@ def run_experiment(name: str, out, *, runs: int | None = None, seed: int = 0, qu
     }
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(to_jsonable(record), indent=1))
+    from ..formats import atomic_output
+    with atomic_output(out / f"{name}.json") as tmp:
+        tmp.write_text(json.dumps(to_jsonable(record), indent=1))
     if exp.plot is not None:
         exp.plot(results, params, out / f"{name}.png")
     return record

@@ -152,7 +152,7 @@ def _parse_value(text: str):
     text = text.strip()
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text  # bare word, e.g. a file name
 
 
@@ -179,20 +179,37 @@ def format_spec(name: str, params: dict[str, Any]) -> str:
     return f"{name}({inner})"
 
 
-def parse(spec: "str | Mechanism", domain=None) -> "Mechanism":
+#: Longest spec accepted from a file (``trusted=False``): inline matrices stay small.
+MAX_UNTRUSTED_SPEC = 100_000
+#: Parameters that name files: only accepted from the command line or the API (``trusted=True``).
+FILE_PARAMETERS = frozenset({"file", "path"})
+
+
+def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mechanism":
     """Build a mechanism from its spec string, e.g. ``parse("krr(k=100,eps=2.0)")``.
 
     ``domain`` (a :class:`~localpriv.domains.Domain`) lets a spec leave out what the domain
     implies (``krr(eps=2.0)`` on a 100-element domain has ``k=100``); a ``k`` that disagrees with
     the domain is an error.
+
+    ``trusted=False`` is for specs read from report or counts files, which are data, never
+    instructions: parameters naming files (``matrix(file=...)``) are refused and the spec's length
+    is capped (:data:`MAX_UNTRUSTED_SPEC`), so a file cannot make the process read other files;
+    dense channels built later are capped by the mechanisms themselves. A key given twice is an
+    error in either mode.
     """
     if isinstance(spec, Mechanism):
         mech = spec
     else:
         _load_all()
+        if not isinstance(spec, str):
+            raise LocalPrivError(f"a mechanism spec must be a string, got {type(spec).__name__}")
+        if not trusted and len(spec) > MAX_UNTRUSTED_SPEC:
+            raise LocalPrivError(f"mechanism spec of {len(spec)} characters refused (at most "
+                                 f"{MAX_UNTRUSTED_SPEC} from a file)")
         m = _SPEC_RE.match(str(spec))
         if not m:
-            raise LocalPrivError(f"cannot read mechanism spec {spec!r}: expected NAME(key=value,...)")
+            raise LocalPrivError(f"cannot read mechanism spec {_short(spec)}: expected NAME(key=value,...)")
         name, body = m.group(1), m.group(2) or ""
         cls = _REGISTRY.get(name)
         if cls is None:
@@ -203,12 +220,28 @@ def parse(spec: "str | Mechanism", domain=None) -> "Mechanism":
         for part in _split_args(body):
             key, eq, val = part.partition("=")
             if not eq or not key.strip().isidentifier():
-                raise LocalPrivError(f"cannot read argument {part.strip()!r} of spec {spec!r}: expected key=value")
-            params[key.strip()] = _parse_value(val)
-        mech = cls.from_params(params, domain)
+                raise LocalPrivError(f"cannot read argument {part.strip()[:40]!r} of spec {_short(spec)}: expected key=value")
+            key = key.strip()
+            if key in params:
+                raise LocalPrivError(f"spec {_short(spec)} gives {key} twice")
+            if not trusted and key in FILE_PARAMETERS:
+                raise LocalPrivError(f"spec {_short(spec)} names a file ({key}=...): specs read from "
+                                     "files cannot open files; give such a mechanism on the command line")
+            params[key] = _parse_value(val)
+        try:
+            mech = cls.from_params(params, domain)
+        except LocalPrivError:
+            raise
+        except (TypeError, ValueError, ArithmeticError) as exc:  # a parameter of the wrong type
+            raise LocalPrivError(f"cannot build {_short(spec)}: {exc}") from None
     if domain is not None and mech.k != domain.size:
         raise LocalPrivError(f"mechanism {mech} has {mech.k} inputs but the domain has {domain.size} elements")
     return mech
+
+
+def _short(spec: str, limit: int = 80) -> str:
+    text = str(spec)
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 # --------------------------------------------------------------------------------------------

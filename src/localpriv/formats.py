@@ -1,0 +1,538 @@
+"""Files: the versioned report and counts formats, atomic outputs, and checked, streaming readers.
+
+Everything that crosses a file boundary goes through this module, so that every entry point (the
+API, the command line, the service) reads and writes the same way and refuses the same way.
+The format is specified in ``docs/format.md``; in short:
+
+* A **report file** has the columns ``mechanism`` (the mechanism's spec string, e.g.
+  ``krr(k=100,eps=2.0)``) and ``report``; a **counts file** has ``mechanism``, ``report`` and
+  ``count`` (a whole number >= 0). Counts files are mergeable: aggregating counts files sums them.
+* **Parquet**: the schema's key-value metadata holds ``localpriv.format = "1"``,
+  ``localpriv.kind = "reports" | "counts"`` and ``localpriv.mechanisms`` (a JSON list of the specs in
+  the file). ``report`` is ``int64`` (output indices), ``double`` (continuous outputs),
+  ``fixed_size_binary`` (bit vectors) or ``string`` (the CSV text form below).
+* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=1 kind=reports``
+  (or ``kind=counts``), then the header line, the rows, and a last line ``#localpriv end rows=N``.
+  A file whose last line is missing was cut short and is refused. ``report`` is written as text:
+  a decimal integer, a float in shortest round-trip form, or lowercase hex for bit vectors.
+  CSV files without the ``#localpriv`` lines (written by another tool) are read as version 1
+  without the truncation check.
+
+Outputs are written under a temporary name in the target folder and renamed on success
+(:func:`atomic_output`): an interrupted or failed command leaves no output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from ._validation import LocalPrivError
+
+__all__ = [
+    "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
+    "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
+    "interrupt_cleanly",
+]
+
+#: The version of the report and counts formats this release writes and reads.
+FORMAT_VERSION = 1
+_CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)\s*$")
+_CSV_END = re.compile(r"^#localpriv end rows=(\d+)\s*$")
+REPORT_SUFFIXES = (".parquet", ".csv")
+ESTIMATE_SUFFIXES = (".json", ".csv")
+IMAGE_SUFFIXES = (".png",)
+#: CSV read in blocks of this many bytes (memory per block, not per file).
+CSV_BLOCK_BYTES = 8 << 20
+#: Parquet read in batches of this many rows.
+PARQUET_BATCH_ROWS = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------
+def rows_text(rows, total: int | None = None, limit: int = 5, word: str = "row") -> str:
+    """``"rows 3, 17, 42 and 9 more"``: where a problem is, 1-based, the first few."""
+    rows = [int(r) for r in rows]
+    total = len(rows) if total is None else int(total)
+    shown = ", ".join(str(r) for r in rows[:limit])
+    more = f" and {total - min(len(rows), limit)} more" if total > min(len(rows), limit) else ""
+    return f"{word}{'s' if total > 1 else ''} {shown}{more}"
+
+
+def _is_uri(text: str) -> bool:
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) is not None
+
+
+def _suffix(name: str) -> str:
+    low = name.lower()
+    return ".csv" if low.endswith(".csv.gz") else Path(low).suffix
+
+
+def file_type(path: str) -> str:
+    """``"parquet"`` or ``"csv"``, from the file's first bytes, checked against its extension."""
+    suffix = _suffix(path)
+    if _is_uri(path):
+        if suffix in (".parquet", ".pq"):
+            return "parquet"
+        if suffix == ".csv":
+            return "csv"
+        raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .parquet or .csv")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - 4))
+            tail = fh.read(4)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if size == 0:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    if head == b"PAR1":
+        if tail != b"PAR1" or size < 12:
+            raise LocalPrivError(f"{path} is a truncated Parquet file (no footer): it was cut short")
+        return "parquet"
+    if suffix in (".parquet", ".pq"):
+        raise LocalPrivError(f"{path} is not a Parquet file (it does not start with PAR1); "
+                             "if it is CSV, name it .csv")
+    if suffix in (".csv", ".txt", ".tsv") or path.lower().endswith(".csv.gz"):
+        if suffix != ".csv":
+            raise LocalPrivError(f"{path}: unknown file type {suffix!r}; use .csv or .parquet")
+        return "csv"
+    raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .csv or .parquet")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    return re.sub(r"\s+", " ", first)[:300]
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic outputs
+# --------------------------------------------------------------------------------------------
+def _same_file(a: str, b: str) -> bool:
+    if _is_uri(a) or _is_uri(b):
+        return a == b
+    pa_, pb = Path(a), Path(b)
+    try:
+        if pa_.exists() and pb.exists():
+            return os.path.samefile(pa_, pb)
+    except OSError:
+        pass
+    return pa_.resolve() == pb.resolve()
+
+
+def check_output(path, suffixes, inputs=(), what: str = "output") -> Path:
+    """Validate an output path before any work: a known extension, not one of the inputs."""
+    p = Path(path)
+    suffix = _suffix(p.name)
+    if suffix not in suffixes or p.name.lower().endswith(".gz"):
+        raise LocalPrivError(f"{what} {p}: unknown extension {suffix or '(none)'!r}; use "
+                             + " or ".join(suffixes))
+    if p.exists() and p.is_dir():
+        raise LocalPrivError(f"{what} {p} is a folder; give a file name")
+    for src in inputs:
+        if _same_file(str(p), str(src)):
+            raise LocalPrivError(f"{what} {p} is also an input; write to another file")
+    return p
+
+
+_LIVE_TEMPS: set[str] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@contextmanager
+def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
+    """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
+
+    The folder is created if missing. On any exception (or an interrupt, see
+    :func:`interrupt_cleanly`) the temporary file is removed and ``path`` is left as it was.
+    """
+    p = check_output(path, suffixes, inputs, what) if suffixes else Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=f".tmp{p.suffix}", dir=p.parent)
+    os.close(fd)
+    with _LIVE_LOCK:
+        _LIVE_TEMPS.add(tmp)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    finally:
+        with _LIVE_LOCK:
+            _LIVE_TEMPS.discard(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def interrupt_cleanly() -> None:
+    """Make SIGTERM (and SIGHUP) end the process through Python's normal unwinding, so that
+    :func:`atomic_output` removes its temporary files (the command line installs this)."""
+    def handler(signum, frame):  # pragma: no cover - exercised by the CLI tests in a subprocess
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+def _csv_report_column(arr: pa.Array) -> pa.Array:
+    """The CSV text form of a report column: bit vectors as lowercase hex."""
+    if pa.types.is_fixed_size_binary(arr.type) or pa.types.is_binary(arr.type):
+        vals = arr.to_numpy(zero_copy_only=False)
+        return pa.array([bytes(v).hex() for v in vals], type=pa.string())
+    return arr
+
+
+class TableWriter:
+    """Stream Arrow tables (``mechanism``, ``report`` [, ``count``]) to a report or counts file,
+    atomically, with the format version and the mechanisms' specs.
+
+    Use as a context manager; the file appears under its name only when the block succeeds.
+    """
+
+    def __init__(self, path, kind: str, inputs=()):
+        if kind not in ("reports", "counts"):
+            raise ValueError(kind)
+        self.kind = kind
+        self.path = check_output(path, REPORT_SUFFIXES, inputs, what=f"{kind} file")
+        self.rows = 0
+        self.specs: list[str] = []
+        self._ctx = None
+        self._tmp: Path | None = None
+        self._pq = None
+        self._fh = None
+        self._schema = None
+        self._header_done = False
+
+    def __enter__(self):
+        self._ctx = atomic_output(self.path)
+        self._tmp = self._ctx.__enter__()
+        if _suffix(self.path.name) == ".csv":
+            self._fh = open(self._tmp, "wb")
+            self._fh.write(f"#localpriv format={FORMAT_VERSION} kind={self.kind}\n".encode())
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        mech = table.column("mechanism")
+        if mech.null_count:
+            raise LocalPrivError("cannot write reports without a mechanism")
+        mech = mech.cast(pa.string())
+        for spec in pc.unique(mech).to_pylist():
+            if spec not in self.specs:
+                self.specs.append(spec)
+        cols = {"mechanism": mech, "report": table.column("report")}
+        if self.kind == "counts":
+            cols["count"] = table.column("count").cast(pa.int64())
+        t = pa.table(cols)
+        if self._fh is not None:
+            rep = t.column("report").combine_chunks() if t.num_rows else pa.array([], pa.string())
+            t = t.set_column(1, "report", _csv_report_column(rep))
+            opts = pacsv.WriteOptions(include_header=not self._header_done, quoting_style="needed")
+            pacsv.write_csv(t, self._fh, write_options=opts)
+            self._header_done = True
+        else:
+            if self._pq is None:
+                self._schema = t.schema
+                self._pq = pq.ParquetWriter(self._tmp, t.schema)
+            elif t.schema != self._schema:
+                raise LocalPrivError(f"{self.path}: reports of type {t.schema.field('report').type} cannot join "
+                                     f"reports of type {self._schema.field('report').type} in one Parquet file")
+            self._pq.write_table(t)
+        self.rows += t.num_rows
+
+    def _metadata(self) -> dict:
+        return {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
+                "localpriv.mechanisms": json.dumps(self.specs), "localpriv.rows": str(self.rows)}
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                if self._fh is not None:
+                    if not self._header_done:
+                        cols = "mechanism,report" + (",count" if self.kind == "counts" else "")
+                        self._fh.write((cols + "\n").encode())
+                    self._fh.write(f"#localpriv end rows={self.rows}\n".encode())
+                else:
+                    if self._pq is None:  # no rows: an empty file with the right columns
+                        fields = [pa.field("mechanism", pa.string()), pa.field("report", pa.int64())]
+                        if self.kind == "counts":
+                            fields.append(pa.field("count", pa.int64()))
+                        self._pq = pq.ParquetWriter(self._tmp, pa.schema(fields))
+                    self._pq.add_key_value_metadata(self._metadata())
+        finally:
+            if self._fh is not None:
+                self._fh.close()
+            if self._pq is not None:
+                self._pq.close()
+        return self._ctx.__exit__(exc_type, exc, tb)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading: sources of reports and counts
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Source:
+    """One file of reports or counts (a part of a dataset keeps its hive partition values)."""
+
+    path: str
+    ftype: str                       # "parquet" | "csv"
+    kind: str                        # "reports" | "counts"
+    version: int | None              # None: written by another tool (no localpriv marker)
+    constants: dict = field(default_factory=dict)  # hive partition values, e.g. {"mechanism": ...}
+    csv_header_lines: int = 0
+    declared_rows: int | None = None
+
+    def describe(self) -> str:
+        return self.path
+
+    def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
+        """``(batch, first_row)`` with columns mechanism, report [, count]; ``first_row`` is the
+        1-based data row (CSV: line) of the batch's first row."""
+        reader = self._parquet_batches if self.ftype == "parquet" else self._csv_batches
+        try:
+            yield from reader()
+        except LocalPrivError:
+            raise
+        except (pa.ArrowException, OSError, UnicodeError, ValueError) as exc:
+            raise LocalPrivError(f"cannot read {self.path}: {_one_line(exc)}") from None
+
+    # ---- Parquet ------------------------------------------------------------------------------
+    def _parquet_batches(self):
+        pf = pq.ParquetFile(self.path)
+        want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        names = pf.schema_arrow.names
+        present = [c for c in want if c in names]
+        row = 1
+        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=present):
+            batch = _with_constants(batch, self.constants, want)
+            yield batch, row
+            row += batch.num_rows
+
+    # ---- CSV ----------------------------------------------------------------------------------
+    def _csv_batches(self):
+        want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        invalid: list[tuple[int | None, str]] = []
+
+        def on_invalid(row):
+            invalid.append((row.number, row.text))
+            return "skip"
+
+        stream = _open_text(self.path)
+        reader = pacsv.open_csv(
+            stream,
+            read_options=pacsv.ReadOptions(skip_rows=self.csv_header_lines, block_size=CSV_BLOCK_BYTES,
+                                           use_threads=False),
+            parse_options=pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=on_invalid,
+                                             newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in want}, strings_can_be_null=True,
+                include_columns=[c for c in want if c not in self.constants],
+                include_missing_columns=False))
+        header = reader.schema.names
+        missing = [c for c in want if c not in header and c not in self.constants]
+        if missing:
+            raise LocalPrivError(f"{self.path} has no column(s) {', '.join(missing)}; "
+                                 f"columns: {', '.join(header) or '(none)'}")
+        line = self.csv_header_lines + 2  # the header line, then data from here
+        total = 0
+        for batch in reader:
+            _check_invalid(invalid, self, line + batch.num_rows)
+            yield _with_constants(batch, self.constants, want), line
+            line += batch.num_rows
+            total += batch.num_rows
+        _check_invalid(invalid, self, None, final=True)
+        if self.version is not None:
+            ends = [text for _, text in invalid if _CSV_END.match(text.strip())]
+            if not ends:
+                raise LocalPrivError(f"{self.path} is incomplete: its last line '#localpriv end rows=N' is "
+                                     f"missing (cut short after {total} rows)")
+            declared = int(_CSV_END.match(ends[-1].strip()).group(1))
+            if declared != total:
+                raise LocalPrivError(f"{self.path} says it holds {declared} rows but {total} were read")
+
+
+def _check_invalid(invalid, src: Source, upto, final: bool = False) -> None:
+    """Malformed CSV rows are errors; only the trailer line of a localpriv file is allowed."""
+    bad = [(n, t) for n, t in invalid if not (src.version is not None and _CSV_END.match(t.strip()))]
+    if bad:
+        n, t = bad[0]
+        where = f"line {n}" if n is not None else "a line"
+        cause = "is blank" if not t.strip() else f"has the wrong number of fields: {t[:60]!r}"
+        raise LocalPrivError(f"{src.path}: {where} {cause} ({len(bad)} malformed line(s) so far)")
+    if src.version is not None and not final:
+        ends = [n for n, t in invalid if _CSV_END.match(t.strip())]
+        if ends and upto is not None and ends[0] is not None and ends[0] < upto - 1:
+            raise LocalPrivError(f"{src.path}: rows follow the end line at line {ends[0]}")
+
+
+def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> pa.RecordBatch:
+    cols, names = [], []
+    for c in want:
+        if c in batch.schema.names:
+            cols.append(batch.column(c))
+        elif c in constants:
+            cols.append(pa.array([constants[c]] * batch.num_rows, type=pa.string()))
+        else:
+            raise LocalPrivError(f"missing column {c}")
+        names.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _open_text(path: str):
+    """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused."""
+    compression = "gzip" if path.lower().endswith(".gz") else None
+    with pa.input_stream(path, compression=compression) as probe:
+        head = probe.read(4)
+    if head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff"):
+        return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-16", "utf-8")
+    if head.startswith(b"\xef\xbb\xbf"):
+        return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-8-sig",
+                                           "utf-8")
+    return pa.input_stream(path, compression=compression)
+
+
+def _csv_marker(path: str) -> tuple[int | None, str | None, int]:
+    """``(version, kind, lines)`` from a CSV file's first line, ``(None, None, 0)`` without one."""
+    stream = _open_text(path)
+    try:
+        first = stream.read(512)
+    finally:
+        stream.close()
+    line = first.split(b"\n", 1)[0].rstrip(b"\r")
+    if not line.startswith(b"#"):
+        return None, None, 0
+    text = line.decode("utf-8", "replace")
+    m = _CSV_HEAD.match(text)
+    if not m:
+        raise LocalPrivError(f"{path}: first line {text[:60]!r} is not a localpriv format line "
+                             f"('#localpriv format={FORMAT_VERSION} kind=reports')")
+    version = m.group(1)
+    if version != str(FORMAT_VERSION):
+        raise LocalPrivError(f"{path} has localpriv format version {version}; this localpriv reads "
+                             f"version {FORMAT_VERSION}")
+    return FORMAT_VERSION, m.group(2), 1
+
+
+def _parquet_info(path: str) -> tuple[int | None, str | None, list[str]]:
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    meta = schema.metadata or {}
+    version = meta.get(b"localpriv.format")
+    kind = meta.get(b"localpriv.kind")
+    if version is not None and version.decode() != str(FORMAT_VERSION):
+        raise LocalPrivError(f"{path} has localpriv format version {version.decode()!r}; this localpriv "
+                             f"reads version {FORMAT_VERSION}")
+    return (None if version is None else FORMAT_VERSION,
+            None if kind is None else kind.decode(), schema.names)
+
+
+def _csv_columns(path: str, skip: int) -> list[str]:
+    stream = _open_text(path)
+    try:
+        head = stream.read(1 << 16)
+    finally:
+        stream.close()
+    lines = head.split(b"\n")
+    if len(lines) <= skip:
+        return []
+    header = lines[skip].rstrip(b"\r").decode("utf-8", "replace")
+    return [c.strip().strip('"') for c in header.split(",")]
+
+
+def open_source(path: str, constants: dict | None = None) -> Source:
+    """Inspect one report or counts file: its type, format version and kind."""
+    constants = dict(constants or {})
+    ftype = file_type(path)
+    if ftype == "parquet":
+        version, kind, names = _parquet_info(path)
+        lines = 0
+    else:
+        try:
+            version, kind, lines = _csv_marker(path)
+            names = _csv_columns(path, lines)
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    cols = set(names) | set(constants)
+    if kind is None:
+        kind = "counts" if "count" in cols else "reports"
+    if kind not in ("reports", "counts"):
+        raise LocalPrivError(f"{path}: unknown localpriv file kind {kind!r} (reports or counts)")
+    missing = {"mechanism", "report"} - cols
+    if missing:
+        raise LocalPrivError(f"{path} is not a report or counts file: no column(s) "
+                             f"{', '.join(sorted(missing))} (columns: {', '.join(names) or 'none'})")
+    if kind == "counts" and "count" not in cols:
+        raise LocalPrivError(f"{path} is marked as counts but has no count column")
+    return Source(path, ftype, kind, version, constants, lines)
+
+
+def _hive_constants(root: Path, file: Path) -> dict:
+    from urllib.parse import unquote
+    out = {}
+    for part in file.relative_to(root).parts[:-1]:
+        key, eq, value = part.partition("=")
+        if eq:
+            out[unquote(key)] = unquote(value)
+    return out
+
+
+def expand_sources(inputs) -> list[Source]:
+    """Report/counts inputs -> sources: files, globs (``'r*.parquet'``), folders and hive-partitioned
+    Parquet datasets (``root/mechanism=.../part-0.parquet``: partition values fill missing columns).
+    Nothing matched is an error; files starting with ``.`` or ``_`` inside folders are ignored."""
+    import glob as _glob
+
+    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    if not items:
+        raise LocalPrivError("no input files given")
+    out: list[Source] = []
+    for item in items:
+        text = str(item)
+        if _is_uri(text):
+            out.append(open_source(text))
+            continue
+        if any(ch in text for ch in "*?["):
+            matches = sorted(_glob.glob(text, recursive=True))
+            if not matches:
+                raise LocalPrivError(f"no file matches {text}")
+            for m in matches:
+                out.extend(expand_sources([m]) if Path(m).is_dir() else [open_source(m)])
+            continue
+        p = Path(text)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.is_file()
+                           and not any(part.startswith((".", "_")) for part in f.relative_to(p).parts)
+                           and _suffix(f.name) in (".parquet", ".pq", ".csv"))
+            if not files:
+                raise LocalPrivError(f"folder {p} holds no .parquet or .csv files")
+            out.extend(open_source(str(f), _hive_constants(p, f)) for f in files)
+            continue
+        if not p.exists():
+            raise LocalPrivError(f"input file {text} not found")
+        out.append(open_source(text))
+    return out
