@@ -85,19 +85,19 @@ def test_cli_estimate_without_domain_finds_the_support(tmp_path):
     assert np.abs(both["probability_x"] - both["probability_y"]).max() < 5e-3
 
 
-@pytest.mark.parametrize("args, msg", [
-    (["-e", "inv-n"], "only ibu applies"),
-    (["-e", "inv-n", "-d", "0..200", "--accelerate"], "--accelerate applies to ibu"),
-    (["-e", "inv-n", "-d", "0..200", "--stop", "max_abs"], "--stop applies to ibu"),
-    (["-d", "0..200", "--stop", "sometimes"], "unknown stopping rule"),
+@pytest.mark.parametrize("args, msg, code", [
+    (["-e", "inv-n"], "only ibu applies", 1),
+    (["-e", "inv-n", "-d", "0..200", "--accelerate"], "--accelerate applies to ibu", 1),
+    (["-e", "inv-n", "-d", "0..200", "--stop", "max_abs"], "--stop applies to ibu", 1),
+    (["-d", "0..200", "--stop", "sometimes"], "unknown stopping rule", 2),  # bad usage: exit 2
 ])
-def test_cli_estimate_option_errors(tmp_path, args, msg):
+def test_cli_estimate_option_errors(tmp_path, args, msg, code):
     pd.DataFrame({"v": np.arange(50)}).to_csv(tmp_path / "v.csv", index=False)
     run = CliRunner()
     run.invoke(app, ["perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.parquet"),
                      "-m", "geometric(eps=0.5)", "-d", "0..200", "--seed", "2"])
     r = run.invoke(app, ["estimate", str(tmp_path / "r.parquet"), *args])
-    assert r.exit_code == 1
+    assert r.exit_code == code
     assert msg in r.output and "Traceback" not in r.output
 
 

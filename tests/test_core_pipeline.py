@@ -60,7 +60,7 @@ def test_aggregate_errors(tmp_path):
     with pytest.raises(LocalPrivError, match="not found"):
         aggregate([tmp_path / "missing.parquet"])
     pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "bad.parquet")
-    with pytest.raises(LocalPrivError, match="lacks column"):
+    with pytest.raises(LocalPrivError, match="no column"):
         aggregate([tmp_path / "bad.parquet"])
     empty = pa.table({"mechanism": pa.array([], pa.string()), "report": pa.array([], pa.int64())})
     with pytest.raises(LocalPrivError, match="empty"):

@@ -39,6 +39,35 @@ def _main_options(debug: bool = typer.Option(False, "--debug", help="show traceb
     _STATE["debug"] = debug
 
 
+def friendly(func):
+    """Turn every error of a command into one line on stderr and exit code 1 (the traceback with
+    ``--debug``); usage errors (exit 2) are handled by :func:`main`."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, UsageError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one line
+            if _STATE["debug"]:
+                traceback.print_exc()
+            _say(f"error: {_message(exc)}")
+            raise typer.Exit(1) from None
+    return wrapper
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, LocalPrivError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return _os_message(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    return f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"
+
+
 def _say(text: str) -> None:
     """One line on stderr, never wrapped (whatever the terminal width)."""
     sys.stderr.write(re.sub(r"\s*\n\s*", " ", text).rstrip() + "\n")
@@ -78,6 +107,7 @@ def _generator(seed: Optional[int]):
 
 
 @app.command()
+@friendly
 def perturb(
     input: Path = typer.Argument(..., help="CSV or Parquet file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
@@ -103,6 +133,7 @@ def perturb(
 
 
 @app.command()
+@friendly
 def aggregate(
     inputs: list[str] = typer.Argument(..., help="report or counts files, globs, folders or hive-partitioned "
                                                  "Parquet datasets (counts files are summed)"),
@@ -127,6 +158,7 @@ def aggregate(
 
 
 @app.command()
+@friendly
 def estimate(
     inputs: list[str] = typer.Argument(..., help="reports or counts (files, globs, folders; counts are summed)"),
     domain: Optional[str] = typer.Option(
@@ -155,6 +187,8 @@ def estimate(
         check_output(output, ESTIMATE_SUFFIXES, inputs, what="estimate file")
     if plot is not None:
         check_output(plot, IMAGE_SUFFIXES, inputs, what="plot")
+    if stop not in ("loglik", "max_abs"):
+        raise typer.BadParameter(f"unknown stopping rule {stop!r}: loglik or max_abs", param_hint="'--stop'")
     if not np.isfinite(delta) or delta <= 0:
         raise typer.BadParameter(f"{delta} is not a number > 0", param_hint="'--delta'")
     is_ibu = estimator in ("ibu", "gibu")
@@ -219,6 +253,7 @@ def _estimate_unbounded(inputs, estimator: str, kwargs: dict):
 
 
 @app.command()
+@friendly
 def mechanism(
     spec: str = typer.Argument(..., help="mechanism spec, e.g. 'krr(k=10,eps=1.0)'"),
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help="LO..HI or labels (fills k)"),
@@ -239,6 +274,7 @@ def mechanism(
 
 
 @app.command()
+@friendly
 def analyze(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="mechanism spec"),
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help=DOMAIN_HELP),
@@ -309,6 +345,7 @@ def _plot_convergence(study: dict, path: Path, title: str) -> None:
 
 
 @app.command()
+@friendly
 def reproduce(
     name: str = typer.Argument(..., help="experiment name, or 'list' to list them all"),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="output folder"),
@@ -327,6 +364,7 @@ def reproduce(
 
 
 @app.command()
+@friendly
 def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = typer.Option(0, "--seed", min=0)):
     """The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."""
     from .experiments import run_experiment
@@ -346,6 +384,7 @@ def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = 
 
 
 @app.command("list")
+@friendly
 def list_(what: str = typer.Argument("all", help="mechanisms | estimators | experiments | all")):
     """List the registered mechanisms (spec names), estimators and reproducible experiments."""
     from .estimators import available_estimators
@@ -382,19 +421,10 @@ def main(argv=None):  # entry point
     except KeyboardInterrupt:
         _say("error: interrupted")
         sys.exit(130)
-    except (LocalPrivError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - outside a command (e.g. at start-up): still one line
         if debug:
             traceback.print_exc()
-        msg = str(exc) if isinstance(exc, LocalPrivError) else _os_message(exc)
-        _say(f"error: {msg}")
-        sys.exit(1)
-    except ClickException as exc:
-        _say(f"error: {exc.format_message()}")
-        sys.exit(exc.exit_code or 1)
-    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback on request
-        if debug:
-            traceback.print_exc()
-        _say(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback")
+        _say(f"error: {_message(exc)}")
         sys.exit(1)
 
 

@@ -438,10 +438,12 @@ def _csv_marker(path: str) -> tuple[int | None, str | None, int]:
 
 def _parquet_info(path: str) -> tuple[int | None, str | None, list[str]]:
     try:
-        schema = pq.read_schema(path)
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow
+        meta = dict(schema.metadata or {})
+        meta.update(pf.metadata.metadata or {})  # the file's key-value metadata (written at close)
     except (pa.ArrowException, OSError) as exc:
         raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
-    meta = schema.metadata or {}
     version = meta.get(b"localpriv.format")
     kind = meta.get(b"localpriv.kind")
     if version is not None and version.decode() != str(FORMAT_VERSION):

@@ -425,7 +425,7 @@ def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
         if kind == "float64" and r.dtype.kind not in "iuf":
             raise LocalPrivError(f"{mech}: reports must be numbers, got {r.dtype}")
         if r.size and kind == "int64":
-            mech.output_index(r)
+            mech.output_index(r.astype(np.int64) if r.dtype.kind == "f" else r)
     return check
 
 
@@ -435,13 +435,9 @@ def validate_reports(mech: Mechanism, reports, where: str = "", first_row: int =
     first bad rows named. Returns the reports as a NumPy array (``int64``, ``float64`` or ``n x w``
     ``uint8``)."""
     r = np.asarray(reports)
-    if mech.report_kind == "int64" and r.dtype.kind == "f":
-        check = _check_one(mech)
-    elif mech.report_kind == "float64" and r.dtype.kind in "iu":
+    if mech.report_kind == "float64" and r.dtype.kind in "iu":
         r = r.astype(np.float64)
-        check = _check_one(mech)
-    else:
-        check = _check_one(mech)
+    check = _check_one(mech)
     try:
         check(r)
     except LocalPrivError as exc:

@@ -47,7 +47,29 @@ def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
     func = ESTIMATORS.get(method)
     if func is None:
         raise LocalPrivError(f"unknown estimator {method!r}; known: {', '.join(sorted(ESTIMATORS))}")
-    return func(obs, **settings)
+    if not isinstance(obs, Observations):
+        raise LocalPrivError(f"estimators read Observations (see localpriv.aggregate), got {type(obs).__name__}")
+    _check_settings(settings)
+    try:
+        return func(obs, **settings)
+    except TypeError as exc:
+        if "unexpected keyword argument" in str(exc):
+            bad = str(exc).rsplit("argument", 1)[-1].strip()
+            raise LocalPrivError(f"{method}: unknown setting {bad}") from None
+        raise
+
+
+def _check_settings(settings: dict) -> None:
+    """Settings shared by the iterative estimators, checked once for all of them."""
+    import math
+    if "delta" in settings:
+        d = settings["delta"]
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or d <= 0:
+            raise LocalPrivError(f"delta (the stopping tolerance) must be a finite number > 0, got {d!r}")
+    if "max_iter" in settings:
+        m = settings["max_iter"]
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise LocalPrivError(f"max_iter must be a whole number >= 1, got {m!r}")
 
 
 __all__ = ["ESTIMATORS", "available_estimators", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",

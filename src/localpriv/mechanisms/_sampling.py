@@ -1,15 +1,28 @@
-"""Exact, fast random draws shared by the clients (the mechanisms' samplers)."""
+"""Exact, fast random draws shared by the clients (the mechanisms' samplers).
+
+Every sampler here decides its outcome by comparing the generator's raw integers with integer
+thresholds, so the law it draws is known exactly (as dyadic rationals), and the privacy level a
+mechanism computes can be that of the bits it releases (issue 15; Mironov, CCS 2012, "On
+significance of the least significant bits for differential privacy", shows what floating-point
+noise samplers leak).
+"""
 from __future__ import annotations
 
+import functools
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from math import ceil, log
+from math import ceil
 
 import numpy as np
 
 from .._validation import LocalPrivError
+from ..rng import spawn_generators
 
-__all__ = ["bernoulli_bits", "laplace_float32_into", "fill_in_streams", "STREAMS"]
+__all__ = ["bernoulli_bits", "DiscreteLaplace", "discrete_laplace", "power_of_two_grid", "default_grid",
+           "fill_in_streams", "STREAMS"]
+
+_LN2 = math.log(2.0)
 
 _U16 = 1 << 16
 
@@ -45,48 +58,213 @@ def bernoulli_bits(shape, q: float, rng, p_true: float | None = None, truth=None
     return bits
 
 
-#: below ``|r + 1/2| < 2^_TAIL_BITS`` a Laplace magnitude is redrawn from its exact conditional law
-_TAIL_BITS = 20
-_LN2 = log(2.0)
+#: the |D| table of :class:`DiscreteLaplace` ends where the tail holds about ``e^-7`` of the mass
+_TABLE_TAIL = 7.0
+#: largest |D| table (entries); smaller rates recurse through the memoryless tail more often
+MAX_TABLE = 1 << 16
+#: rates (per grid step) the table sampler accepts: every cell then holds >= 2^33 of the 2^63
+#: units of the uniform, so a 31-bit word decides all but one threshold per draw
+MIN_RATE = 2.0 ** -24
+MAX_RATE = 20.0
+_TWO63 = 1 << 63
+_U31 = np.uint32(0x7FFFFFFF)
 
 
-def laplace_float32_into(out: np.ndarray, scale: float, rng) -> None:
-    """Fill the float32 vector ``out`` with i.i.d. Laplace(``scale``) draws, 32 random bits each.
+class DiscreteLaplace:
+    """Sampler of the discrete Laplace (two-sided geometric) law on the integers, by exact tables.
 
-    A Laplace variable is ``S scale E`` with ``S`` a fair sign and ``E = -ln U`` standard
-    exponential, ``U`` uniform on ``(0, 1)``. Each draw takes one 32-bit word ``r`` of the
-    generator's raw stream, read as a signed integer: ``r + 1/2`` runs over the symmetric set
-    ``{-2^31 + 1/2, ..., 2^31 - 1/2}``, so its sign is ``S`` and ``h + 1/2 = |r + 1/2|`` (``h``
-    uniform on ``0..2^31 - 1``, independent of ``S``) is the midpoint of the cell
-    ``[h, h + 1) / 2^31`` that contains ``U``.
+    Target (Inusah & Kozubowski 2006; Canonne, Kamath & Steinke, NeurIPS 2020)::
 
-    * ``h >= 2^20``: ``E = 31 ln 2 - ln(h + 1/2)``. Over the cell ``-ln U`` varies by
-      ``ln(1 + 1/h) <= 2^-20``, so the midpoint is exact to float32 rounding of the result.
-    * ``h < 2^20``, i.e. ``U < 2^-11`` (probability ``2^-11``): ``E`` is redrawn from its exact
-      conditional law ``11 ln 2 + Exp(1)`` (the exponential law is memoryless) in float64, so
-      the tail is not cut off at a fixed multiple of ``scale``.
+        P(D = d) = tanh(lam/2) e^{-lam |d|},    d in Z,   lam = ``rate``,
 
-    Vectorized in a handful of in-place float32 passes (one SIMD ``log``); the sign goes in by
-    OR-ing the sign bit. ~2x cheaper than NumPy's float32 exponential followed by a sign flip.
+    i.e. ``|D|`` has ``P(|D| = 0) = tanh(lam/2)``, ``P(|D| >= m) = 2 a^m / (1 + a)`` (``m >= 1``,
+    ``a = e^{-lam}``) and a fair sign. The sampler is an *integer* inversion, so the law it draws
+    is known exactly:
+
+    * ``|D| < B``: a 63-bit uniform ``U`` is compared with integer thresholds
+      ``C[m] = 2^63 - round(2^63 P(|D| >= m))`` (``C[0] = 0``), so
+      ``P~(|D| = m) = (C[m+1] - C[m]) / 2^63``. ``B = min(2^16, ceil(7 / lam))``.
+    * ``|D| >= B`` (cell ``[C[B], 2^63)``, probability ~``2 e^{-7}``): by memorylessness
+      ``|D| - B`` is one-sided geometric, ``P(G = j) = (1 - a) a^j``, drawn the same way from
+      its own thresholds ``Cg[j] = 2^63 - round(2^63 a^j)``, ``j < B``, and the cell
+      ``[Cg[B], 2^63)`` adds ``B`` and draws again. No tail is ever cut off.
+
+    Every draw costs one 32-bit word in the common case: its top bit is the sign, the other 31
+    bits are the top of ``U``; a float guess ``floor((log(2/(1+a)) - log(1 - U/2^63)) / lam)`` is
+    checked (and if need be corrected) against the integer thresholds, and the low 32 bits of
+    ``U`` are drawn only when the 31 bits tie with a threshold (at most one can tie: every cell
+    is wider than ``2^33``). The float arithmetic only proposes; the integers decide.
+
+    **Sampler error, accounted for.** The thresholds round ``2^63 P`` to integers, so the drawn
+    law ``p~`` differs from the target ``p`` by a relative ``~1e-12`` in each table cell, and the
+    tail ratio per block of ``B`` is ``u~_B`` instead of ``a^B``. With ``e(d) = log p~(d) -
+    log p(d)`` split as ``e0(d) + rho q(d)`` (``e0`` over a finite set of cell errors,
+    ``rho = log(u~_B / a^B)``, ``q(d) = max(0, floor(|d|/B) - 1)`` the number of extra
+    blocks)::
+
+        log p~(d) / p~(d') <= lam |d - d'| + osc + |rho| ceil(|d - d'| / B),
+
+    ``osc = max e0 - min e0``. :meth:`excess` returns the last two terms; the mechanisms add
+    them to the level they compute from the target pmf. Both come from the integer tables
+    themselves (:attr:`osc`, :attr:`rho`), not from an assumed accuracy.
+
+    Parameters
+    ----------
+    rate : float
+        ``lam`` in ``[2^-24, 20]``: the decay per step (``eps * grid`` for a mechanism whose
+        reports move by ``grid`` per step at ``eps`` per unit).
     """
-    if out.dtype != np.float32 or out.ndim != 1 or not out.flags.c_contiguous:
-        raise LocalPrivError("laplace_float32_into needs a contiguous 1-D float32 array")
-    m = out.size
-    raw = rng.bit_generator.random_raw((m + 1) // 2).view(np.int32)[:m]
-    out[...] = raw  # r as float32: exact below 2^24, correctly rounded above
-    out += np.float32(0.5)
-    sign = raw.view(np.uint32)
-    sign &= np.uint32(0x80000000)  # S, kept as the float sign bit (raw is ours: reused in place)
-    np.abs(out, out=out)
-    tail = np.flatnonzero(out < np.float32(1 << _TAIL_BITS))
-    np.log(out, out=out)
-    out *= np.float32(-scale)
-    out += np.float32(scale * 31 * _LN2)
-    if tail.size:
-        e = rng.standard_exponential(tail.size)
-        out[tail] = (scale * ((31 - _TAIL_BITS) * _LN2 + e)).astype(np.float32)
-    bits = out.view(np.uint32)
-    bits |= sign
+
+    def __init__(self, rate: float):
+        lam = float(rate)
+        if not MIN_RATE <= lam <= MAX_RATE:
+            raise LocalPrivError(f"discrete Laplace rate (eps times the grid step) must lie in "
+                                 f"[2^-24, {MAX_RATE:g}], got {lam:g}: choose another grid")
+        self.rate = lam
+        a = math.exp(-lam)
+        self.a = a
+        B = int(min(MAX_TABLE, max(1, math.ceil(_TABLE_TAIL / lam))))
+        self.B = B
+        m = np.arange(B + 1, dtype=float)
+        # |D| >= m has probability 2 a^m / (1 + a) for m >= 1; G >= j has probability a^j
+        C = np.uint64(_TWO63) - np.round(np.ldexp(2.0 * np.exp(-lam * m) / (1.0 + a), 63)).astype(np.uint64)
+        C[0] = 0
+        Cg = np.uint64(_TWO63) - np.round(np.ldexp(np.exp(-lam * m), 63)).astype(np.uint64)
+        Cg[0] = 0
+        cells = np.diff(np.append(C, np.uint64(_TWO63)))
+        gcells = np.diff(np.append(Cg, np.uint64(_TWO63)))
+        if cells.min() < (1 << 33) or gcells.min() < (1 << 33):  # pragma: no cover - rate checked
+            raise LocalPrivError(f"discrete Laplace rate {lam:g}: a table cell is too small")
+        self._C, self._Cg = C, Cg
+        self._c_hi = (C >> np.uint64(32)).astype(np.uint32)           # thresholds' top 31 bits
+        self._c_next = np.append(self._c_hi[1:], np.uint32(1 << 31))  # next threshold (sentinel)
+        self._c_lo = (C & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        # the guess works in float32 unless 1/lam is too large for its 24-bit significand
+        self._fdtype = np.float32 if lam >= 2.0 ** -13 else np.float64
+        self._alpha = (math.log(2.0 / (1.0 + a)) + 31 * _LN2) / lam
+        self._beta = 1.0 / lam
+        # ---- the drawn law against the target, cell by cell (natural logs) ----
+        log_t = np.log(cells.astype(float)) - 63 * _LN2
+        log_u = np.log(gcells.astype(float)) - 63 * _LN2
+        log_c = math.log(math.tanh(lam / 2.0))
+        ideal_t = np.r_[log_c, _LN2 + log_c - lam * m[1:B], _LN2 - lam * B - math.log1p(a)]
+        ideal_u = np.r_[math.log(-math.expm1(-lam)) - lam * m[:B], -lam * B]
+        err_t, err_u = log_t - ideal_t, log_u - ideal_u
+        e0 = np.r_[err_t[:B], err_t[B] + err_u[:B]]
+        self.osc = float(e0.max() - e0.min())
+        self.rho = float(err_u[B])
+
+    def __repr__(self) -> str:
+        return f"DiscreteLaplace(rate={self.rate!r}, B={self.B})"
+
+    # ---- the law ----------------------------------------------------------------------------
+    def log_pmf(self, d) -> np.ndarray:
+        """``log P(D = d) = log tanh(lam/2) - lam |d|`` (the target law)."""
+        return math.log(math.tanh(self.rate / 2.0)) - self.rate * np.abs(np.asarray(d, dtype=float))
+
+    def log_tail(self, m) -> np.ndarray:
+        """``log P(D >= m) = log P(D <= -m) = -lam m - log(1 + a)`` for ``m >= 1`` (target law)."""
+        return -self.rate * np.asarray(m, dtype=float) - math.log1p(self.a)
+
+    def excess(self, shift) -> np.ndarray:
+        """Bound on ``log(p~(d)/p~(d')) - log(p(d)/p(d'))`` over all ``d, d'`` with
+        ``|d - d'| = shift`` (grid steps; 0 for ``shift = 0``): ``osc + |rho| ceil(shift / B)``."""
+        s = np.abs(np.asarray(shift, dtype=float))
+        return np.where(s > 0, self.osc + abs(self.rho) * np.ceil(s / self.B), 0.0)
+
+    def drawn_pmf(self, d) -> np.ndarray:
+        """The exact law the sampler draws, ``P~(D = d)`` (float64), for tests and audits."""
+        d = np.abs(np.asarray(d, dtype=np.int64))
+        two63 = float(_TWO63)
+        cells = np.diff(np.append(self._C, np.uint64(_TWO63))).astype(float) / two63
+        gcells = np.diff(np.append(self._Cg, np.uint64(_TWO63))).astype(float) / two63
+        B = self.B
+        inner = np.where(d == 0, cells[0], 0.5 * cells[np.minimum(d, B)])
+        j = np.maximum(d - B, 0)
+        tail = 0.5 * cells[B] * gcells[j % B] * gcells[B] ** (j // B)
+        return np.where(d < B, inner, tail)
+
+    # ---- drawing ----------------------------------------------------------------------------
+    def _tail(self, n: int, rng, cap: int) -> np.ndarray:
+        """``n`` magnitudes given ``|D| >= B``: ``B + G`` (one-sided geometric ``G``, memoryless
+        blocks of ``B``), stopped at ``cap`` (the caller clamps every magnitude ``>= cap`` to the
+        same report)."""
+        B = self.B
+        mag = np.full(n, B, dtype=np.int64)
+        active = np.arange(n)
+        while active.size:
+            u = rng.bit_generator.random_raw(active.size) >> np.uint64(1)
+            j = np.searchsorted(self._Cg, u, side="right") - 1
+            mag[active] += j
+            active = active[(j == B) & (mag[active] < cap)]
+        return np.minimum(mag, cap)
+
+    def signed(self, size: int, rng, cap: int = 1 << 62) -> np.ndarray:
+        """``size`` i.i.d. draws of ``D`` with magnitudes stopped at ``cap`` (``|D| >= cap`` is
+        returned as ``+-cap``: give a ``cap`` beyond which the caller's clamp makes every value
+        alike). int32 when ``cap < 2^31``, else int64."""
+        cap = int(cap)
+        if cap < self.B:
+            raise LocalPrivError(f"discrete Laplace cap {cap} is below the table size {self.B}")
+        B = self.B
+        raw = rng.bit_generator.random_raw((size + 1) // 2).view(np.uint32)[:size]
+        u = raw & _U31  # the top 31 bits of U
+        f = np.subtract(np.uint32(1 << 31), u).astype(self._fdtype)  # 2^31 (1 - U/2^63), roughly
+        np.log(f, out=f)
+        f *= self._fdtype(-self._beta)
+        f += self._fdtype(self._alpha)
+        m = f.astype(np.int32)
+        np.clip(m, 0, B, out=m)
+        lo = self._c_hi[m]
+        bad = np.flatnonzero((u - lo) >= (self._c_next[m] - lo))  # not c_hi[m] <= u < c_hi[m+1]
+        if bad.size:
+            mb = (np.searchsorted(self._c_hi, u[bad], side="right") - 1).astype(np.int32)
+            m[bad] = mb
+            lo[bad] = self._c_hi[mb]
+        tie = np.flatnonzero(u == lo)  # U >= C[m] needs the low 32 bits of U
+        if tie.size:
+            low = rng.bit_generator.random_raw((tie.size + 1) // 2).view(np.uint32)[:tie.size]
+            m[tie] -= (low < self._c_lo[m[tie]]).astype(np.int32)
+        tail = np.flatnonzero(m == B)
+        if cap >= 1 << 31:
+            m = m.astype(np.int64)
+        if tail.size:
+            m[tail] = self._tail(tail.size, rng, cap)
+        neg = raw.view(np.int32) >> 31  # 0 or -1 (the sign bit)
+        if m.dtype != np.int32:
+            neg = neg.astype(np.int64)
+        m ^= neg
+        m -= neg  # -m where the sign bit is set; 0 stays +0
+        return m
+
+
+@functools.lru_cache(maxsize=64)
+def discrete_laplace(rate: float) -> DiscreteLaplace:
+    """The (cached) :class:`DiscreteLaplace` sampler of a rate."""
+    return DiscreteLaplace(rate)
+
+
+def power_of_two_grid(grid, name: str, min_log2: int) -> float:
+    """Check a grid step: ``2^-j`` with ``0 <= j <= -min_log2`` (so the integers lie on the grid
+    and every grid value is an exact binary float)."""
+    try:
+        g = float(grid)
+    except (TypeError, ValueError):
+        raise LocalPrivError(f"{name} must be a number, got {grid!r}") from None
+    if not (np.isfinite(g) and g > 0):
+        raise LocalPrivError(f"{name} must be a power of two in [2^{min_log2}, 1], got {grid!r}")
+    mant, exp = math.frexp(g)
+    if mant != 0.5 or not min_log2 <= exp - 1 <= 0:
+        raise LocalPrivError(f"{name} must be a power of two in [2^{min_log2}, 1] (1, 0.5, 0.25, ...), "
+                             f"got {grid!r}")
+    return g
+
+
+def default_grid(scale: float, min_log2: int) -> float:
+    """The largest power of two ``<= scale / 1024``, kept in ``[2^min_log2, 1]``: reports then
+    move in steps of about a thousandth of the noise scale (rate ``~2^-10`` per step)."""
+    j = math.floor(math.log2(scale / 1024.0)) if scale > 0 else min_log2
+    return math.ldexp(1.0, int(min(0, max(min_log2, j))))
 
 
 #: the random stream of a large client call is split into this many independent streams, fixed
@@ -115,10 +293,11 @@ def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1
     """Run ``fill(lo, hi, gen)`` over row chunks ``[lo, hi)`` of about ``chunk_items`` items.
 
     ``fill`` must write rows ``lo:hi`` only and draw from ``gen`` only. Small calls
-    (``n_rows * row_items < 2^21``) run in order with ``rng`` itself. Larger ones draw one seed
-    from ``rng`` and spawn ``STREAMS`` child generators of the same bit-generator type
-    (``numpy.random.SeedSequence.spawn``, the independent streams NumPy recommends for parallel
-    generation); chunks (then at least ``2^19`` items) go to stream ``c mod STREAMS`` and each
+    (``n_rows * row_items < 2^21``) run in order with ``rng`` itself. Larger ones spawn
+    ``STREAMS`` child generators of the same kind from ``rng``
+    (:func:`localpriv.rng.spawn_generators`: ``SeedSequence.spawn`` for seeded generators, the
+    independent streams NumPy recommends for parallel generation; fresh 256-bit keys for
+    cryptographic ones); chunks (then at least ``2^19`` items) go to stream ``c mod STREAMS`` and each
     stream fills its chunks in order, so the result is a function of the seed alone. The streams
     run on up to ``STREAMS`` threads (NumPy releases the GIL while generating and in its
     ufuncs); ``LOCALPRIV_THREADS=1`` runs them one after another with identical results. Bit
@@ -126,12 +305,8 @@ def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1
     """
     gens = None
     if n_rows * row_items >= _STREAM_MIN_ITEMS:
-        seed = np.random.SeedSequence(rng.integers(0, 1 << 63, size=4).tolist())
-        try:
-            gens = [np.random.Generator(type(rng.bit_generator)(s)) for s in seed.spawn(STREAMS)]
-        except TypeError:
-            gens = None
-        else:  # bigger chunks in streams: fewer hand-offs of the GIL between the threads
+        gens = spawn_generators(rng, STREAMS)
+        if gens is not None:  # bigger chunks in streams: fewer hand-offs of the GIL between the threads
             chunk_items = max(chunk_items, _STREAM_CHUNK_ITEMS)
     step = max(1, chunk_items // max(1, row_items))
     starts = list(range(0, n_rows, step))

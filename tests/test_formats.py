@@ -1,0 +1,222 @@
+"""The versioned file formats, mergeable counts and the checked data path (docs/format.md)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localpriv import IntegerDomain, LocalPrivError, aggregate, parse
+from localpriv.aggregate import DuckDBAggregator, NumpyAggregator, write_counts
+from localpriv.formats import FORMAT_VERSION, TableWriter
+from localpriv.reports import block_size, perturb, read_values, report_table, write_reports
+
+DOM = IntegerDomain(0, 9)
+
+
+def _reports(n, spec="krr(k=10,eps=1.0)", seed=0):
+    mech = parse(spec)
+    x = np.random.default_rng(seed).integers(0, mech.k, n)
+    return report_table(mech, mech.sample(x, np.random.default_rng(seed + 1)))
+
+
+def _frame(df):
+    df = df.copy()
+    df["report"] = [r.hex() if isinstance(r, bytes) else float(r) for r in df["report"]]
+    return df.sort_values(["mechanism", "report"]).reset_index(drop=True)
+
+
+@settings(max_examples=25)
+@given(sizes=st.lists(st.integers(1, 400), min_size=2, max_size=4), split=st.integers(1, 3),
+       suffix=st.sampled_from([".csv", ".parquet"]), seed=st.integers(0, 2 ** 16))
+def test_counts_merge_property(tmp_path_factory, sizes, split, suffix, seed):
+    """aggregate([aggregate(A), aggregate(B)]) == aggregate(A + B), for any split and file type."""
+    d = tmp_path_factory.mktemp("merge")
+    specs = ["krr(k=10,eps=1.0)", "oue(k=10,eps=1.0)", "krr(k=10,eps=3.0)"]
+    files = []
+    for i, n in enumerate(sizes):
+        f = d / f"r{i}{suffix}"
+        write_reports(_reports(n, specs[i % 3], seed + i), f)
+        files.append(f)
+    cut = min(split, len(files) - 1)
+    a, b = d / f"a{suffix}", d / f"b{suffix}"
+    write_counts(DuckDBAggregator().counts(files[:cut]), a)
+    write_counts(DuckDBAggregator().counts(files[cut:]), b)
+    merged = DuckDBAggregator().counts([a, b])
+    whole = DuckDBAggregator().counts(files)
+    pd.testing.assert_frame_equal(_frame(merged), _frame(whole))
+    assert int(whole["count"].sum()) == sum(sizes)
+    # and the in-memory engine agrees on the same mix of counts and reports
+    pd.testing.assert_frame_equal(_frame(NumpyAggregator().counts([a, files[-1]])),
+                                  _frame(DuckDBAggregator().counts([a, files[-1]])))
+
+
+def test_mixed_kinds_aggregate_together_and_round_trip(tmp_path):
+    write_reports(_reports(300, "krr(k=10,eps=1.0)"), tmp_path / "k.parquet")
+    write_reports(_reports(200, "oue(k=10,eps=1.0)"), tmp_path / "o.parquet")
+    df = DuckDBAggregator().counts([tmp_path / "k.parquet", tmp_path / "o.parquet"])
+    assert int(df["count"].sum()) == 500
+    for suffix in (".parquet", ".csv"):
+        write_counts(df, tmp_path / f"c{suffix}")
+        back = DuckDBAggregator().counts([tmp_path / f"c{suffix}"])
+        pd.testing.assert_frame_equal(_frame(back), _frame(df))
+    obs = aggregate([tmp_path / "c.csv"], DOM)
+    assert obs.n == 500 and len(obs.blocks) == 2
+
+
+def test_metadata_and_version(tmp_path):
+    write_reports(_reports(10), tmp_path / "r.parquet")
+    meta = pq.ParquetFile(tmp_path / "r.parquet").metadata.metadata
+    assert meta[b"localpriv.format"] == str(FORMAT_VERSION).encode()
+    assert meta[b"localpriv.kind"] == b"reports"
+    write_reports(_reports(10), tmp_path / "r.csv")
+    lines = (tmp_path / "r.csv").read_text().splitlines()
+    assert lines[0] == f"#localpriv format={FORMAT_VERSION} kind=reports"
+    assert lines[-1] == "#localpriv end rows=10"
+    # another version is refused, naming it
+    t = pq.read_table(tmp_path / "r.parquet")
+    with pq.ParquetWriter(tmp_path / "v7.parquet", t.schema) as w:
+        w.write_table(t)
+        w.add_key_value_metadata({"localpriv.format": "7", "localpriv.kind": "reports"})
+    with pytest.raises(LocalPrivError, match="version '7'"):
+        aggregate([tmp_path / "v7.parquet"])
+    (tmp_path / "v2.csv").write_text("#localpriv format=2 kind=reports\n" + "\n".join(lines[1:]) + "\n")
+    with pytest.raises(LocalPrivError, match="version 2"):
+        aggregate([tmp_path / "v2.csv"])
+
+
+def test_truncated_csv_is_refused(tmp_path):
+    write_reports(_reports(1000), tmp_path / "r.csv")
+    text = (tmp_path / "r.csv").read_text()
+    cut = text[: text.rfind("\n", 0, len(text) // 2) + 1]  # ends on a newline, as after a kill
+    (tmp_path / "cut.csv").write_text(cut)
+    with pytest.raises(LocalPrivError, match="incomplete"):
+        aggregate([tmp_path / "cut.csv"])
+    # a wrong row count in the end line
+    (tmp_path / "lie.csv").write_text(cut + "#localpriv end rows=1000\n")
+    with pytest.raises(LocalPrivError, match="says it holds 1000 rows"):
+        aggregate([tmp_path / "lie.csv"])
+
+
+def test_foreign_csv_without_marker_is_read(tmp_path):
+    (tmp_path / "r.csv").write_text('mechanism,report\n"krr(k=10,eps=1.0)",3\n"krr(k=10,eps=1.0)",4\n')
+    assert aggregate([tmp_path / "r.csv"]).n == 2
+
+
+def test_globs_folders_and_hive_datasets(tmp_path):
+    root = tmp_path / "ds"
+    total = 0
+    for eps, n in (("1.0", 120), ("3.0", 80)):
+        part = root / f"mechanism=krr(k=10,eps={eps})"
+        part.mkdir(parents=True)
+        t = _reports(n, f"krr(k=10,eps={eps})")
+        pq.write_table(t.drop(["mechanism"]), part / "part-0.parquet")  # the partition holds the spec
+        total += n
+    (root / "_SUCCESS").write_text("")
+    obs = aggregate([root], DOM)
+    assert obs.n == total and len(obs.blocks) == 2
+    for i in range(3):
+        write_reports(_reports(50, seed=i), tmp_path / f"g{i}.parquet")
+    assert aggregate([str(tmp_path / "g*.parquet")]).n == 150
+    with pytest.raises(LocalPrivError, match="no file matches"):
+        aggregate([str(tmp_path / "nothing*.parquet")])
+
+
+def test_reports_checked_against_their_mechanism(tmp_path):
+    good = "krr(k=10,eps=1.0)"
+    (tmp_path / "r.csv").write_text(f'mechanism,report\n"{good}",3\n"{good}",12\n"{good}",4\n')
+    with pytest.raises(LocalPrivError, match=r"outside.*line 3"):
+        aggregate([tmp_path / "r.csv"])
+    (tmp_path / "n.csv").write_text(f'mechanism,report\n"{good}",3\n,4\n')
+    with pytest.raises(LocalPrivError, match=r"1 row\(s\) have no mechanism, at line 3"):
+        aggregate([tmp_path / "n.csv"])
+    (tmp_path / "b.csv").write_text(f'mechanism,report\n"{good}",3\n\n"{good}",4\n')
+    with pytest.raises(LocalPrivError, match="line 3"):
+        aggregate([tmp_path / "b.csv"])
+
+
+def test_specs_from_files_cannot_open_files(tmp_path):
+    (tmp_path / "m.csv").write_text('mechanism,report\n"matrix(file=/etc/passwd)",0\n')
+    with pytest.raises(LocalPrivError, match="names a file") as info:
+        aggregate([tmp_path / "m.csv"])
+    assert "root:" not in str(info.value)
+    # the same spec is allowed from the API (trusted)
+    np.save(tmp_path / "M.npy", np.array([[0.9, 0.1], [0.2, 0.8]]))
+    assert parse(f"matrix(file={tmp_path / 'M.npy'})").k == 2
+
+
+def test_counts_validation(tmp_path):
+    spec = "krr(k=10,eps=1.0)"
+    for bad, msg in (("6.5", "whole numbers"), ("lots", "whole numbers"), ("-1", "whole numbers"),
+                     ("1e308", "whole numbers"), ("", "no count")):
+        (tmp_path / "c.csv").write_text(f'mechanism,report,count\n"{spec}",1,5\n"{spec}",2,{bad}\n')
+        with pytest.raises(LocalPrivError, match=msg):
+            aggregate([tmp_path / "c.csv"])
+
+
+def test_perturb_is_reproducible_whatever_the_chunking(tmp_path):
+    """Blocks of block_size(mech) values drawn in turn: reports depend on the seed only."""
+    mech = parse("krr(k=10,eps=1.0)")
+    b = block_size(mech)
+    x = np.random.default_rng(3).integers(0, 10, 2 * b + 17)
+    one = perturb(x, mech, np.random.default_rng(5), DOM).column("report").to_numpy()
+    # the same values through the streaming file path (read in CSV blocks of another size)
+    pd.DataFrame({"v": x}).to_csv(tmp_path / "v.csv", index=False)
+    from localpriv.reports import perturb_file
+    res = perturb_file(tmp_path / "v.csv", tmp_path / "r.parquet", mech, DOM, np.random.default_rng(5))
+    assert res.reports == x.size and res.dropped == 0
+    two = pq.read_table(tmp_path / "r.parquet").column("report").to_numpy()
+    np.testing.assert_array_equal(one, two)
+    # at most one block: exactly the mechanism's own sampler
+    small = perturb(x[:100], mech, np.random.default_rng(5), DOM).column("report").to_numpy()
+    np.testing.assert_array_equal(small, mech.sample(x[:100], np.random.default_rng(5)))
+
+
+def test_missing_values_refused_or_counted(tmp_path):
+    (tmp_path / "v.csv").write_text("age\n3\n\n5\n")
+    with pytest.raises(LocalPrivError, match=r"1 missing value\(s\).*line 3"):
+        read_values(tmp_path / "v.csv")
+    from localpriv.reports import perturb_file
+    res = perturb_file(tmp_path / "v.csv", tmp_path / "r.csv", "krr(eps=1.0)", DOM,
+                       np.random.default_rng(0), drop_missing=True)
+    assert (res.rows, res.dropped, res.reports) == (3, 1, 2)
+
+
+def test_atomic_output_on_failure(tmp_path):
+    with pytest.raises(RuntimeError):
+        with TableWriter(tmp_path / "r.csv", "reports") as w:
+            w.write(_reports(10))
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_leaves_no_output(tmp_path):
+    """A perturb killed half-way leaves neither the output nor its temporary file."""
+    n = 3_000_000
+    pq.write_table(pa.table({"v": np.random.default_rng(0).integers(0, 10, n)}), tmp_path / "v.parquet")
+    out = tmp_path / "r.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli", "perturb", str(tmp_path / "v.parquet"),
+                             "-o", str(out), "-m", "krr(eps=1.0)", "-d", "0..9", "--seed", "1"],
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(p.name.startswith(".r.csv") for p in tmp_path.iterdir()):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.parquet"]
+
+
+def test_observations_refuse_nan_reports():
+    from localpriv.observations import ObservationBlock
+    with pytest.raises(LocalPrivError, match="NaN"):
+        ObservationBlock(parse("laplace(k=5,eps=1.0)"), np.array([0.5, np.nan]), np.array([1, 1]))
+    with pytest.raises(LocalPrivError, match="outside"):
+        ObservationBlock(parse("krr(k=3,eps=1.0)"), np.array([0, 5]), np.array([1, 1]))
