@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench bench-memory venv clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,9 @@ test: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run_all.py
+
+bench-memory: $(STAMP)
+	$(PY) benchmarks/run_all.py memory
 
 clean:
 	rm -rf $(VENV) out

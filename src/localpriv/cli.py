@@ -405,7 +405,10 @@ def main(argv=None):  # entry point
     interrupt_cleanly()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, standalone_mode=False, prog_name="localpriv")
+        # without standalone mode, click *returns* the code of a typer.Exit instead of raising it
+        code = app(args=argv, standalone_mode=False, prog_name="localpriv")
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            sys.exit(code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except UsageError as exc:

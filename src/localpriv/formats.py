@@ -56,7 +56,7 @@ REPORT_SUFFIXES = (".parquet", ".csv")
 ESTIMATE_SUFFIXES = (".json", ".csv")
 IMAGE_SUFFIXES = (".png",)
 #: CSV read in blocks of this many bytes (memory per block, not per file).
-CSV_BLOCK_BYTES = 8 << 20
+CSV_BLOCK_BYTES = 1 << 20
 #: Parquet read in batches of this many rows.
 PARQUET_BATCH_ROWS = 1 << 20
 

@@ -136,13 +136,23 @@ class DiscreteLaplace:
         if cells.min() < (1 << 33) or gcells.min() < (1 << 33):  # pragma: no cover - rate checked
             raise LocalPrivError(f"discrete Laplace rate {lam:g}: a table cell is too small")
         self._C, self._Cg = C, Cg
-        self._c_hi = (C >> np.uint64(32)).astype(np.uint32)           # thresholds' top 31 bits
-        self._c_next = np.append(self._c_hi[1:], np.uint32(1 << 31))  # next threshold (sentinel)
+        self._c_hi = (C >> np.uint64(32)).astype(np.uint32)  # thresholds' top 31 bits (C[0..B])
         self._c_lo = (C & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         # the guess works in float32 unless 1/lam is too large for its 24-bit significand
         self._fdtype = np.float32 if lam >= 2.0 ** -13 else np.float64
         self._alpha = (math.log(2.0 / (1.0 + a)) + 31 * _LN2) / lam
         self._beta = 1.0 / lam
+        # one 64-bit gather per draw: (c_hi[m], c_hi[m+1] - c_hi[m] - 1) packed, indexed by the
+        # guess m; guesses >= B (the tail cell, or past it) hold (0, 0), which always fails the
+        # check, so the exact path sorts them out. The guess never exceeds alpha + 1 (u < 2^31);
+        # when that would make the table too long, guesses are clipped instead.
+        width = np.diff(self._c_hi).astype(np.int64) - 1
+        size = int(math.ceil(self._alpha)) + 2
+        self._clip = size > MAX_TABLE * 4
+        size = B + 1 if self._clip else max(size, B + 1)
+        packed = np.zeros(size, dtype=np.uint64)
+        packed[:B] = self._c_hi[:B].astype(np.uint64) | (width.astype(np.uint64) << np.uint64(32))
+        self._packed = packed
         # ---- the drawn law against the target, cell by cell (natural logs) ----
         log_t = np.log(cells.astype(float)) - 63 * _LN2
         log_u = np.log(gcells.astype(float)) - 63 * _LN2
@@ -203,6 +213,11 @@ class DiscreteLaplace:
         """``size`` i.i.d. draws of ``D`` with magnitudes stopped at ``cap`` (``|D| >= cap`` is
         returned as ``+-cap``: give a ``cap`` beyond which the caller's clamp makes every value
         alike). int32 when ``cap < 2^31``, else int64."""
+        return self.signed_with_max(size, rng, cap)[0]
+
+    def signed_with_max(self, size: int, rng, cap: int = 1 << 62) -> tuple[np.ndarray, int]:
+        """:meth:`signed` and the largest magnitude drawn through the tail (``B - 1`` if none):
+        a caller can skip its clamp when that is small."""
         cap = int(cap)
         if cap < self.B:
             raise LocalPrivError(f"discrete Laplace cap {cap} is below the table size {self.B}")
@@ -213,29 +228,42 @@ class DiscreteLaplace:
         np.log(f, out=f)
         f *= self._fdtype(-self._beta)
         f += self._fdtype(self._alpha)
-        m = f.astype(np.int32)
-        np.clip(m, 0, B, out=m)
-        lo = self._c_hi[m]
-        bad = np.flatnonzero((u - lo) >= (self._c_next[m] - lo))  # not c_hi[m] <= u < c_hi[m+1]
-        if bad.size:
-            mb = (np.searchsorted(self._c_hi, u[bad], side="right") - 1).astype(np.int32)
-            m[bad] = mb
-            lo[bad] = self._c_hi[mb]
-        tie = np.flatnonzero(u == lo)  # U >= C[m] needs the low 32 bits of U
-        if tie.size:
-            low = rng.bit_generator.random_raw((tie.size + 1) // 2).view(np.uint32)[:tie.size]
-            m[tie] -= (low < self._c_lo[m[tie]]).astype(np.int32)
-        tail = np.flatnonzero(m == B)
-        if cap >= 1 << 31:
+        m = f.astype(np.int32)  # the guess (a float rounding can make it -0.x: truncates to 0)
+        del f
+        if self._clip:
+            np.clip(m, 0, B, out=m)
+        pair = self._packed[m].view(np.uint32).reshape(size, 2)  # (c_hi[m], width - 1)
+        diff = u - pair[:, 0]
+        diff -= np.uint32(1)
+        # flagged: u < c_hi[m] or u >= c_hi[m+1] (a wrong guess or the tail: width 0), or
+        # u == c_hi[m] (a tie, decided by the low 32 bits of U): all decided exactly below
+        flag = np.flatnonzero(diff >= pair[:, 1])
+        del diff, pair
+        top = B - 1
+        if flag.size:
+            uf = u[flag]
+            mf = np.searchsorted(self._c_hi, uf, side="right") - 1  # max j with c_hi[j] <= u
+            tie = np.flatnonzero(uf == self._c_hi[mf])
+            if tie.size:
+                low = rng.bit_generator.random_raw((tie.size + 1) // 2).view(np.uint32)[:tie.size]
+                mf[tie] -= low < self._c_lo[mf[tie]]
+            tail = np.flatnonzero(mf == B)
+            if cap >= 1 << 31:
+                m = m.astype(np.int64)
+            if tail.size:
+                mags = self._tail(tail.size, rng, cap)
+                top = max(top, int(mags.max()))
+                mf = mf.astype(np.int64)
+                mf[tail] = mags
+            m[flag] = mf
+        elif cap >= 1 << 31:
             m = m.astype(np.int64)
-        if tail.size:
-            m[tail] = self._tail(tail.size, rng, cap)
         neg = raw.view(np.int32) >> 31  # 0 or -1 (the sign bit)
         if m.dtype != np.int32:
             neg = neg.astype(np.int64)
         m ^= neg
         m -= neg  # -m where the sign bit is set; 0 stays +0
-        return m
+        return m, top
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,14 +1,37 @@
 """Histogram encodings: SHE and THE (Wang et al., USENIX Security 2017; seed 002).
 
-SHE (summation with histogram encoding): the one-hot vector of ``x`` plus i.i.d. Laplace noise of
-scale ``2/eps`` on each of the ``k`` coordinates (L1 sensitivity 2). Reports are the noisy
-vectors as float32, stored bit-exactly as ``4k`` bytes per report (``n x 4k`` uint8, little
-endian) so they travel through :func:`localpriv.reports.report_table` like bit vectors. The server
-estimates ``f = (1/n) sum_i z_i`` (unbiased); we expose it through ``support_counts`` (the summed
-vectors) with ``p* = 1, q* = 0`` so that MI's formula gives exactly this estimator. Exact
-likelihood: ``P(z|x) = prod_y (eps/4) exp(-(eps/2)|z_y - [y = x]|)
-= c(z) exp(-(eps/2)(|z_x - 1| - |z_x|))``; the ratio factor lies in ``[e^{-eps/2}, e^{eps/2}]``, so
-the computed LDP level is ``eps``.
+SHE (summation with histogram encoding): the one-hot vector of ``x`` plus i.i.d. Laplace-type
+noise of scale ``2/eps`` on each of the ``k`` coordinates (L1 sensitivity 2). Textbook SHE adds
+continuous Laplace noise and releases floats; floating-point Laplace samplers do not release the
+law their density states, bit for bit (Mironov, CCS 2012): our former float32 sampler put the
+noise near 0 on a 2^-18 lattice but its tail at full float32 resolution, so values just past the
+tail threshold were reachable from one input and not from the other (an unbounded privacy loss;
+issue 15). We therefore release every coordinate on a **fixed grid** of width ``g`` (a power of
+two, so ``1`` and every report value are exact floats)::
+
+    z_y = [y = x] + g D_y,    D_y i.i.d. discrete Laplace,  P(D = d) = tanh(lam/2) e^{-lam |d|},
+    lam = g eps / 2,
+
+drawn by the exact-table sampler :class:`~localpriv.mechanisms._sampling.DiscreteLaplace` (the
+integer arithmetic decides; no float noise is ever added to the value). ``g`` defaults to the
+largest power of two ``<= (2/eps) / 1024`` (kept in ``[2^-20, 1]``): steps of about a thousandth
+of the noise scale, so the law is the Laplace law to within that resolution (the variance is
+``2 g^2 a / (1 - a)^2 <= 8/eps^2``, ``a = e^{-lam}``). ``|z_y / g|`` is clamped to ``2^24``
+(every integer up to there is an exact float32; a clamp is post-processing, reached with
+probability ``< e^{-lam 2^23}``, and the likelihood below includes it). Reports keep the layout
+of the float32 version: ``4k`` bytes per report (``n x 4k`` uint8, little-endian float32), so
+they travel through :func:`localpriv.reports.report_table` like bit vectors, and ``+0.0`` is the
+only zero that is ever written (a negative zero would tell a noise-only coordinate apart).
+
+The server estimates ``f = (1/n) sum_i z_i`` (unbiased); we expose it through ``support_counts``
+(the summed vectors) with ``p* = 1, q* = 0`` so that MI's formula gives exactly this estimator.
+Exact likelihood of the released law (the discrete Laplace pmf on the grid)::
+
+    P(z | x) = prod_y p(z_y/g - [y = x]/g) = c(z) exp(-(eps/2)(|z_x - 1| - |z_x|)),
+
+``p`` the pmf above (tail masses at the clamp), ``c(z) = prod_y p(z_y/g)``. The ratio factor lies
+in ``[e^{-eps/2}, e^{eps/2}]``, so the level of the target law is ``eps``; :meth:`SHE.epsilon_ldp`
+adds the sampler's computed deviation from it (``2 * excess(1/g)``, about ``1e-12``).
 
 THE (thresholding with histogram encoding): the same noisy vector thresholded at ``theta``;
 ``S(z) = {y : z_y > theta}``. We threshold on the client and report the bit vector, which is the
@@ -24,7 +47,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ._sampling import fill_in_streams, laplace_float32_into
+from ._sampling import default_grid, discrete_laplace, fill_in_streams, power_of_two_grid
 from .base import LikelihoodBlock, Mechanism, register
 from .unary import SupportBlock, UnaryEncoding
 
@@ -67,29 +90,52 @@ class THE(UnaryEncoding):
 
 @register
 class SHE(Mechanism):
-    """Summation with histogram encoding: one-hot + Laplace(2/eps) noise, float32 reports."""
+    """Summation with histogram encoding on a grid: one-hot + ``g`` x discrete Laplace noise
+    (``lam = g eps / 2`` per step), float32 reports (see the module docstring).
+
+    Parameters
+    ----------
+    k : int
+        Number of values.
+    eps : float
+        Privacy parameter (noise scale ``2/eps``).
+    grid : float, optional
+        Grid width ``g``: a power of two in ``[2^-20, 1]``. Default: the largest power of two
+        ``<= (2/eps) / 1024`` within those bounds.
+    """
 
     spec_name = "she"
     report_kind = "binary"
     p_star = 1.0
     q_star = 0.0
+    #: ``|z_y / g|`` is clamped to this (float32 holds every integer up to 2^24 exactly)
+    CLAMP = 1 << 24
+    #: smallest grid exponent: ``1/g <= 2^20`` keeps ``1/g + CLAMP`` within int32
+    MIN_GRID_LOG2 = -20
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float, grid: float | None = None):
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
+        self._grid_given = grid is not None
+        self.grid = (default_grid(2.0 / self.eps, self.MIN_GRID_LOG2) if grid is None
+                     else power_of_two_grid(grid, "she: grid", self.MIN_GRID_LOG2))
+        self.steps_per_unit = int(round(1.0 / self.grid))
+        #: decay of the noise per grid step
+        self.rate = self.grid * self.eps / 2.0
+        self.sampler = discrete_laplace(self.rate)
 
     def params(self):
-        return {"k": self.k, "eps": self.eps}
+        return {"k": self.k, "eps": self.eps, "grid": self.grid if self._grid_given else None}
 
     @property
     def n_outputs(self):
         return None
 
     def channel(self):
-        raise LocalPrivError(f"{self} has continuous reports: no finite channel (use its likelihood)")
+        raise LocalPrivError(f"{self} has unbounded reports: no finite channel (use its likelihood)")
 
     def output_index(self, reports):
-        raise LocalPrivError(f"{self} has continuous reports: no output index")
+        raise LocalPrivError(f"{self} has unbounded reports: no output index")
 
     def vectors(self, reports) -> np.ndarray:
         """Byte reports (``n x 4k`` uint8) -> noisy vectors (``n x k`` float64)."""
@@ -100,10 +146,13 @@ class SHE(Mechanism):
         return r.view("<f4").astype(float)
 
     def sample(self, x, rng) -> np.ndarray:
-        """One-hot vector plus Laplace(2/eps) noise per entry, stored as float32 (the report).
+        """One-hot vector plus ``g D`` per entry (``D`` discrete Laplace), stored as float32.
 
-        The noise comes from :func:`~localpriv.mechanisms._sampling.laplace_float32_into` (one
-        32-bit word of the generator per entry, the exponential tail redrawn exactly), written
+        Each entry's ``D`` comes from :meth:`~localpriv.mechanisms._sampling.DiscreteLaplace.signed`
+        (one 32-bit word of the generator in the common case; the law it draws is exact up to
+        the integer thresholds, whose effect :meth:`epsilon_ldp` includes). The integer
+        ``[y = x]/g + D_y`` is clamped to ``+-2^24`` and only then converted: ``float32(n) * g``
+        is exact, so every released bit is a function of the integer alone. Rows are written
         straight into the report buffer in cache-sized chunks of users; large calls split the
         draws over :data:`~localpriv.mechanisms._sampling.STREAMS` streams spawned from ``rng``
         (see :func:`~localpriv.mechanisms._sampling.fill_in_streams`): reproducible from the
@@ -111,16 +160,20 @@ class SHE(Mechanism):
         """
         x = self._check_inputs(x)
         rng = check_rng(rng)
-        k = self.k
+        k, s, N = self.k, self.steps_per_unit, self.CLAMP
         out = np.empty((x.size, 4 * k), dtype=np.uint8)
         floats = out.view("<f4")  # the report layout
         native = floats.dtype.isnative
-        b = 2.0 / self.eps
+        g = np.float32(self.grid)
+        sampler = self.sampler
 
         def fill(lo, hi, gen):
-            v = floats[lo:hi] if native else np.empty((hi - lo, k), dtype=np.float32)
-            laplace_float32_into(v.reshape(-1), b, gen)
-            v[np.arange(hi - lo), x[lo:hi]] += np.float32(1.0)
+            rows = hi - lo
+            d = sampler.signed(rows * k, gen, cap=N + s).reshape(rows, k)  # int32
+            d[np.arange(rows), x[lo:hi]] += s
+            np.clip(d, -N, N, out=d)
+            v = floats[lo:hi] if native else np.empty((rows, k), dtype=np.float32)
+            np.multiply(d, g, out=v, dtype=np.float32)  # exact: |d| <= 2^24, g a power of two
             if not native:  # pragma: no cover - big-endian machines
                 floats[lo:hi] = v
 
@@ -133,9 +186,23 @@ class SHE(Mechanism):
         c = np.ones(z.shape[0]) if counts is None else np.asarray(counts, dtype=float)
         return c @ z
 
+    def _steps(self, z) -> np.ndarray:
+        """Report values -> grid steps ``z / g``, refusing values this mechanism cannot release."""
+        d = np.asarray(z, dtype=float) / self.grid
+        if not np.all(np.isfinite(d)) or np.any(d != np.round(d)) or np.any(np.abs(d) > self.CLAMP):
+            raise LocalPrivError(f"{self}: report values must be multiples of the grid {self.grid!r} "
+                                 f"within +-{self.CLAMP} steps (reports of another SHE version?)")
+        return d
+
     def _log_parts(self, z):
-        log_c = self.k * np.log(self.eps / 4.0) - (self.eps / 2.0) * np.abs(z).sum(axis=1)
-        log_r = -(self.eps / 2.0) * (np.abs(z - 1.0) - np.abs(z))
+        """``log c(z)`` per report and ``log r`` per coordinate: ``P(z | x) = c(z) r(z_x)``."""
+        d = self._steps(z)
+        lam, s, N = self.rate, self.steps_per_unit, self.CLAMP
+        ends = np.abs(d) == N
+        lp0 = np.where(ends, self.sampler.log_tail(N), self.sampler.log_pmf(d))  # no one-hot
+        log_c = lp0.sum(axis=-1)
+        # log p(d - s) - log p(d): -lam (|d - s| - |d|), also at the clamped ends (tail masses)
+        log_r = -lam * (np.abs(d - s) - np.abs(d))
         return log_c, log_r
 
     def likelihood(self, reports) -> np.ndarray:
@@ -147,8 +214,12 @@ class SHE(Mechanism):
         return SupportBlock(self.k, log_c, 0.0, 1.0, np.exp(log_r), counts)
 
     def epsilon_ldp(self) -> float:
-        """``max log r - min log r`` over reports, ``r(z) = exp(-(eps/2)(|z-1| - |z|))``: the
-        bracket ranges over ``[-1, 1]`` (attained for ``z <= 0`` and ``z >= 1``)."""
-        grid = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
-        _, log_r = self._log_parts(grid[:, None])
-        return float(log_r.max() - log_r.min())
+        """Level of the released law: the target part, ``max log r - min log r`` over report
+        values (``r(z) = p(z/g - 1/g) / p(z/g)`` ranges over ``[e^{-eps/2}, e^{eps/2}]``, attained
+        for ``z <= 0`` and ``z >= 1``, clamped ends included), plus twice the sampler's computed
+        deviation :meth:`~localpriv.mechanisms._sampling.DiscreteLaplace.excess` for a shift of
+        ``1/g`` steps (one coordinate gains the one-hot, one loses it)."""
+        s, N = self.steps_per_unit, self.CLAMP
+        steps = np.array([-N, -2 * s, -s, 0, s // 2, s, 2 * s, N], dtype=float)
+        _, log_r = self._log_parts(steps[:, None] * self.grid)
+        return float(log_r.max() - log_r.min() + 2.0 * self.sampler.excess(s))

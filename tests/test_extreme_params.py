@@ -1,0 +1,301 @@
+"""Extreme parameters never crash (issue 15, items 5 and 9).
+
+For EVERY registered mechanism (``localpriv.mechanisms.registered()``, so a new mechanism is
+covered automatically) and every ``eps`` in :data:`EPS` and ``k`` in :data:`KS`, we build it from
+its spec, read ``str`` back with ``parse``, compute ``epsilon_ldp()``, sample a few values and
+build a likelihood block of the samples. Every step must end in a valid result or a one-line
+:class:`LocalPrivError`; an infinite privacy level must come with a :class:`PrivacyWarning`. No
+ZeroDivisionError, OverflowError, MemoryError or raw NumPy error.
+
+Mechanisms whose spec is not ``name(k=..,eps=..)`` (or ``name(k=..,eps_perm=..,eps_1=..)``) are
+built from :data:`SPECIAL` -- a new mechanism with another signature makes
+:func:`test_every_mechanism_has_a_builder` fail until it gets an entry there.
+
+The dense-vs-structure agreement of the closed-form privacy levels is tested at the end.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+
+from localpriv._validation import LocalPrivError, PrivacyWarning
+from localpriv.domains import IntegerDomain
+from localpriv.mechanisms import parse, registered
+from localpriv.mechanisms.base import check_dense_size
+from localpriv.privacy import ldp_epsilon
+
+EPS = [1e-12, 1e-6, 50.0, 700.0, 1e4, 1e300]
+KS = [2, 3, 10**6]
+N_SAMPLE = 5
+
+
+def _expit_q(eps: float) -> float:
+    """``1/(1+e^eps)`` without overflow (OUE's q, used for the ``ue`` example)."""
+    return float(np.exp(-np.logaddexp(0.0, eps)))
+
+
+def _krr_rows(k: int, eps: float) -> str:
+    a = float(np.exp(-np.log1p((k - 1) * np.exp(-eps))))
+    b = float(np.exp(-eps - np.log1p((k - 1) * np.exp(-eps))))
+    rows = [[a if i == j else b for j in range(k)] for i in range(k)]
+    return repr(rows).replace(" ", "")
+
+
+# name -> (builder(k, eps) -> (spec, domain), the k values for which it is cheap, why not others)
+SPECIAL = {
+    "ue": (lambda k, e: (f"ue(k={k},p=0.5,q={_expit_q(e)!r})", None), KS, ""),
+    "matrix": (lambda k, e: (f"matrix(rows={_krr_rows(k, e)})", None), [2, 3],
+               "a 10^6 x 10^6 matrix spec is not a spec"),
+    "rrba": (lambda k, e: (f"rrba(p={float(-np.expm1(-min(e, 745.0)))!r},cells={k})", None), KS, ""),
+    "shokri": (lambda k, e: (f"shokri(q={e!r})", IntegerDomain(0, k - 1)), [2, 3],
+               "a linear program with k^2 variables"),
+    "planar-geometric": (lambda k, e: (f"planar-geometric(eps={e!r},nrows=1,ncols={k},cell_km=1.0)", None),
+                         [2, 3], "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
+    "planar-laplace": (lambda k, e: (f"planar-laplace(eps={e!r},nrows=1,ncols={k},cell_km=1.0)", None),
+                       [2, 3], "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
+}
+
+
+def _params(cls) -> set[str]:
+    return set(inspect.signature(cls.__init__).parameters) - {"self"}
+
+
+def _builder(name: str):
+    cls = registered()[name]
+    if name in SPECIAL:
+        return SPECIAL[name]
+    ps = _params(cls)
+    if {"k", "eps_perm", "eps_1"} <= ps:
+        return (lambda k, e: (f"{name}(k={k},eps_perm={2 * e!r},eps_1={e!r})", None), KS, "")
+    if {"k", "eps"} <= ps:
+        return (lambda k, e: (f"{name}(k={k},eps={e!r})", None), KS, "")
+    return None
+
+
+def _cases():
+    out = []
+    for name in sorted(registered()):
+        b = _builder(name)
+        ks = b[1] if b is not None else KS
+        for k in ks:
+            for e in EPS:
+                out.append(pytest.param(name, k, e, id=f"{name}-k{k}-eps{e:g}"))
+    return out
+
+
+def test_every_mechanism_has_a_builder():
+    missing = [n for n in registered() if _builder(n) is None]
+    assert not missing, f"add example specs to SPECIAL for {missing}"
+
+
+def _one_line(exc: LocalPrivError):
+    msg = str(exc)
+    assert msg and "\n" not in msg, f"error message is not one line: {msg!r}"
+
+
+def _step(fn):
+    """Run ``fn``; return ``(ok, value)``. A LocalPrivError is an accepted outcome (ok=False);
+    any other exception fails the test. An infinite float result needs a PrivacyWarning."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        try:
+            value = fn()
+        except LocalPrivError as exc:
+            _one_line(exc)
+            return False, None
+    if isinstance(value, float) and np.isinf(value):
+        assert any(issubclass(w.category, PrivacyWarning) for w in rec), "inf level without a PrivacyWarning"
+    return True, value
+
+
+@pytest.mark.parametrize("name,k,eps", _cases())
+def test_extreme_parameters(name, k, eps):
+    build = _builder(name)
+    assert build is not None, f"add an example spec for {name} to SPECIAL"
+    spec, dom = build[0](k, eps)
+    ok, mech = _step(lambda: parse(spec, dom))
+    if not ok:
+        return
+    # str/parse round trip
+    again = parse(str(mech), dom)
+    assert str(again) == str(mech)
+    # the size of the output space is known without building anything
+    ok, n_out = _step(lambda: mech.n_outputs)
+    assert not ok or n_out is None or (isinstance(n_out, (int, np.integer)) and n_out >= 1)
+    # privacy level: a number >= 0, inf only with a PrivacyWarning
+    ok, level = _step(lambda: float(mech.epsilon_ldp()))
+    if ok:
+        assert level >= 0 and not np.isnan(level)
+    # a few reports and their likelihood block
+    x = np.arange(N_SAMPLE) % mech.k
+    ok, reports = _step(lambda: mech.sample(x, np.random.default_rng(7)))
+    if not ok:
+        return
+    assert np.shape(reports)[0] == N_SAMPLE
+    uniq = np.unique(reports, axis=0) if np.ndim(reports) > 1 else np.unique(reports)
+    ok, block = _step(lambda: mech.likelihood_block(uniq, np.ones(uniq.shape[0])))
+    if ok:
+        theta = np.full(mech.k, 1.0 / mech.k)
+        with np.errstate(all="raise"):
+            fwd = block.forward(theta)
+        assert fwd.shape == (uniq.shape[0],) and np.all(np.isfinite(fwd)) and np.all(fwd >= 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad matrices, the dense-size cap
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", [
+    "matrix(rows=[[nan,1.0],[0.5,0.5]])",
+    "matrix(rows=[[0.5,0.5],[1.0]])",
+    "matrix(rows=[[0.5,0.5],[0.2,'a']])",
+    "matrix(rows=[[inf,0.0],[0.5,0.5]])",
+    "matrix(rows=[])",
+    "matrix(rows=[[[0.5,0.5]]])",
+    "matrix(rows=[[0.5,0.6],[0.5,0.5]])",
+    "matrix(rows=hello)",
+    "matrix(rows=[[true,false],[false,true]])",
+])
+def test_bad_matrix_specs_are_one_line_errors(spec):
+    with pytest.raises(LocalPrivError) as err:
+        parse(spec)
+    _one_line(err.value)
+
+
+def test_bad_matrix_python_values():
+    from localpriv.mechanisms import MatrixMechanism
+
+    for rows in ([[np.nan, 1.0], [0.5, 0.5]], [[0.5, 0.5], [1.0]], [[0.5, 0.5], None], "x", [[1 + 0j, 0], [0, 1]]):
+        with pytest.raises(LocalPrivError) as err:
+            MatrixMechanism(rows=rows)
+        _one_line(err.value)
+
+
+def test_dense_size_cap(monkeypatch):
+    check_dense_size(10, 10, "a test")  # fine
+    with pytest.raises(LocalPrivError, match=r"would need a 100000 x 100000 dense matrix \(74\.5 GiB\)"):
+        check_dense_size(100_000, 100_000, "k-RR channel")
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "50")
+    with pytest.raises(LocalPrivError, match="10 x 10"):
+        check_dense_size(10, 10, "a test")
+    krr = parse("krr(k=10,eps=1.0)")
+    for call in (krr.channel, lambda: krr.likelihood(np.arange(10)),
+                 lambda: parse("matrix(rows=[[0.5,0.5],[0.5,0.5]])").likelihood_block(np.arange(2), [1, 1]).dense()):
+        try:
+            call()
+        except LocalPrivError as exc:
+            _one_line(exc)
+        else:  # the matrix one is small enough
+            pass
+    with pytest.raises(LocalPrivError):
+        krr.channel()
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "lots")
+    with pytest.raises(LocalPrivError, match="LOCALPRIV_MAX_DENSE_ENTRIES"):
+        check_dense_size(2, 2, "a test")
+
+
+def test_big_mechanisms_never_build_their_channel(monkeypatch):
+    """krr with k = 10^7 and sue with k = 10^4: sizes, privacy and analysis from the structure
+    (a cap of 10^4 entries proves no channel is built on the way)."""
+    from localpriv.analysis import analyze_report
+
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "10000")
+    krr = parse("krr(k=10000000,eps=1.0)")
+    assert krr.n_outputs == 10**7
+    assert krr.epsilon_ldp() == pytest.approx(1.0, rel=1e-12)
+    sue = parse("sue(k=10000,eps=3.0)")
+    assert sue.epsilon_ldp() == pytest.approx(3.0, rel=1e-12)
+    for mech in (krr, sue, parse("oue(k=10000,eps=1.0)"), parse("lgrr(k=1000000,eps_perm=3.0,eps_1=1.0)")):
+        rep = analyze_report(mech)
+        assert isinstance(rep["epsilon_ldp (from channel)"], float)
+        assert rep["identifiable (|X| independent columns)"] is True
+        assert all("\n" not in str(v) for v in rep.values())
+    with pytest.raises(LocalPrivError, match="dense matrix"):
+        krr.channel()
+
+
+# ---------------------------------------------------------------------------------------------
+# the issue's reported cases
+# ---------------------------------------------------------------------------------------------
+def _level(spec):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        level = parse(spec).epsilon_ldp()
+    return level, [w for w in rec if issubclass(w.category, PrivacyWarning)]
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("olh(k=10,eps=10000.0)", 1e4),
+    ("lgrr(k=10,eps_perm=20000.0,eps_1=10000.0)", 1e4),
+    ("ss(k=5,eps=10000.0)", 1e4),
+    ("lsue(k=5,eps_perm=20000.0,eps_1=10000.0)", 1e4),
+    ("krr(k=100000,eps=1.0)", 1.0),
+    ("krr(k=3,eps=700.0)", 700.0),
+    ("sue(k=5,eps=700.0)", 700.0),
+])
+def test_reported_cases(spec, expected):
+    level, warned = _level(spec)
+    assert level == pytest.approx(expected, rel=1e-9)
+    # e^eps beyond float64: the guarantee bounds nothing, and we say so
+    assert bool(warned) == (expected > 709.0)
+
+
+def test_infinite_level_warns():
+    with pytest.warns(PrivacyWarning, match="no longer protects"):
+        assert parse("matrix(rows=[[1.0,0.0],[0.5,0.5]])").epsilon_ldp() == np.inf
+    with pytest.warns(PrivacyWarning):
+        assert parse("rrba(p=0.5,table=[0.5,0.5,0.0])").epsilon_ldp() == np.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# closed forms agree with the dense channel on small k
+# ---------------------------------------------------------------------------------------------
+STRUCTURED = [
+    "krr(k={k},eps={e})", "sue(k={k},eps={e})", "oue(k={k},eps={e})", "ue(k={k},p=0.75,q=0.125)",
+    "blh(k={k},eps={e},n_seeds=64)", "olh(k={k},eps={e},n_seeds=16)", "ss(k={k},eps={e})",
+    "ss(k={k},eps={e},omega=2)", "lgrr(k={k},eps_perm={e2},eps_1={e})", "lsue(k={k},eps_perm={e2},eps_1={e})",
+    "loue(k={k},eps_perm={e2},eps_1={e})", "lsoue(k={k},eps_perm={e2},eps_1={e})",
+    "losue(k={k},eps_perm={e2},eps_1={e})", "lblh(k={k},eps_perm={e2},eps_1={e},n_seeds=64)",
+    "lolh(k={k},eps_perm={e2},eps_1={e},n_seeds=16)", "geometric(k={k},eps={e})",
+    "geometric(k={k},eps={e},lo=-2,hi={k})", "geometric(k={k},eps={e},lo=1,hi=2)",
+    "geometric(k={k},eps={e},lo=0,hi={k}-1)", "exponential(k={k},eps={e})", "rrba(p=0.3,cells={k})",
+    "rrba(p=0.6,table=[{t}],floor=0.01)",
+]
+
+
+@pytest.mark.parametrize("template", STRUCTURED)
+@pytest.mark.parametrize("k", [3, 5, 8])
+@pytest.mark.parametrize("eps", [0.05, 1.0, 4.0, 30.0])
+def test_closed_form_agrees_with_dense(template, k, eps):
+    if "hi={k}-1" in template:
+        template = template.replace("hi={k}-1", f"hi={k - 1}")
+    table = ",".join(str(v) for v in np.linspace(1.0, 3.0, k) / np.linspace(1.0, 3.0, k).sum())
+    spec = template.format(k=k, e=eps, e2=2 * eps, t=table)
+    mech = parse(spec)
+    dense = ldp_epsilon(mech.channel() if mech.n_outputs is not None else mech.likelihood(np.arange(-1, k + 1)))
+    assert mech.epsilon_ldp() == pytest.approx(dense, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 5, 9])
+@pytest.mark.parametrize("eps", [0.05, 1.0, 6.0])
+def test_exponential_closed_form_on_other_domains(k, eps):
+    from localpriv.domains import CategoricalDomain
+    from localpriv.planar import GridDomain
+
+    for dom in (CategoricalDomain([f"c{i}" for i in range(k)]), GridDomain(0.0, 0.0, 1, k, 0.5),
+                IntegerDomain(3, 3 + k - 1)):
+        mech = parse(f"exponential(eps={eps})", dom)
+        assert mech.epsilon_ldp() == pytest.approx(ldp_epsilon(mech.channel()), rel=1e-9, abs=1e-12)
+
+
+def test_geometric_geo_level_structural():
+    for spec in ("geometric(k=7,eps=0.4)", "geometric(k=2,eps=3.0)"):
+        mech = parse(spec)
+        idx = np.arange(mech.k, dtype=float)
+        from localpriv.privacy import geo_epsilon
+        dense = geo_epsilon(mech.likelihood(np.arange(-1, mech.k + 1)), np.abs(idx[:, None] - idx[None, :]))
+        assert mech.epsilon_geo() == pytest.approx(dense, rel=1e-9)
+    # far beyond what a dense channel can hold (and beyond the float range of e^{-eps d})
+    assert parse("geometric(k=1000000,eps=1.0)").epsilon_geo() == pytest.approx(1.0, rel=1e-12)
