@@ -91,6 +91,17 @@ def test_every_mechanism_has_a_builder():
     assert not missing, f"add example specs to SPECIAL for {missing}"
 
 
+def _unique_rows(r):
+    """Distinct reports; rows of 2-D reports compared as raw bytes (``np.unique(axis=0)`` builds a
+    structured dtype with one field per column, far too slow for 4 * 10^6-byte SHE rows)."""
+    r = np.ascontiguousarray(r)
+    if r.ndim == 1:
+        return np.unique(r)
+    rows = r.view(np.dtype((np.void, r.shape[1] * r.itemsize))).ravel()
+    _, first = np.unique(rows, return_index=True)
+    return r[np.sort(first)]
+
+
 def _one_line(exc: LocalPrivError):
     msg = str(exc)
     assert msg and "\n" not in msg, f"error message is not one line: {msg!r}"
@@ -135,11 +146,11 @@ def test_extreme_parameters(name, k, eps):
     if not ok:
         return
     assert np.shape(reports)[0] == N_SAMPLE
-    uniq = np.unique(reports, axis=0) if np.ndim(reports) > 1 else np.unique(reports)
+    uniq = _unique_rows(reports)
     ok, block = _step(lambda: mech.likelihood_block(uniq, np.ones(uniq.shape[0])))
     if ok:
         theta = np.full(mech.k, 1.0 / mech.k)
-        with np.errstate(all="raise"):
+        with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
             fwd = block.forward(theta)
         assert fwd.shape == (uniq.shape[0],) and np.all(np.isfinite(fwd)) and np.all(fwd >= 0)
 
@@ -274,8 +285,16 @@ def test_closed_form_agrees_with_dense(template, k, eps):
     table = ",".join(str(v) for v in np.linspace(1.0, 3.0, k) / np.linspace(1.0, 3.0, k).sum())
     spec = template.format(k=k, e=eps, e2=2 * eps, t=table)
     mech = parse(spec)
-    dense = ldp_epsilon(mech.channel() if mech.n_outputs is not None else mech.likelihood(np.arange(-1, k + 1)))
-    assert mech.epsilon_ldp() == pytest.approx(dense, rel=1e-9, abs=1e-12)
+    if mech.n_outputs is not None:
+        G = mech.channel()
+    elif mech.spec_name == "geometric":  # untruncated: outputs -1..k attain the sup
+        G = mech.likelihood(np.arange(-1, k + 1))
+    else:  # local hashing with g too large to enumerate: every seed's hashed and one other value
+        from localpriv.mechanisms.hashing import hash_values
+        seeds = np.arange(mech.n_seeds)[:, None]
+        h = hash_values(seeds, np.arange(k)[None, :], mech.g)
+        G = mech.likelihood(np.unique(np.r_[(seeds * mech.g + h).ravel(), (seeds * mech.g + (h + 1) % mech.g).ravel()]))
+    assert mech.epsilon_ldp() == pytest.approx(ldp_epsilon(G), rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize("k", [2, 5, 9])
@@ -299,3 +318,118 @@ def test_geometric_geo_level_structural():
         assert mech.epsilon_geo() == pytest.approx(dense, rel=1e-9)
     # far beyond what a dense channel can hold (and beyond the float range of e^{-eps d})
     assert parse("geometric(k=1000000,eps=1.0)").epsilon_geo() == pytest.approx(1.0, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# structure, not channels: ranks agree with an SVD, sizes and levels never build the channel
+# ---------------------------------------------------------------------------------------------
+RANKED = ["krr(k={k},eps=1.5)", "sue(k={k},eps=1.0)", "oue(k={k},eps=2.0)", "ue(k={k},p=0.6,q=0.3)",
+          "ss(k={k},eps=1.0)", "lgrr(k={k},eps_perm=3.0,eps_1=1.0)", "lsue(k={k},eps_perm=3.0,eps_1=1.0)",
+          "rrba(p=0.4,cells={k})", "rrba(p=0.0,cells={k})", "exponential(k={k},eps=0.7)",
+          "the(k={k},eps=1.0)"]
+
+
+@pytest.mark.parametrize("template", RANKED)
+@pytest.mark.parametrize("k", [2, 4, 7])
+def test_structural_rank_agrees_with_svd(template, k):
+    from localpriv.analysis.concavity import rank_test
+
+    mech = parse(template.format(k=k))
+    rank, why = mech.rank_from_structure()
+    assert "\n" not in why
+    assert rank == rank_test(mech.channel()).rank
+
+
+def test_structural_rank_other_domains_and_geometric():
+    from localpriv.analysis.concavity import rank_test
+    from localpriv.domains import CategoricalDomain
+    from localpriv.planar import GridDomain
+
+    for dom in (CategoricalDomain(["a", "b", "c", "d"]), GridDomain(0.0, 0.0, 2, 3, 0.5)):
+        mech = parse("exponential(eps=2.0)", dom)
+        assert mech.rank_from_structure()[0] == rank_test(mech.channel()).rank == dom.size
+    geo = parse("geometric(k=9,eps=0.8)")
+    assert geo.rank_from_structure()[0] == rank_test(geo.likelihood(np.arange(-9, 18))).rank == 9
+    assert parse("geometric(k=9,eps=0.8,lo=0,hi=8)").rank_from_structure() is None
+    assert parse("olh(k=9,eps=1.0)").rank_from_structure() is None  # finite seed family: SVD only
+
+
+def _example(name):
+    return _builder(name)[0](3, 1.0)
+
+
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_n_outputs_never_builds_the_channel(name, monkeypatch):
+    spec, dom = _example(name)
+    mech = parse(spec, dom)
+
+    def refuse(self):
+        raise AssertionError("channel() built")
+    monkeypatch.setattr(type(mech), "channel", refuse)
+    n = mech.n_outputs
+    assert n is None or n >= 1
+    size = mech.output_space_size()
+    assert size is None or size >= (n or 1)
+
+
+# mechanisms whose level comes from their structure (the others read their, small, channel)
+STRUCTURAL_LEVEL = {"krr", "ue", "sue", "oue", "the", "blh", "olh", "ss", "lgrr", "lsue", "loue", "lsoue",
+                    "losue", "lblh", "lolh", "geometric", "exponential", "rrba", "laplace", "she"}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURAL_LEVEL))
+def test_structural_levels_never_build_the_channel(name, monkeypatch):
+    spec, dom = _example(name)
+    mech = parse(spec, dom)
+
+    def refuse(self):
+        raise AssertionError("channel() built")
+    monkeypatch.setattr(type(mech), "channel", refuse)
+    assert np.isfinite(mech.epsilon_ldp())
+
+
+def test_analysis_skips_dense_work_in_one_line(monkeypatch):
+    from localpriv.analysis import analyze_report
+
+    rep = analyze_report(parse("olh(k=1000000,eps=2.0)"))
+    assert rep["epsilon_ldp (from channel)"] == pytest.approx(2.0, rel=1e-12)
+    assert rep["identifiable (|X| independent columns)"].startswith("not decided (")
+    assert "limit" in rep["identifiable (|X| independent columns)"]
+    assert rep["outputs"].startswith("~10^") or "finite" in rep["outputs"]
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "100")
+    rep = analyze_report(parse("matrix(rows=[[0.5,0.5,0.0],[0.25,0.5,0.25],[0.0,0.5,0.5],[0.1,0.1,0.8]])"))
+    assert rep["outputs"] == 3  # 12 entries: under the cap, analysed densely
+    big = parse("exponential(k=200,eps=0.5)")
+    rep = analyze_report(big)
+    assert rep["epsilon_ldp (from channel)"] == pytest.approx(0.25 * 199, rel=1e-12)
+    assert rep["identifiable (|X| independent columns)"] is True  # from the structure
+    assert "not computed" in rep["INV exact n*E||v-theta||^2"]
+    assert all("\n" not in str(v) for v in rep.values())
+
+
+def test_analysis_reports_privacy_warnings():
+    from localpriv.analysis import analyze_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # analyze_report itself keeps them in the report
+        rep = analyze_report(parse("krr(k=3,eps=10000.0)"))
+        assert rep["epsilon_ldp (from channel)"] == pytest.approx(1e4)
+        assert "no longer protects anyone" in rep["privacy warning"]
+        rep = analyze_report(parse("matrix(rows=[[1.0,0.0],[0.5,0.5]])"))
+        assert rep["epsilon_ldp (from channel)"] == np.inf and "inf" in rep["privacy warning"]
+        assert "privacy warning" not in analyze_report(parse("krr(k=3,eps=1.0)"))
+
+
+def test_generic_dense_fallback_has_no_identity():
+    from localpriv.mechanisms.base import LikelihoodBlock
+
+    class Twice(LikelihoodBlock):  # G = 2 * ones(k, m)
+        def __init__(self, k, m):
+            self.k, self.counts = k, np.ones(m)
+
+        def backward(self, w):
+            return np.full(self.k, 2.0 * w.sum())
+
+    assert np.array_equal(Twice(3, 4).dense(), np.full((3, 4), 2.0))
+    with pytest.raises(LocalPrivError, match="dense matrix"):
+        Twice(10**6, 10**6).dense()

@@ -7,13 +7,13 @@ from math import comb
 
 import numpy as np
 import pytest
-from scipy.stats import chisquare, expon, kstest, laplace
+from scipy.stats import chisquare, kstest, laplace
 
 from localpriv.mechanisms import parse
 from localpriv.mechanisms import subset as subset_module
 from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms import _sampling
-from localpriv.mechanisms._sampling import bernoulli_bits, fill_in_streams, laplace_float32_into
+from localpriv.mechanisms._sampling import DiscreteLaplace, bernoulli_bits, fill_in_streams
 from localpriv.mechanisms.unary import OUE, unpack_bits
 from localpriv._validation import LocalPrivError
 
@@ -178,49 +178,89 @@ def test_ss_sample_chunks_reproducible():
     assert _within(bits[np.arange(n), x].mean(), mech.p_star, n)
 
 
+def _magnitude_cells(sampler, n_cells=40, upto=None):
+    """Cells of about equal probability for ``|D|`` under the sampler's exact drawn law
+    (``P~(|D| = 0)``, ``2 P~(D = m)``), the mass beyond ``upto`` joining the last cell."""
+    upto = upto or int(60 / sampler.rate) + 2 * sampler.B
+    m = np.arange(upto + 1)
+    p = sampler.drawn_pmf(m) * np.where(m == 0, 1.0, 2.0)
+    p[-1] += max(0.0, 1.0 - p.sum())
+    cell = np.minimum(np.searchsorted(np.linspace(0, 1, n_cells + 1)[1:-1], np.cumsum(p), side="right"),
+                      n_cells - 1)
+    return cell, np.bincount(cell, weights=p, minlength=n_cells)
+
+
+def _chi2_magnitudes(d, sampler):
+    cell, probs = _magnitude_cells(sampler)
+    obs = np.bincount(cell[np.minimum(np.abs(d), cell.size - 1)], minlength=probs.size)
+    live = probs > 0
+    assert obs[~live].sum() == 0
+    return chisquare(obs[live], probs[live] * obs.sum() / probs[live].sum()).pvalue
+
+
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_she_noise_is_laplace(eps):
-    # SHE's report is the one-hot vector plus iid Laplace(2/eps) noise (seed 002): the noise of
-    # 4 x 10^5 entries passes a Kolmogorov-Smirnov test against the Laplace law at a fixed seed,
-    # and the signs are fair and independent of the magnitudes (5 standard errors)
+    # SHE's report is the one-hot vector plus iid noise g D, D discrete Laplace with
+    # lam = g eps / 2 per grid step (issue 15; seed 002's Laplace(2/eps) at the grid's
+    # resolution): every value is on the grid, the magnitudes of 4 x 10^5 entries pass a
+    # chi-square test against the sampler's law at a fixed seed, and the signs are fair and
+    # independent of the magnitudes (5 standard errors)
     k, n = 8, 50_000
     m = parse(f"she(k={k}, eps={eps})")
     rng = np.random.default_rng(int(eps * 10))
     x = rng.integers(0, k, n)
     z = m.vectors(m.sample(x, rng))
     z[np.arange(n), x] -= 1.0
-    noise = z.ravel()
-    assert kstest(noise, laplace(scale=2.0 / eps).cdf).pvalue > 1e-3
-    neg = noise < 0
-    assert _within(neg.mean(), 0.5, noise.size)
-    big = np.abs(noise) > np.median(np.abs(noise))
+    steps = z.ravel() / m.grid
+    assert np.all(steps == np.round(steps))
+    d = steps.astype(np.int64)
+    assert _chi2_magnitudes(d, m.sampler) > 1e-3
+    assert kstest(z.ravel(), laplace(scale=2.0 / eps).cdf).pvalue > 1e-3  # the grid is fine
+    neg = d < 0
+    nz = d != 0
+    assert _within(neg[nz].mean(), 0.5, nz.sum())
+    big = np.abs(d) > np.median(np.abs(d))
     assert _within(neg[big].mean(), 0.5, big.sum())
 
 
-def test_laplace_float32_body_and_tail():
-    # 2^23 draws of Laplace(b): |z| / b binned in 40 equal-probability bins of Exp(1) passes a
-    # chi-square test (p > 1e-3, fixed seed); the draws past 11 ln 2 (about 2^23 / 2^11 = 4096,
-    # redrawn from the memoryless tail law) are 11 ln 2 + Exp(1) by a KS test; signs fair
-    b = 1.7
-    z = np.empty(1 << 23, dtype=np.float32)
-    laplace_float32_into(z, b, np.random.default_rng(21))
-    e = np.abs(z.astype(float)) / b
-    edges = expon.ppf(np.linspace(0, 1, 41))
-    counts = np.histogram(e, edges)[0]
-    assert chisquare(counts).pvalue > 1e-3
-    cut = 11 * np.log(2)
-    tail = e[e > cut] - cut
-    assert abs(tail.size - z.size * 2.0 ** -11) <= 5 * np.sqrt(z.size * 2.0 ** -11)
-    assert kstest(tail, expon.cdf).pvalue > 1e-3
-    assert _within((z < 0).mean(), 0.5, z.size)
-    assert _within((z[e > 3] < 0).mean(), 0.5, int((e > 3).sum()))
+@pytest.mark.parametrize("rate", [2.0 ** -10, 0.3, 3.0])
+def test_discrete_laplace_body_and_tail(rate):
+    # 2^23 draws: |D| in 40 cells of equal probability under the exact drawn law passes a
+    # chi-square test (p > 1e-3, fixed seed); the draws past the table (|D| >= B, about 2 e^-7 of
+    # them, redrawn from the memoryless geometric tail) are as many as P(|D| >= B) says (5 SE) and
+    # |D| - B follows the one-sided geometric law (chi-square); signs fair, also at large |D|
+    s = DiscreteLaplace(rate)
+    d = s.signed(1 << 23, np.random.default_rng(21))
+    assert d.dtype == np.int64
+    assert _chi2_magnitudes(d, s) > 1e-3
+    a = np.exp(-rate)
+    p_tail = 2 * a ** s.B / (1 + a)
+    tail = np.abs(d[np.abs(d) >= s.B]) - s.B
+    assert abs(tail.size - d.size * p_tail) <= 5 * np.sqrt(d.size * p_tail)
+    step = max(1, s.B // 40)
+    q = np.exp(-rate * step * np.arange(200))  # P(G >= step * j)
+    cells = np.minimum(tail // step, q.size - 1)
+    probs = -np.diff(np.r_[q, 0.0])
+    keep = probs * tail.size > 5
+    obs = np.bincount(cells, minlength=q.size)
+    assert chisquare(np.r_[obs[keep], obs[~keep].sum()], np.r_[probs[keep], probs[~keep].sum()] * tail.size).pvalue > 1e-3
+    nz = d != 0
+    assert _within((d[nz] < 0).mean(), 0.5, nz.sum())
+    big = np.abs(d) > 3 / rate
+    assert _within((d[big] < 0).mean(), 0.5, int(big.sum()))
 
 
-def test_laplace_float32_rejects_bad_buffers():
+def test_discrete_laplace_rejects_bad_buffers_and_rates():
+    s = DiscreteLaplace(0.5)
     with pytest.raises(LocalPrivError):
-        laplace_float32_into(np.empty(8), 1.0, np.random.default_rng(0))
+        s.signed_into(np.empty(8), np.random.default_rng(0))
     with pytest.raises(LocalPrivError):
-        laplace_float32_into(np.empty((4, 2), dtype=np.float32), 1.0, np.random.default_rng(0))
+        s.signed_into(np.empty((4, 2), dtype=np.int32), np.random.default_rng(0), cap=100)
+    with pytest.raises(LocalPrivError):
+        s.signed_into(np.empty(4, dtype=np.int32), np.random.default_rng(0), cap=1 << 40)
+    for rate in [0.0, 1e-9, 25.0]:
+        with pytest.raises(LocalPrivError):
+            DiscreteLaplace(rate)
 
 
 def test_she_draws_do_not_depend_on_threads(monkeypatch):

@@ -14,6 +14,8 @@ from localpriv.structured import (
     planar_geometric_kernel,
 )
 
+from _roundoff import U, em_rtol
+
 RTOL = 1e-12
 
 
@@ -126,10 +128,15 @@ def test_dense_block_reference_agrees_with_structured_in_em():
     z = np.minimum((rng.random(x.size)[:, None] >= cdf[x]).sum(axis=1), k - 1)
     counts = np.bincount(z, minlength=k)
     live = np.flatnonzero(counts)
-    dense = em([DenseBlock(G[:, live], counts[live])], k, delta=1e-10)
-    fast = em([linear_geometric_block(k, 0.4, live, counts[live])], k, delta=1e-10)
-    assert dense.iterations == fast.iterations
-    assert np.allclose(dense.theta, fast.theta, atol=1e-9)
+    # the same iteration, compared after a fixed number of updates (never at a stop, which round-off
+    # may move; at delta = 1e-10, ~30 ulps of |L| ~ 1.7e4, these runs would not even stop before
+    # the cap). The recurrences sum <= k positive terms twice per product (<= (2k + 3) u relative,
+    # the dense sums <= k u), so em_rtol with doubled term counts bounds the difference (see _roundoff)
+    n_it = 2000
+    dense = em([DenseBlock(G[:, live], counts[live])], k, delta=1e-300, max_iter=n_it)
+    fast = em([linear_geometric_block(k, 0.4, live, counts[live])], k, delta=1e-300, max_iter=n_it)
+    assert dense.iterations == fast.iterations == n_it and not dense.converged and not fast.converged
+    np.testing.assert_allclose(fast.theta, dense.theta, rtol=em_rtol(n_it, 2 * k, 2 * live.size), atol=0)
 
 
 @pytest.mark.parametrize("k,eps,lo,hi", [(6, 0.7, 0, 5), (8, 0.3, -3, 10), (9, 1.1, 2, 6), (5, 0.5, 0, 1),
@@ -196,31 +203,42 @@ def test_exp_kernel_block_validates():
 
 @given(k=st.integers(1, 30), eps=st.floats(0.05, 5.0), seed=st.integers(0, 10**6))
 def test_laplace_density_block_equals_the_density(k, eps, seed):
-    # continuous reports anywhere on the line (inside, between, below and above the inputs)
+    # grid reports anywhere on the line (inside, between, below and above the inputs; issue 15:
+    # the reports are multiples of the grid, <= 2^-5 here), and the two clamped end values
     from localpriv.mechanisms.laplace import Laplace
-    from localpriv.structured import LaplaceDensityBlock
 
     rng = np.random.default_rng(seed)
     mech = Laplace(k, eps)
     z = np.concatenate([mech.sample(rng.integers(0, k, 40), rng), [-3.5, 0.0, k - 1.0, k + 2.25]])
     block = mech.likelihood_block(z, np.ones(z.size))
-    assert isinstance(block, LaplaceDensityBlock)
+    assert isinstance(block, ExpKernelBlock)
     _check_products(block, mech.likelihood(z), rng)
+    ends = np.array([-1.0, 1.0]) * mech.CLAMP * mech.grid
+    _check_products(mech.likelihood_block(np.r_[z, ends], np.ones(z.size + 2)),
+                    mech.likelihood(np.r_[z, ends]), rng)
 
 
 def test_laplace_density_block_in_ibu_and_errors():
     from localpriv.estimators.em import em
     from localpriv.mechanisms.laplace import Laplace
-    from localpriv.structured import LaplaceDensityBlock
+    from localpriv.structured import discrete_laplace_block
 
     rng = np.random.default_rng(1)
     mech = Laplace(40, 0.4)
     z = mech.sample(np.minimum(rng.geometric(0.1, 3000) - 1, 39), rng)
-    fast = em([mech.likelihood_block(z, np.ones(z.size))], 40, delta=1e-8)
-    slow = em([DenseBlock(mech.likelihood(z), np.ones(z.size))], 40, delta=1e-8)
-    assert fast.iterations == slow.iterations
-    assert abs(fast.loglik - slow.loglik) < 1e-6 and np.abs(fast.theta - slow.theta).max() < 1e-9
+    # the same iteration after a fixed number of updates (not at a stop: round-off may move a stop).
+    # Products of either block: <= 2 x 40 terms per forward entry, <= 2 z.size per backward one,
+    # so the iterates agree to rtol = em_rtol (see _roundoff) and L, a sum of c_j log p_j, to
+    # n rtol plus each evaluation's own rounding, <= (m + 1) u |L| + n (2k + 3) u
+    n_it = 200
+    fast = em([mech.likelihood_block(z, np.ones(z.size))], 40, delta=1e-300, max_iter=n_it)
+    slow = em([DenseBlock(mech.likelihood(z), np.ones(z.size))], 40, delta=1e-300, max_iter=n_it)
+    assert fast.iterations == slow.iterations == n_it and not fast.converged and not slow.converged
+    rtol = em_rtol(n_it, 2 * 40, 2 * z.size)
+    np.testing.assert_allclose(fast.theta, slow.theta, rtol=rtol, atol=0)
+    e_L = (z.size + 1) * U * abs(slow.loglik) + z.size * (2 * 40 + 3) * U
+    assert abs(fast.loglik - slow.loglik) <= z.size * rtol + 2 * e_L
     with pytest.raises(LocalPrivError):
-        LaplaceDensityBlock(3, 1.0, [0.5, np.nan], [1, 1])
+        discrete_laplace_block(3, 1.0, 0.5, [0.5, np.nan], [1, 1])
     with pytest.raises(LocalPrivError):
-        LaplaceDensityBlock(3, 1.0, [0.5], [1, 1])
+        discrete_laplace_block(3, 1.0, 0.5, [0.5], [1, 1])

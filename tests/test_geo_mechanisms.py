@@ -176,20 +176,30 @@ def test_laplace_interval_prob():
 
 
 def test_continuous_laplace():
+    # issue 15: the unbinned version releases z = x + g D on the grid g = 2^-9 (eps = 0.3),
+    # D discrete Laplace: samples on the grid, chi-square against the pmf (40 cells of equal
+    # probability; the grid points beyond +-60/eps, mass e^-60, join the end cells)
     m = parse("laplace(eps=0.3)", IntegerDomain(0, 9))
-    assert m.n_outputs is None and m.report_kind == "float64"
+    assert m.n_outputs is None and m.report_kind == "float64" and m.grid == 2.0 ** -9
     rng = np.random.default_rng(5)
     z = m.sample(np.full(20_000, 4), rng)
-    assert z.dtype == np.float64
+    assert z.dtype == np.float64 and np.all(z / m.grid == np.round(z / m.grid))
+    pts = 4 + np.arange(-200 * 512, 200 * 512 + 1) * m.grid
+    cdf = np.cumsum(m.likelihood(pts)[4])
+    cell = np.minimum(np.searchsorted(np.linspace(0, 1, 41)[1:-1], cdf, side="right"), 39)
+    probs = np.bincount(cell, weights=m.likelihood(pts)[4], minlength=40)
+    idx = cell[np.clip(np.round((z - pts[0]) / m.grid).astype(int), 0, pts.size - 1)]
+    assert chi2_pvalue(idx, probs) > P_MIN
+    # the law is the Laplace law at the grid's resolution (KS at the same seed)
     assert stats.kstest(z, stats.laplace(loc=4, scale=1 / 0.3).cdf).pvalue > P_MIN
-    # the likelihood is the density: it integrates to 1 for every input
+    # the likelihood is the pmf: it sums to 1 over the grid for every input
     for x in [0, 9]:
-        f = lambda t: m.likelihood(np.array([t]))[x, 0]
-        total = integrate.quad(f, -np.inf, x)[0] + integrate.quad(f, x, np.inf)[0]
-        assert total == pytest.approx(1.0, abs=1e-8)
+        assert m.likelihood(x + np.arange(-200 * 512, 200 * 512 + 1) * m.grid)[x].sum() == pytest.approx(1.0, abs=1e-12)
     assert m.epsilon_geo() == pytest.approx(0.3, rel=1e-9)
     with pytest.raises(LocalPrivError):
         m.channel()
+    with pytest.raises(LocalPrivError, match="multiples of the grid"):
+        m.likelihood(np.array([0.1]))  # not a report of this mechanism
 
 
 @pytest.mark.parametrize("spec", ["laplace(eps=0.3,bins=1.0,lo=0,hi=9)", "laplace(eps=0.6,bins=2.5,lo=-2,hi=5)"])

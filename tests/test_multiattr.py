@@ -4,6 +4,7 @@ from itertools import combinations, product
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy.stats import chi2 as chi2_dist
 
 from localpriv._validation import LocalPrivError
@@ -194,6 +195,91 @@ def test_rrba_converges_as_blocks_grow():
         pooled.append(np.abs(pooled_estimate(run) - truth).sum())
     assert errs[2] < errs[0] and errs[2] < 0.05
     assert pooled[2] < pooled[0] and pooled[2] < 0.02
+
+
+@settings(max_examples=60)
+@given(n=st.integers(1, 700), s=st.integers(1, 120), n_cells=st.integers(1, 9),
+       seed=st.integers(0, 2**32 - 1))
+def test_every_user_counts_in_block_aggregation(n, s, n_cells, seed):
+    # issue 15: users are never dropped, whether or not the block size divides their number; the
+    # last block holds the n mod s users left over (and n < s makes one short block)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, n_cells, n)
+    run = aggregate_blocks(x, n_cells, 0.5, s, rng)
+    full, rest = divmod(n, s)
+    assert run.sizes == [s] * full + ([rest] if rest else [])
+    assert run.n_users == n == sum(c.sum() for c in run.counts)
+    assert [c.sum() for c in run.counts] == run.sizes  # each block reports once per user
+    assert len(run.estimates) == len(run.sent) == len(run.epsilons) == len(run.sizes)
+    for t in run.estimates:
+        assert t.min() >= 0 and abs(t.sum() - 1) < 1e-12
+    T, k, _ = block_convergence(run)
+    assert 0 <= k < len(run.sizes) and abs(T.sum() - 1) < 1e-12
+
+
+@pytest.mark.parametrize("n,s", [(12_000, 4_000), (13_000, 4_000), (2_500, 4_000)])
+def test_short_last_block_reads_with_its_own_size(n, s):
+    # Eq. 4.3 of the last block with its own n_b users is unbiased: its raw value per cell is
+    # (o_w / n_b - (1-p) T_w) / p with o_w ~ Binomial(n_b, q_w), q_w = p theta_w + (1-p) T_w, so
+    # its standard deviation is sqrt(q_w (1 - q_w) / n_b) / p; Eq. 4.4 leaves a table of
+    # non-negative values unchanged (all q_w are far from 0 here). Reading a short block with the
+    # full block size s instead misses: for 13,000 users (a last block of 1,000) cells 0 and 3
+    # come out 17 and 28 sd off.
+    rng = np.random.default_rng(n)
+    truth = np.array([0.55, 0.25, 0.15, 0.05])
+    p = 0.5
+    x = rng.choice(4, size=n, p=truth)
+    run = aggregate_blocks(x, 4, p, s, rng)
+    n_b = run.sizes[-1]
+    assert n_b == (n % s or s)
+    q = p * truth + (1 - p) * run.sent[-1]
+    sd = np.sqrt(q * (1 - q) / n_b) / p
+    assert np.all(np.abs(run.estimates[-1] - truth) < 5 * sd)
+    # the pooled maximum-likelihood table uses every block, the short one included: the error of
+    # a randomized-response estimate from n reports is sqrt(q (1-q) / n) / p <= sqrt(1 / (4n)) / p
+    pooled = pooled_estimate(run)
+    assert np.abs(pooled - truth).max() < 5 * np.sqrt(0.25 / n) / p
+
+
+def test_no_users_is_the_only_block_error():
+    rng = np.random.default_rng(0)
+    with pytest.raises(LocalPrivError, match="no users"):
+        aggregate_blocks(np.array([], dtype=int), 4, 0.5, 10, rng)
+    one = aggregate_blocks([3], 4, 0.5, 10, rng)  # one user, a block of 10: one short block
+    assert one.sizes == [1] and one.counts[0].sum() == 1
+
+
+def test_thesis_tables_count_every_user(monkeypatch):
+    # the thesis reproductions aggregate every user of every view: one table per user in the
+    # modified protocol (so the runs' users add up to the records), every table of its view in
+    # the original one
+    import localpriv.experiments.thesis as thesis
+
+    runs = []
+    real = thesis.aggregate_blocks
+
+    def spy(cells, *args, **kw):
+        run = real(cells, *args, **kw)
+        runs.append((cells.size, run))
+        return run
+
+    monkeypatch.setattr(thesis, "aggregate_blocks", spy)
+    net = load_network("survey")
+    fams = thesis._families(net, net.names)
+    rng = np.random.default_rng(3)
+    for n in (1, 37, 500, 1003):
+        rec = net.sample(n, rng)
+        runs.clear()
+        thesis._rrba_tables(rec, [[f] for f in fams], 0.5, rng, 2, 1e-3)
+        assert all(run.n_users == size for size, run in runs)
+        assert sum(run.n_users for _, run in runs) == n
+        runs.clear()
+        views = thesis._pack(fams)
+        thesis._rrba_tables(rec, views, 0.5, rng, 2, 1e-3)
+        per_view = [len(v) for v in views]
+        assert all(run.n_users == size for size, run in runs)
+        assert sum(run.n_users for _, run in runs) <= n * max(per_view)
+        assert sum(run.n_users for _, run in runs) >= n * min(per_view)
 
 
 def test_consistency_is_the_least_squares_fit():

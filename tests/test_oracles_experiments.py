@@ -12,6 +12,8 @@ from localpriv.experiments.oracles import (_DiagBlock, equal_width_bins, seed_ib
                                            summarize, users)
 from localpriv.experiments.runner import run_experiment
 
+from _roundoff import em_rtol
+
 
 def test_dbsec_one_time_quick(tmp_path):
     rec = run_experiment("dbsec-one-time", tmp_path, quick=True, seed=1)
@@ -50,7 +52,11 @@ def test_seed_ibu_stacked_equals_separate_runs():
     assert capped.all()
     for b in range(3):
         alone = em([_DiagBlock(p[b], q[b], C[b])], k, delta=1e-12, max_iter=300, stop="max_abs")
-        np.testing.assert_allclose(est[b], alone.theta, atol=1e-13)
+        assert alone.iterations == 300 and not alone.converged  # same number of updates as the stack
+        # the stack normalizes over 3k coordinates, a lone run over k: the same updates rounded
+        # differently, <= em_rtol relative after 300 of them (see _roundoff; ~1.4e-11, measured
+        # ~4e-15)
+        np.testing.assert_allclose(est[b], alone.theta, rtol=em_rtol(300, 3 * k, k), atol=0)
         assert abs(est[b].sum() - 1) < 1e-12
 
 

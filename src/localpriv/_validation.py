@@ -9,6 +9,7 @@ import numpy as np
 
 __all__ = [
     "LocalPrivError",
+    "PrivacyWarning",
     "check_rng",
     "check_eps",
     "check_int",
@@ -19,7 +20,33 @@ __all__ = [
 
 
 class LocalPrivError(ValueError):
-    """A clear, user-facing error of the library (bad input, inapplicable estimator, ...)."""
+    """A clear, user-facing error of the library (bad input, inapplicable estimator, ...).
+
+    Messages that quote the input are kept short: beyond :attr:`MAX_MESSAGE` characters the
+    middle is cut (the start says what is wrong, the end where)."""
+
+    MAX_MESSAGE = 1000
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str) and len(args[0]) > self.MAX_MESSAGE:
+            text = args[0]
+            cut = len(text) - self.MAX_MESSAGE + 40
+            args = (f"{text[:700]} ...[{cut} characters cut]... {text[len(text) - (self.MAX_MESSAGE - 740):]}",)
+        super().__init__(*args)
+
+
+class PrivacyWarning(UserWarning):
+    """A computed privacy level that protects no one: ``inf``, or so large that ``e^eps``
+    overflows float64 (see :func:`localpriv.privacy.checked_epsilon`)."""
+
+
+def _show(value, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: messages stay short whatever the input."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that fails (or a huge int refused by repr)
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def check_rng(rng) -> np.random.Generator:
@@ -42,22 +69,24 @@ def check_eps(eps, name: str = "eps") -> float:
     """A privacy parameter: a finite number > 0."""
     try:
         val = float(eps)
-    except (TypeError, ValueError):
-        raise LocalPrivError(f"{name} must be a number, got {eps!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise LocalPrivError(f"{name} must be a number, got {_show(eps)}") from None
     if not np.isfinite(val) or val <= 0:
-        raise LocalPrivError(f"{name} must be a finite number > 0, got {eps!r}")
+        raise LocalPrivError(f"{name} must be a finite number > 0, got {_show(eps)}")
     return val
 
 
 def check_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer parameter within optional bounds."""
     if isinstance(value, bool):
-        raise LocalPrivError(f"{name} must be an integer, got {value!r}")
+        raise LocalPrivError(f"{name} must be an integer, got {_show(value)}")
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         value = int(value)
     if not isinstance(value, (int, np.integer)):
-        raise LocalPrivError(f"{name} must be an integer, got {value!r}")
+        raise LocalPrivError(f"{name} must be an integer, got {_show(value)}")
     value = int(value)
+    if not -(2 ** 63) <= value < 2 ** 63:
+        raise LocalPrivError(f"{name} must fit in 64 bits, got {_show(value)}")
     if minimum is not None and value < minimum:
         raise LocalPrivError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -86,7 +115,10 @@ def check_distribution(theta, k: int | None = None, name: str = "distribution", 
 
 def check_counts(counts, name: str = "counts", size: int | None = None) -> np.ndarray:
     """Observation counts: finite, non-negative, 1-D, not all zero."""
-    arr = np.asarray(counts, dtype=float)
+    try:
+        arr = np.asarray(counts, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise LocalPrivError(f"{name} must be numbers, got {_show(counts)}") from None
     if arr.ndim != 1:
         raise LocalPrivError(f"{name} must be 1-D, got shape {arr.shape}")
     if size is not None and arr.size != size:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._validation import LocalPrivError
+from ._validation import LocalPrivError, check_int
 from .domains import Domain
 from .formats import TableWriter, _one_line
 from .observations import Observations
@@ -55,7 +55,16 @@ def _kind(reports: np.ndarray) -> str:
 
 def _stream(source, domain: Domain | None):
     """``(spec, reports, counts)`` triples from files or an Arrow table, checked."""
+    if isinstance(source, pd.DataFrame):
+        try:
+            source = pa.Table.from_pandas(source, preserve_index=False)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise LocalPrivError(f"cannot read the report frame: {_one_line(exc)}") from None
     if isinstance(source, pa.Table):
+        missing = [c for c in ("mechanism", "report") if c not in source.column_names]
+        if missing:
+            raise LocalPrivError(f"the report table has no column(s) {', '.join(missing)}; "
+                                 f"columns: {', '.join(source.column_names) or '(none)'}")
         from .formats import Source
         from .reports import _batch_reports
         src = Source("<report table>", "arrow", "counts" if "count" in source.column_names else "reports",
@@ -84,7 +93,7 @@ class DuckDBAggregator:
 
     def __init__(self, memory_limit: str = "2GB", threads: int | None = None, domain: Domain | None = None):
         self.memory_limit = check_memory_limit(memory_limit)
-        self.threads = threads
+        self.threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
         self.domain = domain
 
     def _connect(self, tmp: str):
@@ -101,7 +110,10 @@ class DuckDBAggregator:
         import duckdb
         types = {"int": "BIGINT", "float": "DOUBLE", "binary": "BLOB"}
         with tempfile.TemporaryDirectory(prefix="localpriv-duckdb-") as tmp:
-            con = self._connect(tmp)
+            try:
+                con = self._connect(tmp)
+            except duckdb.Error as exc:
+                raise LocalPrivError(f"cannot start DuckDB: {_one_line(exc)}") from None
             try:
                 made: set[str] = set()
                 for spec, _mech, r, c in _stream(source, self.domain):

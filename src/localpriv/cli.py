@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -146,7 +147,10 @@ def aggregate(
     from .formats import REPORT_SUFFIXES, check_output
     check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
     if engine == "duckdb":
-        agg = DuckDBAggregator(memory_limit=check_memory_limit(memory_limit))
+        try:
+            agg = DuckDBAggregator(memory_limit=check_memory_limit(memory_limit))
+        except LocalPrivError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--memory-limit'") from None
     elif engine == "numpy":
         agg = NumpyAggregator()
     else:
@@ -212,12 +216,18 @@ def estimate(
         else:
             dom = _domain(domain)
             est = _estimate(_aggregate(inputs, dom), estimator, **kwargs)
-    if output:
-        est.save(output)
-    if plot:
-        from .plotting import distributions_figure
-        distributions_figure(est.labels, {est.estimator: est.distribution}, plot,
-                             title=f"{est.estimator} estimate from {int(est.n)} reports")
+    from contextlib import ExitStack
+
+    from .formats import atomic_output
+    with ExitStack() as outputs:  # both outputs appear, or neither (a failed plot drops the estimate)
+        out_tmp = outputs.enter_context(atomic_output(output)) if output else None
+        plot_tmp = outputs.enter_context(atomic_output(plot)) if plot else None
+        if out_tmp is not None:
+            est.save(out_tmp)
+        if plot_tmp is not None:
+            from .plotting import distributions_figure
+            distributions_figure(est.labels, {est.estimator: est.distribution}, plot_tmp,
+                                 title=f"{est.estimator} estimate from {int(est.n)} reports")
     if est.converged is False:
         _say(f"warning: {est.estimator} stopped at the iteration cap ({est.iterations}) "
              "before meeting its tolerance")
@@ -404,6 +414,8 @@ def main(argv=None):  # entry point
     from .formats import interrupt_cleanly
     interrupt_cleanly()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    if not debug:
+        warnings.showwarning = _show_warning
     try:
         # without standalone mode, click *returns* the code of a typer.Exit instead of raising it
         code = app(args=argv, standalone_mode=False, prog_name="localpriv")
@@ -429,6 +441,13 @@ def main(argv=None):  # entry point
             traceback.print_exc()
         _say(f"error: {_message(exc)}")
         sys.exit(1)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning is one line on stderr too (``warning: ...``), without the source line."""
+    where = f" ({category.__name__}, {Path(filename).name}:{lineno})" if not issubclass(category, UserWarning) \
+        else ""
+    _say(f"warning: {message}{where}")
 
 
 def _os_message(exc: OSError) -> str:

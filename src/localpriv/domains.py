@@ -87,6 +87,8 @@ class IntegerDomain(Domain):
     def __post_init__(self):
         if int(self.hi) < int(self.lo):
             raise LocalPrivError(f"integer domain needs lo <= hi, got lo={self.lo}, hi={self.hi}")
+        if not (-(2 ** 63) <= int(self.lo) and int(self.hi) < 2 ** 63 and int(self.hi) - int(self.lo) < 2 ** 63 - 1):
+            raise LocalPrivError(f"integer domain {self.lo}..{self.hi} does not fit in 64-bit integers")
         object.__setattr__(self, "lo", int(self.lo))
         object.__setattr__(self, "hi", int(self.hi))
 
@@ -262,9 +264,10 @@ def parse_domain(text: str) -> Domain:
     if ".." in text:
         lo, _, hi = text.partition("..")
         try:
-            return IntegerDomain(int(lo), int(hi))
+            bounds = int(lo), int(hi)
         except ValueError:
-            raise LocalPrivError(f"cannot read integer domain {text!r}: expected LO..HI, e.g. 0..99") from None
+            raise LocalPrivError(f"cannot read integer domain {text[:60]!r}: expected LO..HI, e.g. 0..99") from None
+        return IntegerDomain(*bounds)
     labels = [t.strip() for t in text.split(",") if t.strip()]
     if not labels:
         raise LocalPrivError(f"cannot read domain {text!r}: expected LO..HI, a comma-separated list, "

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._validation import LocalPrivError
 from .domains import Domain
 
 __all__ = ["Estimate"]
@@ -49,6 +50,8 @@ class Estimate:
     converged: bool | None = None
     n: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the observations the estimate came from (for its uncertainty; not saved)
+    observations: Any = field(default=None, repr=False, compare=False)
 
     @property
     def labels(self) -> np.ndarray:
@@ -96,3 +99,107 @@ class Estimate:
         conv = "" if self.converged is None else (", converged" if self.converged else ", NOT converged (hit the cap)")
         it = "" if self.iterations is None else f", {self.iterations} iterations"
         return f"Estimate({self.estimator}, k={self.distribution.size}, n={self.n:g}{it}{conv})"
+
+    # ---- uncertainty (computed by localpriv.uncertainty, once, on first use) -------------------
+    def uncertainty(self, method: str | None = None, rng=None):
+        """The estimate's :class:`~localpriv.uncertainty.Uncertainty` (cached per method)."""
+        from .uncertainty import uncertainty
+        cache = self.extra.setdefault("_uncertainty", {})
+        key = method or "default"
+        if key not in cache:
+            cache[key] = uncertainty(self, self.observations, rng=rng, method=method)
+        return cache[key]
+
+    def std_error(self) -> np.ndarray:
+        """Standard error of every cell (see :mod:`localpriv.uncertainty` for the method)."""
+        return self.uncertainty().std_error()
+
+    def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Per-cell confidence intervals ``(lower, upper)`` at ``level``."""
+        return self.uncertainty().cell_intervals(level)
+
+    def functional(self, w, level: float = 0.95):
+        """Any linear functional ``w @ theta`` with its interval."""
+        return self.uncertainty().functional(w, level)
+
+    def _values(self, what: str) -> np.ndarray:
+        dom = self.domain
+        if dom is None or not getattr(dom, "is_numeric", False) or getattr(dom, "columns", 1) != 1:
+            raise LocalPrivError(f"{what} needs an ordered numeric domain (LO..HI), not "
+                                 f"{'none' if dom is None else dom.spec()}")
+        return np.asarray(dom.labels, dtype=float)
+
+    def mean(self, level: float = 0.95):
+        """The mean value ``sum_x x theta_x`` with its interval (ordered domains)."""
+        from .uncertainty import Interval
+        iv = self.functional(self._values("the mean"), level)
+        return Interval(iv.value, iv.lower, iv.upper, iv.level, iv.method)
+
+    def var(self, level: float = 0.95):
+        """The variance of the values, ``sum_x (x - mu)^2 theta_x``, with its interval (delta method:
+        its gradient in ``theta`` is ``(x - mu)^2`` on the simplex's tangent space)."""
+        x = self._values("the variance")
+        mu = float(x @ self.distribution)
+        return self.functional((x - mu) ** 2, level)
+
+    def cdf(self, level: float = 0.95) -> pd.DataFrame:
+        """The CDF at every value with a pointwise confidence band (ordered domains)."""
+        x = self._values("the CDF")
+        k = x.size
+        W = np.tril(np.ones((k, k)))
+        u = self.uncertainty()
+        F = np.cumsum(self.distribution)
+        from scipy import stats
+        lv = float(level)
+        if u.method == "fisher":
+            z = stats.norm.ppf(0.5 + lv / 2)
+            sd = u.functional_sd(W)
+            lo, hi = F - z * sd, F + z * sd
+        else:
+            a = (1 - lv) / 2
+            lo, hi = np.quantile(np.cumsum(u.replicates, axis=1), [a, 1 - a], axis=0)
+        return pd.DataFrame({"value": self.domain.labels, "cdf": F, "lower": np.clip(lo, 0, 1),
+                             "upper": np.clip(hi, 0, 1)})
+
+    def quantile(self, q: float, level: float = 0.95):
+        """The ``q``-quantile with its interval (ordered domains), by inverting the CDF band.
+
+        The CDF is interpolated linearly between ``x - 1/2`` and ``x + 1/2`` around every value
+        ``x``, so quantiles are real numbers; the interval is where the band crosses ``q``.
+        """
+        from .uncertainty import Interval
+        q = float(q)
+        if not 0.0 < q < 1.0:
+            raise LocalPrivError(f"quantile level must lie strictly between 0 and 1, got {q}")
+        band = self.cdf(level)
+        x = self._values("a quantile")
+        return Interval(_cross(x, band["cdf"].to_numpy(), q), _cross(x, band["upper"].to_numpy(), q),
+                        _cross(x, band["lower"].to_numpy(), q), float(level), self.uncertainty().method)
+
+    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> pd.DataFrame:
+        """The ``k`` most probable values with their intervals and rank stability: the share of
+        draws (replicates, or Gaussian draws of the estimate) in which the value is in the top ``k``."""
+        from ._validation import check_int
+        k = check_int(k, "k", minimum=1, maximum=self.distribution.size)
+        order = np.argsort(-self.distribution, kind="stable")[:k]
+        lo, hi = self.ci(level)
+        draws = self.uncertainty().samples(np.random.default_rng(0) if rng is None else rng)
+        ranks = np.argsort(np.argsort(-draws, axis=1, kind="stable"), axis=1, kind="stable")
+        stable = (ranks[:, order] < k).mean(axis=0)
+        return pd.DataFrame({"rank": np.arange(1, k + 1), "value": self.labels[order],
+                             "probability": self.distribution[order], "lower": lo[order],
+                             "upper": hi[order], "in_top_k": stable})
+
+
+def _cross(x: np.ndarray, F: np.ndarray, q: float) -> float:
+    """Where the CDF ``F`` (at values ``x``, interpolated between ``x -+ 1/2``) first reaches ``q``."""
+    edges = np.concatenate([[x[0] - 0.5], x + 0.5])
+    Fe = np.concatenate([[0.0], np.maximum.accumulate(np.clip(F, 0, 1))])
+    j = int(np.searchsorted(Fe, q, side="left"))
+    if j <= 0:
+        return float(edges[0])
+    if j >= Fe.size:
+        return float(edges[-1])
+    f0, f1 = Fe[j - 1], Fe[j]
+    t = 0.0 if f1 <= f0 else (q - f0) / (f1 - f0)
+    return float(edges[j - 1] + t * (edges[j] - edges[j - 1]))

@@ -45,7 +45,7 @@ from ._validation import LocalPrivError
 __all__ = [
     "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
-    "interrupt_cleanly",
+    "interrupt_cleanly", "read_error",
 ]
 
 #: The version of the report and counts formats this release writes and reads.
@@ -117,6 +117,50 @@ def file_type(path: str) -> str:
     raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .csv or .parquet")
 
 
+def _first_bad_utf8(path: str) -> tuple[int, int, bytes] | None:
+    """``(line, byte offset, bytes)`` of the first bytes of ``path`` that are not UTF-8 (error path)."""
+    compression = "gzip" if path.lower().endswith(".gz") else None
+    line, offset, carry = 1, 0, b""
+    with pa.input_stream(path, compression=compression) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            data = carry + chunk
+            if not data:
+                return None
+            try:
+                data.decode("utf-8")
+                carry = b""
+            except UnicodeDecodeError as exc:
+                if chunk and exc.reason == "unexpected end of data" and exc.start >= len(data) - 3:
+                    carry = data[exc.start:]
+                    data = data[:exc.start]
+                else:
+                    at = exc.start
+                    start = data.rfind(b"\n", 0, at) + 1
+                    return line + data.count(b"\n", 0, at), offset + at, data[max(start, at - 30):at + 8]
+            line += data.count(b"\n")
+            offset += len(data)
+            if not chunk:
+                return None
+
+
+def read_error(path: str, exc: BaseException) -> LocalPrivError:
+    """A one-line error for a file that could not be read; text that is not UTF-8 is located."""
+    text = _one_line(exc)
+    if "utf8" in text.lower().replace("-", "") and _suffix(path) == ".csv":
+        try:
+            bad = _first_bad_utf8(path)
+        except (pa.ArrowException, OSError):  # pragma: no cover - the original message will do
+            bad = None
+        if bad is not None:
+            line, offset, snippet = bad
+            return LocalPrivError(
+                f"{path} is not UTF-8 text: line {line} (byte {offset}) holds {snippet!r}; CSV files "
+                "must be UTF-8 (or UTF-16 with a byte-order mark): convert it, e.g. "
+                "iconv -f latin1 -t utf-8 (Latin-1 and other encodings are refused, not guessed)")
+    return LocalPrivError(f"cannot read {path}: {text}")
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
@@ -150,7 +194,37 @@ def check_output(path, suffixes, inputs=(), what: str = "output") -> Path:
     for src in inputs:
         if _same_file(str(p), str(src)):
             raise LocalPrivError(f"{what} {p} is also an input; write to another file")
+        if _read_as_input(p, str(src)):
+            raise LocalPrivError(f"{what} {p} would be read as an input ({src}); write it elsewhere")
     return p
+
+
+def _read_as_input(out: Path, src: str) -> bool:
+    """Would ``out`` be one of the files the input ``src`` (a glob or a folder) stands for?"""
+    import fnmatch
+    if _is_uri(src) or _is_uri(str(out)) or _suffix(out.name) not in (".parquet", ".pq", ".csv"):
+        return False
+    target = Path(os.path.abspath(out))
+    if any(ch in src for ch in "*?["):
+        pattern = Path(os.path.abspath(src))
+        if "**" in src:
+            return fnmatch.fnmatchcase(str(target), str(pattern))
+        return len(pattern.parts) == len(target.parts) and all(
+            fnmatch.fnmatchcase(t, q) for t, q in zip(target.parts, pattern.parts))
+    folder = Path(src)
+    if not folder.is_dir():
+        return False
+    try:
+        rel = target.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return not any(part.startswith((".", "_")) for part in rel.parts)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 _LIVE_TEMPS: set[str] = set()
@@ -165,9 +239,11 @@ def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
     :func:`interrupt_cleanly`) the temporary file is removed and ``path`` is left as it was.
     """
     p = check_output(path, suffixes, inputs, what) if suffixes else Path(path)
+    created = [d for d in (p.parent, *p.parent.parents) if not d.exists()]  # deepest first
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=f".tmp{p.suffix}", dir=p.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files: give outputs the usual mode
     with _LIVE_LOCK:
         _LIVE_TEMPS.add(tmp)
     try:
@@ -178,8 +254,13 @@ def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
     finally:
         with _LIVE_LOCK:
             _LIVE_TEMPS.discard(tmp)
-        if os.path.exists(tmp):
+        if os.path.exists(tmp):  # failed or interrupted: no output, nor the folders made for it
             os.unlink(tmp)
+            for d in created:
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
 
 
 def interrupt_cleanly() -> None:
@@ -317,7 +398,7 @@ class Source:
         except LocalPrivError:
             raise
         except (pa.ArrowException, OSError, UnicodeError, ValueError) as exc:
-            raise LocalPrivError(f"cannot read {self.path}: {_one_line(exc)}") from None
+            raise read_error(self.path, exc) from None
 
     # ---- Parquet ------------------------------------------------------------------------------
     def _parquet_batches(self):
@@ -348,7 +429,7 @@ class Source:
             parse_options=pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=on_invalid,
                                              newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
-                column_types={c: pa.string() for c in want}, strings_can_be_null=True,
+                column_types={c: pa.string() for c in want}, strings_can_be_null=True, null_values=[""],
                 include_columns=[c for c in want if c not in self.constants],
                 include_missing_columns=False))
         header = reader.schema.names
@@ -359,33 +440,33 @@ class Source:
         line = self.csv_header_lines + 2  # the header line, then data from here
         total = 0
         for batch in reader:
-            _check_invalid(invalid, self, line + batch.num_rows)
+            _check_invalid(invalid, self)
             yield _with_constants(batch, self.constants, want), line
             line += batch.num_rows
             total += batch.num_rows
-        _check_invalid(invalid, self, None, final=True)
+        _check_invalid(invalid, self)
         if self.version is not None:
-            ends = [text for _, text in invalid if _CSV_END.match(text.strip())]
+            ends = [(n, text) for n, text in invalid if _CSV_END.match(text.strip())]
             if not ends:
                 raise LocalPrivError(f"{self.path} is incomplete: its last line '#localpriv end rows=N' is "
                                      f"missing (cut short after {total} rows)")
-            declared = int(_CSV_END.match(ends[-1].strip()).group(1))
+            last_line = self.csv_header_lines + 1 + total + 1  # format line(s), header, rows, end line
+            if len(ends) > 1 or (ends[0][0] is not None and ends[0][0] != last_line):
+                raise LocalPrivError(f"{self.path}: the end line '#localpriv end ...' is not the last line "
+                                     f"(line {ends[0][0]})")
+            declared = int(_CSV_END.match(ends[0][1].strip()).group(1))
             if declared != total:
                 raise LocalPrivError(f"{self.path} says it holds {declared} rows but {total} were read")
 
 
-def _check_invalid(invalid, src: Source, upto, final: bool = False) -> None:
-    """Malformed CSV rows are errors; only the trailer line of a localpriv file is allowed."""
+def _check_invalid(invalid, src: Source) -> None:
+    """Malformed CSV rows are errors; only the end line of a localpriv file is allowed."""
     bad = [(n, t) for n, t in invalid if not (src.version is not None and _CSV_END.match(t.strip()))]
     if bad:
         n, t = bad[0]
         where = f"line {n}" if n is not None else "a line"
         cause = "is blank" if not t.strip() else f"has the wrong number of fields: {t[:60]!r}"
         raise LocalPrivError(f"{src.path}: {where} {cause} ({len(bad)} malformed line(s) so far)")
-    if src.version is not None and not final:
-        ends = [n for n, t in invalid if _CSV_END.match(t.strip())]
-        if ends and upto is not None and ends[0] is not None and ends[0] < upto - 1:
-            raise LocalPrivError(f"{src.path}: rows follow the end line at line {ends[0]}")
 
 
 def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> pa.RecordBatch:
@@ -404,8 +485,17 @@ def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> 
 def _open_text(path: str):
     """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused."""
     compression = "gzip" if path.lower().endswith(".gz") else None
-    with pa.input_stream(path, compression=compression) as probe:
-        head = probe.read(4)
+    try:
+        with pa.input_stream(path, compression=compression) as probe:
+            head = probe.read(4096)
+    except (pa.ArrowException, OSError) as exc:
+        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
+        raise LocalPrivError(f"{path} is UTF-32 text; CSV files must be UTF-8 (or UTF-16 with a "
+                             "byte-order mark): save it as UTF-8")
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise LocalPrivError(f"{path} holds NUL bytes: UTF-16 or UTF-32 text without a byte-order mark, or "
+                             "not text at all; CSV files must be UTF-8 (or UTF-16 with a byte-order mark)")
     if head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff"):
         return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-16", "utf-8")
     if head.startswith(b"\xef\xbb\xbf"):
@@ -509,7 +599,16 @@ def expand_sources(inputs) -> list[Source]:
     Nothing matched is an error; files starting with ``.`` or ``_`` inside folders are ignored."""
     import glob as _glob
 
-    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    if isinstance(inputs, (str, os.PathLike)):
+        items = [inputs]
+    elif hasattr(inputs, "__iter__") and not isinstance(inputs, (bytes, dict)):
+        items = list(inputs)
+    else:
+        raise LocalPrivError(f"inputs must be a file name, glob or folder, or a list of them; "
+                             f"got {type(inputs).__name__}")
+    bad = [type(i).__name__ for i in items if not isinstance(i, (str, os.PathLike))]
+    if bad:
+        raise LocalPrivError(f"inputs must be file names, globs or folders; got {bad[0]}")
     if not items:
         raise LocalPrivError("no input files given")
     out: list[Source] = []

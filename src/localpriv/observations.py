@@ -85,6 +85,9 @@ class Observations:
         """From a count vector over all outputs of one finite mechanism."""
         mech = parse(mechanism, domain)
         n_out = mech.n_outputs
+        if n_out is None:
+            raise LocalPrivError(f"{mech} has no finite output space, so no count vector: "
+                                 "use Observations.from_reports or aggregate its reports")
         c = check_counts(counts, size=n_out)
         keep = c > 0
         return cls([ObservationBlock(mech, np.arange(n_out)[keep], c[keep])], domain)
@@ -94,6 +97,8 @@ class Observations:
         """From a 1-D array of reports of one mechanism (aggregated in memory with NumPy)."""
         mech = parse(mechanism, domain)
         r = np.asarray(reports)
+        if r.ndim == 0:
+            raise LocalPrivError(f"reports must be an array with one report per row, got {type(reports).__name__}")
         if r.shape[0] == 0:
             raise LocalPrivError("no reports given: the input is empty")
         uniq, cnt = np.unique(r, axis=0, return_counts=True) if r.ndim > 1 else np.unique(r, return_counts=True)

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from ._validation import LocalPrivError, check_rng
 from .domains import Domain
 from .formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _one_line, _open_text,
-                      expand_sources, file_type, rows_text)
+                      expand_sources, file_type, read_error, rows_text)
 from .mechanisms import Mechanism, parse
 
 __all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values",
@@ -102,7 +102,8 @@ class _Blocker:
             yield self.mech.sample(buf, self.rng)
 
 
-def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "") -> np.ndarray:
+def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "",
+            word: str = "row") -> np.ndarray:
     """Encode values (domain) or check indices (no domain); errors name the first bad rows."""
     try:
         return domain.encode(values) if domain is not None else mech._check_inputs(values)
@@ -115,7 +116,7 @@ def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, 
                 bad = None
         if bad is None or bad.size == 0:
             raise LocalPrivError(f"{where}{exc}") from None
-        raise LocalPrivError(f"{where}{exc} at {rows_text(bad + first_row)}") from None
+        raise LocalPrivError(f"{where}{exc} at {rows_text(bad + first_row, word=word)}") from None
 
 
 def _as_values(values, domain: Domain | None) -> np.ndarray:
@@ -182,7 +183,8 @@ def _value_batches(path: str, cols: list[str]) -> Iterator[tuple[list[pa.Array],
         read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False),
         parse_options=pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=on_invalid),
         convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in cols},
-                                             strings_can_be_null=True, include_columns=cols,
+                                             # only empty cells are missing: "NA" is a label (Namibia)
+                                             strings_can_be_null=True, null_values=[""], include_columns=cols,
                                              include_missing_columns=True))
     names = [f.name for f in reader.schema]
     line = 2
@@ -215,6 +217,9 @@ def _check_columns(path, cols, names):
     for c in cols:
         if c not in names:
             raise LocalPrivError(f"{path} has no column {c!r}; columns: {', '.join(map(str, names))}")
+        if list(names).count(c) > 1:
+            raise LocalPrivError(f"{path} has {list(names).count(c)} columns named {c!r}: which one is meant "
+                                 "is ambiguous; rename them")
 
 
 def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
@@ -225,11 +230,18 @@ def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
     for a in arrays:
         if pa.types.is_dictionary(a.type):
             a = a.cast(a.type.value_type)
+        if pa.types.is_nested(a.type) or pa.types.is_binary(a.type) or pa.types.is_large_binary(a.type) \
+                or pa.types.is_fixed_size_binary(a.type):
+            raise LocalPrivError(f"a value column holds {a.type} values, not single numbers or labels")
         if numeric and (pa.types.is_string(a.type) or pa.types.is_large_string(a.type)):
-            try:
-                a = pc.cast(pc.utf8_trim_whitespace(a), pa.float64())
-            except pa.ArrowInvalid:
-                pass
+            text = pc.utf8_trim_whitespace(a)
+            decimal = pc.all(pc.match_substring_regex(text, r"^[+-]?\d+$")).as_py()  # not hex (0x1f)
+            for target in ((pa.int64(), pa.float64()) if decimal else (pa.float64(),)):
+                try:  # whole numbers stay exact (and print as such)
+                    a = pc.cast(text, target)
+                    break
+                except pa.ArrowInvalid:
+                    pass
         if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
             out.append(np.asarray(a.to_numpy(zero_copy_only=False), dtype=object))
         else:
@@ -260,7 +272,10 @@ def iter_values(path, column: str | None = None, *, domain: Domain | None = None
         except (pa.ArrowException, OSError, IndexError) as exc:
             raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
     else:
-        cols = [_csv_header(path)[0]]
+        try:
+            cols = [_csv_header(path)[0]]
+        except (pa.ArrowException, OSError, UnicodeError) as exc:
+            raise read_error(path, exc) from None
     stats = {} if stats is None else stats
     stats.setdefault("rows", 0)
     stats.setdefault("dropped", 0)
@@ -285,13 +300,16 @@ def iter_values(path, column: str | None = None, *, domain: Domain | None = None
                 stats["dropped"] += int(where.size)
                 keep = pa.array(~missing)
                 arrays = [a.filter(keep) for a in arrays]
-            vals = _to_numpy(arrays, domain)
+            try:
+                vals = _to_numpy(arrays, domain)
+            except LocalPrivError as exc:
+                raise LocalPrivError(f"{path}: column {','.join(cols)}: {exc}") from None
             if len(vals):
                 yield vals, first
     except LocalPrivError:
         raise
     except (pa.ArrowException, OSError, UnicodeError) as exc:
-        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+        raise read_error(path, exc) from None
 
 
 def read_values(path, column: str | None = None, *, domain: Domain | None = None,
@@ -326,10 +344,11 @@ def perturb_file(input, output, mechanism, domain: Domain, rng, *, column: str |
     stats: dict = {}
     blocker = _Blocker(mech, rng)
     path = str(input)
+    csv = Path(path).exists() and file_type(path) == "csv"
     with TableWriter(output, "reports", inputs=[input]) as w:
         for vals, first in iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats):
             x = _encode(domain, mech, _as_values(vals, domain), first,
-                        where=f"{path}: ")
+                        where=f"{path}: ", word="line" if csv else "row")
             for rep in blocker.push(x):
                 w.write(report_table(mech, rep))
             if progress is not None:
@@ -406,6 +425,9 @@ def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
         if kind == "binary":
             if r.ndim != 2 or r.dtype != np.uint8:
                 raise LocalPrivError(f"{mech}: reports are bit vectors (bytes), got {r.dtype} values")
+            least = -(-int(mech.k) // 8)  # every bit-vector report holds at least k bits
+            if r.shape[1] < least:  # refused before drawing a report of a k the file may inflate
+                raise LocalPrivError(f"{mech}: reports have at least {least} bytes, got {r.shape[1]}")
             width = _report_width(mech)
             if r.shape[1] != width:
                 raise LocalPrivError(f"{mech}: reports have {width} bytes, got {r.shape[1]}")
@@ -425,7 +447,13 @@ def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
         if kind == "float64" and r.dtype.kind not in "iuf":
             raise LocalPrivError(f"{mech}: reports must be numbers, got {r.dtype}")
         if r.size and kind == "int64":
-            mech.output_index(r.astype(np.int64) if r.dtype.kind == "f" else r)
+            if r.dtype.kind in "fu":  # beyond int64 a cast would wrap: name the values as they are
+                with np.errstate(invalid="ignore"):
+                    big = r[(r >= 2 ** 63) | (r < -(2 ** 63))] if r.dtype.kind == "f" else r[r >= 2 ** 63]
+                if big.size:
+                    raise LocalPrivError(f"{mech}: reports outside the output space (beyond 64-bit integers): "
+                                         f"{np.unique(big)[:5].tolist()}")
+            mech.output_index(r.astype(np.int64) if r.dtype.kind in "fu" else r)
     return check
 
 
@@ -454,20 +482,35 @@ def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: 
     kind = mech.report_kind
     text = pc.utf8_trim_whitespace(arr)
     if kind == "binary":
-        vals = text.to_numpy(zero_copy_only=False)
-        try:
-            width = {len(v) for v in vals}
-            if len(width) > 1:
-                raise ValueError("reports of different lengths")
-            buf = bytes.fromhex("".join(vals))
-        except ValueError:
-            bad = [i for i, v in enumerate(vals) if not _is_hex(v, len(vals[0]))][:5]
+        # hex pairs of one length; the odd rows out (not the first row's length) are the ones named
+        lengths = pc.utf8_length(text).to_numpy(zero_copy_only=False)
+        ok = pc.match_substring_regex(text, r"^([0-9a-fA-F]{2})+$").to_numpy(zero_copy_only=False)
+        if ok.any():
+            common, seen = np.unique(lengths[ok], return_counts=True)
+            ok &= lengths == common[np.argmax(seen)]
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
             raise LocalPrivError(f"{where}{mech}: bit-vector reports must be hex text of one length, at "
-                                 f"{rows_text(rows[bad] + first, len(bad), word=word)}") from None
+                                 f"{rows_text(rows[bad] + first, bad.size, word=word)}")
+        vals = text.to_numpy(zero_copy_only=False)
+        buf = bytes.fromhex("".join(vals))
         n = len(vals)
         return np.frombuffer(buf, dtype=np.uint8).reshape(n, -1) if n else np.zeros((0, 0), np.uint8)
     target = pa.int64() if kind == "int64" else pa.float64()
+    if kind == "int64":  # decimal digits only (Arrow's cast would also take hex such as 0x1f)
+        digits = pc.match_substring_regex(text, r"^[+-]?\d+$").fill_null(False)
+        if pc.all(digits).as_py():
+            text = pc.replace_substring_regex(text, r"^\+", "")  # Arrow's cast refuses a leading +
+            try:
+                return pc.cast(text, target).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:  # digits beyond 64 bits
+                big = np.flatnonzero(np.abs(pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False))
+                                     >= 2.0 ** 63)
+                raise LocalPrivError(f"{where}{mech}: reports outside the output space (beyond 64-bit "
+                                     f"integers), at {rows_text(rows[big] + first, big.size, word=word)}") from None
     try:
+        if kind == "int64":
+            raise pa.ArrowInvalid("not decimal digits")
         return pc.cast(text, target).to_numpy(zero_copy_only=False)
     except pa.ArrowInvalid:
         ok = pc.match_substring_regex(text, r"^[+-]?\d+$" if kind == "int64" else
@@ -476,14 +519,6 @@ def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: 
         what = "whole numbers (output indices)" if kind == "int64" else "numbers"
         raise LocalPrivError(f"{where}{mech}: reports must be {what}, at "
                              f"{rows_text(rows[bad] + first, bad.size, word=word)}") from None
-
-
-def _is_hex(v: str, width: int) -> bool:
-    try:
-        bytes.fromhex(v)
-    except ValueError:
-        return False
-    return len(v) == width
 
 
 def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarray:

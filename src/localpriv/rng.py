@@ -96,7 +96,7 @@ def spawn_generators(rng: np.random.Generator, n: int) -> list[np.random.Generat
     bg = rng.bit_generator
     chacha, aes = _secure_types()
     if isinstance(bg, chacha):
-        rounds = int(bg.state["state"].get("rounds", CHACHA_ROUNDS)) if isinstance(bg.state, dict) else CHACHA_ROUNDS
+        rounds = int(bg.state["state"]["rounds"])
         keys = bg.random_raw(4 * n).reshape(n, 4)
         return [np.random.Generator(chacha(key=k.copy(), counter=0, rounds=rounds)) for k in keys]
     if isinstance(bg, aes):

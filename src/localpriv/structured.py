@@ -10,7 +10,7 @@ report under ``theta``) and ``backward(w) = G @ w``, where ``G[x, j] = P(report_
   support-count channels of unary encodings, local hashing and subset selection (seed 002): ``O(k + m)``.
 * :class:`ExpKernelBlock` -- ``G[x, j] = a_j e^{-eps |p_j - x|}`` (optionally ``d_j`` at
   ``x = p_j``): the linear geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and linear
-  Laplace with unit bins or continuous reports (seed 001 section 7.3), truncated ends as exact
+  Laplace with unit bins or grid reports (seed 001 section 7.3; issue 15), truncated ends as exact
   columns: two first-order recurrences, ``O(k + m)``, exact to a few ulps (no FFT round-off).
 * :class:`ClampedConvBlock` -- a translation-invariant kernel on the infinite grid ``Z^2`` (or ``Z``)
   whose draws are remapped to the nearest cell of a bounded ``R x C`` grid (the truncation of
@@ -39,7 +39,7 @@ __all__ = [
     "linear_geometric_block",
     "geometric_block_for",
     "laplace_block_for",
-    "LaplaceDensityBlock",
+    "discrete_laplace_block",
     "planar_geometric_kernel",
     "planar_geometric_block",
 ]
@@ -334,16 +334,18 @@ def geometric_block_for(mech, outputs, counts):
     the end bins ``lo``, ``hi`` of the truncated mechanism (the clamped tails, seed 001 Eq. 7 when
     ``lo <= x <= hi``) are exact columns. Any ``lo``, ``hi`` and any report range: ``O(k + m)``.
     """
-    a = math.exp(-mech.eps)
-    return _clamped_line_block(mech, outputs, counts, -math.expm1(-mech.eps) / (1 + a), None,
-                               mech._prob)
+    return _clamped_line_block(mech, outputs, counts, math.tanh(0.5 * mech.eps), None, mech._prob)
 
 
 def laplace_block_for(mech, outputs, counts):
     """A structured block for a :class:`~localpriv.mechanisms.laplace.Laplace`, or ``None``.
 
-    Continuous reports: :class:`LaplaceDensityBlock`. Unit bins (``bins=1``): bin ``j`` holds
-    ``x + N`` rounded to the nearest integer (seed 001 section 7.3), so with ``a = e^{-eps}``::
+    Grid reports (``bins=None``, issue 15): ``z = x + g D`` with ``D`` discrete Laplace, so
+    ``P(z | x) = tanh(eps g / 2) e^{-eps |z - x|}``: the geometric kernel
+    (:func:`discrete_laplace_block`) with positions ``z``; the two clamped end values
+    ``+-2^53 g`` (tail masses), if ever observed, are exact columns. Unit bins (``bins=1``): bin
+    ``j`` holds ``x + N`` rounded to the nearest integer (seed 001 section 7.3), so with
+    ``a = e^{-eps}``::
 
         P(j | x) = P(j - x - 1/2 <= N < j - x + 1/2) = sinh(eps/2) a^{|j - x|}   (j != x),
         P(x | x) = 1 - e^{-eps/2},
@@ -352,12 +354,32 @@ def laplace_block_for(mech, outputs, counts):
     clamped tails) are exact columns. Other bin widths: ``None`` (the dense block).
     """
     if mech.continuous:
-        return LaplaceDensityBlock(mech.k, mech.eps, outputs, counts)
+        z = np.asarray(outputs, dtype=float).ravel()
+        ends = np.flatnonzero(np.abs(z) >= mech.CLAMP * mech.grid)
+        exact = None
+        if ends.size:
+            steps = (z[ends] / mech.grid)[None, :]
+            exact = (ends, np.exp(mech._grid_log_prob(np.arange(mech.k)[:, None], steps)))
+        return discrete_laplace_block(mech.k, mech.eps, mech.grid, z, counts, exact_columns=exact)
     if mech.bins != 1.0:
         return None
     half = 0.5 * mech.eps
     return _clamped_line_block(mech, outputs, counts, math.sinh(half), -math.expm1(-half),
                                mech._bin_prob)
+
+
+def discrete_laplace_block(k: int, eps: float, step: float, positions, counts, exact_columns=None):
+    """The discrete Laplace (two-sided geometric) kernel on a grid as an :class:`ExpKernelBlock`.
+
+    A report ``z = x + step * D`` with ``P(D = d) = tanh(lam/2) e^{-lam |d|}``, ``lam = eps * step``,
+    has ``P(z | x) = tanh(eps step / 2) e^{-eps |z - x|}`` for ``z`` on the grid (seed 001 Eq. 6
+    for ``step = 1``, where ``tanh(eps/2) = (1 - a)/(1 + a)``, the interior weight of
+    :func:`geometric_block_for`): positions ``z``, weights ``tanh(eps step / 2)``. Used by the
+    grid version of the linear Laplace mechanism; ``O(k + m)`` products.
+    """
+    eps = check_eps(eps)
+    return ExpKernelBlock(k, eps, positions, math.tanh(0.5 * eps * float(step)), counts,
+                          exact_columns=exact_columns)
 
 
 class ExpKernelBlock(LikelihoodBlock):
@@ -382,8 +404,8 @@ class ExpKernelBlock(LikelihoodBlock):
     so there is no cancellation and no FFT round-off: each entry comes out to a few ulps
     whatever the kernel's dynamic range (an FFT convolution carries an absolute error of ~1e-16
     of the largest term). The linear geometric mechanism (seed 001 Eqs. 6-7) and linear Laplace
-    with unit bins or continuous reports (seed 001 section 7.3) all have this form
-    (:func:`geometric_block_for`, :func:`laplace_block_for`, :class:`LaplaceDensityBlock`).
+    with unit bins or grid reports (seed 001 section 7.3) all have this form
+    (:func:`geometric_block_for`, :func:`laplace_block_for`, :func:`discrete_laplace_block`).
     """
 
     def __init__(self, k: int, rate: float, positions, weights, counts, diag=None, exact_columns=None):
@@ -411,7 +433,7 @@ class ExpKernelBlock(LikelihoodBlock):
             lo[on] = p[on] - 1  # the kernel covers the inputs strictly below and above
             up[on] = p[on] + 1
         has_lo, has_up = lo >= 0, up <= self.k - 1
-        with np.errstate(under="ignore"):
+        with np.errstate(under="ignore", over="ignore"):  # overflows only where has_lo/has_up is False
             self._left = np.where(has_lo, self.weights * np.exp(-self.rate * (p - lo)), 0.0)
             self._right = np.where(has_up, self.weights * np.exp(-self.rate * (up - p)), 0.0)
         self._tl = np.clip(lo, 0, self.k - 1).astype(np.int64)
@@ -440,7 +462,8 @@ class ExpKernelBlock(LikelihoodBlock):
         theta = np.asarray(theta, dtype=float)
         A = self._rec(theta)
         B = self._rec(theta, reverse=True)
-        out = A[self._tl] * self._left + B[self._tr] * self._right
+        with np.errstate(under="ignore"):  # terms below 1e-308 may round to 0: harmless
+            out = A[self._tl] * self._left + B[self._tr] * self._right
         if self._diag_idx.size:
             out[self._diag_idx] += self._diag_val * theta[self._diag_x]
         if self._fix_idx.size:
@@ -449,8 +472,9 @@ class ExpKernelBlock(LikelihoodBlock):
 
     def backward(self, w):
         w = np.asarray(w, dtype=float)
-        u = np.bincount(self._tl, weights=w * self._left, minlength=self.k)
-        v = np.bincount(self._tr, weights=w * self._right, minlength=self.k)
+        with np.errstate(under="ignore"):  # terms below 1e-308 may round to 0: harmless
+            u = np.bincount(self._tl, weights=w * self._left, minlength=self.k)
+            v = np.bincount(self._tr, weights=w * self._right, minlength=self.k)
         out = self._rec(u, reverse=True) + self._rec(v)
         if self._diag_idx.size:
             out += np.bincount(self._diag_x, weights=self._diag_val * w[self._diag_idx], minlength=self.k)
@@ -466,22 +490,3 @@ class ExpKernelBlock(LikelihoodBlock):
         if self._fix_idx.size:
             G[:, self._fix_idx] = self._fix_cols
         return G
-
-
-class LaplaceDensityBlock(ExpKernelBlock):
-    """Continuous linear Laplace reports: ``G[x, j] = (eps/2) exp(-eps |z_j - x|)``, ``x = 0..k-1``.
-
-    Seed 001 section 7.3's density for real reports ``z_j`` (one column per distinct report, so
-    a dense block costs ``k x m`` memory: 8 GB for ``k = 1000``, ``m = 10^6``): an
-    :class:`ExpKernelBlock` with positions ``z_j`` and weights ``eps/2``, ``O(k + m)`` products.
-    """
-
-    def __init__(self, k: int, eps: float, reports, counts):
-        z = np.asarray(reports, dtype=float).ravel()
-        if not np.all(np.isfinite(z)):
-            raise LocalPrivError("Laplace density block: reports must be finite")
-        super().__init__(k, eps, z, 0.5 * check_eps(eps), counts)
-        self.eps = self.rate
-        self.z = z
-
-

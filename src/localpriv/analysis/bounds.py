@@ -46,7 +46,10 @@ def krr_inv_upper_bound(k: int, eps: float, n: float = 1.0) -> float:
     """
     k = check_int(k, "k", minimum=2)
     eps = check_eps(eps)
-    return float(((np.exp(eps) + k - 1) / np.expm1(eps)) ** 2 / n)
+    # in log space: log(e^eps + k - 1) - log(e^eps - 1), no overflow for large eps
+    log_expm1 = eps + np.log(-np.expm1(-eps)) if eps > 1.0 else np.log(np.expm1(eps))
+    with np.errstate(over="ignore"):  # inf for eps so small that the bound exceeds float64
+        return float(np.exp(2.0 * (np.logaddexp(eps, np.log(k - 1.0)) - log_expm1)) / n)
 
 
 def geometric_inv_lower_bound(eps: float, n: float = 1.0) -> float:
@@ -67,7 +70,9 @@ def geometric_inv_lower_bound(eps: float, n: float = 1.0) -> float:
     if alpha <= 0.5:
         raise LocalPrivError(f"the geometric INV lower bound needs e^-eps > 1/2 (eps < log 2), got eps={eps}")
     beta = 1.0 / -np.expm1(-eps)
-    return float((beta ** 3 - 2 * alpha * beta ** 2 - 2) / n)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf when beta^3 exceeds float64
+        value = beta ** 3 * (1.0 - 2.0 * alpha / beta) - 2.0
+    return float(value / n) if np.isfinite(value) else float("inf")
 
 
 def inv_matrix(mech, domain=None) -> np.ndarray:

@@ -147,7 +147,10 @@ def identifiable(mech, domain=None, tol: float | None = None, rng=0, max_dense: 
     integer-valued mechanisms, else ``20 k`` reports sampled from every input with ``rng``. If
     they already have rank ``k`` the mechanism is identifiable (a subset of ``k`` independent
     columns is enough); if not, the verdict is "not shown" (``holds=False`` with ``method``
-    saying the test was on a subset).
+    saying the test was on a subset). When no certificate fits in ``max_dense`` entries, the
+    mechanism's exact rank from its structure
+    (:meth:`~localpriv.mechanisms.Mechanism.rank_from_structure`, ``method`` "structure (...)"),
+    else a one-line :class:`LocalPrivError`.
     """
     mech = parse(mech, domain)
     k = mech.k
@@ -156,13 +159,20 @@ def identifiable(mech, domain=None, tol: float | None = None, rng=0, max_dense: 
         return rank_test(mech.channel(), required=k, tol=tol, method="channel")
     # a finite subset of columns
     cols = None
-    if getattr(mech, "report_kind", "int64") == "int64" and n_out is None:
+    if getattr(mech, "report_kind", "int64") == "int64" and n_out is None and 3 * k * k <= max_dense:
         try:
             cols = mech.likelihood(np.arange(-k, 2 * k))
             method = "columns of reports -k..2k-1"
         except Exception:  # noqa: BLE001 - fall back to sampling
             cols = None
     if cols is None:
+        if k * 20 * k > max_dense:
+            structure = mech.rank_from_structure()
+            if structure is not None:  # no certificate fits: the exact answer from the structure
+                rank, why = structure
+                return RankTest(int(rank), k, int(rank) >= k, 0.0, float("nan"), 0.0, False, f"structure ({why})")
+            raise LocalPrivError(f"an SVD certificate from {20 * k} sampled reports would need up to {k} x {20 * k} "
+                                 f"likelihood entries, above the limit {max_dense}")
         g = check_rng(rng)
         x = np.repeat(np.arange(k), 20)
         rep = mech.sample(x, g)

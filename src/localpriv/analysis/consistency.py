@@ -17,6 +17,9 @@ Dominance, decidable cases:
   conditions are sufficient, not necessary) -- reported as "not established";
 * the untruncated linear geometric mechanism: holds (Proposition 6.4's bound
   ``d(z) = eps (|z - a| + l) - log c`` has finite mean);
+* a finite output space (even one too large to enumerate) and an LDP level computed from the
+  channel's structure: holds iff the level is finite (a finite level means no live column holds a
+  zero, so every ``-log min_x P(z|x)`` is finite; Proposition 6.3);
 * anything else: "undecided".
 """
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_distribution, check_rng
-from ..mechanisms import parse
+from ..mechanisms import Mechanism, parse
 from .concavity import identifiable
 
 __all__ = ["dominance", "convergence_study", "asymptotic_error", "consistency_report", "fit_loglog_slope", "default_theta"]
@@ -54,7 +57,7 @@ def dominance(mech, domain=None, max_dense: int = 16_000_000) -> dict:
         from ..mechanisms.unary import UnaryEncoding
     except ImportError:  # pragma: no cover
         UnaryEncoding = ()
-    if isinstance(mech, UnaryEncoding):
+    if isinstance(mech, UnaryEncoding) and np.isfinite(mech.log_level()):  # 0 < q, p < 1
         return {"holds": True, "reason": f"unary encoding (basic Rappor when symmetric): finitely many bit vectors, "
                                          "each of positive probability under every input (bit probabilities p, q in (0,1)), "
                                          "so d(z) = -log min_x P(z|x) is finite (seed 001 Prop. 6.3)"}
@@ -62,8 +65,28 @@ def dominance(mech, domain=None, max_dense: int = 16_000_000) -> dict:
         n_out = mech.n_outputs
     except Exception:  # noqa: BLE001
         n_out = None
-    if n_out is None or mech.k * n_out > max_dense:
+    try:
+        space = mech.output_space_size()
+    except Exception:  # noqa: BLE001
+        space = n_out
+    own_eps = type(mech).epsilon_ldp is not Mechanism.epsilon_ldp
+    if own_eps and space is not None:
+        try:
+            eps = float(mech.epsilon_ldp())
+        except Exception:  # noqa: BLE001 - fall through to the dense check
+            eps = None
+        if eps is not None and np.isfinite(eps):
+            return {"holds": True, "reason": f"finite output space and finite eps_ldp ({eps:.4g}, from the channel's "
+                                             "structure): no output is impossible under one input only, so "
+                                             "d(z) = -log min_x P(z|x) is finite (seed 001 Prop. 6.3)"}
+        if eps is not None:
+            return {"holds": False, "reason": "eps_ldp is inf: some output is impossible for some input but not all, "
+                                              "d(z) is infinite, Lemma 6.1 does not apply (not established)"}
+    if n_out is None:
         return {"holds": None, "reason": "no enumerable channel: dominance not decided"}
+    if mech.k * n_out > max_dense:
+        return {"holds": None, "reason": f"not decided: the channel has {mech.k * n_out} entries, above the "
+                                         f"analysis limit {max_dense}"}
     M = mech.channel()
     live = M.max(axis=0) > 0
     mins = M[:, live].min(axis=0)

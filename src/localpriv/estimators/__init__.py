@@ -44,19 +44,23 @@ def available_estimators() -> list[str]:
 def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
     """Run the estimator named ``method`` (see ``ESTIMATORS``) on ``obs``."""
     _load_plugins()
-    func = ESTIMATORS.get(method)
+    func = ESTIMATORS.get(method) if isinstance(method, str) else None
     if func is None:
         raise LocalPrivError(f"unknown estimator {method!r}; known: {', '.join(sorted(ESTIMATORS))}")
     if not isinstance(obs, Observations):
         raise LocalPrivError(f"estimators read Observations (see localpriv.aggregate), got {type(obs).__name__}")
     _check_settings(settings)
     try:
-        return func(obs, **settings)
+        est = func(obs, **settings)
     except TypeError as exc:
         if "unexpected keyword argument" in str(exc):
             bad = str(exc).rsplit("argument", 1)[-1].strip()
             raise LocalPrivError(f"{method}: unknown setting {bad}") from None
         raise
+    # what the uncertainty of the estimate needs: its observations and how it was computed
+    est.observations = obs
+    est.extra.setdefault("call", (method, dict(settings)))
+    return est
 
 
 def _check_settings(settings: dict) -> None:
@@ -70,6 +74,9 @@ def _check_settings(settings: dict) -> None:
         m = settings["max_iter"]
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise LocalPrivError(f"max_iter must be a whole number >= 1, got {m!r}")
+    if settings.get("callback") is not None and not callable(settings["callback"]):
+        raise LocalPrivError(f"callback must be a function (t, theta, loglik), got "
+                             f"{type(settings['callback']).__name__}")
 
 
 __all__ = ["ESTIMATORS", "available_estimators", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",

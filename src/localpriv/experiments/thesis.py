@@ -61,11 +61,14 @@ def _by_view(rec: Records, views, rng, answer):
 
 
 def _rrba_tables(rec: Records, views, p, rng, block_factor, floor):
-    """RRBA (block aggregation, pooled MLE per table); see :func:`_by_view`."""
+    """RRBA (block aggregation, pooled MLE per table); see :func:`_by_view`.
+
+    Blocks of ``block_factor`` users per cell; every user of the view reports and counts (the last
+    block holds the users left over, and fewer users than one block make one short block)."""
     def answer(combo, cells, shape, k):
         if cells.size == 0:
             return np.full(k, 1.0 / k), 0.0
-        s = min(max(k * block_factor, 1), cells.size)
+        s = max(k * block_factor, 1)
         run = aggregate_blocks(cells, k, p, s, rng, floor=floor)
         return pooled_estimate(run, delta=1e-6, max_iter=2000), run.epsilon
     return _by_view(rec, views, rng, answer)

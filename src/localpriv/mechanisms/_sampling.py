@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from math import ceil
 
@@ -63,11 +65,15 @@ _TABLE_TAIL = 7.0
 #: largest |D| table (entries); smaller rates recurse through the memoryless tail more often
 MAX_TABLE = 1 << 16
 #: rates (per grid step) the table sampler accepts: every cell then holds >= 2^33 of the 2^63
-#: units of the uniform, so a 31-bit word decides all but one threshold per draw
-MIN_RATE = 2.0 ** -24
+#: units of the uniform, so a 31-bit word decides all but one threshold per draw, and the tail
+#: beyond the table (at most 2^16 entries) holds at most e^-1 of the mass (few redraws)
+MIN_RATE = 2.0 ** -16
 MAX_RATE = 20.0
 _TWO63 = 1 << 63
 _U31 = np.uint32(0x7FFFFFFF)
+_LITTLE = sys.byteorder == "little"
+#: draws per block of :meth:`DiscreteLaplace.signed_into` (bounds its scratch memory)
+_BLOCK = 1 << 18
 
 
 class DiscreteLaplace:
@@ -77,23 +83,28 @@ class DiscreteLaplace:
 
         P(D = d) = tanh(lam/2) e^{-lam |d|},    d in Z,   lam = ``rate``,
 
-    i.e. ``|D|`` has ``P(|D| = 0) = tanh(lam/2)``, ``P(|D| >= m) = 2 a^m / (1 + a)`` (``m >= 1``,
-    ``a = e^{-lam}``) and a fair sign. The sampler is an *integer* inversion, so the law it draws
-    is known exactly:
+    i.e. ``|D|`` has ``P(|D| = 0) = tanh(lam/2)``, ``P(|D| >= m) = kappa a^m`` (``m >= 1``,
+    ``a = e^{-lam}``, ``kappa = 2 / (1 + a)``) and a fair sign. Another ``kappa`` (in
+    ``(0, 1/a)``) changes only the centre cell, ``P(D = 0) = 1 - kappa a``, ``P(D = d) =
+    (kappa (1 - a) / 2) e^{-lam |d|}`` otherwise: ``kappa = e^{lam/2}`` is the Laplace law rounded to
+    the nearest integer (``lam`` per unit). The sampler is an *integer* inversion, so the law it
+    draws is known exactly:
 
     * ``|D| < B``: a 63-bit uniform ``U`` is compared with integer thresholds
       ``C[m] = 2^63 - round(2^63 P(|D| >= m))`` (``C[0] = 0``), so
       ``P~(|D| = m) = (C[m+1] - C[m]) / 2^63``. ``B = min(2^16, ceil(7 / lam))``.
-    * ``|D| >= B`` (cell ``[C[B], 2^63)``, probability ~``2 e^{-7}``): by memorylessness
+    * ``|D| >= B`` (cell ``[C[B], 2^63)``, probability ``kappa a^B ~ e^{-7}``): by memorylessness
       ``|D| - B`` is one-sided geometric, ``P(G = j) = (1 - a) a^j``, drawn the same way from
       its own thresholds ``Cg[j] = 2^63 - round(2^63 a^j)``, ``j < B``, and the cell
       ``[Cg[B], 2^63)`` adds ``B`` and draws again. No tail is ever cut off.
 
     Every draw costs one 32-bit word in the common case: its top bit is the sign, the other 31
-    bits are the top of ``U``; a float guess ``floor((log(2/(1+a)) - log(1 - U/2^63)) / lam)`` is
-    checked (and if need be corrected) against the integer thresholds, and the low 32 bits of
-    ``U`` are drawn only when the 31 bits tie with a threshold (at most one can tie: every cell
-    is wider than ``2^33``). The float arithmetic only proposes; the integers decide.
+    bits ``v`` are the top of ``V = 2^63 - 1 - U`` (as uniform as ``U``); a float guess
+    ``m = floor((log kappa - log(v / 2^31)) / lam)`` is checked against the top bits of the two
+    thresholds around it (one packed 64-bit gather), and the few draws that fail (a wrong guess,
+    the tail, or ``v`` tied with a threshold's top bits, which 32 more bits of ``U`` decide: at
+    most one threshold can tie, every cell being wider than ``2^33``) are settled by a binary
+    search on the integers. The float arithmetic only proposes; the integers decide.
 
     **Sampler error, accounted for.** The thresholds round ``2^63 P`` to integers, so the drawn
     law ``p~`` differs from the target ``p`` by a relative ``~1e-12`` in each table cell, and the
@@ -111,24 +122,37 @@ class DiscreteLaplace:
     Parameters
     ----------
     rate : float
-        ``lam`` in ``[2^-24, 20]``: the decay per step (``eps * grid`` for a mechanism whose
+        ``lam`` in ``[2^-16, 20]``: the decay per step (``eps * grid`` for a mechanism whose
         reports move by ``grid`` per step at ``eps`` per unit).
+    kappa : float, optional
+        ``P(|D| >= m) = kappa a^m`` for ``m >= 1``; default ``2 / (1 + a)`` (discrete Laplace).
     """
 
-    def __init__(self, rate: float):
+    #: column of ``c_hi[m]`` in the packed pair viewed as two uint32 (the low half)
+    _LO = 0 if _LITTLE else 1
+
+    def __init__(self, rate: float, kappa: float | None = None):
         lam = float(rate)
         if not MIN_RATE <= lam <= MAX_RATE:
             raise LocalPrivError(f"discrete Laplace rate (eps times the grid step) must lie in "
-                                 f"[2^-24, {MAX_RATE:g}], got {lam:g}: choose another grid")
+                                 f"[2^-16, {MAX_RATE:g}], got {lam:g}: eps is too small or too large "
+                                 f"for a grid of powers of two")
         self.rate = lam
         a = math.exp(-lam)
         self.a = a
+        kappa = 2.0 / (1.0 + a) if kappa is None else float(kappa)
+        if not 0.0 < kappa * a < 1.0:
+            raise LocalPrivError(f"discrete Laplace kappa must lie in (0, e^rate), got {kappa!r}")
+        self.kappa = kappa
+        #: log P(D = 0) and log P(D = d) + lam |d| for d != 0 (the target law)
+        self._log_p0 = math.log(-math.expm1(math.log(kappa) - lam))
+        self._log_c = math.log(kappa) + math.log(-math.expm1(-lam)) - _LN2
         B = int(min(MAX_TABLE, max(1, math.ceil(_TABLE_TAIL / lam))))
         self.B = B
         m = np.arange(B + 1, dtype=float)
-        # |D| >= m has probability 2 a^m / (1 + a) for m >= 1; G >= j has probability a^j
-        C = np.uint64(_TWO63) - np.round(np.ldexp(2.0 * np.exp(-lam * m) / (1.0 + a), 63)).astype(np.uint64)
-        C[0] = 0
+        # |D| >= m has probability kappa a^m for m >= 1; G >= j has probability a^j
+        C = np.zeros(B + 1, dtype=np.uint64)  # C[0] = 0
+        C[1:] = np.uint64(_TWO63) - np.round(np.ldexp(kappa * np.exp(-lam * m[1:]), 63)).astype(np.uint64)
         Cg = np.uint64(_TWO63) - np.round(np.ldexp(np.exp(-lam * m), 63)).astype(np.uint64)
         Cg[0] = 0
         cells = np.diff(np.append(C, np.uint64(_TWO63)))
@@ -140,24 +164,29 @@ class DiscreteLaplace:
         self._c_lo = (C & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         # the guess works in float32 unless 1/lam is too large for its 24-bit significand
         self._fdtype = np.float32 if lam >= 2.0 ** -13 else np.float64
-        self._alpha = (math.log(2.0 / (1.0 + a)) + 31 * _LN2) / lam
+        self._alpha = (math.log(kappa) + 31 * _LN2) / lam
         self._beta = 1.0 / lam
-        # one 64-bit gather per draw: (c_hi[m], c_hi[m+1] - c_hi[m] - 1) packed, indexed by the
-        # guess m; guesses >= B (the tail cell, or past it) hold (0, 0), which always fails the
-        # check, so the exact path sorts them out. The guess never exceeds alpha + 1 (u < 2^31);
-        # when that would make the table too long, guesses are clipped instead.
-        width = np.diff(self._c_hi).astype(np.int64) - 1
+        # The common path reads the 31 random bits v as the top of V = 2^63 - 1 - U, so the top
+        # bits of U are u = 2^31 - 1 - v. If c_hi[m] < u < c_hi[m+1], then C[m] <= U < C[m+1]
+        # whatever U's low bits: |D| = m. On v that reads t[m+1] < v < t[m], t = 2^31 - 1 - c_hi.
+        # One 64-bit gather per draw reads (t[m+1] + 1, t[m] - t[m+1] - 1) packed, at the guess
+        # m; guesses >= B (the tail cell, or past it) read (0, 0), which always fails the check,
+        # so the exact path sorts them out. The guess never exceeds alpha + 1; when that would
+        # make the table too long, guesses are clipped to B instead.
+        t_hi = np.uint32(0x7FFFFFFF) - self._c_hi
+        base = t_hi[1:].astype(np.uint64) + np.uint64(1)
+        width = (t_hi[:-1].astype(np.int64) - t_hi[1:].astype(np.int64) - 1).astype(np.uint64)
         size = int(math.ceil(self._alpha)) + 2
         self._clip = size > MAX_TABLE * 4
         size = B + 1 if self._clip else max(size, B + 1)
         packed = np.zeros(size, dtype=np.uint64)
-        packed[:B] = self._c_hi[:B].astype(np.uint64) | (width.astype(np.uint64) << np.uint64(32))
+        packed[:B] = base | (width << np.uint64(32))
         self._packed = packed
+        self._local = threading.local()
         # ---- the drawn law against the target, cell by cell (natural logs) ----
         log_t = np.log(cells.astype(float)) - 63 * _LN2
         log_u = np.log(gcells.astype(float)) - 63 * _LN2
-        log_c = math.log(math.tanh(lam / 2.0))
-        ideal_t = np.r_[log_c, _LN2 + log_c - lam * m[1:B], _LN2 - lam * B - math.log1p(a)]
+        ideal_t = np.r_[self._log_p0, _LN2 + self._log_c - lam * m[1:B], math.log(kappa) - lam * B]
         ideal_u = np.r_[math.log(-math.expm1(-lam)) - lam * m[:B], -lam * B]
         err_t, err_u = log_t - ideal_t, log_u - ideal_u
         e0 = np.r_[err_t[:B], err_t[B] + err_u[:B]]
@@ -165,16 +194,18 @@ class DiscreteLaplace:
         self.rho = float(err_u[B])
 
     def __repr__(self) -> str:
-        return f"DiscreteLaplace(rate={self.rate!r}, B={self.B})"
+        return f"DiscreteLaplace(rate={self.rate!r}, kappa={self.kappa!r}, B={self.B})"
 
     # ---- the law ----------------------------------------------------------------------------
     def log_pmf(self, d) -> np.ndarray:
-        """``log P(D = d) = log tanh(lam/2) - lam |d|`` (the target law)."""
-        return math.log(math.tanh(self.rate / 2.0)) - self.rate * np.abs(np.asarray(d, dtype=float))
+        """``log P(D = d)`` of the target law: ``log tanh(lam/2) - lam |d|`` (default ``kappa``)."""
+        d = np.abs(np.asarray(d, dtype=float))
+        return np.where(d == 0, self._log_p0, self._log_c - self.rate * d)
 
     def log_tail(self, m) -> np.ndarray:
-        """``log P(D >= m) = log P(D <= -m) = -lam m - log(1 + a)`` for ``m >= 1`` (target law)."""
-        return -self.rate * np.asarray(m, dtype=float) - math.log1p(self.a)
+        """``log P(D >= m) = log P(D <= -m) = log(kappa/2) - lam m`` for ``m >= 1`` (target law;
+        ``-lam m - log(1 + a)`` by default)."""
+        return math.log(self.kappa / 2.0) - self.rate * np.asarray(m, dtype=float)
 
     def excess(self, shift) -> np.ndarray:
         """Bound on ``log(p~(d)/p~(d')) - log(p(d)/p(d'))`` over all ``d, d'`` with
@@ -213,63 +244,91 @@ class DiscreteLaplace:
         """``size`` i.i.d. draws of ``D`` with magnitudes stopped at ``cap`` (``|D| >= cap`` is
         returned as ``+-cap``: give a ``cap`` beyond which the caller's clamp makes every value
         alike). int32 when ``cap < 2^31``, else int64."""
-        return self.signed_with_max(size, rng, cap)[0]
+        out = np.empty(int(size), dtype=np.int32 if int(cap) < 1 << 31 else np.int64)
+        self.signed_into(out, rng, cap)
+        return out
 
-    def signed_with_max(self, size: int, rng, cap: int = 1 << 62) -> tuple[np.ndarray, int]:
-        """:meth:`signed` and the largest magnitude drawn through the tail (``B - 1`` if none):
-        a caller can skip its clamp when that is small."""
+    def signed_into(self, out: np.ndarray, rng, cap: int = 1 << 62) -> int:
+        """Fill the contiguous 1-D int32/int64 array ``out`` with draws of ``D`` (as
+        :meth:`signed`); returns the largest magnitude drawn through the tail (``B - 1`` if none),
+        so that a caller can skip its clamp when that is small. Draws are made in blocks of at
+        most ``2^18`` with per-thread scratch buffers (reused: fresh memory costs more than the
+        arithmetic here); the result depends on the generator's stream only."""
         cap = int(cap)
         if cap < self.B:
             raise LocalPrivError(f"discrete Laplace cap {cap} is below the table size {self.B}")
-        B = self.B
+        if out.ndim != 1 or not out.flags.c_contiguous or out.dtype not in (np.int32, np.int64):
+            raise LocalPrivError("signed_into needs a contiguous 1-D int32 or int64 array")
+        if out.dtype == np.int32 and cap >= 1 << 31:
+            raise LocalPrivError(f"an int32 output needs cap < 2^31, got {cap}")
+        top = self.B - 1
+        for lo in range(0, out.size, _BLOCK):
+            top = max(top, self._block(out[lo:lo + _BLOCK], rng, cap))
+        return top
+
+    def _scratch(self, size: int):
+        sc = getattr(self._local, "sc", None)
+        if sc is None or sc["u"].size < size:
+            n = max(size, 1 << 12)
+            sc = {"u": np.empty(n, np.uint32), "m": np.empty(n, np.int32), "f": np.empty(n, self._fdtype),
+                  "d": np.empty(n, np.uint32), "pair": np.empty(n, np.uint64), "flag": np.empty(n, bool)}
+            self._local.sc = sc
+        return sc
+
+    def _block(self, out: np.ndarray, rng, cap: int) -> int:
+        size, B = out.size, self.B
+        sc = self._scratch(size)
         raw = rng.bit_generator.random_raw((size + 1) // 2).view(np.uint32)[:size]
-        u = raw & _U31  # the top 31 bits of U
-        f = np.subtract(np.uint32(1 << 31), u).astype(self._fdtype)  # 2^31 (1 - U/2^63), roughly
-        np.log(f, out=f)
-        f *= self._fdtype(-self._beta)
-        f += self._fdtype(self._alpha)
-        m = f.astype(np.int32)  # the guess (a float rounding can make it -0.x: truncates to 0)
-        del f
+        v = np.bitwise_and(raw, _U31, out=sc["u"][:size])  # the top 31 bits of V = 2^63 - 1 - U
+        with np.errstate(divide="ignore", invalid="ignore"):  # v = 0: log -> -inf, a wild guess
+            f = np.log(v, dtype=self._fdtype, out=sc["f"][:size])  # cast inside the ufunc's buffers
+            f *= self._fdtype(-self._beta)
+            f += self._fdtype(self._alpha)
+            # the guess, as an unsigned index: whatever a float -> uint32 cast gives, the entry
+            # read (clipped to the table) is the entry checked, and past the table it is (0, 0),
+            # which always fails the check; a guess is never trusted, only checked
+            m = out if out.dtype == np.int32 else sc["m"][:size]
+            guess = m.view(np.uint32)
+            np.copyto(guess, f, casting="unsafe")
         if self._clip:
-            np.clip(m, 0, B, out=m)
-        pair = self._packed[m].view(np.uint32).reshape(size, 2)  # (c_hi[m], width - 1)
-        diff = u - pair[:, 0]
-        diff -= np.uint32(1)
-        # flagged: u < c_hi[m] or u >= c_hi[m+1] (a wrong guess or the tail: width 0), or
-        # u == c_hi[m] (a tie, decided by the low 32 bits of U): all decided exactly below
-        flag = np.flatnonzero(diff >= pair[:, 1])
-        del diff, pair
+            np.minimum(guess, np.uint32(B), out=guess)
+        pair = np.take(self._packed, guess, out=sc["pair"][:size], mode="clip")
+        pair = pair.view(np.uint32).reshape(size, 2)
+        diff = np.subtract(v, pair[:, self._LO], out=sc["d"][:size])  # v - t[m+1] - 1
+        # flagged: v <= t[m+1] or v >= t[m] (a wrong guess, the tail, or a tie with a threshold,
+        # decided by 32 more bits): all decided exactly below, on U
+        flag = np.flatnonzero(np.greater_equal(diff, pair[:, 1 - self._LO], out=sc["flag"][:size]))
         top = B - 1
+        tail_at = tail_mags = None
         if flag.size:
-            uf = u[flag]
+            uf = _U31 - v[flag]  # the top 31 bits of U
             mf = np.searchsorted(self._c_hi, uf, side="right") - 1  # max j with c_hi[j] <= u
             tie = np.flatnonzero(uf == self._c_hi[mf])
             if tie.size:
                 low = rng.bit_generator.random_raw((tie.size + 1) // 2).view(np.uint32)[:tie.size]
                 mf[tie] -= low < self._c_lo[mf[tie]]
             tail = np.flatnonzero(mf == B)
-            if cap >= 1 << 31:
-                m = m.astype(np.int64)
             if tail.size:
-                mags = self._tail(tail.size, rng, cap)
-                top = max(top, int(mags.max()))
-                mf = mf.astype(np.int64)
-                mf[tail] = mags
+                tail_mags = self._tail(tail.size, rng, cap)
+                top = max(top, int(tail_mags.max()))
+                tail_at = flag[tail]
+                mf[tail] = 0  # written below, with their sign, at full width
             m[flag] = mf
-        elif cap >= 1 << 31:
-            m = m.astype(np.int64)
-        neg = raw.view(np.int32) >> 31  # 0 or -1 (the sign bit)
-        if m.dtype != np.int32:
-            neg = neg.astype(np.int64)
+        neg = raw.view(np.int32)
+        neg >>= 31  # 0 or -1 (the sign bit; raw is ours, used up here)
         m ^= neg
         m -= neg  # -m where the sign bit is set; 0 stays +0
-        return m, top
+        if m is not out:
+            out[...] = m
+        if tail_at is not None:
+            out[tail_at] = np.where(neg[tail_at] < 0, -tail_mags, tail_mags)
+        return top
 
 
 @functools.lru_cache(maxsize=64)
-def discrete_laplace(rate: float) -> DiscreteLaplace:
-    """The (cached) :class:`DiscreteLaplace` sampler of a rate."""
-    return DiscreteLaplace(rate)
+def discrete_laplace(rate: float, kappa: float | None = None) -> DiscreteLaplace:
+    """The (cached) :class:`DiscreteLaplace` sampler of a rate (and centre parameter)."""
+    return DiscreteLaplace(rate, kappa)
 
 
 def power_of_two_grid(grid, name: str, min_log2: int) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
@@ -32,11 +33,58 @@ __all__ = [
     "Mechanism",
     "LikelihoodBlock",
     "DenseBlock",
+    "check_dense_size",
+    "MAX_DENSE_ENTRIES",
     "register",
     "parse",
     "registered",
     "format_spec",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# The dense-size cap (issue 15)
+# --------------------------------------------------------------------------------------------
+#: Largest dense matrix (entries) built for a channel or a likelihood: 2*10^8 float64, 1.49 GiB.
+#: The environment variable ``LOCALPRIV_MAX_DENSE_ENTRIES`` overrides it (read at every check).
+MAX_DENSE_ENTRIES = 200_000_000
+
+
+def max_dense_entries() -> int:
+    """The dense-size cap in force: ``LOCALPRIV_MAX_DENSE_ENTRIES`` if set, else :data:`MAX_DENSE_ENTRIES`."""
+    env = os.environ.get("LOCALPRIV_MAX_DENSE_ENTRIES", "").strip()
+    if not env:
+        return MAX_DENSE_ENTRIES
+    try:
+        cap = int(float(env))
+    except (ValueError, OverflowError):
+        raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be a whole number of entries, got {env[:40]!r}") from None
+    if cap < 1:
+        raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be at least 1, got {env[:40]!r}")
+    return cap
+
+
+def _count(n: int) -> str:
+    return str(n) if n < 10 ** 15 else f"~10^{len(str(n)) - 1}"
+
+
+def check_dense_size(rows, cols, what: str) -> None:
+    """Refuse to build a dense ``rows x cols`` float64 matrix above the cap (:func:`max_dense_entries`).
+
+    Raises a one-line :class:`LocalPrivError` saying what would have been built and how large it
+    would be, e.g. ``k-RR channel would need a 100000 x 100000 dense matrix (74.5 GiB); ...``.
+    Called wherever a channel or a likelihood is materialized, *before* allocating it.
+    """
+    rows, cols = int(rows), int(cols)
+    entries = rows * cols
+    cap = max_dense_entries()
+    if entries > cap:
+        try:
+            size = f"{entries * 8 / 2 ** 30:.3g} GiB"
+        except OverflowError:
+            size = f"~10^{len(str(entries * 8 // 2 ** 30)) - 1} GiB"
+        raise LocalPrivError(f"{what} would need a {_count(rows)} x {_count(cols)} dense matrix ({size}); the "
+                             f"limit is {cap} entries (environment variable LOCALPRIV_MAX_DENSE_ENTRIES)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,15 +111,29 @@ class LikelihoodBlock:
         raise NotImplementedError
 
     def dense(self) -> np.ndarray:
-        """``G`` as a dense matrix (for tests and small cases): ``G[:, j] = backward(e_j)``."""
-        eye = np.eye(self.counts.size)
-        return np.column_stack([self.backward(eye[j]) for j in range(self.counts.size)]) if self.counts.size else np.zeros((self.k, 0))
+        """``G`` as a dense matrix (for tests and small cases): ``G[:, j] = backward(e_j)``.
+
+        Generic fallback, one product per column; blocks with a closed form override it.
+        Refused above the dense-size cap (:func:`check_dense_size`).
+        """
+        m = self.counts.size
+        check_dense_size(self.k, m, f"the likelihood of {m} reports")
+        out = np.empty((self.k, m))
+        unit = np.zeros(m)
+        for j in range(m):  # one product per distinct report; no m x m identity
+            unit[j] = 1.0
+            out[:, j] = self.backward(unit)
+            unit[j] = 0.0
+        return out
 
 
 class DenseBlock(LikelihoodBlock):
     """A likelihood block held as a dense ``k x m`` matrix."""
 
     def __init__(self, G: np.ndarray, counts: np.ndarray):
+        shape = np.shape(G)
+        if len(shape) == 2:
+            check_dense_size(shape[0], shape[1], "a dense likelihood block")
         self.G = np.ascontiguousarray(G, dtype=float)
         self.counts = np.asarray(counts, dtype=float)
         self.k = self.G.shape[0]
@@ -298,8 +360,23 @@ class Mechanism(ABC):
     # ---- the output space -------------------------------------------------------------------
     @property
     def n_outputs(self) -> int | None:
-        """Number of outputs, or ``None`` when they cannot be enumerated."""
-        return self.channel().shape[1]
+        """Number of outputs (columns of :meth:`channel`), or ``None`` when they cannot be enumerated.
+
+        Every mechanism states it from its structure: the channel is never built to count its
+        columns (issue 15). A subclass must override this property.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define n_outputs (from its structure, "
+                                  "without building the channel)")
+
+    def output_space_size(self) -> int | None:
+        """Size of the (finite) output space even when it is too large to enumerate, e.g.
+        ``2**k`` bit vectors; ``None`` when the outputs are unbounded or continuous."""
+        return self.n_outputs
+
+    def rank_from_structure(self) -> "tuple[int, str] | None":
+        """``(rank, reason)``: the exact rank of the channel from its structure in closed form, or
+        ``None`` when the mechanism has no such form (then only an SVD can tell)."""
+        return None
 
     # ---- sampling ---------------------------------------------------------------------------
     def _check_inputs(self, x) -> np.ndarray:
@@ -328,6 +405,9 @@ class Mechanism(ABC):
         """
         x = self._check_inputs(x)
         rng = check_rng(rng)
+        n_out = self.n_outputs
+        if n_out is not None:
+            check_dense_size(self.k, n_out, f"{self} (sampling by the CDF of its channel)")
         cdf = np.cumsum(self.channel(), axis=1)
         u = rng.random(x.size)
         out = (u[:, None] >= cdf[x]).sum(axis=1) if cdf.shape[1] <= 64 else _row_search(cdf, x, u)
@@ -355,7 +435,9 @@ class Mechanism(ABC):
 
     def likelihood(self, reports) -> np.ndarray:
         """``G[x, j] = P(reports[j] | x)`` as a dense ``k x len(reports)`` matrix."""
-        return self.channel()[:, self.output_index(reports)]
+        idx = self.output_index(reports)
+        check_dense_size(self.k, idx.size, f"{self} likelihood of {idx.size} reports")
+        return self.channel()[:, idx]
 
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
         """The observation model for distinct ``reports`` seen ``counts`` times (dense default)."""
@@ -367,8 +449,13 @@ class Mechanism(ABC):
 
     # ---- privacy ----------------------------------------------------------------------------
     def epsilon_ldp(self) -> float:
-        """eps-LDP level computed from the channel (:func:`localpriv.privacy.ldp_epsilon`)."""
-        return ldp_epsilon(self.channel())
+        """eps-LDP level computed from the channel (:func:`localpriv.privacy.ldp_epsilon`).
+
+        Structured mechanisms override it with the same maximum computed from the channel's exact
+        structure in log space (never building the channel). ``inf``, and levels whose ``e^eps``
+        overflows float64, come with a :class:`~localpriv._validation.PrivacyWarning`.
+        """
+        return ldp_epsilon(self.channel(), what=str(self))
 
     def epsilon_geo(self, distance=None) -> float:
         """Geo-indistinguishability level computed from the channel and ``distance`` (``k x k``)."""
@@ -376,8 +463,9 @@ class Mechanism(ABC):
             dom = getattr(self, "domain", None)
             if dom is None:
                 raise LocalPrivError(f"{self}: give a distance matrix (the mechanism has no metric domain)")
+            check_dense_size(self.k, self.k, f"{self} distance matrix")
             distance = dom.distance_matrix()
-        return geo_epsilon(self.channel(), distance)
+        return geo_epsilon(self.channel(), distance, what=str(self))
 
 
 def _row_search(cdf: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:

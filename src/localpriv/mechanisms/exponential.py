@@ -11,14 +11,27 @@ at most ``exp(eps d(x,x') / 2)`` (triangle inequality), so the mechanism is eps-
 indistinguishable. The level computed from the channel is usually *strictly smaller* than eps
 (the two factors rarely reach their bounds together): e.g. on ``0..99`` with eps = 0.05 it is
 about 0.0494 (:meth:`Exponential.epsilon_geo` gives the exact value for any domain).
+
+LDP level from the structure (issue 15). For fixed ``x, x'`` the ratio's first factor is largest
+at ``z = x`` (``max_z d(x',z) - d(x,z) = d(x,x')``, triangle inequality, attained at ``z = x``), so
+
+    eps_LDP = max_{x,x'} [ eps d(x,x') / 2 + log C(x') - log C(x) ],
+
+computed in log space (``log C`` by logsumexp) from the distance matrix, without the channel.
+On the integers ``0..k-1`` (``IntegerDomain``, the default) it is ``eps (k-1) / 2`` in closed
+form: with ``a = e^{-eps/2}``, ``C(x+1) >= a C(x)`` (``|x+1-z| <= |x-z| + 1``), so the bracket
+grows when ``x`` moves down or ``x'`` up, and ``C(0) = C(k-1)`` by symmetry.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from scipy.special import logsumexp
+
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..domains import IntegerDomain
-from .base import Mechanism, register
+from ..privacy import checked_epsilon
+from .base import Mechanism, check_dense_size, register
 
 __all__ = ["Exponential"]
 
@@ -60,11 +73,38 @@ class Exponential(Mechanism):
 
     def channel(self) -> np.ndarray:
         if self._M is None:
+            check_dense_size(self.k, self.k, f"{self} channel")
             logw = -0.5 * self.eps * np.asarray(self.domain.distance_matrix(), dtype=float)
             logw -= logw.max(axis=1, keepdims=True)
             w = np.exp(logw)
             self._M = w / w.sum(axis=1, keepdims=True)
         return self._M
+
+    def epsilon_ldp(self) -> float:
+        """``max_{x,x'} [eps d(x,x')/2 + log C(x') - log C(x)]`` (module doc), in log space: the
+        closed form ``eps (k-1)/2`` on an integer domain, else from the ``k x k`` distances (no
+        channel; refused above the dense-size cap)."""
+        if type(self.domain) is IntegerDomain:
+            # d = |x - x'| in unit steps: the maximum is at x = lo, x' = hi, where C(lo) = C(hi)
+            return checked_epsilon(0.5 * self.eps * (self.k - 1), str(self))
+        check_dense_size(self.k, self.k, f"{self} distance matrix")
+        d = np.asarray(self.domain.distance_matrix(), dtype=float)
+        log_C = logsumexp(-0.5 * self.eps * d, axis=1)
+        bracket = 0.5 * self.eps * d + (log_C[None, :] - log_C[:, None])  # [x, x']
+        return checked_epsilon(float(bracket.max()), str(self))
+
+    def rank_from_structure(self):
+        """Rank ``k`` on the integers, a grid (Euclidean distances) or a categorical domain (the
+        discrete metric): ``M = D^{-1} A`` with ``D`` the diagonal of ``C(x)`` and
+        ``A[x, z] = exp(-eps d(x, z) / 2)`` a strictly positive definite kernel matrix (the Laplace
+        kernel ``e^{-c ||x - z||}`` on R^d; ``(1-a) I + a 11^T`` with ``a < 1`` for the discrete
+        metric), hence invertible. Other domains: ``None``."""
+        from ..domains import CategoricalDomain
+        from ..planar import GridDomain
+
+        if type(self.domain) in (IntegerDomain, CategoricalDomain, GridDomain):
+            return self.k, "exact: M = D^-1 A with A = exp(-eps d/2) a strictly positive definite kernel matrix"
+        return None
 
     def sample(self, x, rng) -> np.ndarray:
         """Inverse-CDF sampling from the channel rows, vectorized (one binary search per user)."""

@@ -16,14 +16,24 @@ exceed 0 or ``hi`` be below ``k-1``: the clamp formula still holds, Eq. 7 alone 
 Both satisfy eps-geo-indistinguishability on the line with ``d(x, x') = |x - x'|``:
 ``P(z|x)/P(z|x') = a^{|z-x| - |z-x'|} <= e^{eps |x - x'|}``, with equality for any ``z`` outside
 ``(min(x,x'), max(x,x'))``; :meth:`Geometric.epsilon_geo` computes it from the channel.
+
+LDP level from the structure (issue 15), for any ``k``: in an interior column ``z``,
+``log P(z|x) = log c - eps |z - x|`` is largest at ``x = clip(z, 0, k-1)`` and smallest at the
+input farthest away (0 or ``k-1``); in the end columns ``lo``/``hi`` the clamped mass is monotone
+in ``x``. The column spread ``eps (max_x |z-x| - min_x |z-x|)`` is ``eps (k-1)`` outside
+``[0, k-1]`` and convex inside, so its maximum over the interior columns ``lo+1..hi-1`` is at
+``lo+1`` or ``hi-1``. :meth:`Geometric.epsilon_ldp` therefore evaluates the exact
+log-probabilities (log space, no underflow) on rows ``{0, k-1, clip(z)}`` and columns
+``{lo, lo+1, hi-1, hi}`` (``{-1, 0, k-1, k}`` untruncated) only: O(1) whatever ``k``, and equal to
+the dense computation wherever the dense channel has no underflowed zeros.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..privacy import geo_epsilon, ldp_epsilon
-from .base import Mechanism, register
+from ..privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
+from .base import Mechanism, check_dense_size, register
 
 __all__ = ["Geometric", "two_sided_geometric"]
 
@@ -106,7 +116,8 @@ class Geometric(Mechanism):
         a, eps = self.a, self.eps
         c = -np.expm1(-eps) / (1.0 + a)
         d = np.abs(z - x).astype(float)
-        p = c * np.exp(-eps * d)
+        with np.errstate(over="ignore"):  # eps * d beyond float64: probability 0
+            p = c * np.exp(-eps * d)
         if not self.truncated:
             return p
         # P(Z <= lo | x) = P(N <= lo - x) and P(Z >= hi | x) = P(N <= x - hi) (N is symmetric),
@@ -120,11 +131,46 @@ class Geometric(Mechanism):
         p = np.where(z == self.hi, cdf(x - self.hi), p)
         return np.where((z < self.lo) | (z > self.hi), 0.0, p)
 
+    def _log_prob(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """``log P(z | x)`` in log space (no underflow), ``z`` in value units, broadcast."""
+        eps = self.eps
+        log1pa = np.log1p(np.exp(-eps))
+        log_c = np.log(-np.expm1(-eps)) - log1pa
+        x, z = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(z, dtype=float))
+        with np.errstate(over="ignore"):  # eps * d beyond float64: log-probability -inf
+            lp = log_c - eps * np.abs(z - x)
+        if not self.truncated:
+            return lp
+
+        def log_cdf(s):  # log P(N <= s), as in _prob
+            with np.errstate(over="ignore"):
+                return np.where(s < 0, -eps * np.abs(s) - log1pa,
+                                np.log1p(-np.exp(-eps * (np.abs(s) + 1.0) - log1pa)))
+        lp = np.where(z == self.lo, log_cdf(self.lo - x), lp)
+        lp = np.where(z == self.hi, log_cdf(x - self.hi), lp)
+        return np.where((z < self.lo) | (z > self.hi), -np.inf, lp)
+
+    def _reduced_logs(self) -> np.ndarray:
+        """Exact log-probabilities on the few rows and columns that attain every column's spread
+        (module doc): rows ``{0, k-1, clip(z)}``, columns ``{lo, lo+1, hi-1, hi}`` (truncated) or
+        ``{-1, 0, k-1, k}`` (untruncated)."""
+        k = self.k
+        if self.truncated:
+            cols = {self.lo, self.hi}
+            if self.lo + 1 <= self.hi - 1:
+                cols |= {self.lo + 1, self.hi - 1}
+        else:
+            cols = {-1, 0, k - 1, k}
+        cols = np.array(sorted(cols))
+        rows = np.unique(np.r_[0, k - 1, np.clip(cols, 0, k - 1)])
+        return self._log_prob(rows[:, None], cols[None, :])
+
     def channel(self) -> np.ndarray:
         """``k x (hi-lo+1)`` matrix of Eq. 7 (truncated only)."""
         if not self.truncated:
             raise LocalPrivError(f"{self}: the untruncated geometric mechanism has infinitely many "
                                  "outputs; use likelihood(reports) on the observed reports")
+        check_dense_size(self.k, self.hi - self.lo + 1, f"{self} channel")
         x = np.arange(self.k)[:, None]
         z = np.arange(self.lo, self.hi + 1)[None, :]
         return self._prob(x, z)
@@ -143,6 +189,7 @@ class Geometric(Mechanism):
         """``G[x, j] = P(reports[j] | x)``, exact for arbitrary integer reports (untruncated) or
         output indices ``0..hi-lo`` (truncated)."""
         z = self.output_index(reports)
+        check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
         if self.truncated:
             z = z + self.lo
         return self._prob(np.arange(self.k)[:, None], z[None, :])
@@ -154,6 +201,15 @@ class Geometric(Mechanism):
 
         return geometric_block_for(self, self.output_index(reports), counts)
 
+    def rank_from_structure(self):
+        """Untruncated: rank ``k`` -- the rows are ``theta -> theta * P_N`` (convolution with the
+        two-sided geometric law), whose Fourier transform ``(1-a^2)/(1 - 2a cos w + a^2)`` never
+        vanishes, so no non-zero finitely supported ``w`` has ``w M = 0``. Truncated: ``None``."""
+        if self.truncated:
+            return None
+        return self.k, ("exact: convolution with P(N=n) ~ a^|n|, whose Fourier transform "
+                        "(1-a^2)/(1-2a cos w+a^2) never vanishes")
+
     # ---- privacy --------------------------------------------------------------------------
     def _probe(self) -> np.ndarray:
         """For the untruncated mechanism: ``G`` on the outputs ``-1..k``. Every column outside
@@ -161,12 +217,27 @@ class Geometric(Mechanism):
         return self.likelihood(np.arange(-1, self.k + 1))
 
     def epsilon_ldp(self) -> float:
-        return ldp_epsilon(self.channel() if self.truncated else self._probe())
+        """``max_z (max_x log P(z|x) - min_x log P(z|x))`` from the exact log-probabilities on the
+        rows and columns that attain it (module doc): O(1) for any ``k``, no underflow (e.g.
+        ``eps (k - 1)`` untruncated)."""
+        return checked_epsilon(ldp_epsilon_from_logs(self._reduced_logs()), str(self))
 
     def epsilon_geo(self, distance=None) -> float:
-        """Geo level from the channel (truncated) or from the likelihood on the outputs ``-1..k``
-        (untruncated, which attains the sup); ``distance`` defaults to ``|x - x'|``."""
+        """Geo level for ``d(x, x') = |x - x'|`` (the default) or a given ``distance``.
+
+        Untruncated with the default metric, from the structure:
+        ``log P(z|x) - log P(z|x') = eps (|z - x'| - |z - x|) <= eps |x - x'|`` (triangle
+        inequality) with equality for every output ``z <= min(x, x')``, so the level is ``eps``
+        (``k >= 2``) for any ``k``. Otherwise from the channel (truncated) or the likelihood on
+        the outputs ``-1..k`` (untruncated, which attains the sup)."""
+        if distance is None and not self.truncated:
+            if self.k < 2:
+                return 0.0
+            z, x1, x2 = -1, 0, 1  # an output left of both inputs attains the bound
+            return checked_epsilon(self.eps * (abs(z - x2) - abs(z - x1)) / abs(x2 - x1), str(self),
+                                   kind="epsilon_geo")
         if distance is None:
+            check_dense_size(self.k, self.k, f"{self} distance matrix")
             idx = np.arange(self.k, dtype=float)
             distance = np.abs(idx[:, None] - idx[None, :])
-        return geo_epsilon(self.channel() if self.truncated else self._probe(), distance)
+        return geo_epsilon(self.channel() if self.truncated else self._probe(), distance, what=str(self))

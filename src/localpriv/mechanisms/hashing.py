@@ -19,7 +19,14 @@ arithmetic. A report is ONE int64: ``report = s * g + y`` (decode: ``s = report 
 
 Exact likelihood: ``P((s, y) | x) = (1/n_seeds) * (q + (p - q) [H_s(x) = y])`` with
 ``q = (1 - p)/(g - 1)``, form (*) of :mod:`localpriv.mechanisms.unary`; the LDP level computed
-from it is ``log(p / q)``.
+from it is ``log(p / q)`` as soon as some seed hashes two inputs apart.
+
+Log space (issue 15): ``log p = eps - logaddexp(eps, log(g-1))``, ``log q = -logaddexp(eps,
+log(g-1))``, so ``log(p/q) = eps`` exactly for any finite ``eps``. OLH's ``g = round(e^eps) + 1``
+is capped at ``2^30`` (:data:`MAX_G`, the largest hash range; reports ``seed * g + y`` stay below
+``2^62``): beyond ``eps = log(2^30) = 20.8`` OLH uses ``g = 2^30``, still at level ``eps``; only
+MI's variance factor ``q*(1-q*)/(p*-q*)^2`` is no longer minimal, and it stays below
+``4 * 2^-30`` there (``p* >= 1/2``, ``q* = 2^-30``).
 """
 from __future__ import annotations
 
@@ -27,8 +34,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from .base import check_dense_size, register
+from .krr import grr_floats
 from .unary import PureProtocol
-from .base import register
 
 __all__ = ["LocalHashing", "BLH", "OLH", "hash_values", "grr_sample", "olh_g"]
 
@@ -37,6 +45,8 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 DENSE_MAX_OUTPUTS = 1 << 16
+#: largest hash range ``g``
+MAX_G = 2 ** 30
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -71,22 +81,33 @@ def grr_sample(values: np.ndarray, g: int, p: float, rng) -> np.ndarray:
 
 
 def olh_g(eps: float) -> int:
-    """OLH's hash range ``g = round(e^eps) + 1`` (Wang et al. 2017), at least 2."""
-    return max(2, int(np.rint(np.exp(eps))) + 1)
+    """OLH's hash range ``g = round(e^eps) + 1`` (Wang et al. 2017), at least 2 and at most
+    :data:`MAX_G` = 2^30 (reached at eps ~ 20.8; no overflow for any eps)."""
+    return int(min(MAX_G, max(2, int(np.rint(np.exp(min(float(eps), 30.0)))) + 1)))
+
+
+def grr_logs(eps: float, g: int) -> tuple[float, float]:
+    """``(log p, log q)`` of GRR on ``g`` values at level ``eps``: keep ``e^eps/(e^eps+g-1)``,
+    each other value ``1/(e^eps+g-1)``, in log space (exact for any finite eps)."""
+    log_norm = float(np.logaddexp(eps, np.log(g - 1)))
+    return eps - log_norm, -log_norm
 
 
 class LocalHashing(PureProtocol):
     """Local hashing into ``g`` values with GRR keep probability ``p`` (not registered: use
     :class:`BLH`, :class:`OLH` or the longitudinal versions)."""
 
-    def _setup(self, k, g, p, n_seeds):
+    def _setup(self, k, g, level, n_seeds):
+        """Hash range ``g`` and GRR at log-ratio ``level = log(p/q) > 0`` (exact, log space)."""
         self.k = check_int(k, "k", minimum=2)
-        self.g = check_int(g, "g", minimum=2, maximum=2 ** 30)
+        self.g = check_int(g, "g", minimum=2, maximum=MAX_G)
         self.n_seeds = check_int(n_seeds, "n_seeds", minimum=1, maximum=2 ** 32)
-        self.p_g = float(p)
-        self.q_g = (1.0 - self.p_g) / (self.g - 1)
-        if not self.q_g < self.p_g < 1:
-            raise LocalPrivError(f"local hashing needs 1/g < p < 1, got p={p}, g={g}")
+        if not level > 0:
+            raise LocalPrivError(f"local hashing needs p > q (a positive level), got log(p/q) = {level}")
+        self._level = float(level)
+        self.log_p, self.log_q = grr_logs(self._level, self.g)
+        self.p_g, self.q_g = grr_floats(self._level, self.g)
+        self._separates = None
 
     @property
     def p_star(self) -> float:
@@ -112,6 +133,9 @@ class LocalHashing(PureProtocol):
         n = self.n_seeds * self.g
         return n if n <= DENSE_MAX_OUTPUTS else None
 
+    def output_space_size(self) -> int:
+        return self.n_seeds * self.g
+
     def output_index(self, reports):
         s, y = self.decode(reports)
         return s * self.g + y
@@ -121,6 +145,7 @@ class LocalHashing(PureProtocol):
         if n is None:
             raise LocalPrivError(f"{self}: {self.n_seeds * self.g} outputs; the dense channel is only "
                                  f"built for n_seeds * g <= {DENSE_MAX_OUTPUTS}")
+        check_dense_size(self.k, n, f"{self} channel")
         return self.likelihood(np.arange(n))
 
     # ---- sampling -----------------------------------------------------------------------
@@ -147,17 +172,35 @@ class LocalHashing(PureProtocol):
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k), dtype=bool)
 
     def likelihood_parts(self, reports):
+        """(*) with ``r1 = 1``: ``c = p / n_seeds``, ``r0 = q / p = e^{-log(p/q)}``."""
         s, _ = self.decode(reports)
-        return np.full(s.size, -np.log(self.n_seeds)), self.q_g, self.p_g
+        return np.full(s.size, self.log_p - np.log(self.n_seeds)), float(np.exp(-self._level)), 1.0
 
-    def epsilon_ldp(self) -> float:
-        """``log(p/q)`` if some seed hashes two inputs apart (checked on the first 1024 seeds),
-        else 0 (every report would then carry no information)."""
-        seeds = np.arange(min(self.n_seeds, 1024))
-        h = hash_values(seeds[:, None], np.arange(self.k)[None, :], self.g)
-        if np.any(h.min(axis=1) != h.max(axis=1)):
-            return float(np.log(self.p_g / self.q_g))
-        return 0.0
+    def seeds_separate(self) -> bool:
+        """Does some seed (among the first 1024) hash two inputs apart? Inputs are scanned in
+        chunks against input 0, stopping at the first witness (almost always in the first chunk),
+        so this costs O(1024 * chunk) whatever ``k``."""
+        if self._separates is None:
+            seeds = np.arange(min(self.n_seeds, 1024))
+            first = hash_values(seeds, 0, self.g)[:, None]
+            step = max(1, (1 << 18) // seeds.size)
+            self._separates = False
+            for a in range(1, self.k, step):  # chunks of inputs, not users
+                vals = np.arange(a, min(self.k, a + step))
+                if np.any(hash_values(seeds[:, None], vals[None, :], self.g) != first):
+                    self._separates = True
+                    break
+        return self._separates
+
+    def log_level(self) -> float:
+        """``log(p/q)`` (exact, from the GRR structure) if some seed hashes two inputs apart
+        (:meth:`seeds_separate`), else 0 (every report would then carry no information)."""
+        return self._level if self.seeds_separate() else 0.0
+
+    def rank_from_structure(self):
+        """None: with a finite seed family the collision rates differ from ``1/g`` pair by pair, so
+        the protocol is only approximately pure and the rank needs an SVD."""
+        return None
 
 
 @register
@@ -168,7 +211,7 @@ class BLH(LocalHashing):
 
     def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32):
         self.eps = check_eps(eps)
-        self._setup(k, 2, 1.0 / (1.0 + np.exp(-self.eps)), n_seeds)
+        self._setup(k, 2, self.eps, n_seeds)
 
     def params(self):
         return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds}
@@ -176,14 +219,13 @@ class BLH(LocalHashing):
 
 @register
 class OLH(LocalHashing):
-    """Optimized local hashing: ``g = round(e^eps) + 1``, ``p = e^eps/(e^eps + g - 1)``."""
+    """Optimized local hashing: ``g = round(e^eps) + 1`` (at most 2^30), ``p = e^eps/(e^eps + g - 1)``."""
 
     spec_name = "olh"
 
     def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32):
         self.eps = check_eps(eps)
-        g = olh_g(self.eps)
-        self._setup(k, g, np.exp(self.eps) / (np.exp(self.eps) + g - 1), n_seeds)
+        self._setup(k, olh_g(self.eps), self.eps, n_seeds)
 
     def params(self):
         return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds}

@@ -18,8 +18,8 @@ largest power of two ``<= (2/eps) / 1024`` (kept in ``[2^-20, 1]``): steps of ab
 of the noise scale, so the law is the Laplace law to within that resolution (the variance is
 ``2 g^2 a / (1 - a)^2 <= 8/eps^2``, ``a = e^{-lam}``). ``|z_y / g|`` is clamped to ``2^24``
 (every integer up to there is an exact float32; a clamp is post-processing, reached with
-probability ``< e^{-lam 2^23}``, and the likelihood below includes it). Reports keep the layout
-of the float32 version: ``4k`` bytes per report (``n x 4k`` uint8, little-endian float32), so
+probability ``< 2 e^{-lam 2^23}`` per coordinate, and the likelihood below includes it). Reports
+keep the layout of the float32 version: ``4k`` bytes per report (``n x 4k`` uint8, little-endian float32), so
 they travel through :func:`localpriv.reports.report_table` like bit vectors, and ``+0.0`` is the
 only zero that is ever written (a negative zero would tell a noise-only coordinate apart).
 
@@ -47,6 +47,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from ..privacy import checked_epsilon
 from ._sampling import default_grid, discrete_laplace, fill_in_streams, power_of_two_grid
 from .base import LikelihoodBlock, Mechanism, register
 from .unary import SupportBlock, UnaryEncoding
@@ -169,10 +170,12 @@ class SHE(Mechanism):
 
         def fill(lo, hi, gen):
             rows = hi - lo
-            d = sampler.signed(rows * k, gen, cap=N + s).reshape(rows, k)  # int32
-            d[np.arange(rows), x[lo:hi]] += s
-            np.clip(d, -N, N, out=d)
             v = floats[lo:hi] if native else np.empty((rows, k), dtype=np.float32)
+            d = v.view(np.int32)  # the same bytes: first the integers, then the report
+            top = sampler.signed_into(d.reshape(-1), gen, cap=N + s)
+            d[np.arange(rows), x[lo:hi]] += s
+            if top + s > N:  # only a tail draw can come near the clamp
+                np.clip(d, -N, N, out=d)
             np.multiply(d, g, out=v, dtype=np.float32)  # exact: |d| <= 2^24, g a power of two
             if not native:  # pragma: no cover - big-endian machines
                 floats[lo:hi] = v
@@ -222,4 +225,4 @@ class SHE(Mechanism):
         s, N = self.steps_per_unit, self.CLAMP
         steps = np.array([-N, -2 * s, -s, 0, s // 2, s, 2 * s, N], dtype=float)
         _, log_r = self._log_parts(steps[:, None] * self.grid)
-        return float(log_r.max() - log_r.min() + 2.0 * self.sampler.excess(s))
+        return checked_epsilon(float(log_r.max() - log_r.min() + 2.0 * self.sampler.excess(s)), str(self))

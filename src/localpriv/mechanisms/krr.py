@@ -7,16 +7,41 @@ Seed 001 Eq. (5)::
 
 It satisfies eps-LDP, and its channel is "a scaled identity plus a constant", so the products the
 EM engine needs cost O(k) (:class:`localpriv.structured.ScaledIdentityBlock`).
+
+Log space (issue 15): with ``N = e^eps + k - 1``, ``log N = logaddexp(eps, log(k-1))`` and the two
+channel values are ``a = exp(eps - log N)``, ``b = exp(-log N)``: no overflow for any finite
+``eps`` (``b`` underflows to 0 beyond eps ~ 745, where the sampler always tells the truth). The
+privacy level, its rank and its size are read from this structure; the ``k x k`` channel is only
+built on request (and refused above the dense-size cap).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._validation import check_eps, check_int, check_rng
+from ..privacy import checked_epsilon
 from ._sampling import bernoulli_bits
-from .base import LikelihoodBlock, Mechanism, register
+from .base import LikelihoodBlock, Mechanism, check_dense_size, register
 
-__all__ = ["KRR"]
+__all__ = ["KRR", "grr_floats"]
+
+#: below this lie probability ``1 - p_keep`` the float ``1 - p_keep`` loses digits: log space
+_LIE_EXACT = 2.0 ** -20
+
+
+def grr_floats(level: float, g: int) -> tuple[float, float]:
+    """Floats ``(p_keep, p_other)`` of GRR on ``g`` values at ``level = log(p_keep / p_other)``.
+
+    ``p_keep = 1 / (1 + (g-1) e^{-level})`` (accurate for every level) and
+    ``p_other = (1 - p_keep) / (g - 1)`` while the lie probability is at least ``2^-20`` (rows sum
+    to 1 to the last bit, the floats of earlier versions), else ``exp(-logaddexp(level,
+    log(g-1)))`` from log space (the subtraction would lose digits, and gave 0 beyond level ~ 37).
+    """
+    keep = float(1.0 / (1.0 + (g - 1) * np.exp(-level)))
+    lie = 1.0 - keep
+    if lie >= _LIE_EXACT:
+        return keep, float(lie / (g - 1))
+    return keep, float(np.exp(-np.logaddexp(level, np.log(g - 1.0))))
 
 
 @register
@@ -28,28 +53,63 @@ class KRR(Mechanism):
     def __init__(self, k: int, eps: float):
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
+        #: ``log N = log(e^eps + k - 1)``, the log-normalizer shared by every row
+        self.log_norm = float(np.logaddexp(self.eps, np.log(self.k - 1)))
 
     def params(self):
         return {"k": self.k, "eps": self.eps}
 
     @property
     def p_keep(self) -> float:
-        """``e^eps / (k - 1 + e^eps)``: the probability of reporting the true value."""
-        return 1.0 / (1.0 + (self.k - 1) * np.exp(-self.eps))
+        """``e^eps / (k - 1 + e^eps) = 1 / (1 + (k-1) e^{-eps})``: the probability of reporting the
+        true value (accurate for every eps; 1.0 once ``e^-eps`` underflows)."""
+        return grr_floats(self.eps, self.k)[0]
 
     @property
     def p_other(self) -> float:
-        """``1 / (k - 1 + e^eps)``: the probability of each other value."""
-        return (1.0 - self.p_keep) / (self.k - 1)
+        """``1 / (k - 1 + e^eps)``: the probability of each other value (:func:`grr_floats`: rows
+        sum to 1 to the last bit while the lie probability is at least ``2^-20``; log space below,
+        where ``1 - p_keep`` would lose digits, so it is exact to rounding until it underflows near
+        eps ~ 745). ``p_keep`` is off by at most ~2^-52, so ``(1 - p_keep)/(k-1)`` is within
+        ~2^-32 relative where it is used."""
+        return grr_floats(self.eps, self.k)[1]
 
     @property
     def n_outputs(self) -> int:
         return self.k
 
     def channel(self) -> np.ndarray:
+        check_dense_size(self.k, self.k, f"{self} channel")
         m = np.full((self.k, self.k), self.p_other)
         np.fill_diagonal(m, self.p_keep)
         return m
+
+    def likelihood(self, reports) -> np.ndarray:
+        """``G[x, j] = b + (a - b) [x == z_j]``, built column by column only for the given reports."""
+        z = self.output_index(reports)
+        check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
+        G = np.full((self.k, z.size), self.p_other)
+        G[z, np.arange(z.size)] = self.p_keep
+        return G
+
+    def output_probabilities(self, theta) -> np.ndarray:
+        """``theta @ M = b + (a - b) theta`` (times ``sum(theta)``), in O(k)."""
+        t = np.asarray(theta, dtype=float)
+        return self.p_other * t.sum(axis=-1, keepdims=True) + (self.p_keep - self.p_other) * t
+
+    def epsilon_ldp(self) -> float:
+        """From the channel's structure: its only values are ``a = e^eps / N`` (diagonal) and
+        ``b = 1 / N`` (elsewhere), with the same ``N = e^eps + k - 1`` in every row, and every
+        column holds both (``k >= 2``), so ``eps_LDP = max_z log(max_x M / min_x M) = log(a / b)
+        = (log e^eps - log 1) - (log N - log N)`` (seed 001 Eq. 5). Equal to
+        ``ldp_epsilon(channel())`` wherever the dense channel holds ``b > 0``."""
+        log_w_a, log_w_b = self.eps, 0.0  # unnormalized weights e^eps and 1
+        return checked_epsilon((log_w_a - log_w_b) - (self.log_norm - self.log_norm), str(self))
+
+    def rank_from_structure(self):
+        """``M = (a - b) I + b 11^T`` has eigenvalues ``a - b`` (``k - 1`` times) and ``a + (k-1) b
+        = 1``; ``a > b`` for every ``eps > 0``, so the rank is ``k``."""
+        return self.k, "exact: M = (a-b) I + b 11^T with a > b has eigenvalues a-b (k-1 times) and 1"
 
     def sample(self, x, rng) -> np.ndarray:
         x = self._check_inputs(x)

@@ -14,75 +14,133 @@ Privacy we compute (never take from a parameter)
 ------------------------------------------------
 * ``epsilon_ldp()`` -- the level of ONE report, from the chained channel (form (*) of
   :mod:`localpriv.mechanisms.unary`: ``log(p*(1-q*)/(q*(1-p*)))`` for unary encodings,
-  ``log(p*/q*)`` for GRR and local hashing). The second-round level ``eps_2`` is solved
-  numerically (Brent) so that this computed level equals the requested ``eps_1``; tests check it.
+  ``log(p*/q*)`` for GRR and local hashing). The second-round level ``eps_2`` is chosen so that
+  this computed level equals the requested ``eps_1``; tests check it.
 * ``epsilon_perm()`` -- the longitudinal bound: any number of reports is post-processing of the
   memoized value, so the level of ``M1`` computed from its channel bounds all of them together
   (RAPPOR's ``eps_inf``). ``eps_1 < eps_perm`` is required.
 
+Log space (issue 15). Everything is computed from log-odds, so no parameter overflows:
+
+* GRR on ``g`` values at level ``l`` (``log(keep / one other)``): two rounds ``l1``, ``l2`` chain
+  to a GRR of level ``l* = logaddexp(l1 + l2, log(g-1)) - logsumexp(l1, l2, log(g-2))``
+  (``p*/q* = (e^{l1+l2} + g - 1) / (e^l1 + e^l2 + g - 2)``), and the second round reaching a given
+  ``l*`` has the closed form
+  ``e^{l2} = (expm1(l* + l1) + (g-2) expm1(l*)) / (e^{l*} expm1(l1 - l*))`` (:func:`grr_second_level`).
+* Unary encodings: per bit, ``log p* = logaddexp(log p1 + log p2, log(1-p1) + log q2)`` and so on
+  (:func:`chain_logits`); ``eps_2`` is solved by Brent's method on ``[eps_1, hi]`` (the chained
+  level of a bit channel is at most each round's level, so ``eps_2 >= eps_1``).
+
 Pairs: L-SUE = SUE + SUE (RAPPOR's permanent + instantaneous response), L-OUE = OUE + OUE,
 L-SOUE = SUE + OUE, L-OSUE = OUE + SUE, L-GRR = GRR + GRR on ``k`` values, L-BLH/L-OLH = hash
 (memoized seed) then GRR + GRR on ``g`` values. For L-OLH we pick ``g`` minimizing MI's variance
-factor ``q*(1-q*)/(p*-q*)^2`` (``q* = 1/g``) over ``g = 2..round(e^eps_perm)+2`` (our decision;
-one-time OLH's ``round(e^eps)+1`` ignores the second round).
+factor ``q*(1-q*)/(p*-q*)^2`` (``q* = 1/g``) over ``g = 2..round(e^eps_perm)+2``, at most 1000
+(our decision; one-time OLH's ``round(e^eps)+1`` ignores the second round). The chained report is
+GRR at level ``eps_1`` on ``g`` values, so ``p* = e^eps_1 / (e^eps_1 + g - 1)`` for every ``g``.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import brentq
+from scipy.special import logsumexp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from .base import register
-from .hashing import LocalHashing, grr_sample
-from .unary import (PureProtocol, UnaryEncoding, oue_probabilities, pack_bits, sue_probabilities,
-                    ue_epsilon, unpack_bits)
+from ..privacy import checked_epsilon
+from .base import check_dense_size, register
+from .hashing import LocalHashing, grr_logs, grr_sample
+from .krr import grr_floats
+from .unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
 
 __all__ = ["LGRR", "LSUE", "LOUE", "LSOUE", "LOSUE", "LBLH", "LOLH", "solve_second_round",
-           "grr_probabilities", "chain"]
+           "grr_probabilities", "chain", "chain_logits", "grr_chain_level", "grr_second_level", "lolh_g"]
 
 
 def grr_probabilities(eps: float, g: int) -> tuple[float, float]:
-    """GRR on ``g`` values: keep ``e^eps/(e^eps+g-1)``, each other value ``1/(e^eps+g-1)``."""
-    p = 1.0 / (1.0 + (g - 1) * np.exp(-eps))
-    return float(p), float((1.0 - p) / (g - 1))
+    """GRR on ``g`` values: keep ``e^eps/(e^eps+g-1)``, each other value ``1/(e^eps+g-1)``
+    (floats by :func:`~localpriv.mechanisms.krr.grr_floats`: no overflow, no 0 before ~1e-308)."""
+    return grr_floats(eps, g)
 
 
-_UE = {"sue": sue_probabilities, "oue": oue_probabilities}
+_UE = {"sue": sue_logits, "oue": oue_logits}
 
 
 def chain(p1, q1, p2, q2, g: int | None = None) -> tuple[float, float]:
-    """Chained ``(p*, q*)``: per bit (``g=None``) or for GRR on ``g`` values."""
+    """Chained ``(p*, q*)``: per bit (``g=None``) or for GRR on ``g`` values (linear space; the
+    mechanisms use :func:`chain_logits` and :func:`grr_chain_level`)."""
     if g is None:
         return p1 * p2 + (1 - p1) * q2, q1 * p2 + (1 - q1) * q2
     p = p1 * p2 + (1 - p1) * q2
     return p, (1 - p) / (g - 1)
 
 
-def _level(p, q, g):
-    return ue_epsilon(p, q) if g is None else float(np.log(p / q))
+def _log_expm1(x: float) -> float:
+    """``log(e^x - 1)`` for ``x > 0`` without overflow or cancellation."""
+    x = float(x)
+    return float(x + np.log(-np.expm1(-x))) if x > 1.0 else float(np.log(np.expm1(x)))
 
 
-def solve_second_round(first: tuple[float, float], second, eps_1: float, g: int | None = None) -> float:
+def grr_chain_level(l1: float, l2: float, g: int) -> float:
+    """Level ``log(p*/q*)`` of GRR at ``l1`` followed by GRR at ``l2`` on ``g`` values:
+    ``log(e^{l1+l2} + g - 1) - log(e^l1 + e^l2 + g - 2)`` (log space)."""
+    with np.errstate(divide="ignore"):
+        lg2 = np.log(g - 2.0)  # -inf for g = 2
+    return float(np.logaddexp(l1 + l2, np.log(g - 1.0)) - logsumexp([l1, l2, lg2]))
+
+
+def grr_second_level(l1: float, target: float, g: int) -> float:
+    """The second-round level ``l2`` with ``grr_chain_level(l1, l2, g) == target`` (closed form,
+    ``0 < target < l1``): ``e^{l2} (e^{l1} - e^t) = e^t (e^{l1} + g - 2) - (g - 1)``, i.e.
+    ``l2 = log(expm1(t + l1) + (g-2) expm1(t)) - t - log(expm1(l1 - t))``."""
+    with np.errstate(divide="ignore"):
+        lg2 = np.log(g - 2.0)
+    num = np.logaddexp(_log_expm1(target + l1), lg2 + _log_expm1(target))
+    return float(num - target - _log_expm1(l1 - target))
+
+
+def chain_logits(first: tuple[float, float], second: tuple[float, float]) -> tuple[float, float]:
+    """Per-bit log-odds ``(logit p*, logit q*)`` of two unary rounds given by their log-odds."""
+    lp1, lnp1 = log_bit(first[0])
+    lq1, lnq1 = log_bit(first[1])
+    lp2, lnp2 = log_bit(second[0])
+    lq2, lnq2 = log_bit(second[1])
+    # P(out = 1 | in) = P(memo = 1 | in) p2 + P(memo = 0 | in) q2
+    ps = np.logaddexp(lp1 + lp2, lnp1 + lq2) - np.logaddexp(lp1 + lnp2, lnp1 + lnq2)
+    qs = np.logaddexp(lq1 + lp2, lnq1 + lq2) - np.logaddexp(lq1 + lnp2, lnq1 + lnq2)
+    return float(ps), float(qs)
+
+
+def _ue_level(logits) -> float:
+    return float(logits[0] - logits[1])
+
+
+def solve_second_round(first, second, eps_1: float, g: int | None = None) -> float:
     """``eps_2`` such that the chained report level (computed) equals ``eps_1``.
 
-    ``second(eps) -> (p2, q2)``. The chained level increases from 0 (``eps_2 -> 0``) to the
-    first round's level (``eps_2 -> inf``), so a root exists iff ``eps_1 <`` that level.
+    ``g=None``: unary rounds given by log-odds (``first = (logit p1, logit q1)``,
+    ``second(eps) -> (logit p2, logit q2)``), solved by Brent's method in log space. ``g``: GRR
+    rounds on ``g`` values, ``first`` is the first round's level, closed form
+    (:func:`grr_second_level`). The chained level increases from 0 (``eps_2 -> 0``) to the first
+    round's level (``eps_2 -> inf``), so a root exists iff ``eps_1 <`` that level.
     """
-    p1, q1 = first
-    top = _level(p1, q1, g)
+    top = float(first) if g is not None else _ue_level(first)
     if not eps_1 < top * (1 - 1e-9):
         raise LocalPrivError(f"eps_1 ({eps_1}) must be smaller than the memoized level eps_perm ({top:.6g})")
+    if g is not None:
+        return grr_second_level(top, eps_1, g)
 
     def f(e2):
-        return _level(*chain(p1, q1, *second(e2), g), g) - eps_1
+        return _ue_level(chain_logits(first, second(e2))) - eps_1
 
-    hi = 1.0
+    lo = float(eps_1)  # a bit channel's chained level is at most each round's: eps_2 >= eps_1
+    if f(lo) >= 0:
+        return lo
+    hi = 2.0 * lo
     while f(hi) < 0:
         hi *= 2.0
-        if hi > 1e3:
+        if not np.isfinite(hi) or hi > 1e306:
             raise LocalPrivError(f"cannot reach eps_1={eps_1} (numerically too close to eps_perm)")
-    return float(brentq(f, 1e-12, hi, xtol=1e-14, rtol=1e-14, maxiter=500))
+    return float(brentq(f, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
 
 
 class _Longitudinal:
@@ -120,9 +178,12 @@ class LGRR(_Longitudinal, PureProtocol):
         self.k = check_int(k, "k", minimum=2)
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         self.first = grr_probabilities(self.eps_perm, self.k)
-        self.eps_2 = solve_second_round(self.first, lambda e: grr_probabilities(e, self.k), self.eps_1, self.k)
+        self.eps_2 = solve_second_round(self.eps_perm, None, self.eps_1, self.k)
         self.second = grr_probabilities(self.eps_2, self.k)
-        self._p, self._q = chain(*self.first, *self.second, self.k)
+        #: level of one report, computed from the two rounds' structure
+        self._level = grr_chain_level(self.eps_perm, self.eps_2, self.k)
+        self._log_p, self._log_q = grr_logs(self._level, self.k)
+        self._p, self._q = grr_floats(self._level, self.k)
 
     p_star = property(lambda self: self._p)
     q_star = property(lambda self: self._q)
@@ -132,6 +193,7 @@ class LGRR(_Longitudinal, PureProtocol):
         return self.k
 
     def channel(self):
+        check_dense_size(self.k, self.k, f"{self} channel")
         m = np.full((self.k, self.k), self._q)
         np.fill_diagonal(m, self._p)
         return m
@@ -147,13 +209,16 @@ class LGRR(_Longitudinal, PureProtocol):
         return sp.csr_matrix((np.ones(z.size, dtype=bool), (np.arange(z.size), z)), shape=(z.size, self.k))
 
     def likelihood_parts(self, reports):
-        return np.zeros(np.asarray(reports).shape[0]), self._q, self._p
+        """(*) with ``r1 = 1``: ``c = p*``, ``r0 = q*/p* = e^{-level}``."""
+        return np.full(np.asarray(reports).shape[0], self._log_p), float(np.exp(-self._level)), 1.0
 
-    def _witness_report(self):
-        return np.array([0])
+    def log_level(self) -> float:
+        """``log(p*/q*)`` of the chained GRR (:func:`grr_chain_level` of the two rounds)."""
+        return self._level
 
     def epsilon_perm(self) -> float:
-        return float(np.log(self.first[0] / self.first[1]))
+        """Level of the memoized GRR: ``log(keep / other) = eps_perm - 0`` (same normalizer)."""
+        return checked_epsilon(self.eps_perm - 0.0, str(self))
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,12 +228,15 @@ class _LUE(_Longitudinal, UnaryEncoding):
     kinds: tuple[str, str]
 
     def __init__(self, k: int, eps_perm: float, eps_1: float):
+        self.k = check_int(k, "k", minimum=2)
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         first_kind, second_kind = self.kinds
-        self.first = _UE[first_kind](self.eps_perm)
-        self.eps_2 = solve_second_round(self.first, _UE[second_kind], self.eps_1)
-        self.second = _UE[second_kind](self.eps_2)
-        UnaryEncoding.__init__(self, k, *chain(*self.first, *self.second))
+        self.first_logits = _UE[first_kind](self.eps_perm)
+        self.eps_2 = solve_second_round(self.first_logits, _UE[second_kind], self.eps_1)
+        self.second_logits = _UE[second_kind](self.eps_2)
+        self.first = tuple(expit(v) for v in self.first_logits)
+        self.second = tuple(expit(v) for v in self.second_logits)
+        self._set_logits(*chain_logits(self.first_logits, self.second_logits))
 
     def memoize(self, x, rng):
         return self._flip(x.size, *self.first, rng, x=x)
@@ -178,7 +246,8 @@ class _LUE(_Longitudinal, UnaryEncoding):
         return self._flip(bits.shape[0], *self.second, rng, truth=bits)
 
     def epsilon_perm(self) -> float:
-        return ue_epsilon(*self.first)
+        """Level of the memoized unary encoding, ``logit p1 - logit q1`` (exact)."""
+        return checked_epsilon(_ue_level(self.first_logits), str(self))
 
 
 @register
@@ -216,9 +285,9 @@ class _LLH(_Longitudinal, LocalHashing):
     def _init_lh(self, k, eps_perm, eps_1, g, n_seeds):
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         self.first = grr_probabilities(self.eps_perm, g)
-        self.eps_2 = solve_second_round(self.first, lambda e: grr_probabilities(e, g), self.eps_1, g)
+        self.eps_2 = solve_second_round(self.eps_perm, None, self.eps_1, g)
         self.second = grr_probabilities(self.eps_2, g)
-        self._setup(k, g, chain(*self.first, *self.second, g)[0], n_seeds)
+        self._setup(k, g, grr_chain_level(self.eps_perm, self.eps_2, g), n_seeds)
 
     def params(self):
         return {"k": self.k, "eps_perm": self.eps_perm, "eps_1": self.eps_1,
@@ -233,7 +302,8 @@ class _LLH(_Longitudinal, LocalHashing):
         return seeds * self.g + grr_sample(y1, self.g, self.second[0], rng)
 
     def epsilon_perm(self) -> float:
-        return float(np.log(self.first[0] / self.first[1]))
+        """Level of the memoized GRR on hashed values: ``eps_perm - 0`` (same normalizer)."""
+        return checked_epsilon(self.eps_perm - 0.0, str(self))
 
 
 @register
@@ -246,22 +316,16 @@ class LBLH(_LLH):
 
 
 def lolh_g(eps_perm: float, eps_1: float) -> int:
-    """``g`` minimizing ``q*(1-q*)/(p*-q*)^2`` with ``q* = 1/g`` and the chained ``p*``."""
-    best, best_g = np.inf, 2
-    for g in range(2, min(1000, int(np.rint(np.exp(eps_perm))) + 3) + 1):  # a few dozen candidates
-        first = grr_probabilities(eps_perm, g)
-        try:
-            e2 = solve_second_round(first, lambda e: grr_probabilities(e, g), eps_1, g)
-        except LocalPrivError:
-            continue
-        p = chain(*first, *grr_probabilities(e2, g), g)[0]
-        q = 1.0 / g
-        if p <= q:
-            continue
-        v = q * (1 - q) / (p - q) ** 2
-        if v < best:
-            best, best_g = v, g
-    return best_g
+    """``g`` minimizing ``q*(1-q*)/(p*-q*)^2`` with ``q* = 1/g`` and ``p* = e^eps_1/(e^eps_1+g-1)``
+    (the chained report is GRR at level ``eps_1``) over ``g = 2..round(e^eps_perm)+2``, at most
+    1000 (vectorized over the candidates)."""
+    g_max = min(1000, int(np.rint(np.exp(min(float(eps_perm), 10.0)))) + 3)
+    g = np.arange(2, g_max + 1, dtype=float)
+    p = np.exp(-np.logaddexp(0.0, np.log(g - 1.0) - eps_1))
+    q = 1.0 / g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(p > q, q * (1 - q) / np.maximum(p - q, 1e-300) ** 2, np.inf)
+    return int(g[int(np.argmin(v))]) if np.isfinite(v).any() else 2
 
 
 @register

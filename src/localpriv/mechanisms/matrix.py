@@ -1,19 +1,56 @@
 """A general finite mechanism given by any row-stochastic matrix.
 
 Spec: ``matrix(rows=[[0.9,0.1],[0.2,0.8]])`` or ``matrix(file=channel.npy)`` (a ``.npy`` or a
-``.csv`` file of the matrix). Validated on construction: non-negative, finite, rows summing to 1
-within 1e-9.
+``.csv`` file of the matrix). Validated on construction: a rectangular 2-D table of real numbers
+(ragged rows, text, booleans, complex numbers, NaN and infinities are one-line
+:class:`~localpriv._validation.LocalPrivError` s), non-negative, rows summing to 1 within 1e-9.
 """
 from __future__ import annotations
 
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
 
 from .._validation import LocalPrivError, check_stochastic
-from .base import Mechanism, register
+from .base import Mechanism, check_dense_size, register
 
 __all__ = ["MatrixMechanism"]
+
+
+def _table(rows) -> np.ndarray:
+    """``rows`` (nested lists/tuples or an array) as a 2-D float array, or a one-line error."""
+    if isinstance(rows, np.ndarray):
+        if rows.dtype.kind not in "iuf":
+            raise LocalPrivError(f"matrix mechanism: rows must hold real numbers, got dtype {rows.dtype}")
+        return rows
+    if not isinstance(rows, (list, tuple)):
+        text = str(rows)
+        hint = " (NaN and infinities are not probabilities)" if any(w in text.lower() for w in ("nan", "inf")) else ""
+        raise LocalPrivError(f"matrix mechanism: rows must be a list of rows of numbers, got "
+                             f"{text[:40]!r}{hint}")
+    if not rows:
+        raise LocalPrivError("matrix mechanism: rows is empty")
+    if not all(isinstance(r, (list, tuple)) for r in rows):
+        raise LocalPrivError("matrix mechanism: rows must be a list of rows (lists of numbers), e.g. [[0.9,0.1],[0.2,0.8]]")
+    widths = {len(r) for r in rows}
+    if len(widths) != 1:
+        first_bad = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
+        raise LocalPrivError(f"matrix mechanism: ragged rows: row 0 has {len(rows[0])} entries but row "
+                             f"{first_bad} has {len(rows[first_bad])}")
+    check_dense_size(len(rows), widths.pop(), "matrix mechanism")
+    try:
+        arr = np.asarray(rows)
+    except (TypeError, ValueError):
+        arr = np.asarray(rows, dtype=object)
+    if arr.ndim != 2 or arr.dtype.kind not in "iuf":  # the slow path only to name the bad entry
+        for i, r in enumerate(rows):
+            for j, v in enumerate(r):
+                if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real):
+                    raise LocalPrivError(f"matrix mechanism: entry at row {i}, column {j} is not a real "
+                                         f"number: {str(v)[:20]!r}")
+        raise LocalPrivError(f"matrix mechanism: rows must be a 2-D table of numbers, got shape {arr.shape}")
+    return arr.astype(float)
 
 
 @register
@@ -30,9 +67,14 @@ class MatrixMechanism(Mechanism):
             path = Path(file)
             if not path.exists():
                 raise LocalPrivError(f"matrix mechanism: file {file} not found")
-            data = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, delimiter=",", ndmin=2)
+            try:
+                data = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, delimiter=",", ndmin=2)
+            except (OSError, ValueError, EOFError) as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise LocalPrivError(f"matrix mechanism: cannot read {file}: {first[:120]}") from None
+            data = _table(np.asarray(data))
         else:
-            data = rows
+            data = _table(rows)
         self.M = check_stochastic(data, name="mechanism matrix")
         self.M.setflags(write=False)
         self.k = self.M.shape[0]
@@ -41,6 +83,10 @@ class MatrixMechanism(Mechanism):
         if self.file is not None:
             return {"file": self.file}
         return {"rows": self.M.tolist()}
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.M.shape[1])
 
     def channel(self) -> np.ndarray:
         return self.M

@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from .base import Mechanism, register
+from .base import Mechanism, check_dense_size, register
 
 __all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel"]
 
@@ -184,6 +184,7 @@ class _PlanarBase(Mechanism):
 
     def channel(self) -> np.ndarray:
         if self._M is None:
+            check_dense_size(self.k, self.k, f"{self} channel")
             self._M = clamp_channel(self.kernel(), self.domain.nrows, self.domain.ncols)
         return self._M
 
@@ -273,28 +274,34 @@ class PlanarLaplace(_PlanarBase):
     def _make_kernel(self):
         R, s, eps = self.R, self.s, self.eps
         t, w = _gauss_legendre(self.QUAD)
-        off = np.arange(-R, R + 1, dtype=float)
-        # y-nodes of every row offset: (2R+1, q); same for x
-        ys = (off[:, None] + t[None, :]) * s
-        K = np.empty((2 * R + 1, 2 * R + 1))
-        ww = np.outer(w, w) * s * s * eps * eps / (2 * np.pi)
-        step = max(1, int(2e6 // ((2 * R + 1) * self.QUAD ** 2)))
-        for a in range(0, 2 * R + 1, step):  # chunks of rows, to bound memory
+        # density eps^2/(2 pi) exp(-eps r) (km^-2) times the cell area s^2, the constant in log
+        # space so that no eps overflows (issue 15: eps^2 is inf beyond 1e154)
+        log_scale = 2.0 * np.log(s * eps) - np.log(2 * np.pi)
+        # the density and the Gauss-Legendre nodes are symmetric in both axes: integrate the
+        # quadrant di, dj >= 0 and mirror it (4x less work, exactly symmetric kernel)
+        off = np.arange(0, R + 1, dtype=float)
+        ys = (off[:, None] + t[None, :]) * s  # nodes of every offset: (R+1, q)
+        Q = np.empty((R + 1, R + 1))
+        ww = np.outer(w, w)
+        step = max(1, int(2e6 // ((R + 1) * self.QUAD ** 2)))
+        for a in range(0, R + 1, step):  # chunks of rows, to bound memory
             yy = ys[a:a + step]                                   # (b, q)
-            rr = np.sqrt(yy[:, None, :, None] ** 2 + ys[None, :, None, :] ** 2)  # (b, 2R+1, q, q)
-            K[a:a + step] = np.einsum("bcij,ij->bc", np.exp(-eps * rr), ww)
+            rr = np.sqrt(yy[:, None, :, None] ** 2 + ys[None, :, None, :] ** 2)  # (b, R+1, q, q)
+            Q[a:a + step] = np.einsum("bcij,ij->bc", np.exp(log_scale - eps * rr), ww)
+        mirror = np.abs(np.arange(-R, R + 1))
+        K = Q[mirror[:, None], mirror[None, :]]
         # cells next to the origin: the density's cusp slows quadrature down, so split them into
         # NEAR_SPLIT^2 sub-cells each integrated with the same rule
         m = self.NEAR_SPLIT
         sub = (np.arange(m) + 0.5) / m - 0.5
         tt = (sub[:, None] + t[None, :] / m).ravel()                # nodes on [-1/2, 1/2]
         wt = np.tile(w / m, m)
-        wn = np.outer(wt, wt) * s * s * eps * eps / (2 * np.pi)
+        wn = np.outer(wt, wt)
         for di in range(-self.NEAR, self.NEAR + 1):
             for dj in range(-self.NEAR, self.NEAR + 1):
                 if (di, dj) != (0, 0) and abs(di) <= R and abs(dj) <= R:
                     rr = np.hypot((di + tt)[:, None] * s, (dj + tt)[None, :] * s)
-                    K[R + di, R + dj] = float((np.exp(-eps * rr) * wn).sum())
+                    K[R + di, R + dj] = float((np.exp(log_scale - eps * rr) * wn).sum())
         K[R, R] = 0.0
         K[R, R] = max(0.0, 1.0 - K.sum())  # centre cell: the cusp of the density is there
         return K

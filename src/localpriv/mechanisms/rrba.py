@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import LocalPrivError, check_int, check_rng
-from .base import Mechanism, register
+from ..privacy import checked_epsilon
+from .base import Mechanism, check_dense_size, register
 
 __all__ = ["RRBAMechanism", "rrba_epsilon", "floor_table"]
 
@@ -59,7 +60,11 @@ def rrba_epsilon(p: float, T) -> float:
     t = float(T.min())
     if T.size == 1:
         return 0.0
-    return float("inf") if t <= 0 else float(np.log1p(p / ((1 - p) * t)))
+    if t <= 0:
+        return float("inf")
+    # log((p + (1-p) t) / ((1-p) t)) in log space: no overflow when (1-p) t is tiny
+    log_fake = np.log1p(-p) + np.log(t)
+    return float(np.logaddexp(np.log(p), log_fake) - log_fake)
 
 
 @register
@@ -115,9 +120,36 @@ class RRBAMechanism(Mechanism):
             out["floor"] = self.floor
         return out
 
+    @property
+    def n_outputs(self) -> int:
+        return self.k
+
     def channel(self) -> np.ndarray:
         """``M = p I + (1-p) 1 T^T`` (rows: true cell, columns: reported cell)."""
+        check_dense_size(self.k, self.k, f"{self} channel")
         return self.p * np.eye(self.k) + (1 - self.p) * np.broadcast_to(self.T, (self.k, self.k))
+
+    def likelihood(self, reports) -> np.ndarray:
+        """``G[x, j] = (1-p) T[z_j] + p [x == z_j]``, only for the given reports."""
+        z = self.output_index(reports)
+        check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
+        G = np.broadcast_to((1 - self.p) * self.T[z], (self.k, z.size)).copy()
+        G[z, np.arange(z.size)] += self.p
+        return G
+
+    def epsilon_ldp(self) -> float:
+        """From the channel's structure (:func:`rrba_epsilon`): column ``w`` holds
+        ``p + (1-p) T[w]`` (row ``w``) and ``(1-p) T[w]`` (the other rows), so the level is
+        ``log(1 + p / ((1-p) min_w T[w]))``; ``inf`` (with a PrivacyWarning) when a cell of ``T``
+        is 0."""
+        return checked_epsilon(rrba_epsilon(self.p, self.T), str(self))
+
+    def rank_from_structure(self):
+        """``det(p I + (1-p) 1 T^T) = p^{k-1} (p + (1-p) sum(T)) = p^{k-1}``: rank ``k`` for
+        ``p > 0``; for ``p = 0`` every row is ``T`` (rank 1)."""
+        if self.p > 0:
+            return self.k, "exact: det(p I + (1-p) 1 T^T) = p^(k-1) > 0"
+        return 1, "exact: p = 0, every row of the channel is the fake table T"
 
     def sample(self, x, rng) -> np.ndarray:
         """Algorithm 1's client for every user at once: Bernoulli(p) coin, then Eq. 4.2."""

@@ -34,7 +34,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from .._validation import LocalPrivError, check_distribution
-from .base import Mechanism, register
+from .base import Mechanism, check_dense_size, register
 
 __all__ = ["ShokriMechanism", "shokri_lp", "adversary_loss", "quality_loss"]
 
@@ -92,6 +92,8 @@ def shokri_lp(prior, loss, Q: float, *, tol: float = 1e-7, method: str = "highs"
     """
     pi = check_distribution(prior, name="prior")
     k = pi.size
+    # the LP's inequality rows hold up to k^3 coefficients (built densely as index arrays)
+    check_dense_size(k * k, k, "Shokri LP constraint matrix")
     L = np.asarray(loss, dtype=float)
     if L.shape != (k, k) or not np.all(np.isfinite(L)) or np.any(L < 0):
         raise LocalPrivError(f"loss must be a finite non-negative {k}x{k} matrix")
@@ -164,7 +166,10 @@ class ShokriMechanism(Mechanism):
             raise LocalPrivError(f"shokri: loss must be 'distance' or 'squared', got {loss!r}")
         self.domain = domain
         self.k = domain.size
-        self.q = float(q)
+        try:
+            self.q = float(q)
+        except (TypeError, ValueError):
+            raise LocalPrivError(f"shokri: q must be a number, got {q!r}") from None
         self.loss = loss
         self.prior = prior if isinstance(prior, str) else [float(p) for p in prior]
         if isinstance(self.prior, str):

@@ -14,6 +14,11 @@ LDP level is ``eps``, ``S(z) = z``, ``p* = omega e^eps / Omega`` and
 ``q* = omega ((omega - 1) e^eps + k - omega) / (Omega (k - 1))``.
 
 Reports are the subset's indicator vector, bit-packed like unary encodings.
+
+Log space (issue 15): ``log(e^eps / Omega) = -logaddexp(log omega, log(k - omega) - eps)`` never
+overflows, and the level is read from the structure: the two weights ``e^eps`` and ``1`` share
+the normalizer ``Omega C(k, omega) / k`` in every row, and a report of ``omega`` elements
+(``1 <= omega <= k-1``) holds both, so ``eps_LDP = eps`` exactly.
 """
 from __future__ import annotations
 
@@ -26,15 +31,15 @@ from scipy.special import gammaln
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ._sampling import bernoulli_bits
-from .base import register
+from .base import check_dense_size, register
 from .unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, pack_bits, unpack_bits
 
 __all__ = ["SS", "optimal_subset_size"]
 
 
 def optimal_subset_size(k: int, eps: float) -> int:
-    """``omega = round(k / (e^eps + 1))`` clipped to ``1..k-1``."""
-    return int(min(k - 1, max(1, int(np.rint(k / (np.exp(eps) + 1.0))))))
+    """``omega = round(k / (e^eps + 1))`` clipped to ``1..k-1`` (``1/(e^eps+1)`` in log space)."""
+    return int(min(k - 1, max(1, int(np.rint(k * np.exp(-np.logaddexp(0.0, eps)))))))
 
 
 @register
@@ -50,29 +55,38 @@ class SS(PureProtocol):
         self.omega = (optimal_subset_size(self.k, self.eps) if omega is None
                       else check_int(omega, "omega", minimum=1, maximum=self.k - 1))
         self._omega_given = omega is not None
-        e = np.exp(self.eps)
-        self.big_omega = self.omega * e + self.k - self.omega
+        w, k = self.omega, self.k
+        #: ``log(e^eps / Omega)`` with ``Omega = omega e^eps + k - omega``, without overflow
+        self.log_keep_share = float(-np.logaddexp(np.log(w), np.log(k - w) - self.eps))
 
     def params(self):
         return {"k": self.k, "eps": self.eps, "omega": self.omega if self._omega_given else None}
 
     @property
     def p_star(self) -> float:
-        return float(self.omega * np.exp(self.eps) / self.big_omega)
+        """``omega e^eps / Omega``."""
+        return float(np.exp(np.log(self.omega) + self.log_keep_share))
 
     @property
     def q_star(self) -> float:
+        """``omega ((omega-1) e^eps + k - omega) / (Omega (k-1))``, in log space."""
         w, k = self.omega, self.k
-        return float(w * ((w - 1) * np.exp(self.eps) + k - w) / (self.big_omega * (k - 1)))
+        with np.errstate(divide="ignore"):  # log(omega - 1) = -inf for omega = 1
+            inner = np.logaddexp(np.log(w - 1.0), np.log(k - w) - self.eps)
+        return float(np.exp(np.log(w) - np.log(k - 1.0) + inner + self.log_keep_share))
 
     @property
     def n_outputs(self):
         return 2 ** self.k if self.k <= DENSE_MAX_K else None
 
+    def output_space_size(self) -> int:
+        return 2 ** self.k
+
     def channel(self) -> np.ndarray:
         """Dense ``k x 2^k`` channel for ``k <= 12`` (columns of the wrong size are zero)."""
         if self.k > DENSE_MAX_K:
             raise LocalPrivError(f"{self}: dense channel only for k <= {DENSE_MAX_K}")
+        check_dense_size(self.k, 2 ** self.k, f"{self} channel")
         bits = (np.arange(2 ** self.k)[:, None] >> np.arange(self.k)[None, :]) & 1
         return self.likelihood(pack_bits(bits))
 
@@ -130,13 +144,21 @@ class SS(PureProtocol):
         return UnaryEncoding.support_counts(self, reports, counts)
 
     def _log_c(self):
+        """``log(k e^eps / (Omega C(k, omega)))``: the probability of a report holding ``x``."""
         log_binom = gammaln(self.k + 1) - gammaln(self.omega + 1) - gammaln(self.k - self.omega + 1)
-        return float(np.log(self.k) - np.log(self.big_omega) - log_binom)
+        return float(np.log(self.k) - log_binom + self.log_keep_share)
 
     def likelihood_parts(self, reports):
+        """(*) with ``r1 = 1``, ``r0 = e^-eps``; reports of the wrong size have probability 0."""
         sizes = unpack_bits(reports, self.k).sum(axis=1)
         log_c = np.where(sizes == self.omega, self._log_c(), -np.inf)
-        return log_c, 1.0, float(np.exp(self.eps))
+        return log_c, float(np.exp(-self.eps)), 1.0
+
+    def log_level(self) -> float:
+        """``log(e^eps / 1) - (log norm - log norm) = eps``: the weights of reports with and without
+        ``x`` over the normalizer ``Omega C(k, omega) / k`` shared by every row (module doc)."""
+        log_w_in, log_w_out = self.eps, 0.0
+        return log_w_in - log_w_out
 
     def likelihood_block(self, reports, counts):
         sizes = unpack_bits(reports, self.k).sum(axis=1)
@@ -145,10 +167,6 @@ class SS(PureProtocol):
                                  f"got sizes {np.unique(sizes[sizes != self.omega])[:5].tolist()}")
         return super().likelihood_block(reports, counts)
 
-    def _witness_report(self):
-        bits = np.zeros((1, self.k), dtype=bool)
-        bits[0, :self.omega] = True
-        return pack_bits(bits)
 
 
 # ---- the SS client: exact uniform subsets from Bernoulli bits and a symmetric fix-up ----------

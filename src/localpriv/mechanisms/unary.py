@@ -23,6 +23,14 @@ therefore gets O(nnz) products from a sparse ``reports x k`` support matrix
 ``eps = log(r1 / r0)`` as soon as some report has a support that is neither empty nor all of the
 domain (for unary encodings: any ``k >= 2``).
 
+Log space (issue 15). Each mechanism keeps ``log(r1 / r0)`` exactly (for unary encodings the
+difference of the per-bit log-odds ``logit p - logit q``; ``eps/2 - (-eps/2)`` for SUE,
+``0 - (-eps)`` for OUE), and :meth:`PureProtocol.likelihood_parts` returns (*) normalized to
+``r1 = 1``, ``r0 = exp(-log(r1/r0))``, with ``log c(z)`` from log-probabilities
+(``log p = -logaddexp(0, -logit p)``). Nothing overflows for any finite ``eps``; probabilities
+below ~1e-308 underflow to 0, and the computed level stays exact. A level that is ``inf`` or
+beyond ``log(max float64)`` comes with a :class:`~localpriv._validation.PrivacyWarning`.
+
 Unary encodings
 ---------------
 The input ``x`` is one-hot encoded in ``k`` bits and every bit is flipped independently:
@@ -40,11 +48,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from ..privacy import checked_epsilon
 from ._sampling import bernoulli_bits
-from .base import LikelihoodBlock, Mechanism, register
+from .base import LikelihoodBlock, Mechanism, check_dense_size, register
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
-           "sue_probabilities", "oue_probabilities", "pack_bits", "unpack_bits"]
+           "sue_probabilities", "oue_probabilities", "sue_logits", "oue_logits", "log_bit", "expit",
+           "pack_bits", "unpack_bits"]
 
 #: largest k for which a unary channel (2^k columns) is built densely
 DENSE_MAX_K = 12
@@ -68,15 +78,43 @@ def unpack_bits(packed: np.ndarray, k: int) -> np.ndarray:
     return np.unpackbits(r, axis=1, count=k)
 
 
+def expit(logit: float) -> float:
+    """``1 / (1 + e^{-logit})``: accurate for every logit (``e^{-logit}`` may overflow to ``inf``,
+    giving 0; ``logit = +-inf`` gives 1 and 0)."""
+    with np.errstate(over="ignore"):
+        return float(1.0 / (1.0 + np.exp(-logit)))
+
+
+def log_bit(logit: float) -> tuple[float, float]:
+    """``(log p, log(1 - p))`` of a bit with log-odds ``logit = log(p / (1 - p))``, exactly."""
+    return float(-np.logaddexp(0.0, -logit)), float(-np.logaddexp(0.0, logit))
+
+
+def _logit(p: float) -> float:
+    with np.errstate(divide="ignore"):
+        return float(np.log(p) - np.log1p(-p))
+
+
+def sue_logits(eps: float) -> tuple[float, float]:
+    """SUE's per-bit log-odds ``(logit p, logit q) = (eps/2, -eps/2)``."""
+    return eps / 2.0, -eps / 2.0
+
+
+def oue_logits(eps: float) -> tuple[float, float]:
+    """OUE's per-bit log-odds ``(logit 1/2, logit 1/(e^eps+1)) = (0, -eps)``."""
+    return 0.0, -float(eps)
+
+
 def sue_probabilities(eps: float) -> tuple[float, float]:
     """SUE / basic RAPPOR: ``p = e^{eps/2}/(1+e^{eps/2})``, ``q = 1 - p`` (seed 001 section 4.4)."""
-    p = 1.0 / (1.0 + np.exp(-eps / 2.0))
-    return float(p), float(1.0 - p)
+    a, b = sue_logits(eps)
+    return expit(a), expit(b)
 
 
 def oue_probabilities(eps: float) -> tuple[float, float]:
     """OUE: ``p = 1/2``, ``q = 1/(e^eps + 1)`` (Wang et al. 2017, seed 002)."""
-    return 0.5, float(1.0 / (np.exp(eps) + 1.0))
+    a, b = oue_logits(eps)
+    return expit(a), expit(b)
 
 
 def ue_epsilon(p: float, q: float) -> float:
@@ -84,19 +122,28 @@ def ue_epsilon(p: float, q: float) -> float:
 
     From the factorized likelihood (seed 001 Lemma 4.4) the ratio ``P(z|x)/P(z|x')`` only involves
     bits ``x`` and ``x'``: ``[P(z_x|1) P(z_x'|0)] / [P(z_x|0) P(z_x'|1)]``, maximal for
-    ``z_x = 1, z_x' = 0``: ``eps = log(p (1 - q) / (q (1 - p)))`` (in absolute value).
+    ``z_x = 1, z_x' = 0``: ``eps = log(p (1 - q) / (q (1 - p))) = logit p - logit q`` (in absolute
+    value; ``inf`` when ``p`` or ``q`` is 0 or 1).
     """
-    return float(abs(np.log(p) + np.log1p(-q) - np.log(q) - np.log1p(-p)))
+    return float(abs(_logit(p) - _logit(q)))
+
+
+def _times(n, log_v):
+    """``n * log_v`` with ``0 * (-inf) = 0`` (a factor raised to the power 0)."""
+    n = np.asarray(n)
+    with np.errstate(invalid="ignore"):
+        return np.where(n == 0, 0.0, n * log_v)
 
 
 # --------------------------------------------------------------------------------------------
 # The likelihood block shared by every pure protocol: G[x, j] = c_j (r0 + (r1 - r0) Z[j, x])
 # --------------------------------------------------------------------------------------------
 class SupportBlock(LikelihoodBlock):
-    """``G[x, j] = c_j * (r0 + (r1 - r0) * Z[j, x])`` with ``Z`` the sparse support matrix.
+    """``G[x, j] = c_j * (r0_j + (r1_j - r0_j) * Z[j, x])`` with ``Z`` the sparse support matrix.
 
-    ``forward(theta) = c * (r0 * sum(theta) + (r1 - r0) * Z @ theta)`` and
-    ``backward(w) = r0 * (c @ w) + (r1 - r0) * Z.T @ (c * w)``: O(nnz(Z) + k + m) each.
+    ``r0``, ``r1`` are scalars or one value per report. With ``u = c r0`` and ``v = c (r1 - r0)``
+    (per report): ``forward(theta) = u * sum(theta) + v * (Z @ theta)`` and
+    ``backward(w) = u @ w + Z.T @ (v * w)``: O(nnz(Z) + k + m) each.
     ``Z`` may also be a dense array (histogram encodings, where it holds per-report ratios).
     """
 
@@ -104,35 +151,46 @@ class SupportBlock(LikelihoodBlock):
         self.k = int(k)
         self.counts = np.asarray(counts, dtype=float)
         log_c = np.asarray(log_c, dtype=float)
-        # columns whose probabilities would underflow are rescaled (EM is invariant to a
-        # per-report factor); the log-likelihood lost that way is kept in ``log_offset``
-        shift = np.where(np.isfinite(log_c) & (log_c < -600.0), log_c, 0.0)
-        self.log_offset = float(self.counts @ shift) if shift.size == self.counts.size else 0.0
-        self.c = np.exp(log_c - shift)
-        self.r0, self.r1 = float(r0), float(r1)
-        self.Z = Z
-        if Z.shape != (self.counts.size, self.k) or self.c.size != self.counts.size:
+        if Z.shape != (self.counts.size, self.k) or log_c.size != self.counts.size:
             raise LocalPrivError(f"support block: {Z.shape} support matrix for {self.counts.size} "
                                  f"reports on {self.k} inputs")
-        if np.any(self.c <= 0):
+        if not sp.issparse(Z) and not np.all(np.isfinite(Z)):
+            raise LocalPrivError("support block: the likelihood ratios overflow float64 at this eps")
+        # columns whose probabilities would underflow are rescaled (EM is invariant to a
+        # per-report factor); the log-likelihood lost that way is kept in ``log_offset``
+        shift = np.where(np.isfinite(log_c) & (np.abs(log_c) > 600.0), log_c, 0.0)
+        self.log_offset = float(self.counts @ shift)
+        self.c = np.exp(log_c - shift)
+        r0 = np.asarray(r0, dtype=float)
+        r1 = np.asarray(r1, dtype=float)
+        self.r0, self.r1 = (float(r0), float(r1)) if r0.ndim == 0 and r1.ndim == 0 else (r0, r1)
+        self.u = self.c * r0
+        self.v = self.c * (r1 - r0)
+        self.Z = Z
+        if np.any(self.c <= 0) or np.any(self.u + np.maximum(self.v, 0.0) <= 0):
             raise LocalPrivError("some reports have probability 0 under the mechanism for every input")
+        if not (np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.v))):
+            raise LocalPrivError("support block: the report probabilities overflow float64")
 
     def forward(self, theta):
-        return self.c * (self.r0 * theta.sum() + (self.r1 - self.r0) * (self.Z @ theta))
+        return self.u * theta.sum() + self.v * (self.Z @ theta)
 
     def backward(self, w):
-        cw = self.c * w
-        return self.r0 * cw.sum() + (self.r1 - self.r0) * (self.Z.T @ cw)
+        return self.u @ w + self.Z.T @ (self.v * w)
 
     def hessian_diagonal(self, w):
-        """``sum_j w_j G[x, j]^2`` with ``G[x, j]^2 = c_j^2 (r0 + d Z[j, x])^2``, ``d = r1 - r0``."""
+        """``sum_j w_j G[x, j]^2`` with ``G[x, j]^2 = (u_j + v_j Z[j, x])^2``."""
         Z2 = getattr(self, "_Z2", None)
         if Z2 is None:
             Z2 = self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
-        c2w = self.c * self.c * w
-        d = self.r1 - self.r0
-        return (self.r0 * self.r0 * c2w.sum() + 2.0 * self.r0 * d * (self.Z.T @ c2w)
-                + d * d * (Z2.T @ c2w))
+        return (self.u * self.u) @ w + 2.0 * (self.Z.T @ (self.u * self.v * w)) + Z2.T @ (self.v * self.v * w)
+
+    def dense(self) -> np.ndarray:
+        """``G = u + Z^T * v`` in one vectorized expression (refused above the dense-size cap)."""
+        m = self.counts.size
+        check_dense_size(self.k, m, f"the likelihood of {m} reports")
+        Zt = self.Z.T.toarray() if sp.issparse(self.Z) else np.asarray(self.Z).T
+        return self.u[None, :] + Zt * self.v[None, :]
 
 
 class PureProtocol(Mechanism):
@@ -157,7 +215,12 @@ class PureProtocol(Mechanism):
         return np.asarray(S.T @ c, dtype=float).ravel()
 
     def likelihood_parts(self, reports):  # pragma: no cover - abstract
-        """``(log_c, r0, r1)`` with ``P(z_j|x) = c_j (r0 + (r1-r0)[x in S(z_j)])``."""
+        """``(log_c, r0, r1)`` with ``P(z_j|x) = c_j (r0 + (r1-r0)[x in S(z_j)])``, normalized so
+        that ``r1 = 1`` and ``r0 = exp(-log_level())`` (``r0``/``r1`` may be per-report arrays)."""
+        raise NotImplementedError
+
+    def log_level(self) -> float:  # pragma: no cover - abstract
+        """``log(r1 / r0)`` of (*), computed exactly from the mechanism's parameters in log space."""
         raise NotImplementedError
 
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
@@ -169,18 +232,28 @@ class PureProtocol(Mechanism):
         return SupportBlock(self.k, log_c, r0, r1, Z, counts)
 
     def likelihood(self, reports) -> np.ndarray:
+        """Dense ``G[x, j] = exp(log c_j + log r_{[x in S(z_j)]})``, computed in log space."""
+        m = np.shape(reports)[0]
+        check_dense_size(self.k, m, f"{self} likelihood of {m} reports")
         log_c, r0, r1 = self.likelihood_parts(reports)
         Z = self.support(reports).toarray().T  # k x m
-        return np.exp(log_c)[None, :] * (r0 + (r1 - r0) * Z)
+        with np.errstate(divide="ignore"):
+            log_r0, log_r1 = np.log(np.broadcast_to(r0, (m,))), np.log(np.broadcast_to(r1, (m,)))
+        return np.exp(np.asarray(log_c, dtype=float)[None, :] + np.where(Z, log_r1[None, :], log_r0[None, :]))
 
     def epsilon_ldp(self) -> float:
-        """``log(r1 / r0)`` from the exact likelihood (*) (attained for k >= 2)."""
-        _, r0, r1 = self.likelihood_parts(self._witness_report())
-        return float(abs(np.log(r1) - np.log(r0)))
+        """``log(r1 / r0)`` of the exact likelihood (*), computed in log space from the structure
+        (:meth:`log_level`; attained for ``k >= 2`` by a report whose support is neither empty nor
+        the whole domain). Never builds the channel."""
+        return checked_epsilon(self.log_level(), str(self))
 
-    def _witness_report(self):
-        """One report whose support is a non-empty proper subset of the domain."""
-        raise NotImplementedError  # pragma: no cover
+    def rank_from_structure(self):
+        """Pure protocols are identifiable: ``E[1{v in S(z)}] = q* + (p* - q*) theta_v`` is
+        injective in ``theta`` when ``p* > q*`` (i.e. ``log(r1/r0) > 0``), so the channel has rank
+        ``k`` (seed 001 Theorem 6.1; rows sum to 1, so ``w M = 0`` forces ``sum(w) = 0``)."""
+        if self.log_level() > 0:
+            return self.k, "exact: pure protocol, E[1{v in S(z)}] = q* + (p*-q*) theta_v with p* > q* is injective"
+        return None
 
 
 @register
@@ -197,12 +270,32 @@ class UnaryEncoding(PureProtocol):
 
     def __init__(self, k: int, p: float, q: float):
         self.k = check_int(k, "k", minimum=2)
-        self.p1, self.q1 = float(p), float(q)
-        if not (0.0 < self.q1 < self.p1 < 1.0):
-            raise LocalPrivError(f"unary encoding needs 0 < q < p < 1, got p={p}, q={q}")
+        try:
+            p, q = float(p), float(q)
+        except (TypeError, ValueError):
+            raise LocalPrivError(f"unary encoding: p and q must be numbers, got p={p!r}, q={q!r}") from None
+        if not (0.0 <= q < p <= 1.0):
+            raise LocalPrivError(f"unary encoding needs 0 <= q < p <= 1, got p={p}, q={q}")
+        self._set_logits(_logit(p), _logit(q))
+        self.p1, self.q1 = p, q  # exactly as given
+
+    def _set_logits(self, logit_p: float, logit_q: float):
+        """The per-bit law by its log-odds: ``logit p = log(p/(1-p))`` (true bit), ``logit q``."""
+        if not logit_q <= logit_p:
+            raise LocalPrivError(f"{type(self).__name__}: the true bit must be more likely set than the others")
+        self.logit_p, self.logit_q = float(logit_p), float(logit_q)
+        self.log_p, self.log_1mp = log_bit(self.logit_p)
+        self.log_q, self.log_1mq = log_bit(self.logit_q)
+        self.p1, self.q1 = expit(self.logit_p), expit(self.logit_q)
+        if self.logit_q == -self.logit_p and 1.0 - self.p1 >= 2.0 ** -20:
+            self.q1 = 1.0 - self.p1  # symmetric (SUE): q = 1 - p to the last bit, as before
 
     def params(self):
         return {"k": self.k, "p": self.p1, "q": self.q1}
+
+    def log_level(self) -> float:
+        """``logit p - logit q = log(p(1-q) / (q(1-p)))`` (:func:`ue_epsilon`, exact in log-odds)."""
+        return self.logit_p - self.logit_q
 
     @property
     def p_star(self) -> float:
@@ -217,12 +310,16 @@ class UnaryEncoding(PureProtocol):
     def n_outputs(self):
         return 2 ** self.k if self.k <= DENSE_MAX_K else None
 
+    def output_space_size(self) -> int:
+        return 2 ** self.k
+
     def channel(self) -> np.ndarray:
         """Dense ``k x 2^k`` channel (only for ``k <= 12``); column ``i`` is the vector with
         bit ``y`` equal to ``(i >> y) & 1``."""
         if self.k > DENSE_MAX_K:
             raise LocalPrivError(f"{self}: the output space has 2^{self.k} elements; the dense channel "
                                  f"is only built for k <= {DENSE_MAX_K}")
+        check_dense_size(self.k, 2 ** self.k, f"{self} channel")
         bits = (np.arange(2 ** self.k)[:, None] >> np.arange(self.k)[None, :]) & 1  # 2^k x k
         return self.likelihood(pack_bits(bits))
 
@@ -274,16 +371,16 @@ class UnaryEncoding(PureProtocol):
         return out
 
     def likelihood_parts(self, reports):
+        """(*) with ``r1 = 1``: for a report with ``s >= 1`` set bits
+        ``c(z) = P(z | x in S(z)) = p q^{s-1} (1-q)^{k-s}`` and ``r0 = q(1-p) / (p(1-q))``; the
+        all-zero report has ``P(z|x) = (1-p)(1-q)^{k-1}`` for every ``x`` (``r0 = r1 = 1``)."""
         ones = unpack_bits(reports, self.k).sum(axis=1, dtype=np.int64)
-        log_c = ones * np.log(self.q1) + (self.k - ones) * np.log1p(-self.q1)
-        return log_c, (1 - self.p1) / (1 - self.q1), self.p1 / self.q1
-
-    def _witness_report(self):
-        return pack_bits(np.eye(self.k, dtype=bool)[:1])
-
-    def epsilon_ldp(self) -> float:
-        """Exact level from the per-bit channel: ``log(p(1-q) / (q(1-p)))`` (:func:`ue_epsilon`)."""
-        return ue_epsilon(self.p1, self.q1)
+        some = ones > 0
+        log_c = np.where(some,
+                         self.log_p + _times(ones - 1, self.log_q) + _times(self.k - ones, self.log_1mq),
+                         self.log_1mp + _times(self.k - 1, self.log_1mq))
+        r0 = np.where(some, np.exp(-self.log_level()), 1.0)
+        return log_c, r0, np.ones(ones.size)
 
 
 @register
@@ -293,8 +390,9 @@ class SUE(UnaryEncoding):
     spec_name = "sue"
 
     def __init__(self, k: int, eps: float):
+        self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
-        super().__init__(k, *sue_probabilities(self.eps))
+        self._set_logits(*sue_logits(self.eps))
 
     def params(self):
         return {"k": self.k, "eps": self.eps}
@@ -307,8 +405,9 @@ class OUE(UnaryEncoding):
     spec_name = "oue"
 
     def __init__(self, k: int, eps: float):
+        self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
-        super().__init__(k, *oue_probabilities(self.eps))
+        self._set_logits(*oue_logits(self.eps))
 
     def params(self):
         return {"k": self.k, "eps": self.eps}

@@ -11,7 +11,8 @@ Pieces, each a plain function:
   Eq. 4.3 ``T'[w] = (o_w/s - (1-p) T[w]) / p``, Eq. 4.4 MinMax when a cell is negative
   (followed by a renormalization so that the table can be sampled), Eq. 4.5 for counts; the
   fake table sent to the next block is floored (:func:`~localpriv.mechanisms.rrba.floor_table`)
-  so that every report keeps a finite LDP level;
+  so that every report keeps a finite LDP level. Every user reports: when ``s`` does not divide
+  the number of users the last block is shorter, and its Eq. 4.3 uses its own size;
 * :func:`block_convergence` -- the stopping rule of section 4.5;
 * :func:`pooled_estimate` -- all blocks' reports combined by maximum likelihood (GIBU on the
   per-block channels ``p I + (1-p) 1 T_k^T``, the one EM engine);
@@ -124,8 +125,10 @@ class BlockRun:
     """Result of :func:`aggregate_blocks`.
 
     ``estimates[k]`` is block ``k``'s Eq. 4.3 estimate (after Eq. 4.4), ``sent[k]`` the fake
-    table the users of block ``k`` sampled from, ``counts[k]`` their report counts;
-    ``epsilons[k]`` the computed LDP level of one report in block ``k``.
+    table the users of block ``k`` sampled from, ``counts[k]`` their report counts (summing to
+    ``sizes[k]``, the users of block ``k``: ``block_size`` for every block but possibly the last,
+    which holds the remaining users); ``epsilons[k]`` the computed LDP level of one report in
+    block ``k``.
     """
 
     p: float
@@ -134,6 +137,12 @@ class BlockRun:
     sent: list[np.ndarray] = field(default_factory=list)
     counts: list[np.ndarray] = field(default_factory=list)
     epsilons: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+    @property
+    def n_users(self) -> int:
+        """Users whose reports the run aggregated (all of them)."""
+        return int(sum(self.sizes))
 
     @property
     def epsilon(self) -> float:
@@ -141,6 +150,7 @@ class BlockRun:
         return float(max(self.epsilons))
 
     def final(self) -> np.ndarray:
+        """The last block's estimate (a short last block's is the noisiest: see ``sizes``)."""
         return self.estimates[-1]
 
 
@@ -148,10 +158,12 @@ def aggregate_blocks(cells, n_cells: int, p: float, block_size: int, rng, *, flo
                      init=None) -> BlockRun:
     """Run RRBA's second version on users whose true cells are ``cells``.
 
-    Users are taken in the given order in blocks of ``block_size`` (a last partial block is
-    dropped). Block ``k``'s users sample fakes from ``sent[k] = floor(T_{k-1})`` (uniform for the
-    first block, Eq. 4.1); the aggregator then computes Eq. 4.3 with ``n`` = block size and
-    Eq. 4.4 when needed.
+    Users are taken in the given order in blocks of ``block_size``; every user reports once: when
+    ``block_size`` does not divide the number of users, the last block holds the remaining
+    ``n mod block_size`` users (and with fewer users than ``block_size`` there is one block of
+    all of them). Block ``k``'s users sample fakes from ``sent[k] = floor(T_{k-1})`` (uniform for
+    the first block, Eq. 4.1); the aggregator then computes Eq. 4.3 with ``n`` = the block's own
+    number of users and Eq. 4.4 when needed. Only a run without any user is an error.
     """
     cells = np.asarray(cells, dtype=np.int64).ravel()
     n_cells = check_int(n_cells, "n_cells", minimum=1)
@@ -159,39 +171,47 @@ def aggregate_blocks(cells, n_cells: int, p: float, block_size: int, rng, *, flo
     rng = check_rng(rng)
     if not 0 < p < 1:
         raise LocalPrivError(f"p must be in (0, 1), got {p}")
-    n_blocks = cells.size // s
-    if n_blocks == 0:
-        raise LocalPrivError(f"{cells.size} users cannot fill one block of {s}")
+    if cells.size == 0:
+        raise LocalPrivError("no users to aggregate: RRBA needs at least one user's report")
     T = np.full(n_cells, 1.0 / n_cells) if init is None else floor_table(init)
     run = BlockRun(p=float(p), block_size=s)
-    for b in range(n_blocks):
+    for lo in range(0, cells.size, s):
+        users = cells[lo:lo + s]  # the last block may be short: its users count all the same
         sent = floor_table(T, floor)
         mech = RRBAMechanism(p=p, table=sent)
-        reports = mech.sample(cells[b * s:(b + 1) * s], rng)
+        reports = mech.sample(users, rng)
         o = np.bincount(reports, minlength=n_cells).astype(float)
-        T = _minmax(_eq43(o, s, sent, p))
+        T = _minmax(_eq43(o, users.size, sent, p))
         run.sent.append(sent)
         run.counts.append(o)
         run.estimates.append(T)
         run.epsilons.append(rrba_epsilon(p, sent))
+        run.sizes.append(int(users.size))
     return run
 
 
 def block_convergence(run: BlockRun, alpha: float = 0.05) -> tuple[np.ndarray, int, bool]:
     """Section 4.5's rule: stop at the first block ``k`` with
     ``|T^{B_k}[w] - T^{B_{k-1}}[w]| < delta*`` for every cell, where ``delta*`` is the width
-    ``2 z_{1-alpha/2} sqrt(v (1-v) / s)`` of the Bernoulli confidence interval at ``v = T^{B_k}[w]``
-    and block size ``s``; return ``((T^{B_k} + T^{B_{k-1}})/2, k, True)``, or the last block's
-    average and ``False`` when the rule never holds.
+    ``2 z_{1-alpha/2} sqrt(v (1-v) / s_k)`` of the Bernoulli confidence interval at
+    ``v = T^{B_k}[w]`` and the block's size ``s_k``; return the average of the two blocks'
+    estimates, ``k`` and ``True``, or the last two blocks' average and ``False`` when the rule never
+    holds. The average weighs each block by its users: ``(T^{B_k} + T^{B_{k-1}})/2`` for blocks of
+    equal size (the thesis's), while a short last block counts for its share.
     """
     z = norm.ppf(1 - alpha / 2)
     est = run.estimates
+    sizes = run.sizes if len(run.sizes) == len(est) else [run.block_size] * len(est)
+
+    def average(k):
+        return (sizes[k] * est[k] + sizes[k - 1] * est[k - 1]) / (sizes[k] + sizes[k - 1])
+
     for k in range(1, len(est)):
         v = est[k]
-        width = 2 * z * np.sqrt(np.clip(v * (1 - v), 0, None) / run.block_size)
+        width = 2 * z * np.sqrt(np.clip(v * (1 - v), 0, None) / sizes[k])
         if np.all(np.abs(est[k] - est[k - 1]) < np.maximum(width, 1e-12)):
-            return (est[k] + est[k - 1]) / 2, k, True
-    last = (est[-1] + est[-2]) / 2 if len(est) > 1 else est[-1]
+            return average(k), k, True
+    last = average(len(est) - 1) if len(est) > 1 else est[-1]
     return last, len(est) - 1, False
 
 

@@ -1,0 +1,408 @@
+"""How sure an estimate is: standard errors, confidence intervals and derived statistics.
+
+One module computes the uncertainty of every estimator's :class:`~localpriv.estimate.Estimate`;
+the estimate's methods (``est.ci()``, ``est.std_error()``, ``est.mean()``, ``est.quantile(q)``,
+``est.cdf()``, ``est.top_k(k)``, ``est.functional(w)``) call it. The method depends on the
+estimator, and each states its assumptions (``Uncertainty.assumptions``):
+
+``"fisher"`` -- maximum-likelihood estimates (``ibu``, ``gibu``, ``ibu-exact``, ``ibu-likely``).
+    The observed information of the log-likelihood ``L(theta) = sum_j c_j log (theta @ G)_j``
+    (seed 001 Eq. 2) is ``I = sum_j c_j G_j G_j^T / p_j^2`` with ``p_j = theta @ G_j``. On the face
+    ``S`` of the simplex where the estimate is positive, with the constraint ``sum theta = 1``, the
+    asymptotic covariance is ``Cov_S = B - (B 1)(B 1)^T / (1^T B 1)`` with ``B = I_SS^{-1}``
+    (the constrained inverse information). Cells on the boundary (estimate 0) get a one-sided
+    interval ``[0, u]`` from the quadratic model of the profile log-likelihood: moving mass ``t`` to
+    the cell, the others re-optimized, lowers ``L`` by ``lambda t + t^2 / (2 V)``, where
+    ``lambda = n - dL/dtheta_x >= 0`` is the cell's Karush-Kuhn-Tucker multiplier and ``V`` its
+    variance on the face ``S + {x}``; ``u`` solves ``lambda u + u^2/(2V) = z_{1-a}^2 / 2``
+    (at the boundary the likelihood-ratio statistic is a 50:50 mixture of chi^2_0 and chi^2_1,
+    Self and Liang 1987, so the one-sided quantile applies). Positive cells get Wald intervals
+    ``theta_x +- z sqrt(Cov_xx)`` clipped to ``[0, 1]``.
+``"linear"`` -- the inversion estimators INV (seed 001 section 7) and MI / Rappor (seed 002). The
+    raw inverse ``v`` is linear in the report frequencies, so its covariance is exact:
+    ``Cov(v) = M^{-T} (diag(q) - q q^T) M^{-1} / n`` for INV (``q`` the report frequencies) and
+    ``Cov(v) = Cov(s) / (n (p* - q*)^2)`` for MI with ``s`` a report's support indicator vector
+    (its covariance read from the distinct reports themselves; Wang et al., USENIX Security 2017,
+    give its diagonal). Normalization (N) or projection (P) is not linear: intervals come from the
+    percentiles of ``post(v*)`` over Gaussian draws ``v* ~ N(v, Cov(v))`` (a parametric bootstrap
+    of the post-processing).
+``"bootstrap"`` -- every other estimator: a parametric bootstrap. Counts are redrawn from the
+    fitted model per mechanism (multinomial over the outputs of a finite channel; otherwise users
+    are drawn from the estimate and their reports sampled by the mechanism), the estimator is run
+    again (warm-started where it can be), and intervals are percentiles of the replicates.
+
+Derived statistics are linear functionals ``w @ theta`` (mean, CDF values, cell sums) with
+variance ``w^T Cov w`` (or their replicates), the variance of the values (delta method), and
+quantiles on ordered domains by inverting the confidence band of the CDF: the ``q``-quantile of a
+distribution on ``lo..hi`` is read off the CDF interpolated linearly between the points
+``x - 1/2`` and ``x + 1/2`` around each value (so quantiles are real numbers, and the true one of a
+distribution is defined the same way), and its interval is where the band crosses ``q``.
+
+All intervals are asymptotic (large ``n``); ``localpriv reproduce coverage`` measures how well they
+cover on real data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ._validation import LocalPrivError
+
+__all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUNDARY"]
+
+#: cells below this estimate are treated as on the boundary of the simplex
+BOUNDARY = 1e-9
+#: draws of the Gaussian / bootstrap replicates by default
+DRAWS = 2000
+BOOT_REPLICATES = 200
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point value with its confidence interval."""
+
+    value: float
+    lower: float
+    upper: float
+    level: float
+    method: str = ""
+
+    def __iter__(self):
+        return iter((self.value, self.lower, self.upper))
+
+    def __repr__(self) -> str:
+        return f"{self.value:.6g} [{self.lower:.6g}, {self.upper:.6g}] ({self.level:.0%}, {self.method})"
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "lower": self.lower, "upper": self.upper, "level": self.level,
+                "method": self.method}
+
+
+def _check_level(level) -> float:
+    try:
+        lv = float(level)
+    except (TypeError, ValueError):
+        raise LocalPrivError(f"confidence level must be a number in (0, 1), got {level!r}") from None
+    if not 0.0 < lv < 1.0:
+        raise LocalPrivError(f"confidence level must lie strictly between 0 and 1, got {level!r}")
+    return lv
+
+
+# --------------------------------------------------------------------------------------------
+# Observed information
+# --------------------------------------------------------------------------------------------
+def _gram(block, w: np.ndarray) -> np.ndarray:
+    """``G diag(w) G^T`` (k x k) for one likelihood block: its own method where it has one, else
+    ``k`` forward and backward products (one per input)."""
+    own = getattr(block, "gram", None)
+    if own is not None:
+        return np.asarray(own(w), dtype=float)
+    G = getattr(block, "G", None)
+    if G is not None:
+        return (G * w[None, :]) @ G.T
+    k = block.k
+    out = np.empty((k, k))
+    e = np.zeros(k)
+    for x in range(k):  # one product per input (k), never per report
+        e[x] = 1.0
+        out[:, x] = block.backward(w * block.forward(e))
+        e[x] = 0.0
+    return 0.5 * (out + out.T)
+
+
+def fisher_information(blocks, theta) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(I, g, n)``: the observed information ``I = sum_j c_j G_j G_j^T / p_j^2``, the gradient
+    ``g = sum_j c_j G_j / p_j`` of the log-likelihood at ``theta`` and the number of reports."""
+    theta = np.asarray(theta, dtype=float)
+    k = theta.size
+    info = np.zeros((k, k))
+    grad = np.zeros(k)
+    n = 0.0
+    for b in blocks:
+        p = b.forward(theta)
+        c = b.counts
+        live = c > 0
+        if np.any(p[live] <= 0):
+            raise LocalPrivError("the estimate gives probability 0 to an observed report: no information")
+        w1 = np.zeros_like(p)
+        w1[live] = c[live] / p[live]
+        w2 = np.zeros_like(p)
+        w2[live] = c[live] / p[live] ** 2
+        grad += b.backward(w1)
+        info += _gram(b, w2)
+        n += float(c.sum())
+    return info, grad, n
+
+
+def _constrained_cov(info: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Covariance on the face ``S`` under ``sum theta = 1``; also ``B = I_SS^+``, ``a = B 1``, ``1^T B 1``."""
+    A = info[np.ix_(S, S)]
+    B = np.linalg.pinv(0.5 * (A + A.T), hermitian=True)
+    a = B.sum(axis=1)
+    beta = float(a.sum())
+    cov = B - np.outer(a, a) / beta if beta > 0 else B
+    return cov, B, beta, a
+
+
+@dataclass
+class Uncertainty:
+    """The spread of one estimate: a covariance (Gaussian methods) or replicates (bootstrap)."""
+
+    method: str
+    theta: np.ndarray
+    assumptions: str
+    cov: np.ndarray | None = None           # k x k; zero rows/columns on boundary cells
+    boundary: np.ndarray | None = None      # bool, cells at 0 (fisher)
+    kkt: np.ndarray | None = None           # lambda per boundary cell (fisher)
+    face_var: np.ndarray | None = None      # V per boundary cell (fisher)
+    raw: np.ndarray | None = None           # the raw inverse v (linear)
+    raw_cov: np.ndarray | None = None       # Cov(v) (linear)
+    post: str | None = None                 # "n" / "p" post-processing (linear)
+    replicates: np.ndarray | None = None    # R x k (linear: post(v*); bootstrap: refits)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ---- per cell ---------------------------------------------------------------------------
+    def std_error(self) -> np.ndarray:
+        """Standard error per cell (boundary cells: ``sqrt(V)``, the curvature scale there)."""
+        if self.method == "fisher":
+            se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+            se[self.boundary] = np.sqrt(self.face_var)
+            return se
+        return self.replicates.std(axis=0, ddof=1)
+
+    def cell_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        lv = _check_level(level)
+        if self.method == "fisher":
+            z = stats.norm.ppf(0.5 + lv / 2)
+            se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+            lo = np.clip(self.theta - z * se, 0.0, 1.0)
+            hi = np.clip(self.theta + z * se, 0.0, 1.0)
+            if self.boundary.any():
+                c = stats.norm.ppf(lv) ** 2  # one-sided at the boundary (chi^2 mixture)
+                lam, V = self.kkt, self.face_var
+                u = V * (-lam + np.sqrt(lam * lam + c / V))
+                lo[self.boundary] = 0.0
+                hi[self.boundary] = np.clip(u, 0.0, 1.0)
+            return lo, hi
+        a = (1 - lv) / 2
+        lo, hi = np.quantile(self.replicates, [a, 1 - a], axis=0)
+        return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
+
+    # ---- functionals ------------------------------------------------------------------------
+    def functional(self, w, level: float = 0.95, name: str = "functional") -> Interval:
+        """``w @ theta`` with its interval (``w`` a length-k vector)."""
+        lv = _check_level(level)
+        w = np.asarray(w, dtype=float)
+        if w.shape != self.theta.shape or not np.all(np.isfinite(w)):
+            raise LocalPrivError(f"weights must be a finite vector of length {self.theta.size}")
+        value = float(w @ self.theta)
+        if self.method == "fisher":
+            sd = float(np.sqrt(max(w @ self.cov @ w, 0.0)))
+            z = stats.norm.ppf(0.5 + lv / 2)
+            return Interval(value, value - z * sd, value + z * sd, lv, "fisher (delta)")
+        vals = self.replicates @ w
+        a = (1 - lv) / 2
+        lo, hi = np.quantile(vals, [a, 1 - a])
+        return Interval(value, float(min(lo, value)), float(max(hi, value)), lv, self.method)
+
+    def functional_sd(self, W: np.ndarray) -> np.ndarray:
+        """Standard deviations of several functionals (rows of ``W``)."""
+        if self.method == "fisher":
+            return np.sqrt(np.clip(np.einsum("ij,jk,ik->i", W, self.cov, W), 0, None))
+        return (self.replicates @ W.T).std(axis=0, ddof=1)
+
+    def samples(self, rng, size: int = DRAWS) -> np.ndarray:
+        """Draws that spread like the estimate (replicates, or Gaussian draws projected to the simplex)."""
+        if self.replicates is not None:
+            return self.replicates
+        from .projection import project_simplex
+        k = self.theta.size
+        vals, vecs = np.linalg.eigh(0.5 * (self.cov + self.cov.T))
+        root = vecs * np.sqrt(np.clip(vals, 0, None))
+        draws = self.theta + rng.standard_normal((size, k)) @ root.T
+        return np.apply_along_axis(project_simplex, 1, draws) if k <= 2000 else np.clip(draws, 0, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Methods
+# --------------------------------------------------------------------------------------------
+def _fisher(est, obs) -> Uncertainty:
+    theta = np.asarray(est.distribution, dtype=float)
+    blocks = obs.likelihood_blocks()
+    info, grad, n = fisher_information(blocks, theta)
+    k = theta.size
+    boundary = theta < BOUNDARY
+    S = np.flatnonzero(~boundary)
+    cov_S, B, beta, a = _constrained_cov(info, S)
+    cov = np.zeros((k, k))
+    cov[np.ix_(S, S)] = cov_S
+    Z = np.flatnonzero(boundary)
+    kkt = face_var = None
+    if Z.size:
+        # V_x on the face S + {x} by the Schur complement, all boundary cells at once
+        I_SZ = info[np.ix_(S, Z)]
+        U = B @ I_SZ                                   # |S| x |Z|
+        s = np.diag(info)[Z] - np.einsum("sz,sz->z", I_SZ, U)
+        s = np.maximum(s, 1e-300)
+        r = 1.0 - I_SZ.T @ a                           # (A^{-1} 1)_x * s_x
+        tot = beta + r * r / s
+        face_var = np.maximum(1.0 / s - (r / s) ** 2 / tot, 1e-300)
+        kkt = np.maximum(n - grad[Z], 0.0)
+    text = ("asymptotic normality of the MLE on its support face (observed information, sum-to-one "
+            "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
+    return Uncertainty("fisher", theta, text, cov=cov, boundary=boundary, kkt=kkt, face_var=face_var,
+                       extra={"support": int(S.size)})
+
+
+def _post(v: np.ndarray, post: str) -> np.ndarray:
+    from .projection import clip_normalize, project_simplex
+    return clip_normalize(v) if post == "n" else project_simplex(v)
+
+
+def _linear(est, obs, rng) -> Uncertainty:
+    name = est.estimator
+    post = name.rsplit("-", 1)[-1]
+    block = obs.single(name)
+    mech = block.mechanism
+    n = block.n
+    if name.startswith("inv"):
+        counts = block.count_vector()
+        q = counts / counts.sum()
+        from .estimators.inv import inverse_vector
+        v = inverse_vector(mech, counts)
+        if hasattr(mech, "inverse_counts"):  # closed form: v = (q - b) / (a - b)
+            a_, b_ = mech.p_keep, mech.p_other
+            Cq = (np.diag(q) - np.outer(q, q)) / n
+            cov = Cq / (a_ - b_) ** 2
+        else:
+            M = mech.channel()
+            W = np.linalg.pinv(M)                      # v = q @ W  (M^{-1} or least squares)
+            Cq = (np.diag(q) - np.outer(q, q)) / n
+            cov = W.T @ Cq @ W
+        text = "multinomial report counts; exact covariance of the raw inverse; normal approximation"
+    else:
+        from .estimators.oracles import mi_vector, pure_parameters
+        p, qs = pure_parameters(mech)
+        v = mi_vector(block)
+        S2 = _support_second_moment(block)             # E[s s^T] over the reports
+        if S2 is None:
+            raise LocalPrivError(f"intervals for {name} need the reports' supports; use ibu")
+        m1 = _support_mean(block)
+        cov = (S2 - np.outer(m1, m1)) / (n * (p - qs) ** 2)
+        text = ("independent reports; exact covariance of the support counts read from the reports; "
+                "normal approximation")
+    draws = rng.multivariate_normal(v, 0.5 * (cov + cov.T), size=DRAWS, method="eigh")
+    reps = np.apply_along_axis(_post, 1, draws, post)
+    return Uncertainty("linear", np.asarray(est.distribution, float),
+                       text + f"; {'normalization' if post == 'n' else 'projection'} by Gaussian draws",
+                       raw=v, raw_cov=cov, post=post, replicates=reps)
+
+
+def _support_mean(block) -> np.ndarray:
+    from .estimators.oracles import support_counts
+    return support_counts(block) / block.n
+
+
+def _support_second_moment(block) -> np.ndarray | None:
+    """``(1/n) sum_j c_j s_j s_j^T`` with ``s_j`` the support indicator (or vector) of report j."""
+    mech = block.mechanism
+    from .mechanisms import KRR
+    if isinstance(mech, KRR):
+        return np.diag(block.count_vector() / block.n)
+    supports = getattr(mech, "support_matrix", None)
+    if supports is None:
+        return None
+    k = mech.k
+    out = np.zeros((k, k))
+    step = max(1, 2_000_000 // max(k, 1))
+    for s in range(0, block.counts.size, step):  # chunks of reports: memory by chunk
+        Z = np.asarray(supports(block.reports[s:s + step]), dtype=float)
+        c = block.counts[s:s + step]
+        out += (Z * c[:, None]).T @ Z
+    return out / block.n
+
+
+def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
+    from .estimators import estimate as run
+    call = est.extra.get("call")
+    if call is None:
+        raise LocalPrivError(f"no record of how {est.estimator} was computed; run it through "
+                             "localpriv.estimate(obs, name) to get intervals")
+    method, settings = call
+    theta = np.asarray(est.distribution, dtype=float)
+    settings = dict(settings)
+    settings.pop("callback", None)
+    if "theta0" in _accepted(method):
+        settings["theta0"] = 0.5 * theta + 0.5 / theta.size   # warm start, full support
+    reps = np.empty((replicates, theta.size))
+    for r in range(replicates):  # one refit per replicate (never a loop over reports)
+        reps[r] = run(_redraw(obs, theta, rng), method, **settings).distribution
+    return Uncertainty("bootstrap", theta,
+                       f"parametric bootstrap, {replicates} replicates redrawn from the fitted model; "
+                       "percentile intervals", replicates=reps)
+
+
+def _accepted(method: str) -> set:
+    import inspect
+    from .estimators import ESTIMATORS
+    try:
+        return set(inspect.signature(ESTIMATORS[method]).parameters)
+    except (KeyError, TypeError, ValueError):
+        return set()
+
+
+def _redraw(obs, theta, rng):
+    """New observations of the same size per mechanism, drawn from the fitted ``theta``."""
+    from .observations import ObservationBlock, Observations
+    blocks = []
+    for b in obs.blocks:
+        mech, n = b.mechanism, int(round(b.n))
+        n_out = None
+        try:
+            n_out = mech.n_outputs
+        except LocalPrivError:
+            n_out = None
+        if n_out is not None and mech.k * n_out <= 4_000_000:
+            p = theta @ mech.channel()
+            p = np.clip(p, 0, None)
+            c = rng.multinomial(n, p / p.sum())
+            keep = np.flatnonzero(c)
+            blocks.append(ObservationBlock(mech, keep, c[keep]))
+        else:
+            x = np.repeat(np.arange(theta.size), rng.multinomial(n, theta / theta.sum()))
+            z = mech.sample(x, rng)
+            u, c = np.unique(z, axis=0, return_counts=True) if np.ndim(z) > 1 else np.unique(z, return_counts=True)
+            blocks.append(ObservationBlock(mech, u, c))
+    return Observations(blocks, obs.domain)
+
+
+FISHER = ("ibu", "gibu", "ibu-exact", "ibu-likely")
+LINEAR = ("inv-n", "inv-p", "mi-n", "mi-p", "rappor-n", "rappor-p")
+
+
+def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncertainty:
+    """The :class:`Uncertainty` of ``est`` (computed from the observations it was estimated from).
+
+    ``method``: ``"fisher"``, ``"linear"`` or ``"bootstrap"``; by default the one that fits the
+    estimator (see the module docstring). ``rng`` drives the draws of the linear and bootstrap
+    methods (default: ``numpy.random.default_rng(0)``, so results are reproducible).
+    """
+    obs = obs if obs is not None else getattr(est, "observations", None)
+    if obs is None:
+        raise LocalPrivError("this estimate does not carry its observations; pass obs=")
+    rng = np.random.default_rng(0) if rng is None else rng
+    name = est.estimator
+    if method is None:
+        method = "fisher" if name in FISHER else "linear" if name in LINEAR else "bootstrap"
+    if method == "fisher":
+        return _fisher(est, obs)
+    if method == "linear":
+        if name not in LINEAR:
+            raise LocalPrivError(f"the linear method applies to {', '.join(LINEAR)}, not {name}")
+        return _linear(est, obs, rng)
+    if method == "bootstrap":
+        return _bootstrap(est, obs, rng)
+    raise LocalPrivError(f"unknown uncertainty method {method!r}: fisher, linear or bootstrap")
