@@ -162,19 +162,50 @@ class Estimate:
                              "upper": np.clip(hi, 0, 1)})
 
     def quantile(self, q: float, level: float = 0.95):
-        """The ``q``-quantile with its interval (ordered domains), by inverting the CDF band.
+        """The ``q``-quantile with its interval (ordered domains).
 
         The CDF is interpolated linearly between ``x - 1/2`` and ``x + 1/2`` around every value
-        ``x``, so quantiles are real numbers; the interval is where the band crosses ``q``.
+        ``x`` (``F(t) = sum_{y < x} theta_y + (t - x + 1/2) theta_x``), so quantiles are real
+        numbers. Gaussian methods invert the test ``|F(t) - q| <= z sd(F(t))`` at every ``t``
+        (the interval is the set of such ``t``, found on 64 points per value where the band can
+        cross ``q``); replicate methods take percentiles of the replicates' quantiles.
         """
-        from .uncertainty import Interval
+        from scipy import stats
+
+        from .uncertainty import Interval, _check_level
         q = float(q)
         if not 0.0 < q < 1.0:
             raise LocalPrivError(f"quantile level must lie strictly between 0 and 1, got {q}")
-        band = self.cdf(level)
+        lv = _check_level(level)
         x = self._values("a quantile")
-        return Interval(_cross(x, band["cdf"].to_numpy(), q), _cross(x, band["upper"].to_numpy(), q),
-                        _cross(x, band["lower"].to_numpy(), q), float(level), self.uncertainty().method)
+        theta = self.distribution
+        value = _cross(x, np.cumsum(theta), q)
+        u = self.uncertainty()
+        if u.method != "fisher":
+            reps = np.array([_cross(x, np.cumsum(r), q) for r in u.replicates])  # one per replicate
+            a = (1 - lv) / 2
+            lo, hi = np.quantile(reps, [a, 1 - a])
+            return Interval(value, float(min(lo, value)), float(max(hi, value)), lv, u.method)
+        z = stats.norm.ppf(0.5 + lv / 2)
+        k = x.size
+        W = np.tril(np.ones((k, k)))
+        F = np.cumsum(theta)
+        sd = u.functional_sd(W)
+        # cells where the band can reach q: from the first whose right edge has F + z sd >= q to the
+        # first whose right edge has F - z sd >= q (the CDF band at the cells' edges)
+        first = int(np.searchsorted(np.maximum.accumulate(F + z * sd), q))
+        last = int(np.searchsorted(np.maximum.accumulate(F - z * sd), q))
+        cells = np.arange(max(first, 0), min(last, k - 1) + 1)
+        frac = (np.arange(64) + 0.5) / 64
+        rows = np.repeat(cells, frac.size)
+        f = np.tile(frac, cells.size)
+        Wt = (np.arange(k)[None, :] < rows[:, None]).astype(float)
+        Wt[np.arange(rows.size), rows] = f
+        Ft = Wt @ theta
+        ok = np.abs(Ft - q) <= z * u.functional_sd(Wt)
+        t = x[rows] - 0.5 + f
+        lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
+        return Interval(value, min(lo, value), max(hi, value), lv, "fisher (test inversion)")
 
     def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> pd.DataFrame:
         """The ``k`` most probable values with their intervals and rank stability: the share of

@@ -312,16 +312,21 @@ def _support_second_moment(block) -> np.ndarray | None:
     from .mechanisms import KRR
     if isinstance(mech, KRR):
         return np.diag(block.count_vector() / block.n)
-    supports = getattr(mech, "support_matrix", None)
-    if supports is None:
+    vectors = getattr(mech, "vectors", None)       # SHE: the noisy vectors themselves
+    supports = getattr(mech, "support", None)      # pure protocols: sparse 0/1 support rows
+    if vectors is None and supports is None:
         return None
     k = mech.k
     out = np.zeros((k, k))
     step = max(1, 2_000_000 // max(k, 1))
-    for s in range(0, block.counts.size, step):  # chunks of reports: memory by chunk
-        Z = np.asarray(supports(block.reports[s:s + step]), dtype=float)
+    for s in range(0, block.counts.size, step):  # chunks of distinct reports: memory by chunk
         c = block.counts[s:s + step]
-        out += (Z * c[:, None]).T @ Z
+        if vectors is not None:
+            Z = vectors(block.reports[s:s + step])
+            out += (Z * c[:, None]).T @ Z
+        else:
+            Z = supports(block.reports[s:s + step]).astype(float)
+            out += (Z.T @ Z.multiply(c[:, None]).tocsr()).toarray()
     return out / block.n
 
 

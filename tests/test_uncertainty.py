@@ -1,0 +1,168 @@
+"""Uncertainty of estimates (localpriv.uncertainty): formulas against brute force, and coverage
+on small seeded simulations with tolerances from the binomial spread of the coverage itself."""
+import numpy as np
+import pytest
+
+from localpriv import IntegerDomain, LocalPrivError, Observations, estimate, parse
+from localpriv.estimators.em import log_likelihood
+from localpriv.uncertainty import _constrained_cov, fisher_information
+
+DOM5 = IntegerDomain(0, 4)
+THETA5 = np.array([0.1, 0.3, 0.25, 0.2, 0.15])
+
+
+def _obs(spec, theta, n, rng, dom=DOM5):
+    mech = parse(spec, dom)
+    x = np.repeat(np.arange(theta.size), rng.multinomial(n, theta))
+    z = mech.sample(x, rng)
+    return Observations.from_reports(mech, z, dom)
+
+
+def test_fisher_information_is_minus_the_hessian(rng):
+    """I = sum_j c_j G_j G_j^T / p_j^2 equals -d^2 L by central differences (L is a sum of logs of
+    linear forms, so the differences are accurate to ~1e-6 relative at step 1e-4)."""
+    obs = _obs("geometric(eps=0.7,lo=0,hi=4)", THETA5, 3000, rng)
+    blocks = obs.likelihood_blocks()
+    info, grad, n = fisher_information(blocks, THETA5)
+    h = 1e-4
+    k = THETA5.size
+    H = np.zeros((k, k))
+    eye = np.eye(k)
+    for i in range(k):
+        for j in range(k):
+            f = lambda a, b: log_likelihood(blocks, THETA5 + a * h * eye[i] + b * h * eye[j])
+            H[i, j] = (f(1, 1) - f(1, -1) - f(-1, 1) + f(-1, -1)) / (4 * h * h)
+    np.testing.assert_allclose(info, -H, rtol=1e-4)
+    # the gradient by central differences too
+    g = [(log_likelihood(blocks, THETA5 + h * eye[i]) - log_likelihood(blocks, THETA5 - h * eye[i])) / (2 * h)
+         for i in range(k)]
+    np.testing.assert_allclose(grad, g, rtol=1e-6)
+    assert n == 3000
+
+
+def test_constrained_covariance_is_the_inverse_on_the_tangent_space(rng):
+    """Cov = Z (Z^T I Z)^{-1} Z^T for any basis Z of {d : sum d = 0}."""
+    obs = _obs("krr(eps=1.0)", THETA5, 5000, rng)
+    info, _, _ = fisher_information(obs.likelihood_blocks(), THETA5)
+    cov, *_ = _constrained_cov(info, np.arange(5))
+    Z = np.linalg.qr(np.eye(5) - 1 / 5)[0][:, :4]
+    ref = Z @ np.linalg.inv(Z.T @ info @ Z) @ Z.T
+    np.testing.assert_allclose(cov, ref, atol=1e-12 * np.abs(ref).max() * 1e3)
+    np.testing.assert_allclose(cov.sum(axis=1), 0, atol=1e-10 * np.abs(cov).max())
+
+
+@pytest.mark.parametrize("spec", ["krr(eps=1.0)", "geometric(eps=0.5,lo=0,hi=4)"])
+def test_inv_covariance_matches_simulation(spec):
+    """The exact covariance of INV's raw inverse against its spread over 400 seeded data sets: the
+    sample variance of 400 draws has relative sd sqrt(2/399) = 7 %, so 25 % is > 3.5 sd."""
+    rng = np.random.default_rng(7)
+    n, R = 2000, 400
+    raws, covs = [], []
+    for _ in range(R):
+        est = estimate(_obs(spec, THETA5, n, rng), "inv-n")
+        raws.append(est.extra["raw_inverse"])
+        covs.append(est.uncertainty().raw_cov)
+    emp = np.var(np.array(raws), axis=0, ddof=1)
+    model = np.mean([np.diag(c) for c in covs], axis=0)
+    np.testing.assert_allclose(model, emp, rtol=0.25)
+
+
+def test_mi_covariance_matches_simulation():
+    """MI on OUE: the covariance read from the reports' supports against 300 data sets."""
+    rng = np.random.default_rng(11)
+    n, R = 3000, 300
+    raws, covs = [], []
+    for _ in range(R):
+        est = estimate(_obs("oue(eps=1.0)", THETA5, n, rng), "mi-n")
+        raws.append(est.extra["raw_inverse"])
+        covs.append(est.uncertainty().raw_cov)
+    raws = np.array(raws)
+    emp = np.cov(raws.T)
+    model = np.mean(covs, axis=0)
+    np.testing.assert_allclose(np.diag(model), np.diag(emp), rtol=0.3)
+    # off-diagonal terms: -(p-q)^2 f_u f_v / (n (p-q)^2) = -f_u f_v / n, small; compare the sum
+    assert abs(model.sum() - emp.sum()) < 0.3 * np.abs(np.diag(emp)).sum()
+
+
+@pytest.mark.parametrize("spec, method", [("krr(eps=1.0)", "ibu"), ("geometric(eps=0.6,lo=0,hi=4)", "ibu"),
+                                          ("krr(eps=1.0)", "inv-p"), ("oue(eps=1.0)", "mi-n")])
+def test_coverage_of_the_mean_and_cells(spec, method):
+    """Nominal 90 % intervals on 200 seeded data sets: coverage within 3 binomial sds of 0.90
+    (sd = sqrt(0.9 * 0.1 / 200) = 2.1 points) for the mean, and on average over cells."""
+    rng = np.random.default_rng(3)
+    R, n, level = 200, 4000, 0.90
+    x = np.arange(5.0)
+    from localpriv.estimate import _cross
+    true_median = _cross(x, np.cumsum(THETA5), 0.5)
+    hit_mean, hit_median, hit_cells = 0, 0, np.zeros(5)
+    for _ in range(R):
+        est = estimate(_obs(spec, THETA5, n, rng), method, **({"accelerate": "newton"} if method == "ibu" else {}))
+        m = est.mean(level)
+        hit_mean += m.lower <= THETA5 @ x <= m.upper
+        med = est.quantile(0.5, level)
+        hit_median += med.lower <= true_median <= med.upper
+        lo, hi = est.ci(level)
+        hit_cells += (lo <= THETA5) & (THETA5 <= hi)
+    sd = np.sqrt(level * (1 - level) / R)
+    assert abs(hit_mean / R - level) < 3 * sd + 0.01
+    assert abs(hit_median / R - level) < 3 * sd + 0.01
+    assert abs(hit_cells.mean() / R - level) < 3 * sd + 0.01
+
+
+def test_boundary_cells_get_one_sided_intervals(rng):
+    """A value nobody has: the MLE puts it at 0; its interval is [0, u] with u > 0, shorter than the
+    two-sided Wald half-width would be, and 0 covers the truth."""
+    theta = np.array([0.4, 0.3, 0.3, 0.0, 0.0])
+    obs = _obs("krr(eps=2.0)", theta, 20000, rng)
+    est = estimate(obs, "ibu", accelerate="newton")
+    u = est.uncertainty()
+    lo, hi = est.ci(0.95)
+    zero = est.distribution < 1e-9
+    assert zero.any()
+    assert np.all(lo[zero] == 0) and np.all(hi[zero] > 0) and np.all(hi[zero] < 0.05)
+    assert np.all(u.kkt >= 0)
+    # the rest of the mass sums to one within the intervals
+    assert lo.sum() <= 1 <= hi.sum()
+
+
+def test_quantiles_are_interpolated_and_bracketed(rng):
+    obs = _obs("krr(eps=2.0)", THETA5, 50000, rng)
+    est = estimate(obs, "ibu", accelerate="newton")
+    med = est.quantile(0.5)
+    # the interpolated median: the CDF is linear between x - 1/2 and x + 1/2
+    F = np.cumsum(est.distribution)
+    x = int(np.searchsorted(F, 0.5))
+    below = F[x - 1] if x else 0.0
+    assert med.value == pytest.approx(x - 0.5 + (0.5 - below) / est.distribution[x], abs=1e-12)
+    assert med.lower < med.value < med.upper
+    # a distribution's own median, e.g. of THETA5: F(1.5) = 0.4, F(2.5) = 0.65 -> 1.9
+    from localpriv.estimate import _cross
+    assert _cross(np.arange(5.0), np.cumsum(THETA5), 0.5) == pytest.approx(1.9)
+    band = est.cdf(0.95)
+    assert np.all(band["lower"] <= band["cdf"]) and np.all(band["cdf"] <= band["upper"])
+    with pytest.raises(LocalPrivError, match="strictly between"):
+        est.quantile(1.0)
+
+
+def test_statistics_need_an_ordered_domain(rng):
+    from localpriv import CategoricalDomain
+    dom = CategoricalDomain(["a", "b", "c"])
+    mech = parse("krr(eps=1.0)", dom)
+    obs = Observations.from_reports(mech, mech.sample(rng.integers(0, 3, 500), rng), dom)
+    est = estimate(obs, "ibu")
+    with pytest.raises(LocalPrivError, match="ordered numeric domain"):
+        est.mean()
+    top = est.top_k(2)
+    assert list(top["rank"]) == [1, 2] and np.all((top["in_top_k"] >= 0) & (top["in_top_k"] <= 1))
+    assert est.functional([1, 0, 0]).lower <= est.distribution[0] <= est.functional([1, 0, 0]).upper
+
+
+def test_bootstrap_fallback_for_other_estimators(rng):
+    obs = _obs("krr(eps=1.0)", THETA5, 3000, rng)
+    est = estimate(obs, "inv-n")
+    u = est.uncertainty(method="bootstrap")
+    assert u.replicates.shape == (200, 5)
+    lo, hi = u.cell_intervals(0.9)
+    assert np.all(lo <= est.distribution) and np.all(est.distribution <= hi)
+    with pytest.raises(LocalPrivError, match="between 0 and 1"):
+        est.ci(1.5)
