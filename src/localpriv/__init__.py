@@ -1,24 +1,54 @@
 """localpriv: local privacy mechanisms and distribution estimators.
 
 The data's path: values -> :class:`Domain` -> :class:`Mechanism` -> reports -> :func:`aggregate`
--> :class:`Observations` -> estimator -> :class:`Estimate`.
+-> :class:`Observations` -> estimator -> :class:`Estimate` (with its uncertainty).
+
+Names are imported on first use (PEP 562), so that ``localpriv mechanism ...`` and other quick
+commands do not pay for DuckDB, pandas and SciPy's optimizers they never touch.
 """
-from . import datasets, metrics
-from ._validation import LocalPrivError
-from .aggregate import DuckDBAggregator, NumpyAggregator, aggregate
-from .domains import CategoricalDomain, Domain, IntegerDomain, parse_domain
-from .estimate import Estimate
-from .estimators import ESTIMATORS, estimate, ibu, inv
-from .mechanisms import KRR, MatrixMechanism, Mechanism, parse
-from .observations import ObservationBlock, Observations
-from .planar import GridDomain
-from .reports import perturb, write_reports
+from __future__ import annotations
+
+import importlib
+
+from . import estimate as _estimate_module  # noqa: F401 - loaded first: see estimate() below
+from ._validation import LocalPrivError, PrivacyWarning
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "LocalPrivError", "Domain", "IntegerDomain", "CategoricalDomain", "GridDomain", "parse_domain",
-    "Mechanism", "KRR", "MatrixMechanism", "parse", "perturb", "write_reports", "aggregate",
-    "DuckDBAggregator", "NumpyAggregator", "Observations", "ObservationBlock", "Estimate",
-    "estimate", "ibu", "inv", "ESTIMATORS", "datasets", "metrics",
-]
+_WHERE = {
+    "datasets": ".datasets", "metrics": ".metrics",
+    "DuckDBAggregator": ".aggregate", "NumpyAggregator": ".aggregate", "aggregate": ".aggregate",
+    "CategoricalDomain": ".domains", "Domain": ".domains", "IntegerDomain": ".domains",
+    "parse_domain": ".domains", "Estimate": ".estimate",
+    "ESTIMATORS": ".estimators", "ibu": ".estimators", "inv": ".estimators",
+    "KRR": ".mechanisms", "MatrixMechanism": ".mechanisms", "Mechanism": ".mechanisms", "parse": ".mechanisms",
+    "ObservationBlock": ".observations", "Observations": ".observations", "GridDomain": ".planar",
+    "perturb": ".reports", "perturb_file": ".reports", "write_reports": ".reports",
+    "read_values": ".reports", "make_generator": ".rng", "secure_generator": ".rng",
+}
+
+__all__ = ["LocalPrivError", "PrivacyWarning", "estimate", *_WHERE]
+
+
+def estimate(obs, method: str = "ibu", **settings):
+    """Run the estimator named ``method`` on ``obs`` (:func:`localpriv.estimators.estimate`).
+
+    (Defined here, after the submodule ``localpriv.estimate`` is loaded, so that
+    ``localpriv.estimate`` is always this function, never the module of :class:`Estimate`.)
+    """
+    from .estimators import estimate as _run
+    return _run(obs, method, **settings)
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'localpriv' has no attribute {name!r}")
+    module = importlib.import_module(where, __name__)
+    value = module if where == "." + name else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ._validation import LocalPrivError
 from .domains import Domain
@@ -80,7 +79,8 @@ class Estimate:
         d["distribution"] = self.distribution.tolist()
         return d
 
-    def to_frame(self) -> pd.DataFrame:
+    def to_frame(self) -> "pd.DataFrame":
+        import pandas as pd
         return pd.DataFrame({"value": self.labels, "probability": self.distribution})
 
     def save(self, path) -> Path:
@@ -142,7 +142,7 @@ class Estimate:
         mu = float(x @ self.distribution)
         return self.functional((x - mu) ** 2, level)
 
-    def cdf(self, level: float = 0.95) -> pd.DataFrame:
+    def cdf(self, level: float = 0.95) -> "pd.DataFrame":
         """The CDF at every value with a pointwise confidence band (ordered domains)."""
         x = self._values("the CDF")
         k = x.size
@@ -158,6 +158,7 @@ class Estimate:
         else:
             a = (1 - lv) / 2
             lo, hi = np.quantile(np.cumsum(u.replicates, axis=1), [a, 1 - a], axis=0)
+        import pandas as pd
         return pd.DataFrame({"value": self.domain.labels, "cdf": F, "lower": np.clip(lo, 0, 1),
                              "upper": np.clip(hi, 0, 1)})
 
@@ -207,7 +208,7 @@ class Estimate:
         lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
         return Interval(value, min(lo, value), max(hi, value), lv, "fisher (test inversion)")
 
-    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> pd.DataFrame:
+    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> "pd.DataFrame":
         """The ``k`` most probable values with their intervals and rank stability: the share of
         draws (replicates, or Gaussian draws of the estimate) in which the value is in the top ``k``."""
         from ._validation import check_int
@@ -217,6 +218,7 @@ class Estimate:
         draws = self.uncertainty().samples(np.random.default_rng(0) if rng is None else rng)
         ranks = np.argsort(np.argsort(-draws, axis=1, kind="stable"), axis=1, kind="stable")
         stable = (ranks[:, order] < k).mean(axis=0)
+        import pandas as pd
         return pd.DataFrame({"rank": np.arange(1, k + 1), "value": self.labels[order],
                              "probability": self.distribution[order], "lower": lo[order],
                              "upper": hi[order], "in_top_k": stable})
