@@ -166,3 +166,23 @@ def test_bootstrap_fallback_for_other_estimators(rng):
     assert np.all(lo <= est.distribution) and np.all(est.distribution <= hi)
     with pytest.raises(LocalPrivError, match="between 0 and 1"):
         est.ci(1.5)
+
+
+@pytest.mark.parametrize("spec, dom", [
+    ("krr(eps=1.0)", DOM5), ("oue(eps=1.0)", DOM5), ("olh(eps=1.0)", DOM5), ("ss(eps=1.0)", DOM5),
+    ("she(eps=1.0)", DOM5), ("geometric(eps=0.5,lo=0,hi=4)", DOM5), ("laplace(eps=0.5)", DOM5),
+    ("planar-geometric(eps=1.0)", "grid"),
+])
+def test_gram_of_every_block_kind_matches_the_dense_product(spec, dom, rng):
+    """G diag(w) G^T by each block's own method (or k products) equals the dense computation."""
+    from localpriv.planar import GridDomain
+    from localpriv.uncertainty import _gram
+    if dom == "grid":
+        dom = GridDomain(40.70, -74.02, 3, 4, 0.5)
+    mech = parse(spec, dom)
+    z = mech.sample(rng.integers(0, dom.size, 400), rng)
+    block = Observations.from_reports(mech, z, dom).likelihood_blocks()[0]
+    w = rng.random(block.counts.size)
+    G = block.dense()
+    ref = (G * w) @ G.T
+    np.testing.assert_allclose(_gram(block, w), ref, rtol=1e-10, atol=1e-14 * np.abs(ref).max())

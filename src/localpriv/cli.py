@@ -173,7 +173,7 @@ def estimate(
                                   help="inv-n | inv-p | ibu | gibu | mi-n | ibu-exact | ibu-r | ... "
                                        "(see docs)"),
     output: Optional[Path] = typer.Option(None, "--out", "-o", help="estimate file (.csv or .json)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG bar chart of the estimate"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band or error bars)"),
     delta: float = typer.Option(1e-6, help="IBU: tolerance of the stopping rule (see --stop)"),
     stop: str = typer.Option("loglik", "--stop",
                              help="IBU stopping rule: loglik (seed 001: |L(t)-L(t-1)| < delta) or max_abs "
@@ -182,8 +182,14 @@ def estimate(
     accelerate: bool = typer.Option(False, "--accelerate/--plain",
                                     help="IBU: SQUAREM acceleration with the certified Newton finish where the "
                                          "blocks allow it (same maximum, far fewer iterations)"),
+    ci: Optional[float] = typer.Option(None, "--ci",
+                                       help="confidence level, e.g. 0.95: per-cell intervals (lower, upper) in "
+                                            "the output and on the plot"),
+    stat: Optional[str] = typer.Option(None, "--stat",
+                                       help="statistics with their intervals, e.g. mean,median,p90 "
+                                            "(mean, var, sd, median, pNN, qX)"),
 ):
-    """Estimate the original distribution from reports or counts."""
+    """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""
     from .aggregate import aggregate as _aggregate
     from .estimators import estimate as _estimate
     from .formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, check_output
@@ -191,6 +197,8 @@ def estimate(
         check_output(output, ESTIMATE_SUFFIXES, inputs, what="estimate file")
     if plot is not None:
         check_output(plot, IMAGE_SUFFIXES, inputs, what="plot")
+    if ci is not None and not 0.0 < ci < 1.0:
+        raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
     if stop not in ("loglik", "max_abs"):
         raise typer.BadParameter(f"unknown stopping rule {stop!r}: loglik or max_abs", param_hint="'--stop'")
     if not np.isfinite(delta) or delta <= 0:
@@ -222,17 +230,20 @@ def estimate(
     with ExitStack() as outputs:  # both outputs appear, or neither (a failed plot drops the estimate)
         out_tmp = outputs.enter_context(atomic_output(output)) if output else None
         plot_tmp = outputs.enter_context(atomic_output(plot)) if plot else None
+        stats = est.statistics(stat, ci if ci is not None else 0.95) if stat else {}
         if out_tmp is not None:
-            est.save(out_tmp)
+            est.save(out_tmp, ci=ci, stats=list(stats) or None)
         if plot_tmp is not None:
-            from .plotting import distributions_figure
-            distributions_figure(est.labels, {est.estimator: est.distribution}, plot_tmp,
-                                 title=f"{est.estimator} estimate from {int(est.n)} reports")
+            from .plotting import estimate_figure
+            estimate_figure(est, plot_tmp, level=ci)
     if est.converged is False:
         _say(f"warning: {est.estimator} stopped at the iteration cap ({est.iterations}) "
              "before meeting its tolerance")
     if not output:
-        console.print(est.to_frame().to_string(index=False), highlight=False, soft_wrap=True)
+        console.print(est.to_frame(ci).to_string(index=False), highlight=False, soft_wrap=True)
+    for name, iv in stats.items():
+        console.print(f"{name}: {iv.value:.6g} [{iv.lower:.6g}, {iv.upper:.6g}] ({iv.level:.0%}, {iv.method})",
+                      highlight=False, soft_wrap=True)
     _say(f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est))
 
 

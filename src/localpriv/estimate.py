@@ -73,27 +73,72 @@ class Estimate:
             "domain": None if self.domain is None else self.domain.spec(),
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, ci: float | None = None, stats=None) -> dict[str, Any]:
+        """The estimate as JSON-ready data; ``ci`` adds per-cell intervals at that level, ``stats``
+        (names, see :meth:`statistics`) adds statistics with their intervals."""
         d = self.summary()
         d["labels"] = [x.item() if hasattr(x, "item") else x for x in self.labels]
         d["distribution"] = self.distribution.tolist()
+        if ci is not None:
+            lo, hi = self.ci(ci)
+            d["ci"] = {"level": float(ci), "method": self.uncertainty().method,
+                       "assumptions": self.uncertainty().assumptions,
+                       "lower": lo.tolist(), "upper": hi.tolist()}
+        if stats:
+            d["statistics"] = {k: v.to_dict() for k, v in
+                               self.statistics(stats, 0.95 if ci is None else ci).items()}
         return d
 
-    def to_frame(self) -> "pd.DataFrame":
+    def to_frame(self, ci: float | None = None) -> "pd.DataFrame":
+        """Columns value, probability (and lower, upper with ``ci``)."""
         import pandas as pd
-        return pd.DataFrame({"value": self.labels, "probability": self.distribution})
+        df = pd.DataFrame({"value": self.labels, "probability": self.distribution})
+        if ci is not None:
+            df["lower"], df["upper"] = self.ci(ci)
+        return df
 
-    def save(self, path) -> Path:
-        """Write as JSON (``.json``: estimate and metadata) or CSV (value, probability)."""
+    def save(self, path, ci: float | None = None, stats=None) -> Path:
+        """Write as JSON (``.json``: estimate, metadata, intervals with ``ci``, statistics) or CSV
+        (value, probability, and lower, upper with ``ci``), atomically."""
         from .formats import ESTIMATE_SUFFIXES, atomic_output
 
         path = Path(path)
+        payload = self.to_dict(ci, stats) if path.suffix.lower() == ".json" else self.to_frame(ci)
         with atomic_output(path, ESTIMATE_SUFFIXES, what="estimate file") as tmp:
             if path.suffix.lower() == ".json":
-                tmp.write_text(json.dumps(self.to_dict(), indent=2))
+                tmp.write_text(json.dumps(payload, indent=2))
             else:
-                self.to_frame().to_csv(tmp, index=False)
+                payload.to_csv(tmp, index=False)
         return path
+
+    def statistics(self, names, level: float = 0.95) -> dict:
+        """Statistics by name with their intervals: ``mean``, ``var``, ``sd``, ``median``,
+        ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``);
+        ``names`` is a list or a comma-separated string."""
+        from .uncertainty import Interval
+        if isinstance(names, str):
+            names = [t.strip() for t in names.split(",") if t.strip()]
+        out = {}
+        for name in names:
+            low = str(name).lower()
+            if low == "mean":
+                out[name] = self.mean(level)
+            elif low == "var":
+                out[name] = self.var(level)
+            elif low == "sd":
+                v = self.var(level)
+                out[name] = Interval(float(np.sqrt(v.value)), float(np.sqrt(max(v.lower, 0.0))),
+                                     float(np.sqrt(max(v.upper, 0.0))), v.level, v.method)
+            elif low == "median":
+                out[name] = self.quantile(0.5, level)
+            elif low.startswith("p") and low[1:].replace(".", "", 1).isdigit():
+                out[name] = self.quantile(float(low[1:]) / 100.0, level)
+            elif low.startswith("q") and low[1:].replace(".", "", 1).isdigit():
+                out[name] = self.quantile(float(low[1:]), level)
+            else:
+                raise LocalPrivError(f"unknown statistic {name!r}: mean, var, sd, median, pNN (e.g. p90) "
+                                     "or qX (e.g. q0.25)")
+        return out
 
     def __repr__(self) -> str:
         conv = "" if self.converged is None else (", converged" if self.converged else ", NOT converged (hit the cap)")

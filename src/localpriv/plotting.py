@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plt", "distributions_figure", "save"]
+__all__ = ["plt", "distributions_figure", "estimate_figure", "save"]
 
 
 def save(fig, path) -> Path:
@@ -47,3 +47,33 @@ def distributions_figure(labels, series: dict[str, np.ndarray], path, title: str
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return save(fig, path)
+
+
+def estimate_figure(est, path, level: float | None = None, title: str = "") -> Path:
+    """An estimate as bars (labels) or a line (ordered values), with its ``level`` confidence
+    intervals as error bars (labels) or a band (ordered values)."""
+    x = np.asarray(est.labels)
+    numeric = x.dtype.kind in "iuf" and getattr(est.domain, "columns", 1) == 1
+    pos = x if numeric else np.arange(x.size)
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    p = est.distribution
+    if level is not None:
+        lo, hi = est.ci(level)
+    if numeric:
+        ax.step(pos, p, where="mid", color="tab:blue", label=est.estimator)
+        if level is not None:
+            ax.fill_between(pos, lo, hi, step="mid", color="tab:blue", alpha=0.25,
+                            label=f"{level:.0%} intervals ({est.uncertainty().method})")
+    else:
+        ax.bar(pos, p, width=0.8, color="tab:blue", label=est.estimator)
+        if level is not None:
+            ax.errorbar(pos, p, yerr=[p - lo, hi - p], fmt="none", ecolor="black", capsize=2, lw=0.8,
+                        label=f"{level:.0%} intervals ({est.uncertainty().method})")
+        ax.set_xticks(pos, [str(v) for v in x], rotation=90, fontsize=6)
+    ax.set_xlabel("value")
+    ax.set_ylabel("probability")
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"{est.estimator} estimate from {int(est.n)} reports", fontsize=10)
+    fig.tight_layout()
+    return save(fig, path)
+

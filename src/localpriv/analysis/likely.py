@@ -293,5 +293,6 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
         obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
     est = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop)
     est.estimator = "ibu-likely"
+    est.observations = obs
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}
     return est

@@ -185,6 +185,18 @@ class SupportBlock(LikelihoodBlock):
             Z2 = self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
         return (self.u * self.u) @ w + 2.0 * (self.Z.T @ (self.u * self.v * w)) + Z2.T @ (self.v * self.v * w)
 
+    def gram(self, w):
+        """``G diag(w) G^T = sum(w u^2) 1 1^T + a 1^T + 1 a^T + Z^T diag(w v^2) Z`` with
+        ``a = Z^T (w u v)``: the observed information's building block, ``O(nnz(Z) k)``."""
+        w = np.asarray(w, dtype=float)
+        a = np.asarray(self.Z.T @ (w * self.u * self.v), dtype=float).ravel()
+        wv2 = w * self.v * self.v
+        if sp.issparse(self.Z):
+            ZtZ = (self.Z.T @ self.Z.multiply(wv2[:, None]).tocsr()).toarray()
+        else:
+            ZtZ = (self.Z * wv2[:, None]).T @ self.Z
+        return float(w @ (self.u * self.u)) + a[:, None] + a[None, :] + ZtZ
+
     def dense(self) -> np.ndarray:
         """``G = u + Z^T * v`` in one vectorized expression (refused above the dense-size cap)."""
         m = self.counts.size
