@@ -9,15 +9,16 @@ commands do not pay for DuckDB, pandas and SciPy's optimizers they never touch.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 
-from . import estimate as _estimate_module  # noqa: F401 - loaded first: see estimate() below
 from ._validation import LocalPrivError, PrivacyWarning
 
 __version__ = "0.1.0"
 
 _WHERE = {
     "datasets": ".datasets", "metrics": ".metrics",
-    "DuckDBAggregator": ".aggregate", "NumpyAggregator": ".aggregate", "aggregate": ".aggregate",
+    "DuckDBAggregator": ".aggregate", "NumpyAggregator": ".aggregate",
     "CategoricalDomain": ".domains", "Domain": ".domains", "IntegerDomain": ".domains",
     "parse_domain": ".domains", "Estimate": ".estimate",
     "ESTIMATORS": ".estimators", "ibu": ".estimators", "inv": ".estimators",
@@ -27,17 +28,37 @@ _WHERE = {
     "read_values": ".reports", "make_generator": ".rng", "secure_generator": ".rng",
 }
 
-__all__ = ["LocalPrivError", "PrivacyWarning", "estimate", *_WHERE]
+__all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", *_WHERE]
 
 
 def estimate(obs, method: str = "ibu", **settings):
-    """Run the estimator named ``method`` on ``obs`` (:func:`localpriv.estimators.estimate`).
-
-    (Defined here, after the submodule ``localpriv.estimate`` is loaded, so that
-    ``localpriv.estimate`` is always this function, never the module of :class:`Estimate`.)
-    """
+    """Run the estimator named ``method`` on ``obs`` (:func:`localpriv.estimators.estimate`)."""
     from .estimators import estimate as _run
     return _run(obs, method, **settings)
+
+
+def aggregate(source, domain=None, aggregator=None):
+    """Aggregate reports and counts to Observations (:func:`localpriv.aggregate.aggregate`)."""
+    from .aggregate import aggregate as _run
+    return _run(source, domain, aggregator)
+
+
+#: functions of the package that share their name with a submodule (localpriv/estimate.py holds
+#: the Estimate class, localpriv/aggregate.py the engines): the package attribute stays the function
+_SHADOWED = frozenset({"estimate", "aggregate"})
+
+
+class _Package(types.ModuleType):
+    """Loading a submodule sets an attribute of the same name on its package; for the names in
+    ``_SHADOWED`` the package keeps its function (as it did when it imported everything eagerly)."""
+
+    def __setattr__(self, name, value):
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):
