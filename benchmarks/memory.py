@@ -72,8 +72,8 @@ def run(quick: bool = False) -> dict:
                     [str(BIN), "aggregate", str(rep), "-o", str(tmp / "counts.parquet"),
                      "--memory-limit", "256MB"], env)
                 reader = "read_parquet" if fmt == "parquet" else "read_csv"
-                sql = (f"SELECT mechanism, report, COUNT(*) FROM {reader}('{rep}'"
-                       + (", comment='#'" if fmt == "csv" else "") + ") GROUP BY ALL")
+                opts = ", comment='#', header=true, delim=',', quote='\"'" if fmt == "csv" else ""
+                sql = f"SELECT mechanism, report, COUNT(*) FROM {reader}('{rep}'{opts}) GROUP BY ALL"
                 row[f"hand-written DuckDB SQL on {fmt}"] = _run(
                     [sys.executable, "-c", "import duckdb,sys; c=duckdb.connect(); "
                      "c.execute(\"SET memory_limit='256MB'\"); print(len(c.execute(sys.argv[1]).fetchall()))",

@@ -1,0 +1,169 @@
+"""Calibration of the intervals (``localpriv reproduce coverage``; issue 16).
+
+For each mechanism setting and each number of users ``n``, ``runs`` data sets are drawn from real
+data we ship (users sampled with replacement from the empirical distribution of Adult ages, or of
+the Gowalla check-ins on the Manhattan grid), obfuscated, estimated by the maximum-likelihood
+estimator (``ibu`` / ``gibu``, certified Newton finish), and the nominal 90 % and 95 % intervals of
+:mod:`localpriv.uncertainty` are checked against the truth (the empirical distribution itself):
+
+* the mean (ages: years; grid: km east of the grid's west edge),
+* the median (ages; interpolated quantile, see :meth:`localpriv.estimate.Estimate.quantile`),
+* every cell (the share of cells whose interval covers, averaged over runs, and the worst cell).
+
+Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (the exact law of
+``n`` users drawn from ``theta`` and obfuscated one by one); vector-valued mechanisms (OUE, OLH, SS)
+draw every user's report with the mechanism's sampler. Free-will mixtures give each mechanism an
+equal share of the users (GIBU).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..datasets import adult_ages
+from ..domains import IntegerDomain
+from ..estimate import _cross
+from ..estimators import estimate
+from ..mechanisms import parse
+from ..observations import ObservationBlock, Observations
+from ..plotting import plt, save
+from .runner import Experiment, register_experiment
+
+SETTINGS = [
+    {"name": "k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"]},
+    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"]},
+    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"]},
+    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"]},
+    {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
+    {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
+    {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
+]
+
+
+def _data(name: str):
+    """(domain, true distribution, values for the mean) of a shipped data set."""
+    if name == "ages":
+        dom = IntegerDomain(0, 99)
+        x = dom.encode(adult_ages())
+        return dom, np.bincount(x, minlength=dom.size) / x.size, dom.labels.astype(float)
+    from ..planar import manhattan_cells
+    dom, cells = manhattan_cells(0.5)
+    return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
+
+
+def _block(mech, theta, n, rng) -> ObservationBlock:
+    n_out = mech.n_outputs
+    if mech.report_kind != "binary" and n_out is not None and mech.k * n_out <= 4_000_000:
+        p = np.clip(theta @ mech.channel(), 0.0, None)
+        c = rng.multinomial(n, p / p.sum())
+        keep = np.flatnonzero(c)
+        return ObservationBlock(mech, keep, c[keep])
+    x = np.repeat(np.arange(theta.size), rng.multinomial(n, theta))
+    z = mech.sample(x, rng)
+    if z.ndim == 1:
+        u, c = np.unique(z, return_counts=True)
+        return ObservationBlock(mech, u, c)
+    return ObservationBlock(mech, z, np.ones(z.shape[0]))  # distinct or not, the likelihood is the same
+
+
+def _one(setting, dom, theta, values, n, levels, rng, true_median):
+    mechs = [parse(s, dom) for s in setting["mechanisms"]]
+    shares = np.full(len(mechs), n // len(mechs))
+    shares[: n - shares.sum()] += 1
+    obs = Observations([_block(m, theta, int(s), rng) for m, s in zip(mechs, shares)], dom)
+    est = estimate(obs, "ibu", accelerate="newton")
+    out = {}
+    for lv in levels:
+        m = est.functional(values, lv)
+        lo, hi = est.ci(lv)
+        cells = (lo <= theta) & (theta <= hi)
+        rec = {"mean": bool(m.lower <= values @ theta <= m.upper), "cells": cells,
+               "mean_width": m.upper - m.lower}
+        if true_median is not None:
+            med = est.quantile(0.5, lv)
+            rec["median"] = bool(med.lower <= true_median <= med.upper)
+            rec["median_width"] = med.upper - med.lower
+        out[lv] = rec
+    return out, bool(est.converged)
+
+
+def _compute(params, rng, progress):
+    levels = [float(v) for v in params["levels"]]
+    results = {"settings": {}}
+    for setting in progress(params["settings"], "settings"):
+        dom, theta, values = _data(setting["data"])
+        ordered = setting["data"] == "ages"
+        true_median = _cross(values, np.cumsum(theta), 0.5) if ordered else None
+        per_n = {}
+        for n in params["n"]:
+            t0 = time.perf_counter()
+            hits = {lv: {"mean": 0, "median": 0, "cells": np.zeros(theta.size), "mean_width": 0.0,
+                         "median_width": 0.0} for lv in levels}
+            not_conv = 0
+            for _ in progress(range(params["runs"]), f"{setting['name']} n={n}"):
+                rec, conv = _one(setting, dom, theta, values, int(n), levels, rng, true_median)
+                not_conv += not conv
+                for lv in levels:
+                    h = hits[lv]
+                    h["mean"] += rec[lv]["mean"]
+                    h["cells"] += rec[lv]["cells"]
+                    h["mean_width"] += rec[lv]["mean_width"]
+                    if ordered:
+                        h["median"] += rec[lv]["median"]
+                        h["median_width"] += rec[lv]["median_width"]
+            R = params["runs"]
+            cell = {}
+            for lv in levels:
+                h = hits[lv]
+                cov_cells = h["cells"] / R
+                cell[str(lv)] = {
+                    "mean": h["mean"] / R, "median": h["median"] / R if ordered else None,
+                    "cells_average": float(cov_cells.mean()), "cells_worst": float(cov_cells.min()),
+                    "cells_worst_value": dom.labels[int(np.argmin(cov_cells))].tolist()
+                    if ordered else int(np.argmin(cov_cells)),
+                    "cells_under_nominal_by_3sd": int(np.sum(cov_cells < lv - 3 * np.sqrt(lv * (1 - lv) / R))),
+                    "mean_width": h["mean_width"] / R,
+                    "median_width": h["median_width"] / R if ordered else None,
+                    "binomial_sd": float(np.sqrt(lv * (1 - lv) / R)),
+                }
+            per_n[str(n)] = {"coverage": cell, "runs": R, "not_converged": not_conv,
+                             "seconds": round(time.perf_counter() - t0, 2)}
+        results["settings"][setting["name"]] = {"mechanisms": setting["mechanisms"], "data": setting["data"],
+                                                "k": int(theta.size), "by_n": per_n}
+    return results
+
+
+def _plot(results, params, path):
+    names = list(results["settings"])
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
+    lv = str(max(float(v) for v in params["levels"]))
+    for ax, what in zip(axes, ("mean", "median", "cells_average")):
+        for name in names:
+            by_n = results["settings"][name]["by_n"]
+            ns = sorted(by_n, key=float)
+            ys = [by_n[n]["coverage"][lv][what] for n in ns]
+            if all(y is None for y in ys):
+                continue
+            ax.plot([float(n) for n in ns], [np.nan if y is None else y for y in ys], marker="o", label=name)
+        nominal = float(lv)
+        ax.axhspan(nominal - 0.015, nominal + 0.015, color="grey", alpha=0.2)
+        ax.axhline(nominal, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("n (users)")
+        ax.set_title(f"{what.replace('_', ' ')}: coverage of nominal {float(lv):.0%}", fontsize=9)
+    axes[0].set_ylabel("empirical coverage")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, path)
+
+
+register_experiment(Experiment(
+    name="coverage",
+    description="Coverage of the 90%/95% intervals (mean, median, cells) of the MLE, 7 mechanisms, real data",
+    defaults={"settings": SETTINGS, "n": [10_000, 100_000, 1_000_000], "runs": 500, "levels": [0.9, 0.95]},
+    quick={"settings": [SETTINGS[0], SETTINGS[4]], "n": [10_000], "runs": 8},
+    compute=_compute,
+    plot=_plot,
+    reference="issue 16 (calibration of localpriv.uncertainty)",
+))
