@@ -358,14 +358,20 @@ def _example(name):
     return _builder(name)[0](3, 1.0)
 
 
-@pytest.mark.parametrize("name", sorted(registered()))
-def test_n_outputs_never_builds_the_channel(name, monkeypatch):
+def _without_channel(name, monkeypatch):
+    """A small instance of mechanism ``name`` whose ``channel()`` fails the test if called."""
     spec, dom = _example(name)
     mech = parse(spec, dom)
 
     def refuse(self):
         raise AssertionError("channel() built")
     monkeypatch.setattr(type(mech), "channel", refuse)
+    return mech
+
+
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_n_outputs_never_builds_the_channel(name, monkeypatch):
+    mech = _without_channel(name, monkeypatch)
     n = mech.n_outputs
     assert n is None or n >= 1
     size = mech.output_space_size()
@@ -379,13 +385,7 @@ STRUCTURAL_LEVEL = {"krr", "ue", "sue", "oue", "the", "blh", "olh", "ss", "lgrr"
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL_LEVEL))
 def test_structural_levels_never_build_the_channel(name, monkeypatch):
-    spec, dom = _example(name)
-    mech = parse(spec, dom)
-
-    def refuse(self):
-        raise AssertionError("channel() built")
-    monkeypatch.setattr(type(mech), "channel", refuse)
-    assert np.isfinite(mech.epsilon_ldp())
+    assert np.isfinite(_without_channel(name, monkeypatch).epsilon_ldp())
 
 
 def test_analysis_skips_dense_work_in_one_line(monkeypatch):
