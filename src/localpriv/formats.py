@@ -281,10 +281,44 @@ def interrupt_cleanly() -> None:
 # --------------------------------------------------------------------------------------------
 def _csv_report_column(arr: pa.Array) -> pa.Array:
     """The CSV text form of a report column: bit vectors as lowercase hex."""
-    if pa.types.is_fixed_size_binary(arr.type) or pa.types.is_binary(arr.type):
+    if pa.types.is_fixed_size_binary(arr.type):
+        n, w = len(arr), arr.type.byte_width
+        raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(arr.offset + n) * w)[arr.offset * w:]
+        return hex_strings(raw.reshape(n, w))
+    if pa.types.is_binary(arr.type):
         vals = arr.to_numpy(zero_copy_only=False)
-        return pa.array([bytes(v).hex() for v in vals], type=pa.string())
+        widths = {len(v) for v in vals}
+        if len(widths) == 1:
+            return hex_strings(np.frombuffer(b"".join(vals), dtype=np.uint8).reshape(len(vals), -1))
+        return pa.array([bytes(v).hex() for v in vals], type=pa.string())  # ragged: rare, refused on read
     return arr
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def hex_strings(rows: np.ndarray) -> pa.Array:
+    """``n x w`` bytes -> ``n`` lowercase hex strings of ``2w`` characters, vectorized."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, w = rows.shape
+    out = np.empty((n, 2 * w), dtype=np.uint8)
+    out[:, 0::2] = _HEX[rows >> 4]
+    out[:, 1::2] = _HEX[rows & 15]
+    offsets = np.arange(0, (n + 1) * 2 * w, 2 * w, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+
+
+def hex_bytes(text: pa.Array, width_chars: int) -> np.ndarray:
+    """Lowercase or uppercase hex strings of ``width_chars`` characters (checked by the caller)
+    -> ``n x width_chars/2`` bytes, vectorized."""
+    n = len(text)
+    text = pa.array(text.to_pylist(), pa.string()) if text.offset or text.null_count else text
+    chars = np.frombuffer(text.buffers()[2], dtype=np.uint8)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[: n + 1]
+    start = int(offsets[0])
+    chars = chars[start:start + n * width_chars].reshape(n, width_chars)
+    val = np.where(chars <= ord("9"), chars - ord("0"), (chars | 0x20) - ord("a") + 10).astype(np.uint8)
+    return (val[:, 0::2] << 4) | val[:, 1::2]
 
 
 class TableWriter:

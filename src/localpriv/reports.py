@@ -492,10 +492,13 @@ def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: 
             bad = np.flatnonzero(~ok)
             raise LocalPrivError(f"{where}{mech}: bit-vector reports must be hex text of one length, at "
                                  f"{rows_text(rows[bad] + first, bad.size, word=word)}")
-        vals = text.to_numpy(zero_copy_only=False)
-        buf = bytes.fromhex("".join(vals))
-        n = len(vals)
-        return np.frombuffer(buf, dtype=np.uint8).reshape(n, -1) if n else np.zeros((0, 0), np.uint8)
+        n = len(text)
+        if not n:
+            return np.zeros((0, 0), np.uint8)
+        from .formats import hex_bytes
+        if isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        return hex_bytes(text, int(lengths[0]))
     target = pa.int64() if kind == "int64" else pa.float64()
     if kind == "int64":  # decimal digits only (Arrow's cast would also take hex such as 0x1f)
         digits = pc.match_substring_regex(text, r"^[+-]?\d+$").fill_null(False)
