@@ -66,7 +66,9 @@ def check_rng(rng) -> np.random.Generator:
 
 
 def check_eps(eps, name: str = "eps") -> float:
-    """A privacy parameter: a finite number > 0."""
+    """A privacy parameter: a finite number > 0 (not a boolean)."""
+    if isinstance(eps, (bool, np.bool_)):
+        raise LocalPrivError(f"{name} must be a number, got {eps!r}")
     try:
         val = float(eps)
     except (TypeError, ValueError, OverflowError):

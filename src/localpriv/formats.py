@@ -351,6 +351,10 @@ class TableWriter:
         return self
 
     def write(self, table: pa.Table) -> None:
+        need = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        missing = [c for c in need if c not in table.column_names]
+        if missing:
+            raise LocalPrivError(f"cannot write {self.kind}: the table has no column(s) {', '.join(missing)}")
         mech = table.column("mechanism")
         if mech.null_count:
             raise LocalPrivError("cannot write reports without a mechanism")

@@ -31,6 +31,20 @@ class GridDomain(Domain):
     ncols: int
     cell_km: float
 
+    def __post_init__(self):
+        vals = (self.lat0, self.lon0, self.cell_km)
+        if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                   and np.isfinite(v) for v in vals):
+            raise LocalPrivError(f"grid: lat0, lon0 and cell_km must be finite numbers, got {vals}")
+        if not (-90.0 <= self.lat0 <= 90.0 and -180.0 <= self.lon0 <= 360.0):
+            raise LocalPrivError(f"grid: lat0={self.lat0}, lon0={self.lon0} is not a position on Earth")
+        for name in ("nrows", "ncols"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise LocalPrivError(f"grid: {name} must be a whole number >= 1, got {v!r}")
+        if self.cell_km <= 0:
+            raise LocalPrivError(f"grid: cell_km must be > 0, got {self.cell_km}")
+
     @classmethod
     def from_box(cls, lat_min, lat_max, lon_min, lon_max, cell_km) -> "GridDomain":
         """Cover the box with as many whole cells as fit (rounded to the nearest count)."""
