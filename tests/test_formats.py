@@ -221,3 +221,34 @@ def test_observations_refuse_nan_reports():
         ObservationBlock(parse("laplace(k=5,eps=1.0)"), np.array([0.5, np.nan]), np.array([1, 1]))
     with pytest.raises(LocalPrivError, match="outside"):
         ObservationBlock(parse("krr(k=3,eps=1.0)"), np.array([0, 5]), np.array([1, 1]))
+
+
+def test_fast_parquet_path_equals_the_checked_path(tmp_path):
+    """DuckDB's own scan of Parquet files (checked on distinct pairs) gives the same counts as the
+    row-by-row checked reader, and on a bad file the same one-line error (it falls back to it)."""
+    write_reports(_reports(500, "krr(k=10,eps=1.0)"), tmp_path / "k.parquet")
+    write_reports(_reports(300, "oue(k=10,eps=1.0)"), tmp_path / "o.parquet")
+    write_reports(_reports(200, "laplace(k=10,eps=1.0)"), tmp_path / "l.parquet")
+    write_counts(DuckDBAggregator().counts([tmp_path / "k.parquet"]), tmp_path / "c.parquet")
+    part = tmp_path / "ds" / "mechanism=krr(k=10,eps=3.0)"
+    part.mkdir(parents=True)
+    pq.write_table(_reports(100, "krr(k=10,eps=3.0)").drop(["mechanism"]), part / "p.parquet")
+    inputs = [tmp_path / "k.parquet", tmp_path / "o.parquet", tmp_path / "l.parquet", tmp_path / "c.parquet",
+              tmp_path / "ds"]
+    fast = DuckDBAggregator(fast=True).counts(inputs)
+    slow = DuckDBAggregator(fast=False).counts(inputs)
+    pd.testing.assert_frame_equal(_frame(fast), _frame(slow))
+    assert int(fast["count"].sum()) == 500 + 300 + 200 + 500 + 100
+    # bad files: NaN float report, index out of range, a negative count
+    spec = "laplace(k=10,eps=1.0)"
+    pq.write_table(pa.table({"mechanism": [spec] * 3, "report": [0.5, float("nan"), 1.0]}), tmp_path / "nan.parquet")
+    pq.write_table(pa.table({"mechanism": ["krr(k=10,eps=1.0)"] * 3, "report": [1, 12, 3]}), tmp_path / "out.parquet")
+    pq.write_table(pa.table({"mechanism": ["krr(k=10,eps=1.0)"] * 2, "report": [1, 2], "count": [5, -1]}),
+                   tmp_path / "neg.parquet")
+    for name, msg in (("nan", "NaN"), ("out", "outside"), ("neg", "whole numbers")):
+        errors = []
+        for flag in (True, False):
+            with pytest.raises(LocalPrivError, match=msg) as info:
+                DuckDBAggregator(fast=flag).counts([tmp_path / f"{name}.parquet"])
+            errors.append(str(info.value))
+        assert errors[0] == errors[1] and "row" in errors[0]
