@@ -252,3 +252,8 @@ def test_fast_parquet_path_equals_the_checked_path(tmp_path):
                 DuckDBAggregator(fast=flag).counts([tmp_path / f"{name}.parquet"])
             errors.append(str(info.value))
         assert errors[0] == errors[1] and "row" in errors[0]
+
+
+def test_boolean_values_are_not_ages():
+    with pytest.raises(LocalPrivError, match="booleans"):
+        perturb(np.array([True, False]), "krr(eps=1.0)", np.random.default_rng(0), DOM)

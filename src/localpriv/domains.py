@@ -116,7 +116,10 @@ class IntegerDomain(Domain):
             if text.any():
                 raise _NotNumbers(arr[text])
             arr = num
-        elif arr.dtype.kind not in "iubf":
+        elif arr.dtype.kind == "b":
+            raise LocalPrivError("integer domain: the values are booleans (true/false), not numbers; "
+                                 "is it the right column?")
+        elif arr.dtype.kind not in "iuf":
             raise LocalPrivError(f"integer domain: cannot read values of type {arr.dtype}")
         return arr
 
