@@ -422,7 +422,7 @@ def list_(what: str = typer.Argument("all", help="mechanisms | estimators | expe
 
 def main(argv=None):  # entry point
     """Run the command line: one-line errors, exit 1 for bad input and 2 for bad usage."""
-    from .formats import interrupt_cleanly
+    from ._signals import interrupt_cleanly
     interrupt_cleanly()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     if not debug:

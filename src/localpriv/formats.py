@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from ._signals import interrupt_cleanly  # noqa: F401 - part of this module's interface
 from ._validation import LocalPrivError
 
 __all__ = [
@@ -261,19 +261,6 @@ def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
                     d.rmdir()
                 except OSError:
                     break
-
-
-def interrupt_cleanly() -> None:
-    """Make SIGTERM (and SIGHUP) end the process through Python's normal unwinding, so that
-    :func:`atomic_output` removes its temporary files (the command line installs this)."""
-    def handler(signum, frame):  # pragma: no cover - exercised by the CLI tests in a subprocess
-        raise SystemExit(128 + signum)
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None:
-            try:
-                signal.signal(sig, handler)
-            except (ValueError, OSError):  # not the main thread
-                pass
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from scipy.special import logsumexp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..domains import IntegerDomain
 from ..privacy import checked_epsilon
 from .base import Mechanism, check_dense_size, register
+
+def logsumexp(*args, **kwargs):
+    """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
+    from scipy.special import logsumexp as _f
+    return _f(*args, **kwargs)
+
 
 __all__ = ["Exponential"]
 

@@ -44,13 +44,18 @@ minimizing MI's variance factor ``q*(1 - q*)/(p* - q*)^2``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
 from ._sampling import default_grid, discrete_laplace, fill_in_streams, power_of_two_grid
 from .base import LikelihoodBlock, Mechanism, register
 from .unary import SupportBlock, UnaryEncoding
+
+def minimize_scalar(*args, **kwargs):
+    """``scipy.optimize.minimize_scalar``, imported on first use (keeps ``import localpriv`` quick)."""
+    from scipy.optimize import minimize_scalar as _f
+    return _f(*args, **kwargs)
+
 
 __all__ = ["THE", "SHE", "the_probabilities", "optimal_threshold"]
 

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import brentq
-from scipy.special import logsumexp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
@@ -51,6 +49,18 @@ from .base import check_dense_size, register
 from .hashing import LocalHashing, grr_logs, grr_sample
 from .krr import grr_floats
 from .unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
+
+def brentq(*args, **kwargs):
+    """``scipy.optimize.brentq``, imported on first use (keeps ``import localpriv`` quick)."""
+    from scipy.optimize import brentq as _f
+    return _f(*args, **kwargs)
+
+
+def logsumexp(*args, **kwargs):
+    """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
+    from scipy.special import logsumexp as _f
+    return _f(*args, **kwargs)
+
 
 __all__ = ["LGRR", "LSUE", "LOUE", "LSOUE", "LOSUE", "LBLH", "LOLH", "solve_second_round",
            "grr_probabilities", "chain", "chain_logits", "grr_chain_level", "grr_second_level", "lolh_g"]

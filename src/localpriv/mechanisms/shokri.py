@@ -31,10 +31,15 @@ from functools import lru_cache
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
 
 from .._validation import LocalPrivError, check_distribution
 from .base import Mechanism, check_dense_size, register
+
+def linprog(*args, **kwargs):
+    """``scipy.optimize.linprog``, imported on first use (keeps ``import localpriv`` quick)."""
+    from scipy.optimize import linprog as _f
+    return _f(*args, **kwargs)
+
 
 __all__ = ["ShokriMechanism", "shokri_lp", "adversary_loss", "quality_loss"]
 

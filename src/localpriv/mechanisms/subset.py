@@ -27,12 +27,17 @@ from math import ceil
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import gammaln
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ._sampling import bernoulli_bits
 from .base import check_dense_size, register
 from .unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, pack_bits, unpack_bits
+
+def gammaln(*args, **kwargs):
+    """``scipy.special.gammaln``, imported on first use (keeps ``import localpriv`` quick)."""
+    from scipy.special import gammaln as _f
+    return _f(*args, **kwargs)
+
 
 __all__ = ["SS", "optimal_subset_size"]
 
