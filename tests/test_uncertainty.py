@@ -186,3 +186,41 @@ def test_gram_of_every_block_kind_matches_the_dense_product(spec, dom, rng):
     G = block.dense()
     ref = (G * w) @ G.T
     np.testing.assert_allclose(_gram(block, w), ref, rtol=1e-10, atol=1e-14 * np.abs(ref).max())
+
+
+def test_coverage_experiment_quick(tmp_path):
+    """`localpriv reproduce coverage --quick` writes every coverage as a share in [0, 1] and a PNG."""
+    from localpriv.experiments import run_experiment
+    rec = run_experiment("coverage", tmp_path, quick=True)
+    settings = rec["results"]["settings"]
+    assert set(settings) == {"k-RR", "geometric"}
+    for s in settings.values():
+        for cell in s["by_n"].values():
+            for lv, cov in cell["coverage"].items():
+                assert 0.0 <= cov["mean"] <= 1.0 and 0.0 <= cov["cells_worst"] <= cov["cells_average"] <= 1.0
+                assert cov["mean_width"] > 0
+    assert (tmp_path / "coverage.png").stat().st_size > 0
+
+
+def test_cli_estimate_with_intervals_and_statistics(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import pandas as pd
+    pd.DataFrame({"age": np.random.default_rng(0).integers(20, 60, 3000)}).to_csv(tmp_path / "v.csv", index=False)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "localpriv.cli", *a], capture_output=True, text=True)
+    assert run("perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.parquet"), "-m", "krr(eps=2.0)",
+               "-d", "0..99", "--seed", "1").returncode == 0
+    r = run("estimate", str(tmp_path / "r.parquet"), "-d", "0..99", "--accelerate", "--ci", "0.9",
+            "--stat", "mean,median", "-o", str(tmp_path / "e.json"), "--plot", str(tmp_path / "e.png"))
+    assert r.returncode == 0, r.stderr
+    assert "mean:" in r.stdout and "median:" in r.stdout
+    d = json.loads((tmp_path / "e.json").read_text())
+    lo, hi, p = np.array(d["ci"]["lower"]), np.array(d["ci"]["upper"]), np.array(d["distribution"])
+    assert d["ci"]["level"] == 0.9 and np.all(lo <= p) and np.all(p <= hi)
+    m = d["statistics"]["mean"]
+    assert m["lower"] <= m["value"] <= m["upper"] and 20 <= m["value"] <= 60
+    assert (tmp_path / "e.png").stat().st_size > 0
+    bad = run("estimate", str(tmp_path / "r.parquet"), "-d", "0..99", "--ci", "1.5")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error:")
