@@ -301,9 +301,8 @@ def write_counts(df: pd.DataFrame, path, inputs: Iterable = ()) -> Path:
     CSV text form (``string``), which every reader decodes per mechanism.
     """
     reps = df["report"].to_numpy()
-    kinds = {("binary" if isinstance(v, (bytes, bytearray)) else "float" if isinstance(v, (float, np.floating))
-              else "int") for v in reps[:1]} if reps.dtype == object else set()
-    if reps.dtype == object:
+    kinds: set = set()
+    if reps.dtype == object:  # one pass over the distinct reports (not the users' reports)
         kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
                   "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}
     with TableWriter(path, "counts", inputs) as w:

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import tempfile
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,10 +226,6 @@ def _umask() -> int:
     return mask
 
 
-_LIVE_TEMPS: set[str] = set()
-_LIVE_LOCK = threading.Lock()
-
-
 @contextmanager
 def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
     """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
@@ -244,16 +239,12 @@ def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=f".tmp{p.suffix}", dir=p.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files: give outputs the usual mode
-    with _LIVE_LOCK:
-        _LIVE_TEMPS.add(tmp)
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, p)
     finally:
-        with _LIVE_LOCK:
-            _LIVE_TEMPS.discard(tmp)
         if os.path.exists(tmp):  # failed or interrupted: no output, nor the folders made for it
             os.unlink(tmp)
             for d in created:
@@ -410,9 +401,6 @@ class Source:
     constants: dict = field(default_factory=dict)  # hive partition values, e.g. {"mechanism": ...}
     csv_header_lines: int = 0
     declared_rows: int | None = None
-
-    def describe(self) -> str:
-        return self.path
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         """``(batch, first_row)`` with columns mechanism, report [, count]; ``first_row`` is the

@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 
 from ._validation import LocalPrivError, check_rng
 from .domains import Domain
-from .formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _one_line, _open_text,
-                      expand_sources, file_type, read_error, rows_text)
+from .formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _csv_columns, _one_line,
+                      _open_text, expand_sources, file_type, rows_text)
 from .mechanisms import Mechanism, parse
 
 __all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values",
@@ -194,23 +194,13 @@ def _value_batches(path: str, cols: list[str]) -> Iterator[tuple[list[pa.Array],
             cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
             raise LocalPrivError(f"{path}: line {n} {cause}")
         if line == 2:
-            _check_columns(path, cols, _csv_header(path))
+            _check_columns(path, cols, _csv_columns(path, 0))
         yield [b.column(c) for c in cols], line
         line += b.num_rows
     if bad:
         n, text = bad[0]
         cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
         raise LocalPrivError(f"{path}: line {n} {cause}")
-
-
-def _csv_header(path: str) -> list[str]:
-    stream = _open_text(path)
-    try:
-        head = stream.read(1 << 16)
-    finally:
-        stream.close()
-    line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
-    return [c.strip().strip('"') for c in line.split(",")]
 
 
 def _check_columns(path, cols, names):
@@ -273,7 +263,7 @@ def iter_values(path, column: str | None = None, *, domain: Domain | None = None
             raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
     else:
         try:
-            cols = [_csv_header(path)[0]]
+            cols = [_csv_columns(path, 0)[0]]
         except (pa.ArrowException, OSError, UnicodeError) as exc:
             raise read_error(path, exc) from None
     stats = {} if stats is None else stats
