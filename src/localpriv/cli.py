@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 # typer >= 0.25 vendors click: its exceptions live here (no separate click package)
-from typer._click.exceptions import ClickException, UsageError
+from typer._click.exceptions import UsageError
 
 from ._validation import LocalPrivError
 

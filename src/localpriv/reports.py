@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from ._validation import LocalPrivError, check_rng
 from .domains import Domain
 from .formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _csv_columns, _one_line,
-                      _open_text, expand_sources, file_type, rows_text)
+                      _open_text, expand_sources, file_type, read_error, rows_text)
 from .mechanisms import Mechanism, parse
 
 __all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values",
