@@ -422,7 +422,7 @@ def list_(what: str = typer.Argument("all", help="mechanisms | estimators | expe
 
 def main(argv=None):  # entry point
     """Run the command line: one-line errors, exit 1 for bad input and 2 for bad usage."""
-    from ._signals import interrupt_cleanly
+    from ._signals import interrupt_cleanly, pending_exit
     interrupt_cleanly()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     if not debug:
@@ -430,6 +430,9 @@ def main(argv=None):  # entry point
     try:
         # without standalone mode, click *returns* the code of a typer.Exit instead of raising it
         code = app(args=argv, standalone_mode=False, prog_name="localpriv")
+        if pending_exit() is not None:  # interrupted, but the exception was swallowed somewhere
+            _say("error: interrupted")
+            sys.exit(pending_exit())
         if isinstance(code, int) and not isinstance(code, bool) and code != 0:
             sys.exit(code)
     except typer.Exit as exc:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
+import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ._signals import interrupt_cleanly  # noqa: F401 - part of this module's interface
+from ._signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
 from ._validation import LocalPrivError
 
 __all__ = [
@@ -220,12 +220,6 @@ def _read_as_input(out: Path, src: str) -> bool:
     return not any(part.startswith((".", "_")) for part in rel.parts)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 @contextmanager
 def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
     """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
@@ -236,13 +230,14 @@ def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
     p = check_output(path, suffixes, inputs, what) if suffixes else Path(path)
     created = [d for d in (p.parent, *p.parent.parents) if not d.exists()]  # deepest first
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=f".tmp{p.suffix}", dir=p.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files: give outputs the usual mode
-    try:
+    tmp = os.path.join(p.parent, f".{p.name}.{secrets.token_hex(4)}.tmp{p.suffix}")
+    try:  # from the file's creation on, any exit (a signal included) removes it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as usual
+        os.close(fd)
         yield Path(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        raise_if_interrupted()  # a signal whose exception was swallowed still stops the commit
         os.replace(tmp, p)
     finally:
         if os.path.exists(tmp):  # failed or interrupted: no output, nor the folders made for it
