@@ -59,7 +59,7 @@ from .._validation import LocalPrivError, check_distribution
 from ..mechanisms.base import LikelihoodBlock
 from .newton import newton_finish, supports_newton
 
-__all__ = ["EMResult", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES"]
+__all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES"]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
 SCHEMES = ("none", "squarem", "newton")
@@ -81,6 +81,24 @@ def _stop_value(rule, th_old, th_new, L_old, L_new) -> float:
     if rule == "loglik":
         return abs(L_new - L_old)
     return float(np.max(np.abs(th_new - th_old)))
+
+
+class Penalty:
+    """A regularized form of the EM map, for the estimators of :mod:`localpriv.estimators.regularized`.
+
+    The E-step is the engine's (``grad_x = sum_A sum_j c_j G^A[x, j] / (theta @ G^A)_j``, so that
+    ``sum_x theta_x grad_x = n``); a penalty replaces the M-step ``theta_x grad_x / n`` by
+    :meth:`mstep` (for a Dirichlet prior, ``(theta_x grad_x + a_x) / (n + sum a)``; for EMS, a
+    smoothing of the plain M-step). :meth:`value` is the log-penalty added to ``L`` when the map
+    ascends a penalized likelihood (MAP); ``None`` when it ascends none (EMS): then the engine runs
+    plain iterations only, stopped on ``max_abs``.
+    """
+
+    def mstep(self, theta: np.ndarray, grad: np.ndarray, n: float) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def value(self, theta: np.ndarray) -> float | None:  # pragma: no cover
+        return None
 
 
 @dataclass
@@ -152,7 +170,7 @@ def em_step(blocks, theta, probs, n):
         return _em_step(blocks, theta, probs, n)
 
 
-def _em_step(blocks, theta, probs, n):
+def _em_step(blocks, theta, probs, n, penalty=None):
     grad = None
     for b, p in zip(blocks, probs):
         live = _live(b)
@@ -163,12 +181,15 @@ def _em_step(blocks, theta, probs, n):
             w[live] = b.counts[live] / p[live]
         g = b.backward(w)
         grad = g if grad is None else grad + g
-    new = theta * grad
-    s = new.sum()
-    if s > 0:
-        new /= s
+    if penalty is not None:  # a regularized M-step (MAP, smoothing): see Penalty
+        new = np.array(penalty.mstep(theta, grad, n), dtype=float)
     else:
-        new /= n
+        new = theta * grad
+        s = new.sum()
+        if s > 0:
+            new /= s
+        else:
+            new /= n
     # coordinates on their way to 0 stop at TINY: below ~1e-308 floats turn subnormal and every
     # product touching them runs ~10-100x slower; the change to L and to theta is < k * 1e-280
     np.maximum(new, TINY, out=new)
@@ -186,6 +207,7 @@ def em(
     keep_trace: bool = False,
     accelerate: str | None = None,
     stop: str = "loglik",
+    penalty: Penalty | None = None,
 ) -> EMResult:
     """Run EM to a maximum-likelihood estimate.
 
@@ -214,6 +236,10 @@ def em(
         ``"max_abs"`` stops when ``max_x |theta_x(t) - theta_x(t-1)| < delta`` (the rule of other
         libraries' IBU, used to compare at the same tolerance; with many reports ``L`` is large
         and a tiny ``delta`` on it is below floating-point resolution).
+    penalty : Penalty, optional
+        A regularized M-step (see :class:`Penalty`); ``L`` then means the penalized objective
+        ``L + penalty.value(theta)``. The Newton finish is not offered; a penalty without an
+        objective (``value`` is None) runs plain iterations stopped on ``max_abs``.
     """
     if stop not in STOPPING_RULES:
         raise LocalPrivError(f"unknown stopping rule {stop!r}; choose one of {', '.join(STOPPING_RULES)}")
@@ -232,6 +258,12 @@ def em(
     probs = _forward_all(blocks, theta)
     _check_observable(blocks, probs)
     trace = []
+    if penalty is not None:
+        if penalty.value(theta) is None:  # no objective: plain iterations of the map, on theta
+            scheme, stop = "none", "max_abs"
+        elif scheme == "newton":
+            scheme = "squarem"
+    objective = _objective(blocks, penalty)
 
     def record(t, th, ll):
         if keep_trace:
@@ -241,24 +273,38 @@ def em(
 
     # one floating-point context for the whole run (zero probabilities are handled explicitly)
     with np.errstate(divide="ignore", invalid="ignore"):
-        L = _loglik_from(blocks, probs)
+        L = objective(theta, probs)
         if keep_trace:
             trace.append(L)
         if scheme in ("squarem", "newton"):
             newton = scheme == "newton" and supports_newton(blocks)
-            return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton)
-        theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record)
+            return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton,
+                            penalty, objective)
+        theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record,
+                                           penalty, objective)
     return EMResult(theta, L, t, converged, trace)
 
 
-def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record):
+def _objective(blocks, penalty):
+    """``(theta, probs) -> L``, or the penalized ``L + penalty.value(theta)``."""
+    if penalty is None:
+        return lambda theta, probs: _loglik_from(blocks, probs)
+
+    def penalized(theta, probs):
+        v = penalty.value(theta)
+        return _loglik_from(blocks, probs) + (0.0 if v is None else float(v))
+    return penalized
+
+
+def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, penalty=None, objective=None):
     """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``."""
+    objective = objective or _objective(blocks, None)
     while t < max_iter:
         old = theta
-        theta = _em_step(blocks, theta, probs, n)
+        theta = _em_step(blocks, theta, probs, n, penalty)
         t += 1
         probs = _forward_all(blocks, theta)
-        L_new = _loglik_from(blocks, probs)
+        L_new = objective(theta, probs)
         record(t, theta, L_new)
         done = _stop_value(stop, old, theta, L, L_new) < delta
         L = L_new
@@ -267,7 +313,8 @@ def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record):
     return theta, L, t, False
 
 
-def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False) -> EMResult:
+def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False,
+             penalty=None, objective=None) -> EMResult:
     """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations."""
     t = 0
     cycles = 0
@@ -277,12 +324,12 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
 
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
-        th1 = _em_step(blocks, theta, probs, n)
+        th1 = _em_step(blocks, theta, probs, n, penalty)
         p1 = _forward_all(blocks, th1)
-        th2 = _em_step(blocks, th1, p1, n)
+        th2 = _em_step(blocks, th1, p1, n, penalty)
         p2 = _forward_all(blocks, th2)
         t += 2
-        L2 = _loglik_from(blocks, p2)
+        L2 = objective(th2, p2)
         r = th1 - theta
         v = th2 - th1 - r
         nr, nv = math.sqrt(r @ r), math.sqrt(v @ v)
@@ -302,11 +349,11 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                 cand = np.maximum(cand, FLOOR * th2)
                 cand /= cand.sum()
                 pc = _forward_all(blocks, cand)
-                Lc = _loglik_from(blocks, pc)
+                Lc = objective(cand, pc)
                 if Lc >= L2:  # -inf (an impossible report) never passes
-                    th3 = _em_step(blocks, cand, pc, n)
+                    th3 = _em_step(blocks, cand, pc, n, penalty)
                     p3 = _forward_all(blocks, th3)
-                    L3 = _loglik_from(blocks, p3)
+                    L3 = objective(th3, p3)
                     t += 1
                     if L3 >= L2:  # always true for EM from cand (Lc >= L2); kept as a guard
                         new, pnew, Lnew = th3, p3, L3
@@ -333,6 +380,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
     # ---- finishing phase: plain EM until one plain step meets the seed's rule ---------------
-    theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record)
+    theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
+                                       penalty, objective)
     return EMResult(theta, L, t, converged, trace, scheme="newton" if newton else "squarem", cycles=cycles,
                     products=products)
