@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test bench bench-memory venv clean
+.PHONY: demo test bench bench-memory bench-uncertainty venv clean
 
 venv: $(STAMP)
 
@@ -30,6 +30,9 @@ bench: $(BENCH_STAMP)
 
 bench-memory: $(STAMP)
 	$(PY) benchmarks/run_all.py memory
+
+bench-uncertainty: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
 
 clean:
 	rm -rf $(VENV) out

@@ -29,7 +29,7 @@ def test_ibu_equals_closed_form_krr_mle(k, eps, n, zeros):
     obs = Observations.from_counts(KRR(k, eps), counts)
     # plain IBU (Algorithm 1's update), stopped on the change in theta: a delta on L this small
     # would be below the floating-point resolution of L (|L| ~ 1e5 here)
-    est = ibu(obs, delta=1e-11, max_iter=500_000, stop="max_abs")
+    est = ibu(obs, delta=1e-11, max_iter=500_000, stop="max_abs", accelerate="none")
     mle = krr_mle(counts, eps)
     assert est.converged
     assert est.settings["stopping"].startswith("max|theta")
@@ -45,7 +45,7 @@ def test_ibu_output_is_distribution_and_loglik_never_decreases():
     M = rng.dirichlet(np.ones(7), size=5)
     counts = rng.integers(0, 50, size=7)
     obs = Observations.from_counts(MatrixMechanism(rows=M), counts)
-    est = ibu(obs, delta=1e-12, max_iter=2000, keep_trace=True)
+    est = ibu(obs, delta=1e-12, max_iter=2000, keep_trace=True, accelerate="none", stop="loglik")
     assert np.all(est.distribution >= 0) and est.distribution.sum() == pytest.approx(1.0, abs=1e-12)
     trace = est.extra["trace"]
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[:-1]))
@@ -55,7 +55,8 @@ def test_ibu_output_is_distribution_and_loglik_never_decreases():
 def test_ibu_flags_the_iteration_cap():
     rng = np.random.default_rng(2)
     counts = krr_counts(50, 0.5, 2000, rng)
-    est = ibu(Observations.from_counts(KRR(50, 0.5), counts), delta=1e-14, max_iter=5)
+    est = ibu(Observations.from_counts(KRR(50, 0.5), counts), delta=1e-14, max_iter=5, accelerate="none",
+              stop="loglik")
     assert est.iterations == 5 and est.converged is False
     assert "NOT converged" in repr(est)
 

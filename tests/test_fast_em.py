@@ -28,8 +28,9 @@ def test_accelerated_and_plain_reach_the_closed_form_maximum(k, eps, seed):
     m, counts = _krr_counts(k, eps, 20_000, seed)
     b = _krr_block(m, counts)
     L_star = log_likelihood([b], krr_mle(counts, eps))
-    plain = em([b], k, delta=1e-9, max_iter=200_000)
-    fast = em([b], k, delta=1e-9, max_iter=200_000, accelerate="squarem")
+    # pinned: plain EM and SQUAREM on the total-L rule (the engine's defaults before issue 17)
+    plain = em([b], k, delta=1e-9, max_iter=200_000, accelerate="none", stop="loglik")
+    fast = em([b], k, delta=1e-9, max_iter=200_000, accelerate="squarem", stop="loglik")
     assert plain.converged and fast.converged
     # both end within the tolerance's reach of the true maximum; EM's slow tail costs plain a little
     assert fast.loglik >= L_star - 1e-3
@@ -45,8 +46,8 @@ def test_accelerated_and_plain_reach_the_closed_form_maximum(k, eps, seed):
 def test_accelerated_never_ends_lower_and_stays_a_distribution(k, eps, seed, delta):
     m, counts = _krr_counts(k, eps, 3000, seed)
     b = _krr_block(m, counts)
-    plain = em([b], k, delta=delta, max_iter=50_000)
-    fast = em([b], k, delta=delta, max_iter=50_000, accelerate="squarem", keep_trace=True)
+    plain = em([b], k, delta=delta, max_iter=50_000, accelerate="none", stop="loglik")
+    fast = em([b], k, delta=delta, max_iter=50_000, accelerate="squarem", keep_trace=True, stop="loglik")
     assert fast.theta.min() >= 0 and abs(fast.theta.sum() - 1) < 1e-12
     assert fast.loglik >= plain.loglik - delta
     tr = np.asarray(fast.trace)
@@ -68,8 +69,8 @@ def test_gibu_mixture_same_maximum_with_acceleration():
     m = KRR(k, 2.0)
     c = np.bincount(m.sample(x[2::3], rng), minlength=k)
     blocks.append(_krr_block(m, c))
-    plain = em(blocks, k, delta=1e-10, max_iter=300_000)
-    fast = em(blocks, k, delta=1e-10, max_iter=300_000, accelerate="squarem")
+    plain = em(blocks, k, delta=1e-10, max_iter=300_000, accelerate="none", stop="loglik")
+    fast = em(blocks, k, delta=1e-10, max_iter=300_000, accelerate="squarem", stop="loglik")
     assert fast.converged
     assert fast.loglik >= plain.loglik - 1e-9
     assert abs(fast.loglik - plain.loglik) < 1e-2
@@ -80,7 +81,7 @@ def test_gibu_mixture_same_maximum_with_acceleration():
 def test_max_abs_stopping_rule():
     m, counts = _krr_counts(30, 1.0, 5000, 3)
     b = _krr_block(m, counts)
-    res = em([b], 30, delta=1e-8, stop="max_abs", keep_trace=True, max_iter=300_000)
+    res = em([b], 30, delta=1e-8, stop="max_abs", keep_trace=True, max_iter=300_000, accelerate="none")
     res2 = em([b], 30, delta=1e-8, stop="max_abs", accelerate="squarem")
     assert res.converged and res2.converged
     assert res2.loglik >= res.loglik - 1e-9
@@ -89,8 +90,9 @@ def test_max_abs_stopping_rule():
 def test_ibu_settings_record_scheme_and_rule():
     m, counts = _krr_counts(20, 1.0, 4000, 4)
     obs = Observations.from_counts(m, counts)
-    plain = ibu(obs)
-    fast = ibu(obs, accelerate="squarem")
+    old = {"stop": "loglik", "delta": 1e-6, "max_iter": 10_000}  # pinned: the defaults before issue 17
+    plain = ibu(obs, accelerate="none", **old)
+    fast = ibu(obs, accelerate="squarem", **old)
     assert plain.settings["acceleration"] == "none"
     assert fast.settings["acceleration"] == "squarem"
     assert fast.settings["stopping"] == plain.settings["stopping"] == "|L(t)-L(t-1)| < delta"
@@ -110,6 +112,6 @@ def test_bad_options_raise():
 def test_iteration_cap_is_reported():
     m, counts = _krr_counts(50, 0.5, 5000, 9)
     b = _krr_block(m, counts)
-    res = em([b], 50, delta=1e-14, max_iter=7, accelerate="squarem")
+    res = em([b], 50, delta=1e-14, max_iter=7, accelerate="squarem", stop="loglik")
     assert not res.converged and res.iterations <= 7
     assert abs(res.theta.sum() - 1) < 1e-12

@@ -84,7 +84,7 @@ def test_newton_reaches_closed_form_krr_mle(k, eps, seed):
 def test_finish_certificate_holds_at_the_result():
     m, counts = _krr_counts(300, 1.0, 100_000, 5)
     block = ScaledIdentityBlock(300, m.p_keep, m.p_other, np.arange(300), counts)
-    start = em([block], 300, max_iter=30, accelerate="squarem").theta
+    start = em([block], 300, max_iter=30, accelerate="squarem", stop="loglik", delta=1e-6).theta
     fin = newton_finish([block], start, counts.sum())
     assert fin.certified and fin.loglik >= log_likelihood([block], start)
     f = _factors([block], fin.theta)
@@ -105,8 +105,9 @@ def test_gibu_mixture_of_dense_and_structured_blocks():
         obs = Observations.from_reports(m, m.sample(x[i::3], rng))
         blocks += obs.likelihood_blocks()
     assert supports_newton(blocks)
-    plain = em(blocks, k, delta=1e-9, max_iter=400_000)
-    fast = em(blocks, k, delta=1e-9, accelerate="newton")
+    # pinned: the total-L rule (the engine's default before issue 17)
+    plain = em(blocks, k, delta=1e-9, max_iter=400_000, accelerate="none", stop="loglik")
+    fast = em(blocks, k, delta=1e-9, accelerate="newton", stop="loglik", max_iter=10_000)
     assert fast.converged and fast.scheme == "newton" and fast.products > 0
     assert fast.loglik >= plain.loglik - 1e-7
     assert fast.iterations < plain.iterations
@@ -117,8 +118,8 @@ def test_unsupported_blocks_fall_back_to_squarem():
     z = np.clip(rng.integers(0, 20, 2000) + rng.integers(-2, 3, 2000), 0, 19)
     c = np.bincount(z, minlength=20)
     block = linear_geometric_block(20, 1.0, np.arange(20), c)
-    res = em([block], 20, delta=1e-9, accelerate="newton")
-    ref = em([block], 20, delta=1e-9, accelerate="squarem")
+    res = em([block], 20, delta=1e-9, accelerate="newton", stop="loglik", max_iter=10_000)
+    ref = em([block], 20, delta=1e-9, accelerate="squarem", stop="loglik", max_iter=10_000)
     assert res.scheme == "squarem" and res.products == 0
     assert res.loglik == ref.loglik
 
@@ -129,8 +130,8 @@ def test_non_identifiable_channel_does_not_break_the_engine():
     block = DenseBlock(G, np.array([600.0, 400.0]))
     # delta well above the resolution of L (|L| ~ 673, one ulp 1.1e-13; an evaluation of L rounds
     # by <= (m + k + 2) u |L| ~ 3.5 ulps): at 1e-12 (~9 ulps) "converged" would depend on round-off
-    res = em([block], 3, delta=1e-10, accelerate="newton")
-    ref = em([block], 3, delta=1e-10, accelerate="squarem")
+    res = em([block], 3, delta=1e-10, accelerate="newton", stop="loglik", max_iter=10_000)
+    ref = em([block], 3, delta=1e-10, accelerate="squarem", stop="loglik", max_iter=10_000)
     assert res.converged
     assert res.loglik >= ref.loglik - 1e-9
     assert abs(res.theta.sum() - 1) < 1e-12 and res.theta.min() >= 0
@@ -143,8 +144,8 @@ def test_newton_never_ends_lower_and_stays_a_distribution(k, eps, seed, delta):
     m, counts = _krr_counts(k, eps, 3000, seed)
     live = np.flatnonzero(counts)
     block = ScaledIdentityBlock(k, m.p_keep, m.p_other, live, counts[live])
-    plain = em([block], k, delta=delta, max_iter=50_000)
-    fast = em([block], k, delta=delta, max_iter=50_000, accelerate="newton")
+    plain = em([block], k, delta=delta, max_iter=50_000, accelerate="none", stop="loglik")
+    fast = em([block], k, delta=delta, max_iter=50_000, accelerate="newton", stop="loglik")
     assert fast.theta.min() >= 0 and abs(fast.theta.sum() - 1) < 1e-12
     assert fast.loglik >= plain.loglik - delta
     assert fast.converged
@@ -152,7 +153,7 @@ def test_newton_never_ends_lower_and_stays_a_distribution(k, eps, seed, delta):
 
 def test_ibu_records_newton_scheme():
     m, counts = _krr_counts(40, 1.0, 8000, 4)
-    est = ibu(Observations.from_counts(m, counts), accelerate="newton")
+    est = ibu(Observations.from_counts(m, counts), accelerate="newton", stop="loglik", delta=1e-6, max_iter=10_000)
     assert est.settings["acceleration"] == "newton"
     assert np.isclose(est.distribution.sum(), 1.0)
 
@@ -172,7 +173,7 @@ def test_newton_reaches_the_support_count_maximum_on_the_boundary():
     # delta well above the resolution of L: |L| ~ 1.5e6 (one ulp 2.3e-10) and an evaluation of L
     # (a 200-term dot product) rounds by <= (m + k + 2) u |L| ~ 7e-8; at delta = 1e-9 (~4 ulps)
     # whether the finishing EM step "converges" would be decided by round-off
-    res = em([block], k, delta=1e-6, accelerate="newton")
+    res = em([block], k, delta=1e-6, accelerate="newton", stop="loglik", max_iter=10_000)
     assert (star == 0).sum() > k // 2
     assert res.converged and res.products > 0
     assert np.abs(res.theta - star).max() < 1e-9

@@ -133,8 +133,9 @@ def test_dense_block_reference_agrees_with_structured_in_em():
     # the cap). The recurrences sum <= k positive terms twice per product (<= (2k + 3) u relative,
     # the dense sums <= k u), so em_rtol with doubled term counts bounds the difference (see _roundoff)
     n_it = 2000
-    dense = em([DenseBlock(G[:, live], counts[live])], k, delta=1e-300, max_iter=n_it)
-    fast = em([linear_geometric_block(k, 0.4, live, counts[live])], k, delta=1e-300, max_iter=n_it)
+    plain = {"accelerate": "none", "stop": "loglik"}  # pinned: plain EM on both (issue 17 defaults differ)
+    dense = em([DenseBlock(G[:, live], counts[live])], k, delta=1e-300, max_iter=n_it, **plain)
+    fast = em([linear_geometric_block(k, 0.4, live, counts[live])], k, delta=1e-300, max_iter=n_it, **plain)
     assert dense.iterations == fast.iterations == n_it and not dense.converged and not fast.converged
     np.testing.assert_allclose(fast.theta, dense.theta, rtol=em_rtol(n_it, 2 * k, 2 * live.size), atol=0)
 
@@ -231,8 +232,9 @@ def test_laplace_density_block_in_ibu_and_errors():
     # so the iterates agree to rtol = em_rtol (see _roundoff) and L, a sum of c_j log p_j, to
     # n rtol plus each evaluation's own rounding, <= (m + 1) u |L| + n (2k + 3) u
     n_it = 200
-    fast = em([mech.likelihood_block(z, np.ones(z.size))], 40, delta=1e-300, max_iter=n_it)
-    slow = em([DenseBlock(mech.likelihood(z), np.ones(z.size))], 40, delta=1e-300, max_iter=n_it)
+    plain = {"accelerate": "none", "stop": "loglik"}  # pinned: plain EM on both (issue 17 defaults differ)
+    fast = em([mech.likelihood_block(z, np.ones(z.size))], 40, delta=1e-300, max_iter=n_it, **plain)
+    slow = em([DenseBlock(mech.likelihood(z), np.ones(z.size))], 40, delta=1e-300, max_iter=n_it, **plain)
     assert fast.iterations == slow.iterations == n_it and not fast.converged and not slow.converged
     rtol = em_rtol(n_it, 2 * 40, 2 * z.size)
     np.testing.assert_allclose(fast.theta, slow.theta, rtol=rtol, atol=0)

@@ -174,14 +174,22 @@ def estimate(
                                        "(see docs)"),
     output: Optional[Path] = typer.Option(None, "--out", "-o", help="estimate file (.csv or .json)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band or error bars)"),
-    delta: float = typer.Option(1e-6, help="IBU: tolerance of the stopping rule (see --stop)"),
-    stop: str = typer.Option("loglik", "--stop",
-                             help="IBU stopping rule: loglik (seed 001: |L(t)-L(t-1)| < delta) or max_abs "
-                                  "(max|theta(t)-theta(t-1)| < delta)"),
-    max_iter: int = typer.Option(10_000, min=1, help="IBU: iteration cap"),
-    accelerate: bool = typer.Option(False, "--accelerate/--plain",
-                                    help="IBU: SQUAREM acceleration with the certified Newton finish where the "
-                                         "blocks allow it (same maximum, far fewer iterations)"),
+    delta: Optional[float] = typer.Option(
+        None, help="IBU variants: tolerance of the stopping rule (default 1e-9: with --stop gap, the "
+                   "per-report log-likelihood is within DELTA of the maximum)"),
+    stop: Optional[str] = typer.Option(
+        None, "--stop",
+        help="IBU variants: stopping rule. gap (default; certified: max_x g_x - 1 < delta with g the EM "
+             "multiplier, which bounds the per-report distance to the maximum log-likelihood), loglik "
+             "(seed 001: |L(t)-L(t-1)| < delta, total log-likelihood) or max_abs "
+             "(max|theta(t)-theta(t-1)| < delta)"),
+    max_iter: Optional[int] = typer.Option(None, min=1,
+                                           help="IBU variants: cap on EM evaluations (default 100000)"),
+    accelerate: Optional[bool] = typer.Option(
+        None, "--accelerate/--plain",
+        help="IBU variants: --accelerate (default) runs SQUAREM with the certified Newton finish where the "
+             "blocks allow it (same maximum, far fewer iterations); --plain runs plain EM (seed 001 "
+             "Algorithm 1)"),
     ci: Optional[float] = typer.Option(None, "--ci",
                                        help="confidence level, e.g. 0.95: per-cell intervals (lower, upper) in "
                                             "the output and on the plot"),
@@ -199,31 +207,28 @@ def estimate(
         check_output(plot, IMAGE_SUFFIXES, inputs, what="plot")
     if ci is not None and not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
-    if stop not in ("loglik", "max_abs"):
-        raise typer.BadParameter(f"unknown stopping rule {stop!r}: loglik or max_abs", param_hint="'--stop'")
-    if not np.isfinite(delta) or delta <= 0:
+    if stop is not None and stop not in STOP_CHOICES:
+        raise typer.BadParameter(f"unknown stopping rule {stop!r}: {', '.join(STOP_CHOICES)}", param_hint="'--stop'")
+    if delta is not None and (not np.isfinite(delta) or delta <= 0):
         raise typer.BadParameter(f"{delta} is not a number > 0", param_hint="'--delta'")
-    is_ibu = estimator in ("ibu", "gibu")
-    kwargs = {"delta": delta, "max_iter": max_iter} if is_ibu else {}
-    if accelerate:
-        if not is_ibu:
-            raise LocalPrivError(f"--accelerate applies to ibu/gibu, not to {estimator}")
-        kwargs["accelerate"] = "newton"
-    if stop != "loglik":
-        if not is_ibu:
-            raise LocalPrivError(f"--stop applies to ibu/gibu, not to {estimator}")
-        kwargs["stop"] = stop
-    with Progress(TextColumn(estimator), BarColumn(), TextColumn("iteration {task.completed}"),
-                  TimeElapsedColumn(), console=err, transient=True,
-                  disable=not (is_ibu and err.is_terminal)) as bar:
-        task = bar.add_task(estimator, total=max_iter)
-        if is_ibu:
-            kwargs["callback"] = lambda t, theta, L: bar.update(task, completed=t)
-        if domain is None:
-            est = _estimate_unbounded(inputs, estimator, kwargs)
-        else:
-            dom = _domain(domain)
-            est = _estimate(_aggregate(inputs, dom), estimator, **kwargs)
+    is_em = estimator in EM_ESTIMATORS
+    given = {"delta": delta, "max_iter": max_iter, "stop": stop,
+             "accelerate": None if accelerate is None else ("newton" if accelerate else "none")}
+    flags = {"delta": "--delta", "max_iter": "--max-iter", "stop": "--stop",
+             "accelerate": "--accelerate" if accelerate else "--plain"}
+    for key, value in given.items():
+        if value is not None and not is_em:
+            raise LocalPrivError(f"{flags[key]} applies to {'/'.join(EM_ESTIMATORS)}, not to {estimator}")
+    # the library's defaults for what is not given (the certified, accelerated maximum)
+    kwargs = {key: value for key, value in given.items() if value is not None}
+    if is_em:  # progress of long estimates: a bar on a terminal, a status line every ~10 s otherwise
+        from .progress import EMProgress
+        kwargs["progress"] = EMProgress(estimator, console=err)
+    if domain is None:
+        est = _estimate_unbounded(inputs, estimator, kwargs)
+    else:
+        dom = _domain(domain)
+        est = _estimate(_aggregate(inputs, dom), estimator, **kwargs)
     from contextlib import ExitStack
 
     from .formats import atomic_output
@@ -237,14 +242,35 @@ def estimate(
             from .plotting import estimate_figure
             estimate_figure(est, plot_tmp, level=ci)
     if est.converged is False:
-        _say(f"warning: {est.estimator} stopped at the iteration cap ({est.iterations}) "
-             "before meeting its tolerance")
+        _say(_cap_warning(est))
     if not output:
         console.print(est.to_frame(ci).to_string(index=False), highlight=False, soft_wrap=True)
     for name, iv in stats.items():
         console.print(f"{name}: {iv.value:.6g} [{iv.lower:.6g}, {iv.upper:.6g}] ({iv.level:.0%}, {iv.method})",
                       highlight=False, soft_wrap=True)
-    _say(f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est))
+    gap = est.settings.get("gap_reached")
+    cert = f"; within {gap:.1g} per report of the maximum log-likelihood" \
+        if est.converged and isinstance(gap, float) and gap == gap else ""
+    _say((f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est)) + cert)
+
+
+#: the estimators run by the EM engine, which take --delta, --stop, --max-iter, --accelerate/--plain
+EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r")
+STOP_CHOICES = ("gap", "loglik", "max_abs")
+
+
+def _cap_warning(est) -> str:
+    """One line: the estimate stopped at its cap, and what to do about it."""
+    s = est.settings
+    cap = s.get("max_iter", est.iterations)
+    gap = s.get("gap_reached")
+    where = f" (certified only to {gap:.2g} per report)" if isinstance(gap, float) and gap == gap else ""
+    if s.get("acceleration", "none") == "none":
+        todo = "drop --plain (accelerated EM converges in far fewer iterations) or raise --max-iter"
+    else:
+        todo = f"raise --max-iter (now {cap}) or loosen --delta"
+    return (f"warning: {est.estimator} stopped at the iteration cap ({est.iterations} EM evaluations) before "
+            f"meeting its tolerance{where}: NOT converged; {todo}")
 
 
 def _estimate_unbounded(inputs, estimator: str, kwargs: dict):
@@ -268,7 +294,7 @@ def _estimate_unbounded(inputs, estimator: str, kwargs: dict):
     if len(eps_values) != 1:
         raise LocalPrivError("without --domain all reports must come from one geometric(eps=..) mechanism")
     grouped = df.groupby("report", sort=True)["count"].sum()
-    kw = {k: v for k, v in kwargs.items() if k in ("delta", "max_iter", "accelerate", "stop")}
+    kw = {k: v for k, v in kwargs.items() if k in ("delta", "max_iter", "accelerate", "stop", "progress")}
     return estimate_unbounded_integers(grouped.index.to_numpy(np.int64), eps_values.pop(),
                                        counts=grouped.to_numpy(np.int64), **kw)
 

@@ -201,8 +201,8 @@ class Estimate:
         lv = float(level)
         if u.method == "fisher":
             z = stats.norm.ppf(0.5 + lv / 2)
-            sd = u.functional_sd(W)
-            lo, hi = F - z * sd, F + z * sd
+            centre, sd, _ = u.gaussian(W)
+            lo, hi = np.minimum(centre - z * sd, F), np.maximum(centre + z * sd, F)
         else:
             a = (1 - lv) / 2
             lo, hi = np.quantile(np.cumsum(u.replicates, axis=1), [a, 1 - a], axis=0)
@@ -238,8 +238,7 @@ class Estimate:
         z = stats.norm.ppf(0.5 + lv / 2)
         k = x.size
         W = np.tril(np.ones((k, k)))
-        F = np.cumsum(theta)
-        sd = u.functional_sd(W)
+        F, sd, _ = u.gaussian(W)  # the CDF's centres (estimate or unbiased inverse) and sds
         # cells where the band can reach q: from the first whose right edge has F + z sd >= q to the
         # first whose right edge has F - z sd >= q (the CDF band at the cells' edges)
         first = int(np.searchsorted(np.maximum.accumulate(F + z * sd), q))
@@ -250,11 +249,12 @@ class Estimate:
         f = np.tile(frac, cells.size)
         Wt = (np.arange(k)[None, :] < rows[:, None]).astype(float)
         Wt[np.arange(rows.size), rows] = f
-        Ft = Wt @ theta
-        ok = np.abs(Ft - q) <= z * u.functional_sd(Wt)
+        Ft, sdt, use = u.gaussian(Wt)
+        ok = np.abs(Ft - q) <= z * sdt
         t = x[rows] - 0.5 + f
         lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
-        return Interval(value, min(lo, value), max(hi, value), lv, "fisher (test inversion)")
+        how = "inversion" if use.any() else "fisher"
+        return Interval(value, min(lo, value), max(hi, value), lv, f"{how} (test inversion)")
 
     def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> "pd.DataFrame":
         """The ``k`` most probable values with their intervals and rank stability: the share of

@@ -55,6 +55,11 @@ __all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUN
 
 #: cells below this estimate are treated as on the boundary of the simplex
 BOUNDARY = 1e-9
+#: a linear functional of a maximum-likelihood estimate takes the interval of the unbiased inverse
+#: when that interval is at most this many times wider than the Fisher (Wald) interval
+INVERSION_MAX_RATIO = 4.0
+#: domains up to this size get the inversion intervals (the covariance is k x k)
+INVERSION_MAX_K = 2000
 #: draws of the Gaussian / bootstrap replicates by default
 DRAWS = 2000
 BOOT_REPLICATES = 200
@@ -79,6 +84,11 @@ class Interval:
     def to_dict(self) -> dict:
         return {"value": self.value, "lower": self.lower, "upper": self.upper, "level": self.level,
                 "method": self.method}
+
+
+def _quad(W: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``diag(W C W^T)``: the variances of the functionals in the rows of ``W`` (by BLAS)."""
+    return np.einsum("ij,ij->i", W @ C, W)
 
 
 def _check_level(level) -> float:
@@ -164,14 +174,51 @@ class Uncertainty:
     replicates: np.ndarray | None = None    # R x k (linear: post(v*); bootstrap: refits)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    # ---- Gaussian intervals of functionals (fisher: the Wald or the inversion interval) --------
+    def gaussian(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Centres, standard deviations and which rows use the inversion interval, for the linear
+        functionals in the rows of ``W`` (Gaussian methods only).
+
+        A functional of a maximum-likelihood estimate is centred on the estimate with its Fisher
+        standard deviation, unless the unbiased inverse ``v`` is available (one mechanism with an
+        invertible channel or a support function) and its standard deviation for that functional
+        is at most :data:`INVERSION_MAX_RATIO` times the Fisher one: then the interval is the
+        inverse's, ``w @ v +- z sqrt(w^T Cov(v) w)``. Near the boundary of the simplex the MLE is
+        biased (the positivity constraint pulls it towards the uniform distribution when the noise
+        is large) and a Wald interval around it does not cover; the inverse is unbiased whatever
+        the truth, its covariance exact (see ``docs/uncertainty.md`` for the measurements).
+        """
+        W = np.atleast_2d(np.asarray(W, dtype=float))
+        if self.method != "fisher":
+            raise LocalPrivError("Gaussian functionals need the fisher method")
+        centre = W @ self.theta
+        sd = np.sqrt(np.clip(_quad(W, self.cov), 0, None))
+        use = np.zeros(W.shape[0], dtype=bool)
+        if self.raw is not None:
+            sd_inv = np.sqrt(np.clip(_quad(W, self.raw_cov), 0, None))
+            use = (sd > 0) & (sd_inv <= INVERSION_MAX_RATIO * sd)
+            centre = np.where(use, W @ self.raw, centre)
+            sd = np.where(use, sd_inv, sd)
+        return centre, sd, use
+
     # ---- per cell ---------------------------------------------------------------------------
     def std_error(self) -> np.ndarray:
         """Standard error per cell (boundary cells: ``sqrt(V)``, the curvature scale there)."""
         if self.method == "fisher":
-            se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
-            se[self.boundary] = np.sqrt(self.face_var)
+            se = self.std_error_fisher()
+            if self.raw is not None:  # the cells whose interval is the inverse's (see gaussian)
+                se_inv = np.sqrt(np.clip(np.diag(self.raw_cov), 0, None))
+                use = se_inv <= INVERSION_MAX_RATIO * se
+                se = np.where(use, se_inv, se)
             return se
         return self.replicates.std(axis=0, ddof=1)
+
+    def std_error_fisher(self) -> np.ndarray:
+        """The Fisher standard error per cell (boundary cells: ``sqrt(V)``), before any inversion."""
+        se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+        if self.boundary is not None and self.boundary.any():
+            se[self.boundary] = np.sqrt(self.face_var)
+        return se
 
     def cell_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         lv = _check_level(level)
@@ -186,6 +233,13 @@ class Uncertainty:
                 u = V * (-lam + np.sqrt(lam * lam + c / V))
                 lo[self.boundary] = 0.0
                 hi[self.boundary] = np.clip(u, 0.0, 1.0)
+            if self.raw is not None:  # inversion intervals where they apply (see gaussian)
+                se_f = self.std_error_fisher()
+                se_inv = np.sqrt(np.clip(np.diag(self.raw_cov), 0, None))
+                use = se_inv <= INVERSION_MAX_RATIO * se_f
+                lo = np.where(use, np.clip(self.raw - z * se_inv, 0.0, 1.0), lo)
+                hi = np.where(use, np.clip(self.raw + z * se_inv, 0.0, 1.0), hi)
+                lo, hi = np.minimum(lo, self.theta), np.maximum(hi, self.theta)
             return lo, hi
         a = (1 - lv) / 2
         lo, hi = np.quantile(self.replicates, [a, 1 - a], axis=0)
@@ -200,9 +254,13 @@ class Uncertainty:
             raise LocalPrivError(f"weights must be a finite vector of length {self.theta.size}")
         value = float(w @ self.theta)
         if self.method == "fisher":
-            sd = float(np.sqrt(max(w @ self.cov @ w, 0.0)))
+            c, sd, use = self.gaussian(w[None, :])
             z = stats.norm.ppf(0.5 + lv / 2)
-            return Interval(value, value - z * sd, value + z * sd, lv, "fisher (delta)")
+            lo, hi = float(c[0] - z * sd[0]), float(c[0] + z * sd[0])
+            if use[0]:  # the inverse's interval, kept within what a distribution allows
+                lo, hi = max(lo, float(w.min())), min(hi, float(w.max()))
+                return Interval(value, min(lo, value), max(hi, value), lv, "inversion (exact covariance)")
+            return Interval(value, lo, hi, lv, "fisher (delta)")
         vals = self.replicates @ w
         a = (1 - lv) / 2
         lo, hi = np.quantile(vals, [a, 1 - a])
@@ -211,7 +269,7 @@ class Uncertainty:
     def functional_sd(self, W: np.ndarray) -> np.ndarray:
         """Standard deviations of several functionals (rows of ``W``)."""
         if self.method == "fisher":
-            return np.sqrt(np.clip(np.einsum("ij,jk,ik->i", W, self.cov, W), 0, None))
+            return self.gaussian(W)[1]
         return (self.replicates @ W.T).std(axis=0, ddof=1)
 
     def samples(self, rng, size: int = DRAWS) -> np.ndarray:
@@ -229,7 +287,7 @@ class Uncertainty:
 # --------------------------------------------------------------------------------------------
 # Methods
 # --------------------------------------------------------------------------------------------
-def _fisher(est, obs) -> Uncertainty:
+def _fisher(est, obs, inversion: bool = True) -> Uncertainty:
     theta = np.asarray(est.distribution, dtype=float)
     blocks = obs.likelihood_blocks()
     info, grad, n = fisher_information(blocks, theta)
@@ -253,8 +311,15 @@ def _fisher(est, obs) -> Uncertainty:
         kkt = np.maximum(n - grad[Z], 0.0)
     text = ("asymptotic normality of the MLE on its support face (observed information, sum-to-one "
             "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
+    raw = raw_cov = None
+    inverse = _unbiased_inverse(obs) if inversion else None
+    if inverse is not None:
+        raw, raw_cov, family = inverse
+        text += ("; functionals whose unbiased-inverse interval is at most "
+                 f"{INVERSION_MAX_RATIO:g}x wider take that interval instead ({family.upper()}: exact "
+                 "covariance, normal approximation)")
     return Uncertainty("fisher", theta, text, cov=cov, boundary=boundary, kkt=kkt, face_var=face_var,
-                       extra={"support": int(S.size)})
+                       raw=raw, raw_cov=raw_cov, extra={"support": int(S.size)})
 
 
 def _post(v: np.ndarray, post: str) -> np.ndarray:
@@ -266,9 +331,20 @@ def _linear(est, obs, rng) -> Uncertainty:
     name = est.estimator
     post = name.rsplit("-", 1)[-1]
     block = obs.single(name)
+    v, cov, text = _raw_inverse(block, "inv" if name.startswith("inv") else "mi", name)
+    draws = rng.multivariate_normal(v, 0.5 * (cov + cov.T), size=DRAWS, method="eigh")
+    reps = np.apply_along_axis(_post, 1, draws, post)
+    return Uncertainty("linear", np.asarray(est.distribution, float),
+                       text + f"; {'normalization' if post == 'n' else 'projection'} by Gaussian draws",
+                       raw=v, raw_cov=cov, post=post, replicates=reps)
+
+
+def _raw_inverse(block, family: str, name: str = "this estimator"):
+    """The unbiased raw inverse ``v`` of one mechanism's reports, its exact covariance, and the
+    assumptions: ``family="inv"`` (``v = q M^-1``) or ``"mi"`` (support counts, pure protocols)."""
     mech = block.mechanism
     n = block.n
-    if name.startswith("inv"):
+    if family == "inv":
         counts = block.count_vector()
         q = counts / counts.sum()
         from .estimators.inv import inverse_vector
@@ -294,11 +370,34 @@ def _linear(est, obs, rng) -> Uncertainty:
         cov = (S2 - np.outer(m1, m1)) / (n * (p - qs) ** 2)
         text = ("independent reports; exact covariance of the support counts read from the reports; "
                 "normal approximation")
-    draws = rng.multivariate_normal(v, 0.5 * (cov + cov.T), size=DRAWS, method="eigh")
-    reps = np.apply_along_axis(_post, 1, draws, post)
-    return Uncertainty("linear", np.asarray(est.distribution, float),
-                       text + f"; {'normalization' if post == 'n' else 'projection'} by Gaussian draws",
-                       raw=v, raw_cov=cov, post=post, replicates=reps)
+    return v, cov, text
+
+
+def _unbiased_inverse(obs):
+    """``(v, Cov(v), family)`` of the observations' unbiased raw inverse, or None where there is none
+    (several mechanisms, no finite invertible channel nor support function, or too large a domain)."""
+    if len(obs.blocks) != 1 or obs.k > INVERSION_MAX_K:
+        return None
+    block = obs.blocks[0]
+    mech = block.mechanism
+    from .estimators.oracles import pure_parameters
+    from .mechanisms import KRR
+    try:
+        pure_parameters(mech)
+        family = "inv" if isinstance(mech, KRR) else "mi"
+    except LocalPrivError:
+        family = "inv"
+    if family == "inv":
+        n_out = getattr(mech, "n_outputs", None)
+        if n_out is None or (not hasattr(mech, "inverse_counts") and mech.k * n_out > 4_000_000):
+            return None
+    try:
+        v, cov, _ = _raw_inverse(block, family)
+    except LocalPrivError:  # singular or numerically singular channel: no unbiased inverse
+        return None
+    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(cov))):
+        return None
+    return v, cov, family
 
 
 def _support_mean(block) -> np.ndarray:
@@ -402,12 +501,14 @@ def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncert
     name = est.estimator
     if method is None:
         method = "fisher" if name in FISHER else "linear" if name in LINEAR else "bootstrap"
-    if method == "fisher":
-        return _fisher(est, obs)
+    if method in ("fisher", "wald"):
+        if method == "wald" and name not in FISHER:
+            raise LocalPrivError(f"the wald method applies to {', '.join(FISHER)}, not {name}")
+        return _fisher(est, obs, inversion=method == "fisher")
     if method == "linear":
         if name not in LINEAR:
             raise LocalPrivError(f"the linear method applies to {', '.join(LINEAR)}, not {name}")
         return _linear(est, obs, rng)
     if method == "bootstrap":
         return _bootstrap(est, obs, rng)
-    raise LocalPrivError(f"unknown uncertainty method {method!r}: fisher, linear or bootstrap")
+    raise LocalPrivError(f"unknown uncertainty method {method!r}: fisher, wald, linear or bootstrap")

@@ -216,15 +216,21 @@ def likely_subset_krr(reports) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # IBU on a likely subset (Theorem 8.1)
 # --------------------------------------------------------------------------------------------
-def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float = 1e-6,
-                  max_iter: int = 10_000) -> Estimate:
+def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float | None = None,
+                  max_iter: int | None = None, accelerate: str | None = None, stop: str | None = None,
+                  progress=False) -> Estimate:
     """IBU restricted to the inputs ``subset`` (indices), returned on the whole alphabet.
 
     By seed 001 Theorem 8.1, when ``subset`` is likely this is an MLE on the whole alphabet. Each
     observation block's likelihood rows outside ``subset`` are dropped and the shared EM engine
-    (:func:`localpriv.estimators.em.em`) runs on the rest.
+    (:func:`localpriv.estimators.em.em`) runs on the rest, with its defaults for the settings left
+    at ``None`` (the certified maximum: ``stop="gap"``, ``delta=1e-9`` per report, Newton finish).
     """
-    from ..estimators.em import em
+    from ..estimators.em import DEFAULTS
+    from ..estimators.ibu import em_settings, run_em
+
+    delta = DEFAULTS["delta"] if delta is None else delta
+    max_iter = DEFAULTS["max_iter"] if max_iter is None else max_iter
 
     idx = np.unique(np.asarray(subset, dtype=np.int64))
     k = obs.k
@@ -235,20 +241,21 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float = 1e-6
         G = b.mechanism.likelihood(b.reports) if b.reports.ndim == 1 else b.likelihood_block().dense()
         blocks.append(DenseBlock(np.asarray(G)[idx], b.counts))
     t0 = None if theta0 is None else np.asarray(theta0, dtype=float)[idx] / np.asarray(theta0, dtype=float)[idx].sum()
-    res = em(blocks, idx.size, theta0=t0, delta=delta, max_iter=max_iter)
+    res = run_em(blocks, idx.size, progress=progress, label="ibu-likely", theta0=t0, delta=delta,
+                 max_iter=max_iter, accelerate=DEFAULTS["accelerate"] if accelerate is None else accelerate,
+                 stop=DEFAULTS["stop"] if stop is None else stop)
     theta = np.zeros(k)
     theta[idx] = res.theta
     return Estimate(theta, obs.domain, "ibu-likely",
-                    {"delta": delta, "max_iter": max_iter, "subset_size": int(idx.size),
-                     "stopping": "|L(t)-L(t-1)| < delta"},
+                    {**em_settings(res, delta, max_iter, theta0), "subset_size": int(idx.size)},
                     loglik=res.loglik, iterations=res.iterations, converged=res.converged, n=obs.n,
-                    extra={"subset": idx})
+                    extra={"subset": idx, "gap": res.gap})
 
 
-def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
-                                max_iter: int = 10_000, max_size: int = 20_000,
-                                accelerate: str | None = None, stop: str = "loglik",
-                                counts=None) -> Estimate:
+def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = None,
+                                max_iter: int | None = None, max_size: int = 20_000,
+                                accelerate: str | None = None, stop: str | None = None,
+                                counts=None, progress=False) -> Estimate:
     """Estimate a distribution on the integers, bounds unknown, from linear geometric reports.
 
     Users report ``z = x + N`` (seed 001 Eq. 6, ``P(z|x) = c e^{-eps |z - x|}``) with ``x`` any
@@ -264,8 +271,10 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
         The mechanism's parameter per unit.
     max_size : int
         Refuse likely subsets larger than this (the dense likelihood is ``size x distinct reports``).
-    accelerate : {None, "squarem"}, stop : {"loglik", "max_abs"}
-        Passed to :func:`localpriv.estimators.ibu.ibu`.
+    delta, max_iter, accelerate, stop, progress
+        Passed to :func:`localpriv.estimators.ibu.ibu`; ``None``: the engine's defaults (the
+        certified maximum, ``stop="gap"`` with ``delta=1e-9`` per report, Newton finish where
+        offered, SQUAREM otherwise).
     counts : array of int, optional
         How often each entry of ``reports`` was seen (then ``reports`` are distinct values).
     """
@@ -291,7 +300,9 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float = 1e-6,
     else:  # distinct reports with their counts (what aggregation gives): memory by distinct reports
         from ..observations import ObservationBlock
         obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
-    est = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop)
+    from ..estimators.em import DEFAULTS
+    given = {"delta": delta, "max_iter": max_iter, "accelerate": accelerate, "stop": stop}
+    est = ibu(obs, progress=progress, **{key: DEFAULTS[key] if v is None else v for key, v in given.items()})
     est.estimator = "ibu-likely"
     est.observations = obs
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}

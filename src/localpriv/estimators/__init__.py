@@ -2,6 +2,12 @@
 
 Every estimator has the signature ``estimator(observations, **settings) -> Estimate``; the
 registry ``ESTIMATORS`` maps the CLI names to them and :func:`estimate` dispatches.
+
+Every IBU variant (``ibu``, ``gibu``, ``ibu-support``, ``ibu-exact``, ``ibu-m``, ``ibu-r``, and
+``ibu-likely`` in :mod:`localpriv.analysis.likely`) runs the one EM engine with its defaults
+(``DEFAULTS``): the certified, accelerated maximum-likelihood estimate -- ``stop="gap"`` with
+``delta = 1e-9`` per report, ``accelerate="newton"``, at most 100,000 EM evaluations
+(``docs/convergence.md``). ``PLAIN_EM`` holds seed 001's plain capped EM, which reproductions pin.
 """
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from typing import Callable
 from .._validation import LocalPrivError
 from ..estimate import Estimate
 from ..observations import Observations
-from .em import EMResult, em, log_likelihood
+from .em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from .ibu import ibu
 from .inv import inv, inverse_vector
 
@@ -57,9 +63,10 @@ def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
             bad = str(exc).rsplit("argument", 1)[-1].strip()
             raise LocalPrivError(f"{method}: unknown setting {bad}") from None
         raise
-    # what the uncertainty of the estimate needs: its observations and how it was computed
+    # what the uncertainty of the estimate needs: its observations and how it was computed (a
+    # progress display is how it was watched, not computed: refits stay quiet)
     est.observations = obs
-    est.extra.setdefault("call", (method, dict(settings)))
+    est.extra.setdefault("call", (method, {k: v for k, v in settings.items() if k != "progress"}))
     return est
 
 
@@ -74,10 +81,12 @@ def _check_settings(settings: dict) -> None:
         m = settings["max_iter"]
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise LocalPrivError(f"max_iter must be a whole number >= 1, got {m!r}")
+    if "stop" in settings and settings["stop"] not in STOPPING_RULES:
+        raise LocalPrivError(f"unknown stopping rule {settings['stop']!r}; choose one of {', '.join(STOPPING_RULES)}")
     if settings.get("callback") is not None and not callable(settings["callback"]):
         raise LocalPrivError(f"callback must be a function (t, theta, loglik), got "
                              f"{type(settings['callback']).__name__}")
 
 
 __all__ = ["ESTIMATORS", "available_estimators", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",
-           "em", "EMResult", "log_likelihood"]
+           "em", "EMResult", "log_likelihood", "gap_bound", "DEFAULTS", "PLAIN_EM"]

@@ -35,8 +35,8 @@ from ..mechanisms.base import DenseBlock
 from ..observations import Observations
 from ..projection import clip_normalize, project_simplex
 from . import register_estimator
-from .em import em, log_likelihood
-from .ibu import ibu
+from .em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
+from .ibu import em_settings, ibu, run_em
 from .inv import inv
 
 __all__ = ["gibu", "merge_blocks", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
@@ -98,9 +98,10 @@ class _Merged(Observations):
 def gibu(obs: Observations, *, merge: bool = True, **settings) -> Estimate:
     """GIBU (seed 003 Algorithm 1): the MLE of ``theta`` from the reports of all mechanisms.
 
-    ``theta'_x = sum_A (n^A/n) sum_{z in Z^A} q^A_z theta_x A_xz / sum_u theta_u A_uz``, stopped
-    when ``|L(theta^t) - L(theta^{t-1})| < delta`` (``L`` the log-likelihood). Runs
-    :func:`~localpriv.estimators.ibu.ibu`, the same EM engine (settings are passed through).
+    ``theta'_x = sum_A (n^A/n) sum_{z in Z^A} q^A_z theta_x A_xz / sum_u theta_u A_uz``. Runs
+    :func:`~localpriv.estimators.ibu.ibu`, the same EM engine (settings are passed through), so
+    by default it returns the certified maximum (``stop="gap"``: per-report log-likelihood within
+    ``delta = 1e-9`` of the maximum; Newton finish where the blocks allow it, SQUAREM otherwise).
     With ``merge`` (default) the blocks of small finite-channel mechanisms are merged into dense
     chunks (:func:`merge_blocks`): the same iteration, evaluated with fewer, larger products
     (equal to the per-block evaluation up to floating-point rounding).
@@ -279,17 +280,22 @@ def inv_m(obs: Observations, *, post: str = "n") -> Estimate:
     return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post}, {"raw_inverse": v})
 
 
-def ibu_m(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000) -> Estimate:
+def ibu_m(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
+          callback=None, accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
+          progress=False) -> Estimate:
     """[IBU]M, seed 003 section 5.3: IBU (Eq. 13) on the average mechanism ``A[n]`` and ``q[n]``.
 
-    Uses the one EM engine on a single dense block; maximizes the likelihood of the *wrong*
-    hypothesis that every report came from ``A[n]`` (not the MLE unless all mechanisms agree).
+    Uses the one EM engine on a single dense block, with its settings and defaults (certified
+    ``stop="gap"``, Newton finish; see :func:`~localpriv.estimators.ibu.ibu`); maximizes the
+    likelihood of the *wrong* hypothesis that every report came from ``A[n]`` (not the MLE unless
+    all mechanisms agree), so ``gap_reached`` refers to that likelihood.
     """
     A, counts = average_mechanism(obs, "[IBU]M (ibu-m)")
     live = counts > 0
-    res = em([DenseBlock(A[:, live], counts[live])], obs.k, theta0=theta0, delta=delta, max_iter=max_iter)
-    return _finish(res.theta, obs, "ibu-m", {"delta": delta, "max_iter": max_iter},
-                   {"loglik_average_mechanism": res.loglik},
+    res = run_em([DenseBlock(A[:, live], counts[live])], obs.k, progress=progress, label="ibu-m", theta0=theta0,
+                 delta=delta, max_iter=max_iter, callback=callback, accelerate=accelerate, stop=stop)
+    return _finish(res.theta, obs, "ibu-m", em_settings(res, delta, max_iter, theta0),
+                   {"loglik_average_mechanism": res.loglik, "gap": res.gap},
                    iterations=res.iterations, converged=res.converged)
 
 

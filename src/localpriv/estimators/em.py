@@ -11,8 +11,41 @@ asks each block for ``theta @ G`` and ``G @ w``, so structured channels make it 
 knowing why. Its cost per iteration is independent of the number of users ``n``.
 
 The log-likelihood is seed 001 Eq. (2), ``L(theta) = sum_A sum_j c_j log (theta @ G^A)_j``, with
-terms of zero count left out (``0 log 0 = 0``). The stopping rule is the seed's:
-``|L(theta^t) - L(theta^{t-1})| < delta``, with an iteration cap whose hit is reported.
+terms of zero count left out (``0 log 0 = 0``).
+
+Stopping rules (``stop=``), each with an iteration cap whose hit is reported (``converged=False``):
+
+* ``"gap"`` (the default): a certified, scale-free rule. With ``grad = G (c / p)`` the E-step's
+  vector (computed by every EM step anyway) and ``g = grad / n`` the EM multiplier
+  (``theta'_x = theta_x g_x``; ``sum_x theta_x g_x = 1`` because ``p`` is linear in ``theta``),
+  concavity of ``L`` gives for every ``theta*`` in the simplex::
+
+      L(theta*) - L(theta) <= grad . (theta* - theta) = grad . theta* - n <= n (max_x g_x - 1),
+
+  so ``gap(theta) = max_x g_x - sum_x theta_x g_x`` bounds the per-report distance
+  ``(L_max - L(theta)) / n`` to the maximum. This is Lindsay's gradient function (directional
+  derivative) bound for mixture likelihoods (Lindsay 1983, "The geometry of mixture likelihoods",
+  Ann. Statist. 11:86-94; Böhning 1995, review of ML algorithms for semiparametric mixtures,
+  J. Statist. Plann. Inference 47:5-28): ``n (g_x - 1)`` is the derivative of ``L`` from
+  ``theta`` towards the point mass at ``x``. It needs no interior assumption: on a zero
+  coordinate it is small only when ``g_x <= 1 + gap`` (the Karush-Kuhn-Tucker condition of the
+  simplex), and it is zero exactly at a maximum. EM never decreases ``L``, so the bound computed
+  at the input of an EM step also holds for its output: the engine stops after the first step
+  whose input has ``gap < delta`` and returns that step's output. ``delta`` is per report, so
+  ``converged=True`` means "per-report log-likelihood within ``delta`` of the maximum" whatever
+  ``n`` is. Round-off: ``max_x g_x`` and ``theta . g`` are both 1 up to ~``(m + k) u`` (measured
+  <= 1e-13, ``docs/convergence.md``), far below the default ``delta``.
+* ``"loglik"``: seed 001 Algorithm 1, ``|L(theta^t) - L(theta^{t-1})| < delta`` on the *total*
+  log-likelihood (its meaning changes with ``n``; kept for the reproductions).
+* ``"max_abs"``: ``max_x |theta_x^t - theta_x^{t-1}| < delta`` (other libraries' IBU).
+
+Whatever the rule, every result carries the certificate ``EMResult.gap`` of its last EM step.
+
+Defaults (``DEFAULTS``): the certified, accelerated maximum -- ``accelerate="newton"``,
+``stop="gap"``, ``delta = 1e-9`` per report, ``max_iter = 100_000`` EM evaluations (chosen by
+measurement, ``docs/convergence.md``). Plain capped EM (seed 001's rule) is
+``accelerate="none", stop="loglik", delta=1e-6, max_iter=10_000`` (``PLAIN_EM``), which every
+reproduction of the seeds passes explicitly.
 
 Acceleration (``accelerate="squarem"``): the SQUAREM scheme of Varadhan and Roland (2008,
 Scand. J. Statist. 35:335-353, scheme S3) applied to the EM map ``F``. From ``theta`` one cycle
@@ -26,9 +59,11 @@ stabilizes with one more EM step ``F(theta')``. Safeguards (ours):
 * monotonicity: if ``L(theta') < L(theta2)`` the cycle falls back to the plain EM iterate
   ``theta2``, so ``L`` never decreases from cycle to cycle and every result is an EM image (a
   distribution);
-* same certificate as plain EM: once a cycle changes ``L`` by less than ``delta``, plain EM steps
-  follow until one plain step changes ``L`` by less than ``delta`` -- the stopping rule of seed 001
-  Algorithm 1 is what the returned estimate satisfies, whichever scheme was used.
+* same certificate as plain EM: with ``stop="loglik"``/``"max_abs"``, once a cycle changes ``L``
+  (``theta``) by less than ``delta``, plain EM steps follow until one plain step does -- the
+  rule the user asked for is what the returned estimate satisfies, whichever scheme was used;
+  with ``stop="gap"`` the bound is checked at the start of every cycle (it is computed by the
+  cycle's first EM step) and the run ends with that step's output.
 
 ``alpha_max`` starts at 4, is multiplied by 4 each time the step reaches it and divided by 4 (not
 below 4) after a cycle whose extrapolation was rejected (after at most ``MAX_BACKTRACK`` halvings
@@ -44,7 +79,8 @@ the finishing phase of plain EM steps follows, so the result is again an EM iter
 stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on.
 Offered when every block is linear in ``theta`` and has ``hessian_diagonal`` (dense blocks, k-RR,
 support counts, support blocks); otherwise the scheme is plain SQUAREM and says so
-(``EMResult.scheme``). ``EMResult.products`` counts the Newton finish's products (a forward
+(``EMResult.scheme``). With ``stop="gap"`` the finish is certified to ``kkt_tol = min(1e-9,
+delta / 2)``, so its point meets ``gap < delta`` at once. ``EMResult.products`` counts the Newton finish's products (a forward
 or backward product of every block, about half an EM evaluation each).
 """
 from __future__ import annotations
@@ -57,9 +93,11 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_distribution
 from ..mechanisms.base import LikelihoodBlock
-from .newton import newton_finish, supports_newton
+from .newton import KKT_TOL, newton_finish, supports_newton
 
-__all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES"]
+__all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
+           "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
+           "gap_bound"]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
 SCHEMES = ("none", "squarem", "newton")
@@ -68,18 +106,40 @@ NEWTON_FIRST = 8
 #: the stopping rule of seed 001 Algorithm 1, as written in every estimate's settings
 STOPPING_RULE = "|L(t)-L(t-1)| < delta"
 #: the stopping rules accepted by :func:`em` and how estimates name them
+STOPPING_RULES = {
+    "gap": "max_x g_x - 1 < delta (certified: per-report log-likelihood within delta of the maximum)",
+    "loglik": STOPPING_RULE,
+    "max_abs": "max|theta(t)-theta(t-1)| < delta",
+}
 #: extrapolated coordinates below ``FLOOR * F(F(theta))`` are reset to it (see :func:`em`)
 FLOOR = 0.01
 #: at most this many step-length halvings per SQUAREM cycle before falling back to plain EM
 MAX_BACKTRACK = 6
 #: floor of every EM iterate (keeps arithmetic out of subnormal floats; see _em_step)
 TINY = 1e-280
-STOPPING_RULES = {"loglik": STOPPING_RULE, "max_abs": "max|theta(t)-theta(t-1)| < delta"}
+
+#: default tolerance of the "gap" rule: per-report log-likelihood within 1e-9 of the maximum
+#: (the round-off of the gap is <= 1e-13 in every case measured, docs/convergence.md)
+DEFAULT_DELTA = 1e-9
+#: default cap on EM-map evaluations (the accelerated runs measured need 10^1-10^4)
+DEFAULT_MAX_ITER = 100_000
+#: default acceleration: SQUAREM with the certified Newton finish (SQUAREM where not offered)
+DEFAULT_ACCELERATE = "newton"
+#: default stopping rule: the certified per-report gap
+DEFAULT_STOP = "gap"
+#: the defaults of :func:`em` and of every IBU variant: the certified, accelerated MLE
+DEFAULTS = {"accelerate": DEFAULT_ACCELERATE, "stop": DEFAULT_STOP, "delta": DEFAULT_DELTA,
+            "max_iter": DEFAULT_MAX_ITER}
+#: plain, capped EM with seed 001 Algorithm 1's rule: the defaults before issue 17, which the
+#: reproductions of the seeds pass explicitly (each module spells them out itself)
+PLAIN_EM = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}
 
 
-def _stop_value(rule, th_old, th_new, L_old, L_new) -> float:
+def _stop_value(rule, th_old, th_new, L_old, L_new, gap=math.nan) -> float:
     if rule == "loglik":
         return abs(L_new - L_old)
+    if rule == "gap":
+        return gap
     return float(np.max(np.abs(th_new - th_old)))
 
 
@@ -92,6 +152,13 @@ class Penalty:
     smoothing of the plain M-step). :meth:`value` is the log-penalty added to ``L`` when the map
     ascends a penalized likelihood (MAP); ``None`` when it ascends none (EMS): then the engine runs
     plain iterations only, stopped on ``max_abs``.
+
+    :meth:`gradient` (optional) is ``d value / d theta``; when the penalized objective is concave
+    (e.g. a Dirichlet prior with all ``a_x >= 0``) it makes the certified ``stop="gap"`` rule
+    available for the MAP: ``Phi(theta*) - Phi(theta) <= max_x G_x - theta . G`` with
+    ``G = grad + gradient(theta)`` (divided by ``n``, per report). Without it (``None``, the
+    default) a ``"gap"`` request is served by ``"max_abs"`` and the result says so
+    (``EMResult.stop``).
     """
 
     def mstep(self, theta: np.ndarray, grad: np.ndarray, n: float) -> np.ndarray:  # pragma: no cover
@@ -100,9 +167,20 @@ class Penalty:
     def value(self, theta: np.ndarray) -> float | None:  # pragma: no cover
         return None
 
+    def gradient(self, theta: np.ndarray) -> np.ndarray | None:
+        return None
+
 
 @dataclass
 class EMResult:
+    """Outcome of :func:`em`.
+
+    ``gap`` is the certificate of the returned ``theta``: ``(L_max - L(theta)) / n <= gap``
+    (``max_x g_x - theta . g`` at the input of the last EM step; see the module docstring), whatever
+    the stopping rule; ``nan`` when not available (a penalty without a gradient). ``stop`` is the
+    rule that was applied.
+    """
+
     theta: np.ndarray
     loglik: float
     iterations: int
@@ -111,6 +189,8 @@ class EMResult:
     scheme: str = "none"
     cycles: int = 0
     products: int = 0
+    gap: float = math.nan
+    stop: str = "loglik"
 
 
 def _forward_all(blocks: Sequence[LikelihoodBlock], theta: np.ndarray) -> list[np.ndarray]:
@@ -164,13 +244,8 @@ def _check_observable(blocks, probs):
             )
 
 
-def em_step(blocks, theta, probs, n):
-    """One EM (IBU/GIBU) update from ``theta`` and the forward products ``probs``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return _em_step(blocks, theta, probs, n)
-
-
-def _em_step(blocks, theta, probs, n, penalty=None):
+def _gradient(blocks, probs):
+    """``grad_x = sum_A sum_j c_j G^A[x, j] / p_j`` (the E-step; ``dL/dtheta``)."""
     grad = None
     for b, p in zip(blocks, probs):
         live = _live(b)
@@ -181,11 +256,53 @@ def _em_step(blocks, theta, probs, n, penalty=None):
             w[live] = b.counts[live] / p[live]
         g = b.backward(w)
         grad = g if grad is None else grad + g
+    return grad
+
+
+def gap_bound(blocks: Sequence[LikelihoodBlock], theta) -> float:
+    """The certificate of ``theta``: ``(L_max - L(theta)) / n <= max_x g_x - theta . g``.
+
+    ``g = grad / n`` is the EM multiplier at ``theta`` (see the module docstring; Lindsay 1983).
+    Zero exactly at a maximum; costs one forward and one backward product.
+    """
+    theta = np.asarray(theta, dtype=float)
+    n = float(sum(b.counts.sum() for b in blocks))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        grad = _gradient(blocks, _forward_all(blocks, theta))
+    return float((grad.max() - theta @ grad) / n)
+
+
+def em_step(blocks, theta, probs, n):
+    """One EM (IBU/GIBU) update from ``theta`` and the forward products ``probs``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _em_step(blocks, theta, probs, n)
+
+
+def _em_step(blocks, theta, probs, n, penalty=None):
+    """One EM update (see :func:`_em_update`, which also returns the certificate of ``theta``)."""
+    return _em_update(blocks, theta, probs, n, penalty)[0]
+
+
+def _em_update(blocks, theta, probs, n, penalty=None):
+    """``(F(theta), gap(theta))``: one EM update and the certificate of its input, from one E-step.
+
+    ``gap = (max_x grad_x - theta . grad) / n``: the E-step's ``grad`` is reused, so the
+    certificate costs ``O(k)`` (the sum ``theta . grad`` is the M-step's normalizer). With a
+    penalty, ``grad + penalty.gradient(theta)`` (``nan`` if the penalty has none).
+    """
+    grad = _gradient(blocks, probs)
     if penalty is not None:  # a regularized M-step (MAP, smoothing): see Penalty
         new = np.array(penalty.mstep(theta, grad, n), dtype=float)
+        pg = penalty.gradient(theta)
+        if pg is None:
+            gap = math.nan
+        else:
+            full = grad + np.asarray(pg, dtype=float)
+            gap = float((full.max() - theta @ full) / n)
     else:
         new = theta * grad
         s = new.sum()
+        gap = float((grad.max() - s) / n)  # s = theta . grad (= n up to rounding)
         if s > 0:
             new /= s
         else:
@@ -193,7 +310,7 @@ def _em_step(blocks, theta, probs, n, penalty=None):
     # coordinates on their way to 0 stop at TINY: below ~1e-308 floats turn subnormal and every
     # product touching them runs ~10-100x slower; the change to L and to theta is < k * 1e-280
     np.maximum(new, TINY, out=new)
-    return new
+    return new, gap
 
 
 def em(
@@ -201,15 +318,15 @@ def em(
     k: int,
     *,
     theta0=None,
-    delta: float = 1e-6,
-    max_iter: int = 10_000,
+    delta: float = DEFAULT_DELTA,
+    max_iter: int = DEFAULT_MAX_ITER,
     callback: Callable[[int, np.ndarray, float], None] | None = None,
     keep_trace: bool = False,
-    accelerate: str | None = None,
-    stop: str = "loglik",
+    accelerate: str | None = DEFAULT_ACCELERATE,
+    stop: str = DEFAULT_STOP,
     penalty: Penalty | None = None,
 ) -> EMResult:
-    """Run EM to a maximum-likelihood estimate.
+    """Run EM to a maximum-likelihood estimate (by default the certified, accelerated one).
 
     Parameters
     ----------
@@ -220,26 +337,32 @@ def em(
     theta0 : array, optional
         Start; must have full support (seed 001 Algorithm 1). Uniform by default.
     delta : float
-        Stop when ``|L(theta^t) - L(theta^{t-1})| < delta`` (total log-likelihood, Eq. 2).
+        Tolerance of the stopping rule ``stop``. Default ``1e-9``: with ``stop="gap"``, the
+        per-report log-likelihood of the result is within ``1e-9`` of the maximum.
     max_iter : int
-        Iteration cap; reaching it sets ``converged=False``.
+        Cap on EM-map evaluations (default 100,000); reaching it sets ``converged=False``.
     callback : callable, optional
-        ``callback(t, theta, L)`` after each iteration (progress bars).
+        ``callback(t, theta, L)`` after each iteration (plain EM) or SQUAREM cycle. A callback
+        with a true attribute ``em_progress`` (:class:`localpriv.progress.EMProgress`) is also
+        told the run's settings (``callback.begin(n=, k=, delta=, max_iter=, stop=, scheme=)``)
+        and gets ``gap=`` (the certificate of the point) and ``phase=`` keywords, and is called
+        during a Newton finish too.
     keep_trace : bool
         Keep the log-likelihood of every iterate in ``EMResult.trace``.
-    accelerate : {None, "none", "squarem", "newton"}
-        ``"squarem"`` runs the monotone SQUAREM scheme described in the module docstring
-        (same stopping rule, same guarantees); ``"newton"`` adds the certified Newton finish;
-        ``None``/``"none"`` is plain EM.
-    stop : {"loglik", "max_abs"}
-        ``"loglik"`` (default) is seed 001 Algorithm 1's ``|L(t) - L(t-1)| < delta``;
-        ``"max_abs"`` stops when ``max_x |theta_x(t) - theta_x(t-1)| < delta`` (the rule of other
-        libraries' IBU, used to compare at the same tolerance; with many reports ``L`` is large
-        and a tiny ``delta`` on it is below floating-point resolution).
+    accelerate : {"newton", "squarem", "none", None}
+        ``"newton"`` (default): SQUAREM with the certified active-set Newton finish where every
+        block allows it (SQUAREM otherwise; ``EMResult.scheme`` says which ran); ``"squarem"``:
+        the monotone SQUAREM scheme of the module docstring; ``"none"``/``None``: plain EM.
+    stop : {"gap", "loglik", "max_abs"}
+        ``"gap"`` (default): stop once ``max_x g_x - 1 < delta``, which certifies
+        ``(L_max - L) / n < delta`` (module docstring); ``"loglik"``: seed 001 Algorithm 1's
+        ``|L(t) - L(t-1)| < delta`` on the total log-likelihood; ``"max_abs"``:
+        ``max_x |theta_x(t) - theta_x(t-1)| < delta`` (other libraries' IBU).
     penalty : Penalty, optional
         A regularized M-step (see :class:`Penalty`); ``L`` then means the penalized objective
         ``L + penalty.value(theta)``. The Newton finish is not offered; a penalty without an
-        objective (``value`` is None) runs plain iterations stopped on ``max_abs``.
+        objective (``value`` is None) runs plain iterations stopped on ``max_abs``; ``"gap"``
+        needs :meth:`Penalty.gradient` (else ``"max_abs"`` is applied, see ``EMResult.stop``).
     """
     if stop not in STOPPING_RULES:
         raise LocalPrivError(f"unknown stopping rule {stop!r}; choose one of {', '.join(STOPPING_RULES)}")
@@ -248,7 +371,7 @@ def em(
         raise LocalPrivError(f"unknown acceleration {accelerate!r}; choose one of {', '.join(SCHEMES)}")
     if not blocks:
         raise LocalPrivError("no observations to estimate from")
-    if delta <= 0:
+    if not delta > 0:
         raise LocalPrivError(f"delta must be > 0, got {delta}")
     if max_iter < 1:
         raise LocalPrivError(f"max_iter must be >= 1, got {max_iter}")
@@ -263,13 +386,23 @@ def em(
             scheme, stop = "none", "max_abs"
         elif scheme == "newton":
             scheme = "squarem"
+        if stop == "gap" and penalty.gradient(theta) is None:
+            stop = "max_abs"  # no certificate without the penalty's gradient
     objective = _objective(blocks, penalty)
+    newton = scheme == "newton" and supports_newton(blocks)
+    rich = bool(getattr(callback, "em_progress", False))
+    if rich and hasattr(callback, "begin"):
+        callback.begin(n=n, k=k, delta=delta, max_iter=max_iter, stop=stop,
+                       scheme=("newton" if newton else "squarem") if scheme != "none" else "none")
 
-    def record(t, th, ll):
+    def record(t, th, ll, gap=math.nan, phase="em"):
         if keep_trace:
             trace.append(ll)
         if callback is not None:
-            callback(t, th, ll)
+            if rich:
+                callback(t, th, ll, gap=gap, phase=phase)
+            else:
+                callback(t, th, ll)
 
     # one floating-point context for the whole run (zero probabilities are handled explicitly)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -277,12 +410,11 @@ def em(
         if keep_trace:
             trace.append(L)
         if scheme in ("squarem", "newton"):
-            newton = scheme == "newton" and supports_newton(blocks)
             return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton,
-                            penalty, objective)
-        theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0, record,
-                                           penalty, objective)
-    return EMResult(theta, L, t, converged, trace)
+                            penalty, objective, callback if rich else None)
+        theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0,
+                                                record, penalty, objective)
+    return EMResult(theta, L, t, converged, trace, gap=gap, stop=stop)
 
 
 def _objective(blocks, penalty):
@@ -296,44 +428,59 @@ def _objective(blocks, penalty):
     return penalized
 
 
-def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, penalty=None, objective=None):
-    """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``."""
+def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, penalty=None, objective=None,
+              gap=math.nan):
+    """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``.
+
+    Returns ``(theta, L, t, converged, gap)``; ``gap`` certifies the returned ``theta`` (it was
+    computed at the input of the step that produced it; EM never decreases ``L``).
+    """
     objective = objective or _objective(blocks, None)
     while t < max_iter:
         old = theta
-        theta = _em_step(blocks, theta, probs, n, penalty)
+        theta, gap = _em_update(blocks, theta, probs, n, penalty)
         t += 1
         probs = _forward_all(blocks, theta)
         L_new = objective(theta, probs)
-        record(t, theta, L_new)
-        done = _stop_value(stop, old, theta, L, L_new) < delta
+        record(t, theta, L_new, gap)
+        done = _stop_value(stop, old, theta, L, L_new, gap) < delta
         L = L_new
         if done:
-            return theta, L, t, True
-    return theta, L, t, False
+            return theta, L, t, True, gap
+    return theta, L, t, False, gap
 
 
 def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False,
-             penalty=None, objective=None) -> EMResult:
+             penalty=None, objective=None, progress=None) -> EMResult:
     """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations."""
     t = 0
     cycles = 0
     alpha_max = 4.0
     products = 0
+    gap = math.nan
     next_newton = NEWTON_FIRST if newton else None
+    scheme = "newton" if newton else "squarem"
+    # with the certified rule the Newton finish must certify below delta: then its point meets it
+    kkt_tol = min(KKT_TOL, 0.5 * delta) if stop == "gap" else KKT_TOL
 
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
-        th1 = _em_step(blocks, theta, probs, n, penalty)
+        th1, gap1 = _em_update(blocks, theta, probs, n, penalty)
         p1 = _forward_all(blocks, th1)
-        th2 = _em_step(blocks, th1, p1, n, penalty)
+        t += 1
+        if stop == "gap" and gap1 < delta:  # theta is certified, and so is its EM image th1
+            L1 = objective(th1, p1)
+            record(t, th1, L1, gap1, "squarem")
+            return EMResult(th1, L1, t, True, trace, scheme=scheme, cycles=cycles, products=products,
+                            gap=gap1, stop=stop)
+        th2, gap2 = _em_update(blocks, th1, p1, n, penalty)
         p2 = _forward_all(blocks, th2)
-        t += 2
+        t += 1
         L2 = objective(th2, p2)
         r = th1 - theta
         v = th2 - th1 - r
         nr, nv = math.sqrt(r @ r), math.sqrt(v @ v)
-        new, pnew, Lnew = th2, p2, L2
+        new, pnew, Lnew, gnew = th2, p2, L2, gap2
         if nv > 0 and nr > 0 and t < max_iter:
             alpha = max(-nr / nv, -alpha_max)
             if alpha <= -alpha_max:
@@ -351,12 +498,12 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                 pc = _forward_all(blocks, cand)
                 Lc = objective(cand, pc)
                 if Lc >= L2:  # -inf (an impossible report) never passes
-                    th3 = _em_step(blocks, cand, pc, n, penalty)
+                    th3, gap3 = _em_update(blocks, cand, pc, n, penalty)
                     p3 = _forward_all(blocks, th3)
                     L3 = objective(th3, p3)
                     t += 1
                     if L3 >= L2:  # always true for EM from cand (Lc >= L2); kept as a guard
-                        new, pnew, Lnew = th3, p3, L3
+                        new, pnew, Lnew, gnew = th3, p3, L3, gap3
                         accepted = True
                         if trial:  # a shorter step was needed: cap the next ones there
                             alpha_max = max(4.0, -alpha)
@@ -367,20 +514,22 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
             if not accepted:
                 alpha_max = max(4.0, alpha_max / 4.0)
         cycles += 1
-        done = _stop_value(stop, theta, new, L, Lnew) < delta
-        theta, probs, L = new, pnew, Lnew
-        record(t, theta, L)
+        done = stop != "gap" and _stop_value(stop, theta, new, L, Lnew) < delta
+        theta, probs, L, gap = new, pnew, Lnew, gnew
+        record(t, theta, L, gap, "squarem")
         if done:
             break
         if next_newton is not None and cycles >= next_newton:
             next_newton *= 4
-            fin = newton_finish(blocks, theta, n)
+            fin = newton_finish(blocks, theta, n, kkt_tol=kkt_tol,
+                                callback=None if progress is None else
+                                (lambda th, ll, t=t: progress(t, th, ll, gap=math.nan, phase="newton")))
             products += fin.products
             if fin.certified and fin.loglik >= L:  # EM steps from it verify the stopping rule
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
-    # ---- finishing phase: plain EM until one plain step meets the seed's rule ---------------
-    theta, L, t, converged = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
-                                       penalty, objective)
-    return EMResult(theta, L, t, converged, trace, scheme="newton" if newton else "squarem", cycles=cycles,
-                    products=products)
+    # ---- finishing phase: plain EM until one plain step meets the rule ----------------------
+    theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
+                                            penalty, objective, gap)
+    return EMResult(theta, L, t, converged, trace, scheme=scheme, cycles=cycles, products=products,
+                    gap=gap, stop=stop)

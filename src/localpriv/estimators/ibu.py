@@ -2,43 +2,76 @@
 estimate. With reports from several mechanisms it is GIBU (seed 003 Algorithm 1): same engine."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..estimate import Estimate
 from ..observations import Observations
-from .em import STOPPING_RULES, em
+from .em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
 
-__all__ = ["ibu"]
+__all__ = ["ibu", "em_settings", "run_em"]
 
 
-def ibu(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000,
-        callback=None, keep_trace: bool = False, accelerate: str | None = None,
-        stop: str = "loglik") -> Estimate:
-    """Maximum-likelihood estimate by IBU/GIBU.
+def em_settings(res, delta, max_iter, theta0=None) -> dict:
+    """The settings every IBU variant records: tolerance, cap, start, the rule applied and the
+    scheme that ran (``res`` is the engine's :class:`~localpriv.estimators.em.EMResult`), and the
+    certificate reached (``gap_reached``: the per-report log-likelihood of the estimate is within
+    it of the maximum; ``None`` when not available)."""
+    gap = None if res.gap is None or math.isnan(res.gap) else float(res.gap)
+    return {"delta": delta, "max_iter": max_iter, "start": "uniform" if theta0 is None else "given",
+            "stopping": STOPPING_RULES[res.stop], "acceleration": res.scheme, "gap_reached": gap}
 
-    ``theta^{t+1}_x = sum_z q_z theta^t_x M_xz / sum_u theta^t_u M_uz`` (seed 001 Algorithm 1),
-    started at ``theta0`` (uniform by default; any full-support distribution), stopped when
-    ``|L(theta^t) - L(theta^{t-1})| < delta`` (total log-likelihood, Eq. 2) or at ``max_iter``
-    (then ``converged=False``).
 
-    ``accelerate="squarem"`` runs the monotone SQUAREM scheme of :func:`localpriv.estimators.em.em`
-    (same maximum, same stopping rule, usually far fewer EM-map evaluations);
-    ``accelerate="newton"`` adds the certified active-set Newton finish of
-    :mod:`localpriv.estimators.newton` where every block allows it (the exact maximum in a few dozen
-    evaluations when it lies on the boundary of the simplex; SQUAREM otherwise). The estimate's
-    settings record the scheme used (``"acceleration"``) and the stopping rule (``"stopping"``).
+def run_em(blocks, k, *, progress=False, label="ibu", callback=None, **kw):
+    """:func:`~localpriv.estimators.em.em` with an optional progress display (``progress=True``:
+    :func:`localpriv.progress.em_progress` on stderr; or an :class:`~localpriv.progress.EMProgress`);
+    a ``callback`` is called too. Quiet unless asked."""
+    if not progress:
+        return em(blocks, k, callback=callback, **kw)
+    from ..progress import EMProgress, chain, em_progress
+    bar = progress if isinstance(progress, EMProgress) else em_progress(label)
+    with bar:
+        res = em(blocks, k, callback=chain(bar, callback), **kw)
+        bar.finish(res)
+    return res
 
-    ``stop="max_abs"`` stops on ``max_x |theta_x(t) - theta_x(t-1)| < delta`` instead: ``L`` is a
-    sum over all reports, so with many reports a ``delta`` on it below ``|L| * 2e-16`` is below
-    floating-point resolution, while the change in ``theta`` can still be driven that low.
+
+def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
+        callback=None, keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE,
+        stop: str = DEFAULT_STOP, progress=False) -> Estimate:
+    """Maximum-likelihood estimate by IBU/GIBU -- by default certified: within ``delta = 1e-9`` of the
+    maximum per report.
+
+    The update is ``theta^{t+1}_x = sum_z q_z theta^t_x M_xz / sum_u theta^t_u M_uz`` (seed 001
+    Algorithm 1), started at ``theta0`` (uniform by default; any full-support distribution), run by
+    the one EM engine (:func:`localpriv.estimators.em.em`), whose settings these are.
+
+    Defaults (the engine's): ``accelerate="newton"`` -- SQUAREM with the certified active-set
+    Newton finish of :mod:`localpriv.estimators.newton` where every block allows it (SQUAREM
+    otherwise); ``stop="gap"`` -- stop once ``gap = max_x g_x - 1 < delta`` with ``g`` the EM
+    multiplier (``theta'_x = theta_x g_x``). By concavity of ``L``
+    ``(L_max - L(theta)) / n <= gap`` (Lindsay 1983, Ann. Statist. 11:86-94), so ``converged=True``
+    means: the per-report log-likelihood is within ``delta`` of the maximum, whatever ``n``. The
+    certificate reached is in ``settings["gap_reached"]``. ``max_iter`` (100,000 EM-map
+    evaluations) is a safety cap: reaching it gives ``converged=False``.
+
+    Plain capped EM is ``accelerate="none"`` (seed 001's rule, as the reproductions use it:
+    ``accelerate="none", stop="loglik", delta=1e-6, max_iter=10_000``). ``stop="loglik"`` stops on
+    ``|L(theta^t) - L(theta^{t-1})| < delta`` (total log-likelihood, Eq. 2; its meaning changes with
+    ``n``), ``stop="max_abs"`` on ``max_x |theta_x(t) - theta_x(t-1)| < delta``.
+
+    ``progress=True`` shows progress on stderr for runs longer than ~1.5 s (a bar on a terminal,
+    one status line every ~10 s otherwise; :mod:`localpriv.progress`); the library is quiet by
+    default. The settings record the scheme used (``"acceleration"``) and the rule
+    (``"stopping"``).
     """
     blocks = obs.likelihood_blocks()
-    res = em(blocks, obs.k, theta0=theta0, delta=delta, max_iter=max_iter,
-             callback=callback, keep_trace=keep_trace, accelerate=accelerate, stop=stop)
     name = "ibu" if len(obs.blocks) == 1 else "gibu"
+    res = run_em(blocks, obs.k, progress=progress, label=name, theta0=theta0, delta=delta, max_iter=max_iter,
+                 callback=callback, keep_trace=keep_trace, accelerate=accelerate, stop=stop)
     extra = {"trace": np.asarray(res.trace)} if keep_trace else {}
-    return Estimate(res.theta, obs.domain, name,
-                    {"delta": delta, "max_iter": max_iter, "start": "uniform" if theta0 is None else "given",
-                     "stopping": STOPPING_RULES[stop], "acceleration": res.scheme},
+    extra["gap"] = res.gap
+    return Estimate(res.theta, obs.domain, name, em_settings(res, delta, max_iter, theta0),
                     loglik=res.loglik, iterations=res.iterations, converged=res.converged,
                     n=obs.n, extra=extra)

@@ -41,8 +41,9 @@ Control Optim. 20:221-246):
 The result is returned only if it is certified (KKT within ``kkt_tol``), its log-likelihood is at
 least that of the starting point, and the cost stayed within a budget of products; otherwise
 ``None`` and the engine simply goes on with EM. The engine then applies plain EM steps to the
-certified point until seed 001's stopping rule holds, so every returned estimate is still an EM
-iterate (a distribution) that meets the stopping rule the user asked for.
+certified point until the stopping rule the user asked for holds (with the engine's certified
+``stop="gap"`` rule, the first step: ``max_x f_x - 1 <= kkt_tol < delta`` at the certified point),
+so every returned estimate is still an EM iterate (a distribution) that meets that rule.
 """
 from __future__ import annotations
 
@@ -141,10 +142,13 @@ def _pcg(apply, rhs, diag, free, max_iter, rtol):
 
 
 def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: float = KKT_TOL,
-                  max_products: int = MAX_PRODUCTS, max_cg: int = 100) -> NewtonFinish:
+                  max_products: int = MAX_PRODUCTS, max_cg: int = 100, callback=None) -> NewtonFinish:
     """Certified maximum-likelihood estimate from ``theta`` (an EM iterate), if one is found.
 
-    See the module docstring. ``blocks`` must satisfy :func:`supports_newton`.
+    See the module docstring. ``blocks`` must satisfy :func:`supports_newton`. A certified point
+    has ``gap = max_x f_x - theta . f <= kkt_tol`` (up to rounding): the certificate of the EM
+    engine's ``stop="gap"`` rule, which passes ``kkt_tol = min(KKT_TOL, delta / 2)``.
+    ``callback(theta, L)``, if given, is called after every Newton step (progress displays).
     """
     from .em import _loglik_from as _loglik  # the engine's L (seed 001 Eq. 2); em imports us
 
@@ -201,6 +205,8 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
                     return failed()
             th, probs, L = cand, pc, Lc
             steps += 1
+            if callback is not None:
+                callback(th, L)
             revive[:] = False
             g = ops.backward(_weights(blocks, probs, 1))
             if dec > 1e3 * small or t < 1.0:

@@ -12,6 +12,7 @@
   (:func:`localpriv.estimators.em.em`) with an O(k) block. It maximizes a *pseudo*-likelihood
   (the support counts are not multinomial), which we report in ``extra['support_loglik']``; the
   ``loglik`` of the returned estimate is the exact log-likelihood of the individual reports.
+  Settings, defaults and stopping rules are the engine's (certified ``stop="gap"``, Newton finish).
 * **Exact-likelihood IBU** (``ibu-exact``): the true maximum-likelihood estimate from the reports,
   ``P(z|x) = c(z)(r0 + (r1 - r0)[x in S(z)])`` (seed 001 Lemma 4.4 for unary encodings; derived
   likewise for local hashing, subset selection and SHE), by the same EM engine on grouped
@@ -36,7 +37,8 @@ from ..observations import ObservationBlock, Observations
 from ..projection import clip_normalize, project_simplex
 from ..structured import ScaledIdentityBlock
 from . import register_estimator
-from .em import em, log_likelihood
+from .em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
+from .ibu import em_settings, run_em
 
 __all__ = ["pure_parameters", "support_counts", "mi_vector", "mi", "rappor", "ibu_support",
            "ibu_exact", "exact_loglik", "support_mle"]
@@ -108,9 +110,18 @@ def rappor(obs: Observations, *, post: str = "n", loglik: bool = False) -> Estim
                     loglik=_maybe_loglik(obs, theta, loglik), n=obs.n, extra={"raw_inverse": v})
 
 
-def ibu_support(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000,
-                loglik: bool = True, keep_trace: bool = False) -> Estimate:
-    """IBU on support counts with ``A = (p* - q*) I + q*`` (seed 002), by the one EM engine."""
+def ibu_support(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
+                loglik: bool = True, keep_trace: bool = False, callback=None,
+                accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP, progress=False) -> Estimate:
+    """IBU on support counts with ``A = (p* - q*) I + q*`` (seed 002), by the one EM engine.
+
+    Same settings, defaults and stopping rules as :func:`~localpriv.estimators.ibu.ibu` (certified
+    ``stop="gap"`` with the Newton finish by default; ``"loglik"``, ``"max_abs"``; plain EM with
+    ``accelerate="none"``). Here ``n`` is the total support count ``sum_v C_v`` (for k-RR the number
+    of reports), so ``converged=True`` means the support-count pseudo-log-likelihood
+    (``extra['support_loglik']``) is within ``delta`` per unit of count of its maximum, the closed
+    form :func:`support_mle`.
+    """
     block = obs.single("ibu-support")
     p, q = pure_parameters(block.mechanism)
     if not 0 < q < p:
@@ -119,13 +130,15 @@ def ibu_support(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter
     if np.any(C < 0):
         raise LocalPrivError("ibu-support needs non-negative support counts")
     k = obs.k
-    res = em([ScaledIdentityBlock(k, p, q, np.arange(k), C)], k, theta0=theta0, delta=delta, max_iter=max_iter,
-             keep_trace=keep_trace)
-    extra = {"support_loglik": res.loglik}
+    res = run_em([ScaledIdentityBlock(k, p, q, np.arange(k), C)], k, progress=progress, label="ibu-support",
+                 theta0=theta0, delta=delta, max_iter=max_iter, keep_trace=keep_trace, callback=callback,
+                 accelerate=accelerate, stop=stop)
+    extra = {"support_loglik": res.loglik, "gap": res.gap}
     if keep_trace:
         extra["trace"] = np.asarray(res.trace)
     return Estimate(res.theta, obs.domain, "ibu-support",
-                    {"delta": delta, "max_iter": max_iter, "model": "support counts, A = p* on the diagonal, q* elsewhere"},
+                    {**em_settings(res, delta, max_iter, theta0),
+                     "model": "support counts, A = p* on the diagonal, q* elsewhere"},
                     loglik=_maybe_loglik(obs, res.theta, loglik), iterations=res.iterations,
                     converged=res.converged, n=obs.n, extra=extra)
 
@@ -149,17 +162,23 @@ def support_mle(C, p: float, q: float) -> np.ndarray:
     return f / f.sum()
 
 
-def ibu_exact(obs: Observations, *, theta0=None, delta: float = 1e-6, max_iter: int = 10_000,
-              keep_trace: bool = False, callback=None, accelerate: str | None = None) -> Estimate:
-    """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``
-    (``accelerate="squarem"``: the engine's SQUAREM scheme, same maximum in fewer iterations)."""
+def ibu_exact(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
+              keep_trace: bool = False, callback=None, accelerate: str | None = DEFAULT_ACCELERATE,
+              stop: str = DEFAULT_STOP, progress=False) -> Estimate:
+    """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``.
+
+    Same settings, defaults and stopping rules as :func:`~localpriv.estimators.ibu.ibu`: by default
+    the certified maximum (``accelerate="newton"``, ``stop="gap"``, ``delta=1e-9`` per report);
+    ``accelerate="none", stop="loglik"`` is plain EM with seed 001's rule.
+    """
     blocks = obs.likelihood_blocks()
-    res = em(blocks, obs.k, theta0=theta0, delta=delta, max_iter=max_iter, keep_trace=keep_trace,
-             callback=callback, accelerate=accelerate)
+    res = run_em(blocks, obs.k, progress=progress, label="ibu-exact", theta0=theta0, delta=delta,
+                 max_iter=max_iter, keep_trace=keep_trace, callback=callback, accelerate=accelerate, stop=stop)
     offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
     extra = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
+    extra["gap"] = res.gap
     return Estimate(res.theta, obs.domain, "ibu-exact",
-                    {"delta": delta, "max_iter": max_iter, "model": "exact report likelihood",
+                    {**em_settings(res, delta, max_iter, theta0), "model": "exact report likelihood",
                      "accelerate": res.scheme},
                     loglik=res.loglik + offset, iterations=res.iterations, converged=res.converged,
                     n=obs.n, extra=extra)

@@ -113,10 +113,14 @@ def _setting(space, params, scenario):
     return dom, theta, D, lambda p, q: float(ot.emd2(np.asarray(p, float), np.asarray(q, float) / np.sum(q), D))
 
 
-def _run_estimators(obs, names, n, delta_norm, max_iter):
-    """EMD-ready estimates; ``None`` where the estimator does not apply (recorded as NA)."""
+def _run_estimators(obs, names, n, delta_norm, max_iter, accelerate="none", stop="loglik"):
+    """EMD-ready estimates; ``None`` where the estimator does not apply (recorded as NA).
+
+    The EM-based estimators run plain EM stopped on ``|L(t) - L(t-1)| < delta_norm * n`` (seed 001
+    Algorithm 1's rule, per report), pinned whatever the library's defaults (issue 17).
+    """
     out = {}
-    it_kw = {"max_iter": max_iter}
+    it_kw = {"max_iter": max_iter, "accelerate": accelerate, "stop": stop}
     nb = len(obs.blocks)
     for name in names:
         try:
@@ -166,7 +170,8 @@ def _compute1(params, rng, progress):
         for i, n in enumerate(ns):
             for r in range(params["runs"]):
                 obs = simulate_counts(theta, mechs, split_users(n, len(mechs)), rng, dom)
-                ests = _run_estimators(obs, names, n, params["delta_norm"], params["max_iter"])
+                ests = _run_estimators(obs, names, n, params["delta_norm"], params["max_iter"],
+                                       params["accelerate"], params["stop"])
                 for name in names:
                     if ests.get(name) is not None:
                         table[name][i][r] = dist(theta, ests[name])
@@ -244,7 +249,7 @@ register_experiment(Experiment(
                 "k-RR, geometric and Shokri mechanisms (linear {0..99}; planar Gowalla Manhattan grid)",
     defaults={"scenarios": ["krr+krr", "geo+geo", "krr+geo", "shokri"], "spaces": ["linear", "planar"],
               "ns": [1000, 10000, 100000], "runs": 3, "k_linear": 100, "cell_km": 0.5, "shokri_cell_km": 1.0,
-              "delta_norm": 1e-7, "max_iter": 10000},
+              "delta_norm": 1e-7, "max_iter": 10000, "accelerate": "none", "stop": "loglik"},
     quick={"ns": [20000], "runs": 1, "k_linear": 30, "cell_km": 2.0, "shokri_cell_km": 2.0,
            "scenarios": ["krr+krr", "geo+geo", "shokri"]},
     compute=_compute1,
@@ -268,7 +273,8 @@ def _compute2(params, rng, progress):
         for i, n in enumerate(ns):
             for _ in range(params["runs"]):
                 obs = rappor_observations(theta, eps, split_users(n, len(eps)), rng)
-                ests = _run_estimators(obs, T2_NAMES, n, params["delta_norm"], params["max_iter"])
+                ests = _run_estimators(obs, T2_NAMES, n, params["delta_norm"], params["max_iter"],
+                                       params["accelerate"], params["stop"])
                 for name in T2_NAMES:
                     table[name][i].append(emd_line(theta, ests[name]))
         results["emd"][regime] = {name: [float(np.mean(r)) for r in rows] for name, rows in table.items()}
@@ -300,7 +306,7 @@ register_experiment(Experiment(
     description="Seed 003 Table II (Figs. 2, 14): [RAP]R, [RAP]M vs GIBU under 10 basic-RAPPOR mechanisms "
                 "on {0..19}, high (eps 0.1..1) and low (eps 1..10) privacy",
     defaults={"regimes": ["high", "low"], "ns": [1000, 10000, 100000], "runs": 20, "k": 20,
-              "delta_norm": 1e-9, "max_iter": 100000},
+              "delta_norm": 1e-9, "max_iter": 100000, "accelerate": "none", "stop": "loglik"},
     quick={"ns": [5000], "runs": 1, "k": 10},
     compute=_compute2,
     plot=_plot2,

@@ -23,7 +23,9 @@ Choices (documented in docs/geo.md):
   (INV-N) or projection onto the simplex (INV-P);
 * IBU (the one EM engine, :func:`localpriv.estimators.em.em`, on a dense likelihood block) starts
   uniform and stops when the total log-likelihood changes by less than ``delta``
-  (seed 001 Algorithm 1), at most ``max_iter`` iterations.
+  (seed 001 Algorithm 1), at most ``max_iter`` iterations: plain EM, pinned
+  (``accelerate="none", stop="loglik"``, stated in every experiment's parameters), whatever the
+  library's defaults (the certified maximum since issue 17).
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ def inv_vector(mech, counts) -> tuple[np.ndarray, float]:
 
 
 def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
-             keep_distributions=False, checkpoints=()) -> dict:
+             keep_distributions=False, checkpoints=(), accelerate="none", stop="loglik") -> dict:
     """One obfuscation-estimation round: EMD to ``truth`` of the noisy histogram and of each
     estimator (``inv-n``, ``inv-p``, ``ibu``); ``checkpoints``: IBU iterations at which the EMD of
     the current IBU iterate is also recorded (``ibu_emd_at``)."""
@@ -111,7 +113,8 @@ def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
         # the structured blocks, which pay off on large grids and alphabets
         keep = counts > 0
         blocks = [DenseBlock(mech.channel()[:, keep], counts[keep])]
-    res = em(blocks, mech.k, delta=delta, max_iter=max_iter, callback=watch if marks else None)
+    res = em(blocks, mech.k, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop,
+             callback=watch if marks else None)
     est["ibu"] = res.theta
     out = {"emd": {"noisy": emd(truth, noisy) if noisy.size == truth.size else None,
                    **{k: emd(truth, e) for k, e in est.items()}},
@@ -129,7 +132,8 @@ def _summary(values) -> dict:
             "q1": float(np.quantile(a, 0.25)), "q3": float(np.quantile(a, 0.75))}
 
 
-def _sweep(data, spec_fmt, eps_list, runs, rng, progress, label, delta, max_iter):
+def _sweep(data, spec_fmt, eps_list, runs, rng, progress, label, delta, max_iter, accelerate="none",
+           stop="loglik"):
     domain, x, truth, emd = _setup(data)
     panel = {"data": data, "mechanism": spec_fmt, "eps": list(eps_list),
              "emd": {m: [] for m in ESTIMATORS}, "ibu_iterations": [], "ibu_unconverged": []}
@@ -138,7 +142,8 @@ def _sweep(data, spec_fmt, eps_list, runs, rng, progress, label, delta, max_iter
         per = {m: [] for m in ESTIMATORS}
         iters, unconv = [], 0
         for _ in range(runs):
-            r = run_once(mech, x, truth, rng, emd, domain, delta=delta, max_iter=max_iter)
+            r = run_once(mech, x, truth, rng, emd, domain, delta=delta, max_iter=max_iter,
+                         accelerate=accelerate, stop=stop)
             for m in ESTIMATORS:
                 per[m].append(r["emd"][m])
             iters.append(r["ibu_iterations"])
@@ -187,7 +192,8 @@ def _fig1_compute(params, rng, progress):
     for _ in progress(range(params["runs"]), "runs"):
         r = run_once(mech, x, truth, rng, emd, domain, params["delta"], params["max_iter"],
                      keep_distributions=first is None,
-                     checkpoints=params["checkpoints"] if first is None else ())
+                     checkpoints=params["checkpoints"] if first is None else (),
+                     accelerate=params["accelerate"], stop=params["stop"])
         first = first or r
         runs.append(r["emd"])
     out = {"n": int(x.size), "truth": truth, "noisy": first["noisy"], "estimates": first["estimates"],
@@ -201,7 +207,8 @@ def _fig1_compute(params, rng, progress):
 
 # one obfuscation-estimation round, seed 001 Algorithm 1's stopping rule, IBU's EMD recorded at
 # these iterations (figs. 1 and 8)
-SINGLE_RUN = {"runs": 1, "delta": 1e-6, "max_iter": 10_000, "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]}
+SINGLE_RUN = {"runs": 1, "delta": 1e-6, "max_iter": 10_000, "accelerate": "none", "stop": "loglik",
+              "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]}
 
 
 def _fig1_plot(results, params, path):
@@ -236,7 +243,8 @@ def _fig8_compute(params, rng, progress):
     for _ in progress(range(params["runs"]), "runs"):
         r = run_once(mech, x, truth, rng, emd, domain, params["delta"], params["max_iter"],
                      keep_distributions=first is None,
-                     checkpoints=params["checkpoints"] if first is None else ())
+                     checkpoints=params["checkpoints"] if first is None else (),
+                     accelerate=params["accelerate"], stop=params["stop"])
         first = first or r
         runs.append(r["emd"])
     out = {"n": int(x.size), "grid": {"nrows": domain.nrows, "ncols": domain.ncols, "cell_km": domain.cell_km,
@@ -303,7 +311,8 @@ def _fig9_compute(params, rng, progress):
         if key not in params["panels"]:
             continue
         out[key] = _sweep(data, spec, params[eps_key], params["runs"], rng, progress,
-                          f"fig9({key}) {title}", params["delta"], params["max_iter"])
+                          f"fig9({key}) {title}", params["delta"], params["max_iter"],
+                          params["accelerate"], params["stop"])
         out[key]["title"] = title
     return out
 
@@ -328,7 +337,7 @@ register_experiment(Experiment(
                 "on ages (eps 0.01..0.3) and Manhattan locations (eps 0.2..6.0)",
     defaults={"runs": 100, "linear_eps": [0.01, 0.02, 0.05, 0.1, 0.2, 0.3],
               "planar_eps": [0.2, 0.5, 1.0, 2.0, 4.0, 6.0], "panels": ["a", "b", "c", "d", "e", "f"],
-              "delta": 1e-6, "max_iter": 10_000},
+              "delta": 1e-6, "max_iter": 10_000, "accelerate": "none", "stop": "loglik"},
     quick={"runs": 2, "linear_eps": [0.05, 0.3], "planar_eps": [0.5, 4.0], "max_iter": 2_000},
     compute=_fig9_compute,
     plot=_fig9_plot,
@@ -343,7 +352,8 @@ def _fig10_compute(params, rng, progress):
     out = {}
     for key, data in (("a", "ages"), ("b", "locations")):
         out[key] = _sweep(data, "krr(eps={eps})", params["eps"], params["runs"], rng, progress,
-                          f"fig10({key}) k-RR on {data}", params["delta"], params["max_iter"])
+                          f"fig10({key}) k-RR on {data}", params["delta"], params["max_iter"],
+                          params["accelerate"], params["stop"])
         out[key]["title"] = f"{'age' if data == 'ages' else 'location'} data, k-RR"
     return out
 
@@ -361,7 +371,8 @@ def _fig10_plot(results, params, path):
 register_experiment(Experiment(
     name="fig10",
     description="EMD of IBU / INV-N / INV-P under k-RR eps 0.5..5 on ages and Manhattan locations",
-    defaults={"runs": 100, "eps": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0], "delta": 1e-6, "max_iter": 10_000},
+    defaults={"runs": 100, "eps": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0], "delta": 1e-6, "max_iter": 10_000,
+              "accelerate": "none", "stop": "loglik"},
     quick={"runs": 2, "eps": [0.5, 5.0], "max_iter": 2_000},
     compute=_fig10_compute,
     plot=_fig10_plot,

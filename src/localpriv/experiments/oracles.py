@@ -166,7 +166,7 @@ def seed_ibu(C, p, q, *, max_iter: int = 10_000, tol: float = 1e-12) -> tuple[np
     share = C.sum(axis=1) / C.sum()
     theta0 = np.repeat(share / k, k)
     res = em([_DiagBlock(p, q, C)], B * k, theta0=theta0, delta=tol * float(share.min()), max_iter=max_iter,
-             stop="max_abs")
+             stop="max_abs", accelerate="none")  # seed 002's plain IBU, pinned (issue 17)
     est = res.theta.reshape(B, k)
     return est / est.sum(axis=1, keepdims=True), np.full(B, not res.converged)
 
@@ -300,7 +300,8 @@ def _exact_table(params, base, long, progress):
                     reports, C = _support(mech, x, rng)
                     obs = Observations.from_reports(mech, reports)
                     mx = support_mle(C, p, q)
-                    exact = ibu_exact(obs, delta=ex["delta"], max_iter=ex["max_iter"], accelerate="squarem")
+                    exact = ibu_exact(obs, delta=ex["delta"], max_iter=ex["max_iter"],
+                                      accelerate=ex.get("accelerate", "squarem"), stop=ex.get("stop", "loglik"))
                     errs["mi"].append(_errors(clip_normalize((C / ex["n"] - q) / (p - q)), f))
                     errs["ibu"].append(_errors(seed_ibu(C, p, q, max_iter=params["ibu_max_iter"],
                                                         tol=params["ibu_tol"])[0][0], f))
@@ -376,10 +377,10 @@ _DB_DEFAULTS = {"distributions": DISTRIBUTIONS, "k": [2, 50, 100, 200], "n": [20
                 "eps": [1.0, 2.0, 4.0], "runs": 2, "data": "binned", "ibu_max_iter": 10000, "ibu_tol": 1e-12,
                 "workers": 1,
                 "exact": {"k": 20, "n": 10000, "eps": [1.0, 2.0, 4.0], "distributions": ["gauss", "poiss", "real"],
-                          "runs": 1, "delta": 1e-6, "max_iter": 20000}}
+                          "runs": 1, "delta": 1e-6, "max_iter": 20000, "accelerate": "squarem", "stop": "loglik"}}
 _DB_QUICK = {"distributions": ["gauss", "poiss"], "k": [10], "n": [5000], "eps": [1.0], "runs": 2,
              "exact": {"k": 8, "n": 2000, "eps": [1.0], "distributions": ["poiss"], "runs": 1, "delta": 1e-6,
-                       "max_iter": 2000}}
+                       "max_iter": 2000, "accelerate": "squarem", "stop": "loglik"}}
 
 for _name, _mechs, _compute, _what in (
         ("dbsec-one-time", ONE_TIME, _compute_one_time, "one-time"),
@@ -419,7 +420,8 @@ def _compute_fig11(params, rng, progress):
         truth = _fig_truth(name)
         x = rng.choice(10, size=params["n"], p=truth)
         obs = _rappor_obs(mech, x, rng)
-        est = ibu_exact(obs, delta=params["delta"], max_iter=params["max_iter"])
+        est = ibu_exact(obs, delta=params["delta"], max_iter=params["max_iter"],
+                        accelerate=params.get("accelerate", "none"), stop=params.get("stop", "loglik"))
         f = np.bincount(x, minlength=10) / x.size
         out[name] = {"truth": f, "ibu": est.distribution, "emd": emd_line(f, est.distribution),
                      "iterations": est.iterations, "converged": est.converged}
@@ -453,7 +455,7 @@ def _compute_fig12(params, rng, progress):
                 emds["rappor-n"].append(emd_line(f, rappor(obs, post="n").distribution))
                 emds["rappor-p"].append(emd_line(f, rappor(obs, post="p").distribution))
                 est = ibu_exact(obs, delta=params["delta"], max_iter=params["max_iter"],
-                                accelerate=params["accelerate"])
+                                accelerate=params["accelerate"], stop=params.get("stop", "loglik"))
                 emds["ibu"].append(emd_line(f, est.distribution))
                 its.append(est.iterations), conv.append(est.converged)
             for key, v in emds.items():
@@ -479,13 +481,14 @@ def _plot_fig12(results, params, path):
 register_experiment(Experiment(
     name="fig11", description="IBU estimate after basic RAPPOR on {0..9}, n=10^5, eps=0.5",
     defaults={"n": 100000, "eps": 0.5, "distributions": ["binomial", "uniform3456"], "delta": 1e-6,
-              "max_iter": 100000},
+              "max_iter": 100000, "accelerate": "none", "stop": "loglik"},
     compute=_compute_fig11, plot=_plot_fig11, quick={"n": 5000}, reference="seed 001 Fig. 11",
 ))
 register_experiment(Experiment(
     name="fig12", description="EMD of Rappor's INV-N / INV-P and IBU after basic RAPPOR, 100 runs per eps",
     defaults={"n": 100000, "eps": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0], "runs": 100,
-              "distributions": ["binomial", "uniform3456"], "delta": 1e-6, "max_iter": 10000, "accelerate": "squarem"},
+              "distributions": ["binomial", "uniform3456"], "delta": 1e-6, "max_iter": 10000, "accelerate": "squarem",
+              "stop": "loglik"},
     compute=_compute_fig12, plot=_plot_fig12, quick={"n": 5000, "eps": [0.5, 2.0], "runs": 3},
     reference="seed 001 Fig. 12",
 ))

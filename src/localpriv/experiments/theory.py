@@ -74,7 +74,8 @@ def _fig6_compute(params, rng, progress):
 
     runs = []
     for name, t0 in progress(_starts(M.shape[0], params["random_starts"], rng), "IBU starts"):
-        res = em([block], M.shape[0], theta0=t0, delta=params["delta"], max_iter=params["max_iter"])
+        res = em([block], M.shape[0], theta0=t0, delta=params["delta"], max_iter=params["max_iter"],
+                 accelerate=params.get("accelerate", "none"), stop=params.get("stop", "loglik"))
         th = res.theta
         step = em_step([block], th, [th @ M], 1.0)
         runs.append({
@@ -132,7 +133,7 @@ register_experiment(Experiment(
     description="Non-identifiable mechanism (planar geometric 5x5 -> 4x4, Manhattan): IBU on the "
                 "asymptotic q reaches different fixed points from different starts",
     defaults={"size": 5, "out": 4, "cell_km": 1.0, "eps": 0.5, "random_starts": 6,
-              "delta": 1e-13, "max_iter": 20_000},
+              "delta": 1e-13, "max_iter": 20_000, "accelerate": "none", "stop": "loglik"},
     compute=_fig6_compute,
     plot=_fig6_plot,
     quick={"random_starts": 2, "max_iter": 5_000},

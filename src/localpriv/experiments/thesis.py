@@ -70,7 +70,7 @@ def _rrba_tables(rec: Records, views, p, rng, block_factor, floor):
             return np.full(k, 1.0 / k), 0.0
         s = max(k * block_factor, 1)
         run = aggregate_blocks(cells, k, p, s, rng, floor=floor)
-        return pooled_estimate(run, delta=1e-6, max_iter=2000), run.epsilon
+        return pooled_estimate(run, delta=1e-6, max_iter=2000, accelerate="none", stop="loglik"), run.epsilon
     return _by_view(rec, views, rng, answer)
 
 
@@ -83,7 +83,8 @@ def _hybrid_tables(rec, views, p, alpha, rng):
         cdf = np.cumsum(hybrid_channel(C, p), axis=1)
         rep = np.minimum((rng.random(x.size)[:, None] >= cdf[x]).sum(1), k - 1)
         counts = np.bincount(rep, minlength=k)
-        return hybrid_estimate(counts, C, p, "ibu", delta=1e-6, max_iter=2000), hybrid_epsilon(C, p)
+        return (hybrid_estimate(counts, C, p, "ibu", delta=1e-6, max_iter=2000, accelerate="none", stop="loglik"),
+                hybrid_epsilon(C, p))
     return _by_view(rec, views, rng, answer)
 
 

@@ -96,11 +96,13 @@ def hybrid_epsilon(C, p: float) -> float:
 
 
 def hybrid_estimate(counts, C, p: float, method: str = "ibu", delta: float = 1e-8,
-                    max_iter: int = 20000) -> np.ndarray:
+                    max_iter: int = 20000, accelerate: str = "none", stop: str = "loglik") -> np.ndarray:
     """Reconstruct the cell distribution from report counts of the hybrid.
 
     ``method="inv"``: ``x = o C'^{-1}`` (Eq. 5.14; may leave the simplex);
-    ``method="ibu"``: maximum likelihood by the EM engine with ``G[x, r] = C'[x, r]``.
+    ``method="ibu"``: maximum likelihood by the EM engine with ``G[x, r] = C'[x, r]``: plain EM
+    stopped on ``|L(t) - L(t-1)| < delta`` by default (pinned: the thesis reproductions' settings,
+    not the engine's certified defaults; pass ``accelerate="newton", stop="gap"`` for those).
     """
     counts = np.asarray(counts, dtype=float).ravel()
     mech = MatrixMechanism(rows=hybrid_channel(C, p))
@@ -108,5 +110,6 @@ def hybrid_estimate(counts, C, p: float, method: str = "ibu", delta: float = 1e-
         return inverse_vector(mech, counts)
     if method == "ibu":
         live = np.flatnonzero(counts)
-        return em([mech.likelihood_block(live, counts[live])], mech.k, delta=delta, max_iter=max_iter).theta
+        return em([mech.likelihood_block(live, counts[live])], mech.k, delta=delta, max_iter=max_iter,
+                  accelerate=accelerate, stop=stop).theta
     raise LocalPrivError(f"method must be 'inv' or 'ibu', got {method!r}")

@@ -1,0 +1,554 @@
+"""Regularized estimators on the one EM engine (issue 17): EMS and the Dirichlet MAP estimate.
+
+Under metric mechanisms at small eps, and under LDP oracles at large ``k``, the maximum-likelihood
+estimate (IBU/GIBU run to convergence) overfits: it puts the mass on a few spikes. The estimators
+here trade a little bias for much less variance, with the strength of the regularization chosen
+from the data. Both are the engine of :func:`localpriv.estimators.em.em` with a replaced M-step
+(:class:`~localpriv.estimators.em.Penalty`); the E-step is the engine's,
+``grad_x = sum_A sum_j c_j G^A[x, j] / (theta @ G^A)_j`` (so ``sum_x theta_x grad_x = n``), and
+with several mechanism blocks (free-will mixtures, seed 003) they are regularized GIBU for free.
+
+``ems`` -- EM with a smoothing step (Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić, "Estimating
+    Numerical Distributions under Local Differential Privacy", SIGMOD 2020, section 5; the EMS
+    algorithm of Silverman, Jones, Wilson and Nychka, JRSS B 52:271-324, 1990). One iteration is::
+
+        theta' = S_h( theta * grad / n )
+
+    on an ordered domain: a line (:class:`~localpriv.domains.IntegerDomain`) or a planar grid
+    (:class:`~localpriv.planar.GridDomain`). ``S_h`` is the heat kernel ``exp(-(h^2/2) L)`` of the
+    domain's nearest-neighbour graph with reflecting ends (``L`` the graph Laplacian of the path,
+    or on a grid the sum of the row and column paths' Laplacians, so ``S_h`` is separable: the
+    1-D smoother along rows, then along columns). It is symmetric, has non-negative entries and
+    columns summing to 1 -- mass is conserved exactly, at the edges too (mass that would leave the
+    domain is reflected back) -- and inside the domain it adds variance ``h^2`` (cells^2) per
+    axis: the *bandwidth* ``h`` is the standard deviation of the kernel in cells. Its first-order
+    form ``I - (h^2/2) L`` at ``h^2 = 1/2`` is the paper's binomial kernel ``(1/4, 1/2, 1/4)``
+    (ours keeps the edge mass by reflection, where the paper's code renormalizes the truncated
+    rows and then the vector). ``S_h`` is applied by the type-II discrete cosine transform, which
+    diagonalizes ``L`` (eigenvalues ``4 sin^2(pi j / 2m)`` on a path of ``m`` cells).
+    The smoothed map ascends no known objective, so the engine runs plain iterations (no SQUAREM,
+    no certificate) stopped on ``max_x |theta'_x - theta_x| < delta``, default ``1e-7``: the fixed
+    point, where the paper stops early instead. The iterations contract slowly at small ``h``, so
+    the distance to the fixed point is larger than ``delta``: at most ``3e-4`` in our measurements
+    (Adult ages, geometric eps = 0.05, ``h = 0.05``; ``6e-5`` at ``h = 0.15``).
+    Strength: ``h`` (``settings["strength"]``); ``h = 0`` is the MLE. Categorical domains have no
+    neighbours and are refused.
+
+``dirichlet`` -- the maximum a-posteriori estimate under a symmetric Dirichlet prior with
+    pseudo-count ``a >= 0`` per cell (density ``prod_x theta_x^a``, i.e. ``Dirichlet(1 + a)``):
+    it maximizes the concave ``L(theta) + a sum_x log theta_x`` (Green, JRSS B 52:443-452, 1990,
+    for EM on penalized likelihoods), by the MAP form of the M-step::
+
+        theta'_x = (theta_x grad_x + a) / (n + k a)
+
+    -- the EM image of the complete-data posterior mode, so the objective never decreases and the
+    engine's monotone SQUAREM acceleration applies, with the certified stopping rule
+    ``stop="gap"`` (default, as for ``ibu``): by concavity
+    ``(Phi_max - Phi(theta)) / n <= max_x G_x - theta . G``, ``G = (grad + a / theta) / n``. The fixed point is the
+    Karush-Kuhn-Tucker point ``grad_x + a / theta_x = n + k a`` for every ``x`` (all cells
+    positive when ``a > 0``): shrinkage towards the uniform distribution, for any domain.
+    Strength: ``a`` (``settings["strength"]``); ``a = 0`` is the MLE.
+
+Strength from the data (never a constant tuned on our data sets): ``K``-fold cross-validation of
+the held-out log-likelihood. Reports are i.i.d., so splitting them at random splits the data:
+every block's counts ``c`` are cut into ``K`` folds by multivariate hypergeometric thinning
+(``Generator.multivariate_hypergeometric``; the folds are a uniformly random partition of the
+block's reports into ``K`` parts of sizes ``floor(n_A/K)`` or ``ceil(n_A/K)``). For each candidate
+strength ``s`` and fold ``f`` the estimator is fitted on the other folds and scored by the
+engine's ``L(theta_{-f}; c_f)`` (:func:`~localpriv.estimators.em.log_likelihood` on the held-out
+counts); the strength with the best mean held-out log-likelihood is kept and the estimator refitted
+on all reports from the start (uniform, or ``theta0``), so ``ems(obs)`` and
+``ems(obs, strength=<the chosen one>)`` give the same estimate. Candidates (log-spaced, from strong
+to weak; each fit warm-started from the previous one on the same fold):
+
+* EMS: bandwidths ``h`` from ``max(1, D/4)`` down to ``0.05`` cells, 4 per decade (``D`` the
+  longest side of the domain, in cells);
+* Dirichlet: ``a = tau n' / k`` (``n'`` the training reports) with prior weight ``k a / n' = tau``
+  from 1 down to ``1e-6``, 2 per decade.
+
+The sweep stops once ``PATIENCE`` candidates in a row score below the best so far; the MLE
+(strength 0) is scored too when the curve still rises at the weakest candidate; when the best is
+the strongest candidate the grid is extended upwards (EMS up to ``h = D``, Dirichlet up to
+``tau = 1000``); finally the geometric midpoints between the best and its scored neighbours are
+scored. The chosen strength is used as is on all ``n`` reports (the usual K-fold practice; the
+training folds hold ``(K-1)/K`` of them). ``est.extra["cv"]`` holds the curve (strengths, mean
+and per-fold held-out log-likelihood), the seed and the time taken.
+
+Randomness: the split is drawn from ``rng`` (an int seed or a ``numpy.random.Generator``; default
+``0``, so the same observations give the same estimate). ``strength=<value>`` skips the selection
+(the bootstrap of :mod:`localpriv.uncertainty` reruns the estimator with the chosen strength
+recorded in ``est.extra["call"]``: its intervals hold the strength fixed and so do not include the
+variability of the selection).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .._validation import LocalPrivError, check_rng
+from ..domains import CategoricalDomain, IntegerDomain
+from ..estimate import Estimate
+from ..mechanisms.base import LikelihoodBlock
+from ..observations import Observations
+from . import register_estimator
+from .em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, EMResult,
+                 Penalty, em, log_likelihood)
+
+__all__ = ["ems", "dirichlet", "smooth", "SmoothingPenalty", "DirichletPenalty", "split_counts",
+           "select_strength", "ordered_shape", "FOLDS", "PATIENCE"]
+
+#: folds of the cross-validation that chooses the strength
+FOLDS = 5
+#: the sweep over strengths stops after this many candidates in a row below the best
+PATIENCE = 1
+#: EMS bandwidths (cells): from max(1, D/4) down to EMS_MIN_BANDWIDTH, EMS_PER_DECADE per decade
+EMS_MIN_BANDWIDTH = 0.05
+EMS_PER_DECADE = 4
+#: Dirichlet prior weights tau = k a / n': from 1 down to DIRICHLET_MIN_WEIGHT, per decade
+DIRICHLET_MIN_WEIGHT = 1e-6
+DIRICHLET_PER_DECADE = 2
+DIRICHLET_MAX_WEIGHT = 1e3
+#: EMS's default tolerance: max_x |theta'_x - theta_x| < EMS_DELTA (see ems)
+EMS_DELTA = 1e-7
+#: axes up to this many cells are smoothed by a dense matrix, longer ones by the DCT
+DENSE_AXIS = 1024
+
+
+# --------------------------------------------------------------------------------------------
+# the smoother of EMS
+# --------------------------------------------------------------------------------------------
+def ordered_shape(domain, estimator: str = "ems") -> tuple[int, ...]:
+    """``(k,)`` for an integer line, ``(nrows, ncols)`` for a planar grid; refuses the rest."""
+    from ..planar import GridDomain
+    if isinstance(domain, GridDomain):
+        return (int(domain.nrows), int(domain.ncols))
+    if isinstance(domain, IntegerDomain):
+        return (int(domain.size),)
+    if isinstance(domain, CategoricalDomain):
+        raise LocalPrivError(f"{estimator} smooths along an ordered domain (LO..HI or a planar grid); "
+                             f"{domain.spec()[:60]} is categorical: use dirichlet")
+    if domain is None:
+        raise LocalPrivError(f"{estimator} smooths along an ordered domain, and these observations carry "
+                             "none: give the domain (an integer range LO..HI or a planar grid)")
+    raise LocalPrivError(f"{estimator} smooths along an integer range or a planar grid, not "
+                         f"{type(domain).__name__}")
+
+
+def _heat_factors(m: int, var: float) -> np.ndarray:
+    """Eigenvalues ``exp(-(var/2) 4 sin^2(pi j / 2m))`` of the path's heat kernel (DCT-II basis)."""
+    return np.exp(-0.5 * var * 4.0 * np.sin(np.pi * np.arange(m) / (2.0 * m)) ** 2)
+
+
+def smooth(v, shape: Sequence[int], bandwidth: float) -> np.ndarray:
+    """``S_h v``: the heat-kernel smoothing of EMS with reflecting edges (see the module docstring).
+
+    ``v`` has ``prod(shape)`` entries (row-major for a grid, as :class:`~localpriv.planar.GridDomain`
+    numbers its cells); the result has the same sum and non-negative entries when ``v`` has.
+    ``bandwidth`` is the kernel's standard deviation per axis, in cells.
+    """
+    v = np.asarray(v, dtype=float)
+    shape = tuple(int(s) for s in shape)
+    h = float(bandwidth)
+    if not math.isfinite(h) or h < 0:
+        raise LocalPrivError(f"bandwidth must be a finite number >= 0, got {bandwidth!r}")
+    if h == 0 or v.size <= 1:
+        return v.copy()
+    return _Smoother(shape, h)(v)
+
+
+class _Smoother:
+    """``S_h`` for one shape and bandwidth, set up once: per axis a dense ``m x m`` matrix when
+    ``m <= DENSE_AXIS`` (a matrix product beats the transforms' overhead there), else the DCT."""
+
+    def __init__(self, shape, bandwidth: float):
+        from scipy.fft import dct
+        self.shape = tuple(int(m) for m in shape)
+        var = float(bandwidth) ** 2
+        self.ops = []
+        for m in self.shape:
+            f = _heat_factors(m, var)
+            if m <= DENSE_AXIS:
+                C = dct(np.eye(m), type=2, norm="ortho", axis=0)  # orthonormal: C^T diag(f) C = S
+                S = C.T @ (f[:, None] * C)
+                S = 0.5 * (S + S.T)
+                np.maximum(S, 0.0, out=S)  # rounding (~1e-17) below 0 far from the diagonal
+                S /= S.sum(axis=0, keepdims=True)  # columns sum to 1: mass is conserved
+                self.ops.append(("dense", S))
+            else:
+                self.ops.append(("dct", f))
+        dense = all(kind == "dense" for kind, _ in self.ops)
+        self._dense_line = self.ops[0][1] if dense and len(self.ops) == 1 else None
+        self._dense_grid = ((self.ops[0][1], np.ascontiguousarray(self.ops[1][1].T))
+                            if dense and len(self.ops) == 2 else None)
+
+    def matrix(self, axis: int = 0) -> np.ndarray:
+        """The 1-D smoothing matrix along ``axis`` (tests, small axes)."""
+        kind, op = self.ops[axis]
+        if kind == "dense":
+            return op.copy()
+        return np.stack([self._apply_axis(np.eye(self.shape[axis])[:, j], 0, kind, op)
+                         for j in range(self.shape[axis])], axis=1)
+
+    @staticmethod
+    def _apply_axis(a, axis, kind, op):
+        if kind == "dense":
+            return np.moveaxis(np.tensordot(op, a, axes=([1], [axis])), 0, axis) if a.ndim > 1 else op @ a
+        from scipy.fft import dct, idct
+        shape = [1] * a.ndim
+        shape[axis] = op.size
+        c = dct(a, type=2, norm="ortho", axis=axis)
+        c *= op.reshape(shape)
+        return idct(c, type=2, norm="ortho", axis=axis)
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        # dense axes: products with non-negative matrices whose columns sum to 1 (the mass of v is
+        # kept up to rounding, nothing turns negative)
+        if self._dense_line is not None:
+            return self._dense_line @ np.asarray(v, dtype=float)
+        if self._dense_grid is not None:
+            rows, cols_t = self._dense_grid
+            return (rows @ np.asarray(v, dtype=float).reshape(self.shape) @ cols_t).ravel()
+        mass = float(v.sum())
+        a = np.asarray(v, dtype=float).reshape(self.shape)
+        for axis, (kind, op) in enumerate(self.ops):
+            a = self._apply_axis(a, axis, kind, op)
+        out = np.ascontiguousarray(a).ravel()
+        np.maximum(out, 0.0, out=out)  # rounding (~1e-17) below 0 where the input is ~0
+        s = out.sum()
+        if s > 0:
+            out *= mass / s
+        return out
+
+
+class SmoothingPenalty(Penalty):
+    """The EMS map ``theta' = S_h(theta * grad / n)`` (no objective: ``value`` is ``None``)."""
+
+    def __init__(self, shape, bandwidth: float):
+        self.bandwidth = float(bandwidth)
+        self.smoother = _Smoother(shape, bandwidth)
+
+    def mstep(self, theta, grad, n):
+        new = theta * grad
+        s = new.sum()
+        new /= s if s > 0 else n
+        return self.smoother(new)
+
+    def value(self, theta):
+        return None
+
+
+class DirichletPenalty(Penalty):
+    """MAP M-step ``(theta grad + a) / (n + k a)``; log-prior ``a sum log theta`` (concave)."""
+
+    def __init__(self, a: float):
+        self.a = float(a)
+
+    def mstep(self, theta, grad, n):
+        new = theta * grad + self.a
+        return new / new.sum()  # the sum is n + k a up to rounding
+
+    def value(self, theta):
+        return self.a * float(np.sum(np.log(theta)))
+
+    def gradient(self, theta):
+        """``d/dtheta (a sum log theta) = a / theta``: the engine's certified ``stop="gap"``."""
+        return self.a / theta
+
+
+# --------------------------------------------------------------------------------------------
+# splitting the reports, cross-validation
+# --------------------------------------------------------------------------------------------
+class _Recounted(LikelihoodBlock):
+    """A block's reports with other counts (a fold): the products are the original block's."""
+
+    def __init__(self, block: LikelihoodBlock, counts: np.ndarray):
+        self.block = block
+        self.k = block.k
+        self.counts = np.asarray(counts, dtype=float)
+        hd = getattr(block, "hessian_diagonal", None)
+        if hd is not None:
+            self.hessian_diagonal = hd
+
+    def forward(self, theta):
+        return self.block.forward(theta)
+
+    def backward(self, w):
+        return self.block.backward(w)
+
+
+def split_counts(counts: Sequence[np.ndarray], folds: int, rng) -> list[list[np.ndarray]]:
+    """Cut every count vector into ``folds`` parts: ``out[f][b]`` are the counts of fold ``f`` in
+    block ``b``. Each block's reports are partitioned uniformly at random into parts of sizes
+    ``floor(n_b / folds)`` or ``ceil(n_b / folds)`` (sequential multivariate hypergeometric draws)."""
+    rng = check_rng(rng)
+    out = [[None] * len(counts) for _ in range(folds)]
+    for b, c in enumerate(counts):
+        c = np.asarray(c, dtype=float)
+        if np.any(c != np.round(c)):
+            raise LocalPrivError("choosing the strength by cross-validation splits the reports, so the counts "
+                                 "must be whole numbers; give strength= to skip the selection")
+        rem = np.round(c).astype(np.int64)
+        n = int(rem.sum())
+        for f in range(folds - 1):
+            size = n // folds + (1 if f < n % folds else 0)
+            draw = rng.multivariate_hypergeometric(rem, size) if size else np.zeros_like(rem)
+            out[f][b] = draw.astype(float)
+            rem = rem - draw
+        out[folds - 1][b] = rem.astype(float)
+    return out
+
+
+Fit = Callable[[Sequence[LikelihoodBlock], float, "np.ndarray | None"], EMResult]
+
+
+def select_strength(blocks: Sequence[LikelihoodBlock], fit: Fit, candidates: Sequence[float], *,
+                    folds: int = FOLDS, rng=0, extend_up: Callable[[float], float | None] | None = None,
+                    patience: int = PATIENCE) -> dict:
+    """Choose a strength by ``folds``-fold cross-validation of the held-out log-likelihood.
+
+    ``fit(train_blocks, strength, theta0)`` fits the estimator (``theta0`` a warm start or ``None``);
+    ``candidates`` are positive strengths, swept from the largest down; ``extend_up(s)`` gives the
+    next larger candidate above ``s`` (or ``None``). See the module docstring for the rules.
+    Returns ``{"strength", "strengths", "heldout", "per_fold", "fits", "unconverged", "seconds"}``.
+    """
+    t0 = time.perf_counter()
+    parts = split_counts([b.counts for b in blocks], folds, rng)
+    train, test = [], []
+    for f in range(folds):
+        test.append([_Recounted(b, parts[f][i]) for i, b in enumerate(blocks)])
+        train.append([_Recounted(b, b.counts - parts[f][i]) for i, b in enumerate(blocks)])
+    scores: dict[float, tuple[float, list[float]]] = {}
+    thetas: dict[float, list[np.ndarray]] = {}
+    stats = {"fits": 0, "unconverged": 0}
+
+    def score(s, warm_from=None):
+        warm = thetas.get(warm_from)
+        ll, fits = [], []
+        for f in range(folds):
+            res = fit(train[f], s, None if warm is None else warm[f])
+            stats["fits"] += 1
+            stats["unconverged"] += int(not res.converged)
+            fits.append(res.theta)
+            ll.append(log_likelihood(test[f], res.theta))
+        scores[s] = (float(np.mean(ll)), ll)
+        thetas[s] = fits
+        return scores[s][0]
+
+    def best():
+        return max(scores, key=lambda s: (scores[s][0], s))  # ties: the stronger
+
+    def prune(*keep):
+        for s in list(thetas):
+            if s not in keep:
+                del thetas[s]
+
+    cands = sorted({float(s) for s in candidates if s > 0}, reverse=True)
+    prev, declines, stopped = None, 0, False
+    for s in cands:
+        before = scores[best()][0] if scores else -math.inf
+        if score(s, prev) > before:
+            declines = 0
+        else:
+            declines += 1
+        prune(best(), s)
+        prev = s
+        if declines >= patience:
+            stopped = True
+            break
+    if not stopped and best() == cands[-1]:  # still rising at the weakest candidate: the MLE too
+        score(0.0, cands[-1])
+    # the best is the strongest candidate: go up while it improves
+    while extend_up is not None and best() == max(scores):
+        up = extend_up(max(scores))
+        if up is None:
+            break
+        top = max(scores)
+        if score(up, top) <= scores[top][0]:
+            break
+        prune(best())
+    # refine: geometric midpoints between the best and its scored positive neighbours
+    b = best()
+    if b > 0:
+        pos = sorted(s for s in scores if s > 0)
+        i = pos.index(b)
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(pos):
+                score(math.sqrt(b * pos[j]), b)
+    order = sorted(scores)
+    return {"strength": best(), "strengths": order, "heldout": [scores[s][0] for s in order],
+            "per_fold": [scores[s][1] for s in order], "folds": folds, "fits": stats["fits"],
+            "unconverged": stats["unconverged"], "seconds": time.perf_counter() - t0}
+
+
+def _check_strength(strength, name: str) -> float | None:
+    if strength is None:
+        return None
+    if isinstance(strength, (bool, np.bool_)):
+        raise LocalPrivError(f"{name}: strength must be a number >= 0, got {strength!r}")
+    try:
+        s = float(strength)
+    except (TypeError, ValueError):
+        raise LocalPrivError(f"{name}: strength must be a number >= 0, got {strength!r}") from None
+    if not math.isfinite(s) or s < 0:
+        raise LocalPrivError(f"{name}: strength must be a finite number >= 0, got {strength!r}")
+    return s
+
+
+def _check_folds(folds) -> int:
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise LocalPrivError(f"folds must be a whole number >= 2, got {folds!r}")
+    return int(folds)
+
+
+def _seed_label(rng) -> int | str:
+    return int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else "generator"
+
+
+def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, *, folds, rng, theta0, delta,
+         max_iter, callback, keep_trace, accelerate, stop, progress, meaning: str, grid_rule: str) -> Estimate:
+    """Select the strength (unless given), refit on all reports from the start, build the Estimate."""
+    from ..progress import EMProgress, em_progress
+    from .ibu import em_settings, run_em
+    k = obs.k
+    blocks = obs.likelihood_blocks()
+    bar = None
+    if progress:
+        bar = progress if isinstance(progress, EMProgress) else em_progress(name)
+
+    def fit(bl, s, start, **kw):
+        return em(bl, k, theta0=start, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop,
+                  penalty=make_penalty(s) if s > 0 else None, **kw)
+
+    extra: dict = {}
+    label = None if bar is None else bar.label
+    with contextlib.nullcontext() if bar is None else bar:  # the display ends with the estimate
+        if strength is None:
+            folds = _check_folds(folds)
+            if obs.n < 2 * folds:
+                raise LocalPrivError(f"{name}: {obs.n:g} reports are too few to choose the strength by "
+                                     f"{folds}-fold cross-validation; give strength=")
+            check_rng(rng)
+
+            def cv_fit(bl, s, start):
+                if bar is not None:  # a long selection shows its progress too
+                    bar.label = f"{label} (choosing the strength: {s:.3g})"
+                return fit(bl, s, start, callback=bar)
+
+            try:
+                cv = select_strength(blocks, cv_fit, grid(obs.n * (folds - 1) / folds), folds=folds, rng=rng,
+                                     extend_up=extend_up)
+            finally:
+                if bar is not None:
+                    bar.label = label
+            strength = cv["strength"]
+            extra["cv"] = {**cv, "seed": _seed_label(rng), "criterion": "mean held-out log-likelihood",
+                           "grid": grid_rule}
+            how = f"{folds}-fold held-out log-likelihood"
+        else:
+            how = "given"
+        pen = make_penalty(strength) if strength > 0 else None
+        res = run_em(blocks, k, progress=bar or False, label=name, callback=callback, theta0=theta0,
+                     delta=delta, max_iter=max_iter, keep_trace=keep_trace, accelerate=accelerate, stop=stop,
+                     penalty=pen)
+    if keep_trace:
+        extra["trace"] = np.asarray(res.trace)
+    extra["gap"] = res.gap
+    settings = {"strength": float(strength), "strength_meaning": meaning, "strength_selection": how,
+                **em_settings(res, delta, max_iter, theta0)}
+    if "cv" in extra:
+        settings["folds"] = extra["cv"]["folds"]
+        settings["seed"] = extra["cv"]["seed"]
+    loglik = log_likelihood(blocks, res.theta)  # the plain L (the engine's is penalized for MAP)
+    if pen is not None and pen.value(res.theta) is not None:
+        extra["objective"] = res.loglik
+    # what the bootstrap reruns: the chosen strength, no new selection
+    extra["call"] = (name, {"strength": float(strength), "delta": delta, "max_iter": max_iter,
+                            "accelerate": accelerate, "stop": stop})
+    return Estimate(res.theta, obs.domain, name, settings, loglik=loglik, iterations=res.iterations,
+                    converged=res.converged, n=obs.n, extra=extra)
+
+
+# --------------------------------------------------------------------------------------------
+# the estimators
+# --------------------------------------------------------------------------------------------
+def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng=0, theta0=None,
+        delta: float = EMS_DELTA, max_iter: int = DEFAULT_MAX_ITER, callback=None, keep_trace: bool = False,
+        accelerate: str | None = DEFAULT_ACCELERATE, stop: str = "max_abs", progress=False) -> Estimate:
+    """EMS: EM with a smoothing step on a line or a planar grid (see the module docstring).
+
+    ``theta' = S_h(theta * grad / n)`` iterated to its fixed point: plain iterations (the map
+    ascends no objective, so the engine neither accelerates nor certifies it), stopped when
+    ``max_x |theta'_x - theta_x| < delta`` (default ``1e-7``), at most ``max_iter`` evaluations.
+    ``strength`` is the bandwidth ``h`` (kernel standard deviation, cells); ``None`` (default)
+    chooses it by ``folds``-fold cross-validation of the held-out log-likelihood, the split drawn
+    from ``rng``; ``0`` is the maximum-likelihood estimate, computed by the engine with
+    ``accelerate`` and ``stop`` (exactly :func:`~localpriv.estimators.ibu.ibu` with the same
+    settings). With several mechanisms it is regularized GIBU. ``progress`` as for ``ibu``.
+    """
+    shape = ordered_shape(obs.domain, "ems")
+    strength = _check_strength(strength, "ems")
+    if stop not in STOPPING_RULES:
+        raise LocalPrivError(f"unknown stopping rule {stop!r}; choose one of {', '.join(STOPPING_RULES)}")
+    if stop != "max_abs" and strength != 0:
+        raise LocalPrivError("ems with a positive strength stops on max_abs (its smoothed map ascends no "
+                             f"objective); stop={stop!r} applies to strength=0 (the MLE) only")
+    side = max(shape)
+    top = max(1.0, side / 4.0)
+    ratio = 10.0 ** (1.0 / EMS_PER_DECADE)
+
+    def grid(_n_train):
+        num = max(2, int(math.ceil(math.log10(top / EMS_MIN_BANDWIDTH) * EMS_PER_DECADE)) + 1)
+        return np.geomspace(top, EMS_MIN_BANDWIDTH, num)
+
+    def up(s):
+        return s * ratio if s * ratio <= side else None
+
+    return _run("ems", obs, lambda s: SmoothingPenalty(shape, s), strength, grid, up, folds=folds, rng=rng,
+                theta0=theta0, delta=delta, max_iter=max_iter, callback=callback, keep_trace=keep_trace,
+                accelerate=accelerate, stop=stop, progress=progress,
+                meaning="bandwidth h: standard deviation of the smoothing kernel, cells",
+                grid_rule=f"h from max(1, D/4)={top:g} down to {EMS_MIN_BANDWIDTH:g} cells, "
+                          f"{EMS_PER_DECADE} per decade")
+
+
+def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng=0, theta0=None,
+              delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER, callback=None,
+              keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
+              progress=False) -> Estimate:
+    """MAP estimate under a symmetric Dirichlet prior (see the module docstring), any domain.
+
+    Maximizes the concave ``Phi(theta) = L(theta) + a sum_x log theta_x`` by the M-step
+    ``(theta grad + a) / (n + k a)`` with the engine's settings (defaults as ``ibu``: SQUAREM --
+    the Newton finish is for the plain likelihood --, and the certified rule ``stop="gap"``:
+    ``(Phi_max - Phi(theta)) / n <= max_x G_x - theta . G`` with ``G = (grad + a / theta) / n``,
+    below ``delta``). ``strength`` is the pseudo-count ``a`` per cell; ``None`` (default) chooses
+    it by ``folds``-fold cross-validation, the split drawn from ``rng``; ``0`` is the MLE (exactly
+    ``ibu`` with the same settings). The estimate's ``loglik`` is the plain log-likelihood, the
+    penalized ``Phi`` is ``extra["objective"]``.
+    """
+    strength = _check_strength(strength, "dirichlet")
+    k = obs.k
+    ratio = 10.0 ** (1.0 / DIRICHLET_PER_DECADE)
+    state = {}
+
+    def grid(n_train):
+        state["scale"] = n_train / k
+        num = int(round(-math.log10(DIRICHLET_MIN_WEIGHT) * DIRICHLET_PER_DECADE)) + 1
+        return state["scale"] * np.geomspace(1.0, DIRICHLET_MIN_WEIGHT, num)
+
+    def up(s):
+        return s * ratio if s * ratio <= DIRICHLET_MAX_WEIGHT * state["scale"] * (1 + 1e-12) else None
+
+    return _run("dirichlet", obs, DirichletPenalty, strength, grid, up, folds=folds, rng=rng, theta0=theta0,
+                delta=delta, max_iter=max_iter, callback=callback, keep_trace=keep_trace, accelerate=accelerate,
+                stop=stop, progress=progress, meaning="pseudo-count a per cell (prior Dirichlet(1 + a))",
+                grid_rule=f"a = tau n'/k, tau from 1 down to {DIRICHLET_MIN_WEIGHT:g}, "
+                          f"{DIRICHLET_PER_DECADE} per decade")
+
+
+register_estimator("ems", ems)
+register_estimator("dirichlet", dirichlet)

@@ -1,0 +1,261 @@
+"""Progress of long estimates (issue 17, item 5): a bar on a terminal, a status line otherwise.
+
+The EM engine (:func:`localpriv.estimators.em.em`) calls ``callback(t, theta, L)`` after every
+iteration (plain EM) or SQUAREM cycle. :class:`EMProgress` is such a callback, with two small
+extensions the engine knows about (its attribute ``em_progress`` is true): the engine first calls
+``begin(n=, k=, delta=, max_iter=, stop=, scheme=)`` with the run's settings, and then passes
+``gap=`` (the certificate of the current point: ``(L_max - L) / n <= gap``) and ``phase=``
+(``"em"``, ``"squarem"``, ``"newton"``; the Newton finish reports its steps too).
+
+What it shows, and when:
+
+* nothing during the first ``delay`` seconds (1.5 s): short estimates stay silent;
+* on a terminal, after that, a Rich progress display (transient: it disappears when the estimate
+  is done): iteration, scheme, the certificate against its target (``gap 3.1e-07 -> 1e-09``;
+  with ``stop="loglik"``/``"max_abs"`` the change of the rule instead) and the elapsed time; with
+  ``stop="gap"`` the bar advances with ``log(gap)`` from its first value to ``log(delta)``;
+* otherwise (a log file, a pipe, a notebook's stderr) one status line about every ``interval``
+  seconds (10 s), and a last line when the run ends, if any line was written::
+
+      ibu: iteration 1,200 (squarem), gap 3.1e-07 per report (target 1e-09), 20 s elapsed
+      ibu: done, 2,345 iterations (newton), gap 4.2e-14 per report, converged, 31 s
+
+The library is quiet unless asked: ``ibu(..., progress=True)`` (every IBU variant accepts it) or
+an :class:`EMProgress` passed as ``progress=``; the command line's ``estimate`` enables it.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Callable
+
+__all__ = ["EMProgress", "em_progress", "chain", "DELAY", "INTERVAL"]
+
+#: seconds before anything is shown (estimates shorter than this print nothing)
+DELAY = 1.5
+#: seconds between two status lines when stderr is not a terminal
+INTERVAL = 10.0
+#: at most this many updates of the terminal display per second
+_REFRESH = 10.0
+
+_RULE_TEXT = {"gap": "gap", "loglik": "|dL|", "max_abs": "max|dtheta|"}
+
+
+class EMProgress:
+    """A progress callback for the EM engine; see the module docstring.
+
+    Parameters
+    ----------
+    label : str
+        What is estimated (``"ibu"``, ``"gibu"``, ...), the start of every line.
+    stream : file, optional
+        Where to write (default ``sys.stderr``).
+    interval, delay : float
+        Seconds between status lines (non-terminal) and before anything is shown.
+    clock : callable
+        Monotonic seconds (tests pass a fake clock).
+    tty : bool, optional
+        Force the terminal display on or off (default: whether ``stream`` is a terminal, as Rich
+        sees it).
+    console : rich.console.Console, optional
+        The console of the terminal display (default: one on ``stream``).
+    """
+
+    em_progress = True  # the engine passes gap= and phase=, and calls begin()
+
+    def __init__(self, label: str = "estimate", *, stream=None, interval: float = INTERVAL,
+                 delay: float = DELAY, clock: Callable[[], float] = time.monotonic, tty: bool | None = None,
+                 console=None):
+        self.label = label
+        self.stream = stream
+        self.interval = float(interval)
+        self.delay = float(delay)
+        self.clock = clock
+        self._tty = tty
+        self._console = console
+        self.info: dict = {}
+        self.t0: float | None = None
+        self.lines = 0           # status lines written (non-terminal)
+        self._next_line = None
+        self._live = None        # the Rich display, once started
+        self._task = None
+        self._last_draw = -math.inf
+        self.t = 0
+        self.gap = math.nan
+        self.change = math.nan
+        self.phase = "em"
+        self._first_gap = None
+        self._prev_L = None
+        self._prev_theta = None
+
+    # ---- protocol of the engine ------------------------------------------------------------------
+    def begin(self, **info) -> None:
+        """The run's settings (``n``, ``k``, ``delta``, ``max_iter``, ``stop``, ``scheme``)."""
+        self.info = dict(info)
+        self.start()
+
+    def __call__(self, t, theta, L, gap=math.nan, phase="em") -> None:
+        now = self.clock()
+        if self.t0 is None:
+            self.start(now)
+        if phase != "newton":
+            self.t = int(t)
+            if self._prev_L is not None and self.info.get("stop") == "loglik":
+                self.change = abs(L - self._prev_L)
+            elif self._prev_theta is not None and self.info.get("stop") == "max_abs" \
+                    and getattr(theta, "shape", None) == getattr(self._prev_theta, "shape", None):
+                self.change = float(abs(theta - self._prev_theta).max())
+            self._prev_L, self._prev_theta = L, theta
+        if gap is not None and not math.isnan(gap):
+            self.gap = float(gap)
+            if self._first_gap is None and gap > 0:
+                self._first_gap = float(gap)
+        self.phase = phase
+        elapsed = now - self.t0
+        if elapsed < self.delay:
+            return
+        if self.tty:
+            if now - self._last_draw >= 1.0 / _REFRESH:
+                self._draw(elapsed)
+                self._last_draw = now
+        elif now >= self._next_line:
+            self._write(self.status(elapsed))
+            self._next_line = now + self.interval
+
+    # ---- life cycle ----------------------------------------------------------------------------
+    def start(self, now: float | None = None) -> "EMProgress":
+        if self.t0 is None:
+            self.t0 = self.clock() if now is None else now
+            self._next_line = self.t0 + max(self.interval, self.delay)
+        return self
+
+    def finish(self, result=None) -> None:
+        """End of the run: remove the terminal display; after status lines, write a last one."""
+        self._stop_live()
+        if self.lines and self.t0 is not None:
+            self._write(self.final(result, self.clock() - self.t0))
+
+    def __enter__(self) -> "EMProgress":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self._stop_live()
+
+    # ---- text ----------------------------------------------------------------------------------
+    def status(self, elapsed: float) -> str:
+        """One status line: iterations, scheme, the rule's current value against its target, time."""
+        scheme = self.info.get("scheme")
+        what = "newton finish" if self.phase == "newton" else (scheme if scheme and scheme != "none" else "")
+        head = f"{self.label}: iteration {self.t:,}" + (f" ({what})" if what else "")
+        return f"{head}, {self._measure()}, {_seconds(elapsed)} elapsed"
+
+    def final(self, result, elapsed: float) -> str:
+        if result is None:
+            return f"{self.label}: done, {self.t:,} iterations, {_seconds(elapsed)}"
+        gap = getattr(result, "gap", math.nan)
+        state = "converged" if result.converged else "NOT converged (hit the iteration cap)"
+        cert = "" if gap is None or math.isnan(gap) else f", gap {gap:.2g} per report"
+        return (f"{self.label}: done, {result.iterations:,} iterations ({getattr(result, 'scheme', 'none')})"
+                f"{cert}, {state}, {_seconds(elapsed)}")
+
+    def _measure(self) -> str:
+        stop = self.info.get("stop", "gap")
+        delta = self.info.get("delta")
+        target = "" if delta is None else f" (target {delta:.2g})"
+        if stop == "gap":
+            return f"gap {self.gap:.2g} per report{target}"
+        text = f"{_RULE_TEXT.get(stop, stop)} {self.change:.2g}{target}"
+        if not math.isnan(self.gap):
+            text += f", gap {self.gap:.2g} per report"
+        return text
+
+    def _fraction(self) -> float | None:
+        """Progress of ``log(gap)`` from its first value to ``log(delta)`` (``None``: unknown)."""
+        delta = self.info.get("delta")
+        if self.info.get("stop", "gap") != "gap" or not delta or self._first_gap is None or math.isnan(self.gap):
+            return None
+        lo, hi, now = math.log(delta), math.log(self._first_gap), math.log(max(self.gap, 1e-300))
+        if hi <= lo:
+            return 1.0
+        return min(1.0, max(0.0, (hi - now) / (hi - lo)))
+
+    # ---- output --------------------------------------------------------------------------------
+    @property
+    def out(self):
+        return self.stream if self.stream is not None else sys.stderr
+
+    @property
+    def console(self):
+        if self._console is None:
+            from rich.console import Console
+            self._console = Console(file=self.out, soft_wrap=True)
+        return self._console
+
+    @property
+    def tty(self) -> bool:
+        if self._tty is None:
+            self._tty = bool(self.console.is_terminal)
+        return self._tty
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+        self.lines += 1
+
+    def _draw(self, elapsed: float) -> None:
+        frac = self._fraction()
+        if self._live is None:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            self._live = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[text]}"),
+                                  TimeElapsedColumn(), console=self.console, transient=True)
+            self._live.start()
+            self._task = self._live.add_task(self.label, total=100.0 if frac is not None else None, text="")
+        scheme = self.info.get("scheme")
+        what = "newton finish" if self.phase == "newton" else (scheme or "")
+        text = f"iteration {self.t:,}" + (f" ({what})" if what and what != "none" else "") + f", {self._measure()}"
+        if frac is not None:
+            self._live.update(self._task, completed=100.0 * frac, total=100.0, text=text)
+        else:
+            self._live.update(self._task, text=text)
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def _seconds(s: float) -> str:
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f} s"
+    m, sec = divmod(int(round(s)), 60)
+    if m < 60:
+        return f"{m} min {sec:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+def em_progress(label: str = "estimate", **kwargs) -> EMProgress:
+    """An :class:`EMProgress` on stderr (keyword arguments: those of :class:`EMProgress`)."""
+    return EMProgress(label, **kwargs)
+
+
+def chain(progress: EMProgress, callback=None):
+    """``progress`` and a user's ``callback(t, theta, L)`` as one engine callback (the user's is
+    called as before: after every iteration, not during a Newton finish)."""
+    if callback is None:
+        return progress
+
+    class _Both:
+        em_progress = True
+
+        def begin(self, **info):
+            progress.begin(**info)
+
+        def __call__(self, t, theta, L, gap=math.nan, phase="em"):
+            progress(t, theta, L, gap=gap, phase=phase)
+            if phase != "newton":
+                callback(t, theta, L)
+
+    return _Both()
