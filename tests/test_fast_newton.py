@@ -57,12 +57,15 @@ def test_hessian_diagonal_of_support_blocks(spec):
     assert np.abs(block.hessian_diagonal(w) - want).max() <= 1e-12 * np.abs(want).max()
 
 
-def test_dense_block_hessian_diagonal_and_unsupported_blocks():
+def test_dense_block_hessian_diagonal_and_unsupported_blocks(monkeypatch):
     rng = np.random.default_rng(0)
     G = rng.random((5, 7))
     w = rng.random(7)
     assert np.allclose(DenseBlock(G, np.ones(7)).hessian_diagonal(w), _hdiag_dense(G, w), rtol=1e-13)
     geo = linear_geometric_block(6, 1.0, np.arange(6), np.ones(6))
+    # a block without a closed-form diagonal takes part only while its dense G is small (issue 17)
+    assert supports_newton([geo])
+    monkeypatch.setattr("localpriv.estimators.newton.DENSE_DIAGONAL_MAX", 6 * 6 - 1)
     assert not supports_newton([geo])
 
 
@@ -113,7 +116,9 @@ def test_gibu_mixture_of_dense_and_structured_blocks():
     assert fast.iterations < plain.iterations
 
 
-def test_unsupported_blocks_fall_back_to_squarem():
+def test_unsupported_blocks_fall_back_to_squarem(monkeypatch):
+    # blocks without hessian_diagonal whose dense G is too large for the finish to tabulate
+    monkeypatch.setattr("localpriv.estimators.newton.DENSE_DIAGONAL_MAX", 0)
     rng = np.random.default_rng(2)
     z = np.clip(rng.integers(0, 20, 2000) + rng.integers(-2, 3, 2000), 0, 19)
     c = np.bincount(z, minlength=20)

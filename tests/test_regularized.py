@@ -123,6 +123,34 @@ def test_split_counts_is_a_partition_with_balanced_folds():
         split_counts([np.array([1.5, 2.0])], 5, 0)
 
 
+@pytest.mark.parametrize("best,expect", [(0.3, 0.3), (2e-3, 2e-3), (40.0, 40.0), (0.0, 0.0)])
+def test_sweep_finds_the_best_strength_inside_below_above_the_grid_and_zero(monkeypatch, best, expect):
+    # a fake estimator whose held-out score is -(log s - log best)^2 (and, for best = 0, rises as
+    # s falls): the sweep, its extensions and its refinement must land on the maximum
+    from localpriv.estimators.em import EMResult
+    from localpriv.mechanisms.base import DenseBlock
+
+    def heldout(blocks, theta):
+        s = theta[0]
+        if best == 0:
+            return -s
+        return -10.0 if s == 0 else -(np.log(s) - np.log(best)) ** 2
+    monkeypatch.setattr(reg, "log_likelihood", heldout)
+    fits = []
+
+    def fit(blocks, s, theta0):
+        fits.append(s)
+        return EMResult(np.array([s]), 0.0, 1, True)
+    ratio = 10 ** 0.25
+    cv = reg.select_strength([DenseBlock(np.ones((1, 3)), np.array([5.0, 7, 9]))], fit,
+                             np.geomspace(10.0, 0.05, 10), folds=3, rng=0,
+                             extend_up=lambda s: s * ratio if s * ratio <= 100 else None,
+                             extend_down=lambda s: s / ratio if s / ratio >= 1e-3 else None)
+    assert cv["strength"] == pytest.approx(expect, rel=ratio ** 0.5 - 1 + 1e-9, abs=0)
+    assert cv["fits"] == 3 * len(cv["strengths"]) == len(fits)
+    assert cv["heldout"][cv["strengths"].index(cv["strength"])] == max(cv["heldout"])
+
+
 # ---- strength 0 is the MLE; fixed points -------------------------------------------------------
 def test_strength_zero_is_the_mle():
     obs, _ = _line_obs(3000, 0, k=20, eps=0.5)
@@ -160,12 +188,14 @@ def test_dirichlet_map_satisfies_its_kkt_equations():
     assert est.loglik == pytest.approx(log_likelihood(obs.likelihood_blocks(), theta), rel=1e-12)
     # the default rule is the certified gap of the penalized objective
     cert = dirichlet(obs, strength=a)
-    assert cert.settings["stopping"].startswith("max_x g_x") and 0 <= cert.settings["gap_reached"] < 1e-9
+    gap = cert.settings["objective_gap_reached"]  # of the penalized objective, not of L
+    assert "gap_reached" not in cert.settings and "L + a sum log theta" in cert.settings["stopping"]
+    assert cert.settings["stopping"].startswith("max_x g_x") and 0 <= gap < 1e-9
     # the certificate: (Phi_max - Phi(theta)) / n <= gap, and the gap of the returned point is at
     # most the one reported (computed at the input of the last, monotone, step)
     G = _grad(obs, cert.distribution) + a / cert.distribution
-    assert (G.max() - cert.distribution @ G) / n <= cert.settings["gap_reached"] + 1e-12
-    assert (est.extra["objective"] - cert.extra["objective"]) / n <= cert.settings["gap_reached"] + 1e-12
+    assert (G.max() - cert.distribution @ G) / n <= gap + 1e-12
+    assert (est.extra["objective"] - cert.extra["objective"]) / n <= gap + 1e-12
 
 
 def test_ems_reaches_the_fixed_point_of_the_smoothed_map():

@@ -77,9 +77,11 @@ the coordinates that stay positive, certified by the Karush-Kuhn-Tucker conditio
 log-likelihood). A certified point (its ``L`` at least the current one) replaces the iterate and
 the finishing phase of plain EM steps follows, so the result is again an EM iterate that meets the
 stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on.
-Offered when every block is linear in ``theta`` and has ``hessian_diagonal`` (dense blocks, k-RR,
-support counts, support blocks); otherwise the scheme is plain SQUAREM and says so
-(``EMResult.scheme``). With ``stop="gap"`` the finish is certified to ``kkt_tol = min(1e-9,
+Offered when every block has ``hessian_diagonal`` (dense blocks, k-RR, support counts, support
+blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that diagonal from its dense
+``G`` (geometric, Laplace, exponential, planar blocks of moderate size; see
+:func:`~localpriv.estimators.newton.supports_newton`); otherwise the scheme is plain SQUAREM and
+says so (``EMResult.scheme``). With ``stop="gap"`` the finish is certified to ``kkt_tol = min(1e-9,
 delta / 2)``, so its point meets ``gap < delta`` at once. ``EMResult.products`` counts the Newton finish's products (a forward
 or backward product of every block, about half an EM evaluation each).
 """

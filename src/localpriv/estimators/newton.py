@@ -29,7 +29,8 @@ Control Optim. 20:221-246):
 1. Newton direction on the current face (the positive coordinates, plus any zero just found to
    violate the conditions): ``-H_FF s = g_F - mu 1`` with ``mu`` chosen so that ``sum(s) = 0``,
    from two conjugate-gradient solves (``-H u = g``, ``-H v = 1``; ``s = u - (sum u / sum v) v``)
-   preconditioned with the diagonal of ``-H`` (the blocks' :meth:`hessian_diagonal`); each
+   preconditioned with the diagonal of ``-H`` (the blocks' :meth:`hessian_diagonal`, or the
+   squares of a small block's dense ``G``: :func:`supports_newton`); each
    product ``-H v = G diag(c / p^2) (v @ G)`` costs one forward and one backward product;
 2. step ``max(theta + t s, 0)``, renormalized, with ``t`` halved until ``L`` increases enough
    (Armijo); coordinates the step pushes out of the simplex are clipped to zero, which is how the
@@ -53,7 +54,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["newton_finish", "NewtonFinish", "supports_newton"]
+__all__ = ["newton_finish", "NewtonFinish", "supports_newton", "DENSE_DIAGONAL_MAX"]
 
 #: a certified point has ``f_x <= 1 + KKT_TOL`` at every zero coordinate
 KKT_TOL = 1e-9
@@ -64,6 +65,12 @@ MAX_PRODUCTS = 4000
 ARMIJO = 1e-4
 #: coordinates below DROP_START / k start the Newton finish at zero
 DROP_START = 1e-9
+#: where conjugate gradients fail (ill-conditioned faces), problems with at most this many inputs
+#: (and dense likelihoods of at most DENSE_DIAGONAL_MAX entries) solve the Newton system directly
+DENSE_SOLVE_MAX_K = 1000
+#: blocks without :meth:`hessian_diagonal` take part in the Newton finish when their dense ``G``
+#: has at most this many entries (32 MiB; the squares are kept for the run)
+DENSE_DIAGONAL_MAX = 1 << 22
 
 
 @dataclass
@@ -82,8 +89,66 @@ class NewtonFinish:
 
 
 def supports_newton(blocks: Sequence) -> bool:
-    """True if every block is linear in ``theta`` and offers :meth:`hessian_diagonal`."""
-    return all(getattr(b, "hessian_diagonal", None) is not None for b in blocks)
+    """True if every block offers :meth:`hessian_diagonal` or is small enough to tabulate it.
+
+    Every likelihood block is linear in ``theta`` (``forward(theta) = theta @ G``); the Newton
+    finish needs, besides the products, the diagonal ``sum_j w_j G[x, j]^2`` of ``-H`` for its
+    preconditioner. Blocks without a closed form for it (the exponential-kernel blocks of the
+    geometric, Laplace and exponential mechanisms, the FFT blocks of the planar ones) get it from
+    their dense ``G`` (:meth:`dense`, computed once, at the first attempt) when ``k m`` is at most
+    :data:`DENSE_DIAGONAL_MAX` entries.
+    """
+    return all(getattr(b, "hessian_diagonal", None) is not None
+               or b.k * b.counts.size <= DENSE_DIAGONAL_MAX for b in blocks)
+
+
+def _dense_of(b) -> np.ndarray:
+    G = getattr(b, "G", None)
+    return np.asarray(G if G is not None else b.dense(), dtype=float)
+
+
+def _dense_matrices(blocks) -> list:
+    return [_dense_of(b) for b in blocks]
+
+
+def _dense_newton(dense, w2, g, free):
+    """``u = A^+ g`` and ``v = A^+ 1`` on the free coordinates, ``A = sum_b G_b diag(w2_b) G_b^T``
+    (``-H``), by a symmetric eigendecomposition; directions with eigenvalues below ``1e-13`` of
+    the largest (where ``L`` is flat to rounding) are left out. ``s = u - (sum u / sum v) v`` is
+    then an ascent direction: ``g . s >= 0`` by Cauchy-Schwarz in the ``A^+`` inner product."""
+    idx = np.flatnonzero(free)
+    A = np.zeros((idx.size, idx.size))
+    for G, w in zip(dense, w2):
+        Gf = G[idx]
+        A += (Gf * w) @ Gf.T
+    try:
+        lam, Q = np.linalg.eigh(0.5 * (A + A.T))
+    except np.linalg.LinAlgError:  # pragma: no cover - LAPACK failure
+        return None, None
+    keep = lam > 1e-13 * max(lam.max(), 0.0)
+    if not keep.any():
+        return None, None
+    Qk, lk = Q[:, keep], lam[keep]
+    u, v = np.zeros_like(g), np.zeros_like(g)
+    u[idx] = Qk @ ((Qk.T @ g[idx]) / lk)
+    v[idx] = Qk @ (Qk.sum(axis=0) / lk)
+    return u, v
+
+
+def _hessian_diagonal(b, w) -> np.ndarray:
+    """``sum_j w_j G[x, j]^2``: the block's own, or from its dense ``G`` (cached on the block)."""
+    own = getattr(b, "hessian_diagonal", None)
+    if own is not None:
+        return own(w)
+    sq = getattr(b, "_newton_G2", None)
+    if sq is None or sq.shape[1] != b.counts.size:
+        G = np.asarray(b.dense(), dtype=float)
+        sq = G * G
+        try:
+            b._newton_G2 = sq
+        except AttributeError:  # pragma: no cover - blocks with __slots__
+            pass
+    return sq @ w
 
 
 class _Counter:
@@ -163,6 +228,10 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
     th[th <= DROP_START / k] = 0.0  # EM's vanishing coordinates start at zero (KKT decides)
     th /= th.sum()
     revive = np.zeros(k, dtype=bool)  # zeros found to violate the KKT conditions
+    # the dense fallback of the Newton system (built at the first need): small problems only
+    dense = True if k <= DENSE_SOLVE_MAX_K and sum(b.k * b.counts.size for b in blocks) <= DENSE_DIAGONAL_MAX \
+        else None
+    use_dense = False
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         L0 = _loglik(blocks, ops.forward(np.asarray(theta, dtype=float)))
         probs = ops.forward(th)
@@ -175,7 +244,7 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
                 return failed()
             free = (th > 0) | revive
             w2 = _weights(blocks, probs, 2)
-            diag = sum(b.hessian_diagonal(w) for b, w in zip(blocks, w2))
+            diag = sum(_hessian_diagonal(b, w) for b, w in zip(blocks, w2))
             if np.any(diag[free] <= 0):
                 return failed()
 
@@ -184,8 +253,18 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
 
             # Newton direction on the face {theta_x = 0 off ``free``, sum(theta) = 1}:
             # -H s = g - mu 1 on the free coordinates, with mu such that sum(s) = 0
-            u = _pcg(neg_hess, g, diag, free, max_cg, 1e-13)
-            v = _pcg(neg_hess, free.astype(float), diag, free, max_cg, 1e-13)
+            u = v = None
+            if not use_dense:
+                u = _pcg(neg_hess, g, diag, free, max_cg, 1e-13)
+                v = _pcg(neg_hess, free.astype(float), diag, free, max_cg, 1e-13)
+            if (u is None or v is None) and dense is not None:
+                # CG lost to ill-conditioning (smooth channels: geometric at small eps, planar
+                # mechanisms): solve the small system directly, pseudo-inverting its flat
+                # directions, for the rest of this attempt
+                if dense is True:
+                    dense = _dense_matrices(blocks)
+                use_dense = True
+                u, v = _dense_newton(dense, w2, g, free)
             if u is None or v is None or not v.sum() > 0:
                 return failed()
             s = u - (u.sum() / v.sum()) * v

@@ -9,8 +9,8 @@ from the data. Both are the engine of :func:`localpriv.estimators.em.em` with a 
 with several mechanism blocks (free-will mixtures, seed 003) they are regularized GIBU for free.
 
 ``ems`` -- EM with a smoothing step (Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić, "Estimating
-    Numerical Distributions under Local Differential Privacy", SIGMOD 2020, section 5; the EMS
-    algorithm of Silverman, Jones, Wilson and Nychka, JRSS B 52:271-324, 1990). One iteration is::
+    Numerical Distributions under Local Differential Privacy", SIGMOD 2020; the EMS algorithm of
+    Silverman, Jones, Wilson and Nychka, JRSS B 52:271-324, 1990). One iteration is::
 
         theta' = S_h( theta * grad / n )
 
@@ -24,8 +24,9 @@ with several mechanism blocks (free-will mixtures, seed 003) they are regularize
     axis: the *bandwidth* ``h`` is the standard deviation of the kernel in cells. Its first-order
     form ``I - (h^2/2) L`` at ``h^2 = 1/2`` is the paper's binomial kernel ``(1/4, 1/2, 1/4)``
     (ours keeps the edge mass by reflection, where the paper's code renormalizes the truncated
-    rows and then the vector). ``S_h`` is applied by the type-II discrete cosine transform, which
-    diagonalizes ``L`` (eigenvalues ``4 sin^2(pi j / 2m)`` on a path of ``m`` cells).
+    rows and then the vector). ``S_h`` comes from the type-II discrete cosine transform, which
+    diagonalizes ``L`` (eigenvalues ``4 sin^2(pi j / 2m)`` on a path of ``m`` cells): a dense
+    ``m x m`` matrix per axis up to ``DENSE_AXIS`` cells, the transform itself beyond.
     The smoothed map ascends no known objective, so the engine runs plain iterations (no SQUAREM,
     no certificate) stopped on ``max_x |theta'_x - theta_x| < delta``, default ``1e-7``: the fixed
     point, where the paper stops early instead. The iterations contract slowly at small ``h``, so
@@ -44,9 +45,10 @@ with several mechanism blocks (free-will mixtures, seed 003) they are regularize
     -- the EM image of the complete-data posterior mode, so the objective never decreases and the
     engine's monotone SQUAREM acceleration applies, with the certified stopping rule
     ``stop="gap"`` (default, as for ``ibu``): by concavity
-    ``(Phi_max - Phi(theta)) / n <= max_x G_x - theta . G``, ``G = (grad + a / theta) / n``. The fixed point is the
-    Karush-Kuhn-Tucker point ``grad_x + a / theta_x = n + k a`` for every ``x`` (all cells
-    positive when ``a > 0``): shrinkage towards the uniform distribution, for any domain.
+    ``(Phi_max - Phi(theta)) / n <= max_x G_x - theta . G``, ``G = (grad + a / theta) / n``.
+    The fixed point is the Karush-Kuhn-Tucker point ``grad_x + a / theta_x = n + k a`` for every
+    ``x`` (all cells positive when ``a > 0``): shrinkage towards the uniform distribution, for any
+    domain.
     Strength: ``a`` (``settings["strength"]``); ``a = 0`` is the MLE.
 
 Strength from the data (never a constant tuned on our data sets): ``K``-fold cross-validation of
@@ -66,13 +68,18 @@ to weak; each fit warm-started from the previous one on the same fold):
 * Dirichlet: ``a = tau n' / k`` (``n'`` the training reports) with prior weight ``k a / n' = tau``
   from 1 down to ``1e-6``, 2 per decade.
 
-The sweep stops once ``PATIENCE`` candidates in a row score below the best so far; the MLE
-(strength 0) is scored too when the curve still rises at the weakest candidate; when the best is
-the strongest candidate the grid is extended upwards (EMS up to ``h = D``, Dirichlet up to
-``tau = 1000``); finally the geometric midpoints between the best and its scored neighbours are
-scored. The chosen strength is used as is on all ``n`` reports (the usual K-fold practice; the
-training folds hold ``(K-1)/K`` of them). ``est.extra["cv"]`` holds the curve (strengths, mean
-and per-fold held-out log-likelihood), the seed and the time taken.
+The sweep stops at the first candidate (``PATIENCE = 1``) that scores below the best so far (the
+mean over folds is smooth in the strength; the refinement below covers the coarse step); the MLE
+(strength 0) is scored too when the curve still rises at the weakest candidate, after extending
+the grid downwards while it rises (EMS down to ``h = 0.005``, Dirichlet to ``tau = 1e-8``); when
+the best is the strongest candidate the grid is extended upwards (EMS up to ``h = D``, Dirichlet
+up to ``tau = 1000``); finally the geometric midpoints between the best and its scored neighbours are
+scored. With the certified rule (``stop="gap"``) the fits of the selection stop at
+``max(delta, 0.01 / n')``: each within 0.01 nats (in all) of its maximum, below the held-out
+differences that decide (the final fit uses ``delta``). The chosen strength is used as is on all
+``n`` reports (the usual K-fold practice; the training folds hold ``(K-1)/K`` of them).
+``est.extra["cv"]`` holds the curve (strengths, mean and per-fold held-out log-likelihood), the
+number of fits, the seed and the time taken.
 
 Randomness: the split is drawn from ``rng`` (an int seed or a ``numpy.random.Generator``; default
 ``0``, so the same observations give the same estimate). ``strength=<value>`` skips the selection
@@ -103,15 +110,21 @@ __all__ = ["ems", "dirichlet", "smooth", "SmoothingPenalty", "DirichletPenalty",
 
 #: folds of the cross-validation that chooses the strength
 FOLDS = 5
-#: the sweep over strengths stops after this many candidates in a row below the best
+#: the sweep over strengths stops after this many candidates in a row below the best so far
 PATIENCE = 1
 #: EMS bandwidths (cells): from max(1, D/4) down to EMS_MIN_BANDWIDTH, EMS_PER_DECADE per decade
 EMS_MIN_BANDWIDTH = 0.05
 EMS_PER_DECADE = 4
+#: ... and further down, to EMS_FLOOR_BANDWIDTH, while the held-out score still improves
+EMS_FLOOR_BANDWIDTH = 0.005
 #: Dirichlet prior weights tau = k a / n': from 1 down to DIRICHLET_MIN_WEIGHT, per decade
 DIRICHLET_MIN_WEIGHT = 1e-6
 DIRICHLET_PER_DECADE = 2
 DIRICHLET_MAX_WEIGHT = 1e3
+DIRICHLET_FLOOR_WEIGHT = 1e-8
+#: with stop="gap", the fits of the cross-validation are certified to within this many nats (in all,
+#: over the training reports) of their maximum: delta = max(delta, CV_GAP_NATS / n_train)
+CV_GAP_NATS = 0.01
 #: EMS's default tolerance: max_x |theta'_x - theta_x| < EMS_DELTA (see ems)
 EMS_DELTA = 1e-7
 #: axes up to this many cells are smoothed by a dense matrix, longer ones by the DCT
@@ -307,12 +320,14 @@ Fit = Callable[[Sequence[LikelihoodBlock], float, "np.ndarray | None"], EMResult
 
 def select_strength(blocks: Sequence[LikelihoodBlock], fit: Fit, candidates: Sequence[float], *,
                     folds: int = FOLDS, rng=0, extend_up: Callable[[float], float | None] | None = None,
+                    extend_down: Callable[[float], float | None] | None = None,
                     patience: int = PATIENCE) -> dict:
     """Choose a strength by ``folds``-fold cross-validation of the held-out log-likelihood.
 
     ``fit(train_blocks, strength, theta0)`` fits the estimator (``theta0`` a warm start or ``None``);
-    ``candidates`` are positive strengths, swept from the largest down; ``extend_up(s)`` gives the
-    next larger candidate above ``s`` (or ``None``). See the module docstring for the rules.
+    ``candidates`` are positive strengths, swept from the largest down; ``extend_up(s)`` and
+    ``extend_down(s)`` give the next candidate above and below ``s`` beyond them (or ``None``).
+    See the module docstring for the rules.
     Returns ``{"strength", "strengths", "heldout", "per_fold", "fits", "unconverged", "seconds"}``.
     """
     t0 = time.perf_counter()
@@ -359,8 +374,20 @@ def select_strength(blocks: Sequence[LikelihoodBlock], fit: Fit, candidates: Seq
         if declines >= patience:
             stopped = True
             break
-    if not stopped and best() == cands[-1]:  # still rising at the weakest candidate: the MLE too
-        score(0.0, cands[-1])
+    if not stopped and best() == prev:
+        # still rising at the weakest candidate: go further down while it improves, then the MLE
+        while extend_down is not None:
+            down = extend_down(prev)
+            if down is None:
+                break
+            score(down, prev)
+            prune(best(), down)
+            improved = best() == down
+            prev = down
+            if not improved:
+                break
+        if best() == prev:
+            score(0.0, prev)
     # the best is the strongest candidate: go up while it improves
     while extend_up is not None and best() == max(scores):
         up = extend_up(max(scores))
@@ -408,8 +435,9 @@ def _seed_label(rng) -> int | str:
     return int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else "generator"
 
 
-def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, *, folds, rng, theta0, delta,
-         max_iter, callback, keep_trace, accelerate, stop, progress, meaning: str, grid_rule: str) -> Estimate:
+def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, extend_down, *, folds, rng,
+         theta0, delta, max_iter, callback, keep_trace, accelerate, stop, progress, meaning: str,
+         grid_rule: str) -> Estimate:
     """Select the strength (unless given), refit on all reports from the start, build the Estimate."""
     from ..progress import EMProgress, em_progress
     from .ibu import em_settings, run_em
@@ -419,8 +447,8 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
     if progress:
         bar = progress if isinstance(progress, EMProgress) else em_progress(name)
 
-    def fit(bl, s, start, **kw):
-        return em(bl, k, theta0=start, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop,
+    def fit(bl, s, start, tol=delta, **kw):
+        return em(bl, k, theta0=start, delta=tol, max_iter=max_iter, accelerate=accelerate, stop=stop,
                   penalty=make_penalty(s) if s > 0 else None, **kw)
 
     extra: dict = {}
@@ -432,21 +460,24 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
                 raise LocalPrivError(f"{name}: {obs.n:g} reports are too few to choose the strength by "
                                      f"{folds}-fold cross-validation; give strength=")
             check_rng(rng)
+            n_train = obs.n * (folds - 1) / folds
+            # the certified rule: CV fits within CV_GAP_NATS (in all) of their maximum suffice
+            cv_delta = max(delta, CV_GAP_NATS / n_train) if stop == "gap" else delta
 
             def cv_fit(bl, s, start):
                 if bar is not None:  # a long selection shows its progress too
                     bar.label = f"{label} (choosing the strength: {s:.3g})"
-                return fit(bl, s, start, callback=bar)
+                return fit(bl, s, start, tol=cv_delta, callback=bar)
 
             try:
-                cv = select_strength(blocks, cv_fit, grid(obs.n * (folds - 1) / folds), folds=folds, rng=rng,
-                                     extend_up=extend_up)
+                cv = select_strength(blocks, cv_fit, grid(n_train), folds=folds, rng=rng, extend_up=extend_up,
+                                     extend_down=extend_down)
             finally:
                 if bar is not None:
                     bar.label = label
             strength = cv["strength"]
             extra["cv"] = {**cv, "seed": _seed_label(rng), "criterion": "mean held-out log-likelihood",
-                           "grid": grid_rule}
+                           "grid": grid_rule, "delta": cv_delta}
             how = f"{folds}-fold held-out log-likelihood"
         else:
             how = "given"
@@ -459,6 +490,11 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
     extra["gap"] = res.gap
     settings = {"strength": float(strength), "strength_meaning": meaning, "strength_selection": how,
                 **em_settings(res, delta, max_iter, theta0)}
+    if pen is not None and pen.value(res.theta) is not None:
+        # the certificate is of the penalized objective (MAP), not of the likelihood: named so
+        settings["objective_gap_reached"] = settings.pop("gap_reached")
+        settings["stopping"] = settings["stopping"].replace("per-report log-likelihood",
+                                                            "per-report L + a sum log theta")
     if "cv" in extra:
         settings["folds"] = extra["cv"]["folds"]
         settings["seed"] = extra["cv"]["seed"]
@@ -507,7 +543,10 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
     def up(s):
         return s * ratio if s * ratio <= side else None
 
-    return _run("ems", obs, lambda s: SmoothingPenalty(shape, s), strength, grid, up, folds=folds, rng=rng,
+    def down(s):
+        return s / ratio if s / ratio >= EMS_FLOOR_BANDWIDTH * (1 - 1e-12) else None
+
+    return _run("ems", obs, lambda s: SmoothingPenalty(shape, s), strength, grid, up, down, folds=folds, rng=rng,
                 theta0=theta0, delta=delta, max_iter=max_iter, callback=callback, keep_trace=keep_trace,
                 accelerate=accelerate, stop=stop, progress=progress,
                 meaning="bandwidth h: standard deviation of the smoothing kernel, cells",
@@ -543,7 +582,10 @@ def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = 
     def up(s):
         return s * ratio if s * ratio <= DIRICHLET_MAX_WEIGHT * state["scale"] * (1 + 1e-12) else None
 
-    return _run("dirichlet", obs, DirichletPenalty, strength, grid, up, folds=folds, rng=rng, theta0=theta0,
+    def down(s):
+        return s / ratio if s / ratio >= DIRICHLET_FLOOR_WEIGHT * state["scale"] * (1 - 1e-12) else None
+
+    return _run("dirichlet", obs, DirichletPenalty, strength, grid, up, down, folds=folds, rng=rng, theta0=theta0,
                 delta=delta, max_iter=max_iter, callback=callback, keep_trace=keep_trace, accelerate=accelerate,
                 stop=stop, progress=progress, meaning="pseudo-count a per cell (prior Dirichlet(1 + a))",
                 grid_rule=f"a = tau n'/k, tau from 1 down to {DIRICHLET_MIN_WEIGHT:g}, "

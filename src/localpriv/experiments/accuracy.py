@@ -90,11 +90,11 @@ SETTINGS = [
     {"data": "ages", "mechanism": "OLH", "spec": "olh(eps={eps})"},
     {"data": "ages", "mechanism": "SS", "spec": "ss(eps={eps})"},
     {"data": "ages", "mechanism": "geometric", "spec": "geometric(eps={eps},lo=0,hi=99)", "metric": True,
-     "seed_eps": LINE_SEED_EPS},
+     "seed_eps": LINE_SEED_EPS, "dense": True},
     {"data": "ages", "mechanism": "Laplace", "spec": "laplace(eps={eps},bins=1.0,lo=0,hi=99)", "metric": True,
-     "seed_eps": LINE_SEED_EPS},
+     "seed_eps": LINE_SEED_EPS, "dense": True},
     {"data": "ages", "mechanism": "exponential", "spec": "exponential(eps={eps})", "metric": True,
-     "seed_eps": LINE_SEED_EPS},
+     "seed_eps": LINE_SEED_EPS, "dense": True},
     {"data": "education", "mechanism": "k-RR", "spec": "krr(eps={eps})"},
     {"data": "education", "mechanism": "OUE", "spec": "oue(eps={eps})"},
     {"data": "education", "mechanism": "OLH", "spec": "olh(eps={eps})"},
@@ -112,6 +112,11 @@ SETTINGS = [
     {"data": "nyc", "mechanism": "planar Laplace", "spec": "planar-laplace(eps={eps})", "metric": True,
      "seed_eps": GRID_SEED_EPS},
 ]
+
+#: Keys of a setting: ``data``, ``mechanism`` (its name in the output), ``spec`` (``{eps}`` is the
+#: privacy parameter), ``metric`` (calibrate ``{eps}`` to each LDP level), ``seed_eps`` (metric
+#: levels run as given), ``dense`` (estimate through the dense channel, see :func:`_dense_twin`),
+#: ``n`` (this setting's own list of numbers of users, instead of the configuration's).
 
 #: the estimators compared. ``settings`` are passed as given (every engine setting pinned: the
 #: library's defaults are not what this experiment measures); ``seed_setting`` names the setting
@@ -149,16 +154,26 @@ def _pick(data: str, mechanism: str) -> dict:
 #: ``--quick`` (the tests): every code path (count-level and per-user draws, merging, calibration,
 #: a grid, the INV fallback) in well under a minute
 QUICK = {
-    "settings": [_pick("ages", "geometric"), _pick("education", "k-RR"), _pick("education", "OUE"),
-                 {**_pick("manhattan", "planar geometric"), "seed_eps": []}],
-    "eps_ldp": [1.0],
-    "n": [2_000, 20_000],
+    "settings": [_pick("ages", "k-RR"), {**_pick("ages", "geometric"), "seed_eps": [], "n": [1_000]},
+                 _pick("education", "k-RR"), _pick("education", "OUE"), _pick("manhattan", "k-RR")],
+    "eps_ldp": [2.0],
+    "n": [1_000, 10_000],
     "runs": 2,
 }
 
 #: the medium run of notes/issue-17-accuracy.md (``run_experiment(NAME, out, overrides=MEDIUM)``):
-#: every setting at LDP eps = 1 and the seeds' levels, n up to 10^5, 5 runs
-MEDIUM = {"eps_ldp": [1.0], "n": [10_000, 100_000], "runs": 5}
+#: a cross-section that fits in ~10 minutes on 2 shared cores -- LDP eps = 1 and the seeds' metric
+#: levels, 3 runs, n = 10^4 (and 10^5 for ages under k-RR and geometric, to see the trend in n)
+MEDIUM = {
+    "settings": [{**_pick("ages", "k-RR"), "n": [10_000, 100_000]},
+                 {**_pick("ages", "geometric"), "n": [10_000, 100_000]},
+                 _pick("ages", "Laplace"), _pick("ages", "exponential"), _pick("ages", "OUE"),
+                 _pick("education", "k-RR"), _pick("education", "OUE"), _pick("education", "OLH"),
+                 _pick("education", "SS"),
+                 _pick("manhattan", "k-RR"), _pick("manhattan", "planar geometric"),
+                 _pick("nyc", "planar geometric")],
+    "eps_ldp": [1.0], "n": [10_000], "runs": 3,
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,49 +285,58 @@ def _spec(fmt: str, eps: float) -> str:
 
 def calibrate(fmt: str, domain, target: float, rtol: float = 1e-9) -> tuple[float, float]:
     """The metric parameter ``e`` for which ``parse(fmt.format(eps=e), domain).epsilon_ldp()``
-    equals ``target``, by bracketing and bisection (Brent) on ``log e``; returns ``(e, computed)``.
+    equals ``target``, by bracketing and Brent's bisection on ``log e``; returns ``(e, computed)``.
 
-    The LDP level of every metric mechanism here increases with its parameter (a larger ``eps``
-    per unit of distance makes every likelihood ratio larger)."""
+    The LDP level of a metric mechanism increases with its parameter and is at most ``e`` times
+    the domain's diameter (equal for the truncated geometric on a line), so the bracket starts at
+    ``target / diameter`` and moves by factors of 2. (Starting near the answer matters: far below
+    it the planar Laplace kernel's truncated tail makes the computed level wrong and not
+    monotone; see notes/issue-17-accuracy.md.)"""
     from scipy.optimize import brentq
 
-    def f(log_e):
-        return parse(_spec(fmt, math.exp(log_e)), domain).epsilon_ldp() - target
+    cache = {}
 
-    lo = hi = math.log(1e-2)
-    flo = fhi = f(lo)
-    for _ in range(80):
-        if flo <= 0:
+    def f(log_e):
+        if log_e not in cache:
+            cache[log_e] = parse(_spec(fmt, math.exp(log_e)), domain).epsilon_ldp() - target
+        return cache[log_e]
+
+    diameter = float(np.max(domain.distance_matrix()))
+    step = math.log(2.0)
+    lo = hi = math.log(target / diameter)
+    for _ in range(60):
+        if f(lo) <= 0:
             break
-        lo -= math.log(4.0)
-        flo = f(lo)
-    for _ in range(80):
-        if fhi >= 0:
+        hi, lo = lo, lo - step
+    for _ in range(60):
+        if f(hi) >= 0:
             break
-        hi += math.log(4.0)
-        fhi = f(hi)
-    if not (flo <= 0 <= fhi):
+        lo, hi = hi, hi + step
+    if not (f(lo) <= 0 <= f(hi)):
         raise LocalPrivError(f"{NAME}: cannot bracket LDP eps = {target} for {fmt}")
-    if flo == 0 or fhi == 0:
-        x = lo if flo == 0 else hi
+    if f(lo) == 0 or f(hi) == 0:
+        x = lo if f(lo) == 0 else hi
     else:
-        x = brentq(f, lo, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
+        x = brentq(f, lo, hi, xtol=1e-12, maxiter=200)
     e = math.exp(x)
     computed = parse(_spec(fmt, e), domain).epsilon_ldp()
-    if abs(computed - target) > rtol * target + 1e-12:
+    if abs(computed - target) > rtol * target:
         raise LocalPrivError(f"{NAME}: calibration of {fmt} reached LDP eps {computed!r}, not {target}")
     return e, float(computed)
 
 
-def _dense_twin(mech, dense_max: int):
-    """The ``matrix`` mechanism with ``mech``'s channel, when the native likelihood block offers
-    no Newton finish and the channel has at most ``dense_max`` entries; else ``None``."""
+def _dense_twin(mech, dense_max: int, prefer: bool = False):
+    """The ``matrix`` mechanism with ``mech``'s channel (same likelihood, a ``DenseBlock``) when the
+    channel has at most ``dense_max`` entries and either ``prefer`` (the setting asks for it: at
+    k = 100 dense products are ~3x faster than the linear mechanisms' structured blocks) or the
+    native likelihood block offers no Newton finish; else ``None``."""
+    from ..mechanisms.base import DenseBlock
     from ..mechanisms.matrix import MatrixMechanism
     n_out = mech.n_outputs
     if mech.report_kind == "binary" or n_out is None or mech.k * n_out > dense_max:
         return None
-    probe = mech.likelihood_block(np.arange(min(n_out, 2)), np.ones(min(n_out, 2)))
-    if hasattr(probe, "hessian_diagonal"):
+    probe = mech.likelihood_block(np.arange(n_out), np.ones(n_out))
+    if isinstance(probe, DenseBlock) or not (prefer or not hasattr(probe, "hessian_diagonal")):
         return None
     return MatrixMechanism(mech.channel())
 
@@ -406,7 +430,7 @@ def _run_cell(lv, n, params, base, registered):
     s = lv["setting"]
     data = dataset(s["data"])
     mech = parse(lv["spec"], data.domain)
-    twin = _dense_twin(mech, int(params["dense_max"]))
+    twin = _dense_twin(mech, int(params["dense_max"]), bool(s.get("dense")))
     key = f"{s['data']}|{s['mechanism']}|{lv['spec']}|n={n}"
     rng = _cell_rng(base, key)
     specs = params["estimators"]
@@ -535,7 +559,7 @@ def _compute(params, rng, progress):
     t0 = time.perf_counter()
     levels = _plan(params)
     _status(params, f"{len(levels)} privacy levels calibrated in {time.perf_counter() - t0:.1f} s")
-    plan = [(lv, n) for lv in levels for n in params["n"]]
+    plan = [(lv, n) for lv in levels for n in lv["setting"].get("n", params["n"])]
     cells = []
     for i, (lv, n) in enumerate(progress(plan, NAME)):
         cell = _run_cell(lv, n, params, base, registered)
@@ -617,7 +641,8 @@ def write_tables(results: dict, params: dict, out_dir, name: str = NAME) -> tupl
             s = c["estimators"][lab]["summary"][m]
             txt = f"{s['median']:.4g} [{s['q25']:.3g}, {s['q75']:.3g}]"
             row.append(f"**{txt}**" if s["median"] == best else txt)
-        lines.append(f"| {c['data']} | {c['mechanism']} | {_eps_label(c)} | {c['n']:,} | {m} | " + " | ".join(row) + " |")
+        lines.append(f"| {c['data']} | {c['mechanism']} | {_eps_label(c)} | {c['n']:,} | {m} | "
+                     + " | ".join(row) + " |")
     lines += ["", "## Claims (issue 17)", ""]
     for cand, rec in results["claims"]["candidates"].items():
         for group, g in rec.items():
@@ -643,6 +668,9 @@ def _panels(results):
 
 
 def _figure(results, params, path, xkey):
+    """One panel per (data, mechanism): median error (band q25-q75) of every estimator against
+    ``n`` at LDP eps ``plot_eps`` (``xkey="n"``), or against the LDP eps at the largest ``n``
+    (``xkey="eps"``; the seeds' metric levels as hollow markers at their computed LDP eps)."""
     panels = _panels(results)
     labels = [e["label"] for e in params["estimators"]]
     ncols = min(4, max(1, len(panels)))
@@ -650,6 +678,7 @@ def _figure(results, params, path, xkey):
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
     for ax, ((data, mech), cells) in zip(axes.ravel(), panels.items()):
         ldp = [c for c in cells if c["calibration"] == "ldp"]
+        extra = []
         if xkey == "n":
             eps_avail = sorted({c["eps_ldp_target"] for c in ldp})
             eps = params["plot_eps"] if params["plot_eps"] in eps_avail else (eps_avail[0] if eps_avail else None)
@@ -659,23 +688,29 @@ def _figure(results, params, path, xkey):
         else:
             nmax = max(c["n"] for c in cells)
             sel = [c for c in ldp if c["n"] == nmax]
+            extra = [c for c in cells if c["calibration"] != "ldp" and c["n"] == nmax]
             title = f"{data}: {mech}, n={nmax:,}"
-            x_of = lambda c: c["eps_ldp_target"]  # noqa: E731
+            x_of = lambda c: c["eps_ldp_target"] if c["calibration"] == "ldp" else c["eps_ldp"]  # noqa: E731
         sel = sorted(sel, key=x_of)
-        metric = sel[0]["primary"] if sel else "emd"
+        metric = cells[0]["primary"]
         for lab in labels:
-            pts = [(x_of(c), c["estimators"][lab]["summary"][metric]) for c in sel
-                   if lab in c["estimators"] and c["estimators"][lab]["summary"][metric]["median"] is not None]
-            if not pts:
-                continue
-            xs = [p[0] for p in pts]
             color, marker = _STYLE.get(lab, (None, "x"))
-            ax.plot(xs, [p[1]["median"] for p in pts], marker=marker, color=color, label=lab, lw=1.2, ms=4)
-            ax.fill_between(xs, [p[1]["q25"] for p in pts], [p[1]["q75"] for p in pts], color=color, alpha=0.12)
+            for group, hollow in ((sel, False), (extra, True)):
+                pts = [(x_of(c), c["estimators"][lab]["summary"][metric]) for c in group
+                       if lab in c["estimators"] and c["estimators"][lab]["summary"][metric]["median"] is not None]
+                if not pts:
+                    continue
+                xs = np.array([p[0] for p in pts])
+                med = np.array([p[1]["median"] for p in pts])
+                err = np.array([med - [p[1]["q25"] for p in pts], [p[1]["q75"] for p in pts] - med])
+                ax.errorbar(xs, med, yerr=np.maximum(err, 0), marker=marker, color=color, ms=4, capsize=2,
+                            lw=0 if hollow else 1.2, elinewidth=0.8, mfc="none" if hollow else color,
+                            label=None if hollow else lab)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(title, fontsize=8)
-        ax.set_xlabel("n (users)" if xkey == "n" else "LDP eps", fontsize=8)
+        ax.set_xlabel("n (users)" if xkey == "n" else "LDP eps (hollow: the seeds' metric eps)", fontsize=8)
         unit = dataset(data).unit
         ax.set_ylabel(f"median {metric.upper()}" + (f" ({unit})" if metric == "emd" and unit else ""), fontsize=8)
         ax.tick_params(labelsize=7)
@@ -683,7 +718,7 @@ def _figure(results, params, path, xkey):
         ax.axis("off")
     if panels:
         axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"{NAME}: median error (band: q25-q75) over {params['runs']} runs", fontsize=10)
+    fig.suptitle(f"{NAME}: median error (bars: q25-q75) over {params['runs']} runs", fontsize=10)
     fig.tight_layout()
     save(fig, path)
 
