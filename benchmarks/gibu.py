@@ -48,7 +48,7 @@ def run(quick: bool = False) -> dict:
     t_data = time.perf_counter() - t0
     obs = Observations(blocks)
     t0 = time.perf_counter()
-    est = ibu(obs, accelerate="squarem")
+    est = ibu(obs, accelerate="squarem", stop="loglik", delta=1e-6, max_iter=10_000)
     t_est = time.perf_counter() - t0
     return {"benchmark": "gibu", "k": K, "mechanisms": n_mech, "reports": int(obs.n),
             "data_seconds": t_data, "gibu_seconds": t_est, "iterations": est.iterations,

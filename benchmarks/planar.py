@@ -48,7 +48,7 @@ def one(side: int, n: int = N, max_iter: int = 10_000) -> dict:
     z, c = np.unique(reports, return_counts=True)
     obs = Observations([ObservationBlock(mech, z, c)], dom)
     t0 = time.perf_counter()
-    est = ibu(obs, accelerate="squarem", max_iter=max_iter, delta=DELTA_PER_REPORT * n)
+    est = ibu(obs, accelerate="squarem", stop="loglik", max_iter=max_iter, delta=DELTA_PER_REPORT * n)
     t_ibu = time.perf_counter() - t0
     truth = np.bincount(x, minlength=side * side) / n
     return {"side": side, "cells": side * side, "n": n, "eps_per_km": EPS, "cell_km": CELL,
