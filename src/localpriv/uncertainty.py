@@ -60,6 +60,8 @@ BOUNDARY = 1e-9
 INVERSION_MAX_RATIO = 4.0
 #: domains up to this size get the inversion intervals (the covariance is k x k)
 INVERSION_MAX_K = 2000
+#: observations from up to this many mechanisms get them (one k x k covariance per mechanism)
+INVERSION_MAX_BLOCKS = 16
 #: draws of the Gaussian / bootstrap replicates by default
 DRAWS = 2000
 BOOT_REPLICATES = 200
@@ -194,20 +196,46 @@ class Uncertainty:
         centre = W @ self.theta
         sd = np.sqrt(np.clip(_quad(W, self.cov), 0, None))
         use = np.zeros(W.shape[0], dtype=bool)
-        if self.raw is not None:
-            sd_inv = np.sqrt(np.clip(_quad(W, self.raw_cov), 0, None))
+        inv = self._inverse(lambda v, C: (W @ v, _quad(W, C)))
+        if inv is not None:
+            c_inv, sd_inv = inv
             use = (sd > 0) & (sd_inv <= INVERSION_MAX_RATIO * sd)
-            centre = np.where(use, W @ self.raw, centre)
+            centre = np.where(use, c_inv, centre)
             sd = np.where(use, sd_inv, sd)
         return centre, sd, use
+
+    def _inverse(self, moments):
+        """``(centres, sds)`` of functionals of the unbiased inverse, or None without one.
+
+        ``moments(v, C)`` gives one mechanism's centres ``W v`` and variances ``diag(W C W^T)``.
+        With several mechanisms (free-will mixtures) each block's inverse is unbiased on its own;
+        they are combined per functional with inverse-variance weights,
+        ``f = sum_A f_A / s_A^2 / sum_A 1 / s_A^2`` with variance ``1 / sum_A 1 / s_A^2``.
+        """
+        parts = self.extra.get("inverse_blocks")
+        if not parts:
+            return None
+        if len(parts) == 1:
+            c, var = moments(*parts[0])
+            return c, np.sqrt(np.clip(var, 0, None))
+        num = den = 0.0
+        for v, C in parts:
+            c, var = moments(v, C)
+            w = 1.0 / np.maximum(var, 1e-300)
+            num, den = num + w * c, den + w
+        return num / den, np.sqrt(1.0 / den)
+
+    def _inverse_cells(self):
+        return self._inverse(lambda v, C: (v, np.diag(C)))
 
     # ---- per cell ---------------------------------------------------------------------------
     def std_error(self) -> np.ndarray:
         """Standard error per cell (boundary cells: ``sqrt(V)``, the curvature scale there)."""
         if self.method == "fisher":
             se = self.std_error_fisher()
-            if self.raw is not None:  # the cells whose interval is the inverse's (see gaussian)
-                se_inv = np.sqrt(np.clip(np.diag(self.raw_cov), 0, None))
+            inv = self._inverse_cells()
+            if inv is not None:  # the cells whose interval is the inverse's (see gaussian)
+                se_inv = inv[1]
                 use = se_inv <= INVERSION_MAX_RATIO * se
                 se = np.where(use, se_inv, se)
             return se
@@ -233,12 +261,13 @@ class Uncertainty:
                 u = V * (-lam + np.sqrt(lam * lam + c / V))
                 lo[self.boundary] = 0.0
                 hi[self.boundary] = np.clip(u, 0.0, 1.0)
-            if self.raw is not None:  # inversion intervals where they apply (see gaussian)
+            inv = self._inverse_cells()
+            if inv is not None:  # inversion intervals where they apply (see gaussian)
                 se_f = self.std_error_fisher()
-                se_inv = np.sqrt(np.clip(np.diag(self.raw_cov), 0, None))
+                c_inv, se_inv = inv
                 use = se_inv <= INVERSION_MAX_RATIO * se_f
-                lo = np.where(use, np.clip(self.raw - z * se_inv, 0.0, 1.0), lo)
-                hi = np.where(use, np.clip(self.raw + z * se_inv, 0.0, 1.0), hi)
+                lo = np.where(use, np.clip(c_inv - z * se_inv, 0.0, 1.0), lo)
+                hi = np.where(use, np.clip(c_inv + z * se_inv, 0.0, 1.0), hi)
                 lo, hi = np.minimum(lo, self.theta), np.maximum(hi, self.theta)
             return lo, hi
         a = (1 - lv) / 2
@@ -312,14 +341,20 @@ def _fisher(est, obs, inversion: bool = True) -> Uncertainty:
     text = ("asymptotic normality of the MLE on its support face (observed information, sum-to-one "
             "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
     raw = raw_cov = None
+    extra = {"support": int(S.size)}
     inverse = _unbiased_inverse(obs) if inversion else None
     if inverse is not None:
-        raw, raw_cov, family = inverse
+        families = sorted({f.upper() for _, _, f in inverse})
+        extra["inverse_blocks"] = [(v, C) for v, C, _ in inverse]
+        if len(inverse) == 1:
+            raw, raw_cov = inverse[0][0], inverse[0][1]
         text += ("; functionals whose unbiased-inverse interval is at most "
-                 f"{INVERSION_MAX_RATIO:g}x wider take that interval instead ({family.upper()}: exact "
-                 "covariance, normal approximation)")
+                 f"{INVERSION_MAX_RATIO:g}x wider take that interval instead ({'/'.join(families)}: exact "
+                 "covariance, normal approximation"
+                 + ("; mechanisms combined per functional by inverse-variance weights" if len(inverse) > 1
+                    else "") + ")")
     return Uncertainty("fisher", theta, text, cov=cov, boundary=boundary, kkt=kkt, face_var=face_var,
-                       raw=raw, raw_cov=raw_cov, extra={"support": int(S.size)})
+                       raw=raw, raw_cov=raw_cov, extra=extra)
 
 
 def _post(v: np.ndarray, post: str) -> np.ndarray:
@@ -374,11 +409,20 @@ def _raw_inverse(block, family: str, name: str = "this estimator"):
 
 
 def _unbiased_inverse(obs):
-    """``(v, Cov(v), family)`` of the observations' unbiased raw inverse, or None where there is none
-    (several mechanisms, no finite invertible channel nor support function, or too large a domain)."""
-    if len(obs.blocks) != 1 or obs.k > INVERSION_MAX_K:
+    """``[(v, Cov(v), family)]`` per mechanism block: the unbiased raw inverse of each, or None where
+    one block has none (no finite invertible channel nor support function) or the domain is too large."""
+    if obs.k > INVERSION_MAX_K or len(obs.blocks) > INVERSION_MAX_BLOCKS:
         return None
-    block = obs.blocks[0]
+    out = []
+    for block in obs.blocks:
+        one = _block_inverse(block)
+        if one is None:
+            return None
+        out.append(one)
+    return out
+
+
+def _block_inverse(block):
     mech = block.mechanism
     from .estimators.oracles import pure_parameters
     from .mechanisms import KRR
