@@ -13,7 +13,7 @@ from localpriv.analysis.concavity import (
     concavity_witness, identifiable, rank_test, section51_counterexample, strictly_concave)
 from localpriv.analysis.examples import (
     basic_rappor_channel, planar_geometric_truncated_channel, section64_mechanism)
-from localpriv.analysis.likelihood import EQ4, EQ12, eq4_mechanism, eq12_mechanism, loglik, simplex_grid
+from localpriv.analysis.likelihood import EQ4, eq4_mechanism, eq12_mechanism, loglik, simplex_grid
 from localpriv.analysis.likely import (
     dominance_likely, estimate_unbounded_integers, ibu_on_subset, likely_lattice_planar,
     likely_subset_krr, likely_subset_linear, likely_subset_planar)

@@ -1,5 +1,4 @@
 """The versioned file formats, mergeable counts and the checked data path (docs/format.md)."""
-import os
 import signal
 import subprocess
 import sys

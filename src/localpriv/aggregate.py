@@ -160,7 +160,7 @@ def _check_total(df: pd.DataFrame) -> pd.DataFrame:
         raise LocalPrivError("no reports to aggregate: the input is empty")
     totals = df.groupby("mechanism", sort=False)["count"].sum()
     if (totals > MAX_TOTAL).any() or float(totals.sum()) > MAX_TOTAL:
-        raise LocalPrivError(f"more than 2^53 reports in all: counts that large are not exact")
+        raise LocalPrivError("more than 2^53 reports in all: counts that large are not exact")
     return df
 
 

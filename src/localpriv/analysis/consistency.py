@@ -58,7 +58,7 @@ def dominance(mech, domain=None, max_dense: int = 16_000_000) -> dict:
     except ImportError:  # pragma: no cover
         UnaryEncoding = ()
     if isinstance(mech, UnaryEncoding) and np.isfinite(mech.log_level()):  # 0 < q, p < 1
-        return {"holds": True, "reason": f"unary encoding (basic Rappor when symmetric): finitely many bit vectors, "
+        return {"holds": True, "reason": "unary encoding (basic Rappor when symmetric): finitely many bit vectors, "
                                          "each of positive probability under every input (bit probabilities p, q in (0,1)), "
                                          "so d(z) = -log min_x P(z|x) is finite (seed 001 Prop. 6.3)"}
     try:

@@ -208,7 +208,6 @@ def _t53_compute(params, rng, progress):
     net = load_network(params["network"])
     names = net.names
     idx = list(range(net.d))
-    cards = dict(zip(idx, net.cards))
     truth = {(names.index(a), names.index(b)) for a, b in net.edges()}
     k, p, eps, n = params["k"], params["p"], params["eps"], params["n"]
     triples = combination_views(net.d, k + 1)
