@@ -201,12 +201,18 @@ def test_dirichlet_map_satisfies_its_kkt_equations():
 def test_ems_reaches_the_fixed_point_of_the_smoothed_map():
     obs, _ = _line_obs(5000, 2, k=20, eps=0.5, dense=False)  # the structured geometric block
     h, delta = 1.5, 1e-10
-    est = ems(obs, strength=h, delta=delta)
-    theta = est.distribution
-    assert est.converged and est.settings["acceleration"] == "none"
-    assert est.settings["stopping"].startswith("max|theta")
-    residual = smooth(theta * _grad(obs, theta) / obs.n, (20,), h) - theta
-    assert np.abs(residual).max() <= delta
+    plain = ems(obs, strength=h, delta=delta, accelerate="none")
+    est = ems(obs, strength=h, delta=delta)  # SQUAREM on the residual (the default)
+    assert plain.settings["acceleration"] == "none"
+    assert est.settings["acceleration"] == "squarem-residual"
+    assert est.iterations < plain.iterations  # what the acceleration is for
+    for e in (plain, est):
+        theta = e.distribution
+        assert e.converged and e.settings["stopping"].startswith("max|theta")
+        residual = smooth(theta * _grad(obs, theta) / obs.n, (20,), h) - theta
+        assert np.abs(residual).max() <= delta
+    # one fixed point: both within a contraction-sized multiple of delta of each other
+    assert np.abs(est.distribution - plain.distribution).max() < 1e-6
 
 
 # ---- strength chosen from the data ----------------------------------------------------------------

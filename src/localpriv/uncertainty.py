@@ -453,6 +453,7 @@ def _support_second_moment(block) -> np.ndarray | None:
     """``(1/n) sum_j c_j s_j s_j^T`` with ``s_j`` the support indicator (or vector) of report j."""
     mech = block.mechanism
     from .mechanisms import KRR
+    from .mechanisms.unary import weighted_gram
     if isinstance(mech, KRR):
         return np.diag(block.count_vector() / block.n)
     vectors = getattr(mech, "vectors", None)       # SHE: the noisy vectors themselves
@@ -468,8 +469,7 @@ def _support_second_moment(block) -> np.ndarray | None:
             Z = vectors(block.reports[s:s + step])
             out += (Z * c[:, None]).T @ Z
         else:
-            Z = supports(block.reports[s:s + step]).astype(float)
-            out += (Z.T @ Z.multiply(c[:, None]).tocsr()).toarray()
+            out += weighted_gram(supports(block.reports[s:s + step]), c)
     return out / block.n
 
 

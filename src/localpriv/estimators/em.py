@@ -384,8 +384,8 @@ def em(
     _check_observable(blocks, probs)
     trace = []
     if penalty is not None:
-        if penalty.value(theta) is None:  # no objective: plain iterations of the map, on theta
-            scheme, stop = "none", "max_abs"
+        if penalty.value(theta) is None:  # no objective: iterations of the map, stopped on theta
+            scheme, stop = ("none" if scheme == "none" else "residual"), "max_abs"
         elif scheme == "newton":
             scheme = "squarem"
         if stop == "gap" and penalty.gradient(theta) is None:
@@ -411,6 +411,9 @@ def em(
         L = objective(theta, probs)
         if keep_trace:
             trace.append(L)
+        if scheme == "residual":
+            return _squarem_residual(blocks, theta, probs, L, n, delta, max_iter, record, trace, penalty,
+                                     objective)
         if scheme in ("squarem", "newton"):
             return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton,
                             penalty, objective, callback if rich else None)
@@ -450,6 +453,59 @@ def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, pena
         if done:
             return theta, L, t, True, gap
     return theta, L, t, False, gap
+
+
+def _squarem_residual(blocks, theta, probs, L, n, delta, max_iter, record, trace, penalty,
+                      objective) -> EMResult:
+    """SQUAREM for a map that ascends no objective (EMS's smoothed EM; Varadhan and Roland, Scand.
+    J. Stat. 35:335-353, 2008, scheme S3), stopped on ``max_x |F(theta)_x - theta_x| < delta``.
+
+    Each cycle takes ``theta1 = F(theta)``, ``theta2 = F(theta1)``, ``r = theta1 - theta``,
+    ``v = theta2 - theta1 - r``, ``alpha = max(-|r|/|v|, -alpha_max)`` and the stabilized
+    ``theta3 = F(theta - 2 alpha r + alpha^2 v)``. With no objective to guard the step, the merit
+    is the fixed-point residual: the extrapolation is kept when its residual ``|theta3 - cand|``
+    is at most that of ``theta1`` (``|theta2 - theta1|``), else the cycle keeps ``theta2`` and the
+    step cap shrinks. The fixed point and the stopping rule are those of plain iterations; only the
+    number of map evaluations changes (``iterations`` counts them)."""
+    t, cycles, alpha_max = 0, 0, 4.0
+    while t + 3 <= max_iter:
+        th1, _ = _em_update(blocks, theta, probs, n, penalty)
+        p1 = _forward_all(blocks, th1)
+        t += 1
+        r = th1 - theta
+        if float(np.max(np.abs(r))) < delta:
+            L1 = objective(th1, p1)
+            record(t, th1, L1, math.nan, "squarem")
+            return EMResult(th1, L1, t, True, trace, scheme="squarem-residual", cycles=cycles, stop="max_abs")
+        th2, _ = _em_update(blocks, th1, p1, n, penalty)
+        p2 = _forward_all(blocks, th2)
+        t += 1
+        v = th2 - th1 - r
+        nr, nv = math.sqrt(r @ r), math.sqrt(v @ v)
+        new, pnew = th2, p2
+        if nv > 0 and nr > 0:
+            alpha = max(-nr / nv, -alpha_max)
+            if alpha < -1.0:
+                cand = theta - 2.0 * alpha * r + alpha * alpha * v
+                cand = np.maximum(cand, FLOOR * th2)  # as in _squarem: no coordinate lost for good
+                cand /= cand.sum()
+                pc = _forward_all(blocks, cand)
+                if all(np.all(np.isfinite(q)) for q in pc):
+                    th3, _ = _em_update(blocks, cand, pc, n, penalty)
+                    t += 1
+                    if float(np.max(np.abs(th3 - cand))) <= float(np.max(np.abs(th2 - th1))):
+                        new, pnew = th3, _forward_all(blocks, th3)
+                        if alpha <= -alpha_max:
+                            alpha_max *= 4.0
+                    else:
+                        alpha_max = max(4.0, alpha_max / 4.0)
+        cycles += 1
+        theta, probs = new, pnew
+        record(t, theta, objective(theta, probs), math.nan, "squarem")
+    theta, L, t, converged, gap = _plain_em(blocks, theta, probs, objective(theta, probs), n, delta, max_iter,
+                                            "max_abs", t, record, penalty, objective)
+    return EMResult(theta, L, t, converged, trace, scheme="squarem-residual", cycles=cycles, gap=gap,
+                    stop="max_abs")
 
 
 def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False,

@@ -17,10 +17,14 @@ equal share of the users (GIBU).
 """
 from __future__ import annotations
 
+import json
 import time
+import zlib
+from pathlib import Path
 
 import numpy as np
 
+from .._validation import LocalPrivError
 from ..datasets import adult_ages
 from ..domains import IntegerDomain
 from ..estimate import _cross
@@ -30,11 +34,16 @@ from ..observations import ObservationBlock, Observations
 from ..plotting import plt, save
 from .runner import Experiment, register_experiment
 
+#: per-user sampling and an EM over ~10^6 distinct reports cost ~15 s per run at n = 10^6 on one
+#: core (notes/issue-16.md), so the vector mechanisms run at most this many times there (binomial sd
+#: of a 95 % coverage over 60 runs: 2.8 points); raise it (or pass your own ``settings``) to spend more
+VECTOR_RUNS_AT_1E6 = 60
+
 SETTINGS = [
     {"name": "k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"]},
-    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"]},
-    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"]},
-    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"]},
+    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"], "max_runs": {"1000000": VECTOR_RUNS_AT_1E6}},
+    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"], "max_runs": {"1000000": VECTOR_RUNS_AT_1E6}},
+    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"], "max_runs": {"1000000": VECTOR_RUNS_AT_1E6}},
     {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
     {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
     {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
@@ -88,8 +97,15 @@ def _one(setting, dom, theta, values, n, levels, rng, true_median):
     return out, bool(est.converged)
 
 
+def _cell_rng(base: int, name: str, n: int) -> np.random.Generator:
+    """The generator of one (setting, n) cell: from the experiment's seed and the cell's name, so a
+    cell gives the same numbers whatever else runs (runs can be split by setting and merged)."""
+    return np.random.default_rng([base, zlib.crc32(name.encode()), int(n)])
+
+
 def _compute(params, rng, progress):
     levels = [float(v) for v in params["levels"]]
+    base = int(rng.integers(2**63))
     results = {"settings": {}}
     for setting in progress(params["settings"], "settings"):
         dom, theta, values = _data(setting["data"])
@@ -98,11 +114,13 @@ def _compute(params, rng, progress):
         per_n = {}
         for n in params["n"]:
             t0 = time.perf_counter()
+            R = int(min(params["runs"], setting.get("max_runs", {}).get(str(int(n)), params["runs"])))
+            cell_rng = _cell_rng(base, setting["name"], n)
             hits = {lv: {"mean": 0, "median": 0, "cells": np.zeros(theta.size), "mean_width": 0.0,
                          "median_width": 0.0} for lv in levels}
             not_conv = 0
-            for _ in progress(range(params["runs"]), f"{setting['name']} n={n}"):
-                rec, conv = _one(setting, dom, theta, values, int(n), levels, rng, true_median)
+            for _ in progress(range(R), f"{setting['name']} n={n}"):
+                rec, conv = _one(setting, dom, theta, values, int(n), levels, cell_rng, true_median)
                 not_conv += not conv
                 for lv in levels:
                     h = hits[lv]
@@ -112,7 +130,6 @@ def _compute(params, rng, progress):
                     if ordered:
                         h["median"] += rec[lv]["median"]
                         h["median_width"] += rec[lv]["median_width"]
-            R = params["runs"]
             cell = {}
             for lv in levels:
                 h = hits[lv]
@@ -132,6 +149,42 @@ def _compute(params, rng, progress):
         results["settings"][setting["name"]] = {"mechanisms": setting["mechanisms"], "data": setting["data"],
                                                 "k": int(theta.size), "by_n": per_n}
     return results
+
+
+def merge(paths, out) -> dict:
+    """Merge the JSON records of runs over disjoint subsets of the settings (same seed, levels, n
+    and runs) into ``out/coverage.json`` and ``out/coverage.png``. Every cell has its own generator
+    (:func:`_cell_rng`), so the merge equals one run over all the settings, cell by cell."""
+    from ..formats import atomic_output
+    from .runner import to_jsonable
+    recs = [json.loads(Path(p).read_text()) for p in paths]
+    if not recs:
+        raise LocalPrivError("merge: no records given")
+    first = recs[0]
+    for key in ("name", "seed", "quick"):
+        if any(r.get(key) != first.get(key) for r in recs):
+            raise LocalPrivError(f"merge: the records differ in {key!r}")
+    for key in ("n", "runs", "levels"):
+        if any(r["params"].get(key) != first["params"].get(key) for r in recs):
+            raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
+    settings, results = [], {"settings": {}}
+    for r in recs:
+        for name, res in r["results"]["settings"].items():
+            if name in results["settings"]:
+                raise LocalPrivError(f"merge: setting {name!r} appears in more than one record")
+            results["settings"][name] = res
+        settings += r["params"]["settings"]
+    record = dict(first)
+    record["params"] = {**first["params"], "settings": settings}
+    record["results"] = results
+    record["elapsed_seconds"] = round(sum(r["elapsed_seconds"] for r in recs), 3)
+    record["merged_from"] = [str(p) for p in paths]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_output(out / "coverage.json") as tmp:
+        tmp.write_text(json.dumps(to_jsonable(record), indent=1))
+    _plot(results, record["params"], out / "coverage.png")
+    return record
 
 
 def _plot(results, params, path):
