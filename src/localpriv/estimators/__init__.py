@@ -70,6 +70,17 @@ def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
     return est
 
 
+def default_estimator(domain) -> str:
+    """The estimator ``localpriv estimate`` and :func:`localpriv.advise` use unless told otherwise.
+
+    Ordered domains (integer lines, planar grids): ``"ems"``, EM with a smoothing step and its
+    bandwidth chosen by held-out likelihood; categorical domains: ``"ibu"``, the certified
+    maximum-likelihood estimate. The evidence is ``localpriv reproduce estimator-accuracy``
+    (``docs/estimators.md``)."""
+    from ..domains import CategoricalDomain
+    return "ibu" if domain is None or isinstance(domain, CategoricalDomain) else "ems"
+
+
 def _check_settings(settings: dict) -> None:
     """Settings shared by the iterative estimators, checked once for all of them."""
     import math
@@ -88,5 +99,5 @@ def _check_settings(settings: dict) -> None:
                              f"{type(settings['callback']).__name__}")
 
 
-__all__ = ["ESTIMATORS", "available_estimators", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",
+__all__ = ["ESTIMATORS", "available_estimators", "default_estimator", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",
            "em", "EMResult", "log_likelihood", "gap_bound", "DEFAULTS", "PLAIN_EM"]
