@@ -326,13 +326,13 @@ def test_cli_defaults_follow_the_library(tmp_path):
     import json
     app, rep = _reports(tmp_path)
     out = tmp_path / "e.json"
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-o", str(out)])
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "-o", str(out)])
     assert r.exit_code == 0, r.output
     s = json.loads(out.read_text())
     assert s["converged"] is True and s["settings"]["delta"] == 1e-9 and s["settings"]["max_iter"] == 100_000
     assert s["settings"]["acceleration"] == "newton" and s["settings"]["stopping"].startswith("max_x g_x")
     assert "per report of the maximum log-likelihood" in r.output
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "--stop", "gap", "--plain",
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "--stop", "gap", "--plain",
                                  "--delta", "1e-6", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["settings"]["acceleration"] == "none"
@@ -341,10 +341,40 @@ def test_cli_defaults_follow_the_library(tmp_path):
 @pytest.mark.parametrize("flags,todo", [([], "raise --max-iter"), (["--plain"], "drop --plain")])
 def test_cli_warns_once_at_the_cap_and_says_what_to_do(tmp_path, flags, todo):
     app, rep = _reports(tmp_path)
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "--max-iter", "3", *flags])
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "--max-iter", "3", *flags])
     assert r.exit_code == 0, r.output
     warnings = [line for line in r.output.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "NOT converged" in warnings[0] and todo in warnings[0]
+
+
+def test_cli_default_estimator_is_ems_on_lines_and_ibu_on_categories(tmp_path):
+    import json
+
+    import pandas as pd
+    app, rep = _reports(tmp_path)
+    out = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(out.read_text())
+    assert s["estimator"] == "ems" and s["settings"]["strength_selection"] == "5-fold held-out log-likelihood"
+    h = s["settings"]["strength"]
+    # --strength pins the bandwidth: the same estimate without the selection
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "--strength", repr(h), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    pinned = json.loads(out.read_text())
+    assert pinned["settings"]["strength_selection"] == "given"
+    np.testing.assert_allclose(pinned["distribution"], s["distribution"], atol=1e-9)
+    # --strength is refused where it means nothing
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "--strength", "1"])
+    assert r.exit_code != 0 and "--strength applies to ems/dirichlet" in r.output
+    # a categorical domain: the MLE
+    pd.DataFrame({"v": list("abcab") * 200}).to_csv(tmp_path / "c.csv", index=False)
+    r = CliRunner().invoke(app, ["perturb", str(tmp_path / "c.csv"), "-o", str(tmp_path / "c.parquet"),
+                                 "-m", "krr(eps=2.0)", "-d", "a,b,c", "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["estimate", str(tmp_path / "c.parquet"), "-d", "a,b,c", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["estimator"] == "ibu"
 
 
 def test_cli_estimate_help_is_true():

@@ -169,9 +169,14 @@ def estimate(
         None, "--domain", "-d",
         help=DOMAIN_HELP + "; omit it for untruncated geometric reports: IBU then runs on the likely "
              "subset of the integers (seed 001 section 8)"),
-    estimator: str = typer.Option("ibu", "--estimator", "-e",
-                                  help="inv-n | inv-p | ibu | gibu | mi-n | ibu-exact | ibu-r | ... "
-                                       "(see docs)"),
+    estimator: Optional[str] = typer.Option(
+        None, "--estimator", "-e",
+        help="ems | ibu | dirichlet | inv-p | inv-n | mi-p | ibu-exact | ... (`localpriv list estimators`). "
+             "Default: ems on ordered domains (lines, grids), ibu on categorical ones (docs/estimators.md)"),
+    strength: Optional[float] = typer.Option(
+        None, "--strength",
+        help="ems/dirichlet: the regularization strength (ems: bandwidth in cells; dirichlet: prior "
+             "pseudo-count); default: chosen by 5-fold held-out log-likelihood; 0 gives the MLE"),
     output: Optional[Path] = typer.Option(None, "--out", "-o", help="estimate file (.csv or .json)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band or error bars)"),
     delta: Optional[float] = typer.Option(
@@ -211,23 +216,30 @@ def estimate(
         raise typer.BadParameter(f"unknown stopping rule {stop!r}: {', '.join(STOP_CHOICES)}", param_hint="'--stop'")
     if delta is not None and (not np.isfinite(delta) or delta <= 0):
         raise typer.BadParameter(f"{delta} is not a number > 0", param_hint="'--delta'")
+    if strength is not None and (not np.isfinite(strength) or strength < 0):
+        raise typer.BadParameter(f"{strength} is not a number >= 0", param_hint="'--strength'")
+    dom = None if domain is None else _domain(domain)
+    if estimator is None:
+        from .estimators import default_estimator
+        estimator = default_estimator(dom)
     is_em = estimator in EM_ESTIMATORS
     given = {"delta": delta, "max_iter": max_iter, "stop": stop,
-             "accelerate": None if accelerate is None else ("newton" if accelerate else "none")}
+             "accelerate": None if accelerate is None else ("newton" if accelerate else "none"),
+             "strength": strength}
     flags = {"delta": "--delta", "max_iter": "--max-iter", "stop": "--stop",
-             "accelerate": "--accelerate" if accelerate else "--plain"}
+             "accelerate": "--accelerate" if accelerate else "--plain", "strength": "--strength"}
     for key, value in given.items():
-        if value is not None and not is_em:
-            raise LocalPrivError(f"{flags[key]} applies to {'/'.join(EM_ESTIMATORS)}, not to {estimator}")
+        if value is not None and (not is_em or (key == "strength" and estimator not in REGULARIZED)):
+            takers = REGULARIZED if key == "strength" else EM_ESTIMATORS
+            raise LocalPrivError(f"{flags[key]} applies to {'/'.join(takers)}, not to {estimator}")
     # the library's defaults for what is not given (the certified, accelerated maximum)
     kwargs = {key: value for key, value in given.items() if value is not None}
     if is_em:  # progress of long estimates: a bar on a terminal, a status line every ~10 s otherwise
         from .progress import EMProgress
         kwargs["progress"] = EMProgress(estimator, console=err)
-    if domain is None:
+    if dom is None:
         est = _estimate_unbounded(inputs, estimator, kwargs)
     else:
-        dom = _domain(domain)
         est = _estimate(_aggregate(inputs, dom), estimator, **kwargs)
     from contextlib import ExitStack
 
@@ -255,7 +267,9 @@ def estimate(
 
 
 #: the estimators run by the EM engine, which take --delta, --stop, --max-iter, --accelerate/--plain
-EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r")
+EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r", "ems", "dirichlet")
+#: ... of which these are regularized and take --strength
+REGULARIZED = ("ems", "dirichlet")
 STOP_CHOICES = ("gap", "loglik", "max_abs")
 
 
