@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test bench bench-memory bench-uncertainty venv clean
+.PHONY: demo test bench bench-memory bench-uncertainty coverage estimator-evidence venv clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,16 @@ bench-memory: $(STAMP)
 
 bench-uncertainty: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
+
+# issue 16's calibration (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
+coverage: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
+
+# issue 17's evidence for the default estimator (about an hour on one core)
+estimator-evidence: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) -c "from localpriv.experiments import run_experiment; \
+	from localpriv.experiments.accuracy import EVIDENCE; \
+	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
 
 clean:
 	rm -rf $(VENV) out

@@ -239,10 +239,16 @@ def parse_domain(text: str) -> Domain:
     * ``"manhattan"`` or ``"manhattan:0.25"``: the planar grid over the Manhattan box of seed 001
       section 7.2 with 0.5-km (or the given) cells (:func:`localpriv.planar.manhattan_grid`);
     * ``"grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)"``: any planar grid, as printed by
-      ``GridDomain.spec()`` (so a grid's spec round-trips).
+      ``GridDomain.spec()`` (so a grid's spec round-trips);
+    * ``"bbox(lat0,lon0,lat1,lon1,cell_km)"``: the grid of square ``cell_km``-km cells that covers
+      the box from the south-west corner (lat0, lon0) to the north-east corner (lat1, lon1), in
+      decimal degrees (:meth:`localpriv.planar.GridDomain.covering`), e.g. whole New York at 1 km:
+      ``bbox(40.4774,-74.2591,40.9176,-73.7004,1)``.
     """
     text = str(text).strip()
     low = text.lower()
+    if low.startswith("bbox"):
+        return _parse_bbox(text)
     if low == "manhattan" or low.startswith("manhattan:"):
         from .planar import manhattan_grid
         cell = low.partition(":")[2] or "0.5"
@@ -274,5 +280,37 @@ def parse_domain(text: str) -> Domain:
     labels = [t.strip() for t in text.split(",") if t.strip()]
     if not labels:
         raise LocalPrivError(f"cannot read domain {text!r}: expected LO..HI, a comma-separated list, "
-                             "manhattan[:CELL_KM] or grid(...)")
+                             "manhattan[:CELL_KM], bbox(lat0,lon0,lat1,lon1,cell_km) or grid(...)")
     return CategoricalDomain(labels)
+
+
+_BBOX_FIELDS = ("lat0", "lon0", "lat1", "lon1", "cell_km")
+_BBOX_FORM = "bbox(lat0,lon0,lat1,lon1,cell_km), e.g. bbox(40.4774,-74.2591,40.9176,-73.7004,1)"
+
+
+def _parse_bbox(text: str) -> Domain:
+    """``bbox(lat0,lon0,lat1,lon1,cell_km)``: five numbers, by position or as ``name=value``."""
+    import re
+
+    from .planar import GridDomain
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    m = re.fullmatch(r"bbox\s*\((.*)\)", text.strip(), flags=re.IGNORECASE | re.DOTALL)
+    if m is None:
+        raise LocalPrivError(f"cannot read domain {shown!r}: expected {_BBOX_FORM}")
+    items = [t.strip() for t in m.group(1).split(",")]
+    if len(items) != 5 or any(not t for t in items):
+        raise LocalPrivError(f"cannot read domain {shown!r}: expected 5 numbers, {_BBOX_FORM}")
+    values = {}
+    for pos, item in enumerate(items):
+        name, eq, raw = item.partition("=")
+        name, raw = (name.strip().lower(), raw.strip()) if eq else (_BBOX_FIELDS[pos], item)
+        if name not in _BBOX_FIELDS:
+            raise LocalPrivError(f"bbox: unknown field {name!r}; expected {_BBOX_FORM}")
+        if name in values:
+            raise LocalPrivError(f"bbox: {name} given twice in {shown!r}")
+        try:
+            number = float(raw)
+        except ValueError:
+            raise LocalPrivError(f"bbox: {name} must be a number, got {raw[:30]!r}") from None
+        values[name] = number
+    return GridDomain.covering(*(values[f] for f in _BBOX_FIELDS))

@@ -19,7 +19,7 @@ show what the smoothing's bias does to coverage.
 
 Every (setting, n) cell has its own generator, derived from the experiment's seed and the cell's
 name, so a run split by settings and merged (:func:`merge`) equals one run over all of them. The
-vector mechanisms at n = 10^6 and the EMS settings run fewer times (``max_runs``; stated in the
+vector mechanisms at n >= 10^5 and the EMS settings run fewer times (``max_runs``; stated in the
 JSON as each cell's ``runs``).
 """
 from __future__ import annotations
@@ -41,25 +41,28 @@ from ..observations import ObservationBlock, Observations
 from ..plotting import plt, save
 from .runner import Experiment, register_experiment
 
-#: per-user sampling and an EM over ~10^6 distinct reports cost ~15 s per run at n = 10^6 on one
-#: core (notes/issue-16.md), so the vector mechanisms run at most this many times there (binomial sd
-#: of a 95 % coverage over 60 runs: 2.8 points); raise it (or pass your own ``settings``) to spend more
-VECTOR_RUNS_AT_1E6 = 60
+#: per-user sampling and an EM over ~n distinct reports cost ~3.5 s per run at n = 10^5 and ~17 s
+#: at 10^6 on one core (notes/issue-16.md), so the vector mechanisms run at most this many times
+#: there (binomial sd of a 95 % coverage: 1.5 points over 200 runs, 3.4 over 40); raise them (or pass
+#: your own ``settings``) to spend more
+VECTOR_RUNS = {"100000": 200, "1000000": 40}
+#: EMS's intervals refit 200 bootstrap replicates per run
+EMS_RUNS = {"10000": 100, "100000": 100, "1000000": 40}
 
 SETTINGS = [
     {"name": "k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"]},
-    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"], "max_runs": {"1000000": VECTOR_RUNS_AT_1E6}},
-    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"], "max_runs": {"1000000": VECTOR_RUNS_AT_1E6}},
-    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"], "max_runs": {"1000000": VECTOR_RUNS_AT_1E6}},
+    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"], "max_runs": VECTOR_RUNS},
+    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"], "max_runs": VECTOR_RUNS},
+    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"], "max_runs": VECTOR_RUNS},
     {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
     {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
     {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
     # the default estimator on ordered domains (issue 17): EMS, intervals by the parametric bootstrap
-    # at the chosen bandwidth (200 refits per run: 100 runs per n)
+    # at the chosen bandwidth (200 refits per run: fewer runs, EMS_RUNS)
     {"name": "EMS k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"], "estimator": "ems",
-     "max_runs": {"10000": 100, "100000": 100, "1000000": 100}},
+     "max_runs": EMS_RUNS},
     {"name": "EMS geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"], "estimator": "ems",
-     "max_runs": {"10000": 100, "100000": 100, "1000000": 100}},
+     "max_runs": EMS_RUNS},
 ]
 
 
