@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test bench bench-memory bench-uncertainty coverage estimator-evidence venv clean
+.PHONY: demo test bench bench-memory bench-uncertainty bench-import coverage docs-numbers estimator-evidence venv clean
 
 venv: $(STAMP)
 
@@ -34,9 +34,18 @@ bench-memory: $(STAMP)
 bench-uncertainty: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
 
+# start-up cost of `import localpriv` and `localpriv --help` (issue 18: under 0.25 s of CPU)
+bench-import: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py import_time
+
 # issue 16's calibration (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
 coverage: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
+
+# the measured numbers of docs/convergence.md, docs/regularized.md and docs/uncertainty.md
+# (house rule: numbers in the docs come from this JSON; about 10 minutes on one core)
+docs-numbers: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
 
 # issue 17's evidence for the default estimator (about an hour on one core)
 estimator-evidence: $(STAMP)

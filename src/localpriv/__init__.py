@@ -11,10 +11,16 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from typing import TYPE_CHECKING, Any
 
-from ._validation import LocalPrivError, PrivacyWarning
+from ._errors import LocalPrivError, PrivacyWarning  # no NumPy: `import localpriv` stays light
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # for the annotations only: nothing heavy is imported at run time
+    from .domains import Domain
+    from .estimate import Estimate
+    from .observations import Observations
 
 _WHERE = {
     "datasets": ".datasets", "metrics": ".metrics",
@@ -26,19 +32,97 @@ _WHERE = {
     "ObservationBlock": ".observations", "Observations": ".observations", "GridDomain": ".planar",
     "perturb": ".reports", "perturb_file": ".reports", "write_reports": ".reports",
     "read_values": ".reports", "make_generator": ".rng", "secure_generator": ".rng",
+    # issue 18 (free will from files and the command line; the other user-facing functions)
+    "perturb_mixed": ".freewill", "perturb_file_mixed": ".freewill", "load_policy": ".freewill",
+    "Policy": ".freewill", "simulate_counts": ".freewill", "read_reports": ".reports",
+    "iter_values": ".reports", "write_counts": ".aggregate", "analyze_report": ".analysis",
+    "available_estimators": ".estimators", "default_estimator": ".estimators",
+    "spawn_generators": ".rng", "em_progress": ".progress",
 }
 
 __all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", *_WHERE]
 
 
-def estimate(obs, method: str = "ibu", **settings):
-    """Run the estimator named ``method`` on ``obs`` (:func:`localpriv.estimators.estimate`)."""
+def estimate(obs: "Observations", method: str = "ibu", **settings: Any) -> "Estimate":
+    """Estimate the distribution of the users' true values from their aggregated reports.
+
+    Runs the estimator named ``method`` (:func:`localpriv.estimators.estimate`); every estimator
+    reads :class:`Observations` (from :func:`aggregate`) and returns an :class:`Estimate`.
+
+    Parameters
+    ----------
+    obs : Observations
+        The aggregated reports, one block per mechanism (:func:`aggregate`). Mixtures of
+        mechanisms (users who chose their own, seed 003) are estimated jointly by the IBU family.
+    method : str, default "ibu"
+        The estimator's name (``available_estimators()`` lists them all): ``"ibu"`` (EM to the
+        certified maximum-likelihood estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"``
+        (EM with a smoothing step; the command line's default on ordered domains, see
+        :func:`default_estimator`), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion,
+        then normalization or projection), ``"mi-n"``, ``"rap-n"``, ... .
+    **settings
+        Passed to the estimator; unknown settings are an error naming them. The common ones:
+
+        ``delta`` : float
+            IBU family: tolerance of the stopping rule (default 1e-9; ``ems`` 1e-7).
+        ``stop`` : {"gap", "loglik", "max_abs"}
+            IBU family: the stopping rule (default ``"gap"``, a certificate: the per-report
+            log-likelihood is within ``delta`` of the maximum).
+        ``max_iter`` : int
+            IBU family: cap on EM evaluations (default 100,000).
+        ``accelerate`` : {"newton", "squarem", "none"}
+            IBU family: acceleration (default ``"newton"``: SQUAREM with a certified Newton finish).
+        ``theta0`` : array, optional
+            IBU family: the starting point (default uniform).
+        ``strength`` : float, optional
+            ``ems``/``dirichlet``: the regularization strength (default: chosen by held-out
+            likelihood over ``folds`` folds; 0 gives the maximum-likelihood estimate).
+        ``progress`` : bool or EMProgress
+            IBU family: a progress display on stderr for long runs (:func:`em_progress`).
+        ``callback`` : callable, optional
+            IBU family: ``callback(t, theta, L)`` after every iteration.
+
+        Each estimator's own settings are in its docstring: ``help(localpriv.ibu)``,
+        ``help(localpriv.estimators.regularized.ems)``, ``help(localpriv.inv)``, or
+        ``help(localpriv.ESTIMATORS[name])`` for any name.
+
+    Returns
+    -------
+    Estimate
+        ``distribution`` (the estimated probabilities over the domain), ``converged``, ``iterations``,
+        ``loglik``; ``.interval(level)`` and ``.statistics(...)`` give its uncertainty.
+
+    Raises
+    ------
+    LocalPrivError
+        An unknown estimator or setting, or observations the estimator cannot use.
+    """
     from .estimators import estimate as _run
     return _run(obs, method, **settings)
 
 
-def aggregate(source, domain=None, aggregator=None):
-    """Aggregate reports and counts to Observations (:func:`localpriv.aggregate.aggregate`)."""
+def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = None) -> "Observations":
+    """Count reports per (mechanism, report): the :class:`Observations` every estimator reads.
+
+    Every row is counted or refused with one line naming the file and rows (see
+    :mod:`localpriv.aggregate`); counts files among the inputs are summed.
+
+    Parameters
+    ----------
+    source : str, Path, list of them, pyarrow.Table or pandas.DataFrame
+        Report or counts files, globs (``"reports/*.parquet"``), folders, hive-partitioned
+        Parquet datasets, or an in-memory report table (columns ``mechanism``, ``report`` and for
+        counts ``count``). Reports of many mechanisms may be mixed (one block per mechanism).
+    domain : Domain, optional
+        The domain of the values (fills ``k`` of specs that leave it out, e.g. planar mechanisms
+        perturbed on a grid; gives estimates their labels).
+    aggregator : DuckDBAggregator or NumpyAggregator, optional
+        The engine (default :class:`DuckDBAggregator`: bounded memory, spills to disk).
+
+    Returns
+    -------
+    Observations
+    """
     from .aggregate import aggregate as _run
     return _run(source, domain, aggregator)
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# defined without NumPy, so that `import localpriv` and the CLI's start-up need not load it
+from ._errors import LocalPrivError, PrivacyWarning
+
 __all__ = [
     "LocalPrivError",
     "PrivacyWarning",
@@ -17,27 +20,6 @@ __all__ = [
     "check_counts",
     "check_stochastic",
 ]
-
-
-class LocalPrivError(ValueError):
-    """A clear, user-facing error of the library (bad input, inapplicable estimator, ...).
-
-    Messages that quote the input are kept short: beyond :attr:`MAX_MESSAGE` characters the
-    middle is cut (the start says what is wrong, the end where)."""
-
-    MAX_MESSAGE = 1000
-
-    def __init__(self, *args):
-        if len(args) == 1 and isinstance(args[0], str) and len(args[0]) > self.MAX_MESSAGE:
-            text = args[0]
-            cut = len(text) - self.MAX_MESSAGE + 40
-            args = (f"{text[:700]} ...[{cut} characters cut]... {text[len(text) - (self.MAX_MESSAGE - 740):]}",)
-        super().__init__(*args)
-
-
-class PrivacyWarning(UserWarning):
-    """A computed privacy level that protects no one: ``inf``, or so large that ``e^eps``
-    overflows float64 (see :func:`localpriv.privacy.checked_epsilon`)."""
 
 
 def _show(value, limit: int = 60) -> str:

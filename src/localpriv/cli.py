@@ -16,26 +16,102 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 # typer >= 0.25 vendors click: its exceptions live here (no separate click package)
 from typer._click.exceptions import UsageError
 
-from ._validation import LocalPrivError
+from ._errors import LocalPrivError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Local privacy: obfuscate values, aggregate reports, estimate distributions.")
+
+class _OnFirstUse:
+    """A module imported on first attribute access: ``localpriv --help`` and the other quick paths
+    never load NumPy (issue 18, item 5); ``np.isfinite(...)`` in a command imports it then."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+        return getattr(importlib.import_module(self._name), attr)
+
+
+np = _OnFirstUse("numpy")
+
+
+def Table(*args, **kwargs):  # noqa: N802 - rich.table.Table, imported when a table is drawn
+    from rich.table import Table as _Table
+    return _Table(*args, **kwargs)
+
+#: placeholders of option values on the --help pages, by the option's Python type
+_METAVARS = {"Path": "PATH", "str": "TEXT", "int": "INTEGER", "float": "NUMBER"}
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose --help page names values the usual way: ``INPUT``, ``--out PATH``, flags
+    without a placeholder (typer's defaults print ``{input}``, ``<path>`` and ``<bool>``)."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for p in params:
+            if p.metavar is None and p.param_type_name == "option" and not getattr(p, "is_flag", False):
+                ann = getattr(getattr(p, "type_descriptor", None), "annotation", None)
+                p.metavar = _METAVARS.get(getattr(ann, "__name__", ""), "VALUE")
+        return params
+
+    def collect_usage_pieces(self, ctx):
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                name = (p.metavar or p.name).upper() + ("..." if p.nargs != 1 else "")
+                pieces.append(name if p.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx, formatter):
+        args, opts = [], []
+        for p in self.get_params(ctx):
+            rec = p.get_help_record(ctx)
+            if rec is None:
+                continue
+            if p.param_type_name == "argument":
+                args.append(((p.metavar or p.name).upper() + ("..." if p.nargs != 1 else ""), rec[1]))
+            else:
+                opts.append(rec)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class _App(typer.Typer):
+    """Every command is a :class:`_Command` (tidy --help pages, whoever adds the command)."""
+
+    def command(self, name=None, *, cls=None, **kwargs):
+        return super().command(name, cls=cls or _Command, **kwargs)
+
+
+# plain (click) help pages: the Rich ones load typer.rich_utils, Markdown and Pygments, which alone
+# cost more than the 0.25 s of CPU `localpriv --help` may take (issue 18, item 5)
+app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+           context_settings={"max_content_width": 110},
+           help="Local privacy: obfuscate values, aggregate reports, estimate distributions.")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 _STATE = {"debug": False}
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        print(f"localpriv {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _main_options(debug: bool = typer.Option(False, "--debug", help="show tracebacks of errors")):
+def _main_options(debug: bool = typer.Option(False, "--debug", help="show tracebacks of errors"),
+                  version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                               help="print the version and exit")):
     """Local privacy: obfuscate values, aggregate reports, estimate distributions."""
     _STATE["debug"] = debug
 
@@ -77,6 +153,8 @@ def _say(text: str) -> None:
 
 def rich_progress():
     """A Progress adapter (see localpriv.experiments.runner.Progress) drawing Rich bars."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from .experiments.runner import Progress as _P
 
     def factory(iterable, description, total):
@@ -92,12 +170,35 @@ def rich_progress():
     return _P(factory)
 
 
-DOMAIN_HELP = "LO..HI, comma-separated labels, manhattan[:CELL_KM] or grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)"
+DOMAIN_HELP = ("LO..HI, comma-separated labels, bbox(lat0,lon0,lat1,lon1,cell_km) (a grid of cell_km-km cells "
+               "covering a lat/lon box), manhattan[:CELL_KM] or grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)")
 
 
 def _domain(text: Optional[str]):
     from .domains import parse_domain
     return None if text is None else parse_domain(text)
+
+
+def _status(label: str, stage: str = ""):
+    """Progress of a long command on stderr: a Rich display on a terminal (after 1.5 s), one status
+    line about every 10 s otherwise (:class:`localpriv.progress.Status`)."""
+    from .progress import Status
+    return Status(label, stage, console=err)
+
+
+def _inputs_text(inputs) -> str:
+    return str(inputs[0]) if len(inputs) == 1 else f"{len(inputs)} inputs"
+
+
+def _rows_hint(path) -> Optional[int]:
+    """Rows of a Parquet file from its footer (the bar's total); None for text files."""
+    if str(path).lower().endswith(".parquet"):
+        try:
+            import pyarrow.parquet as pq
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except Exception:  # noqa: BLE001 - only a hint; reading the file reports real problems
+            return None
+    return None
 
 
 def _generator(seed: Optional[int]):
@@ -110,27 +211,66 @@ def _generator(seed: Optional[int]):
 @app.command()
 @friendly
 def perturb(
-    input: Path = typer.Argument(..., help="CSV or Parquet file of raw values"),
+    input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz) or Parquet file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help="mechanism spec, e.g. 'krr(eps=2.0)'"),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", "-m",
+                                            help="mechanism spec of every row, e.g. 'krr(eps=2.0)'"),
     domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
+    mechanism_column: Optional[str] = typer.Option(
+        None, "--mechanism-column",
+        help="free will: the column holding each row's own mechanism spec (e.g. krr(eps=0.5)); rows are "
+             "grouped by spec and the report file names each report's mechanism"),
+    policy: Optional[Path] = typer.Option(
+        None, "--policy",
+        help="free will: a .json/.toml file mapping the values of a group column to specs (keys: column, specs, "
+             "default, version; docs/freewill.md)"),
     column: Optional[str] = typer.Option(None, "--column", "-c",
-                                         help="column of values (default: first); 'lat,lon' for a grid"),
+                                         help="column of values by name or number (1 = first; default: the "
+                                              "first); two for a grid, latitude first: 'lat,lon' or '3,4'"),
+    header: bool = typer.Option(True, "--header/--no-header",
+                                help="--no-header: the CSV/TSV file's first line is data (give --column by number)"),
+    outside: str = typer.Option("error", "--outside",
+                                help="grid domains: points outside the grid are an error (error), dropped (drop) "
+                                     "or moved to the nearest cell (clamp); dropped or moved points are counted"),
     seed: Optional[int] = typer.Option(None, "--seed", min=0,
                                        help="seed for a reproducible experiment; without it a cryptographically "
                                             "secure generator seeded by the OS (use that for real users)"),
     drop_missing: bool = typer.Option(False, "--drop-missing",
                                       help="drop missing values (counted and reported) instead of failing"),
 ):
-    """Obfuscate a column of values: one report per value (streamed in bounded memory)."""
+    """Obfuscate a column of values: one report per value (streamed in bounded memory); with
+    --mechanism-column or --policy each row applies its own mechanism (free will)."""
     from .formats import REPORT_SUFFIXES, check_output
-    from .reports import perturb_file
     check_output(output, REPORT_SUFFIXES, [input], what="report file")
+    if outside not in ("error", "drop", "clamp"):
+        raise typer.BadParameter(f"{outside!r} is not one of error, drop, clamp", param_hint="'--outside'")
+    given = [flag for flag, v in (("--mechanism", mechanism), ("--mechanism-column", mechanism_column),
+                                  ("--policy", policy)) if v is not None]
+    if len(given) != 1:
+        raise UsageError("give one of --mechanism (every row), --mechanism-column or --policy (each row its own)"
+                         + (f", not {' and '.join(given)}" if given else ""))
     dom = _domain(domain)
-    res = perturb_file(input, output, mechanism, dom, _generator(seed), column=column,
-                       drop_missing=drop_missing)
-    dropped = f", {res.dropped} missing value(s) dropped" if res.dropped else ""
-    _say(f"wrote {res.reports} reports of {res.mechanism} to {res.path} ({res.rows} rows read{dropped})")
+    with _status("perturb", f"reading {input}") as status:
+        rows = status.task("rows", _rows_hint(input), "read")
+        if mechanism is not None:
+            from .reports import perturb_file
+            res = perturb_file(input, output, mechanism, dom, _generator(seed), column=column,
+                               drop_missing=drop_missing, header=header, outside=outside, progress=rows.update)
+        else:
+            from .freewill import perturb_file_mixed
+            res = perturb_file_mixed(input, output, dom, _generator(seed), mechanism_column=mechanism_column,
+                                     policy=policy, column=column, drop_missing=drop_missing, header=header,
+                                     outside=outside, progress=rows.update)
+    if res.outside:
+        did, to = ("dropped", "") if res.outside_action == "drop" else ("moved", " to the nearest cell")
+        _say(f"{did} {res.outside:,} of {res.rows - res.dropped:,} points outside the grid{to} ({input})")
+    dropped = f", {res.dropped:,} missing value(s) dropped" if res.dropped else ""
+    what = res.mechanism
+    if res.by_mechanism and len(res.by_mechanism) > 1:
+        shown = sorted(res.by_mechanism.items(), key=lambda kv: -kv[1])
+        what = f"{len(shown)} mechanisms (" + ", ".join(f"{n:,} {m}" for m, n in shown[:4]) + \
+            (f", {len(shown) - 4} more" if len(shown) > 4 else "") + ")"
+    _say(f"wrote {res.reports:,} reports of {what} to {res.path} ({res.rows:,} rows read{dropped})")
 
 
 @app.command()
@@ -141,24 +281,31 @@ def aggregate(
     output: Path = typer.Option(..., "--out", "-o", help="counts file (.csv or .parquet)"),
     memory_limit: str = typer.Option("2GB", help="DuckDB memory limit (e.g. 512MB, 2GB)"),
     engine: str = typer.Option("duckdb", "--engine", help="duckdb (default, bounded memory) or numpy"),
+    domain: Optional[str] = typer.Option(
+        None, "--domain", "-d",
+        help="the values' domain, for reports whose mechanism spec leaves it out (planar mechanisms "
+             "perturbed with --domain bbox(...), grid(...) or manhattan): " + DOMAIN_HELP),
 ):
     """Count reports per (mechanism, report); counts files among the inputs are summed."""
     from .aggregate import DuckDBAggregator, NumpyAggregator, check_memory_limit, write_counts
     from .formats import REPORT_SUFFIXES, check_output
     check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
+    dom = _domain(domain)
     if engine == "duckdb":
         try:
-            agg = DuckDBAggregator(memory_limit=check_memory_limit(memory_limit))
+            agg = DuckDBAggregator(memory_limit=check_memory_limit(memory_limit), domain=dom)
         except LocalPrivError as exc:
             raise typer.BadParameter(str(exc), param_hint="'--memory-limit'") from None
     elif engine == "numpy":
-        agg = NumpyAggregator()
+        agg = NumpyAggregator(domain=dom)
     else:
         raise typer.BadParameter(f"unknown engine {engine!r}: duckdb or numpy", param_hint="'--engine'")
-    df = agg.counts(inputs)
-    write_counts(df, output, inputs)
-    _say(f"{int(df['count'].sum())} reports, {df['mechanism'].nunique()} mechanism(s), "
-         f"{len(df)} distinct (mechanism, report) pairs -> {output}")
+    with _status("aggregate", f"counting the reports of {_inputs_text(inputs)}") as status:
+        df = agg.counts(inputs)
+        status.stage(f"writing {output}")
+        write_counts(df, output, inputs)
+    _say(f"{int(df['count'].sum()):,} reports, {df['mechanism'].nunique():,} mechanism(s), "
+         f"{len(df):,} distinct (mechanism, report) pairs -> {output}")
 
 
 @app.command()
@@ -177,8 +324,13 @@ def estimate(
         None, "--strength",
         help="ems/dirichlet: the regularization strength (ems: bandwidth in cells; dirichlet: prior "
              "pseudo-count); default: chosen by 5-fold held-out log-likelihood; 0 gives the MLE"),
-    output: Optional[Path] = typer.Option(None, "--out", "-o", help="estimate file (.csv or .json)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band or error bars)"),
+    output: Optional[Path] = typer.Option(None, "--out", "-o",
+                                          help="estimate file (.csv or .json; on a grid the cells' lat/lon "
+                                               "centres are included; .geojson: cell polygons for GIS tools)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band "
+                                                             "or error bars; on a grid a lat/lon heatmap)"),
+    label: Optional[str] = typer.Option(None, "--label",
+                                        help="--plot: the axis label, the column and its unit, e.g. 'age (years)'"),
     delta: Optional[float] = typer.Option(
         None, help="IBU variants: tolerance of the stopping rule (default 1e-9: with --stop gap, the "
                    "per-report log-likelihood is within DELTA of the maximum)"),
@@ -219,6 +371,9 @@ def estimate(
     if strength is not None and (not np.isfinite(strength) or strength < 0):
         raise typer.BadParameter(f"{strength} is not a number >= 0", param_hint="'--strength'")
     dom = None if domain is None else _domain(domain)
+    if output is not None and output.suffix.lower() == ".geojson" and not hasattr(dom, "edges"):
+        raise LocalPrivError(f"--out {output}: GeoJSON needs a planar grid domain (--domain bbox(...), grid(...) "
+                             "or manhattan); write .csv or .json instead")
     if estimator is None:
         from .estimators import default_estimator
         estimator = default_estimator(dom)
@@ -240,7 +395,9 @@ def estimate(
     if dom is None:
         est = _estimate_unbounded(inputs, estimator, kwargs)
     else:
-        est = _estimate(_aggregate(inputs, dom), estimator, **kwargs)
+        with _status("estimate", f"counting the reports of {_inputs_text(inputs)}"):
+            obs = _aggregate(inputs, dom)
+        est = _estimate(obs, estimator, **kwargs)
     from contextlib import ExitStack
 
     from .formats import atomic_output
@@ -252,7 +409,7 @@ def estimate(
             est.save(out_tmp, ci=ci, stats=list(stats) or None)
         if plot_tmp is not None:
             from .plotting import estimate_figure
-            estimate_figure(est, plot_tmp, level=ci)
+            estimate_figure(est, plot_tmp, level=ci, xlabel=label)
     if est.converged is False:
         _say(_cap_warning(est))
     if not output:
@@ -264,6 +421,10 @@ def estimate(
     cert = f"; within {gap:.1g} per report of the maximum log-likelihood" \
         if est.converged and isinstance(gap, float) and gap == gap else ""
     _say((f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est)) + cert)
+    wrote = ([f"the estimate ({len(est.distribution):,} values) -> {output}"] if output else []) + \
+        ([f"its plot -> {plot}"] if plot else [])
+    if wrote:
+        _say("wrote " + ", ".join(wrote))
 
 
 #: the estimators run by the EM engine, which take --delta, --stop, --max-iter, --accelerate/--plain
@@ -319,19 +480,23 @@ def mechanism(
     spec: str = typer.Argument(..., help="mechanism spec, e.g. 'krr(k=10,eps=1.0)'"),
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help="LO..HI or labels (fills k)"),
     show: bool = typer.Option(False, "--show", help="print the channel matrix too"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
 ):
     """Summarize a mechanism's channel and its privacy level computed from it."""
     from .analysis import analyze_report
     from .mechanisms import parse
-    mech = parse(spec, _domain(domain))
-    report = analyze_report(mech, domain=_domain(domain))
-    table = Table(title=str(mech), show_header=False)
-    for k, v in report.items():
-        table.add_row(k, str(v))
-    console.print(table)
+    dom = _domain(domain)
+    mech = parse(spec, dom)
+    report = analyze_report(mech, domain=dom)
+    if as_json:
+        if show:
+            report["channel"] = mech.channel()
+        _print_json(report)
+        return
+    console.print(_report_table(str(mech), report))
     if show:
         with np.printoptions(precision=4, suppress=True, linewidth=160):
-            console.print(mech.channel())
+            console.print(mech.channel(), highlight=False)
 
 
 @app.command()
@@ -344,7 +509,7 @@ def analyze(
     runs: int = typer.Option(20, "--runs", min=1, help="--consistency: data sets per n"),
     seed: int = typer.Option(0, "--seed", min=0, help="--consistency: seed of the random generator"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="--consistency: PNG of error against n (log-log)"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
 ):
     """Privacy level (LDP or metric), identifiability and the error bounds that apply; with
     --consistency, the consistency report of seed 001 section 6 with an empirical study."""
@@ -355,24 +520,95 @@ def analyze(
         check_output(plot, IMAGE_SUFFIXES, what="plot")
     dom = _domain(domain)
     mech = parse(mechanism, dom)
-    report = analyze_report(mech, domain=dom)
-    if consistency:
-        from .analysis.consistency import consistency_report
-        cons = consistency_report(mech, runs=runs, rng=np.random.default_rng(seed))
-        study = cons.get("convergence", {})
-        report["consistency verdict"] = cons["verdict"]
-        if study:
-            report["convergence study"] = {key: study[key] for key in study
-                                           if key in ("n", "mse", "mse_se", "runs", "slope", "slope_se",
-                                                      "not_converged", "asymptotic_error")}
-        if plot and study:
-            _plot_convergence(study, plot, str(mech))
-            report["convergence plot"] = str(plot)
+    with _status("analyze", f"analyzing {mech}") as status:
+        report = analyze_report(mech, domain=dom)
+        if consistency:
+            from .analysis.consistency import consistency_report
+            status.stage(f"consistency study of {mech} ({runs} data sets per n)")
+            cons = consistency_report(mech, runs=runs, rng=np.random.default_rng(seed))
+            study = cons.get("convergence", {})
+            report["consistency verdict"] = cons["verdict"]
+            if study:
+                report["convergence study"] = {key: study[key] for key in study
+                                               if key in ("n", "mse", "mse_se", "runs", "slope", "slope_se",
+                                                          "not_converged", "asymptotic_error")}
+            if plot and study:
+                _plot_convergence(study, plot, str(mech))
+                report["convergence plot"] = str(plot)
     if as_json:
-        console.print_json(json.dumps(report, default=_jsonable))
+        _print_json(report)
     else:
-        for k, v in report.items():
-            console.print(f"{k}: {v}", highlight=False)
+        console.print(_report_table(str(mech), report))
+    if plot is not None:
+        _say(f"wrote the convergence plot -> {plot}" if "convergence plot" in report else
+             f"no plot written ({plot}): the consistency study has no convergence data"
+             + ("" if consistency else "; --plot needs --consistency"))
+
+
+def fmt_number(value, digits: int = 4) -> str:
+    """A number for people: ``digits`` significant digits (epsilons and error bounds), thousands
+    grouped, no float noise (0.05000000000000071 -> 0.05, 1.9999999999999996 -> 2), exponent
+    notation below 0.001 and from 10^6; integers exact; booleans yes/no."""
+    import math
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu"):
+        return f"{int(value):,}"
+    v = float(value)
+    if not math.isfinite(v):
+        return str(v)
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if 1e-3 <= a < 1e6:
+        decimals = max(0, digits - 1 - math.floor(math.log10(a)))
+        text = f"{round(v, decimals):,.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{v:.{digits}g}"
+
+
+def _fmt_value(value) -> str:
+    """A report value for a table: numbers by :func:`fmt_number`, lists of numbers element-wise."""
+    if isinstance(value, (bool, int, float)) or hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0:
+        return fmt_number(value)
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        items = value.tolist() if hasattr(value, "tolist") else list(value)
+        return "[" + ", ".join(_fmt_value(v) for v in items) + "]"
+    return str(value)
+
+
+def _report_table(title: str, report: dict):
+    """Key/value rows (nested dicts as indented rows) as a Rich table."""
+    table = Table(title=title, show_header=False, title_justify="left", expand=False)
+    table.add_column("what", style="bold", overflow="fold", max_width=48)
+    table.add_column("value", overflow="fold")
+    for key, value in report.items():
+        if isinstance(value, dict):
+            table.add_row(key, "")
+            for sub, v in value.items():
+                table.add_row(f"  {sub}", _fmt_value(v))
+        else:
+            table.add_row(key, _fmt_value(value))
+    return table
+
+
+def _print_json(report: dict) -> None:
+    """Valid JSON on stdout, full precision (non-finite numbers as the strings inf, -inf, nan)."""
+    sys.stdout.write(json.dumps(_finite(report), indent=2, default=_jsonable, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def _finite(obj):
+    import math
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        return _finite(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if obj != obj else ("inf" if obj > 0 else "-inf")
+    return obj
 
 
 def _jsonable(obj):
@@ -482,7 +718,7 @@ def main(argv=None):  # entry point
             traceback.print_exc()
         hint = f" (see localpriv {exc.ctx.info_name} --help)" if exc.ctx is not None and \
             exc.ctx.info_name not in (None, "localpriv") else " (see localpriv --help)"
-        _say(f"error: {exc.format_message()}{hint}")
+        _say(f"error: {_usage_message(exc)}{hint}")
         sys.exit(2)
     except typer.Abort:
         _say("error: interrupted")
@@ -495,6 +731,19 @@ def main(argv=None):  # entry point
             traceback.print_exc()
         _say(f"error: {_message(exc)}")
         sys.exit(1)
+
+
+def _usage_message(exc: UsageError) -> str:
+    """The usage error in words: several files where a command reads one say so."""
+    msg = exc.format_message()
+    m = re.match(r"Got unexpected extra argument(?:\(s\)|s)? \((.*)\)$", msg)
+    name = exc.ctx.info_name if exc.ctx is not None else None
+    if m and name == "perturb":
+        extra = m.group(1).split()
+        return (f"perturb reads one values file, but {len(extra) + 1} were given (also: {', '.join(extra[:3])}"
+                f"{', ...' if len(extra) > 3 else ''}); perturb each into its own report file, then aggregate or "
+                "estimate them together (those take many files and globs)")
+    return msg
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

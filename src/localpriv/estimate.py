@@ -82,6 +82,9 @@ class Estimate:
         d = self.summary()
         d["labels"] = [x.item() if hasattr(x, "item") else x for x in self.labels]
         d["distribution"] = self.distribution.tolist()
+        cells = self._cells()
+        if cells is not None:  # planar grid: each cell's row, column and centre (degrees)
+            d.update({key: col.tolist() for key, col in cells.items()})
         if ci is not None:
             lo, hi = self.ci(ci)
             d["ci"] = {"level": float(ci), "method": self.uncertainty().method,
@@ -92,20 +95,40 @@ class Estimate:
                                self.statistics(stats, 0.95 if ci is None else ci).items()}
         return d
 
+    def _cells(self) -> dict | None:
+        """Planar grid domains: ``{"row", "col", "lat", "lon"}`` of every cell (centres in degrees)."""
+        dom = self.domain
+        if dom is None or not callable(getattr(dom, "centres", None)):
+            return None
+        row, col = dom.rows_cols(np.arange(dom.size))
+        lat, lon = dom.centres()
+        return {"row": row, "col": col, "lat": lat, "lon": lon}
+
     def to_frame(self, ci: float | None = None) -> "pd.DataFrame":
-        """Columns value, probability (and lower, upper with ``ci``)."""
+        """Columns value, probability (and lower, upper with ``ci``); on a planar grid ``value`` is
+        the cell id and the cell's ``row``, ``col`` and centre ``lat``, ``lon`` (degrees) follow
+        (last, so that the other columns keep their places)."""
         import pandas as pd
         df = pd.DataFrame({"value": self.labels, "probability": self.distribution})
         if ci is not None:
             df["lower"], df["upper"] = self.ci(ci)
+        cells = self._cells()
+        if cells is not None:
+            for key, col in cells.items():
+                df[key] = col
         return df
 
     def save(self, path, ci: float | None = None, stats=None) -> Path:
-        """Write as JSON (``.json``: estimate, metadata, intervals with ``ci``, statistics) or CSV
-        (value, probability, and lower, upper with ``ci``), atomically."""
+        """Write as JSON (``.json``: estimate, metadata, intervals with ``ci``, statistics), CSV
+        (value, probability, and lower, upper with ``ci``) or, on a planar grid, GeoJSON
+        (``.geojson``: one polygon per cell, :func:`localpriv.geo_export.estimate_geojson`),
+        atomically."""
         from .formats import ESTIMATE_SUFFIXES, atomic_output
 
         path = Path(path)
+        if path.suffix.lower() == ".geojson":
+            from .geo_export import write_geojson
+            return write_geojson(self, path, ci=ci)
         payload = self.to_dict(ci, stats) if path.suffix.lower() == ".json" else self.to_frame(ci)
         with atomic_output(path, ESTIMATE_SUFFIXES, what="estimate file") as tmp:
             if path.suffix.lower() == ".json":

@@ -52,7 +52,7 @@ FORMAT_VERSION = 1
 _CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)\s*$")
 _CSV_END = re.compile(r"^#localpriv end rows=(\d+)\s*$")
 REPORT_SUFFIXES = (".parquet", ".csv")
-ESTIMATE_SUFFIXES = (".json", ".csv")
+ESTIMATE_SUFFIXES = (".json", ".csv", ".geojson")  # .geojson: estimates on planar grids
 IMAGE_SUFFIXES = (".png",)
 #: CSV read in blocks of this many bytes (memory per block, not per file).
 CSV_BLOCK_BYTES = 1 << 20

@@ -7,6 +7,10 @@ groups by ``(mechanism, report)`` in DuckDB and yields one block -- the triplet
 
 * :func:`perturb_mixed` -- obfuscate raw values with one mechanism per user, grouped by distinct
   mechanism and sampled vectorized per group;
+* :func:`perturb_file_mixed` -- the same for a values file, streamed: each row's mechanism read
+  from a column of the file, or from a :class:`Policy` (:func:`load_policy`: a small JSON/TOML
+  file mapping the values of a group column to specs) -- ``localpriv perturb --mechanism-column``
+  and ``--policy``;
 * :func:`simulate_counts` -- the aggregated counts of many mechanisms drawn directly (multinomial
   per mechanism: exactly the distribution of the aggregated reports), for large simulations;
 * :func:`naive_gibu` -- the per-user GIBU iteration of seed 003 Eq. (18), ``O(n k)`` per
@@ -18,20 +22,27 @@ groups by ``(mechanism, report)`` in DuckDB and yields one block -- the triplet
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
 import numpy as np
 import pyarrow as pa
 
 from ._validation import LocalPrivError, check_distribution, check_int, check_rng
 from .domains import Domain
-from .mechanisms import parse
+from .mechanisms import Mechanism, parse
 from .observations import ObservationBlock, Observations
-from .reports import report_table
+from .reports import PerturbSummary, report_table
 
-__all__ = ["perturb_mixed", "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
+__all__ = ["perturb_mixed", "perturb_file_mixed", "Policy", "load_policy", "mixed_block_rows",
+           "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
            "inv_m_krr_bound", "inv_m_krr_exact", "rap_m_bound", "rappor_observations", "split_users"]
 
 
-def perturb_mixed(values, specs, rng, domain: Domain | None = None) -> pa.Table:
+def perturb_mixed(values: Any, specs: "Sequence[str | Mechanism] | np.ndarray", rng: np.random.Generator,
+                  domain: Domain | None = None) -> pa.Table:
     """Obfuscate ``values[i]`` with mechanism ``specs[i]``; one report table for all users.
 
     Users are grouped by distinct mechanism (``numpy.unique`` on the specs) and each group is
@@ -45,7 +56,9 @@ def perturb_mixed(values, specs, rng, domain: Domain | None = None) -> pa.Table:
     specs : sequence of str or Mechanism, length n
         The mechanism of each user.
     rng : numpy.random.Generator
+        The source of randomness; groups draw from it in turn, in the order of their sorted specs.
     domain : Domain, optional
+        The values' domain (fills ``k`` of specs that leave it out).
 
     Returns
     -------
@@ -73,6 +86,420 @@ def perturb_mixed(values, specs, rng, domain: Domain | None = None) -> pa.Table:
             raise LocalPrivError(f"mechanisms produce reports of different kinds ({', '.join(map(str, types))}); "
                                  "write one report file per kind and aggregate them together")
     return pa.concat_tables(tables)
+
+
+# --------------------------------------------------------------------------------------------
+# Free will from files: a mechanism column, or a policy mapping groups to mechanisms
+# --------------------------------------------------------------------------------------------
+#: Longest mechanism spec accepted from a column or a policy file (characters).
+MAX_SPEC_CHARS = 1_000
+#: Most distinct mechanisms in one mechanism column or one policy.
+MAX_MECHANISMS = 10_000
+#: Largest policy file read (bytes).
+MAX_POLICY_BYTES = 1 << 20
+#: The version of the policy file format (the ``version`` key; optional).
+POLICY_VERSION = 1
+_POLICY_KEYS = ("version", "column", "specs", "default")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which mechanism each group of users applies: ``specs[value]`` for the rows whose ``column``
+    holds ``value`` (compared as text, surrounding blanks ignored), ``default`` for other values
+    (without a default they are refused). Read one with :func:`load_policy`.
+
+    Parameters
+    ----------
+    column : str
+        The group column of the values file (a name, or a 1-based number).
+    specs : dict of str to str
+        Group value -> mechanism spec (``{"low": "krr(eps=0.5)", "high": "krr(eps=4.0)"}``).
+    default : str, optional
+        The spec of groups not in ``specs``.
+    source : str
+        Where the policy came from (named in errors).
+    """
+
+    column: str
+    specs: Mapping[str, str]
+    default: str | None = None
+    source: str = "<policy>"
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<policy>") -> "Policy":
+        """Validate a parsed policy (``{"column": ..., "specs": {...}, "default": ..., "version": 1}``)
+        strictly: unknown keys, wrong types, empty or duplicate group values and over-long specs
+        are refused in one line naming ``source`` and the key."""
+        if not isinstance(data, dict):
+            raise LocalPrivError(f"{source}: a policy is a table of keys (column, specs, default, version), "
+                                 f"got {type(data).__name__}")
+        for key in data:
+            if key not in _POLICY_KEYS:
+                raise LocalPrivError(f"{source}: unknown key {_short(key)}; a policy has the keys "
+                                     f"{', '.join(_POLICY_KEYS)}")
+        version = data.get("version", POLICY_VERSION)
+        if isinstance(version, bool) or not isinstance(version, int) or version != POLICY_VERSION:
+            raise LocalPrivError(f"{source}: version {_short(version)} is not supported (this localpriv reads "
+                                 f"policy version {POLICY_VERSION})")
+        column = data.get("column")
+        if not isinstance(column, str) or not column.strip() or len(column) > 200 or "\n" in column:
+            raise LocalPrivError(f"{source}: key 'column' must name the group column of the values file "
+                                 f"(a name or a number), got {_short(column)}")
+        specs = data.get("specs")
+        if not isinstance(specs, dict) or not specs:
+            raise LocalPrivError(f"{source}: key 'specs' must be a table of group value = mechanism spec, "
+                                 f"got {_short(specs)}")
+        if len(specs) > MAX_MECHANISMS:
+            raise LocalPrivError(f"{source}: key 'specs' has {len(specs):,} entries (at most {MAX_MECHANISMS:,})")
+        clean: dict[str, str] = {}
+        for value, spec in specs.items():
+            name = str(value).strip()
+            if not name:
+                raise LocalPrivError(f"{source}: key 'specs' has an empty group value")
+            if name in clean:
+                raise LocalPrivError(f"{source}: key 'specs' gives the group {_short(name)} twice")
+            clean[name] = _policy_spec(spec, f"{source}: specs.{_short(name)}")
+        default = data.get("default")
+        if default is not None:
+            default = _policy_spec(default, f"{source}: key 'default'")
+        return cls(column.strip(), clean, default, source)
+
+    def spec_for(self, value: str) -> str | None:
+        """The spec of a group value (``None``: not mapped and no default)."""
+        return self.specs.get(value.strip(), self.default)
+
+    def mechanisms(self, domain: Domain | None = None) -> dict[str, Mechanism]:
+        """Every spec of the policy parsed as data (``trusted=False``), errors naming the key."""
+        out: dict[str, Mechanism] = {}
+        entries = list(self.specs.items()) + ([("(default)", self.default)] if self.default else [])
+        for name, spec in entries:
+            if spec in out:
+                continue
+            try:
+                out[spec] = parse(spec, domain, trusted=False)
+            except LocalPrivError as exc:
+                key = "default" if name == "(default)" else f"specs.{_short(name)}"
+                raise LocalPrivError(f"{self.source}: {key}: {exc}") from None
+        return out
+
+
+def _policy_spec(spec: Any, where: str) -> str:
+    if not isinstance(spec, str) or not spec.strip():
+        raise LocalPrivError(f"{where} must be a mechanism spec such as 'krr(eps=1.0)', got {_short(spec)}")
+    if len(spec) > MAX_SPEC_CHARS:
+        raise LocalPrivError(f"{where}: a spec of {len(spec):,} characters is refused (at most {MAX_SPEC_CHARS:,})")
+    return spec.strip()
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read a free-will policy file (``.json`` or ``.toml``), strictly.
+
+    The file is data, never instructions: it may hold only the keys ``column`` (the group column
+    of the values file), ``specs`` (group value -> mechanism spec), ``default`` (optional: the
+    spec of unlisted groups) and ``version`` (optional, 1); specs are later parsed as untrusted
+    (no file parameters, at most :data:`MAX_SPEC_CHARS` characters). Every problem is one line
+    naming the file and the key. For example (TOML)::
+
+        version = 1
+        column = "privacy"
+        default = "krr(eps=1.0)"
+
+        [specs]
+        low = "krr(eps=4.0)"
+        high = "krr(eps=0.5)"
+
+    Parameters
+    ----------
+    path : str or Path
+        The policy file.
+
+    Returns
+    -------
+    Policy
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".toml"):
+        raise LocalPrivError(f"{path}: a policy file is .json or .toml, got {suffix or 'no suffix'}")
+    try:
+        size = path.stat().st_size
+        if size > MAX_POLICY_BYTES:
+            raise LocalPrivError(f"{path}: {size:,} bytes is too large for a policy file (at most "
+                                 f"{MAX_POLICY_BYTES:,})")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise LocalPrivError(f"policy file {path} not found") from None
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a policy file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read policy file {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LocalPrivError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        if suffix == ".toml":
+            import tomllib
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text, object_pairs_hook=_unique_keys(path))
+    except LocalPrivError:
+        raise
+    except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError
+        msg = " ".join(str(exc).split())
+        raise LocalPrivError(f"cannot read policy file {path}: {msg[:200]}") from None
+    return Policy.from_dict(data, str(path))
+
+
+def _unique_keys(path: Path) -> Callable[[list], dict]:
+    def hook(pairs: list) -> dict:
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise LocalPrivError(f"{path}: key {_short(key)} is given twice")
+            out[key] = value
+        return out
+    return hook
+
+
+def mixed_block_rows(domain: Domain) -> int:
+    """Rows per block of :func:`perturb_file_mixed`: ``BLOCK_BYTES`` (8 MiB) over the widest report
+    a mechanism on ``domain`` can produce (8 bytes, or ``4 k`` for float32 vectors), at least 64.
+
+    Blocks are cut at fixed row positions, so the reports depend on the seed and the file only,
+    never on how the file is read in chunks; memory stays one block whatever the number of
+    mechanisms.
+    """
+    from .reports import BLOCK_BYTES
+    return max(64, BLOCK_BYTES // max(8, 4 * int(domain.size)))
+
+
+class _Mixture:
+    """The distinct mechanisms of a file: one id, one parsed mechanism and one random stream each
+    (spawned from the caller's generator in the order the mechanisms first appear)."""
+
+    def __init__(self, domain: Domain, rng: np.random.Generator, path: str, label_col: str,
+                 policy: Policy | None):
+        from .reports import _report_width
+        self.domain, self.rng, self.path, self.label_col, self.policy = domain, rng, path, label_col, policy
+        self._width = _report_width
+        self.ids: dict[str, int] = {}          # canonical spec -> id
+        self.label_ids: dict[str, int] = {}    # label as read -> id
+        self.mechs: list[Mechanism] = []
+        self.rngs: list[np.random.Generator] = []
+        self.counts: list[int] = []
+        self.kind: tuple | None = None
+        self.first_spec = ""
+        self.policy_mechs = policy.mechanisms(domain) if policy is not None else {}
+
+    def _spec(self, label: str) -> str:
+        if self.policy is None:
+            if len(label) > MAX_SPEC_CHARS:
+                raise LocalPrivError(f"a spec of {len(label):,} characters is refused (at most {MAX_SPEC_CHARS:,})")
+            return label
+        spec = self.policy.spec_for(label)
+        if spec is None:
+            raise LocalPrivError(f"the group {_short(label)} is not in {self.policy.source} (which has no default)")
+        return spec
+
+    def _new(self, label: str) -> int:
+        spec = self._spec(label)
+        mech = self.policy_mechs.get(spec) if self.policy is not None else None
+        if mech is None:
+            mech = parse(spec, self.domain, trusted=False)
+        canon = str(mech)
+        gid = self.ids.get(canon)
+        if gid is not None:
+            return gid
+        kind = (mech.report_kind, self._width(mech) if mech.report_kind == "binary" else None)
+        if self.kind is None:
+            self.kind, self.first_spec = kind, canon
+        elif kind != self.kind:
+            raise LocalPrivError(f"{canon} makes reports of another kind than {self.first_spec} (index, number or "
+                                 "bit vector of one width): one report file holds one kind; split the users "
+                                 "into one file per kind and aggregate the files together")
+        if len(self.mechs) >= MAX_MECHANISMS:
+            raise LocalPrivError(f"more than {MAX_MECHANISMS:,} distinct mechanisms")
+        from .rng import spawn_generators
+        child = spawn_generators(self.rng, 1)
+        self.ids[canon] = len(self.mechs)
+        self.mechs.append(mech)
+        self.rngs.append(self.rng if child is None else child[0])
+        self.counts.append(0)
+        return self.ids[canon]
+
+    def codes(self, coded, first: int, kept, word: str, rest: Iterator) -> np.ndarray:
+        """Mechanism ids of a chunk's rows; an unusable label is refused with its rows counted."""
+        codes, dictionary = coded
+        lut = np.empty(len(dictionary), dtype=np.int64)
+        for j, label in enumerate(dictionary):
+            gid = self.label_ids.get(label)
+            if gid is None:
+                try:
+                    gid = self._new(label)
+                except LocalPrivError as exc:
+                    self._refuse(label, exc, np.flatnonzero(codes == j), first, kept, word, rest)
+                if len(self.label_ids) < 10 * MAX_MECHANISMS:
+                    self.label_ids[label] = gid
+            lut[j] = gid
+        return lut[codes]
+
+    def _refuse(self, label, exc, at, first, kept, word, rest) -> None:
+        """Count the rows holding ``label`` in the rest of the file too, then refuse in one line."""
+        rows = (kept[at] if kept is not None else at) + first
+        total, partial = int(at.size), False
+        try:
+            for _vals, coded, _first, _kept in rest:
+                codes, dictionary = coded
+                if label in dictionary:
+                    total += int(np.count_nonzero(codes == dictionary.index(label)))
+        except LocalPrivError:
+            partial = True
+        how_many = f"at least {total:,}" if partial else f"{total:,}"
+        raise LocalPrivError(f"{self.path}: column {self.label_col} holds {_short(label)} at {word} {int(rows[0])} "
+                             f"({how_many} row(s) in all): {exc}") from None
+
+    def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table:
+        """One block: the rows of each mechanism sampled in one call from its own stream."""
+        from .reports import _report_array
+        order = np.argsort(g, kind="stable")
+        gs = g[order]
+        cuts = np.flatnonzero(np.diff(gs)) + 1
+        starts, ends = np.r_[0, cuts], np.r_[cuts, gs.size]
+        parts = []
+        for a, b in zip(starts, ends):  # one iteration per mechanism present in the block
+            gid = int(gs[a])
+            parts.append(self.mechs[gid].sample(x[order[a:b]], self.rngs[gid]))
+            self.counts[gid] += int(b - a)
+        reports = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        mech = pa.DictionaryArray.from_arrays(pa.array(gs.astype(np.int32)),
+                                              pa.array([str(m) for m in self.mechs], pa.string()))
+        return pa.table({"mechanism": mech, "report": _report_array(reports)})
+
+
+def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
+                       mechanism_column: str | None = None, policy: "Policy | str | Path | None" = None,
+                       column: str | None = None, drop_missing: bool = False, header: bool = True,
+                       outside: str = "error", progress: Callable[[int], None] | None = None) -> PerturbSummary:
+    """Obfuscate a values file with each row's own mechanism (free will), streamed, into one
+    report file whose rows name their mechanism (so :func:`localpriv.aggregate` makes one block
+    per mechanism and the IBU family estimates the mixture: GIBU, seed 003).
+
+    Each row's mechanism is either read from the file (``mechanism_column``: a spec per row, e.g.
+    ``krr(eps=0.5)``) or given by a :class:`Policy` (``policy``: the value of the policy's group
+    column picks the spec). Specs are data: parsed as untrusted, once per distinct spec. Rows are
+    cut into fixed blocks of :func:`mixed_block_rows` rows and, within a block, the rows of each
+    mechanism are sampled in one vectorized call from that mechanism's own random stream
+    (spawned from ``rng`` in the order the mechanisms first appear): the loop runs over blocks
+    and mechanisms, never over rows, and the reports depend only on the seed and the file.
+
+    Every row is accounted for: ``rows == reports + dropped`` (+ ``outside`` when dropped); an
+    unknown group, a bad spec or a missing value is refused in one line naming the column, the
+    first row and how many rows hold it. The output is written atomically.
+
+    Parameters
+    ----------
+    input : str or Path
+        CSV, TSV or Parquet file of raw values.
+    output : str or Path
+        The report file (``.parquet`` or ``.csv``).
+    domain : Domain
+        The values' domain (fills ``k`` of the specs).
+    rng : numpy.random.Generator
+        The source of the mechanisms' streams.
+    mechanism_column : str, optional
+        The column holding each row's mechanism spec (name or 1-based number).
+    policy : Policy, or path of a policy file, optional
+        Group value -> spec (see :func:`load_policy`); exactly one of ``mechanism_column`` and
+        ``policy`` is given.
+    column : str, optional
+        The value column(s) (default: the first; ``"lat,lon"`` for a grid).
+    drop_missing : bool
+        Drop and count rows whose value or mechanism/group is missing instead of refusing.
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+    outside : {"error", "drop", "clamp"}
+        Grid domains: what to do with points outside the grid (counted).
+    progress : callable, optional
+        Called with the number of rows read so far after every chunk.
+
+    Returns
+    -------
+    PerturbSummary
+        With ``by_mechanism``: the number of reports of each mechanism.
+    """
+    from .formats import TableWriter
+    from .planar import OUTSIDE_CHOICES
+    from .reports import _as_values, _encode, _place, _refuse_outside, iter_rows, values_format
+    rng = check_rng(rng)
+    if (mechanism_column is None) == (policy is None):
+        raise LocalPrivError("give either a mechanism column or a policy (not both)")
+    if domain is None:
+        raise LocalPrivError("mixed perturbation needs the values' domain")
+    if policy is not None and not isinstance(policy, Policy):
+        policy = load_policy(policy)
+    label_col = mechanism_column if policy is None else policy.column
+    grid = callable(getattr(domain, "place", None))
+    if outside not in OUTSIDE_CHOICES:
+        raise LocalPrivError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}")
+    if outside != "error" and not grid:
+        raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
+                             f"manhattan), not to {domain}: values outside other domains are always refused")
+    path = str(input)
+    word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
+    mix = _Mixture(domain, rng, path, repr(str(label_col)), policy)
+    size = mixed_block_rows(domain)
+    stats: dict = {}
+    n_outside = 0
+    pend_x: list[np.ndarray] = []
+    pend_g: list[np.ndarray] = []
+    npend = 0
+    with TableWriter(output, "reports", inputs=[input]) as w:
+        chunks = iter_rows(path, column, str(label_col), domain=domain, drop_missing=drop_missing, stats=stats,
+                           header=header)
+        for vals, coded, first, kept in chunks:
+            g = mix.codes(coded, first, kept, word, chunks)
+            arr = _as_values(vals, domain)
+            if grid:
+                x, out = _place(domain, arr, outside, first, path, word)
+                if out.any():
+                    if outside == "error":
+                        _refuse_outside(domain, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
+                    n_outside += int(out.sum())
+                    if outside == "drop":
+                        x, g = x[~out], g[~out]
+            else:
+                x = _encode(domain, mix.mechs[int(g[0])], arr, first, where=f"{path}: ", word=word)
+            pend_x.append(x)
+            pend_g.append(g)
+            npend += x.size
+            if npend >= size:
+                bx, bg = np.concatenate(pend_x), np.concatenate(pend_g)
+                full = (bx.size // size) * size
+                for s0 in range(0, full, size):
+                    w.write(mix.sample_block(bx[s0:s0 + size], bg[s0:s0 + size]))
+                pend_x, pend_g, npend = [bx[full:]], [bg[full:]], bx.size - full
+            if progress is not None:
+                progress(stats["rows"])
+        if npend:
+            w.write(mix.sample_block(np.concatenate(pend_x), np.concatenate(pend_g)))
+        gone = n_outside if outside == "drop" else 0
+        if w.rows == 0:
+            raise LocalPrivError(f"{path} has no values" + (f" ({stats['dropped']} missing, dropped)"
+                                                           if stats.get("dropped") else "")
+                                 + (f" ({gone:,} outside the grid, dropped)" if gone else ""))
+        if w.rows + stats["dropped"] + gone != stats["rows"]:  # pragma: no cover - an internal invariant
+            raise LocalPrivError(f"internal error: {stats['rows']} rows read but {w.rows} reports "
+                                 f"and {stats['dropped'] + gone} dropped")
+    by = {str(m): c for m, c in zip(mix.mechs, mix.counts)}
+    return PerturbSummary(stats["rows"], stats["dropped"], w.rows,
+                          f"{len(by)} mechanism(s)" if len(by) != 1 else next(iter(by)), w.path,
+                          outside=n_outside, outside_action=outside, by_mechanism=by)
 
 
 def split_users(n: int, n_mechanisms: int, rng=None, *, random: bool = False) -> np.ndarray:

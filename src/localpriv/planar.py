@@ -196,6 +196,13 @@ class GridDomain(Domain):
         return (self._lat(np.arange(self.nrows + 1) * self.cell_km),
                 self._lon(np.arange(self.ncols + 1) * self.cell_km))
 
+    def describe(self) -> str:
+        """One line for messages: ``"49 x 48 cells of 1 km, lat 40.4774 to 40.9205, lon -74.2591 to
+        -73.6904"``."""
+        lat_e, lon_e = self.edges()
+        return (f"{self.nrows} x {self.ncols} cells of {self.cell_km:g} km, lat {lat_e[0]:.6g} to "
+                f"{lat_e[-1]:.6g}, lon {lon_e[0]:.6g} to {lon_e[-1]:.6g}")
+
     def _lat(self, y_km) -> np.ndarray:
         return self.lat0 + np.asarray(y_km, dtype=float) / KM_PER_DEG_LAT
 
@@ -240,8 +247,9 @@ class GridDomain(Domain):
         bad = (col < 0) | (col >= self.ncols) | (row < 0) | (row >= self.nrows)
         if bad.any() and outside == "error":
             raise LocalPrivError(f"{int(bad.sum()):,} of {bad.size:,} point(s) lie outside the grid "
-                                 f"{self.spec()}; drop them or move them to the nearest cell, counted "
-                                 "(--outside drop|clamp; outside='drop'|'clamp' in Python)")
+                                 f"({self.describe()}); drop them or move them to the nearest cell, "
+                                 "counted (--outside drop|clamp; in Python outside='drop'|'clamp' of perturb_file, "
+                                 "GridDomain.place or GridDomain.locate)")
         idx = row * self.ncols + col
         idx[bad] = -1
         return idx

@@ -22,15 +22,28 @@ What it shows, and when:
 
 The library is quiet unless asked: ``ibu(..., progress=True)`` (every IBU variant accepts it) or
 an :class:`EMProgress` passed as ``progress=``; the command line's ``estimate`` enables it.
+
+:class:`Status` does the same for any long command (issue 18, item 4): reading and perturbing
+files, aggregating, reproductions. It shows what runs now -- a stage (``"aggregating 3 inputs"``)
+and nested counted tasks (``"eps 3/8, runs 12/50"``) -- as a transient Rich display on a
+terminal after ``delay`` seconds, and otherwise as one status line about every ``interval``
+seconds, written by a background thread, so a step that makes no progress for a minute still
+shows the command is alive::
+
+    reproduce fig9: eps 3/8, runs 12/50, 20 s elapsed
+
+``LOCALPRIV_STATUS_INTERVAL`` (seconds) changes the interval of the status lines.
 """
 from __future__ import annotations
 
 import math
+import os
 import sys
+import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["EMProgress", "em_progress", "chain", "DELAY", "INTERVAL"]
+__all__ = ["EMProgress", "em_progress", "chain", "Status", "status_interval", "DELAY", "INTERVAL"]
 
 #: seconds before anything is shown (estimates shorter than this print nothing)
 DELAY = 1.5
@@ -259,3 +272,226 @@ def chain(progress: EMProgress, callback=None):
                 callback(t, theta, L)
 
     return _Both()
+
+
+# ------------------------------------------------------------------------------------------------
+# Any long command: a stage and nested counted tasks (issue 18, item 4)
+# ------------------------------------------------------------------------------------------------
+def status_interval(default: float = INTERVAL) -> float:
+    """Seconds between status lines: ``LOCALPRIV_STATUS_INTERVAL`` if it is a number >= 0, else
+    ``default``."""
+    text = os.environ.get("LOCALPRIV_STATUS_INTERVAL", "")
+    try:
+        value = float(text)
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
+
+
+class _Task:
+    """One counted piece of work of a :class:`Status` (``advance`` it, ``close`` it when done)."""
+
+    def __init__(self, status: "Status", description: str, total: int | None, unit: str):
+        self.status, self.description, self.total, self.unit = status, description, total, unit
+        self.completed = 0
+        self.closed = False
+        self._rich_id = None
+
+    def advance(self, n: int = 1) -> None:
+        self.completed += n
+        self.status.tick()
+
+    def update(self, completed: int | None = None, total: int | None = None) -> None:
+        if completed is not None:
+            self.completed = int(completed)
+        if total is not None:
+            self.total = int(total)
+        self.status.tick()
+
+    def close(self) -> None:
+        self.status._close(self)
+
+    def text(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        count = f"{self.completed:,}/{self.total:,}" if self.total is not None else f"{self.completed:,}"
+        return f"{self.description} {count}{unit}".strip()
+
+
+class Status:
+    """Progress of one command: a stage and nested tasks (see the module docstring).
+
+    Use as a context manager; :meth:`track` wraps an iterable (it is what the experiments'
+    ``progress(items, "label")`` calls), :meth:`task` gives a counter to :meth:`~_Task.advance`,
+    :meth:`stage` says what runs now.
+
+    Parameters
+    ----------
+    label : str
+        The command (``"aggregate"``, ``"reproduce fig9"``), the start of every status line.
+    stage : str, optional
+        What runs first (``"reading 3 inputs"``).
+    stream : file, optional
+        Where status lines go (default ``sys.stderr``).
+    console : rich.console.Console, optional
+        The console of the terminal display (default: one on ``stream``).
+    tty : bool, optional
+        Force the terminal display on or off (default: whether the console is a terminal).
+    interval : float, optional
+        Seconds between status lines (default :func:`status_interval`: 10 s).
+    delay : float
+        Seconds before anything is shown (at most ``interval``).
+    clock : callable
+        Monotonic seconds (tests pass a fake clock).
+    background : bool
+        Whether a background thread ticks (``True``: lines appear even when no task advances);
+        tests call :meth:`tick` themselves.
+    """
+
+    def __init__(self, label: str, stage: str = "", *, stream: Any = None, console: Any = None,
+                 tty: bool | None = None, interval: float | None = None, delay: float = DELAY,
+                 clock: Callable[[], float] = time.monotonic, background: bool = True):
+        self.label = label
+        self._stage = stage
+        self.stream = stream
+        self._console = console
+        self._tty = tty
+        self.interval = status_interval() if interval is None else max(0.0, float(interval))
+        self.delay = min(float(delay), self.interval)
+        self.clock = clock
+        self.background = background
+        self.tasks: list[_Task] = []
+        self.lines = 0
+        self.t0: float | None = None
+        self._next_line = math.inf
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._live = None
+        self._stage_id = None
+        self._last_draw = -math.inf
+
+    # ---- life cycle ----------------------------------------------------------------------------
+    def __enter__(self) -> "Status":
+        self.t0 = self.clock()
+        self._next_line = self.t0 + max(self.interval, self.delay)
+        if self.background:
+            step = 0.1 if self.tty else min(1.0, max(0.05, self.interval / 10))
+            self._thread = threading.Thread(target=self._run, args=(step,), daemon=True,
+                                            name=f"localpriv-status-{self.label}")
+            self._thread.start()
+        self.tick()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        with self._lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+
+    def _run(self, step: float) -> None:
+        while not self._stop.wait(step):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - a display problem must never stop the work
+                return
+
+    # ---- what runs -----------------------------------------------------------------------------
+    def stage(self, text: str) -> None:
+        """Say what runs now (replaces the previous stage)."""
+        with self._lock:
+            self._stage = text
+        self.tick()
+
+    def task(self, description: str, total: int | None = None, unit: str = "") -> _Task:
+        """A counted task (``total`` None: a count without an end); close it when done."""
+        t = _Task(self, description, None if total is None else int(total), unit)
+        with self._lock:
+            self.tasks.append(t)
+        self.tick()
+        return t
+
+    def track(self, iterable: Iterable, description: str = "", total: int | None = None) -> Iterator:
+        """Yield the items of ``iterable``, counting them as a task."""
+        if total is None and hasattr(iterable, "__len__"):
+            total = len(iterable)  # type: ignore[arg-type]
+        t = self.task(description, total)
+        try:
+            for item in iterable:
+                yield item
+                t.advance()
+        finally:
+            t.close()
+
+    def _close(self, t: _Task) -> None:
+        with self._lock:
+            t.closed = True
+            if t in self.tasks:
+                self.tasks.remove(t)
+            if self._live is not None and t._rich_id is not None:
+                self._live.remove_task(t._rich_id)
+                t._rich_id = None
+
+    # ---- output --------------------------------------------------------------------------------
+    def status_line(self, elapsed: float) -> str:
+        """``label: stage, task 3/8, task 12/50, 20 s elapsed``."""
+        parts = [self._stage] + [t.text() for t in list(self.tasks)]
+        what = ", ".join(p for p in parts if p)
+        return f"{self.label}: {what + ', ' if what else ''}{_seconds(elapsed)} elapsed"
+
+    def tick(self, now: float | None = None) -> None:
+        """Show the state if it is time: after ``delay`` on a terminal (at most 10 redraws a
+        second), a status line every ``interval`` otherwise."""
+        if self.t0 is None:
+            return
+        with self._lock:
+            now = self.clock() if now is None else now
+            elapsed = now - self.t0
+            if elapsed < self.delay:
+                return
+            if self.tty:
+                if now - self._last_draw >= 1.0 / _REFRESH:
+                    self._draw()
+                    self._last_draw = now
+            elif now >= self._next_line:
+                self._write(self.status_line(elapsed))
+                self._next_line = now + self.interval
+
+    @property
+    def out(self):
+        return self.stream if self.stream is not None else sys.stderr
+
+    @property
+    def console(self):
+        if self._console is None:
+            from rich.console import Console
+            self._console = Console(file=self.out, soft_wrap=True)
+        return self._console
+
+    @property
+    def tty(self) -> bool:
+        if self._tty is None:
+            self._tty = bool(self.console.is_terminal)
+        return self._tty
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+        self.lines += 1
+
+    def _draw(self) -> None:
+        if self._live is None:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            self._live = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
+                                  TimeElapsedColumn(), console=self.console, transient=True)
+            self._live.start()
+            self._stage_id = self._live.add_task(self.label, total=None, count="")
+        self._live.update(self._stage_id, description=f"{self.label}: {self._stage}" if self._stage else self.label)
+        for t in list(self.tasks):
+            count = t.text()[len(t.description):].strip()
+            if t._rich_id is None:
+                t._rich_id = self._live.add_task(t.description, total=t.total, count=count)
+            self._live.update(t._rich_id, completed=t.completed, total=t.total, count=count)

@@ -32,7 +32,7 @@ from .formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, 
                       _open_text, expand_sources, file_type, read_error, rows_text)
 from .mechanisms import Mechanism, parse
 
-__all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values",
+__all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
            "read_reports", "validate_reports", "block_size", "PerturbSummary"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
@@ -158,8 +158,92 @@ def write_reports(table: pa.Table, path, inputs=()) -> Path:
 # --------------------------------------------------------------------------------------------
 # Values
 # --------------------------------------------------------------------------------------------
-def _value_batches(path: str, cols: list[str]) -> Iterator[tuple[list[pa.Array], int]]:
-    ftype = file_type(path)
+#: Suffixes of tab-separated values files (read like CSV with a tab delimiter; values only).
+TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
+
+
+def values_format(path: str) -> tuple[str, str]:
+    """``(file type, delimiter)`` of a values file: ``("parquet", "")``, ``("csv", ",")`` or, for
+    ``.tsv``/``.tsv.gz``/``.tab`` files, ``("csv", "\\t")``."""
+    if not str(path).lower().endswith(TSV_SUFFIXES):
+        ftype = file_type(path)
+        return ftype, ("," if ftype == "csv" else "")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not head:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    if head == b"PAR1":
+        raise LocalPrivError(f"{path} is a Parquet file, not tab-separated text; name it .parquet")
+    return "csv", "\t"
+
+
+def _header_names(path: str, delimiter: str = ",") -> list[str]:
+    """The fields of the first line of a CSV/TSV file (its header)."""
+    if delimiter == ",":
+        return _csv_columns(path, 0)
+    stream = _open_text(path)
+    try:
+        head = stream.read(1 << 16)
+    finally:
+        stream.close()
+    first = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+    return [c.strip().strip('"') for c in first.split(delimiter)] if first.strip() else []
+
+
+def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
+                     header: bool) -> tuple[list[str], str]:
+    """The Arrow names of the value columns, and how to name them in messages.
+
+    ``column`` is one column or several separated by commas, each a name or a 1-based number
+    (``3`` is the third column; a column actually named ``3`` wins). Without a header
+    (``header=False``, CSV/TSV only) columns are given by number; the default is the first column.
+    """
+    if ftype == "parquet":
+        if not header:
+            raise LocalPrivError(f"{path}: a Parquet file always names its columns; --no-header is for CSV/TSV")
+        try:
+            names = pq.read_schema(path).names
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    else:
+        try:
+            names = _header_names(path, delimiter)
+        except (pa.ArrowException, OSError, UnicodeError) as exc:
+            raise read_error(path, exc) from None
+        if not header:
+            names = [f"f{i}" for i in range(len(names))]  # Arrow's generated names
+    if not names:
+        raise LocalPrivError(f"{path} has no columns")
+    tokens = [c.strip() for c in column.split(",")] if column else ["1" if not header else names[0]]
+    cols = []
+    for tok in tokens:
+        if header and tok in names:
+            cols.append(tok)
+        elif tok.isdigit():
+            pos = int(tok)
+            if not 1 <= pos <= len(names):
+                raise LocalPrivError(f"{path} has {len(names)} column(s): there is no column {pos}")
+            cols.append(names[pos - 1])
+        elif not header:
+            raise LocalPrivError(f"{path} has no header (--no-header): give columns by number, 1 for the "
+                                 f"first, e.g. --column 3,4; got {tok[:40]!r}")
+        else:
+            _check_columns(path, [tok], names)  # raises: no such column, and lists them
+    if column and not header:
+        shown = ",".join(tokens)
+    else:
+        shown = ",".join(cols)
+    return cols, shown
+
+
+def _value_batches(path: str, cols: list[str], delimiter: str = ",",
+                   header: bool = True) -> Iterator[tuple[list[pa.Array], int]]:
+    ftype = "csv" if delimiter == "\t" else file_type(path)
     if ftype == "parquet":
         try:
             pf = pq.ParquetFile(path)
@@ -180,21 +264,23 @@ def _value_batches(path: str, cols: list[str]) -> Iterator[tuple[list[pa.Array],
 
     reader = pacsv.open_csv(
         _open_text(path),
-        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False),
-        parse_options=pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=on_invalid),
+        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False,
+                                       autogenerate_column_names=not header),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=False,
+                                         invalid_row_handler=on_invalid),
         convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in cols},
                                              # only empty cells are missing: "NA" is a label (Namibia)
                                              strings_can_be_null=True, null_values=[""], include_columns=cols,
                                              include_missing_columns=True))
     names = [f.name for f in reader.schema]
-    line = 2
+    line = start = 2 if header else 1
     for b in reader:
         if bad:
             n, text = bad[0]
             cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
             raise LocalPrivError(f"{path}: line {n} {cause}")
-        if line == 2:
-            _check_columns(path, cols, _csv_columns(path, 0))
+        if line == start and header:
+            _check_columns(path, cols, _header_names(path, delimiter))
         yield [b.column(c) for c in cols], line
         line += b.num_rows
     if bad:
@@ -242,60 +328,131 @@ def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
 
 
 def iter_values(path, column: str | None = None, *, domain: Domain | None = None,
-                drop_missing: bool = False, stats: dict | None = None) -> Iterator[tuple[np.ndarray, int]]:
-    """Stream raw values from a CSV or Parquet file as ``(values, first_row)`` chunks.
+                drop_missing: bool = False, stats: dict | None = None,
+                header: bool = True) -> Iterator[tuple[np.ndarray, int]]:
+    """Stream raw values from a CSV, TSV or Parquet file as ``(values, first_row)`` chunks.
 
-    ``column``: one column (default: the first), or several named with commas (``"lat,lon"`` for a
-    planar grid, returned as ``n x c``). Missing values (empty cells, blank lines, nulls) are an
-    error naming their rows, unless ``drop_missing``: then they are left out and counted in
-    ``stats["dropped"]`` (``stats["rows"]`` counts every row read).
+    ``column``: one column (default: the first), or several separated by commas (``"lat,lon"`` for
+    a planar grid, returned as ``n x c``), each a name or a 1-based number (``"3,4"``). Files named
+    ``.tsv``, ``.tsv.gz`` or ``.tab`` are tab-separated; ``header=False`` reads a CSV/TSV file whose
+    first line is data (columns then go by number; rows are counted from line 1). Missing values
+    (empty cells, blank lines, nulls) are an error naming their rows, unless ``drop_missing``: then
+    they are left out and counted in ``stats["dropped"]`` (``stats["rows"]`` counts every row read).
+
+    Parameters
+    ----------
+    path : str or Path
+        The values file.
+    column : str, optional
+        The value column(s), by name or 1-based number (default: the first column).
+    domain : Domain, optional
+        Decides whether text is converted to numbers (numeric domains) or kept as labels.
+    drop_missing : bool
+        Drop and count rows with a missing value instead of refusing the file.
+    stats : dict, optional
+        Filled with ``rows`` (read) and ``dropped`` (missing, dropped).
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+
+    Yields
+    ------
+    values : numpy.ndarray
+        One chunk of values (``n`` or ``n x c``).
+    first_row : int
+        The row (Parquet) or line (CSV) number of the chunk's first row.
+    """
+    for vals, _labels, first, _kept in iter_rows(path, column, domain=domain, drop_missing=drop_missing,
+                                                 stats=stats, header=header):
+        yield vals, first
+
+
+def _missing(arrays: list, n: int) -> np.ndarray:
+    """Rows where any of ``arrays`` is null or blank text."""
+    missing = np.zeros(n, dtype=bool)
+    for a in arrays:
+        if a.null_count:
+            missing |= a.is_null().to_numpy(zero_copy_only=False)
+        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+            missing |= pc.equal(pc.utf8_trim_whitespace(a), "").fill_null(True).to_numpy(zero_copy_only=False)
+    return missing
+
+
+def iter_rows(path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
+              drop_missing: bool = False, stats: dict | None = None, header: bool = True,
+              ) -> Iterator[tuple[np.ndarray, "tuple[np.ndarray, list[str]] | None", int, "np.ndarray | None"]]:
+    """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
+    mechanism spec or a group per row, for :func:`localpriv.freewill.perturb_file_mixed`).
+
+    Yields ``(values, (codes, dictionary) or None, first_row, kept)``: the label of row ``i`` of a
+    chunk is ``dictionary[codes[i]]``, trimmed of surrounding blanks (numbers in Parquet files as
+    text); ``kept`` is ``None`` when no row of the chunk was dropped, else the positions (from
+    ``first_row``) of the rows kept, so that row ``i`` is number ``first_row + kept[i]``.
+    A row whose label is missing counts as a missing value (refused, or dropped with
+    ``drop_missing``).
     """
     path = str(path)
     if not Path(path).exists():
         raise LocalPrivError(f"input file {path} not found")
-    ftype = file_type(path)
-    if column:
-        cols = [c.strip() for c in column.split(",")]
-    elif ftype == "parquet":
-        try:
-            cols = [pq.read_schema(path).names[0]]
-        except (pa.ArrowException, OSError, IndexError) as exc:
-            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
-    else:
-        try:
-            cols = [_csv_columns(path, 0)[0]]
-        except (pa.ArrowException, OSError, UnicodeError) as exc:
-            raise read_error(path, exc) from None
+    ftype, delimiter = values_format(path)
+    cols, shown = _resolve_columns(path, ftype, delimiter, column, header)
+    extra: list[str] = []
+    if labels is not None:
+        extra, label_shown = _resolve_columns(path, ftype, delimiter, labels, header)
+        if len(extra) != 1:
+            raise LocalPrivError(f"{path}: give one column of mechanisms or groups, got {labels!r}")
+        if extra[0] in cols:
+            raise LocalPrivError(f"{path}: column {label_shown} cannot hold both the values and the mechanisms")
+    word = "line" if ftype == "csv" else "row"
     stats = {} if stats is None else stats
     stats.setdefault("rows", 0)
     stats.setdefault("dropped", 0)
     try:
-        for arrays, first in _value_batches(path, cols):
+        for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header):
             n = len(arrays[0])
             stats["rows"] += n
-            missing = np.zeros(n, dtype=bool)
-            for a in arrays:
-                if a.null_count:
-                    missing |= a.is_null().to_numpy(zero_copy_only=False)
-                if pa.types.is_string(a.type):
-                    missing |= pc.equal(pc.utf8_trim_whitespace(a), "").fill_null(True).to_numpy(
-                        zero_copy_only=False)
+            lab = None
+            if extra:
+                lab = arrays[-1]
+                if pa.types.is_dictionary(lab.type):
+                    lab = lab.cast(lab.type.value_type)
+                if not (pa.types.is_string(lab.type) or pa.types.is_large_string(lab.type)):
+                    try:
+                        lab = pc.cast(lab, pa.string())
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        raise LocalPrivError(f"{path}: column {label_shown} holds {lab.type} values, not "
+                                             "text or numbers") from None
+                lab = pc.utf8_trim_whitespace(lab)
+                arrays = arrays[:-1]
+            missing = _missing(arrays, n)
+            gone = _missing([lab], n) if lab is not None else None
+            if gone is not None and gone.any():
+                missing_values, missing = missing.any(), missing | gone
             if missing.any():
                 where = np.flatnonzero(missing)
                 if not drop_missing:
+                    named = shown if gone is None or not gone.any() else (
+                        f"{shown} and {label_shown}" if missing_values else label_shown)
                     raise LocalPrivError(
-                        f"{path}: {where.size} missing value(s) in column {','.join(cols)} at "
-                        f"{rows_text(where + first, word='line' if ftype == 'csv' else 'row')}; "
+                        f"{path}: {where.size} missing value(s) in column {named} at "
+                        f"{rows_text(where + first, word=word)}; "
                         "fill them, or drop and count them with --drop-missing")
                 stats["dropped"] += int(where.size)
                 keep = pa.array(~missing)
                 arrays = [a.filter(keep) for a in arrays]
+                lab = lab.filter(keep) if lab is not None else None
             try:
                 vals = _to_numpy(arrays, domain)
             except LocalPrivError as exc:
-                raise LocalPrivError(f"{path}: column {','.join(cols)}: {exc}") from None
+                raise LocalPrivError(f"{path}: column {shown}: {exc}") from None
             if len(vals):
-                yield vals, first
+                coded = None
+                if lab is not None:
+                    enc = pc.dictionary_encode(lab)
+                    if isinstance(enc, pa.ChunkedArray):
+                        enc = enc.combine_chunks()
+                    coded = (enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                             enc.dictionary.to_pylist())
+                yield vals, coded, first, (np.flatnonzero(~missing) if missing.any() else None)
     except LocalPrivError:
         raise
     except (pa.ArrowException, OSError, UnicodeError) as exc:
@@ -303,9 +460,10 @@ def iter_values(path, column: str | None = None, *, domain: Domain | None = None
 
 
 def read_values(path, column: str | None = None, *, domain: Domain | None = None,
-                drop_missing: bool = False) -> np.ndarray:
-    """All values of a CSV or Parquet file column (see :func:`iter_values`) as one array."""
-    parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing)]
+                drop_missing: bool = False, header: bool = True) -> np.ndarray:
+    """All values of a CSV, TSV or Parquet file column (see :func:`iter_values`) as one array."""
+    parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing,
+                                       header=header)]
     if not parts:
         raise LocalPrivError(f"{path} has no values")
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -313,45 +471,108 @@ def read_values(path, column: str | None = None, *, domain: Domain | None = None
 
 @dataclass
 class PerturbSummary:
-    """What :func:`perturb_file` did: rows read, values dropped (missing), reports written."""
+    """What :func:`perturb_file` did: rows read, values dropped (missing), reports written, and for
+    grid domains the points outside the grid (``outside``: dropped with ``outside_action="drop"``,
+    moved to the nearest cell with ``"clamp"``)."""
 
     rows: int
     dropped: int
     reports: int
     mechanism: str
     path: Path
+    outside: int = 0
+    outside_action: str = "error"
+    #: reports per mechanism (:func:`localpriv.freewill.perturb_file_mixed`; ``None`` for one mechanism)
+    by_mechanism: "dict[str, int] | None" = None
+
+
+def _place(domain, arr: np.ndarray, outside: str, first: int, path: str, word: str):
+    """``domain.place`` on one chunk; points that are no coordinates are refused with their rows."""
+    try:
+        return domain.place(arr, "drop" if outside == "error" else outside)
+    except LocalPrivError as exc:
+        try:
+            bad = np.flatnonzero(domain.unreadable(arr))
+        except LocalPrivError:
+            bad = np.zeros(0, dtype=np.int64)
+        at = f" at {rows_text(bad + first, word=word)}" if bad.size else ""
+        raise LocalPrivError(f"{path}: {exc}{at}") from None
+
+
+def _refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word: str, stats: dict):
+    """Points outside the grid with ``outside="error"``: count them in the rest of the file too
+    (read only, nothing is written), then refuse in one line saying how many and where."""
+    total, first_bad, partial = int(out.sum()), int(np.flatnonzero(out)[0]) + first, False
+    try:
+        for vals, _ in chunks:
+            arr = _as_values(vals, domain)
+            keep = ~domain.unreadable(arr)
+            total += int(domain.place(arr[keep], "drop")[1].sum())
+    except LocalPrivError:  # a later problem (a missing value ...): the count so far is a lower bound
+        partial = True
+    points = stats["rows"] - stats["dropped"]
+    how_many = f"at least {total:,}" if partial else f"{total:,} of {points:,}"
+    raise LocalPrivError(f"{path}: {how_many} points lie outside the grid ({domain.describe()}), the "
+                         f"first at {word} {first_bad}; drop them or move them to the nearest cell, "
+                         f"counted, with --outside drop|clamp")
 
 
 def perturb_file(input, output, mechanism, domain: Domain, rng, *, column: str | None = None,
-                 drop_missing: bool = False, progress: Callable[[int], None] | None = None) -> PerturbSummary:
+                 drop_missing: bool = False, progress: Callable[[int], None] | None = None,
+                 header: bool = True, outside: str = "error") -> PerturbSummary:
     """Stream a values file through ``mechanism`` into a report file, in bounded memory.
 
     The output is written atomically (nothing appears unless every value was turned into a report)
-    and every row is accounted for: ``rows == reports + dropped``.
+    and every row is accounted for: ``rows == reports + dropped`` (+ ``outside`` when those are
+    dropped). ``column`` and ``header``: see :func:`iter_values` (TSV files, columns by number).
+    ``outside`` (grid domains): points outside the grid are an error that says how many and where
+    (``"error"``), dropped (``"drop"``) or moved to the nearest cell (``"clamp"``), and counted in
+    the summary's ``outside``.
     """
+    from .planar import OUTSIDE_CHOICES
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
+    grid = callable(getattr(domain, "place", None))
+    if outside not in OUTSIDE_CHOICES:
+        raise LocalPrivError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}")
+    if outside != "error" and not grid:
+        raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
+                             f"manhattan), not to {domain}: values outside other domains are always refused")
     stats: dict = {}
     blocker = _Blocker(mech, rng)
     path = str(input)
-    csv = Path(path).exists() and file_type(path) == "csv"
+    csv = Path(path).exists() and values_format(path)[0] == "csv"
+    word = "line" if csv else "row"
+    n_outside = 0
     with TableWriter(output, "reports", inputs=[input]) as w:
-        for vals, first in iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats):
-            x = _encode(domain, mech, _as_values(vals, domain), first,
-                        where=f"{path}: ", word="line" if csv else "row")
+        chunks = iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats, header=header)
+        for vals, first in chunks:
+            if grid:
+                x, out = _place(domain, _as_values(vals, domain), outside, first, path, word)
+                if out.any():
+                    if outside == "error":
+                        _refuse_outside(domain, chunks, out, first, path, word, stats)
+                    n_outside += int(out.sum())
+                    if outside == "drop":
+                        x = x[~out]
+            else:
+                x = _encode(domain, mech, _as_values(vals, domain), first, where=f"{path}: ", word=word)
             for rep in blocker.push(x):
                 w.write(report_table(mech, rep))
             if progress is not None:
                 progress(stats["rows"])
         for rep in blocker.flush():
             w.write(report_table(mech, rep))
+        gone = n_outside if outside == "drop" else 0
         if w.rows == 0:
             raise LocalPrivError(f"{path} has no values" + (f" ({stats['dropped']} missing, dropped)"
-                                                           if stats.get("dropped") else ""))
-        if w.rows + stats["dropped"] != stats["rows"]:  # pragma: no cover - an internal invariant
+                                                           if stats.get("dropped") else "")
+                                 + (f" ({gone:,} outside the grid, dropped)" if gone else ""))
+        if w.rows + stats["dropped"] + gone != stats["rows"]:  # pragma: no cover - an internal invariant
             raise LocalPrivError(f"internal error: {stats['rows']} rows read but {w.rows} reports "
-                                 f"and {stats['dropped']} dropped")
-    return PerturbSummary(stats["rows"], stats["dropped"], w.rows, str(mech), w.path)
+                                 f"and {stats['dropped'] + gone} dropped")
+    return PerturbSummary(stats["rows"], stats["dropped"], w.rows, str(mech), w.path,
+                          outside=n_outside, outside_action=outside)
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def _plot(results, params, path):
     notes = {k: f"EMD to truth {results['emd'][k]:.3f} years" for k in results["emd"]}
     distributions_figure(domain.labels, {k: np.asarray(v) for k, v in series.items()}, path,
                          title=f"UCI Adult ages (n={results['n']}) under {params['mechanism']}",
-                         xlabel="age", notes=notes)
+                         xlabel="age (years)", notes=notes)
 
 
 register_experiment(Experiment(

@@ -18,16 +18,19 @@ Adding a mechanism means one new class in one file, decorated with :func:`regist
 from __future__ import annotations
 
 import ast
+import contextvars
 import inspect
+import math
 import os
 import re
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_rng
-from ..privacy import geo_epsilon, ldp_epsilon
+from .._validation import LocalPrivError, PrivacyWarning, check_int, check_rng
+from ..privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
 
 __all__ = [
     "Mechanism",
@@ -39,6 +42,9 @@ __all__ = [
     "parse",
     "registered",
     "format_spec",
+    "LargeEpsilonWarning",
+    "LARGE_LDP_EPS",
+    "k_from_bounds",
 ]
 
 
@@ -50,8 +56,19 @@ __all__ = [
 MAX_DENSE_ENTRIES = 200_000_000
 
 
+#: A lower cap in force for the current context only (the parse-time privacy check, issue 18).
+_CAP_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("localpriv_dense_cap", default=None)
+
+
 def max_dense_entries() -> int:
-    """The dense-size cap in force: ``LOCALPRIV_MAX_DENSE_ENTRIES`` if set, else :data:`MAX_DENSE_ENTRIES`."""
+    """The dense-size cap in force: ``LOCALPRIV_MAX_DENSE_ENTRIES`` if set, else :data:`MAX_DENSE_ENTRIES`
+    (and at most the parse-time check's budget while that check runs)."""
+    override = _CAP_OVERRIDE.get()
+    cap = _configured_cap()
+    return cap if override is None else min(cap, override)
+
+
+def _configured_cap() -> int:
     env = os.environ.get("LOCALPRIV_MAX_DENSE_ENTRIES", "").strip()
     if not env:
         return MAX_DENSE_ENTRIES
@@ -259,6 +276,16 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
     is capped (:data:`MAX_UNTRUSTED_SPEC`), so a file cannot make the process read other files;
     dense channels built later are capped by the mechanisms themselves. A key given twice is an
     error in either mode.
+
+    Without ``k`` and without a domain, the line mechanisms' output bounds imply it:
+    ``geometric(eps=0.05,lo=0,hi=99)`` has ``k = 100`` (:meth:`Mechanism.implied_k`).
+
+    Every spec *string* read here (from the command line, the API or a file) has its LDP level
+    computed from the mechanism (:meth:`Mechanism.epsilon_ldp`); a level above
+    :data:`LARGE_LDP_EPS` (10) draws a :class:`LargeEpsilonWarning` (one line, with the computed
+    value). The check is skipped when the level would need a dense channel of more than
+    :data:`PARSE_CHECK_MAX_ENTRIES` entries (``localpriv mechanism``/``analyze`` compute it in
+    full). Mechanism objects passed in are not checked again.
     """
     if isinstance(spec, Mechanism):
         mech = spec
@@ -296,9 +323,72 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
             raise
         except (TypeError, ValueError, ArithmeticError) as exc:  # a parameter of the wrong type
             raise LocalPrivError(f"cannot build {_short(spec)}: {exc}") from None
+        if domain is None or mech.k == domain.size:
+            _warn_if_large(mech)
     if domain is not None and mech.k != domain.size:
         raise LocalPrivError(f"mechanism {mech} has {mech.k} inputs but the domain has {domain.size} elements")
     return mech
+
+
+# --------------------------------------------------------------------------------------------
+# The privacy check of every spec read (issue 18)
+# --------------------------------------------------------------------------------------------
+#: LDP levels above this draw a :class:`LargeEpsilonWarning` when a spec is read: a report is then
+#: up to ``e^10 ~ 22,000`` times more likely under one value than under another.
+LARGE_LDP_EPS = 10.0
+#: The parse-time check computes the level only when it needs no dense matrix above this many
+#: entries (32 MiB); structured mechanisms compute it in O(1) whatever ``k``.
+PARSE_CHECK_MAX_ENTRIES = 4_000_000
+
+
+class LargeEpsilonWarning(PrivacyWarning):
+    """A mechanism read from a spec whose LDP level, computed from the mechanism, exceeds
+    :data:`LARGE_LDP_EPS` (issue 18). Filter it like any warning, e.g.
+    ``warnings.simplefilter("ignore", LargeEpsilonWarning)`` where large levels are intended."""
+
+
+def ldp_level_if_cheap(mech: "Mechanism") -> "float | None":
+    """``mech.epsilon_ldp()`` when it needs no dense matrix above :data:`PARSE_CHECK_MAX_ENTRIES`
+    entries, else ``None`` (also when the level cannot be computed at all)."""
+    token = _CAP_OVERRIDE.set(PARSE_CHECK_MAX_ENTRIES)
+    try:
+        return float(mech.epsilon_ldp())
+    except (LocalPrivError, MemoryError, ArithmeticError, NotImplementedError, TypeError, ValueError):
+        return None
+    finally:
+        _CAP_OVERRIDE.reset(token)
+
+
+def _warn_if_large(mech: "Mechanism") -> None:
+    """One :class:`LargeEpsilonWarning` line when ``mech``'s computed LDP level exceeds 10.
+
+    Levels that are ``inf`` or overflow ``e^eps`` already came with the computation's own
+    :class:`PrivacyWarning` (:func:`localpriv.privacy.checked_epsilon`): not repeated."""
+    level = ldp_level_if_cheap(mech)
+    if level is None or not LARGE_LDP_EPS < level <= LOG_FLOAT_MAX:
+        return
+    ratio = math.exp(level)
+    warnings.warn(f"{mech}: LDP eps computed from the mechanism is {level:.4g} (> {LARGE_LDP_EPS:g}): one report "
+                  f"can be {ratio:.2g} times more likely under one value than under another, so as LDP it barely "
+                  "hides the value (a metric mechanism may still protect per unit of distance: localpriv analyze)",
+                  LargeEpsilonWarning, stacklevel=2)
+
+
+def k_from_bounds(name: str, lo, hi) -> int:
+    """``k`` implied by output bounds ``lo=0, hi=K-1`` given without ``k`` or a domain: ``K``.
+
+    ``lo``/``hi`` are in index units (0 = the domain's first element), so only ``lo = 0`` says
+    what ``k`` is; any other ``lo`` is a one-line error that says what to write instead."""
+    lo, hi = check_int(lo, f"{name}: lo"), check_int(hi, f"{name}: hi")
+    if not lo < hi:
+        raise LocalPrivError(f"{name}: need lo < hi, got lo={lo}, hi={hi}")
+    if lo != 0:
+        raise LocalPrivError(f"{name}: lo={lo},hi={hi} without k or a domain: lo and hi are output bounds in "
+                             f"index units (0 = the first value), so write lo=0,hi={hi - lo} with --domain "
+                             f"{lo}..{hi}, or give k")
+    if hi >= 2 ** 62:
+        raise LocalPrivError(f"{name}: hi={hi} is too large (k would not fit in 62 bits)")
+    return hi + 1
 
 
 def _short(spec: str, limit: int = 80) -> str:
@@ -331,8 +421,10 @@ class Mechanism(ABC):
                 f"accepted: {', '.join(p for p in sig.parameters if p != 'self')}"
             )
         params = dict(params)
-        if "k" in accepted and "k" not in params and domain is not None:
-            params["k"] = domain.size
+        if "k" in accepted and "k" not in params:
+            implied = domain.size if domain is not None else cls.implied_k(params)
+            if implied is not None:
+                params["k"] = implied
         if "domain" in accepted and "domain" not in params:
             params["domain"] = domain
         missing = [p.name for p in sig.parameters.values()
@@ -340,6 +432,12 @@ class Mechanism(ABC):
         if missing:
             raise LocalPrivError(f"{cls.spec_name}: missing parameter(s) {', '.join(missing)}")
         return cls(**params)
+
+    @classmethod
+    def implied_k(cls, params: dict) -> "int | None":
+        """``k`` implied by the other spec parameters when neither ``k`` nor a domain is given
+        (``None``: nothing implied). The line mechanisms read it from ``lo``/``hi`` (issue 18)."""
+        return None
 
     @abstractmethod
     def params(self) -> dict[str, Any]:

@@ -69,6 +69,30 @@ class Exponential(Mechanism):
         self.domain = domain
         self._M = None
 
+    @classmethod
+    def from_params(cls, params: dict, domain=None) -> "Exponential":
+        """As :meth:`Mechanism.from_params`, and ``lo``/``hi`` for the integers ``lo..hi`` (issue 18):
+        ``exponential(eps=0.05,lo=0,hi=99)`` is ``exponential(k=100,eps=0.05)`` (the metric
+        ``|x - y|`` does not depend on where the line starts). A ``k`` or a domain of another size
+        is a one-line error."""
+        params = dict(params)
+        lo, hi = params.pop("lo", None), params.pop("hi", None)
+        if lo is None and hi is None:
+            return super().from_params(params, domain)
+        if lo is None or hi is None:
+            raise LocalPrivError("exponential: give both lo and hi (the integers lo..hi) or neither")
+        lo, hi = check_int(lo, "exponential: lo"), check_int(hi, "exponential: hi")
+        if hi < lo:
+            raise LocalPrivError(f"exponential: need lo <= hi, got lo={lo}, hi={hi}")
+        k = IntegerDomain(lo, hi).size
+        if params.get("k") is not None and check_int(params["k"], "k") != k:
+            raise LocalPrivError(f"exponential: k={params['k']} disagrees with lo={lo},hi={hi} ({k} values)")
+        if domain is not None and (domain.size != k or not isinstance(domain, IntegerDomain)):
+            raise LocalPrivError(f"exponential: lo={lo},hi={hi} ({k} integers) disagrees with the domain "
+                                 f"{domain.spec()} ({domain.size} elements)")
+        params["k"] = k
+        return super().from_params(params, domain)
+
     def params(self):
         return {"k": self.k, "eps": self.eps}
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
-from .base import Mechanism, check_dense_size, register
+from .base import Mechanism, check_dense_size, k_from_bounds, register
 
 __all__ = ["Geometric", "two_sided_geometric"]
 
@@ -82,6 +82,14 @@ class Geometric(Mechanism):
             if not lo < hi:
                 raise LocalPrivError(f"geometric: need lo < hi, got lo={lo}, hi={hi}")
         self.lo, self.hi = lo, hi
+
+    @classmethod
+    def implied_k(cls, params):
+        """``geometric(eps=e,lo=0,hi=K-1)`` without ``k`` or a domain has ``k = K`` (issue 18; other
+        ``lo`` are a one-line error, see :func:`~localpriv.mechanisms.base.k_from_bounds`)."""
+        if params.get("lo") is None or params.get("hi") is None:
+            return None
+        return k_from_bounds(cls.spec_name, params["lo"], params["hi"])
 
     def params(self):
         return {"k": self.k, "eps": self.eps, "lo": self.lo, "hi": self.hi}

@@ -56,7 +56,7 @@ import numpy as np
 from .._validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon, geo_epsilon, ldp_epsilon, ldp_epsilon_from_logs
 from ._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
-from .base import Mechanism, check_dense_size, register
+from .base import Mechanism, check_dense_size, k_from_bounds, register
 
 __all__ = ["Laplace", "laplace_interval_prob"]
 
@@ -131,6 +131,21 @@ class Laplace(Mechanism):
         #: decay of the noise per grid step
         self.rate = self.eps * self.grid
         self.sampler = discrete_laplace(self.rate)
+
+    @classmethod
+    def implied_k(cls, params):
+        """``laplace(eps=e,bins=1.0,lo=0,hi=K-1)`` without ``k`` or a domain has ``k = K`` (issue 18):
+        with unit bins the bin indices are the inputs' indices. Other bin widths and ``lo != 0`` are
+        a one-line error."""
+        if params.get("lo") is None or params.get("hi") is None:
+            return None
+        bins = params.get("bins")
+        if bins is None:
+            raise LocalPrivError("laplace: lo/hi truncate the binned version; give bins=1.0 too (then lo=0,hi=K-1 "
+                                 "imply k=K)")
+        if isinstance(bins, bool) or not isinstance(bins, (int, float)) or float(bins) != 1.0:
+            raise LocalPrivError(f"laplace: lo/hi imply k only with unit bins (bins=1.0), got bins={bins!r}; give k")
+        return k_from_bounds(cls.spec_name, params["lo"], params["hi"])
 
     def params(self):
         return {"k": self.k, "eps": self.eps, "bins": self.bins, "lo": self.lo, "hi": self.hi,
