@@ -38,9 +38,10 @@ _WHERE = {
     "iter_values": ".reports", "write_counts": ".aggregate", "analyze_report": ".analysis",
     "available_estimators": ".estimators", "default_estimator": ".estimators",
     "spawn_generators": ".rng", "em_progress": ".progress",
+    "Advice": ".advise",  # issue 18, item 1 (the function advise is defined below)
 }
 
-__all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", *_WHERE]
+__all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", "advise", *_WHERE]
 
 
 def estimate(obs: "Observations", method: str = "ibu", **settings: Any) -> "Estimate":
@@ -127,9 +128,58 @@ def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = Non
     return _run(source, domain, aggregator)
 
 
+def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | None" = None, n: int,
+           goal: str = "emd", theta: Any = None, rng: Any = 0, runs: int = 5, top: int = 10, method: str = "auto",
+           mechanisms: Any = None, truth: "str | None" = None, progress: Any = None) -> Any:
+    """Rank the mechanisms that meet a privacy target by their predicted error; recommend one.
+
+    :func:`localpriv.advise.advise` (its docstring has the formulas and references).
+
+    Parameters
+    ----------
+    domain : Domain or str
+        The values' domain, or its command-line text (``"0..99"``, ``"a,b,c"``, ``"manhattan"``).
+    eps_ldp : float, optional
+        LDP target: every candidate's LDP level computed from the mechanism is at most this.
+    eps_metric : float, optional
+        Metric target per unit of distance (per value on a line, per km on a grid).
+    n : int
+        Number of users.
+    goal : {"emd", "tv", "mean", "quantiles", "topk"}
+        What the estimate is for.
+    theta : array_like, optional
+        The distribution the predictions assume (default: Zipf on categorical domains, a bell on
+        ordered ones; :func:`localpriv.advise.default_prior`).
+    rng : int or numpy.random.Generator
+        Seed of the simulations.
+    runs : int
+        Simulated data sets per candidate (default 5).
+    top : int
+        ``topk``: how many of the most frequent values.
+    method : {"auto", "simulation", "analytic"}
+        How predictions are made.
+    mechanisms : iterable of str, optional
+        Restrict the candidates (spec names).
+    truth : str, optional
+        How to describe ``theta`` in the output.
+    progress : callable, optional
+        ``progress(iterable, description)``, e.g. :meth:`localpriv.progress.Status.track`.
+
+    Returns
+    -------
+    Advice
+        Ranked rows (spec, computed LDP and metric eps, predicted error and interval), the
+        recommendation (``.recommended``) and why (``.reason``).
+    """
+    from .advise import advise as _run
+    return _run(domain, eps_ldp=eps_ldp, eps_metric=eps_metric, n=n, goal=goal, theta=theta, rng=rng, runs=runs,
+                top=top, method=method, mechanisms=mechanisms, truth=truth, progress=progress)
+
+
 #: functions of the package that share their name with a submodule (localpriv/estimate.py holds
-#: the Estimate class, localpriv/aggregate.py the engines): the package attribute stays the function
-_SHADOWED = frozenset({"estimate", "aggregate"})
+#: the Estimate class, localpriv/aggregate.py the engines, localpriv/advise.py the advice): the
+#: package attribute stays the function
+_SHADOWED = frozenset({"estimate", "aggregate", "advise"})
 
 
 class _Package(types.ModuleType):

@@ -299,6 +299,19 @@ def write_counts(df: pd.DataFrame, path, inputs: Iterable = ()) -> Path:
     Parquet needs one report type per file: numeric reports of different types are stored as
     ``double`` (exact for output indices below 2^53); bit vectors beside numbers are stored as the
     CSV text form (``string``), which every reader decodes per mechanism.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Columns ``mechanism``, ``report``, ``count`` (an aggregator's ``counts(...)``).
+    path : str or Path
+        The counts file (``.csv`` or ``.parquet``).
+    inputs : iterable of paths
+        The files counted (the output may not overwrite one of them).
+
+    Returns
+    -------
+    Path
     """
     reps = df["report"].to_numpy()
     kinds: set = set()

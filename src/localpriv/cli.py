@@ -8,7 +8,6 @@ leaves no output file.
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import traceback
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 # typer >= 0.25 vendors click: its exceptions live here (no separate click package)
 from typer._click.exceptions import UsageError
@@ -38,6 +36,34 @@ class _OnFirstUse:
 
 
 np = _OnFirstUse("numpy")
+json = _OnFirstUse("json")
+
+
+class _LazyConsole:
+    """A ``rich.console.Console`` made on first use (importing Rich's console is a good part of the
+    start-up that ``--help`` need not pay); every attribute and ``with`` go to the real one."""
+
+    def __init__(self, **kwargs):
+        object.__setattr__(self, "_kwargs", kwargs)
+        object.__setattr__(self, "_real", None)
+
+    def _console(self):
+        if self._real is None:
+            from rich.console import Console
+            object.__setattr__(self, "_real", Console(**self._kwargs))
+        return self._real
+
+    def __getattr__(self, name):
+        return getattr(self._console(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._console(), name, value)
+
+    def __enter__(self):
+        return self._console().__enter__()
+
+    def __exit__(self, *exc):
+        return self._console().__exit__(*exc)
 
 
 def Table(*args, **kwargs):  # noqa: N802 - rich.table.Table, imported when a table is drawn
@@ -96,8 +122,8 @@ class _App(typer.Typer):
 app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
            context_settings={"max_content_width": 110},
            help="Local privacy: obfuscate values, aggregate reports, estimate distributions.")
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
+console = _LazyConsole()
+err = _LazyConsole(stderr=True, soft_wrap=True)
 _STATE = {"debug": False}
 
 
@@ -151,22 +177,19 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def rich_progress():
-    """A Progress adapter (see localpriv.experiments.runner.Progress) drawing Rich bars."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+def rich_progress(status=None):
+    """An experiments' progress adapter (:class:`localpriv.experiments.runner.Progress`): every
+    ``progress(items, "label")`` of an experiment becomes a counted task of ``status`` (a
+    :class:`localpriv.progress.Status`: a bar on a terminal, a status line every ~10 s otherwise);
+    without one, each loop gets its own."""
     from .experiments.runner import Progress as _P
 
     def factory(iterable, description, total):
-        items = list(iterable) if total is None and not hasattr(iterable, "__len__") else iterable
-        total_ = total if total is not None else len(items)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True,
-                      disable=not err.is_terminal) as bar:
-            task = bar.add_task(description, total=total_)
-            for item in items:
-                yield item
-                bar.advance(task)
+        if status is not None:
+            yield from status.track(iterable, description, total)
+            return
+        with _status(description or "progress") as own:
+            yield from own.track(iterable, description, total)
     return _P(factory)
 
 
@@ -458,7 +481,8 @@ def _estimate_unbounded(inputs, estimator: str, kwargs: dict):
     if estimator != "ibu":
         raise LocalPrivError("without --domain only ibu applies (on the likely subset of the integers); "
                              "give --domain for other estimators")
-    df = DuckDBAggregator().counts(inputs)
+    with _status("estimate", f"counting the reports of {_inputs_text(inputs)}"):
+        df = DuckDBAggregator().counts(inputs)
     eps_values = set()
     for spec in df["mechanism"].unique():
         mech = parse(spec, trusted=False)
@@ -487,7 +511,8 @@ def mechanism(
     from .mechanisms import parse
     dom = _domain(domain)
     mech = parse(spec, dom)
-    report = analyze_report(mech, domain=dom)
+    with _status("mechanism", f"analyzing {mech}"):
+        report = analyze_report(mech, domain=dom)
     if as_json:
         if show:
             report["channel"] = mech.channel()
@@ -539,7 +564,7 @@ def analyze(
         _print_json(report)
     else:
         console.print(_report_table(str(mech), report))
-    if plot is not None:
+    if plot is not None and not as_json:  # with --json the report names the plot
         _say(f"wrote the convergence plot -> {plot}" if "convergence plot" in report else
              f"no plot written ({plot}): the consistency study has no convergence data"
              + ("" if consistency else "; --plot needs --consistency"))
@@ -643,6 +668,71 @@ def _plot_convergence(study: dict, path: Path, title: str) -> None:
 
 @app.command()
 @friendly
+def advise(
+    domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
+    n: int = typer.Option(..., "--n", min=1, help="number of users"),
+    eps: Optional[float] = typer.Option(None, "--eps",
+                                        help="LDP target: each spec's LDP eps, computed from the mechanism, is at most "
+                                             "this"),
+    metric_eps: Optional[float] = typer.Option(None, "--metric-eps",
+                                               help="metric target per unit of distance (per value on LO..HI, per km "
+                                                    "on a grid); with --eps both hold"),
+    goal: str = typer.Option("emd", "--goal", help="what the estimate is for: emd | tv | mean | quantiles | topk"),
+    values: Optional[Path] = typer.Option(None, "--values",
+                                          help="a file of values like yours (CSV, TSV or Parquet): predictions assume "
+                                               "their distribution (default: Zipf on labels, a bell on "
+                                               "LO..HI and grids)"),
+    column: Optional[str] = typer.Option(None, "--column", "-c",
+                                         help="--values: the column by name or number (default: the first); "
+                                              "'lat,lon' for a grid"),
+    top: int = typer.Option(10, "--top", min=1, help="--goal topk: how many of the most frequent values"),
+    runs: int = typer.Option(5, "--runs", min=2, help="simulated data sets per mechanism"),
+    method: str = typer.Option("auto", "--method",
+                               help="auto (simulate where affordable, else analytic) | simulation | analytic"),
+    seed: int = typer.Option(0, "--seed", min=0, help="seed of the simulations"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
+):
+    """Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."""
+    from .advise import advise as _advise
+    dom = _domain(domain)
+    theta = truth = None
+    if values is not None:
+        from .reports import read_values
+        idx = dom.encode(read_values(values, column, domain=dom))
+        theta = np.bincount(idx, minlength=dom.size) / idx.size
+        truth = f"the distribution of {values} ({idx.size:,} values)"
+    with _status("advise", "calibrating and simulating") as status:
+        adv = _advise(dom, eps_ldp=eps, eps_metric=metric_eps, n=n, goal=goal, theta=theta, rng=seed, runs=runs,
+                      top=top, method=method, truth=truth, progress=status.track)
+    if as_json:
+        _print_json(adv.to_dict())
+        return
+    unit = f" ({adv.unit})" if adv.unit else ""
+    table = Table(title=f"{goal} error{unit} for n={adv.n:,}; truth: {adv.truth}", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("mechanism spec", overflow="fold")
+    table.add_column("LDP eps", justify="right")
+    if adv.metric_unit is not None:
+        table.add_column(f"metric eps /{adv.metric_unit}", justify="right")
+    table.add_column("predicted", justify="right")
+    table.add_column(f"{adv.level:.0%} range", justify="right")
+    table.add_column("estimator")
+    table.add_column("how")
+    for i, r in enumerate(adv.rows, 1):
+        cells = [str(i), r.spec, fmt_number(r.eps_ldp)]
+        if adv.metric_unit is not None:
+            cells.append(fmt_number(r.eps_metric))
+        cells += [fmt_number(r.error), f"{fmt_number(r.lower)}-{fmt_number(r.upper)}", r.estimator,
+                  f"{r.how} ({r.runs})"]
+        table.add_row(*cells)
+    console.print(table)
+    for name, why in adv.skipped.items():
+        console.print(f"not evaluated: {name} ({why})", highlight=False, soft_wrap=True)
+    console.print(f"recommended: {adv.recommended.spec} -- {adv.reason}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@friendly
 def reproduce(
     name: str = typer.Argument(..., help="experiment name, or 'list' to list them all"),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="output folder"),
@@ -656,28 +746,38 @@ def reproduce(
         for n, e in sorted(EXPERIMENTS.items()):
             console.print(f"{n:24s} {e.description}", highlight=False)
         return
-    rec = run_experiment(name, out, runs=runs, seed=seed, quick=quick, progress=rich_progress())
-    _say(f"{name}: {rec['elapsed_seconds']:.1f} s -> {out / (name + '.json')}, {out / (name + '.png')}")
+    with _status(f"reproduce {name}") as status:
+        rec = run_experiment(name, out, runs=runs, seed=seed, quick=quick, progress=rich_progress(status))
+    _say(f"{name}: {rec['elapsed_seconds']:.1f} s; wrote {_written(out, name)}")
 
 
 @app.command()
 @friendly
-def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o"), seed: int = typer.Option(0, "--seed", min=0)):
+def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o",
+                                  help="folder of the outputs (demo.json: every number; demo.png: the figure)"),
+         seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator (same seed, same numbers)")):
     """The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."""
     from .experiments import run_experiment
-    rec = run_experiment("demo", out, seed=seed, progress=rich_progress())
+    with _status("demo") as status:
+        rec = run_experiment("demo", out, seed=seed, progress=rich_progress(status))
     res = rec["results"]
-    table = Table(title=f"UCI Adult ages (n={res['n']}), {rec['params']['mechanism']}, seed {seed}")
+    table = Table(title=f"UCI Adult ages (n={res['n']:,}), {rec['params']['mechanism']}, seed {seed}")
     table.add_column("distribution")
     table.add_column("EMD to truth (years)", justify="right")
     table.add_column("log-likelihood", justify="right")
     table.add_column("iterations", justify="right")
     for k, v in res["emd"].items():
         d = res.get("details", {}).get(k, {})
-        table.add_row(k, f"{v:.4f}", "" if d.get("loglik") is None else f"{d['loglik']:.2f}",
-                      "" if d.get("iterations") is None else str(d["iterations"]))
+        table.add_row(k, fmt_number(v), "" if d.get("loglik") is None else f"{d['loglik']:,.2f}",
+                      "" if d.get("iterations") is None else f"{d['iterations']:,}")
     console.print(table)
-    console.print(f"figure: {out / 'demo.png'}   numbers: {out / 'demo.json'}  ({rec['elapsed_seconds']:.1f} s)")
+    _say(f"demo: {rec['elapsed_seconds']:.1f} s; wrote {_written(out, 'demo')}")
+
+
+def _written(out: Path, name: str) -> str:
+    """The files an experiment wrote: ``out/name.json`` (numbers) and, if drawn, ``out/name.png``."""
+    files = [out / f"{name}.json"] + ([out / f"{name}.png"] if (out / f"{name}.png").exists() else [])
+    return ", ".join(f"{f} ({'numbers' if f.suffix == '.json' else 'figure'})" for f in files)
 
 
 @app.command("list")
@@ -714,6 +814,9 @@ def main(argv=None):  # entry point
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `localpriv` alone: the help page, as it is
+            sys.stdout.write(exc.format_message().rstrip() + "\n")
+            sys.exit(2)
         if debug:
             traceback.print_exc()
         hint = f" (see localpriv {exc.ctx.info_name} --help)" if exc.ctx is not None and \

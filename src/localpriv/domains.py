@@ -244,6 +244,15 @@ def parse_domain(text: str) -> Domain:
       the box from the south-west corner (lat0, lon0) to the north-east corner (lat1, lon1), in
       decimal degrees (:meth:`localpriv.planar.GridDomain.covering`), e.g. whole New York at 1 km:
       ``bbox(40.4774,-74.2591,40.9176,-73.7004,1)``.
+
+    Parameters
+    ----------
+    text : str
+        The domain as written on the command line (one of the forms above).
+
+    Returns
+    -------
+    Domain
     """
     text = str(text).strip()
     low = text.lower()

@@ -267,16 +267,17 @@ def _unique_keys(path: Path) -> Callable[[list], dict]:
     return hook
 
 
-def mixed_block_rows(domain: Domain) -> int:
-    """Rows per block of :func:`perturb_file_mixed`: ``BLOCK_BYTES`` (8 MiB) over the widest report
-    a mechanism on ``domain`` can produce (8 bytes, or ``4 k`` for float32 vectors), at least 64.
+def mixed_block_rows(first: Mechanism) -> int:
+    """Rows per block of :func:`perturb_file_mixed`: :func:`localpriv.reports.block_size` of the
+    first row's mechanism (8 MiB of its reports: 2^20 rows of index or number reports).
 
-    Blocks are cut at fixed row positions, so the reports depend on the seed and the file only,
-    never on how the file is read in chunks; memory stays one block whatever the number of
-    mechanisms.
+    Every mechanism of one report file makes reports of the same kind and width (others are
+    refused), so the first fixes the memory of a block whatever the number of mechanisms; blocks
+    are cut at fixed row positions, so the reports depend on the seed and the file only, never on
+    how the file is read in chunks.
     """
-    from .reports import BLOCK_BYTES
-    return max(64, BLOCK_BYTES // max(8, 4 * int(domain.size)))
+    from .reports import block_size
+    return block_size(first)
 
 
 class _Mixture:
@@ -453,7 +454,7 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     path = str(input)
     word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
     mix = _Mixture(domain, rng, path, repr(str(label_col)), policy)
-    size = mixed_block_rows(domain)
+    size = 0  # rows per block: fixed by the first row's mechanism
     stats: dict = {}
     n_outside = 0
     pend_x: list[np.ndarray] = []
@@ -464,6 +465,7 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
                            header=header)
         for vals, coded, first, kept in chunks:
             g = mix.codes(coded, first, kept, word, chunks)
+            size = size or mixed_block_rows(mix.mechs[int(g[0])])
             arr = _as_values(vals, domain)
             if grid:
                 x, out = _place(domain, arr, outside, first, path, word)
@@ -517,12 +519,31 @@ def split_users(n: int, n_mechanisms: int, rng=None, *, random: bool = False) ->
     return base
 
 
-def simulate_counts(theta, mechanisms, n_per_mechanism, rng, domain: Domain | None = None) -> Observations:
+def simulate_counts(theta: Any, mechanisms: "Sequence[str | Mechanism]", n_per_mechanism: Any,
+                    rng: np.random.Generator, domain: Domain | None = None) -> Observations:
     """Draw the aggregated counts of ``n^A`` users per mechanism, users' values i.i.d. ``theta``.
 
     For mechanism ``A`` with finite channel: ``n^A_x ~ Multinomial(n^A, theta)`` then the counts
     of outputs are ``sum_x Multinomial(n^A_x, A[x])`` -- exactly the law of the aggregated reports
     of seed 003 section 3, drawn in ``O(k |Z^A|)`` whatever ``n^A``.
+
+    Parameters
+    ----------
+    theta : array (k,)
+        The users' true distribution.
+    mechanisms : sequence of str or Mechanism
+        One mechanism per group of users.
+    n_per_mechanism : sequence of int
+        Users per mechanism (:func:`split_users` makes equal or random shares).
+    rng : numpy.random.Generator
+        The source of randomness.
+    domain : Domain, optional
+        Fills ``k`` of the specs.
+
+    Returns
+    -------
+    Observations
+        One block per mechanism with at least one user.
     """
     rng = check_rng(rng)
     theta = check_distribution(theta, name="theta")

@@ -249,8 +249,21 @@ def _seconds(s: float) -> str:
     return f"{h} h {m:02d} min"
 
 
-def em_progress(label: str = "estimate", **kwargs) -> EMProgress:
-    """An :class:`EMProgress` on stderr (keyword arguments: those of :class:`EMProgress`)."""
+def em_progress(label: str = "estimate", **kwargs: Any) -> EMProgress:
+    """An :class:`EMProgress` on stderr, to pass as ``progress=`` to an IBU-family estimator.
+
+    Parameters
+    ----------
+    label : str
+        The start of every status line (what is estimated).
+    **kwargs
+        Those of :class:`EMProgress`: ``stream``, ``interval``, ``delay``, ``clock``, ``tty``,
+        ``console``.
+
+    Returns
+    -------
+    EMProgress
+    """
     return EMProgress(label, **kwargs)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -132,11 +132,30 @@ def _as_values(values, domain: Domain | None) -> np.ndarray:
     return arr
 
 
-def perturb(values, mechanism, rng, domain: Domain | None = None) -> pa.Table:
+def perturb(values: Any, mechanism: "str | Mechanism", rng: np.random.Generator,
+            domain: Domain | None = None) -> pa.Table:
     """Obfuscate raw ``values`` (encoded by ``domain``) with ``mechanism``; returns a report table.
 
     Reproducible from ``rng``'s seed whatever the size (blocks of :func:`block_size` values drawn in
     turn); at most one block gives exactly ``mechanism.sample(domain.encode(values), rng)``.
+
+    Parameters
+    ----------
+    values : array-like
+        The users' true values: ``n`` values of ``domain`` (``n x 2`` latitude/longitude pairs
+        for a planar grid), or domain indices when ``domain`` is None.
+    mechanism : str or Mechanism
+        A spec such as ``"krr(eps=2.0)"`` (``k`` filled from the domain) or a mechanism.
+    rng : numpy.random.Generator
+        The source of randomness (:func:`localpriv.make_generator`: seeded for experiments,
+        cryptographically secure for real users).
+    domain : Domain, optional
+        The values' domain.
+
+    Returns
+    -------
+    pyarrow.Table
+        Columns ``mechanism`` and ``report``, one row per value (:func:`write_reports` saves it).
     """
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
@@ -147,9 +166,24 @@ def perturb(values, mechanism, rng, domain: Domain | None = None) -> pa.Table:
     return report_table(mech, reports)
 
 
-def write_reports(table: pa.Table, path, inputs=()) -> Path:
+def write_reports(table: pa.Table, path: str | Path, inputs: Any = ()) -> Path:
     """Write a report table to Parquet (``.parquet``) or CSV (``.csv``), atomically and versioned
-    (see :mod:`localpriv.formats`)."""
+    (see :mod:`localpriv.formats`).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Columns ``mechanism`` and ``report`` (:func:`perturb`, :func:`localpriv.perturb_mixed`).
+    path : str or Path
+        The report file; its suffix picks the format.
+    inputs : sequence of paths
+        The files the reports were made from (the output may not overwrite one of them).
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
     with TableWriter(path, "reports", inputs) as w:
         w.write(table)
     return w.path
@@ -327,7 +361,7 @@ def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
     return np.column_stack(out)
 
 
-def iter_values(path, column: str | None = None, *, domain: Domain | None = None,
+def iter_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
                 drop_missing: bool = False, stats: dict | None = None,
                 header: bool = True) -> Iterator[tuple[np.ndarray, int]]:
     """Stream raw values from a CSV, TSV or Parquet file as ``(values, first_row)`` chunks.
@@ -377,7 +411,7 @@ def _missing(arrays: list, n: int) -> np.ndarray:
     return missing
 
 
-def iter_rows(path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
+def iter_rows(path: str | Path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
               drop_missing: bool = False, stats: dict | None = None, header: bool = True,
               ) -> Iterator[tuple[np.ndarray, "tuple[np.ndarray, list[str]] | None", int, "np.ndarray | None"]]:
     """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
@@ -459,9 +493,27 @@ def iter_rows(path, column: str | None = None, labels: str | None = None, *, dom
         raise read_error(path, exc) from None
 
 
-def read_values(path, column: str | None = None, *, domain: Domain | None = None,
+def read_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
                 drop_missing: bool = False, header: bool = True) -> np.ndarray:
-    """All values of a CSV, TSV or Parquet file column (see :func:`iter_values`) as one array."""
+    """All values of a CSV, TSV or Parquet file column (see :func:`iter_values`) as one array.
+
+    Parameters
+    ----------
+    path : str or Path
+        The values file (``.csv``, ``.tsv``, ``.tsv.gz``, ``.tab`` or ``.parquet``).
+    column : str, optional
+        The column(s), by name or 1-based number (default: the first; ``"lat,lon"`` for two).
+    domain : Domain, optional
+        Numeric domains read numbers, others labels.
+    drop_missing : bool
+        Drop (and count) missing values instead of refusing the file.
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
     parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing,
                                        header=header)]
     if not parts:
@@ -517,7 +569,8 @@ def _refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word
                          f"counted, with --outside drop|clamp")
 
 
-def perturb_file(input, output, mechanism, domain: Domain, rng, *, column: str | None = None,
+def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechanism", domain: Domain,
+                 rng: np.random.Generator, *, column: str | None = None,
                  drop_missing: bool = False, progress: Callable[[int], None] | None = None,
                  header: bool = True, outside: str = "error") -> PerturbSummary:
     """Stream a values file through ``mechanism`` into a report file, in bounded memory.
@@ -528,6 +581,34 @@ def perturb_file(input, output, mechanism, domain: Domain, rng, *, column: str |
     ``outside`` (grid domains): points outside the grid are an error that says how many and where
     (``"error"``), dropped (``"drop"``) or moved to the nearest cell (``"clamp"``), and counted in
     the summary's ``outside``.
+
+    Parameters
+    ----------
+    input : str or Path
+        CSV, TSV or Parquet file of raw values.
+    output : str or Path
+        The report file (``.parquet`` or ``.csv``).
+    mechanism : str or Mechanism
+        The mechanism of every row (for one per row see :func:`localpriv.perturb_file_mixed`).
+    domain : Domain
+        The values' domain.
+    rng : numpy.random.Generator
+        The source of randomness.
+    column : str, optional
+        The value column(s) (default: the first; ``"lat,lon"`` for a grid).
+    drop_missing : bool
+        Drop and count missing values instead of refusing the file.
+    progress : callable, optional
+        Called with the number of rows read so far after every chunk.
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+    outside : {"error", "drop", "clamp"}
+        Grid domains: what to do with points outside the grid.
+
+    Returns
+    -------
+    PerturbSummary
+        Rows read, dropped, reports written, the mechanism and the output path.
     """
     from .planar import OUTSIDE_CHOICES
     rng = check_rng(rng)
@@ -839,12 +920,19 @@ def _batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domai
     return out
 
 
-def read_reports(inputs, domain: Domain | None = None) -> Iterator[tuple[Source, list]]:
+def read_reports(inputs: Any, domain: Domain | None = None) -> Iterator[tuple[Source, list]]:
     """Stream checked reports and counts from files, globs, folders and hive-partitioned datasets:
     yields ``(source, [(spec, mechanism, reports, counts_or_None), ...])`` per batch.
 
     Every row is either yielded or refused with a one-line :class:`LocalPrivError` naming the file
     and rows; specs are parsed as untrusted data (``parse(..., trusted=False)``).
+
+    Parameters
+    ----------
+    inputs : str, Path or a list of them
+        Report or counts files, globs, folders or hive-partitioned Parquet datasets.
+    domain : Domain, optional
+        Fills ``k`` of specs that leave it out.
     """
     for src in expand_sources(inputs):
         for batch, first in src.batches():

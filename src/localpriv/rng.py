@@ -50,6 +50,10 @@ def secure_generator() -> np.random.Generator:
     pool would halve the key's entropy) from :func:`secrets.token_bytes` (``os.urandom``); the
     counter starts at 0. Use it for every client that perturbs real users' values; the draws
     cannot be reproduced, by design (see the module docstring).
+
+    Returns
+    -------
+    numpy.random.Generator
     """
     from randomgen import ChaCha
 
@@ -60,6 +64,15 @@ def secure_generator() -> np.random.Generator:
 def make_generator(seed: int | None) -> np.random.Generator:
     """``numpy.random.default_rng(seed)`` for an integer seed (reproducible experiments);
     :func:`secure_generator` for ``None`` (a real deployment).
+
+    Parameters
+    ----------
+    seed : int or None
+        A non-negative integer (reproducible PCG64 stream) or ``None`` (secure, unpredictable).
+
+    Returns
+    -------
+    numpy.random.Generator
 
     Raises
     ------
@@ -92,6 +105,17 @@ def spawn_generators(rng: np.random.Generator, n: int) -> list[np.random.Generat
       same bit-generator type: reproducible from the parent's seed.
 
     Returns ``None`` when the bit generator cannot be built from a ``SeedSequence``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The parent generator (its stream advances).
+    n : int
+        How many children.
+
+    Returns
+    -------
+    list of numpy.random.Generator, or None
     """
     bg = rng.bit_generator
     chacha, aes = _secure_types()

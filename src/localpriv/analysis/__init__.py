@@ -63,6 +63,18 @@ def analyze_report(mech: Mechanism, domain=None) -> dict[str, Any]:
 
     Dense-only analyses (SVD, inverse, dominance on the channel) are skipped above
     :data:`DENSE_LIMIT` / :data:`PRIVACY_LIMIT` / :data:`INVERSE_LIMIT`, with one line saying why.
+
+    Parameters
+    ----------
+    mech : Mechanism
+        The mechanism analyzed.
+    domain : Domain, optional
+        Its domain (metric domains add the metric privacy level).
+
+    Returns
+    -------
+    dict
+        Readable keys to numbers or sentences (``localpriv analyze --json`` prints it).
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

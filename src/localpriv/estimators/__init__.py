@@ -76,7 +76,18 @@ def default_estimator(domain) -> str:
     Ordered domains (integer lines, planar grids): ``"ems"``, EM with a smoothing step and its
     bandwidth chosen by held-out likelihood; categorical domains: ``"ibu"``, the certified
     maximum-likelihood estimate. The evidence is ``localpriv reproduce estimator-accuracy``
-    (``docs/estimators.md``)."""
+    (``docs/estimators.md``).
+
+    Parameters
+    ----------
+    domain : Domain or None
+        The values' domain (``None``: ``"ibu"``).
+
+    Returns
+    -------
+    str
+        An estimator's name (see :func:`available_estimators`).
+    """
     from ..domains import CategoricalDomain
     return "ibu" if domain is None or isinstance(domain, CategoricalDomain) else "ems"
 

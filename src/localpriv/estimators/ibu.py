@@ -65,6 +65,31 @@ def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_ite
     one status line every ~10 s otherwise; :mod:`localpriv.progress`); the library is quiet by
     default. The settings record the scheme used (``"acceleration"``) and the rule
     (``"stopping"``).
+
+    Parameters
+    ----------
+    obs : Observations
+        The aggregated reports (one or many mechanisms: GIBU).
+    theta0 : array, optional
+        The starting point (default uniform).
+    delta : float
+        Tolerance of the stopping rule (default 1e-9).
+    max_iter : int
+        Cap on EM-map evaluations (default 100,000).
+    callback : callable, optional
+        ``callback(t, theta, L)`` after every iteration.
+    keep_trace : bool
+        Keep the log-likelihood of every iteration in the estimate's ``extra``.
+    accelerate : {"newton", "squarem", "none"}
+        The acceleration scheme (see above).
+    stop : {"gap", "loglik", "max_abs"}
+        The stopping rule (see above).
+    progress : bool or EMProgress
+        Progress on stderr (see above).
+
+    Returns
+    -------
+    Estimate
     """
     blocks = obs.likelihood_blocks()
     name = "ibu" if len(obs.blocks) == 1 else "gibu"

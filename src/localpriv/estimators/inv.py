@@ -40,7 +40,21 @@ def inverse_vector(mechanism, counts) -> np.ndarray:
 
 
 def inv(obs: Observations, *, post: str = "n") -> Estimate:
-    """INV-N (``post="n"``) or INV-P (``post="p"``) on the counts of a single finite mechanism."""
+    """INV-N (``post="n"``) or INV-P (``post="p"``) on the counts of a single finite mechanism.
+
+    Parameters
+    ----------
+    obs : Observations
+        Reports of one mechanism with a finite, invertible channel.
+    post : {"n", "p"}
+        Post-processing of the raw inverse: ``"n"`` clips negatives and normalizes, ``"p"``
+        projects onto the probability simplex.
+
+    Returns
+    -------
+    Estimate
+        The raw inverse is kept in ``extra["raw_inverse"]``.
+    """
     post = post.lower()
     if post not in ("n", "p"):
         raise LocalPrivError(f"INV post-processing must be 'n' (normalize) or 'p' (project), got {post!r}")

@@ -248,6 +248,22 @@ def _stop_margin(trace, delta) -> float | None:
     return float(min(delta - d[-1], d[-2] - delta))
 
 
+def _loglik_rounding(obs, loglik) -> float:
+    """First-order worst-case rounding of a difference of two evaluations of ``L``: each is a sum of
+    ``m`` terms ``c_j log p_j`` (``(m - 1) u |L|``) whose ``p_j`` are sums of ``k`` positive terms
+    (``log`` moves by ``(k + 1) u`` per report: ``n (k + 2) u`` in all); twice that for the difference.
+    A ``|dL| < delta`` stop whose margin is below it may move to another iteration with the BLAS build."""
+    m = sum(b.counts.size for b in obs.blocks)
+    return 2 * (m * U * abs(float(loglik)) + float(obs.n) * (obs.k + 2) * U)
+
+
+def _plain_stop(obs, res, delta) -> dict:
+    margin = _stop_margin(res.trace, delta) if res.converged else None
+    bound = _loglik_rounding(obs, res.loglik)
+    return {"stop_margin": margin, "stop_rounding_bound": bound,
+            "stop_within_rounding": None if margin is None else bool(margin <= bound)}
+
+
 def _spread(values) -> dict:
     a = np.asarray([v for v in values if v is not None], dtype=float)
     if a.size == 0:
@@ -369,7 +385,7 @@ def _old_new(params, base, progress):
                    "old": {**_run(old), "settings": dict(PLAIN_EM),
                            "max_abs_distance": float(np.max(np.abs(old.theta - ref))),
                            "loglik_deficit_per_report": (L_ref - old.loglik) / n,
-                           "stop_margin": _stop_margin(old.trace, PLAIN_EM["delta"]) if old.converged else None},
+                           **_plain_stop(obs, old, PLAIN_EM["delta"])},
                    "new": {**_run(new), "max_abs_distance": float(np.max(np.abs(new.theta - ref))),
                            "loglik_deficit_per_report": (L_ref - new.loglik) / n}}
             out.append(rec)
@@ -384,7 +400,8 @@ def _demo_check(params):
     res = em(obs.likelihood_blocks(), obs.k, keep_trace=True, **PLAIN_EM)
     return {"settings": dict(PLAIN_EM), "iterations": int(est.iterations), "converged": bool(est.converged),
             "emd_years": emd_line(truth, est.distribution), "loglik": float(est.loglik),
-            "stop_margin": _stop_margin(res.trace, PLAIN_EM["delta"]), "n": float(obs.n)}
+            "same_as_engine_run": bool(np.array_equal(est.distribution, res.theta)),
+            **_plain_stop(obs, res, PLAIN_EM["delta"]), "n": float(obs.n)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,6 +441,10 @@ def _regularized(params, base, progress):
             extra["ems_bandwidth"].append(float(ems.settings["strength"]))
             extra["ems_cv_fits"].append(int(ems.extra["cv"]["fits"]))
             extra["ems_support"].append(int(np.sum(ems.distribution > SUPPORT_THRESHOLD)))
+            if run == 0:
+                cv = ems.extra["cv"]
+                extra["ems_cv_run0"] = {"strengths": list(cv["strengths"]), "heldout": list(cv["heldout"]),
+                                        "chosen": float(cv["strength"])}
             if run < d_runs:
                 dr = estimate(obs, "dirichlet")
                 per["dirichlet"].append(dist(dr.distribution))

@@ -286,6 +286,19 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
     value). The check is skipped when the level would need a dense channel of more than
     :data:`PARSE_CHECK_MAX_ENTRIES` entries (``localpriv mechanism``/``analyze`` compute it in
     full). Mechanism objects passed in are not checked again.
+
+    Parameters
+    ----------
+    spec : str or Mechanism
+        ``NAME(key=value,...)``; ``localpriv list mechanisms`` names them all.
+    domain : Domain, optional
+        Fills what the domain implies (``k``).
+    trusted : bool
+        ``False`` for specs read from files (data, never instructions; see above).
+
+    Returns
+    -------
+    Mechanism
     """
     if isinstance(spec, Mechanism):
         mech = spec
