@@ -395,3 +395,17 @@ def test_demo_pins_plain_em_and_keeps_its_numbers(tmp_path):
     # `make demo` printed 1.9187 years before issue 17; where round-off may move the stop (one
     # iteration: |dL| ~ 1e-6 there, a change of theta far below 1e-4 years of EMD) it cannot move this
     assert rec["results"]["emd"]["ibu"] == pytest.approx(1.9187, abs=1e-4)
+
+
+def test_library_default_estimator_follows_the_domain():
+    import localpriv
+    from localpriv.domains import CategoricalDomain, IntegerDomain
+    from localpriv.observations import ObservationBlock, Observations
+    rng = np.random.default_rng(5)
+    for dom, want in ((IntegerDomain(0, 9), "ems"), (CategoricalDomain(list("abcdefghij")), "ibu")):
+        mech = localpriv.parse("krr(eps=2.0)", dom)
+        z = mech.sample(rng.integers(0, 10, 3000), rng)
+        u, c = np.unique(z, return_counts=True)
+        obs = Observations([ObservationBlock(mech, u, c)], dom)
+        assert localpriv.estimate(obs).estimator == want
+        assert localpriv.estimators.default_estimator(dom) == want

@@ -44,7 +44,7 @@ _WHERE = {
 __all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", "advise", *_WHERE]
 
 
-def estimate(obs: "Observations", method: str = "ibu", **settings: Any) -> "Estimate":
+def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) -> "Estimate":
     """Estimate the distribution of the users' true values from their aggregated reports.
 
     Runs the estimator named ``method`` (:func:`localpriv.estimators.estimate`); every estimator
@@ -55,11 +55,12 @@ def estimate(obs: "Observations", method: str = "ibu", **settings: Any) -> "Esti
     obs : Observations
         The aggregated reports, one block per mechanism (:func:`aggregate`). Mixtures of
         mechanisms (users who chose their own, seed 003) are estimated jointly by the IBU family.
-    method : str, default "ibu"
-        The estimator's name (``available_estimators()`` lists them all): ``"ibu"`` (EM to the
-        certified maximum-likelihood estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"``
-        (EM with a smoothing step; the command line's default on ordered domains, see
-        :func:`default_estimator`), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion,
+    method : str, optional
+        The estimator's name (``available_estimators()`` lists them all). Default (``None``):
+        :func:`default_estimator` of the observations' domain -- ``"ems"`` on ordered domains
+        (lines, grids), ``"ibu"`` on categorical ones, chosen on the evidence of
+        ``docs/estimators.md``. Others: ``"ibu"`` (EM to the certified maximum-likelihood
+        estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"`` (EM with a smoothing step), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion,
         then normalization or projection), ``"mi-n"``, ``"rap-n"``, ... .
     **settings
         Passed to the estimator; unknown settings are an error naming them. The common ones:

@@ -54,9 +54,11 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
   to the largest of the runs' errors: a further run falls inside it with probability
   ``(runs - 1) / (runs + 1)`` (67 % with the default 5 runs; the runs are exchangeable). A row
   confirmed with more runs (below) gives the quantiles of the same probability.
-* **analytic** for the pure oracles (OUE, OLH, SS; k-RR with ``method="analytic"``) where the
-  recommended estimator's per-user simulation would be too slow (:data:`SIMULATION_BUDGET`;
-  e.g. EMS on per-user OUE reports over 100 values takes about a minute per run at n = 20,000).
+* **analytic** for the pure oracles k-RR, OUE and SS where the recommended estimator's per-user
+  simulation would be too slow (:data:`SIMULATION_BUDGET`; e.g. EMS on per-user OUE reports over
+  100 values takes about a minute per run at n = 20,000); OLH is then simulated per user through
+  MI-P (its support counts are cheap; :data:`PER_USER_BUDGET`), because its model below assumes
+  more of the hash family than ours gives (``method="analytic"`` uses it anyway, with a note).
   The estimator is then MI-P (``mi-p``: the unbiased matrix inversion on the support counts,
   projected onto the simplex, :mod:`localpriv.estimators.oracles`), whose law is known in closed
   form before projection. With ``b`` the indicator vector of a report's support ``S(z)``,
@@ -69,8 +71,10 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
 
   where ``a = P(x, w in S | x)`` and ``c = P(v, w in S | x)`` (``v, w != x``) are the pair
   probabilities of the protocol: k-RR ``a = c = 0``; OUE (independent bits) ``a = p* q*``,
-  ``c = q*^2``; OLH ``a = p*/g``, ``c = 1/g^2`` (a pairwise independent hash family; ours is
-  Carter-Wegman universal hashing, which is nearly so); SS with subset size ``omega``
+  ``c = q*^2``; OLH ``a = p*/g`` (a pairwise independent family: exact for ours) and ``c = 1/g^2``
+  (3-wise independence, which the Carter-Wegman family ``((a x + b) mod P) mod g`` lacks: for
+  values in arithmetic progression its triple collisions are far likelier, so this ``c`` and the
+  covariances are off); SS with subset size ``omega``
   ``a = p* (omega - 1)/(k - 1)``, ``c = [p* (omega-1)(omega-2) + (1 - p*) omega (omega-1)] /
   ((k-1)(k-2))``. The diagonal is Wang, Blocki, Li and Jha, "Locally Differentially Private
   Protocols for Frequency Estimation", USENIX Security 2017, Eq. (1)
@@ -139,6 +143,8 @@ QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
 SIMULATION_BUDGET = {"ems": 1e5, "default": 4e6}
 #: finite channels are simulated at the count level up to this many entries (k x outputs)
 CHANNEL_BUDGET = 4_000_000
+#: per-user simulation of a pure oracle through mi-p (support counts only) up to n x k
+PER_USER_BUDGET = 5e7
 #: confirmation (module docstring): fresh runs in batches of ``runs`` until the median's 80 %
 #: confidence interval is within +-CONFIRM_PRECISION of it, or CONFIRM_FACTOR x runs were drawn
 CONFIRM_PRECISION = 0.1
@@ -151,6 +157,11 @@ _NAMES = {"krr": "k-RR", "oue": "OUE", "olh": "OLH", "ss": "SS", "geometric": "g
           "laplace": "Laplace", "exponential": "exponential", "planar-geometric": "planar geometric",
           "planar-laplace": "planar Laplace"}
 _PURE = ("krr", "oue", "olh", "ss")
+#: the oracles whose analytic model is exact up to the central limit theorem (OLH's assumes a
+#: 3-wise independent hash family; ours, Carter-Wegman's linear one, is only 2-wise independent)
+_ANALYTIC = ("krr", "oue", "ss")
+OLH_MODEL_NOTE = ("analytic model of OLH assumes 3-wise independent hashing; the Carter-Wegman family is only "
+                  "2-wise independent, so covariances between values are off (variances are exact)")
 _LINE = ("geometric", "laplace", "exponential")
 _GRID = ("planar-geometric", "planar-laplace", "exponential")
 _GOAL_LABEL = {"emd": "EMD", "tv": "TV distance", "mean": "error of the mean",
@@ -694,14 +705,18 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
             skipped[_NAMES[name]] = f"no parameter meets the target: {exc}"
             continue
         note, how, est_name = "", "simulation", estimator
-        analytic_ok = name in _PURE and (kind != "grid" or k <= 1000)
-        if method == "analytic" and analytic_ok:
+        small = kind != "grid" or k <= 1000  # the analytic model scores a linear program per draw on grids
+        costly = (f"{estimator} not simulated: estimating per-user reports of {_NAMES[name]} over {k} values "
+                  "repeatedly costs too much; predicted for mi-p, which is usually less accurate")
+        if method == "analytic" and name in _PURE and small:
             how, est_name = "analytic", "mi-p"
+            if name == "olh":
+                note = OLH_MODEL_NOTE
         elif method == "auto" and not _affordable(mech, n, estimator):
-            if analytic_ok:
-                how, est_name = "analytic", "mi-p"
-                note = (f"{estimator} not simulated: per-user reports of {_NAMES[name]} over {k} values cost too "
-                        "much to estimate repeatedly; predicted for mi-p, which is usually less accurate")
+            if name in _ANALYTIC and small:
+                how, est_name, note = "analytic", "mi-p", costly
+            elif name in _PURE and n * k <= PER_USER_BUDGET:
+                est_name, note = "mi-p", costly
             else:
                 skipped[_NAMES[name]] = f"too large to simulate quickly (k={k}); use method='simulation' to force it"
                 continue

@@ -47,9 +47,12 @@ def available_estimators() -> list[str]:
     return sorted(ESTIMATORS)
 
 
-def estimate(obs: Observations, method: str = "ibu", **settings) -> Estimate:
-    """Run the estimator named ``method`` (see ``ESTIMATORS``) on ``obs``."""
+def estimate(obs: Observations, method: str | None = None, **settings) -> Estimate:
+    """Run the estimator named ``method`` (see ``ESTIMATORS``) on ``obs``; ``None`` (default):
+    :func:`default_estimator` of the observations' domain."""
     _load_plugins()
+    if method is None and isinstance(obs, Observations):
+        method = default_estimator(obs.domain)
     func = ESTIMATORS.get(method) if isinstance(method, str) else None
     if func is None:
         raise LocalPrivError(f"unknown estimator {method!r}; known: {', '.join(sorted(ESTIMATORS))}")
