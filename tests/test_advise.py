@@ -99,6 +99,12 @@ def test_metric_target_and_both_targets_on_a_line():
     assert specs["geometric"] == "geometric(eps=0.05263,lo=0,hi=19)"  # the LDP target binds
 
 
+def test_metric_target_alone_can_recommend_a_large_ldp_level():
+    with pytest.warns(LargeEpsilonWarning, match=r"recommended geometric\(eps=1.0,lo=0,hi=19\) has LDP eps 19"):
+        adv = advise(LINE, eps_metric=1.0, n=500, goal="emd", rng=0, runs=2, mechanisms=["geometric"])
+    assert adv.recommended.eps_ldp == pytest.approx(19.0) and adv.recommended.eps_metric == pytest.approx(1.0)
+
+
 def test_grid_targets_per_km():
     adv = advise(GRID, eps_ldp=2.0, n=1000, goal="mean", rng=1, runs=2,
                  mechanisms=["krr", "planar-geometric", "planar-laplace"])

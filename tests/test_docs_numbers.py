@@ -95,6 +95,9 @@ def test_old_default_against_new(record):
         assert old["loglik_deficit_per_report"] > 0
         assert new["max_abs_distance"] < 1e-3 * old["max_abs_distance"]
         assert new["evaluations"] < old["evaluations"]
+        # a plain |dL| < delta stop records how far it was from flipping, and the rounding scale
+        assert (old["stop_margin"] is None) == (not old["converged"])
+        assert old["stop_rounding_bound"] > 0
 
 
 def test_regularized_against_the_mle(record):
@@ -113,6 +116,10 @@ def test_regularized_against_the_mle(record):
     # the certified MLE is spiky: fewer cells than the truth has; EMS keeps the truth's support
     assert max(row["mle_support"]) < row["truth_support"] <= min(row["ems_support"])
     assert all(0 < h for h in row["ems_bandwidth"])
+    # run 0's cross-validation curve: the chosen bandwidth is the best held-out score, and run 0's
+    cv = row["ems_cv_run0"]
+    assert cv["chosen"] == row["ems_bandwidth"][0]
+    assert cv["heldout"][cv["strengths"].index(cv["chosen"])] == max(cv["heldout"])
 
 
 def test_dirichlet_on_categorical_krr(record):

@@ -1,5 +1,6 @@
 """Uncertainty of estimates (localpriv.uncertainty): formulas against brute force, and coverage
 on small seeded simulations with tolerances from the binomial spread of the coverage itself."""
+import json
 import numpy as np
 import pytest
 
@@ -323,3 +324,20 @@ def test_free_will_mixture_combines_the_mechanisms_inverses():
             assert use[0] and sd[0] == pytest.approx(np.sqrt(var), rel=1e-12)
     sd = np.sqrt(level * (1 - level) / R)
     assert abs(hits / R - level) < 3 * sd + 0.01
+
+
+def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path):
+    from localpriv.experiments import coverage as C
+    from localpriv.experiments import run_experiment
+    S = [C.SETTINGS[0], C.SETTINGS[4]]
+    kw = {"n": [500], "runs": 3}
+    whole = run_experiment("coverage", tmp_path / "w", overrides={"settings": S, **kw})
+    run_experiment("coverage", tmp_path / "a", overrides={"settings": S[:1], **kw})
+    run_experiment("coverage", tmp_path / "b", overrides={"settings": S[1:], **kw})
+    merged = C.merge([tmp_path / "a" / "coverage.json", tmp_path / "b" / "coverage.json"], tmp_path / "m")
+    for name in (s["name"] for s in S):
+        assert merged["results"]["settings"][name]["by_n"]["500"]["coverage"] == \
+            json.loads(json.dumps(whole["results"]["settings"][name]["by_n"]["500"]["coverage"]))
+    assert (tmp_path / "m" / "coverage.png").exists()
+    with pytest.raises(LocalPrivError, match="more than one record"):
+        C.merge([tmp_path / "a" / "coverage.json", tmp_path / "a" / "coverage.json"], tmp_path / "x")

@@ -172,9 +172,10 @@ def _compute(params, rng, progress):
 
 
 def merge(paths, out) -> dict:
-    """Merge the JSON records of runs over disjoint subsets of the settings (same seed, levels, n
-    and runs) into ``out/coverage.json`` and ``out/coverage.png``. Every cell has its own generator
-    (:func:`_cell_rng`), so the merge equals one run over all the settings, cell by cell."""
+    """Merge the JSON records of runs over disjoint subsets of the settings (same seed, levels and
+    runs; each setting's numbers of users as its record ran them) into ``out/coverage.json`` and
+    ``out/coverage.png``. Every cell has its own generator (:func:`_cell_rng`), so the merge equals
+    one run over all the settings, cell by cell."""
     from ..formats import atomic_output
     from .runner import to_jsonable
     recs = [json.loads(Path(p).read_text()) for p in paths]
@@ -184,7 +185,7 @@ def merge(paths, out) -> dict:
     for key in ("name", "seed", "quick"):
         if any(r.get(key) != first.get(key) for r in recs):
             raise LocalPrivError(f"merge: the records differ in {key!r}")
-    for key in ("n", "runs", "levels"):
+    for key in ("runs", "levels"):
         if any(r["params"].get(key) != first["params"].get(key) for r in recs):
             raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
     settings, results = [], {"settings": {}}
@@ -195,7 +196,8 @@ def merge(paths, out) -> dict:
             results["settings"][name] = res
         settings += r["params"]["settings"]
     record = dict(first)
-    record["params"] = {**first["params"], "settings": settings}
+    ns = sorted({int(n) for r in recs for n in r["params"]["n"]})
+    record["params"] = {**first["params"], "settings": settings, "n": ns}
     record["results"] = results
     record["elapsed_seconds"] = round(sum(r["elapsed_seconds"] for r in recs), 3)
     record["merged_from"] = [str(p) for p in paths]

@@ -634,7 +634,9 @@ def _plot(results, params, path):
         ax.set_xticks(range(1, len(names) + 1), names)
         ax.set_yscale("log")
         ax.set_ylabel(f"EMD to the truth ({rec['unit']})")
-        ax.set_title(f"{rec['case']}: {rec['runs']} runs", fontsize=9)
+        runs = ", ".join(f"{x} {len(rec['per_run'][x])}" for x in names
+                         if len(rec["per_run"][x]) != rec["runs"])
+        ax.set_title(f"{rec['case']}: {rec['runs']} runs" + (f" ({runs})" if runs else ""), fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
 
     ax = axes[2]
