@@ -767,9 +767,11 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
     best = rows[0]
     from .mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
     if best.eps_ldp > LARGE_LDP_EPS:  # what reading the spec will say, said now
+        why = ("it meets the metric target only; give eps_ldp too to bound it" if eps_ldp is None
+               else f"within the LDP target {eps_ldp:g}, itself above {LARGE_LDP_EPS:g}")
         warnings.warn(f"the recommended {best.spec} has LDP eps {best.eps_ldp:.4g} computed from the mechanism "
-                      f"(> {LARGE_LDP_EPS:g}): it meets the metric target only; as LDP it barely hides a value "
-                      "(give eps_ldp too to bound it)", LargeEpsilonWarning, stacklevel=2)
+                      f"(> {LARGE_LDP_EPS:g}): as LDP it barely hides a value ({why})", LargeEpsilonWarning,
+                      stacklevel=2)
     return Advice(domain=domain.spec(), k=k, goal=goal, unit=unit, n=n, eps_ldp=eps_ldp, eps_metric=eps_metric,
                   metric_unit=metric_unit, estimator=estimator, truth=truth, rows=rows, recommended=rows[0],
                   reason=_reason(rows, goal, unit, metric_unit, (runs - 1) / (runs + 1)),

@@ -33,8 +33,8 @@ Stopping rules (``stop=``), each with an iteration cap whose hit is reported (``
   at the input of an EM step also holds for its output: the engine stops after the first step
   whose input has ``gap < delta`` and returns that step's output. ``delta`` is per report, so
   ``converged=True`` means "per-report log-likelihood within ``delta`` of the maximum" whatever
-  ``n`` is. Round-off: ``max_x g_x`` and ``theta . g`` are both 1 up to ~``(m + k) u`` (measured
-  <= 1e-13, ``docs/convergence.md``), far below the default ``delta``.
+  ``n`` is. Round-off: ``max_x g_x`` and ``theta . g`` are both 1 up to about ``2 (m + 2k + 4) u``
+  (``tests/_roundoff.py``; ``docs/convergence.md``), far below the default ``delta``.
 * ``"loglik"``: seed 001 Algorithm 1, ``|L(theta^t) - L(theta^{t-1})| < delta`` on the *total*
   log-likelihood (its meaning changes with ``n``; kept for the reproductions).
 * ``"max_abs"``: ``max_x |theta_x^t - theta_x^{t-1}| < delta`` (other libraries' IBU).
@@ -121,7 +121,7 @@ MAX_BACKTRACK = 6
 TINY = 1e-280
 
 #: default tolerance of the "gap" rule: per-report log-likelihood within 1e-9 of the maximum
-#: (the round-off of the gap is <= 1e-13 in every case measured, docs/convergence.md)
+#: (the round-off of the gap is bounded by 2 (m + 2k + 4) u, tests/_roundoff.py, docs/convergence.md)
 DEFAULT_DELTA = 1e-9
 #: default cap on EM-map evaluations (the accelerated runs measured need 10^1-10^4)
 DEFAULT_MAX_ITER = 100_000

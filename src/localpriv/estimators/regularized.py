@@ -27,11 +27,12 @@ with several mechanism blocks (free-will mixtures, seed 003) they are regularize
     rows and then the vector). ``S_h`` comes from the type-II discrete cosine transform, which
     diagonalizes ``L`` (eigenvalues ``4 sin^2(pi j / 2m)`` on a path of ``m`` cells): a dense
     ``m x m`` matrix per axis up to ``DENSE_AXIS`` cells, the transform itself beyond.
-    The smoothed map ascends no known objective, so the engine runs plain iterations (no SQUAREM,
-    no certificate) stopped on ``max_x |theta'_x - theta_x| < delta``, default ``1e-7``: the fixed
-    point, where the paper stops early instead. The iterations contract slowly at small ``h``, so
-    the distance to the fixed point is larger than ``delta``: at most ``3e-4`` in our measurements
-    (Adult ages, geometric eps = 0.05, ``h = 0.05``; ``6e-5`` at ``h = 0.15``).
+    The smoothed map ascends no known objective (no certificate, no likelihood to guard a step), so
+    the engine accelerates it by SQUAREM on the fixed-point residual (Varadhan and Roland, Scand. J.
+    Stat. 35:335-353, 2008; ``em._squarem_residual``) and stops on
+    ``max_x |theta'_x - theta_x| < delta``, default ``1e-7``: the fixed point, where the paper stops
+    early instead (``accelerate="none"``: plain iterations, same fixed point). The map contracts
+    slowly at small ``h``, so the distance to the fixed point can exceed ``delta``.
     Strength: ``h`` (``settings["strength"]``); ``h = 0`` is the MLE. Categorical domains have no
     neighbours and are refused.
 
@@ -516,8 +517,8 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
         accelerate: str | None = DEFAULT_ACCELERATE, stop: str = "max_abs", progress=False) -> Estimate:
     """EMS: EM with a smoothing step on a line or a planar grid (see the module docstring).
 
-    ``theta' = S_h(theta * grad / n)`` iterated to its fixed point: plain iterations (the map
-    ascends no objective, so the engine neither accelerates nor certifies it), stopped when
+    ``theta' = S_h(theta * grad / n)`` iterated to its fixed point (SQUAREM on the residual; the
+    map ascends no objective, so nothing certifies it), stopped when
     ``max_x |theta'_x - theta_x| < delta`` (default ``1e-7``), at most ``max_iter`` evaluations.
     ``strength`` is the bandwidth ``h`` (kernel standard deviation, cells); ``None`` (default)
     chooses it by ``folds``-fold cross-validation of the held-out log-likelihood, the split drawn
