@@ -347,7 +347,7 @@ def test_cli_warns_once_at_the_cap_and_says_what_to_do(tmp_path, flags, todo):
     assert len(warnings) == 1 and "NOT converged" in warnings[0] and todo in warnings[0]
 
 
-def test_cli_default_estimator_is_ems_on_lines_and_ibu_on_categories(tmp_path):
+def test_cli_default_estimator_is_ems_on_lines_and_dirichlet_on_categories(tmp_path):
     import json
 
     import pandas as pd
@@ -374,7 +374,7 @@ def test_cli_default_estimator_is_ems_on_lines_and_ibu_on_categories(tmp_path):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, ["estimate", str(tmp_path / "c.parquet"), "-d", "a,b,c", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert json.loads(out.read_text())["estimator"] == "ibu"
+    assert json.loads(out.read_text())["estimator"] == "dirichlet"
 
 
 def test_cli_estimate_help_is_true():
@@ -402,7 +402,7 @@ def test_library_default_estimator_follows_the_domain():
     from localpriv.domains import CategoricalDomain, IntegerDomain
     from localpriv.observations import ObservationBlock, Observations
     rng = np.random.default_rng(5)
-    for dom, want in ((IntegerDomain(0, 9), "ems"), (CategoricalDomain(list("abcdefghij")), "ibu")):
+    for dom, want in ((IntegerDomain(0, 9), "ems"), (CategoricalDomain(list("abcdefghij")), "dirichlet")):
         mech = localpriv.parse("krr(eps=2.0)", dom)
         z = mech.sample(rng.integers(0, 10, 3000), rng)
         u, c = np.unique(z, return_counts=True)

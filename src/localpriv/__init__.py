@@ -58,7 +58,7 @@ def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) 
     method : str, optional
         The estimator's name (``available_estimators()`` lists them all). Default (``None``):
         :func:`default_estimator` of the observations' domain -- ``"ems"`` on ordered domains
-        (lines, grids), ``"ibu"`` on categorical ones, chosen on the evidence of
+        (lines, grids), ``"dirichlet"`` on categorical ones, chosen on the evidence of
         ``docs/estimators.md``. Others: ``"ibu"`` (EM to the certified maximum-likelihood
         estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"`` (EM with a smoothing step), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion,
         then normalization or projection), ``"mi-n"``, ``"rap-n"``, ... .

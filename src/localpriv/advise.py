@@ -221,9 +221,31 @@ class Candidate:
 class Advice:
     """What :func:`advise` found: the ranked candidates, the recommendation and why.
 
-    ``rows`` are sorted by predicted error (best first); ``recommended`` is ``rows[0]``;
-    ``skipped`` lists the candidates that were not evaluated, with the reason; ``truth`` says
-    which ground truth the errors were predicted for.
+    Attributes
+    ----------
+    domain : str
+        The domain's spec (``"0..99"``, labels, ``grid(...)``).
+    k : int
+        Its number of values.
+    goal : str
+        The goal the errors measure; ``unit`` their unit (``"units"`` of the line, ``"km"``, or
+        ``""`` for TV and top-k shares).
+    n : int
+        Number of users.
+    eps_ldp, eps_metric : float or None
+        The targets; ``metric_unit`` is what the metric one is per (``"unit"``, ``"km"``; ``None``
+        on a categorical domain).
+    estimator : str
+        The domain's recommended estimator (:func:`localpriv.estimators.default_estimator`).
+    truth : str
+        The ground truth the errors were predicted for.
+    rows : list of Candidate
+        Sorted by predicted error, best first; ``recommended`` is ``rows[0]`` and ``reason`` says why.
+    skipped : dict
+        Candidates not evaluated, with the reason.
+    seed : int
+        The seed of the simulations; ``runs`` the runs per candidate, and :attr:`level` the
+        probability of each row's interval.
     """
 
     domain: str
@@ -635,9 +657,11 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
 
     Examples
     --------
-    >>> adv = advise("0..99", eps_ldp=1.0, n=200_000, goal="mean")      # doctest: +SKIP
-    >>> adv.recommended.spec                                             # doctest: +SKIP
-    'geometric(eps=0.0101,lo=0,hi=99)'
+    >>> from localpriv import advise, datasets
+    >>> ages = np.bincount(datasets.adult_ages(), minlength=100) / 48842   # a prior: the data itself
+    >>> adv = advise("0..99", eps_ldp=1.0, n=200_000, goal="mean", theta=ages)  # doctest: +SKIP
+    >>> print(adv)                                  # the ranked rows and the reason  # doctest: +SKIP
+    >>> adv.recommended.spec, adv.recommended.eps_ldp                                 # doctest: +SKIP
     """
     from .domains import Domain, parse_domain
     from .estimators import default_estimator
@@ -672,7 +696,10 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
         theta = check_distribution(theta, k=k, name="theta (the prior)")
         truth = truth or "the given distribution"
     error = goal_error(goal, domain, theta, top)
-    base = int(check_rng(rng).integers(2 ** 32)) if not isinstance(rng, (int, np.integer)) else int(rng)
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        base = int(rng)
+    else:
+        base = int(check_rng(rng).integers(2 ** 32))
     if base < 0:
         raise LocalPrivError(f"rng seed must be >= 0, got {base}")
     metric = kind != "categorical"

@@ -342,7 +342,7 @@ def estimate(
     estimator: Optional[str] = typer.Option(
         None, "--estimator", "-e",
         help="ems | ibu | dirichlet | inv-p | inv-n | mi-p | ibu-exact | ... (`localpriv list estimators`). "
-             "Default: ems on ordered domains (lines, grids), ibu on categorical ones (docs/estimators.md)"),
+             "Default: ems on ordered domains (lines, grids), dirichlet on categorical ones (docs/estimators.md)"),
     strength: Optional[float] = typer.Option(
         None, "--strength",
         help="ems/dirichlet: the regularization strength (ems: bandwidth in cells; dirichlet: prior "

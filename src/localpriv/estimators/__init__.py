@@ -74,25 +74,31 @@ def estimate(obs: Observations, method: str | None = None, **settings) -> Estima
 
 
 def default_estimator(domain) -> str:
-    """The estimator ``localpriv estimate`` and :func:`localpriv.advise` use unless told otherwise.
-
-    Ordered domains (integer lines, planar grids): ``"ems"``, EM with a smoothing step and its
-    bandwidth chosen by held-out likelihood; categorical domains: ``"ibu"``, the certified
-    maximum-likelihood estimate. The evidence is ``localpriv reproduce estimator-accuracy``
-    (``docs/estimators.md``).
+    """The estimator ``localpriv estimate`` and :func:`localpriv.estimate` use unless told otherwise.
 
     Parameters
     ----------
     domain : Domain or None
-        The values' domain (``None``: ``"ibu"``).
+        The observations' input domain.
 
     Returns
     -------
     str
-        An estimator's name (see :func:`available_estimators`).
+        ``"ems"`` on ordered domains (integer lines, planar grids): EM with a smoothing step, its
+        bandwidth chosen by 5-fold held-out likelihood; ``"dirichlet"`` on categorical domains: the
+        MAP estimate under a symmetric Dirichlet prior, its pseudo-count chosen the same way;
+        ``"ibu"`` (the certified maximum-likelihood estimate) without a domain.
+
+    The evidence (``make estimator-evidence``: 20 runs at n = 10^4 on Adult ages and education and on
+    Manhattan, LDP eps 0.5..4 and the seeds' metric levels; ``docs/estimators.md``): EMS had a lower
+    median EMD than both capped IBU and the MLE in 20 of 24 ordered cells, the Dirichlet MAP a lower
+    median TV than both in 13 of 16 categorical cells, and neither lost to INV-P by more than
+    INV-P's interquartile range in any cell.
     """
     from ..domains import CategoricalDomain
-    return "ibu" if domain is None or isinstance(domain, CategoricalDomain) else "ems"
+    if domain is None:
+        return "ibu"
+    return "dirichlet" if isinstance(domain, CategoricalDomain) else "ems"
 
 
 def _check_settings(settings: dict) -> None:

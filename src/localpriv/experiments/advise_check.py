@@ -60,7 +60,7 @@ DEFAULTS = {
     "predict_runs": 5,        # advise's simulated runs (its default)
     "rows_checked": 1,        # the recommended row (1) or the first few
     "tolerance": 0.25,
-    "default_prior": True,
+    "default_prior": False,   # True: also predict each checked spec with advise's default prior
     "status": True,
 }
 
@@ -74,10 +74,9 @@ QUICK = {
 }
 
 
-#: the run of notes/issue-18-advise.md (``run_experiment(NAME, out, overrides=MEDIUM)``): the full
-#: configuration costs ~130 s of CPU per ages case (EMS: 4 mechanisms x 5 runs, up to 20
-#: confirmation runs, 20 measured runs, the default-prior prediction); this keeps half the ages
-#: cases and drops the default-prior comparison (~10 min of CPU)
+#: a cross-section (``run_experiment(NAME, out, overrides=MEDIUM)``): half the ages cases, ~6 min of
+#: CPU where the full configuration takes ~10 (an ages case costs ~60 s of CPU: EMS on 4 mechanisms
+#: x 5 runs, up to 20 confirmation runs, 20 measured runs)
 MEDIUM = {
     "cases": [{"data": "ages", "goal": "emd", "eps_ldp": [1.0, 4.0], "n": [10_000, 100_000]},
               {"data": "education", "goal": "tv", "eps_ldp": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000]},
