@@ -4,8 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
+DOCS_STAMP  := $(VENV)/.docs-installed
 
-.PHONY: demo test bench bench-memory bench-uncertainty bench-import coverage docs-numbers estimator-evidence venv clean
+.PHONY: demo test bench bench-memory bench-uncertainty bench-import coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -18,6 +19,14 @@ $(STAMP): requirements.lock pyproject.toml
 $(BENCH_STAMP): $(STAMP) requirements-bench.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.lock
 	touch $(BENCH_STAMP)
+
+$(DOCS_STAMP): $(STAMP) requirements-docs.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-docs.lock
+	touch $(DOCS_STAMP)
+
+# the documentation site (mkdocs-material; API reference from the docstrings) -> site/
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 demo: $(STAMP)
 	$(VENV)/bin/localpriv demo --out out/demo
@@ -54,4 +63,4 @@ estimator-evidence: $(STAMP)
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) out site
