@@ -409,3 +409,12 @@ def test_library_default_estimator_follows_the_domain():
         obs = Observations([ObservationBlock(mech, u, c)], dom)
         assert localpriv.estimate(obs).estimator == want
         assert localpriv.estimators.default_estimator(dom) == want
+
+
+def test_cli_says_that_regularized_intervals_under_cover(tmp_path):
+    app, rep = _reports(tmp_path)
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "dirichlet", "--ci", "0.9"])
+    assert r.exit_code == 0, r.output
+    assert sum("under-cover" in line for line in r.output.splitlines()) == 1
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "--ci", "0.9"])
+    assert r.exit_code == 0 and "under-cover" not in r.output

@@ -435,6 +435,9 @@ def estimate(
             estimate_figure(est, plot_tmp, level=ci, xlabel=label)
     if est.converged is False:
         _say(_cap_warning(est))
+    if (ci is not None or stat) and est.estimator in REGULARIZED:
+        _say(f"warning: {est.estimator}'s intervals are a bootstrap around a regularized (biased) estimate and "
+             "under-cover (measured: docs/uncertainty.md, Calibration); for calibrated intervals use -e ibu")
     if not output:
         console.print(est.to_frame(ci).to_string(index=False), highlight=False, soft_wrap=True)
     for name, iv in stats.items():
