@@ -26,7 +26,7 @@ from localpriv.geo_export import estimate_geojson, write_geojson
 from localpriv.planar import KM_PER_DEG_LAT, MAX_CELLS, GridDomain
 from localpriv.reports import perturb, perturb_file, read_reports, read_values
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path("/work/shared/data")  # the shared data of every dev/CI machine (as in test_accuracy_experiment)
 GOWALLA = SHARED / "gowalla_nyc_checkins.tsv.gz"
 NYC = "bbox(40.4774,-74.2591,40.9176,-73.7004,1)"
 SMALL = "bbox(40.70,-74.02,40.73,-73.98,1)"  # 4 x 4 cells of 1 km
