@@ -5,8 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
+# the headless browser of the dashboard test (issue 23): Debian's chromium, pinned to the version apt
+# offered when the test was written; installed only where /usr/bin/chromium is missing (needs root)
+BROWSER_STAMP := $(VENV)/.browser-installed
+CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test bench bench-memory bench-uncertainty bench-import coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser bench bench-memory bench-uncertainty bench-import coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -31,7 +35,15 @@ docs: $(DOCS_STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/localpriv demo --out out/demo
 
-test: $(STAMP)
+$(BROWSER_STAMP): $(STAMP)
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION); fi
+	touch $(BROWSER_STAMP)
+
+browser: $(BROWSER_STAMP)
+
+test: $(STAMP) $(BROWSER_STAMP)
 	$(PY) -m pytest -n 2 -q
 
 bench: $(BENCH_STAMP)

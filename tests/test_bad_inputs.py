@@ -320,11 +320,11 @@ def _csv_cut_short(d):
     return ["aggregate", "r.csv", "-o", "out.csv"]
 
 
-def _csv_version_2(d):
+def _csv_unknown_version(d):
     versioned_csv(d, "full.csv", 20)
     content = (d / "full.csv").read_text()
     (d / "full.csv").unlink()
-    text(d, "r.csv", content.replace("#localpriv format=1", "#localpriv format=2"))
+    text(d, "r.csv", re.sub(r"^#localpriv format=\d+", "#localpriv format=9", content))
     return ["aggregate", "r.csv", "-o", "out.csv"]
 
 
@@ -369,7 +369,7 @@ CLI_REFUSALS = [
     (_glob_matches_nothing, 1, r"no file matches nothing\*\.parquet"),
     (_folder_without_data, 1, r"folder ds holds no \.parquet or \.csv files"),
     (_csv_cut_short, 1, r"r\.csv is incomplete: its last line"),
-    (_csv_version_2, 1, r"r\.csv has localpriv format version 2"),
+    (_csv_unknown_version, 1, r"r\.csv has localpriv format version 9; this localpriv reads versions 1, 2"),
     # outputs
     (_aggregate_out_is_input, 1, r"r\.parquet is also an input"),
     (_aggregate_out_matches_glob, 1, r"r2\.parquet would be read as an input \(r\*\.parquet\)"),
@@ -406,7 +406,7 @@ def test_cli_refuses_in_one_line_and_leaves_nothing(tmp_path, setup, code, patte
 # --------------------------------------------------------------------------------------------
 def _data_rows(path: Path) -> list[str]:
     lines = path.read_text().splitlines()
-    assert lines[0].startswith("#localpriv format=1") and lines[-1].startswith("#localpriv end rows=")
+    assert re.match(r"#localpriv format=\d+ kind=reports", lines[0]) and lines[-1].startswith("#localpriv end rows=")
     return lines[2:-1]
 
 

@@ -411,10 +411,40 @@ def test_library_default_estimator_follows_the_domain():
         assert localpriv.estimators.default_estimator(dom) == want
 
 
-def test_cli_says_that_regularized_intervals_under_cover(tmp_path):
+def test_regularized_intervals_are_anchored_on_the_mle(tmp_path):
+    """The defaults' intervals are the MLE's widened to contain the regularized estimate: they
+    contain both, per cell and for functionals (a bootstrap around EMS under-covered)."""
+    import localpriv
+    from localpriv.domains import IntegerDomain
+    from localpriv.observations import ObservationBlock, Observations
+    dom = IntegerDomain(0, 29)
+    rng = np.random.default_rng(11)
+    mech = localpriv.parse("geometric(eps=0.2,lo=0,hi=29)", dom)
+    z = mech.sample(np.minimum(rng.poisson(9, 4000), 29), rng)
+    u, c = np.unique(z, return_counts=True)
+    obs = Observations([ObservationBlock(mech, u, c)], dom)
+    for name in ("ems", "dirichlet"):
+        est = localpriv.estimate(obs, name)
+        mle = localpriv.estimate(obs, "ibu")
+        unc = est.uncertainty()
+        assert unc.method == "anchored"
+        lo, hi = est.ci(0.9)
+        mlo, mhi = mle.ci(0.9)
+        theta = est.distribution
+        assert np.all(lo <= np.minimum(mlo, theta) + 1e-12) and np.all(hi >= np.maximum(mhi, theta) - 1e-12)
+        m, mm = est.mean(0.9), mle.mean(0.9)
+        assert m.value == pytest.approx(float(np.arange(30) @ theta))
+        assert m.lower <= min(mm.lower, m.value) + 1e-9 and m.upper >= max(mm.upper, m.value) - 1e-9
+        assert m.method.startswith("anchored on the MLE")
+        q = est.quantile(0.5, 0.9)
+        assert q.lower <= q.value <= q.upper and q.method.startswith("anchored on the MLE")
+        assert np.allclose(est.std_error(), mle.std_error(), rtol=1e-6)
+
+
+def test_cli_prints_anchored_intervals_without_a_warning(tmp_path):
     app, rep = _reports(tmp_path)
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "dirichlet", "--ci", "0.9"])
-    assert r.exit_code == 0, r.output
-    assert sum("under-cover" in line for line in r.output.splitlines()) == 1
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "--ci", "0.9"])
-    assert r.exit_code == 0 and "under-cover" not in r.output
+    for name in ("dirichlet", "ems", "ibu"):
+        r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", name, "--ci", "0.9", "--stat", "mean"])
+        assert r.exit_code == 0, r.output
+        assert "under-cover" not in r.output and "warning" not in r.output
+        assert ("anchored on the MLE" in r.output) == (name != "ibu")

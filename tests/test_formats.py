@@ -84,11 +84,11 @@ def test_metadata_and_version(tmp_path):
     with pq.ParquetWriter(tmp_path / "v7.parquet", t.schema) as w:
         w.write_table(t)
         w.add_key_value_metadata({"localpriv.format": "7", "localpriv.kind": "reports"})
-    with pytest.raises(LocalPrivError, match="version '7'"):
+    with pytest.raises(LocalPrivError, match="version 7; this localpriv reads versions 1, 2"):
         aggregate([tmp_path / "v7.parquet"])
-    (tmp_path / "v2.csv").write_text("#localpriv format=2 kind=reports\n" + "\n".join(lines[1:]) + "\n")
-    with pytest.raises(LocalPrivError, match="version 2"):
-        aggregate([tmp_path / "v2.csv"])
+    (tmp_path / "v9.csv").write_text("#localpriv format=9 kind=reports\n" + "\n".join(lines[1:]) + "\n")
+    with pytest.raises(LocalPrivError, match="version 9"):
+        aggregate([tmp_path / "v9.csv"])
 
 
 def test_truncated_csv_is_refused(tmp_path):
@@ -268,3 +268,62 @@ def test_a_swallowed_interrupt_still_stops_the_commit(tmp_path, monkeypatch):
             w.write(_reports(10))
     assert info.value.code == 128 + signal.SIGTERM
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- format version 2: the values' column recorded as the attribute ---------------------------
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_attribute_round_trip_through_perturb_aggregate_and_counts(tmp_path, suffix):
+    """perturb records the value column; aggregate carries it to Observations and counts files."""
+    from localpriv.formats import attribute_of
+    from localpriv.reports import perturb_file
+    name = "hours per week ($ 50%)"  # spaces, "$" and "%" survive the CSV percent-encoding
+    pd.DataFrame({"id": range(300), name: np.arange(300) % 10}).to_csv(tmp_path / "v.csv", index=False)
+    perturb_file(tmp_path / "v.csv", tmp_path / f"r{suffix}", "krr(k=10,eps=1.0)", DOM,
+                 np.random.default_rng(0), column=name)
+    assert attribute_of([tmp_path / f"r{suffix}"]) == name
+    obs = aggregate([tmp_path / f"r{suffix}"], DOM)
+    assert obs.meta["attribute"] == name and obs.n == 300
+    obs.save(tmp_path / f"c{suffix}")
+    assert attribute_of(tmp_path / f"c{suffix}") == name
+    if suffix == ".csv":
+        first = (tmp_path / "r.csv").read_text().splitlines()[0]
+        assert first.startswith(f"#localpriv format={FORMAT_VERSION} kind=reports attribute=hours%20per%20week")
+    # by number, the column's name is recorded; without a header, none
+    perturb_file(tmp_path / "v.csv", tmp_path / f"r2{suffix}", "krr(k=10,eps=1.0)", DOM,
+                 np.random.default_rng(0), column="2")
+    assert attribute_of(tmp_path / f"r2{suffix}") == name
+
+
+def test_attribute_disagreeing_inputs_and_version_1_files(tmp_path):
+    """Inputs that record different attributes give none; version-1 files (no attribute) are read."""
+    from localpriv.formats import attribute_of
+    with TableWriter(tmp_path / "a.csv", "reports", attribute="age") as w:
+        w.write(_reports(50))
+    with TableWriter(tmp_path / "b.csv", "reports", attribute="income") as w:
+        w.write(_reports(50, seed=3))
+    with TableWriter(tmp_path / "c.csv", "reports") as w:
+        w.write(_reports(50, seed=5))
+    assert attribute_of([tmp_path / "a.csv", tmp_path / "c.csv"]) == "age"
+    assert attribute_of([tmp_path / "a.csv", tmp_path / "b.csv"]) is None
+    assert "attribute" not in aggregate([tmp_path / "a.csv", tmp_path / "b.csv"]).meta
+    lines = (tmp_path / "a.csv").read_text().splitlines()
+    (tmp_path / "v1.csv").write_text("\n".join(["#localpriv format=1 kind=reports"] + lines[1:]) + "\n")
+    assert aggregate([tmp_path / "v1.csv"]).n == 50 and attribute_of(tmp_path / "v1.csv") is None
+    t = _reports(40)
+    with pq.ParquetWriter(tmp_path / "v1.parquet", t.schema) as w:
+        w.write_table(t)
+        w.add_key_value_metadata({"localpriv.format": "1", "localpriv.kind": "reports",
+                                  "localpriv.attribute": "ignored in version 1"})
+    assert aggregate([tmp_path / "v1.parquet"]).n == 40 and attribute_of(tmp_path / "v1.parquet") is None
+
+
+def test_attribute_is_a_label_only(tmp_path):
+    """A hostile attribute is cut to a printable label of bounded length, never interpreted."""
+    from localpriv.formats import MAX_ATTRIBUTE_CHARS, attribute_of
+    t = _reports(20)
+    with pq.ParquetWriter(tmp_path / "r.parquet", t.schema) as w:
+        w.write_table(t)
+        w.add_key_value_metadata({"localpriv.format": "2", "localpriv.kind": "reports",
+                                  "localpriv.attribute": "x\n\x1b[31m" + "y" * 10_000})
+    got = attribute_of(tmp_path / "r.parquet")
+    assert got.startswith("x[31m") and len(got) == MAX_ATTRIBUTE_CHARS and got.isprintable()

@@ -169,6 +169,31 @@ def test_plot_axis_names_the_column_and_its_unit(tmp_path, monkeypatch):
     assert seen["xlabel"] == "age (years)"
 
 
+def test_plot_axis_defaults_to_the_recorded_column(tmp_path, monkeypatch):
+    """Without --label the axis names the values' column that perturb recorded in the reports
+    (format version 2), '$' escaped so that matplotlib draws it as text; the table printed to the
+    terminal has 4 significant digits."""
+    from localpriv import plotting
+    import pandas as pd
+    pd.DataFrame({"id": range(400), "income $k": np.arange(400) % 10}).to_csv(tmp_path / "v.csv", index=False)
+    r = invoke("perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.csv"), "-m", "krr(k=10,eps=2.0)",
+               "-d", "0..9", "--column", "income $k", "--seed", "1")
+    assert r.exit_code == 0, r.output
+    seen = {}
+
+    def keep(fig, path):
+        seen["xlabel"] = fig.axes[0].get_xlabel()
+        return Path(path)
+
+    monkeypatch.setattr(plotting, "save", keep)
+    r = invoke("estimate", str(tmp_path / "r.csv"), "-d", "0..9", "-e", "ibu", "--plot", str(tmp_path / "p.png"))
+    assert r.exit_code == 0, r.output
+    assert seen["xlabel"] == r"income \$k"
+    rows = [line.split() for line in r.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 10
+    assert all(len(p.replace("0.", "").replace(".", "").lstrip("0").rstrip("0")) <= 4 for _, p in rows), rows
+
+
 # --------------------------------------------------------------------------------------------
 # Start-up: imports on first use (no timing here: benchmarks/import_time.py measures)
 # --------------------------------------------------------------------------------------------

@@ -39,6 +39,11 @@ BUILD = {
     "matrix": ("matrix(rows=[[0.7,0.3],[0.2,0.8]])", None),
     "rrba": ("rrba(p=0.5,cells=6)", None),
     "shokri": ("shokri(q=0.5)", IntegerDomain(0, K - 1)),
+    # issue 20: numeric attributes
+    "sw": ("sw(k=6,eps=1.0)", None),
+    "pm": ("pm(k=6,eps=1.0)", None),
+    "hm": ("hm(k=6,eps=1.0)", None),
+    "duchi": ("duchi(k=6,eps=1.0)", None),
 }
 #: more variants for mechanisms whose versions sample differently
 EXTRA = ["geometric(k=6,eps=0.5)", "laplace(k=6,eps=0.5,bins=1.0,lo=0,hi=5)", "laplace(k=6,eps=0.5,bins=1.0)"]

@@ -341,3 +341,21 @@ def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path):
     assert (tmp_path / "m" / "coverage.png").exists()
     with pytest.raises(LocalPrivError, match="more than one record"):
         C.merge([tmp_path / "a" / "coverage.json", tmp_path / "a" / "coverage.json"], tmp_path / "x")
+
+
+@pytest.mark.parametrize("spec", ["oue(eps=1.0)", "ss(eps=1.0)", "geometric(eps=0.5,lo=0,hi=7)"])
+def test_bootstrap_redraws_reports_of_every_kind(spec):
+    """The parametric bootstrap redraws bit-vector reports (OUE, SS) as reports, not as channel
+    column indices (a regression: 'reports are bit vectors, got int64 values')."""
+    import localpriv as lp
+    from localpriv.domains import IntegerDomain
+    from localpriv.observations import Observations
+    from localpriv.uncertainty import _bootstrap
+    dom = IntegerDomain(0, 7)
+    rng = np.random.default_rng(3)
+    mech = lp.parse(spec, dom)
+    obs = Observations.from_reports(mech, mech.sample(rng.integers(0, 8, 2000), rng), dom)
+    est = lp.estimate(obs, "ibu")
+    u = _bootstrap(est, obs, np.random.default_rng(4), replicates=5)
+    assert u.replicates.shape == (5, 8) and np.allclose(u.replicates.sum(axis=1), 1.0)
+    assert np.all(u.replicates.std(axis=0) > 0)  # really redrawn, not copies of the estimate

@@ -39,6 +39,8 @@ _WHERE = {
     "available_estimators": ".estimators", "default_estimator": ".estimators",
     "spawn_generators": ".rng", "em_progress": ".progress",
     "Advice": ".advise",  # issue 18, item 1 (the function advise is defined below)
+    # issue 20 (numeric attributes; the conformance suite)
+    "IntervalDomain": ".domains", "numeric": ".numeric", "testing": ".testing",
 }
 
 __all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", "advise", *_WHERE]

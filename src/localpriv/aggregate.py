@@ -290,10 +290,16 @@ def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | Non
     agg = aggregator or DuckDBAggregator(domain=domain)
     if getattr(agg, "domain", None) is None and domain is not None and hasattr(agg, "domain"):
         agg.domain = domain
-    return Observations.from_frame(agg.counts(source), domain)
+    obs = Observations.from_frame(agg.counts(source), domain)
+    if not isinstance(source, (pa.Table, pd.DataFrame)):  # files: the values' column they record
+        from .formats import attribute_of
+        attribute = attribute_of(source)
+        if attribute:
+            obs.meta["attribute"] = attribute
+    return obs
 
 
-def write_counts(df: pd.DataFrame, path, inputs: Iterable = ()) -> Path:
+def write_counts(df: pd.DataFrame, path, inputs: Iterable = (), attribute: str | None = None) -> Path:
     """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
 
     Parquet needs one report type per file: numeric reports of different types are stored as
@@ -308,6 +314,9 @@ def write_counts(df: pd.DataFrame, path, inputs: Iterable = ()) -> Path:
         The counts file (``.csv`` or ``.parquet``).
     inputs : iterable of paths
         The files counted (the output may not overwrite one of them).
+    attribute : str, optional
+        The name of the values' column, recorded in the file (default: the one the input files
+        record, when they agree; see :func:`localpriv.formats.attribute_of`).
 
     Returns
     -------
@@ -318,7 +327,10 @@ def write_counts(df: pd.DataFrame, path, inputs: Iterable = ()) -> Path:
     if reps.dtype == object:  # one pass over the distinct reports (not the users' reports)
         kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
                   "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}
-    with TableWriter(path, "counts", inputs) as w:
+    if attribute is None and inputs:
+        from .formats import attribute_of
+        attribute = attribute_of(inputs)
+    with TableWriter(path, "counts", inputs, attribute=attribute) as w:
         if reps.dtype != object or kinds == {"int"} or kinds == {"float"} or kinds == {"int", "float"}:
             if reps.dtype == object:
                 reps = reps.astype(np.float64 if "float" in kinds else np.int64)

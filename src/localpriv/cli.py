@@ -303,13 +303,19 @@ def aggregate(
                                                  "Parquet datasets (counts files are summed)"),
     output: Path = typer.Option(..., "--out", "-o", help="counts file (.csv or .parquet)"),
     memory_limit: str = typer.Option("2GB", help="DuckDB memory limit (e.g. 512MB, 2GB)"),
-    engine: str = typer.Option("duckdb", "--engine", help="duckdb (default, bounded memory) or numpy"),
+    engine: str = typer.Option("duckdb", "--engine", help="duckdb (default, bounded memory), numpy, or spark "
+                                                         "(pip install 'localpriv[spark]'; docs/scale.md)"),
+    master: str = typer.Option("local[2]", "--master", help="Spark master with --engine spark: local[N], "
+                                                            "spark://host:7077, yarn..."),
     domain: Optional[str] = typer.Option(
         None, "--domain", "-d",
         help="the values' domain, for reports whose mechanism spec leaves it out (planar mechanisms "
              "perturbed with --domain bbox(...), grid(...) or manhattan): " + DOMAIN_HELP),
 ):
     """Count reports per (mechanism, report); counts files among the inputs are summed."""
+    if engine == "spark":  # pyspark is imported here only
+        from .spark import aggregate_command
+        return aggregate_command(inputs, output, master, _domain(domain), _status, _say)
     from .aggregate import DuckDBAggregator, NumpyAggregator, check_memory_limit, write_counts
     from .formats import REPORT_SUFFIXES, check_output
     check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
@@ -322,7 +328,7 @@ def aggregate(
     elif engine == "numpy":
         agg = NumpyAggregator(domain=dom)
     else:
-        raise typer.BadParameter(f"unknown engine {engine!r}: duckdb or numpy", param_hint="'--engine'")
+        raise typer.BadParameter(f"unknown engine {engine!r}: duckdb, numpy or spark", param_hint="'--engine'")
     with _status("aggregate", f"counting the reports of {_inputs_text(inputs)}") as status:
         df = agg.counts(inputs)
         status.stage(f"writing {output}")
@@ -432,17 +438,14 @@ def estimate(
             est.save(out_tmp, ci=ci, stats=list(stats) or None)
         if plot_tmp is not None:
             from .plotting import estimate_figure
-            estimate_figure(est, plot_tmp, level=ci, xlabel=label)
+            estimate_figure(est, plot_tmp, level=ci, xlabel=label or _recorded_attribute(inputs))
     if est.converged is False:
         _say(_cap_warning(est))
-    if (ci is not None or stat) and est.estimator in REGULARIZED:
-        _say(f"warning: {est.estimator}'s intervals are a bootstrap around a regularized (biased) estimate and "
-             "under-cover (measured: docs/uncertainty.md, Calibration); for calibrated intervals use -e ibu")
     if not output:
-        console.print(est.to_frame(ci).to_string(index=False), highlight=False, soft_wrap=True)
+        console.print(_estimate_text(est.to_frame(ci)), highlight=False, soft_wrap=True)
     for name, iv in stats.items():
-        console.print(f"{name}: {iv.value:.6g} [{iv.lower:.6g}, {iv.upper:.6g}] ({iv.level:.0%}, {iv.method})",
-                      highlight=False, soft_wrap=True)
+        console.print(f"{name}: {fmt_number(iv.value)} [{fmt_number(iv.lower)}, {fmt_number(iv.upper)}] "
+                      f"({iv.level:.0%}, {iv.method})", highlight=False, soft_wrap=True)
     gap = est.settings.get("gap_reached")
     cert = f"; within {gap:.1g} per report of the maximum log-likelihood" \
         if est.converged and isinstance(gap, float) and gap == gap else ""
@@ -458,6 +461,26 @@ EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r", "e
 #: ... of which these are regularized and take --strength
 REGULARIZED = ("ems", "dirichlet")
 STOP_CHOICES = ("gap", "loglik", "max_abs")
+
+
+def _recorded_attribute(inputs) -> Optional[str]:
+    """The values' column that the report files record (format version 2), as a plot label
+    (``$`` escaped: a label is text, never mathtext)."""
+    from .formats import attribute_of
+    name = attribute_of(inputs)
+    return None if name is None else name.replace("$", r"\$")
+
+
+def _estimate_text(df) -> str:
+    """An estimate table for people: probabilities and bounds to 4 significant digits, cell
+    centres to 6 decimals (about 0.1 m), the files keep full precision."""
+    formatters = {col: (lambda v: f"{v:.6f}") for col in ("lat", "lon") if col in df.columns}
+    for col in ("probability", "lower", "upper"):
+        if col in df.columns:
+            formatters[col] = lambda v: fmt_number(v)
+    if "value" in df.columns and df["value"].dtype.kind == "f":
+        formatters["value"] = lambda v: fmt_number(v, 6)
+    return df.to_string(index=False, formatters=formatters)
 
 
 def _cap_warning(est) -> str:
@@ -781,6 +804,25 @@ def _written(out: Path, name: str) -> str:
     """The files an experiment wrote: ``out/name.json`` (numbers) and, if drawn, ``out/name.png``."""
     files = [out / f"{name}.json"] + ([out / f"{name}.png"] if (out / f"{name}.png").exists() else [])
     return ", ".join(f"{f} ({'numbers' if f.suffix == '.json' else 'figure'})" for f in files)
+
+
+@app.command()
+@friendly
+def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
+                                 help="postgresql://... or an SQLite file (created if missing)"),
+          host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: loopback only)"),
+          port: int = typer.Option(8000, "--port", help="TCP port"),
+          max_body: int = typer.Option(8 << 20, "--max-body", help="bytes: larger request bodies are refused (413)"),
+          admin_token_file: Optional[Path] = typer.Option(
+              None, "--admin-token-file", help="file holding the admin token (default: $LOCALPRIV_ADMIN_TOKEN, "
+                                               "else a new token printed once)")):
+    """Run the collector service: HTTP API, counts in SQLite or PostgreSQL, estimates, a dashboard
+    (docs/service.md)."""
+    from .service import serve as _serve  # FastAPI and uvicorn load here only
+    token = None
+    if admin_token_file is not None:
+        token = admin_token_file.read_text(encoding="utf-8").strip()
+    _serve(db, host, port, token, max_body)
 
 
 @app.command("list")

@@ -6,6 +6,7 @@ outside the domain are an error that names them: nothing is silently clipped.
 * :class:`CategoricalDomain` -- labels, no metric (only ``d(x, x') = [x != x']``).
 * :class:`IntegerDomain` -- the integers ``lo..hi`` with the linear metric ``|x - y|``
   (seed 001 section 4.3).
+* :class:`IntervalDomain` -- the real interval ``[lo, hi]`` in equal cells (numeric attributes).
 
 Planar grids live in :mod:`localpriv.planar`.
 """
@@ -17,7 +18,7 @@ import numpy as np
 
 from ._validation import LocalPrivError
 
-__all__ = ["Domain", "CategoricalDomain", "IntegerDomain", "parse_domain"]
+__all__ = ["Domain", "CategoricalDomain", "IntegerDomain", "IntervalDomain", "parse_domain"]
 
 
 class _NotNumbers(Exception):
@@ -231,11 +232,158 @@ class CategoricalDomain(Domain):
         return f"CategoricalDomain({list(self._labels)!r})"
 
 
+#: Most cells an interval domain may have (its channels and estimates are ``k x ...`` matrices).
+MAX_INTERVAL_BINS = 1_000_000
+
+
+@dataclass(frozen=True, eq=True)
+class IntervalDomain(Domain):
+    """The real interval ``[lo, hi]`` cut into ``bins`` equal cells (numeric attributes, issue 20).
+
+    Values are real numbers in ``[lo, hi]`` (``hi`` included). :meth:`encode` gives the cell
+    ``i = floor((v - lo) / w)``, ``w = (hi - lo) / bins`` (``hi`` in the last cell); :meth:`decode`
+    gives the cells' centres ``lo + (i + 1/2) w``, the values estimates and statistics refer to.
+    The metric is ``|c_i - c_j|`` between centres, in the values' units. :meth:`to_unit` maps
+    values to ``[0, 1]`` for the mechanisms that perturb the number itself (``sw``, ``pm``, ``hm``,
+    ``duchi``). Values outside ``[lo, hi]``, NaN and text are an error that names them.
+
+    Written ``interval(LO,HI,BINS)`` on the command line (``interval(lo=17,hi=90,bins=73)`` too),
+    e.g. ``--domain 'interval(0,100,50)'``; :meth:`spec` gives that form back.
+    """
+
+    lo: float
+    hi: float
+    bins: int
+
+    def __post_init__(self):
+        for name in ("lo", "hi"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(v):
+                raise LocalPrivError(f"interval domain: {name} must be a finite number, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        b = self.bins
+        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)) or not 1 <= b <= MAX_INTERVAL_BINS:
+            raise LocalPrivError(f"interval domain: bins must be a whole number from 1 to {MAX_INTERVAL_BINS}, "
+                                 f"got {b!r}")
+        object.__setattr__(self, "bins", int(b))
+        if not self.lo < self.hi or not np.isfinite(self.hi - self.lo):
+            raise LocalPrivError(f"interval domain needs lo < hi (finite width), got lo={self.lo:g}, hi={self.hi:g}")
+
+    @property
+    def size(self) -> int:
+        return self.bins
+
+    @property
+    def width(self) -> float:
+        """The cells' width ``(hi - lo) / bins``."""
+        return (self.hi - self.lo) / self.bins
+
+    @property
+    def is_metric(self) -> bool:
+        return True
+
+    is_numeric = True
+
+    def edges(self) -> np.ndarray:
+        """The ``bins + 1`` cell boundaries ``lo, lo + w, ..., hi``."""
+        return np.linspace(self.lo, self.hi, self.bins + 1)
+
+    def centres(self) -> np.ndarray:
+        """The cells' centres ``lo + (i + 1/2) w``."""
+        return self.lo + (np.arange(self.bins) + 0.5) * self.width
+
+    def _reals(self, values) -> np.ndarray:
+        """The values as float64 (text read as numbers); refuses NaN, text and values outside."""
+        arr = np.asarray(values)
+        if arr.ndim != 1:
+            arr = arr.reshape(-1) if arr.ndim == 0 else arr
+            if arr.ndim != 1:
+                raise LocalPrivError(f"interval domain: values must be a 1-D array, got shape {arr.shape}")
+        if arr.size == 0:
+            raise LocalPrivError("no values given: the input is empty")
+        if arr.dtype.kind in "OUS":
+            import pandas as pd
+            num = pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=float)
+            text = np.isnan(num) & ~pd.Series(arr, dtype=object).map(
+                lambda v: isinstance(v, float) and v != v).to_numpy(dtype=bool)
+            if text.any():
+                raise LocalPrivError(f"interval domain {self.spec()}: values that are not numbers: "
+                                     f"{_describe_bad(np.asarray(arr[text], dtype=str))}")
+            arr = num
+        elif arr.dtype.kind == "b":
+            raise LocalPrivError("interval domain: the values are booleans (true/false), not numbers; "
+                                 "is it the right column?")
+        elif arr.dtype.kind not in "iuf":
+            raise LocalPrivError(f"interval domain: cannot read values of type {arr.dtype}")
+        arr = arr.astype(np.float64, copy=False)
+        nan = ~np.isfinite(arr)
+        if nan.any():
+            raise LocalPrivError(f"interval domain: {int(nan.sum())} value(s) are NaN or infinite")
+        out = (arr < self.lo) | (arr > self.hi)
+        if out.any():
+            raise LocalPrivError(f"values outside the domain [{self.lo:g}, {self.hi:g}]: {_describe_bad(arr[out])}")
+        return arr
+
+    def invalid(self, values) -> np.ndarray:
+        import pandas as pd
+        arr = pd.to_numeric(pd.Series(np.asarray(values).ravel(), dtype=object), errors="coerce").to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            return ~np.isfinite(arr) | (arr < self.lo) | (arr > self.hi)
+
+    def to_unit(self, values) -> np.ndarray:
+        """``(v - lo) / (hi - lo)`` in ``[0, 1]`` for every value (refusing values outside)."""
+        return np.clip((self._reals(values) - self.lo) / (self.hi - self.lo), 0.0, 1.0)
+
+    def encode(self, values) -> np.ndarray:
+        u = self.to_unit(values)
+        return np.minimum(np.floor(u * self.bins), self.bins - 1).astype(np.int64)
+
+    def decode(self, index) -> np.ndarray:
+        return self.lo + (np.asarray(index, dtype=np.int64) + 0.5) * self.width
+
+    def distance_matrix(self) -> np.ndarray:
+        c = self.centres()
+        return np.abs(c[:, None] - c[None, :])
+
+    def spec(self) -> str:
+        return f"interval({self.lo!r},{self.hi!r},{self.bins})"
+
+
+def _parse_interval(text: str) -> IntervalDomain:
+    """``interval(lo,hi,bins)``: three numbers, by position or as ``name=value``."""
+    import re
+
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    form = "interval(LO,HI,BINS), e.g. interval(0,100,50)"
+    m = re.fullmatch(r"interval\s*\((.*)\)", text.strip(), flags=re.IGNORECASE | re.DOTALL)
+    items = [t.strip() for t in m.group(1).split(",")] if m else []
+    if len(items) != 3 or any(not t for t in items):
+        raise LocalPrivError(f"cannot read domain {shown!r}: expected {form}")
+    fields = ("lo", "hi", "bins")
+    values: dict = {}
+    for pos, item in enumerate(items):
+        name, eq, raw = item.partition("=")
+        name, raw = (name.strip().lower(), raw.strip()) if eq else (fields[pos], item)
+        if name not in fields:
+            raise LocalPrivError(f"interval: unknown field {name!r}; expected {form}")
+        if name in values:
+            raise LocalPrivError(f"interval: {name} given twice in {shown!r}")
+        try:
+            values[name] = int(raw) if name == "bins" else float(raw)
+        except ValueError:
+            what = "a whole number" if name == "bins" else "a number"
+            raise LocalPrivError(f"interval: {name} must be {what}, got {raw[:30]!r}") from None
+    return IntervalDomain(values["lo"], values["hi"], values["bins"])
+
+
 def parse_domain(text: str) -> Domain:
     """Parse a domain written on the command line.
 
     * ``"0..99"``: an :class:`IntegerDomain`;
     * ``"a,b,c"``: a :class:`CategoricalDomain`;
+    * ``"interval(0,100,50)"``: the real interval [0, 100] in 50 equal cells (:class:`IntervalDomain`;
+      ``interval(lo=0,hi=100,bins=50)`` too);
     * ``"manhattan"`` or ``"manhattan:0.25"``: the planar grid over the Manhattan box of seed 001
       section 7.2 with 0.5-km (or the given) cells (:func:`localpriv.planar.manhattan_grid`);
     * ``"grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)"``: any planar grid, as printed by
@@ -258,6 +406,8 @@ def parse_domain(text: str) -> Domain:
     low = text.lower()
     if low.startswith("bbox"):
         return _parse_bbox(text)
+    if low.startswith("interval"):
+        return _parse_interval(text)
     if low == "manhattan" or low.startswith("manhattan:"):
         from .planar import manhattan_grid
         cell = low.partition(":")[2] or "0.5"

@@ -222,7 +222,7 @@ class Estimate:
         F = np.cumsum(self.distribution)
         from scipy import stats
         lv = float(level)
-        if u.method == "fisher":
+        if u.method in ("fisher", "anchored"):
             z = stats.norm.ppf(0.5 + lv / 2)
             centre, sd, _ = u.gaussian(W)
             lo, hi = np.minimum(centre - z * sd, F), np.maximum(centre + z * sd, F)
@@ -253,7 +253,7 @@ class Estimate:
         theta = self.distribution
         value = _cross(x, np.cumsum(theta), q)
         u = self.uncertainty()
-        if u.method != "fisher":
+        if u.method not in ("fisher", "anchored"):
             reps = np.array([_cross(x, np.cumsum(r), q) for r in u.replicates])  # one per replicate
             a = (1 - lv) / 2
             lo, hi = np.quantile(reps, [a, 1 - a])
@@ -276,8 +276,10 @@ class Estimate:
         ok = np.abs(Ft - q) <= z * sdt
         t = x[rows] - 0.5 + f
         lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
-        how = "inversion" if use.any() else "fisher"
-        return Interval(value, min(lo, value), max(hi, value), lv, f"{how} (test inversion)")
+        how = ("inversion" if use.any() else "fisher") + " (test inversion)"
+        if u.method == "anchored":
+            how = f"anchored on the MLE: {how}"
+        return Interval(value, min(lo, value), max(hi, value), lv, how)
 
     def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> "pd.DataFrame":
         """The ``k`` most probable values with their intervals and rank stability: the share of

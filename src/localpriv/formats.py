@@ -7,16 +7,16 @@ The format is specified in ``docs/format.md``; in short:
 * A **report file** has the columns ``mechanism`` (the mechanism's spec string, e.g.
   ``krr(k=100,eps=2.0)``) and ``report``; a **counts file** has ``mechanism``, ``report`` and
   ``count`` (a whole number >= 0). Counts files are mergeable: aggregating counts files sums them.
-* **Parquet**: the schema's key-value metadata holds ``localpriv.format = "1"``,
-  ``localpriv.kind = "reports" | "counts"`` and ``localpriv.mechanisms`` (a JSON list of the specs in
-  the file). ``report`` is ``int64`` (output indices), ``double`` (continuous outputs),
+* **Parquet**: the schema's key-value metadata holds ``localpriv.format = "2"``,
+  ``localpriv.kind = "reports" | "counts"``, ``localpriv.mechanisms`` (a JSON list of the specs in
+  the file) and, optionally, ``localpriv.attribute`` (the name of the values' column: a label). ``report`` is ``int64`` (output indices), ``double`` (continuous outputs),
   ``fixed_size_binary`` (bit vectors) or ``string`` (the CSV text form below).
-* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=1 kind=reports``
-  (or ``kind=counts``), then the header line, the rows, and a last line ``#localpriv end rows=N``.
+* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=2 kind=reports``
+  (or ``kind=counts``; optionally `` attribute=NAME``, percent-encoded), then the header line, the rows, and a last line ``#localpriv end rows=N``.
   A file whose last line is missing was cut short and is refused. ``report`` is written as text:
   a decimal integer, a float in shortest round-trip form, or lowercase hex for bit vectors.
   CSV files without the ``#localpriv`` lines (written by another tool) are read as version 1
-  without the truncation check.
+  without the truncation check. Version 1 files (no attribute) are read as before.
 
 Outputs are written under a temporary name in the target folder and renamed on success
 (:func:`atomic_output`): an interrupted or failed command leaves no output.
@@ -44,12 +44,17 @@ from ._validation import LocalPrivError
 __all__ = [
     "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
-    "interrupt_cleanly", "read_error",
+    "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS",
 ]
 
-#: The version of the report and counts formats this release writes and reads.
-FORMAT_VERSION = 1
-_CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)\s*$")
+#: The version of the report and counts formats this release writes.
+FORMAT_VERSION = 2
+#: The versions it reads: 2 adds the optional ``attribute`` (the name of the values' column) to
+#: version 1; a version-1 file is a version-2 file without it.
+READ_VERSIONS = (1, 2)
+_CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)((?: [A-Za-z_]+=\S*)*)\s*$")
+#: the longest attribute name written (it is a label, not a payload)
+MAX_ATTRIBUTE_CHARS = 200
 _CSV_END = re.compile(r"^#localpriv end rows=(\d+)\s*$")
 REPORT_SUFFIXES = (".parquet", ".csv")
 ESTIMATE_SUFFIXES = (".json", ".csv", ".geojson")  # .geojson: estimates on planar grids
@@ -301,10 +306,11 @@ class TableWriter:
     Use as a context manager; the file appears under its name only when the block succeeds.
     """
 
-    def __init__(self, path, kind: str, inputs=()):
+    def __init__(self, path, kind: str, inputs=(), attribute: str | None = None):
         if kind not in ("reports", "counts"):
             raise ValueError(kind)
         self.kind = kind
+        self.attribute = _attribute(attribute)
         self.path = check_output(path, REPORT_SUFFIXES, inputs, what=f"{kind} file")
         self.rows = 0
         self.specs: list[str] = []
@@ -320,7 +326,11 @@ class TableWriter:
         self._tmp = self._ctx.__enter__()
         if _suffix(self.path.name) == ".csv":
             self._fh = open(self._tmp, "wb")
-            self._fh.write(f"#localpriv format={FORMAT_VERSION} kind={self.kind}\n".encode())
+            head = f"#localpriv format={FORMAT_VERSION} kind={self.kind}"
+            if self.attribute:
+                from urllib.parse import quote
+                head += f" attribute={quote(self.attribute, safe='')}"
+            self._fh.write((head + "\n").encode())
         return self
 
     def write(self, table: pa.Table) -> None:
@@ -356,8 +366,11 @@ class TableWriter:
         self.rows += t.num_rows
 
     def _metadata(self) -> dict:
-        return {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
+        meta = {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
                 "localpriv.mechanisms": json.dumps(self.specs), "localpriv.rows": str(self.rows)}
+        if self.attribute:
+            meta["localpriv.attribute"] = self.attribute
+        return meta
 
     def __exit__(self, exc_type, exc, tb):
         try:
@@ -396,6 +409,7 @@ class Source:
     constants: dict = field(default_factory=dict)  # hive partition values, e.g. {"mechanism": ...}
     csv_header_lines: int = 0
     declared_rows: int | None = None
+    attribute: str | None = None     # the values' column name (format version 2), a label
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         """``(batch, first_row)`` with columns mechanism, report [, count]; ``first_row`` is the
@@ -512,29 +526,62 @@ def _open_text(path: str):
     return pa.input_stream(path, compression=compression)
 
 
-def _csv_marker(path: str) -> tuple[int | None, str | None, int]:
-    """``(version, kind, lines)`` from a CSV file's first line, ``(None, None, 0)`` without one."""
+def _csv_marker(path: str) -> tuple[int | None, str | None, int, str | None]:
+    """``(version, kind, lines, attribute)`` from a CSV file's first line, ``(None, None, 0, None)``
+    without one."""
     stream = _open_text(path)
     try:
-        first = stream.read(512)
+        first = stream.read(4096)
     finally:
         stream.close()
     line = first.split(b"\n", 1)[0].rstrip(b"\r")
     if not line.startswith(b"#"):
-        return None, None, 0
+        return None, None, 0, None
     text = line.decode("utf-8", "replace")
     m = _CSV_HEAD.match(text)
     if not m:
         raise LocalPrivError(f"{path}: first line {text[:60]!r} is not a localpriv format line "
                              f"('#localpriv format={FORMAT_VERSION} kind=reports')")
-    version = m.group(1)
-    if version != str(FORMAT_VERSION):
-        raise LocalPrivError(f"{path} has localpriv format version {version}; this localpriv reads "
-                             f"version {FORMAT_VERSION}")
-    return FORMAT_VERSION, m.group(2), 1
+    version = _check_version(path, m.group(1))
+    fields = dict(item.split("=", 1) for item in m.group(3).split())
+    attribute = _attribute(fields.get("attribute"), quoted=True) if version >= 2 else None
+    return version, m.group(2), 1, attribute
 
 
-def _parquet_info(path: str) -> tuple[int | None, str | None, list[str]]:
+def _check_version(path: str, text: str) -> int:
+    if text not in {str(v) for v in READ_VERSIONS}:
+        raise LocalPrivError(f"{path} has localpriv format version {text}; this localpriv reads "
+                             f"version{'s' if len(READ_VERSIONS) > 1 else ''} "
+                             f"{', '.join(map(str, READ_VERSIONS))}")
+    return int(text)
+
+
+def _attribute(value, quoted: bool = False) -> str | None:
+    """The attribute name as stored (percent-encoded in CSV), cut to a label's length; a label
+    only: it names an axis, nothing is done with it."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if quoted:
+        from urllib.parse import unquote
+        value = unquote(value, errors="replace")
+    value = "".join(ch for ch in value if ch.isprintable())[:MAX_ATTRIBUTE_CHARS]
+    return value or None
+
+
+def attribute_of(inputs) -> str | None:
+    """The values' column name recorded in report or counts files (format version 2), when all
+    inputs that record one agree; ``None`` otherwise (or for inputs that are not files)."""
+    try:
+        sources = expand_sources(inputs)
+    except LocalPrivError:
+        return None
+    names = {s.attribute for s in sources if s.attribute}
+    return names.pop() if len(names) == 1 else None
+
+
+def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None]:
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
@@ -544,11 +591,10 @@ def _parquet_info(path: str) -> tuple[int | None, str | None, list[str]]:
         raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
     version = meta.get(b"localpriv.format")
     kind = meta.get(b"localpriv.kind")
-    if version is not None and version.decode() != str(FORMAT_VERSION):
-        raise LocalPrivError(f"{path} has localpriv format version {version.decode()!r}; this localpriv "
-                             f"reads version {FORMAT_VERSION}")
-    return (None if version is None else FORMAT_VERSION,
-            None if kind is None else kind.decode(), schema.names)
+    if version is not None:
+        version = _check_version(path, version.decode("utf-8", "replace"))
+    attribute = _attribute(meta.get(b"localpriv.attribute")) if version and version >= 2 else None
+    return version, None if kind is None else kind.decode(), schema.names, attribute
 
 
 def _csv_columns(path: str, skip: int) -> list[str]:
@@ -569,11 +615,11 @@ def open_source(path: str, constants: dict | None = None) -> Source:
     constants = dict(constants or {})
     ftype = file_type(path)
     if ftype == "parquet":
-        version, kind, names = _parquet_info(path)
+        version, kind, names, attribute = _parquet_info(path)
         lines = 0
     else:
         try:
-            version, kind, lines = _csv_marker(path)
+            version, kind, lines, attribute = _csv_marker(path)
             names = _csv_columns(path, lines)
         except (pa.ArrowException, OSError) as exc:
             raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
@@ -588,7 +634,7 @@ def open_source(path: str, constants: dict | None = None) -> Source:
                              f"{', '.join(sorted(missing))} (columns: {', '.join(names) or 'none'})")
     if kind == "counts" and "count" not in cols:
         raise LocalPrivError(f"{path} is marked as counts but has no count column")
-    return Source(path, ftype, kind, version, constants, lines)
+    return Source(path, ftype, kind, version, constants, lines, attribute=attribute)
 
 
 def _hive_constants(root: Path, file: Path) -> dict:

@@ -436,7 +436,7 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     """
     from .formats import TableWriter
     from .planar import OUTSIDE_CHOICES
-    from .reports import _as_values, _encode, _place, _refuse_outside, iter_rows, values_format
+    from .reports import _as_values, _encode, _place, _refuse_outside, iter_rows, value_attribute, values_format
     rng = check_rng(rng)
     if (mechanism_column is None) == (policy is None):
         raise LocalPrivError("give either a mechanism column or a policy (not both)")
@@ -460,7 +460,8 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     pend_x: list[np.ndarray] = []
     pend_g: list[np.ndarray] = []
     npend = 0
-    with TableWriter(output, "reports", inputs=[input]) as w:
+    attribute = value_attribute(path, column, header) if Path(path).exists() else None
+    with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
         chunks = iter_rows(path, column, str(label_col), domain=domain, drop_missing=drop_missing, stats=stats,
                            header=header)
         for vals, coded, first, kept in chunks:

@@ -144,7 +144,7 @@ class Observations:
         df = self.to_frame()
         df["count"] = np.round(df["count"].to_numpy(float)).astype(np.int64) if np.all(
             df["count"].to_numpy(float) == np.round(df["count"].to_numpy(float))) else _fractional(df)
-        return write_counts(df, path, inputs)
+        return write_counts(df, path, inputs, attribute=self.meta.get("attribute"))
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, domain: Domain | None = None) -> "Observations":

@@ -166,7 +166,7 @@ def perturb(values: Any, mechanism: "str | Mechanism", rng: np.random.Generator,
     return report_table(mech, reports)
 
 
-def write_reports(table: pa.Table, path: str | Path, inputs: Any = ()) -> Path:
+def write_reports(table: pa.Table, path: str | Path, inputs: Any = (), attribute: str | None = None) -> Path:
     """Write a report table to Parquet (``.parquet``) or CSV (``.csv``), atomically and versioned
     (see :mod:`localpriv.formats`).
 
@@ -178,13 +178,15 @@ def write_reports(table: pa.Table, path: str | Path, inputs: Any = ()) -> Path:
         The report file; its suffix picks the format.
     inputs : sequence of paths
         The files the reports were made from (the output may not overwrite one of them).
+    attribute : str, optional
+        The name of the values' column (recorded in the file: plots label their axis with it).
 
     Returns
     -------
     Path
         The file written.
     """
-    with TableWriter(path, "reports", inputs) as w:
+    with TableWriter(path, "reports", inputs, attribute=attribute) as w:
         w.write(table)
     return w.path
 
@@ -273,6 +275,16 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
     else:
         shown = ",".join(cols)
     return cols, shown
+
+
+def value_attribute(path: str | Path, column: str | None = None, header: bool = True) -> str | None:
+    """The name of the value column(s) that :func:`iter_values` reads (``"lat,lon"`` for two),
+    recorded in report files as their attribute; ``None`` for files without a header."""
+    if not header:
+        return None
+    ftype, delimiter = values_format(str(path))
+    cols, shown = _resolve_columns(str(path), ftype, delimiter, column, header)
+    return shown or None
 
 
 def _value_batches(path: str, cols: list[str], delimiter: str = ",",
@@ -625,7 +637,8 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
     csv = Path(path).exists() and values_format(path)[0] == "csv"
     word = "line" if csv else "row"
     n_outside = 0
-    with TableWriter(output, "reports", inputs=[input]) as w:
+    attribute = value_attribute(path, column, header) if Path(path).exists() else None
+    with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
         chunks = iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats, header=header)
         for vals, first in chunks:
             if grid:

@@ -26,6 +26,14 @@ estimator, and each states its assumptions (``Uncertainty.assumptions``):
     give its diagonal). Normalization (N) or projection (P) is not linear: intervals come from the
     percentiles of ``post(v*)`` over Gaussian draws ``v* ~ N(v, Cov(v))`` (a parametric bootstrap
     of the post-processing).
+``"anchored"`` -- the regularized estimators (``ems``, ``dirichlet``), the defaults. Their bias is
+    the price of their accuracy, so an interval centred on them (a bootstrap around the
+    regularized fit) under-covers (measured: docs/uncertainty.md, Calibration). Instead the
+    maximum-likelihood estimate of the same observations is computed (``ibu``, certified) with its
+    ``"fisher"`` intervals, and every interval is widened just enough to contain the regularized
+    value: ``[min(l, f(theta_reg)), max(u, f(theta_reg))]`` with ``[l, u]`` the MLE's interval of
+    the same quantity ``f``. It contains the MLE's interval, so it covers at least as often, and it
+    always contains the reported estimate. Standard errors are the MLE's.
 ``"bootstrap"`` -- every other estimator: a parametric bootstrap. Counts are redrawn from the
     fitted model per mechanism (multinomial over the outputs of a finite channel; otherwise users
     are drawn from the estimate and their reports sampled by the mechanism), the estimator is run
@@ -191,6 +199,8 @@ class Uncertainty:
         the truth, its covariance exact (see ``docs/uncertainty.md`` for the measurements).
         """
         W = np.atleast_2d(np.asarray(W, dtype=float))
+        if self.method == "anchored":
+            return self.extra["mle"].gaussian(W)
         if self.method != "fisher":
             raise LocalPrivError("Gaussian functionals need the fisher method")
         centre = W @ self.theta
@@ -231,6 +241,8 @@ class Uncertainty:
     # ---- per cell ---------------------------------------------------------------------------
     def std_error(self) -> np.ndarray:
         """Standard error per cell (boundary cells: ``sqrt(V)``, the curvature scale there)."""
+        if self.method == "anchored":
+            return self.extra["mle"].std_error()
         if self.method == "fisher":
             se = self.std_error_fisher()
             inv = self._inverse_cells()
@@ -250,6 +262,9 @@ class Uncertainty:
 
     def cell_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         lv = _check_level(level)
+        if self.method == "anchored":
+            lo, hi = self.extra["mle"].cell_intervals(lv)
+            return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
         if self.method == "fisher":
             z = stats.norm.ppf(0.5 + lv / 2)
             se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
@@ -282,6 +297,10 @@ class Uncertainty:
         if w.shape != self.theta.shape or not np.all(np.isfinite(w)):
             raise LocalPrivError(f"weights must be a finite vector of length {self.theta.size}")
         value = float(w @ self.theta)
+        if self.method == "anchored":
+            iv = self.extra["mle"].functional(w, lv, name)
+            return Interval(value, min(iv.lower, value), max(iv.upper, value), lv,
+                            f"anchored on the MLE: {iv.method}")
         if self.method == "fisher":
             c, sd, use = self.gaussian(w[None, :])
             z = stats.norm.ppf(0.5 + lv / 2)
@@ -297,12 +316,14 @@ class Uncertainty:
 
     def functional_sd(self, W: np.ndarray) -> np.ndarray:
         """Standard deviations of several functionals (rows of ``W``)."""
-        if self.method == "fisher":
+        if self.method in ("fisher", "anchored"):
             return self.gaussian(W)[1]
         return (self.replicates @ W.T).std(axis=0, ddof=1)
 
     def samples(self, rng, size: int = DRAWS) -> np.ndarray:
         """Draws that spread like the estimate (replicates, or Gaussian draws projected to the simplex)."""
+        if self.method == "anchored":
+            return self.extra["mle"].samples(rng, size)
         if self.replicates is not None:
             return self.replicates
         from .projection import project_simplex
@@ -493,6 +514,22 @@ def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
                        "percentile intervals", replicates=reps)
 
 
+def _anchored(est, obs) -> Uncertainty:
+    """The MLE's fisher uncertainty, widened to contain the regularized estimate (module docstring)."""
+    from .estimators import estimate as run
+    settings = dict((est.extra.get("call") or (None, {}))[1])
+    keep = {key: settings[key] for key in ("delta", "stop", "max_iter", "accelerate") if key in settings}
+    mle = run(obs, "ibu", **keep)
+    inner = uncertainty(mle, obs)
+    theta = np.asarray(est.distribution, dtype=float)
+    gap = float(np.abs(theta - mle.distribution).sum())
+    text = (f"the maximum-likelihood estimate's intervals ({inner.method}: {inner.assumptions}), each widened "
+            f"to contain this {est.estimator} estimate (L1 distance to the MLE {gap:.3g}); covers at least "
+            "as often as the MLE's")
+    return Uncertainty("anchored", theta, text, extra={"mle": inner, "mle_estimate": mle,
+                                                         "mle_converged": mle.converged})
+
+
 def _accepted(method: str) -> set:
     import inspect
     from .estimators import ESTIMATORS
@@ -500,6 +537,18 @@ def _accepted(method: str) -> set:
         return set(inspect.signature(ESTIMATORS[method]).parameters)
     except (KeyError, TypeError, ValueError):
         return set()
+
+
+def _reports_are_indices(mech, n_out: int) -> bool:
+    """Whether a report *is* its column of the channel (then counts can be drawn per column);
+    bit vectors, floats and shifted integers are drawn as reports by the mechanism instead."""
+    if getattr(mech, "report_kind", "int64") != "int64":
+        return False
+    cols = np.arange(n_out, dtype=np.int64)
+    try:
+        return bool(np.array_equal(mech.output_index(cols), cols))
+    except LocalPrivError:
+        return False
 
 
 def _redraw(obs, theta, rng):
@@ -513,7 +562,7 @@ def _redraw(obs, theta, rng):
             n_out = mech.n_outputs
         except LocalPrivError:
             n_out = None
-        if n_out is not None and mech.k * n_out <= 4_000_000:
+        if n_out is not None and mech.k * n_out <= 4_000_000 and _reports_are_indices(mech, n_out):
             p = theta @ mech.channel()
             p = np.clip(p, 0, None)
             c = rng.multinomial(n, p / p.sum())
@@ -528,14 +577,15 @@ def _redraw(obs, theta, rng):
 
 
 FISHER = ("ibu", "gibu", "ibu-exact", "ibu-likely")
+ANCHORED = ("ems", "dirichlet")
 LINEAR = ("inv-n", "inv-p", "mi-n", "mi-p", "rappor-n", "rappor-p")
 
 
 def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncertainty:
     """The :class:`Uncertainty` of ``est`` (computed from the observations it was estimated from).
 
-    ``method``: ``"fisher"``, ``"linear"`` or ``"bootstrap"``; by default the one that fits the
-    estimator (see the module docstring). ``rng`` drives the draws of the linear and bootstrap
+    ``method``: ``"fisher"``, ``"linear"``, ``"anchored"`` or ``"bootstrap"``; by default the one
+    that fits the estimator (see the module docstring). ``rng`` drives the draws of the linear and bootstrap
     methods (default: ``numpy.random.default_rng(0)``, so results are reproducible).
     """
     obs = obs if obs is not None else getattr(est, "observations", None)
@@ -544,7 +594,8 @@ def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncert
     rng = np.random.default_rng(0) if rng is None else rng
     name = est.estimator
     if method is None:
-        method = "fisher" if name in FISHER else "linear" if name in LINEAR else "bootstrap"
+        method = ("fisher" if name in FISHER else "linear" if name in LINEAR else
+                  "anchored" if name in ANCHORED else "bootstrap")
     if method in ("fisher", "wald"):
         if method == "wald" and name not in FISHER:
             raise LocalPrivError(f"the wald method applies to {', '.join(FISHER)}, not {name}")
@@ -553,6 +604,8 @@ def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncert
         if name not in LINEAR:
             raise LocalPrivError(f"the linear method applies to {', '.join(LINEAR)}, not {name}")
         return _linear(est, obs, rng)
+    if method == "anchored":
+        return _anchored(est, obs)
     if method == "bootstrap":
         return _bootstrap(est, obs, rng)
-    raise LocalPrivError(f"unknown uncertainty method {method!r}: fisher, wald, linear or bootstrap")
+    raise LocalPrivError(f"unknown uncertainty method {method!r}: fisher, wald, linear, anchored or bootstrap")

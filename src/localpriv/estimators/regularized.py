@@ -98,7 +98,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .._validation import LocalPrivError, check_rng
-from ..domains import CategoricalDomain, IntegerDomain
+from ..domains import CategoricalDomain, IntegerDomain, IntervalDomain
 from ..estimate import Estimate
 from ..mechanisms.base import LikelihoodBlock
 from ..observations import Observations
@@ -140,7 +140,7 @@ def ordered_shape(domain, estimator: str = "ems") -> tuple[int, ...]:
     from ..planar import GridDomain
     if isinstance(domain, GridDomain):
         return (int(domain.nrows), int(domain.ncols))
-    if isinstance(domain, IntegerDomain):
+    if isinstance(domain, (IntegerDomain, IntervalDomain)):  # a line of cells (issue 20: real intervals too)
         return (int(domain.size),)
     if isinstance(domain, CategoricalDomain):
         raise LocalPrivError(f"{estimator} smooths along an ordered domain (LO..HI or a planar grid); "

@@ -6,15 +6,17 @@ distribution, the library's default number of simulated runs, ``rng`` = the case
 recommended mechanism (and, with ``rows_checked > 1``, the next ones) is then *measured*: ``runs``
 (>= 20) fresh data sets of ``n`` users drawn i.i.d. from the real data, obfuscated by the
 recommended spec and estimated by the estimator the advice names, each scored by the goal's error
-to the truth (the empirical distribution). The measured error is the median over those runs, with
-its own generator (independent of the prediction's).
+to the truth (the empirical distribution), and more in batches of ``runs`` until the 80 % confidence
+interval of their median is within +-``precision`` (10 %) of it or ``max_runs`` (100) were drawn.
+The measured error is the median over those runs, with its own generator (independent of the
+prediction's).
 
 Reading the ratio. Both sides are medians of random errors: the prediction of 5 runs (a simulated
-row confirmed by up to 20 fresh runs, see :mod:`localpriv.advise`) or of 400 normal draws
-(analytic rows), the measurement of ``runs`` runs. Where one run's error is spread widely -- EMS
-at small eps, whose chosen bandwidth sometimes smooths the truth away -- neither median is
-precise, and a ratio far from 1 there says so rather than that the model is wrong; the JSON keeps
-every measured run.
+row confirmed by up to 60 fresh runs until its median is as precise, see :mod:`localpriv.advise`) or of 400 normal draws
+(analytic rows), the measurement of ``runs`` to ``max_runs`` runs. Where one run's error is spread
+widely -- EMS at small eps, whose chosen bandwidth sometimes smooths the truth away -- 20 runs
+leave either median uncertain by +-15-25 %, so both sides draw runs until their medians are known
+to +-10 % (80 % confidence); the JSON keeps every measured run and their number.
 
 Recorded per checked row: the predicted median and range, the measured median and 10th-90th
 percentiles, the ratio ``predicted / measured``, whether it is within ``tolerance`` (25 %), and how
@@ -56,7 +58,9 @@ CASES = [
 
 DEFAULTS = {
     "cases": CASES,
-    "runs": 20,               # measured runs per checked row
+    "runs": 20,               # measured runs per checked row, at least ...
+    "max_runs": 100,          # ... and more, in batches of `runs`, until the median's 80 % CI is
+    "precision": 0.1,         # within +-10 % of it (advise.median_precision), at most max_runs
     "predict_runs": 5,        # advise's simulated runs (its default)
     "rows_checked": 1,        # the recommended row (1) or the first few
     "tolerance": 0.25,
@@ -76,7 +80,7 @@ QUICK = {
 
 #: a cross-section (``run_experiment(NAME, out, overrides=MEDIUM)``): half the ages cases, ~6 min of
 #: CPU where the full configuration takes ~10 (an ages case costs ~60 s of CPU: EMS on 4 mechanisms
-#: x 5 runs, up to 20 confirmation runs, 20 measured runs)
+#: x 5 runs, up to 60 confirmation runs, 20 to 100 measured runs)
 MEDIUM = {
     "cases": [{"data": "ages", "goal": "emd", "eps_ldp": [1.0, 4.0], "n": [10_000, 100_000]},
               {"data": "education", "goal": "tv", "eps_ldp": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000]},
@@ -106,14 +110,20 @@ def _check_row(row, data, goal, n, params, base, key):
     error = goal_error(goal, data.domain, data.theta)
     t0 = time.perf_counter()
     gen = np.random.default_rng(_seed(base, f"measure|{key}|{row.spec}"))
-    measured = _simulate(mech, data.domain, data.theta, n, error, row.estimator, int(params["runs"]), gen)
+    from ..advise import median_precision
+    runs = int(params["runs"])
+    measured = _simulate(mech, data.domain, data.theta, n, error, row.estimator, runs, gen)
+    while (measured.size < int(params.get("max_runs", runs))
+           and median_precision(measured) > float(params.get("precision", 0.0))):
+        measured = np.concatenate([measured, _simulate(mech, data.domain, data.theta, n, error, row.estimator,
+                                                       runs, gen)])
     q10, med, q90 = (float(v) for v in np.quantile(measured, [0.1, 0.5, 0.9]))
     ratio = row.error / med if med > 0 else float("inf")
     inside = int(np.sum((measured >= row.lower) & (measured <= row.upper)))
     return {"name": row.name, "spec": row.spec, "estimator": row.estimator, "how": row.how,
             "eps_ldp": row.eps_ldp, "eps_metric": row.eps_metric,
             "predicted": row.error, "predicted_range": [row.lower, row.upper], "predicted_runs": row.runs,
-            "measured": med, "measured_q10": q10, "measured_q90": q90, "measured_values": measured,
+            "measured": med, "measured_runs": int(measured.size), "measured_q10": q10, "measured_q90": q90, "measured_values": measured,
             "ratio": ratio, "within_tolerance": bool(abs(ratio - 1.0) <= params["tolerance"]),
             "measured_inside_range": inside, "seconds_measured": round(time.perf_counter() - t0, 3)}
 

@@ -14,8 +14,9 @@ Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (th
 ``n`` users drawn from ``theta`` and obfuscated one by one); vector-valued mechanisms (OUE, OLH, SS)
 draw every user's report with the mechanism's sampler. Free-will mixtures give each mechanism an
 equal share of the users (GIBU). Two more settings run the default estimator of ordered domains,
-EMS (issue 17), whose intervals come from the parametric bootstrap at the chosen bandwidth: they
-show what the smoothing's bias does to coverage.
+EMS (issue 17), whose intervals are the MLE's widened to contain the EMS estimate (the
+``"anchored"`` method of :mod:`localpriv.uncertainty`; a bootstrap around EMS under-covered, see
+docs/uncertainty.md).
 
 Every (setting, n) cell has its own generator, derived from the experiment's seed and the cell's
 name, so a run split by settings and merged (:func:`merge`) equals one run over all of them. The
@@ -46,9 +47,10 @@ from .runner import Experiment, register_experiment
 #: there (binomial sd of a 95 % coverage: 1.5 points over 200 runs, 3.4 over 40); raise them (or pass
 #: your own ``settings``) to spend more
 VECTOR_RUNS = {"100000": 200, "1000000": 40}
-#: EMS's intervals refit 200 bootstrap replicates per run (~6 s of CPU at n = 10^4): 40 runs at
-#: n = 10^4 (binomial sd 3.4 points at 95 %), none at larger n so far (cost; notes/issue-16.md)
-EMS_RUNS = {"10000": 40, "100000": 0, "1000000": 0}
+#: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.uncertainty):
+#: 200 runs at n = 10^4, 60 at 10^5 (binomial sd of a 95 % coverage 1.5 and 2.8 points), none at
+#: 10^6 so far (cost; notes/issue-16.md)
+EMS_RUNS = {"10000": 200, "100000": 60, "1000000": 0}
 
 SETTINGS = [
     {"name": "k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"]},
@@ -58,8 +60,8 @@ SETTINGS = [
     {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
     {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
     {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
-    # the default estimator on ordered domains (issue 17): EMS, intervals by the parametric bootstrap
-    # at the chosen bandwidth (200 refits per run: fewer runs, EMS_RUNS)
+    # the default estimator on ordered domains (issue 17): EMS, intervals anchored on the MLE
+    # (one more fit per run: fewer runs, EMS_RUNS)
     {"name": "EMS k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"], "estimator": "ems",
      "max_runs": EMS_RUNS},
     {"name": "EMS geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"], "estimator": "ems",

@@ -1,0 +1,94 @@
+"""Duchi et al.'s one-bit mechanism for a number in ``[-1, 1]`` (``duchi``, issue 20).
+
+Duchi, Jordan and Wainwright, "Minimax Optimal Procedures for Locally Private Estimation", JASA
+113:182-201, 2018 (section 4.2.3, one-dimensional case; also Wang et al., ICDE 2019, Algorithm 1).
+A value ``t`` in ``[-1, 1]`` is reported as ``+B`` or ``-B`` with::
+
+    P(+B | t) = 1/2 + t (e^eps - 1) / (2 (e^eps + 1)),      B = (e^eps + 1) / (e^eps - 1),
+
+so ``E[report | t] = t``: the mean of the reports is unbiased for the users' mean, and one report
+has variance ``B^2 - t^2`` (at most ``B^2``; Wang et al. 2019, Eq. 4).
+
+Here the input is a domain index ``i`` in ``0..k-1`` perturbed at its cell centre
+``t_i = (2i + 1)/k - 1`` (:mod:`localpriv.mechanisms._numeric`), and the report is the bit
+(``1`` for ``+B``, ``0`` for ``-B``): the channel is the finite ``k x 2`` matrix above, so the
+privacy level is computed from it (``ldp_epsilon``): ``log(P(+B|t_{k-1}) / P(+B|t_0))``, slightly
+below ``eps`` because the extreme centres are ``+-(1 - 1/k)``, not ``+-1`` (for ``t = +-1`` the
+ratio is exactly ``e^eps``). The classic estimator is :meth:`Duchi.estimate_mean`; the EM engine
+reads the channel as for any finite mechanism (with two outputs only the mean is identified, so
+distribution estimates from ``duchi`` alone lean entirely on EMS's smoothing).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_eps, check_int, check_rng
+from ._numeric import mean_interval, signed_centres
+from .base import Mechanism, register
+
+__all__ = ["Duchi", "duchi_bound"]
+
+
+def duchi_bound(eps: float) -> float:
+    """``B = (e^eps + 1) / (e^eps - 1) = coth(eps / 2)``, accurate for small ``eps``."""
+    return float(1.0 / np.tanh(0.5 * eps))
+
+
+@register
+class Duchi(Mechanism):
+    """Duchi et al.'s one-bit mechanism on ``k`` cells of ``[-1, 1]`` at level ``eps``.
+
+    Parameters
+    ----------
+    k : int
+        Number of input cells (the domain's size).
+    eps : float
+        The privacy parameter of the continuous mechanism (its level for inputs ``+-1``).
+    """
+
+    spec_name = "duchi"
+
+    def __init__(self, k: int, eps: float):
+        self.k = check_int(k, "k", minimum=1)
+        self.eps = check_eps(eps)
+        #: ``B``: the report's magnitude
+        self.B = duchi_bound(self.eps)
+
+    def params(self):
+        return {"k": self.k, "eps": self.eps}
+
+    @property
+    def n_outputs(self) -> int:
+        return 2
+
+    def p_plus(self, t) -> np.ndarray:
+        """``P(+B | t) = 1/2 + t tanh(eps/2) / 2`` (``tanh(eps/2) = (e^eps - 1)/(e^eps + 1)``)."""
+        return 0.5 + 0.5 * np.asarray(t, dtype=float) * np.tanh(0.5 * self.eps)
+
+    def channel(self) -> np.ndarray:
+        """``k x 2``: column 0 is ``-B``, column 1 is ``+B``, rows at the cells' centres."""
+        p = self.p_plus(signed_centres(self.k))
+        return np.column_stack([1.0 - p, p])
+
+    def sample(self, x, rng) -> np.ndarray:
+        """One bit per user: ``1`` (``+B``) with probability ``P(+B | t_x)``."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        p = self.p_plus(signed_centres(self.k))
+        return (rng.random(x.size) < p[x]).astype(np.int64)
+
+    # ---- the classic estimator ------------------------------------------------------------
+    def unbiased(self, reports) -> np.ndarray:
+        """Per-report unbiased estimates of ``t``: ``+B`` or ``-B``."""
+        z = self.output_index(reports)
+        return np.where(z == 1, self.B, -self.B)
+
+    def report_variance(self, t) -> np.ndarray:
+        """``Var[report | t] = B^2 - t^2`` (Wang et al. 2019, Eq. 4)."""
+        return self.B ** 2 - np.asarray(t, dtype=float) ** 2
+
+    def estimate_mean(self, reports, domain=None, level: float = 0.95):
+        """The unbiased mean ``(1/n) sum_u report_u`` with its normal interval
+        (:func:`~localpriv.mechanisms._numeric.mean_interval`), in the domain's units (``t`` in
+        ``[-1, 1]`` without a domain). Its variance is ``(B^2 - mean(t^2)) / n``."""
+        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "duchi (unbiased)")

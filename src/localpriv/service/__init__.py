@@ -1,0 +1,62 @@
+"""The collector as a service (issue 23): ``localpriv serve``.
+
+Reports arrive over HTTP in batches, are checked against the collection's policy and their
+mechanisms' output spaces, and are added to counts per (mechanism, report) in SQLite (default) or
+PostgreSQL; estimates with intervals are computed from the counts on demand and cached per counts
+version. Modules: :mod:`~localpriv.service.storage` (the database), :mod:`~localpriv.service.policy`
+(what a collection accepts), :mod:`~localpriv.service.core` (the logic), :mod:`~localpriv.service.app`
+(the HTTP API and the dashboard). Clients: :mod:`localpriv.client`. Wire format: ``docs/service.md``.
+
+Nothing here is imported by ``import localpriv`` or the command line's start-up (FastAPI loads only
+when a server starts).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+
+__all__ = ["serve", "DEFAULT_DB"]
+
+#: The database ``localpriv serve`` uses without ``--db``: an SQLite file in the current folder.
+DEFAULT_DB = "localpriv-collector.sqlite"
+
+
+def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None,
+          max_body: int | None = None, pool: int = 4) -> None:
+    """Run the collector until interrupted (uvicorn; one process).
+
+    Parameters
+    ----------
+    db : str
+        ``postgresql://...``, ``sqlite:///PATH`` or a file path (SQLite, created if missing).
+    host, port : str, int
+        Where to listen (default loopback only).
+    admin_token : str, optional
+        The token that creates collections; default ``$LOCALPRIV_ADMIN_TOKEN``, else a new one,
+        printed once on stderr.
+    max_body : int, optional
+        Request bodies above this many bytes are refused with 413 (default 8 MiB).
+    """
+    import uvicorn
+
+    from .app import DEFAULT_MAX_BODY, create_app
+    from .core import Collector
+    from .storage import open_store
+
+    token = admin_token or os.environ.get("LOCALPRIV_ADMIN_TOKEN")
+    if not token:
+        token = secrets.token_urlsafe(32)
+        sys.stderr.write(f"admin token (shown once; set LOCALPRIV_ADMIN_TOKEN to choose it): {token}\n")
+    store = open_store(db, pool=pool)
+    collector = Collector(store, token)
+    app = create_app(collector, max_body or DEFAULT_MAX_BODY)
+    where = "PostgreSQL" if store.pg else f"SQLite {store.path}"
+    sys.stderr.write(f"localpriv collector on http://{host}:{port} ({where}, schema version "
+                     f"{store.schema_version()}); OpenAPI at /docs\n")
+    sys.stderr.flush()
+    try:
+        # no access log: dashboard URLs carry a token
+        uvicorn.run(app, host=host, port=int(port), log_level="warning", access_log=False)
+    finally:
+        store.close()

@@ -1,0 +1,336 @@
+"""The collector's logic, independent of HTTP: collections, ingest, counts, estimates.
+
+The HTTP layer (:mod:`localpriv.service.app`) only authenticates and translates; everything here
+is the library's own path of the data (``docs/service.md``):
+
+* a batch (the JSON wire format) becomes one Arrow record batch per report group and goes through
+  the same checks as report files (:func:`localpriv.reports._batch_reports`: every report against
+  its mechanism's output space, the offending positions named), after the collection's
+  :class:`~localpriv.service.policy.Policy` has admitted each group's mechanism by its computed
+  privacy level;
+* its reports are counted per distinct (mechanism, report) with NumPy (``aggregate._unique``) and
+  added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
+* an estimate reads the stored counts (never raw reports) as :class:`~localpriv.observations.Observations`
+  through the counts-file checks and runs :func:`localpriv.estimators.estimate`; results are cached
+  per (collection, counts version, estimator, level).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import re
+import secrets
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .._errors import LocalPrivError
+from .policy import Policy
+from .storage import BatchResult, Store
+
+__all__ = ["Collector", "decode_batch", "MAX_BATCH_REPORTS", "BATCH_ID"]
+
+#: Reports in one batch, at most (the body-size cap usually bites first).
+MAX_BATCH_REPORTS = 1_000_000
+#: Batch ids: 1 to 128 characters of letters, digits and ``. _ : -`` (a UUID fits).
+BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_PLOT_LOCK = threading.Lock()  # pyplot keeps global state
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _text(r: np.ndarray) -> list[str]:
+    """Reports (``int64``, ``float64`` or ``n x w`` bytes) -> their text form (docs/format.md), vectorized."""
+    from ..formats import hex_strings
+    if r.ndim == 2:
+        return hex_strings(r).to_pylist()
+    return pa.array(r).cast(pa.string()).to_pylist()
+
+
+def decode_batch(data, policy: Policy, domain):
+    """A parsed JSON batch -> ``(batch_id, n, [(mechanism, reports)])`` with every mechanism
+    admitted by ``policy`` and every report checked against its mechanism's output space.
+
+    Raises :class:`LocalPrivError` (one line: what, and at which positions of the batch)."""
+    from ..formats import Source
+    from ..reports import _batch_reports
+    if not isinstance(data, dict):
+        raise LocalPrivError("a batch is a JSON object with batch_id and groups")
+    unknown = set(data) - {"batch_id", "groups"}
+    if unknown:
+        raise LocalPrivError(f"batch: unknown key(s) {', '.join(sorted(map(str, unknown)))[:200]}; "
+                             "known: batch_id, groups")
+    batch_id = data.get("batch_id")
+    if not isinstance(batch_id, str) or not BATCH_ID.match(batch_id):
+        raise LocalPrivError("batch_id must be 1-128 characters of letters, digits and . _ : - (e.g. a UUID)")
+    groups = data.get("groups")
+    if not isinstance(groups, list) or not groups:
+        raise LocalPrivError(f"batch {batch_id}: groups must be a non-empty list of {{mechanism, reports}}")
+    out, first = [], 1
+    src = Source(f"batch {batch_id}", "json", "reports", 1)
+    for gi, g in enumerate(groups):
+        if not isinstance(g, dict) or set(g) != {"mechanism", "reports"}:
+            raise LocalPrivError(f"batch {batch_id}: group {gi + 1} must have exactly the keys mechanism and reports")
+        reports = g["reports"]
+        if not isinstance(reports, list) or not reports:
+            raise LocalPrivError(f"batch {batch_id}: group {gi + 1} has no reports (a non-empty list)")
+        if first - 1 + len(reports) > MAX_BATCH_REPORTS:
+            raise LocalPrivError(f"batch {batch_id}: more than {MAX_BATCH_REPORTS:,} reports; split it")
+        try:
+            mech = policy.admit(g["mechanism"], domain)
+        except LocalPrivError as exc:
+            raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: {exc}") from None
+        try:
+            col = pa.array(reports)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: reports must be all numbers or all hex "
+                                 f"strings (reports {first}..{first + len(reports) - 1})") from None
+        n = len(col)
+        rb = pa.RecordBatch.from_arrays(
+            [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([str(mech)])), col],
+            names=["mechanism", "report"])
+        parts = _batch_reports(rb, src, first, domain)
+        for _spec, m, r, _c in parts:
+            out.append((m, r))
+        first += n
+    return batch_id, first - 1, out
+
+
+class Collector:
+    """Collections of one store, with the estimate cache.
+
+    Parameters
+    ----------
+    store : Store
+        Where collections, batches and counts live (:func:`~localpriv.service.storage.open_store`).
+    admin_token : str
+        The token that creates and lists collections (compared in constant time).
+    cache_size : int
+        Estimates and figures kept per (collection, counts version, estimator, level).
+    """
+
+    def __init__(self, store: Store, admin_token: str, cache_size: int = 64):
+        if not isinstance(admin_token, str) or len(admin_token) < 16:
+            raise LocalPrivError("the admin token must have at least 16 characters")
+        self.store = store
+        self._admin_sha = sha256(admin_token)
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = int(cache_size)
+        self._lock = threading.Lock()
+        self._policies: dict[str, tuple] = {}
+
+    # ---- authentication ---------------------------------------------------------------------
+    def is_admin(self, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(sha256(token), self._admin_sha)
+
+    def role(self, name: str, token: str | None) -> str | None:
+        """``"admin"``, ``"analyst"``, ``"ingest"`` or ``None`` for ``token`` on collection ``name``."""
+        if not token:
+            return None
+        if self.is_admin(token):
+            return "admin"
+        col = self.store.collection(name)
+        if col is None:
+            return None
+        digest = sha256(token)
+        if hmac.compare_digest(digest, col["analyst_token_sha256"]):
+            return "analyst"
+        if hmac.compare_digest(digest, col["ingest_token_sha256"]):
+            return "ingest"
+        return None
+
+    # ---- collections ------------------------------------------------------------------------
+    def create(self, name: str, domain: str, policy: dict, keep_raw: bool = False) -> dict:
+        """Create a collection; returns its description with the two new tokens (shown once)."""
+        from ..domains import parse_domain
+        if not isinstance(name, str) or not NAME.match(name):
+            raise LocalPrivError("collection name: 1-64 letters, digits, _ or -, starting with a letter or digit")
+        if not isinstance(domain, str):
+            raise LocalPrivError("domain must be a string such as 0..99 or a,b,c")
+        dom = parse_domain(domain)
+        pol = Policy.from_dict(policy)
+        ingest, analyst = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        try:
+            self.store.create_collection(name, dom.spec(), pol.to_json(), sha256(ingest), sha256(analyst),
+                                         bool(keep_raw))
+        except KeyError:
+            raise LocalPrivError(f"collection {name} exists already") from None
+        return {**self.describe(name), "ingest_token": ingest, "analyst_token": analyst}
+
+    def _setup(self, name: str):
+        """``(row, policy, domain)`` of a collection (policy and domain parsed once)."""
+        from ..domains import parse_domain
+        col = self.store.collection(name)
+        if col is None:
+            raise KeyError(name)
+        key = (col["domain"], col["policy"])
+        cached = self._policies.get(name)
+        if cached is None or cached[0] != key:
+            cached = (key, Policy.from_json(col["policy"]), parse_domain(col["domain"]))
+            self._policies[name] = cached
+        return col, cached[1], cached[2]
+
+    def describe(self, name: str) -> dict:
+        col = self.store.collection(name)
+        if col is None:
+            raise KeyError(name)
+        return {"name": col["name"], "domain": col["domain"], "policy": json.loads(col["policy"]),
+                "keep_raw": bool(col["keep_raw"]), "created": col["created"],
+                "counts_version": int(col["version"]),
+                "ingest": {"reports": int(col["n_reports"]), "batches": int(col["n_batches"]),
+                           "duplicate_batches": int(col["n_duplicates"]),
+                           "refused_batches": int(col["n_refused_batches"]),
+                           "refused_reports": int(col["n_refused_reports"]),
+                           "last_ingest": col["last_ingest"]}}
+
+    def names(self) -> list[str]:
+        return [c["name"] for c in self.store.collections()]
+
+    # ---- ingest -----------------------------------------------------------------------------
+    def ingest(self, name: str, body: bytes) -> BatchResult:
+        """Check and count one batch (JSON bytes, ``docs/service.md``); durable when it returns."""
+        col, policy, domain = self._setup(name)
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.store.refused(name, 0)
+            raise LocalPrivError(f"the batch is not JSON: {str(exc)[:120]}") from None
+        try:
+            batch_id, n, parts = decode_batch(data, policy, domain)
+        except LocalPrivError:
+            groups = data.get("groups") if isinstance(data, dict) else None
+            total = sum(len(g.get("reports", ())) for g in groups if isinstance(g, dict)
+                        and isinstance(g.get("reports"), list)) if isinstance(groups, list) else 0
+            self.store.refused(name, total)
+            raise
+        from ..aggregate import _unique
+        rows, raw = [], [] if col["keep_raw"] else None
+        for mech, r in parts:
+            u, c = _unique(r, np.ones(r.shape[0], np.int64))
+            spec = str(mech)
+            rows.extend(zip([spec] * len(c), _text(u), c.tolist()))
+            if raw is not None:
+                start = len(raw)
+                raw.extend(zip(range(start, start + r.shape[0]), [spec] * r.shape[0], _text(r)))
+        merged: dict = {}
+        for m, t, k in rows:  # the same mechanism in two groups: one row per pair
+            merged[(m, t)] = merged.get((m, t), 0) + k
+        counts = sorted((m, t, k) for (m, t), k in merged.items())
+        digest = hashlib.sha256(json.dumps(counts, separators=(",", ":")).encode()).hexdigest()
+        try:
+            return self.store.ingest(name, batch_id, digest, n, counts, raw)
+        except ValueError:
+            raise LocalPrivError(f"batch {batch_id} was received before with other reports: a batch id "
+                                 "names one batch; use a new id for new reports") from None
+
+    # ---- reading ----------------------------------------------------------------------------
+    def observations(self, name: str):
+        """``(counts version, Observations or None)`` from the stored counts (one snapshot)."""
+        from ..formats import Source
+        from ..observations import ObservationBlock, Observations
+        from ..reports import _batch_reports
+        _col, _policy, domain = self._setup(name)
+        version, rows = self.store.counts(name)
+        if not rows:
+            return version, None
+        mechs, reps, cnts = zip(*rows)
+        rb = pa.RecordBatch.from_arrays([pa.array(mechs, pa.string()), pa.array(reps, pa.string()),
+                                         pa.array(cnts, pa.int64())], names=["mechanism", "report", "count"])
+        src = Source(f"collection {name} (stored counts)", "json", "counts", 1)
+        blocks = [ObservationBlock(m, r, c) for _s, m, r, c in _batch_reports(rb, src, 1, domain)]
+        return version, Observations(blocks, domain)
+
+    def _cached(self, key, make):
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key], True
+        value = make()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return value, False
+
+    def estimate(self, name: str, estimator: str | None = None, level: float | None = 0.95,
+                 stats: tuple[str, ...] = ()) -> dict:
+        """The estimate of a collection as JSON data (:meth:`Estimate.to_dict`) with its counts
+        version; cached per (collection, counts version, estimator, level, statistics)."""
+        level = _check_level(level)
+        version, obs = self.observations(name)
+        if obs is None:
+            raise LocalPrivError(f"collection {name} has no reports yet")
+        key = ("estimate", name, version, estimator, level, tuple(stats))
+
+        def make():
+            est = self._estimate(obs, estimator)
+            d = est.to_dict(ci=level, stats=list(stats) or None)
+            return _finite({"collection": name, "counts_version": version, **d})
+        value, hit = self._cached(key, make)
+        return {**value, "cached": hit}
+
+    def _estimate(self, obs, estimator):
+        import warnings
+
+        from ..estimators import estimate
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return estimate(obs, estimator)
+
+    def figure(self, name: str, estimator: str | None = None, level: float | None = 0.95) -> bytes:
+        """A PNG of the estimate with its intervals (bars/line, heatmap on planar grids), cached
+        like :meth:`estimate` (:func:`localpriv.plotting.estimate_figure`)."""
+        level = _check_level(level)
+        version, obs = self.observations(name)
+        if obs is None:
+            raise LocalPrivError(f"collection {name} has no reports yet")
+
+        def make():
+            from ..plotting import estimate_figure
+            est = self._estimate(obs, estimator)
+            with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp, _PLOT_LOCK:
+                path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,
+                                       title=f"{name}: {est.estimator} estimate from {int(est.n):,} reports "
+                                             f"(counts version {version})")
+                return Path(path).read_bytes()
+        return self._cached(("figure", name, version, estimator, level), make)[0]
+
+    def export_counts(self, name: str, fmt: str = "csv") -> tuple[int, bytes]:
+        """``(counts version, bytes of a counts file)`` in the versioned format (docs/format.md)."""
+        if fmt not in ("csv", "parquet"):
+            raise LocalPrivError(f"counts format {fmt!r}: choose csv or parquet")
+        version, obs = self.observations(name)
+        if obs is None:
+            raise LocalPrivError(f"collection {name} has no reports yet")
+        with tempfile.TemporaryDirectory(prefix="localpriv-counts-") as tmp:
+            path = obs.save(Path(tmp) / f"counts.{fmt}")
+            return version, Path(path).read_bytes()
+
+
+def _check_level(level):
+    if level is None:
+        return None
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise LocalPrivError(f"interval level must be a number between 0 and 1, got {level!r}")
+    return float(level)
+
+
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return _finite(obj.item())
+    return obj

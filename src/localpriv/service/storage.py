@@ -1,0 +1,328 @@
+"""Storage of the collector: collections, batches and counts per (mechanism, report) in SQLite
+(embedded, the default) or PostgreSQL, behind one small interface.
+
+The schema is versioned (table ``schema_version``) and brought up to date by :data:`MIGRATIONS`
+when a store opens, in one transaction per step (PostgreSQL: under an advisory lock, so that two
+servers starting at once migrate once).
+
+Counts are *maintained*, never recomputed: an accepted batch adds its counts per distinct
+(mechanism, report) with an upsert (``INSERT ... ON CONFLICT DO UPDATE SET count = count +
+excluded.count``) in the same transaction that records its batch id, so a batch counts exactly
+once (a retry finds its id and changes nothing) and an estimate reads the counts table only, never
+raw reports. The transaction commits before the server answers: an acknowledged batch is on disk
+(SQLite in WAL mode with ``synchronous=FULL``; PostgreSQL's default ``synchronous_commit=on``).
+"""
+from __future__ import annotations
+
+import queue
+import re
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .._errors import LocalPrivError
+
+__all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult"]
+
+#: Migrations: ``(version, statements)``; a store at version ``v`` runs every step above ``v``.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [
+        """CREATE TABLE collections (
+               name TEXT PRIMARY KEY,
+               domain TEXT NOT NULL,
+               policy TEXT NOT NULL,
+               ingest_token_sha256 TEXT NOT NULL,
+               analyst_token_sha256 TEXT NOT NULL,
+               keep_raw INTEGER NOT NULL DEFAULT 0,
+               created DOUBLE PRECISION NOT NULL,
+               version BIGINT NOT NULL DEFAULT 0,
+               n_reports BIGINT NOT NULL DEFAULT 0,
+               n_batches BIGINT NOT NULL DEFAULT 0,
+               n_duplicates BIGINT NOT NULL DEFAULT 0,
+               n_refused_batches BIGINT NOT NULL DEFAULT 0,
+               n_refused_reports BIGINT NOT NULL DEFAULT 0,
+               last_ingest DOUBLE PRECISION)""",
+        """CREATE TABLE batches (
+               collection TEXT NOT NULL,
+               batch_id TEXT NOT NULL,
+               n_reports BIGINT NOT NULL,
+               digest TEXT NOT NULL,
+               received DOUBLE PRECISION NOT NULL,
+               PRIMARY KEY (collection, batch_id))""",
+        """CREATE TABLE counts (
+               collection TEXT NOT NULL,
+               mechanism TEXT NOT NULL,
+               report TEXT NOT NULL,
+               count BIGINT NOT NULL,
+               PRIMARY KEY (collection, mechanism, report))""",
+        """CREATE TABLE raw_reports (
+               collection TEXT NOT NULL,
+               batch_id TEXT NOT NULL,
+               seq BIGINT NOT NULL,
+               mechanism TEXT NOT NULL,
+               report TEXT NOT NULL,
+               PRIMARY KEY (collection, batch_id, seq))""",
+    ]),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+@dataclass
+class BatchResult:
+    """What an ingest did: ``status`` is ``"accepted"`` or ``"duplicate"``."""
+
+    status: str
+    reports: int
+    version: int
+
+
+class _Conn:
+    """A connection with ``?`` placeholders for both engines."""
+
+    def __init__(self, raw, pg: bool):
+        self.raw, self.pg = raw, pg
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.pg else sql
+
+    def execute(self, sql: str, params=()):
+        return self.raw.execute(self._sql(sql), params)
+
+    def executemany(self, sql: str, rows) -> None:
+        if self.pg:
+            with self.raw.cursor() as cur:
+                cur.executemany(self._sql(sql), rows)
+        else:
+            self.raw.executemany(sql, rows)
+
+
+class Store:
+    """Collections, batches and counts in SQLite or PostgreSQL (see the module docstring).
+
+    Parameters
+    ----------
+    url : str
+        ``postgresql://...`` (or ``postgres://``), ``sqlite:///PATH`` or a file path (SQLite).
+    pool : int
+        Connections kept open (requests use one each; SQLite serializes writers anyway).
+    """
+
+    def __init__(self, url: str, pool: int = 4):
+        self.url = str(url)
+        self.pg = bool(re.match(r"^postgres(ql)?://", self.url))
+        if not self.pg:
+            path = self.url[len("sqlite:///"):] if self.url.startswith("sqlite:///") else self.url
+            if path.startswith("sqlite:") or "://" in path:
+                raise LocalPrivError(f"database {self.url!r}: give postgresql://..., sqlite:///PATH or a file path")
+            self.path = Path(path)
+            if not self.path.parent.exists():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._pool: queue.LifoQueue = queue.LifoQueue()
+        self._size = max(1, int(pool))
+        self._made = 0
+        self._lock = threading.Lock()
+        self.migrate()
+
+    # ---- connections ------------------------------------------------------------------------
+    def _connect(self):
+        if self.pg:
+            import psycopg
+            try:
+                raw = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            except psycopg.Error as exc:
+                raise LocalPrivError(f"cannot connect to PostgreSQL: {_line(exc)}") from None
+            return _Conn(raw, True)
+        try:
+            raw = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
+            raw.execute("PRAGMA journal_mode=WAL")
+            raw.execute("PRAGMA synchronous=FULL")  # every commit is on disk before it returns
+            raw.execute("PRAGMA busy_timeout=30000")
+        except sqlite3.Error as exc:
+            raise LocalPrivError(f"cannot open SQLite database {self.path}: {_line(exc)}") from None
+        return _Conn(raw, False)
+
+    @contextmanager
+    def _conn(self) -> Iterator[_Conn]:
+        try:
+            conn = self._pool.get_nowait()
+        except queue.Empty:
+            with self._lock:
+                grow = self._made < self._size
+                if grow:
+                    self._made += 1
+            if grow:
+                try:
+                    conn = self._connect()
+                except BaseException:
+                    with self._lock:
+                        self._made -= 1
+                    raise
+            else:
+                conn = self._pool.get(timeout=60)
+        healthy = True
+        try:
+            yield conn
+        except BaseException as exc:
+            healthy = not _is_connection_error(exc)
+            raise
+        finally:
+            if healthy:
+                self._pool.put(conn)
+            else:
+                with self._lock:
+                    self._made -= 1
+                try:
+                    conn.raw.close()
+                except Exception:  # noqa: BLE001 - a broken connection
+                    pass
+
+    @contextmanager
+    def transaction(self, write: bool = False) -> Iterator[_Conn]:
+        """One transaction: committed on success, rolled back on any error. Reads see one
+        snapshot (SQLite WAL read transaction; PostgreSQL REPEATABLE READ)."""
+        with self._conn() as conn:
+            if conn.pg:
+                conn.raw.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            else:
+                conn.raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                try:
+                    conn.raw.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    pass
+                raise
+            conn.raw.execute("COMMIT")
+
+    def close(self) -> None:
+        while True:
+            try:
+                conn = self._pool.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                conn.raw.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._made = 0
+
+    # ---- migrations -------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found before."""
+        with self.transaction(write=True) as c:
+            if self.pg:
+                c.execute("SELECT pg_advisory_xact_lock(2323)")
+            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = c.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            found = int(row[0]) if row and row[0] is not None else 0
+            if found > SCHEMA_VERSION:
+                raise LocalPrivError(f"the database has schema version {found}, newer than this localpriv "
+                                     f"({SCHEMA_VERSION}): upgrade localpriv")
+            for version, statements in MIGRATIONS:
+                if version > found:
+                    for sql in statements:
+                        c.execute(sql)
+                    c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        return found
+
+    def schema_version(self) -> int:
+        with self.transaction() as c:
+            return int(c.execute("SELECT MAX(version) FROM schema_version").fetchone()[0])
+
+    # ---- collections ------------------------------------------------------------------------
+    def create_collection(self, name: str, domain: str, policy: str, ingest_sha: str, analyst_sha: str,
+                          keep_raw: bool) -> None:
+        with self.transaction(write=True) as c:
+            if c.execute("SELECT 1 FROM collections WHERE name = ?", (name,)).fetchone():
+                raise KeyError(name)
+            c.execute("INSERT INTO collections (name, domain, policy, ingest_token_sha256, analyst_token_sha256, "
+                      "keep_raw, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (name, domain, policy, ingest_sha, analyst_sha, int(bool(keep_raw)), time.time()))
+
+    _COLUMNS = ("name", "domain", "policy", "ingest_token_sha256", "analyst_token_sha256", "keep_raw", "created",
+                "version", "n_reports", "n_batches", "n_duplicates", "n_refused_batches", "n_refused_reports",
+                "last_ingest")
+
+    def collection(self, name: str) -> dict | None:
+        with self.transaction() as c:
+            row = c.execute(f"SELECT {', '.join(self._COLUMNS)} FROM collections WHERE name = ?", (name,)).fetchone()
+        return None if row is None else dict(zip(self._COLUMNS, row))
+
+    def collections(self) -> list[dict]:
+        with self.transaction() as c:
+            rows = c.execute(f"SELECT {', '.join(self._COLUMNS)} FROM collections ORDER BY name").fetchall()
+        return [dict(zip(self._COLUMNS, r)) for r in rows]
+
+    # ---- ingest -----------------------------------------------------------------------------
+    def ingest(self, name: str, batch_id: str, digest: str, n: int, counts: list[tuple[str, str, int]],
+               raw: list[tuple[int, str, str]] | None = None) -> BatchResult:
+        """Record batch ``batch_id`` and add its ``counts`` ``[(mechanism, report, count)]`` in one
+        transaction; a batch id seen before changes nothing (``status="duplicate"``). A batch id
+        seen before with another content (``digest``) raises :class:`ValueError`."""
+        with self.transaction(write=True) as c:
+            prev = c.execute("SELECT n_reports, digest FROM batches WHERE collection = ? AND batch_id = ?",
+                             (name, batch_id)).fetchone()
+            if prev is not None:
+                if prev[1] != digest:
+                    raise ValueError(batch_id)
+                c.execute("UPDATE collections SET n_duplicates = n_duplicates + 1 WHERE name = ?", (name,))
+                v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
+                return BatchResult("duplicate", int(prev[0]), int(v))
+            c.execute("INSERT INTO batches (collection, batch_id, n_reports, digest, received) VALUES (?, ?, ?, ?, ?)",
+                      (name, batch_id, int(n), digest, time.time()))
+            c.executemany("INSERT INTO counts (collection, mechanism, report, count) VALUES (?, ?, ?, ?) "
+                          "ON CONFLICT (collection, mechanism, report) DO UPDATE SET count = counts.count + "
+                          "excluded.count", [(name, m, r, int(k)) for m, r, k in counts])
+            if raw:
+                c.executemany("INSERT INTO raw_reports (collection, batch_id, seq, mechanism, report) "
+                              "VALUES (?, ?, ?, ?, ?)", [(name, batch_id, s, m, r) for s, m, r in raw])
+            c.execute("UPDATE collections SET version = version + 1, n_reports = n_reports + ?, "
+                      "n_batches = n_batches + 1, last_ingest = ? WHERE name = ?", (int(n), time.time(), name))
+            v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
+        return BatchResult("accepted", int(n), int(v))
+
+    def refused(self, name: str, n_reports: int) -> None:
+        """Count a refused batch of ``n_reports`` reports (ingest statistics)."""
+        with self.transaction(write=True) as c:
+            c.execute("UPDATE collections SET n_refused_batches = n_refused_batches + 1, "
+                      "n_refused_reports = n_refused_reports + ? WHERE name = ?", (int(n_reports), name))
+
+    def counts(self, name: str) -> tuple[int, list[tuple[str, str, int]]]:
+        """``(version, [(mechanism, report text, count)])`` of one snapshot, sorted."""
+        with self.transaction() as c:
+            row = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()
+            rows = c.execute("SELECT mechanism, report, count FROM counts WHERE collection = ? AND count > 0 "
+                             "ORDER BY mechanism, report", (name,)).fetchall()
+        return (0 if row is None else int(row[0])), [(m, r, int(k)) for m, r, k in rows]
+
+    def raw_count(self, name: str) -> int:
+        with self.transaction() as c:
+            return int(c.execute("SELECT COUNT(*) FROM raw_reports WHERE collection = ?", (name,)).fetchone()[0])
+
+
+def open_store(url: str, pool: int = 4) -> Store:
+    """A :class:`Store` for ``url`` (see :class:`Store`), migrated to the current schema."""
+    try:
+        return Store(url, pool)
+    except LocalPrivError:
+        raise
+    except (sqlite3.Error, OSError) as exc:
+        raise LocalPrivError(f"cannot open the database {url}: {_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - psycopg errors, without importing psycopg here
+        if type(exc).__module__.startswith("psycopg"):
+            raise LocalPrivError(f"cannot open the database: {_line(exc)}") from None
+        raise
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    return name in ("OperationalError", "InterfaceError") and type(exc).__module__.startswith("psycopg")

@@ -1,0 +1,134 @@
+"""localpriv on Spark (issue 19): the same counts as DuckDB, the same refusals, reproducible
+clients per partition, and EM over partitions equal to the local engine. One local[2] session per
+test process (session fixture); fixed seeds; small data (the whole file runs in well under 90 s)."""
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from localpriv import IntegerDomain, LocalPrivError, parse
+from localpriv.aggregate import DuckDBAggregator, write_counts
+from localpriv.observations import Observations
+from localpriv.reports import perturb, report_table, write_reports
+
+from localpriv import spark as lps
+
+
+@pytest.fixture(scope="session")
+def spark():
+    s = lps.session("local[2]", config={"spark.sql.shuffle.partitions": "2",
+                                        "spark.default.parallelism": "2"})
+    yield s
+    s.stop()
+
+
+def _reports(n, spec, seed=0, x=None):
+    mech = parse(spec)
+    x = np.random.default_rng(seed).integers(0, mech.k, n) if x is None else x
+    return report_table(mech, mech.sample(x, np.random.default_rng(seed + 1)))
+
+
+def test_counts_equal_duckdb_mixed_kinds_counts_files_and_hive(spark, tmp_path):
+    write_reports(_reports(500, "krr(k=10,eps=1.0)"), tmp_path / "k.parquet")
+    write_reports(_reports(300, "oue(k=10,eps=1.0)"), tmp_path / "o.parquet")        # bit vectors
+    write_reports(_reports(200, "laplace(k=10,eps=1.0)"), tmp_path / "l.parquet")    # floats
+    mixed = pa.concat_tables([_reports(100, "krr(k=10,eps=1.0)", 5).cast(pa.schema(
+        [("mechanism", pa.string()), ("report", pa.int64())])), _reports(50, "krr(k=10,eps=3.0)", 6).cast(
+        pa.schema([("mechanism", pa.string()), ("report", pa.int64())]))])
+    write_reports(mixed, tmp_path / "mixed.parquet")                                  # two specs, one file
+    write_counts(DuckDBAggregator().counts([tmp_path / "k.parquet"]), tmp_path / "c.parquet")
+    write_counts(DuckDBAggregator().counts([tmp_path / "o.parquet"]), tmp_path / "c.csv")  # driver path
+    part = tmp_path / "ds" / "mechanism=krr(k=10,eps=3.0)"
+    part.mkdir(parents=True)
+    pq.write_table(_reports(100, "krr(k=10,eps=3.0)").drop(["mechanism"]), part / "p.parquet")
+    (tmp_path / "ds" / "_SUCCESS").write_text("")
+    inputs = [tmp_path / n for n in ("k.parquet", "o.parquet", "l.parquet", "mixed.parquet", "c.parquet",
+                                     "c.csv", "ds")]
+    expected = DuckDBAggregator().counts(inputs)
+    got = lps.SparkAggregator(spark).counts(inputs)
+    pd.testing.assert_frame_equal(got, expected)
+    assert int(got["count"].sum()) == 500 + 300 + 200 + 150 + 500 + 300 + 100
+
+
+def test_cli_engine_spark_writes_the_duckdb_counts(spark, tmp_path):
+    from localpriv.cli import main
+    write_reports(_reports(400, "krr(k=10,eps=1.0)"), tmp_path / "k.parquet")
+    write_reports(_reports(100, "sue(k=12,eps=2.0)"), tmp_path / "s.parquet")
+    inputs = [str(tmp_path / "k.parquet"), str(tmp_path / "s.parquet")]
+    for engine in ("duckdb", "spark"):
+        code = main(["aggregate", *inputs, "--engine", engine, "--out", str(tmp_path / f"{engine}.parquet")])
+        assert code in (0, None)
+    a = DuckDBAggregator().counts([tmp_path / "duckdb.parquet"])
+    b = DuckDBAggregator().counts([tmp_path / "spark.parquet"])
+    pd.testing.assert_frame_equal(a, b)
+    assert pq.ParquetFile(tmp_path / "spark.parquet").metadata.metadata[b"localpriv.kind"] == b"counts"
+
+
+def test_bad_rows_refused_with_the_duckdb_message(spark, tmp_path):
+    write_reports(_reports(50, "krr(k=10,eps=1.0)"), tmp_path / "good.parquet")
+    bad = {  # (a good file first: the refusal names the bad one)
+        "out": pa.table({"mechanism": ["krr(k=10,eps=1.0)"] * 4, "report": [1, 12, 3, 12]}),
+        "nan": pa.table({"mechanism": ["laplace(k=10,eps=1.0)"] * 3, "report": [0.5, float("nan"), 1.0]}),
+        "neg": pa.table({"mechanism": ["krr(k=10,eps=1.0)"] * 2, "report": [1, 2], "count": [5, -1]}),
+        "nomech": pa.table({"mechanism": ["krr(k=10,eps=1.0)", None], "report": [1, 2]}),
+    }
+    agg = lps.SparkAggregator(spark)
+    for name, table in bad.items():
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+        inputs = ([tmp_path / "good.parquet"] if name == "out" else []) + [tmp_path / f"{name}.parquet"]
+        with pytest.raises(LocalPrivError) as duck:
+            DuckDBAggregator().counts(inputs)
+        with pytest.raises(LocalPrivError) as ours:
+            agg.counts(inputs)
+        assert str(ours.value) == str(duck.value), name
+        assert f"{name}.parquet" in str(ours.value)
+
+
+def test_perturb_column_one_stream_per_partition(spark):
+    dom = IntegerDomain(0, 9)
+    values = np.random.default_rng(3).integers(0, 10, 3000)
+    df = spark.createDataFrame(pd.DataFrame({"age": values, "cohort": np.arange(3000) % 7})).repartition(
+        3).sortWithinPartitions("cohort")
+    parts = [np.asarray(p, dtype=np.int64) for p in df.rdd.glom().map(lambda rows: [r.age for r in rows]).collect()]
+    out = lps.perturb_column(df, "age", "krr(eps=1.0)", seed=11, domain=dom, keep=["cohort"])
+    assert out.columns == ["cohort", "mechanism", "report"]
+    got = out.rdd.glom().map(lambda rows: [r.report for r in rows]).collect()
+    for pid, vals in enumerate(parts):
+        want = perturb(vals, "krr(eps=1.0)", lps.partition_generator(11, pid), dom).column("report").to_numpy()
+        np.testing.assert_array_equal(np.asarray(got[pid]), want)
+    # the same seed and partitioning give the same reports; another seed does not
+    again = out.toPandas()
+    pd.testing.assert_frame_equal(again, lps.perturb_column(df, "age", "krr(eps=1.0)", seed=11, domain=dom,
+                                                            keep=["cohort"]).toPandas())
+    other = lps.perturb_column(df, "age", "krr(eps=1.0)", seed=12, domain=dom).toPandas()
+    assert not np.array_equal(other["report"].to_numpy(), again["report"].to_numpy())
+    assert lps.partition_generator(11, 2).random() == np.random.default_rng(
+        np.random.SeedSequence(11).spawn(3)[2]).random()
+    with pytest.raises(LocalPrivError):
+        lps.perturb_column(df, "nosuch", "krr(eps=1.0)", seed=1, domain=dom)
+
+
+@pytest.mark.parametrize("specs", [("olh(k=12,eps=2.0)",), ("she(k=6,eps=2.0)",), ("laplace(k=12,eps=0.5)",),
+                                   ("blh(k=12,eps=1.0)", "krr(k=12,eps=1.0)")])
+def test_em_over_partitions_equals_the_local_engine(spark, tmp_path, specs):
+    from localpriv.estimators.em import em
+    rng = np.random.default_rng(7)
+    files = []
+    for i, spec in enumerate(specs):
+        mech = parse(spec)
+        x = np.minimum(rng.geometric(0.25, 1500) - 1, mech.k - 1)
+        f = tmp_path / f"r{i}.parquet"
+        write_reports(report_table(mech, mech.sample(x, rng)), f)
+        files.append(f)
+    frame = lps.SparkAggregator(spark).counts_frame(files)
+    est = lps.ibu(frame, local_max=0 if len(specs) == 1 else 100)  # krr stays local, the oracle on Spark
+    obs = Observations.from_frame(DuckDBAggregator().counts(files))
+    local = em(obs.likelihood_blocks(), obs.k, accelerate="squarem")
+    assert est.converged and local.converged
+    np.testing.assert_allclose(est.distribution, local.theta, rtol=0, atol=1e-9)
+    assert abs(est.loglik - (local.loglik + sum(getattr(b, "log_offset", 0.0) for b in obs.likelihood_blocks()))) \
+        <= 1e-9 * abs(local.loglik)
+    if len(specs) == 1:  # one Spark job per evaluated point (EM images and SQUAREM's extrapolations)
+        assert 0 < est.extra["spark_passes"] <= 2 * est.iterations + 1
+    frame.unpersist()
