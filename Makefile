@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser bench bench-memory bench-uncertainty bench-import coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser bench bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -54,6 +54,11 @@ bench-memory: $(STAMP)
 
 bench-uncertainty: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
+
+# issue 19: DuckDB path vs hand-written SQL vs Spark local[2] at 10^7 and 10^8 reports, EM on Spark
+# (-> benchmarks/results-spark.json, read by docs/scale.md; run it on a quiet machine)
+bench-spark: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py spark
 
 # start-up cost of `import localpriv` and `localpriv --help` (issue 18: under 0.25 s of CPU)
 bench-import: $(STAMP)

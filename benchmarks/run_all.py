@@ -5,7 +5,8 @@ multi-freq-ldpy's at the same tolerance), ``planar`` (planar IBU on 10^4..10^6 c
 memory), ``gibu`` (10^3 mechanisms, 10^8 reports), ``oracles`` (issue 4) and ``memory`` (peak
 memory of perturb and aggregate at 10^7 and 10^8 values), ``uncertainty`` (cost of a 95 % interval
 against the point estimate, k = 100, n = 10^6) and ``import_time`` (CPU and wall time of
-``import localpriv`` and ``localpriv --help`` in fresh processes, issue 18).
+``import localpriv`` and ``localpriv --help`` in fresh processes, issue 18) and ``spark`` (DuckDB path vs hand-written
+DuckDB SQL vs Spark local[2] at 10^7 and 10^8 reports, and EM over Spark partitions, issue 19).
 The document is also written to ``benchmarks/results.json`` (``results-NAMES[-quick].json`` for a
 subset or a quick run). Never run by the tests.
 """
@@ -22,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import emit, machine, quick_flag  # noqa: E402
 
-NAMES = ["clients", "ibu", "planar", "gibu", "oracles", "memory", "uncertainty", "import_time"]
+NAMES = ["clients", "ibu", "planar", "gibu", "oracles", "memory", "uncertainty", "import_time", "spark"]
 
 
 def main() -> dict:

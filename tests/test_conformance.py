@@ -11,9 +11,10 @@ import warnings
 import numpy as np
 import pytest
 
-from localpriv._validation import LocalPrivError, PrivacyWarning
+from localpriv._validation import PrivacyWarning
 from localpriv.domains import IntegerDomain
-from localpriv.mechanisms import KRR, Mechanism, parse, register, registered
+from localpriv.mechanisms import KRR, parse, registered
+from localpriv.mechanisms.piecewise import Piecewise
 from localpriv.planar import GridDomain
 from localpriv.testing import CHECKS, ConformanceError, check_mechanism
 
@@ -156,3 +157,20 @@ def test_check_refuses_spec_that_does_not_round_trip(monkeypatch):
     with pytest.raises(ConformanceError, match="check 'privacy' failed.*promised"):
         check_mechanism(KRR(4, 1.0), rng=np.random.default_rng(20), eps_ldp=0.9)
     assert CHECKS[0] == "spec"
+
+
+class _BrokenPM(Piecewise):
+    """Piecewise whose client draws at 1.5 eps while its likelihood says eps (real-valued reports:
+    only the likelihood-ratio check can see it)."""
+
+    spec_name = "broken-pm"
+
+    def perturb(self, t, rng):
+        return Piecewise(self.k, 1.5 * self.eps).perturb(t, rng)
+
+
+def test_likelihood_check_catches_a_real_valued_sampler_at_the_wrong_eps(monkeypatch):
+    from localpriv.mechanisms import base
+    monkeypatch.setitem(base._REGISTRY, "broken-pm", _BrokenPM)
+    with pytest.raises(ConformanceError, match="check 'samples-vs-likelihood' failed"):
+        check_mechanism(_BrokenPM(4, 1.0), rng=np.random.default_rng(20), eps_ldp=1.0)

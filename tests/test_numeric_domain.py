@@ -14,8 +14,8 @@ def test_cells_encode_decode_and_edges():
     assert d.size == 50 and d.width == 2.0 and d.is_metric and d.is_numeric
     assert d.encode([0, 1.999, 2.0, 99.0, 100]).tolist() == [0, 0, 1, 49, 49]  # hi is in the last cell
     assert d.decode([0, 49]).tolist() == [1.0, 99.0]
-    assert np.array_equal(d.labels, d.centres())
-    assert d.edges()[[0, -1]].tolist() == [0.0, 100.0] and d.edges().size == 51
+    assert np.array_equal(d.labels, d.cell_centres())
+    assert d.cell_edges()[[0, -1]].tolist() == [0.0, 100.0] and d.cell_edges().size == 51
     assert d.encode(["3.5", "100"]).tolist() == [1, 49]  # text columns read as numbers
     assert d.to_unit([0, 25, 100]).tolist() == [0.0, 0.25, 1.0]
     D = d.distance_matrix()
@@ -29,7 +29,8 @@ def test_cells_encode_decode_and_edges():
                                         ([], "empty")])
 def test_values_outside_or_unreadable_are_refused_and_named(values, msg):
     with pytest.raises(LocalPrivError, match=msg):
-        IntervalDomain(0, 100, 50).encode(np.asarray(values, dtype=object if values and isinstance(values[0], str) else None))
+        text = bool(values) and isinstance(values[0], str)
+        IntervalDomain(0, 100, 50).encode(np.asarray(values, dtype=object if text else None))
 
 
 def test_invalid_marks_the_rows_encode_refuses():
@@ -77,3 +78,24 @@ def test_ems_smooths_along_an_interval_and_the_pipeline_carries_float_reports():
         # the estimated mean (cell centres) lands near the values' mean: a loose sanity bound
         # (the intervals' calibration is tested in test_numeric_mechanisms.py)
         assert abs(est.mean().value - values.mean()) < 1.0
+
+
+def test_command_line_reads_an_interval_domain(tmp_path):
+    from typer.testing import CliRunner
+
+    from localpriv.cli import app
+    values = tmp_path / "hours.csv"
+    values.write_text("hours\n40\n38.5\n60\n12.25\n99\n100\n0\n")
+    runner = CliRunner()
+    res = runner.invoke(app, ["perturb", str(values), "--column", "hours", "--domain", "interval(0,100,20)",
+                              "--mechanism", "pm(eps=1.0)", "--seed", "0", "--out", str(tmp_path / "r.parquet")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["estimate", str(tmp_path / "r.parquet"), "--domain", "interval(0,100,20)", "-e", "ibu",
+                              "--out", str(tmp_path / "e.csv")])
+    assert res.exit_code == 0, res.output
+    lines = (tmp_path / "e.csv").read_text().splitlines()
+    assert lines[0] == "value,probability" and len(lines) == 21 and lines[1].startswith("2.5,")
+    (tmp_path / "bad.csv").write_text("hours\n40\n101\n")
+    res = runner.invoke(app, ["perturb", str(tmp_path / "bad.csv"), "--column", "hours",
+                              "--domain", "interval(0,100,20)", "--mechanism", "pm(eps=1.0)", "--seed", "0", "--out", str(tmp_path / "r2.parquet")])
+    assert res.exit_code == 1 and "values outside the domain [0, 100]: 101.0" in res.output

@@ -231,7 +231,11 @@ def test_numeric_quantile_interpolates_over_the_cells_width():
     z = mech.sample(np.repeat(np.arange(5), 2000), np.random.default_rng(17))
     est = estimate(Observations.from_reports(mech, z, dom), "ibu")
     F = np.r_[0.0, np.cumsum(est.distribution)]
-    expect = np.interp(0.5, F, dom.edges())  # the CDF linear within every cell
+    expect = np.interp(0.5, F, dom.cell_edges())  # the CDF linear within every cell
     med = numeric.quantile(est, 0.5)
     assert med.value == pytest.approx(expect, rel=1e-9)
     assert med.lower <= med.value <= med.upper
+    # Estimate.quantile (and so --stat median) interpolates over the same widths
+    same = est.quantile(0.5)
+    assert (same.value, same.lower, same.upper) == (med.value, med.lower, med.upper)
+    assert 10.0 <= same.lower <= same.upper <= 20.0

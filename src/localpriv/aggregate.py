@@ -126,7 +126,8 @@ def _parquet_grouped(con, src, domain):
     bad_count = (f'bool_or({cnt} IS NULL OR {cnt} < 0 OR {cnt} <> floor({cnt}) OR {cnt} > 9007199254740992)'
                  if counts else "false")
     path = src.path.replace("'", "''")
-    query = (f"SELECT {mech_sql} AS mechanism, report, SUM({cnt}) AS count, {bad_count} AS bad "
+    total = f"SUM({cnt})" if counts else "count(*)"  # count(*): no 128-bit sum of ones per report
+    query = (f"SELECT {mech_sql} AS mechanism, report, {total} AS count, {bad_count} AS bad "
              f"FROM read_parquet('{path}') GROUP BY 1, 2")
     try:
         df = con.execute(query).df()

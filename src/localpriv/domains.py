@@ -285,11 +285,12 @@ class IntervalDomain(Domain):
 
     is_numeric = True
 
-    def edges(self) -> np.ndarray:
+    # (not ``edges``/``centres``: those names mark planar grids to the exporters)
+    def cell_edges(self) -> np.ndarray:
         """The ``bins + 1`` cell boundaries ``lo, lo + w, ..., hi``."""
         return np.linspace(self.lo, self.hi, self.bins + 1)
 
-    def centres(self) -> np.ndarray:
+    def cell_centres(self) -> np.ndarray:
         """The cells' centres ``lo + (i + 1/2) w``."""
         return self.lo + (np.arange(self.bins) + 0.5) * self.width
 
@@ -343,7 +344,7 @@ class IntervalDomain(Domain):
         return self.lo + (np.asarray(index, dtype=np.int64) + 0.5) * self.width
 
     def distance_matrix(self) -> np.ndarray:
-        c = self.centres()
+        c = self.cell_centres()
         return np.abs(c[:, None] - c[None, :])
 
     def spec(self) -> str:

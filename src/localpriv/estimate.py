@@ -236,9 +236,10 @@ class Estimate:
     def quantile(self, q: float, level: float = 0.95):
         """The ``q``-quantile with its interval (ordered domains).
 
-        The CDF is interpolated linearly between ``x - 1/2`` and ``x + 1/2`` around every value
-        ``x`` (``F(t) = sum_{y < x} theta_y + (t - x + 1/2) theta_x``), so quantiles are real
-        numbers. Gaussian methods invert the test ``|F(t) - q| <= z sd(F(t))`` at every ``t``
+        The CDF is interpolated linearly across every cell: between ``x - 1/2`` and ``x + 1/2``
+        around every integer value ``x`` (``F(t) = sum_{y < x} theta_y + (t - x + 1/2) theta_x``),
+        between the cell's edges on a real interval domain (``interval(lo,hi,bins)``), so quantiles
+        are real numbers in the values' units. Gaussian methods invert the test ``|F(t) - q| <= z sd(F(t))`` at every ``t``
         (the interval is the set of such ``t``, found on 64 points per value where the band can
         cross ``q``); replicate methods take percentiles of the replicates' quantiles.
         """
@@ -250,11 +251,12 @@ class Estimate:
             raise LocalPrivError(f"quantile level must lie strictly between 0 and 1, got {q}")
         lv = _check_level(level)
         x = self._values("a quantile")
+        edges = _edges(self.domain, x)
         theta = self.distribution
-        value = _cross(x, np.cumsum(theta), q)
+        value = _cross(x, np.cumsum(theta), q, edges)
         u = self.uncertainty()
         if u.method not in ("fisher", "anchored"):
-            reps = np.array([_cross(x, np.cumsum(r), q) for r in u.replicates])  # one per replicate
+            reps = np.array([_cross(x, np.cumsum(r), q, edges) for r in u.replicates])  # one per replicate
             a = (1 - lv) / 2
             lo, hi = np.quantile(reps, [a, 1 - a])
             return Interval(value, float(min(lo, value)), float(max(hi, value)), lv, u.method)
@@ -274,7 +276,7 @@ class Estimate:
         Wt[np.arange(rows.size), rows] = f
         Ft, sdt, use = u.gaussian(Wt)
         ok = np.abs(Ft - q) <= z * sdt
-        t = x[rows] - 0.5 + f
+        t = edges[rows] + f * (edges[rows + 1] - edges[rows])
         lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
         how = ("inversion" if use.any() else "fisher") + " (test inversion)"
         if u.method == "anchored":
@@ -297,9 +299,19 @@ class Estimate:
                              "upper": hi[order], "in_top_k": stable})
 
 
-def _cross(x: np.ndarray, F: np.ndarray, q: float) -> float:
-    """Where the CDF ``F`` (at values ``x``, interpolated between ``x -+ 1/2``) first reaches ``q``."""
-    edges = np.concatenate([[x[0] - 0.5], x + 0.5])
+def _edges(domain, x: np.ndarray) -> np.ndarray:
+    """The ``k + 1`` cell edges of an ordered domain: its own (real intervals), else ``x -+ 1/2``."""
+    own = getattr(domain, "cell_edges", None)
+    if callable(own):
+        return np.asarray(own(), dtype=float)
+    return np.concatenate([[x[0] - 0.5], x + 0.5])
+
+
+def _cross(x: np.ndarray, F: np.ndarray, q: float, edges: np.ndarray | None = None) -> float:
+    """Where the CDF ``F`` (at values ``x``, linear within each cell: between ``x -+ 1/2``, or
+    between the given cell ``edges``) first reaches ``q``."""
+    if edges is None:
+        edges = _edges(None, np.asarray(x, dtype=float))
     Fe = np.concatenate([[0.0], np.maximum.accumulate(np.clip(F, 0, 1))])
     j = int(np.searchsorted(Fe, q, side="left"))
     if j <= 0:

@@ -707,7 +707,7 @@ def _evaluate_batches(batches, theta, specs, domain):
             a = acc.setdefault(spec, [0.0, np.zeros(k), 0, 0.0])
             step = max(1, CHUNK_ENTRIES // max(k, 1))
             for s in range(0, counts.size, step):  # memory: one chunk of reports x k at most
-                block = mech.likelihood_block(reps[s:s + step], counts[s:s + step])
+                block = _cached_block(mech, spec, reps[s:s + step], counts[s:s + step])
                 c = block.counts
                 with np.errstate(divide="ignore", invalid="ignore"):
                     p = block.forward(theta)
@@ -720,6 +720,33 @@ def _evaluate_batches(batches, theta, specs, domain):
             "partition": pa.array([pid], pa.int32()), "mechanism": pa.array([spec], pa.string()),
             "loglik": pa.array([ll], pa.float64()), "grad": pa.array([grad.astype("<f8").tobytes()], pa.binary()),
             "impossible": pa.array([impossible], pa.int64()), "offset": pa.array([offset], pa.float64())})
+
+
+#: likelihood blocks kept by a Python worker between EM passes (entries k x reports, float64):
+#: building a block can cost far more than its products (unbinned Laplace: seconds per 1,000
+#: reports), and a reused worker meets the same chunks at every pass
+BLOCK_CACHE_ENTRIES = 1 << 27
+_BLOCKS: dict = {}
+
+
+def _cached_block(mech, spec, reps, counts):
+    """``mech.likelihood_block(reps, counts)``, from this worker's cache when the same chunk (by
+    content) was seen at an earlier pass; least recently used blocks go first."""
+    import hashlib
+    h = hashlib.blake2b(spec.encode(), digest_size=16)
+    h.update(np.ascontiguousarray(reps).tobytes())
+    h.update(np.ascontiguousarray(counts).tobytes())
+    key = h.digest()
+    block = _BLOCKS.pop(key, None)
+    if block is None:
+        block = mech.likelihood_block(reps, counts)
+        size = mech.k * max(1, counts.size)
+        while _BLOCKS and sum(v[1] for v in _BLOCKS.values()) + size > BLOCK_CACHE_ENTRIES:
+            _BLOCKS.pop(next(iter(_BLOCKS)))
+        _BLOCKS[key] = (block, size)
+        return block
+    _BLOCKS[key] = block  # most recently used last
+    return block[0]
 
 
 def _kind_of(mech) -> str:

@@ -292,8 +292,9 @@ def check_mechanism(mech, rng, *, domain=None, eps_ldp: float | None = None, eps
             if off.any():
                 xo = int(np.flatnonzero(off)[0])
                 fail("samples-vs-likelihood", f"reports drawn from input {xv}: mean of G[{xo}, z] / G[{xv}, z] "
-                                              f"is {mean[xo]:.6g} +- {se[xo]:.2g}, expected {expect[xo]:.6g} (within {t:.2f} "
-                                              "standard errors): the sampler and the likelihood disagree")
+                                              f"is {mean[xo]:.6g} +- {se[xo]:.2g}, expected {expect[xo]:.6g} "
+                                              f"(within {t:.2f} standard errors): the sampler and the likelihood "
+                                              "disagree")
     ran.append("samples-vs-likelihood")
 
     # ---- likelihood block ---------------------------------------------------------------

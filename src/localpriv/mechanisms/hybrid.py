@@ -154,19 +154,20 @@ class _HybridBlock(LikelihoodBlock):
     """Columns ``atom`` from a dense ``k x n_atoms`` matrix, the others from a window block."""
 
     def __init__(self, atom, G_atoms, window: WindowBlock, counts):
-        self.atom, self.G, self.window, self.counts = atom, G_atoms, window, counts
+        # (no attribute ``G``: the uncertainty module reads one as the whole dense matrix)
+        self.atom, self._atoms, self.window, self.counts = atom, G_atoms, window, counts
         self.k = window.k
         self._G2 = G_atoms * G_atoms
 
     def forward(self, theta):
         out = np.empty(self.atom.size)
-        out[self.atom] = np.asarray(theta, dtype=float) @ self.G
+        out[self.atom] = np.asarray(theta, dtype=float) @ self._atoms
         out[~self.atom] = self.window.forward(theta)
         return out
 
     def backward(self, w):
         w = np.asarray(w, dtype=float)
-        return self.G @ w[self.atom] + self.window.backward(w[~self.atom])
+        return self._atoms @ w[self.atom] + self.window.backward(w[~self.atom])
 
     def hessian_diagonal(self, w):
         w = np.asarray(w, dtype=float)

