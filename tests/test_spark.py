@@ -14,6 +14,9 @@ from localpriv.reports import perturb, report_table, write_reports
 
 from localpriv import spark as lps
 
+# pyspark 3.5 compares versions with distutils' LooseVersion: its own deprecation, not ours
+pytestmark = pytest.mark.filterwarnings("ignore:distutils Version classes are deprecated:DeprecationWarning")
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -112,6 +115,7 @@ def test_perturb_column_one_stream_per_partition(spark):
         lps.perturb_column(df, "nosuch", "krr(eps=1.0)", seed=1, domain=dom)
 
 
+@pytest.mark.filterwarnings("ignore::localpriv.mechanisms.base.LargeEpsilonWarning")  # laplace eps=2 on k=6
 def test_em_over_partitions_equals_the_local_engine(spark, tmp_path):
     """GIBU on exact-likelihood OLH, SHE and continuous Laplace (reports left on Spark, one job per
     evaluation) with k-RR (few distinct reports: a driver-side block) equals the local engine."""

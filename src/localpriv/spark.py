@@ -753,13 +753,6 @@ def _kind_of(mech) -> str:
     return {"binary": "binary", "float64": "float"}.get(mech.report_kind, "int")
 
 
-class _Evaluation:
-    """One pass: per mechanism ``(loglik, grad, impossible, offset)``."""
-
-    def __init__(self, rows: dict):
-        self.rows = rows
-
-
 class _Mask:
     def __init__(self, count: int):
         self.count = int(count)
