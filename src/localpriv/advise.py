@@ -105,8 +105,8 @@ Confirmation. The row with the smallest simulated error is, among candidates of 
 partly the one whose few runs were luckiest: its median is biased low (the winner's curse; on Adult
 education under the four oracles, by about one Monte-Carlo standard deviation). So the best
 simulated row is simulated again with fresh runs, and its reported error and range come from those
-only: batches of ``runs`` until the distribution-free 80 % confidence interval of the median is
-within +-10 % of it (:func:`median_precision`) or ``12 x runs`` were drawn (60 with the
+only: at least two batches of ``runs``, then more until the distribution-free 80 % confidence
+interval of the median is within +-10 % of it (:func:`median_precision`) or ``12 x runs`` were drawn (60 with the
 default 5: where one run's error is spread widely, as EMS at LDP eps 0.5 on Adult ages, 20 runs
 leave the median uncertain by +-15-25 %). If that error is above
 the runner-up's, the runner-up is confirmed the same way and the lower of the two confirmed errors
@@ -153,6 +153,9 @@ PER_USER_BUDGET = 5e7
 #: confidence interval is within +-CONFIRM_PRECISION of it, or CONFIRM_FACTOR x runs were drawn
 CONFIRM_PRECISION = 0.1
 CONFIRM_FACTOR = 12
+#: ... and at least this many batches: with 5 runs the order-statistic interval is the whole range,
+#: which five lucky runs can make narrow (seen at LDP eps 0.5 on Adult ages, n = 10^5)
+CONFIRM_MIN_BATCHES = 2
 #: normal draws of the analytic model (fewer on grids, where each EMD is a linear program)
 DRAWS = 400
 GRID_DRAWS = 100
@@ -785,7 +788,8 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
         t0 = time.perf_counter()
         gen = _candidate_rng(base, name + "|confirm")
         errors = _simulate(mech, domain, theta, n, error, row.estimator, runs, gen)
-        while errors.size < CONFIRM_FACTOR * runs and median_precision(errors) > CONFIRM_PRECISION:
+        while errors.size < CONFIRM_FACTOR * runs and (errors.size < CONFIRM_MIN_BATCHES * runs
+                                                       or median_precision(errors) > CONFIRM_PRECISION):
             errors = np.concatenate([errors, _simulate(mech, domain, theta, n, error, row.estimator, runs, gen)])
         row.ranked_on = row.error
         row.error, row.lower, row.upper = _summary(errors, runs)
