@@ -184,10 +184,52 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--max-seconds", type=float, default=300.0)
     ap.add_argument("--no-restart", action="store_true")
+    ap.add_argument("--both", action="store_true", help="SQLite and PostgreSQL in interleaved rounds, medians")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=None, help="with --both: also write the JSON here (atomically)")
     a = ap.parse_args()
     if not (1 <= a.clients <= 64 and 1 <= a.batches <= 10_000 and 1 <= a.size <= 100_000):
         raise SystemExit("bounds: 1-64 clients, 1-10,000 batches, 1-100,000 reports per batch")
-    print(json.dumps(run(a.backend, a.clients, a.batches, a.size, a.max_seconds, not a.no_restart), indent=2))
+    if not a.both:
+        print(json.dumps(run(a.backend, a.clients, a.batches, a.size, a.max_seconds, not a.no_restart), indent=2))
+        return
+    # both backends, interleaved rounds, medians (make bench-service -> benchmarks/results-service.json)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _common import machine
+    rounds: dict = {"sqlite": [], "postgresql": []}
+    for _ in range(a.rounds):
+        for backend in rounds:
+            rounds[backend].append(run(backend, a.clients, a.batches, a.size, a.max_seconds, not a.no_restart))
+
+    def med(rs, *keys):
+        vals = []
+        for r in rs:
+            v = r
+            for key in keys:
+                v = None if v is None else v.get(key)
+            if v is not None:
+                vals.append(float(v))
+        return float(np.median(vals)) if vals else None
+
+    summary = {b: {"rounds": len(rs),
+                   "median_ingest_rate_before_kill_reports_per_s": med(rs, "ingest_rate_before_kill_reports_per_s"),
+                   "median_ingest_rate_overall_reports_per_s": med(rs, "ingest_rate_overall_reports_per_s"),
+                   "median_p50_ms_outside_restart": med(rs, "latency_ms_outside_restart", "p50"),
+                   "median_p99_ms_outside_restart": med(rs, "latency_ms_outside_restart", "p99"),
+                   "median_restart_downtime_s": med(rs, "restart_downtime_s"),
+                   "range_ingest_rate_before_kill": [min(r["ingest_rate_before_kill_reports_per_s"] or 0 for r in rs),
+                                                     max(r["ingest_rate_before_kill_reports_per_s"] or 0 for r in rs)],
+                   "lost_reports_total": sum(r["lost_reports"] for r in rs),
+                   "double_counted_reports_total": sum(r["double_counted_reports"] for r in rs)}
+               for b, rs in rounds.items()}
+    doc = {"benchmark": "service", "machine": machine(), "summary": summary, "runs": rounds}
+    text = json.dumps(doc, indent=2)
+    if a.out:
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, a.out)
+    print(text)
 
 
 if __name__ == "__main__":
