@@ -168,8 +168,8 @@ def _summary(rounds: list[dict]) -> dict:
     return out
 
 
-def run(quick: bool = False) -> dict:
-    sizes = [10 ** 5] if quick else [10 ** 7, 10 ** 8]
+def run(quick: bool = False, sizes: list[int] | None = None) -> dict:
+    sizes = sizes or ([10 ** 5] if quick else [10 ** 7, 10 ** 8])
     rounds = 1 if quick else 3
     n_em = 10 ** 4 if quick else 10 ** 6
     out = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rounds": rounds, "machine": machine(),
@@ -226,5 +226,13 @@ def run(quick: bool = False) -> dict:
     return out
 
 
+def _sizes_flag() -> list[int] | None:
+    """``--sizes=10000000,100000000``: the report counts to measure (default 10^7 and 10^8)."""
+    for arg in sys.argv[1:]:
+        if arg.startswith("--sizes="):
+            return [int(float(v)) for v in arg.split("=", 1)[1].split(",") if v]
+    return None
+
+
 if __name__ == "__main__":
-    emit(run(quick_flag()))
+    emit(run(quick_flag(), _sizes_flag()))
