@@ -45,21 +45,8 @@ def _free_port() -> int:
 
 
 def _start(db: str, port: int, log: Path) -> subprocess.Popen:
-    import httpx
-    env = {**os.environ, "LOCALPRIV_ADMIN_TOKEN": ADMIN, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli", "serve", "--db", db, "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited: {log.read_text()[-1000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("server did not start within 60 s")
+    from localpriv.service import launch
+    return launch(db, port, log, ADMIN)
 
 
 def run(backend: str = "sqlite", clients: int = 4, batches: int = 50, size: int = 1000,

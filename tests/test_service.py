@@ -347,21 +347,8 @@ def _free_port() -> int:
 
 
 def _start(db: str, port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "LOCALPRIV_ADMIN_TOKEN": ADMIN, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli", "serve", "--db", db, "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
-    import httpx
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("server did not start within 60 s")
+    from localpriv.service import launch
+    return launch(db, port, log, ADMIN)
 
 
 def test_sigkill_in_the_middle_loses_and_doubles_nothing(db_url, tmp_path):

@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 
-__all__ = ["serve", "DEFAULT_DB"]
+__all__ = ["serve", "launch", "DEFAULT_DB"]
 
 #: The database ``localpriv serve`` uses without ``--db``: an SQLite file in the current folder.
 DEFAULT_DB = "localpriv-collector.sqlite"
@@ -60,3 +60,33 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
         uvicorn.run(app, host=host, port=int(port), log_level="warning", access_log=False)
     finally:
         store.close()
+
+
+def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
+    """Start ``localpriv serve`` in a child process on loopback and wait until ``/healthz``
+    answers (tests, the load test, supervisors). Returns the :class:`subprocess.Popen`; the
+    server's stderr is appended to ``log``. Raises :class:`~localpriv.LocalPrivError` (one line,
+    the end of the log) if it exits or does not answer within ``timeout`` seconds."""
+    import subprocess
+    import time
+
+    import httpx
+
+    from .._validation import LocalPrivError
+    env = {**os.environ, "LOCALPRIV_ADMIN_TOKEN": admin_token, "OPENBLAS_NUM_THREADS": "1"}
+    with open(log, "ab") as err:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli", "serve", "--db", db, "--host", "127.0.0.1",
+                                 "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = open(log, "rb").read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            raise LocalPrivError(f"the server exited (code {proc.returncode}): {tail[-1] if tail else 'no output'}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise LocalPrivError(f"the server did not answer on port {port} within {timeout:g} s")
