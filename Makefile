@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser bench bench-service bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser bench bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -59,6 +59,10 @@ bench-uncertainty: $(STAMP)
 # (-> benchmarks/results-spark.json, read by docs/scale.md; run it on a quiet machine)
 bench-spark: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py spark
+
+# issue 20's numbers in docs/numeric.md (Adult age and hours-per-week; minutes on one core)
+numeric-evidence: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
 
 # the collector service's load test (issue 23): SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
 bench-service: $(STAMP)

@@ -1,7 +1,8 @@
 """Issue 20 measurements for docs/numeric.md: Adult age and hours-per-week, n = 48,842.
 
-Run from the repository root: `nice .venv/bin/python notes/issue-20-numeric.py` (about 8 minutes on
-a shared 2-core machine); writes /tmp/t/measure.json and prints it.
+Run by `make numeric-evidence` (about 8 minutes on a shared 2-core machine): writes
+docs/results/numeric.json (atomically) and prints it. Seeds 0..RUNS-1; the data are the shared
+Adult files.
 """
 import json, time
 import numpy as np, pandas as pd
@@ -46,6 +47,7 @@ for attr, (values, spec) in data.items():
         print(attr, eps, flush=True)
     out[attr] = res
 import pathlib
-pathlib.Path("/tmp/t").mkdir(exist_ok=True)
-json.dump(out, open("/tmp/t/measure.json", "w"), indent=1)
+from localpriv.formats import atomic_output
+with atomic_output(pathlib.Path("docs/results/numeric.json")) as tmp:
+    tmp.write_text(json.dumps(out, indent=1))
 print(json.dumps(out, indent=1))
