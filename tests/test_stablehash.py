@@ -1,0 +1,66 @@
+"""The stable hash (issue 20 item 4): XXH64 as published, checked against the reference package."""
+import numpy as np
+import pyarrow as pa
+import pytest
+import xxhash
+from hypothesis import given, settings, strategies as st
+
+from localpriv._validation import LocalPrivError
+from localpriv.stablehash import TEST_VECTORS, hash_keys, hash_strings, to_range
+
+
+def _ref(value, seed):
+    data = value.encode("utf-8") if isinstance(value, str) else int(value).to_bytes(8, "little")
+    return xxhash.xxh64_intdigest(data, seed)
+
+
+def test_published_vectors():
+    for value, seed, expected in TEST_VECTORS:
+        assert _ref(value, seed) == expected
+        got = hash_strings([value], seed) if isinstance(value, str) else hash_keys(
+            np.array([value], dtype=np.uint64), seed)
+        assert int(got[0]) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=80), max_size=20), st.integers(0, 2 ** 64 - 1))
+def test_strings_match_reference(values, seed):
+    assert [int(h) for h in hash_strings(values, seed)] == [_ref(v, seed) for v in values]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2 ** 64 - 1), min_size=1, max_size=20), st.integers(0, 2 ** 64 - 1))
+def test_keys_match_reference(keys, seed):
+    got = hash_keys(np.array(keys, dtype=np.uint64), np.uint64(seed))
+    assert [int(h) for h in got] == [_ref(k, seed) for k in keys]
+
+
+def test_keys_and_seeds_broadcast():
+    keys = np.arange(5, dtype=np.uint64)
+    seeds = np.array([3, 9], dtype=np.uint64)
+    table = hash_keys(keys[None, :], seeds[:, None])
+    assert table.shape == (2, 5)
+    assert int(table[1, 4]) == _ref(4, 9)
+
+
+def test_sliced_and_chunked_arrow_input():
+    arr = pa.chunked_array([["ab", "cd"], ["efg", "h", "ijkl"]]).combine_chunks().slice(1, 3)
+    assert [int(h) for h in hash_strings(arr, 5)] == [_ref(v, 5) for v in ["cd", "efg", "h"]]
+
+
+def test_refusals():
+    with pytest.raises(LocalPrivError, match="1 of 3 values are missing"):
+        hash_strings(["a", None, "b"])
+    with pytest.raises(LocalPrivError, match="must be strings"):
+        hash_strings([1, 2])
+    with pytest.raises(LocalPrivError, match=">= 0"):
+        hash_keys(np.array([-1]))
+    with pytest.raises(LocalPrivError, match="m must be"):
+        to_range(np.zeros(2, dtype=np.uint64), 0)
+
+
+def test_to_range_is_near_uniform():
+    h = hash_keys(np.arange(200_000, dtype=np.uint64), 11)
+    counts = np.bincount(to_range(h, 10), minlength=10)
+    # multinomial sd of each count: sqrt(2e5 * 0.1 * 0.9) = 134; 6 sd
+    assert np.all(np.abs(counts - 20_000) < 6 * 134)
