@@ -22,6 +22,13 @@ def test_fig1_quick(tmp_path):
     # seed 001 Fig. 1: IBU is far better than both INV variants, INV-P better than INV-N
     assert res["emd"]["ibu"] < 0.5 * min(res["emd"]["inv-n"], res["emd"]["inv-p"])
     assert res["emd"]["inv-p"] < res["emd"]["inv-n"]
+    # issue 21: the certified MLE beside EM at its stopping rule, EMDs along the iterations and
+    # run-to-run intervals over the (quick: 2) runs
+    assert res["runs"] == 2 and len(res["emd_runs"]["mle"]) == 2
+    iv = res["emd_interval"]["ibu"]
+    assert iv["lo"] <= iv["mean"] <= iv["hi"] and iv["runs"] == 2
+    assert set(res["ibu_emd_along_iterations"]) >= {"10", "100", "1000"}
+    assert abs(sum(res["estimates"]["mle"]) - 1) < 1e-9
 
 
 def test_fig8_quick(tmp_path):
@@ -33,6 +40,8 @@ def test_fig8_quick(tmp_path):
     assert e["ibu"] < e["inv-p"] < e["inv-n"]
     assert abs(e["noisy"] - 0.7658) < 0.02
     assert abs(res["epsilon_geo_from_channel"] - 1.0) < 1e-9
+    close = res["closest_to_paper_ibu"]
+    assert str(close["iteration"]) in res["ibu_emd_along_iterations"] and close["paper"] == 0.16995
 
 
 def test_fig9_quick(tmp_path):

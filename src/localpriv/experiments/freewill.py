@@ -15,7 +15,9 @@ aggregated reports); the sample sizes of the seed's figures are not stated, we s
 The error is the earth mover's distance (seed 003 section 7): |x - y| on the line, km on the grid.
 Verdicts, per space: ratio of an estimator's mean EMD to GIBU's at the largest n: <= 1.25
 Excellent, <= 2 Good, else Bad (the better post-processing of N/P is used for INV and RAP); NA
-when the estimator does not apply (singular channel).
+when the estimator does not apply (singular channel). Every ratio carries its 95 % run-to-run
+interval (paired runs, :mod:`localpriv.experiments.spread`); a verdict whose interval straddles
+1.25 or 2 is reported as ``undecided (...)`` (issue 21), the point verdict kept beside it.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from ..metrics import emd_line
 from ..planar import GridDomain
 from ..plotting import plt, save
 from .runner import Experiment, register_experiment
+from .spread import banded_verdict, ratio_interval
 
 # ---- the seed's mechanism tables (Appendix A) -------------------------------------------------
 TABLE_IV = {"high": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
@@ -149,6 +152,23 @@ R_NAMES = ["inv-n-r", "inv-p-r", "ibu-r"]
 M_NAMES = ["inv-n-m", "inv-p-m", "ibu-m", "gibu"]
 
 
+VERDICT_BANDS = [(1.25, "Excellent"), (2.0, "Good"), (float("inf"), "Bad")]
+
+
+def _verdict_cell(runs: dict, names) -> dict:
+    """Ratio of the better of ``names`` (lower mean EMD over the runs) to GIBU's, with its
+    run-to-run interval (:func:`localpriv.experiments.spread.ratio_interval`, paired runs) and
+    the verdict of the whole interval; ``undecided (...)`` when it straddles 1.25 or 2."""
+    means = {nm: _mean_or_none(runs[nm]) for nm in names if nm in runs}
+    means = {nm: v for nm, v in means.items() if v is not None}
+    if not means:
+        return {"ratio": None, "lo": None, "hi": None, "runs": 0, "verdict": "NA", "verdict_point": "NA"}
+    best = min(means, key=means.get)
+    iv = ratio_interval(runs[best], runs["gibu"])
+    return {**iv, "estimator": best, "verdict": banded_verdict(iv, VERDICT_BANDS),
+            "verdict_point": verdict(iv["ratio"])}
+
+
 def _mean_or_none(vals):
     vals = [v for v in vals if v is not None]
     return float(np.mean(vals)) if vals else None
@@ -156,7 +176,7 @@ def _mean_or_none(vals):
 
 def _compute1(params, rng, progress):
     ns = [int(n) for n in params["ns"]]
-    results = {"emd": {}, "errors": {}, "privacy": {}, "table": {}, "paper": PAPER_TABLE1}
+    results = {"emd": {}, "emd_runs": {}, "errors": {}, "privacy": {}, "table": {}, "paper": PAPER_TABLE1}
     jobs = [(sc, sp) for sc in params["scenarios"] for sp in params["spaces"]]
     for scenario, space in progress(jobs, "scenarios"):
         dom, theta, D, dist = _setting(space, params, scenario)
@@ -179,6 +199,8 @@ def _compute1(params, rng, progress):
                     results["errors"][f"{scenario}/{space}/{name}"] = msg
         results["emd"][f"{scenario}/{space}"] = {
             name: [_mean_or_none(row) for row in rows] for name, rows in table.items()}
+        # every run's EMD at the largest n: the verdicts' intervals (issue 21)
+        results["emd_runs"][f"{scenario}/{space}"] = {name: rows[-1] for name, rows in table.items()}
     # verdicts at the largest n, per space (R columns: linear only, as in the seed's Figs. 3-6)
     for scenario in params["scenarios"]:
         row = {}
@@ -187,13 +209,10 @@ def _compute1(params, rng, progress):
                                    ("[IBU]M", ["ibu-m"], params["spaces"]), ("GIBU", ["gibu"], params["spaces"])):
             cell = {}
             for sp in spaces:
-                e = results["emd"].get(f"{scenario}/{sp}")
+                e = results["emd_runs"].get(f"{scenario}/{sp}")
                 if e is None:
                     continue
-                g = e["gibu"][-1]
-                vals = [e[nm][-1] for nm in names if nm in e and e[nm][-1] is not None]
-                ratio = min(vals) / g if vals and g else None
-                cell[sp] = {"ratio": ratio, "verdict": verdict(ratio)}
+                cell[sp] = _verdict_cell(e, names)
             row[col] = cell
         results["table"][scenario] = row
     results["ns"] = ns
@@ -266,7 +285,7 @@ def _compute2(params, rng, progress):
     k = params["k"]
     theta = stats.binom.pmf(np.arange(k), k - 1, 0.5)
     ns = [int(n) for n in params["ns"]]
-    results = {"emd": {}, "table": {}, "paper": PAPER_TABLE2, "ns": ns}
+    results = {"emd": {}, "emd_runs": {}, "table": {}, "paper": PAPER_TABLE2, "ns": ns}
     for regime in progress(params["regimes"], "regimes"):
         eps = TABLE_IV[regime]
         table = {name: [[] for _ in ns] for name in T2_NAMES}
@@ -278,12 +297,10 @@ def _compute2(params, rng, progress):
                 for name in T2_NAMES:
                     table[name][i].append(emd_line(theta, ests[name]))
         results["emd"][regime] = {name: [float(np.mean(r)) for r in rows] for name, rows in table.items()}
-        e = results["emd"][regime]
-        g = e["gibu"][-1]
+        results["emd_runs"][regime] = {name: rows[-1] for name, rows in table.items()}
         row = {}
         for col, names in (("[RAP]R", ["rap-n-r", "rap-p-r"]), ("[RAP]M", ["rap-n-m", "rap-p-m"]), ("GIBU", ["gibu"])):
-            ratio = min(e[nm][-1] for nm in names) / g
-            row[col] = {"ratio": ratio, "verdict": verdict(ratio)}
+            row[col] = _verdict_cell(results["emd_runs"][regime], names)
         results["table"][regime] = row
     return results
 

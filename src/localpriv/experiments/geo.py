@@ -12,8 +12,8 @@ INV-P and IBU, and measure the EMD to the true distribution (years on the line, 
 
 Choices (documented in docs/geo.md):
 
-* the age alphabet is 0..99 (seed 001 section 7.1 says "0 and 9999", a typo: Fig. 1 and section
-  7.6 use k = 100);
+* the age alphabet is 0..99 (our text of seed 001 section 7.1 reads "0 and 9999", an artefact of
+  the text extraction, not of the paper: Fig. 1 and section 7.6 use k = 100);
 * INV needs a square channel, so the linear mechanisms are the versions truncated to the
   alphabet: ``geometric(eps,lo=0,hi=99)`` (seed 001 Eq. 7), ``laplace(eps,bins=1.0,lo=0,hi=99)``
   (Laplace noise rounded to the nearest age, ends clamped); the planar ones are clamped to the
@@ -42,6 +42,7 @@ from ..planar import emd_grid, manhattan_cells
 from ..plotting import distributions_figure, plt, save
 from ..projection import clip_normalize, project_simplex
 from .runner import Experiment, register_experiment
+from .spread import mean_interval
 
 __all__ = ["run_once", "inv_vector", "ESTIMATORS"]
 
@@ -90,10 +91,13 @@ def inv_vector(mech, counts) -> tuple[np.ndarray, float]:
 
 
 def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
-             keep_distributions=False, checkpoints=(), accelerate="none", stop="loglik") -> dict:
+             keep_distributions=False, checkpoints=(), accelerate="none", stop="loglik",
+             mle=False) -> dict:
     """One obfuscation-estimation round: EMD to ``truth`` of the noisy histogram and of each
     estimator (``inv-n``, ``inv-p``, ``ibu``); ``checkpoints``: IBU iterations at which the EMD of
-    the current IBU iterate is also recorded (``ibu_emd_at``)."""
+    the current IBU iterate is also recorded (``ibu_emd_at``); ``mle``: also the certified
+    maximum-likelihood estimate (the library's default EM, ``mle``) on the same reports, so that
+    "IBU" as the seed ran it (EM stopped by its rule or cap) and the MLE stand side by side."""
     z = mech.sample(x, rng)
     counts = np.bincount(z, minlength=mech.n_outputs).astype(float)
     noisy = counts / counts.sum()
@@ -116,6 +120,8 @@ def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
     res = em(blocks, mech.k, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop,
              callback=watch if marks else None)
     est["ibu"] = res.theta
+    if mle:
+        est["mle"] = em(blocks, mech.k).theta  # certified accelerated maximum (issue 17 defaults)
     out = {"emd": {"noisy": emd(truth, noisy) if noisy.size == truth.size else None,
                    **{k: emd(truth, e) for k, e in est.items()}},
            "ibu_iterations": res.iterations, "ibu_converged": res.converged, "cond": cond,
@@ -191,30 +197,58 @@ def _fig1_compute(params, rng, progress):
     first = None
     for _ in progress(range(params["runs"]), "runs"):
         r = run_once(mech, x, truth, rng, emd, domain, params["delta"], params["max_iter"],
-                     keep_distributions=first is None,
-                     checkpoints=params["checkpoints"] if first is None else (),
-                     accelerate=params["accelerate"], stop=params["stop"])
+                     keep_distributions=first is None, checkpoints=params["checkpoints"],
+                     accelerate=params["accelerate"], stop=params["stop"], mle=params.get("mle", False))
         first = first or r
-        runs.append(r["emd"])
+        runs.append(r)
     out = {"n": int(x.size), "truth": truth, "noisy": first["noisy"], "estimates": first["estimates"],
            "emd": first["emd"], "epsilon_geo_from_channel": mech.epsilon_geo(),
            "ibu_iterations": first["ibu_iterations"], "cond": first["cond"],
-           "ibu_emd_at_iteration": first["ibu_emd_at"],
-           "emd_runs": {m: [r[m] for r in runs] for m in ("noisy",) + ESTIMATORS}}
-    out["emd_mean"] = {m: float(np.mean(v)) for m, v in out["emd_runs"].items()}
+           **_spread_of_runs(runs, params)}
     return out
 
 
-# one obfuscation-estimation round, seed 001 Algorithm 1's stopping rule, IBU's EMD recorded at
-# these iterations (figs. 1 and 8)
-SINGLE_RUN = {"runs": 1, "delta": 1e-6, "max_iter": 10_000, "accelerate": "none", "stop": "loglik",
-              "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]}
+def _spread_of_runs(runs, params) -> dict:
+    """Per-run EMDs, their means with 95 % run-to-run intervals, and IBU's EMD along the
+    iterations (mean and interval at each checkpoint) -- figs. 1 and 8 (issue 21, items 2-3)."""
+    names = ("noisy",) + ESTIMATORS + (("mle",) if params.get("mle") else ())
+    emd_runs = {m: [r["emd"][m] for r in runs] for m in names}
+    along = {}
+    for c in params["checkpoints"]:
+        vals = [r["ibu_emd_at"].get(int(c)) for r in runs]
+        if all(v is not None for v in vals):  # every run reached this iteration
+            along[str(int(c))] = mean_interval(vals)
+    return {"runs": len(runs), "emd_runs": emd_runs,
+            "emd_mean": {m: float(np.mean(v)) for m, v in emd_runs.items()},
+            "emd_interval": {m: mean_interval(v) for m, v in emd_runs.items()},
+            "ibu_emd_at_iteration": runs[0]["ibu_emd_at"],
+            "ibu_iterations_runs": [int(r["ibu_iterations"]) for r in runs],
+            "ibu_converged_runs": [bool(r["ibu_converged"]) for r in runs],
+            "ibu_emd_along_iterations": along}
+
+
+def _closest_iteration(out, paper_value) -> dict:
+    """The checkpoint whose mean EMD is closest to the paper's IBU number (which of the seed's
+    unstated IBU settings its figure most likely used)."""
+    along = out["ibu_emd_along_iterations"]
+    if not along:
+        return {}
+    it = min(along, key=lambda c: abs(along[c]["mean"] - paper_value))
+    return {"iteration": int(it), **along[it], "paper": paper_value}
+
+
+# seed 001 Algorithm 1's stopping rule (delta 1e-6, cap 10^4), 20 runs (new reports of the same
+# users) for the run-to-run spread; IBU's EMD recorded at these iterations and the certified MLE
+# beside it: the seed does not say where its IBU stopped (figs. 1 and 8)
+SINGLE_RUN = {"runs": 20, "delta": 1e-6, "max_iter": 10_000, "accelerate": "none", "stop": "loglik",
+              "mle": True, "checkpoints": [10, 100, 300, 1000, 2000, 5000, 10_000]}
 
 
 def _fig1_plot(results, params, path):
+    shown = ESTIMATORS + (("mle",) if "mle" in results["estimates"] else ())
     series = {"truth": results["truth"], "noisy": results["noisy"],
-              **{m.upper(): results["estimates"][m] for m in ESTIMATORS}}
-    notes = {("truth" if k == "truth" else k.upper() if k in ESTIMATORS else k): f"EMD {v:.3f} years"
+              **{m.upper(): results["estimates"][m] for m in shown}}
+    notes = {("truth" if k == "truth" else k.upper() if k in shown else k): f"EMD {v:.3f} years"
              for k, v in results["emd"].items()}
     distributions_figure(np.arange(100), {k: np.asarray(v) for k, v in series.items()}, path,
                          title=f"UCI Adult ages (n={results['n']}), {params['mechanism']} (seed 001 Fig. 1)",
@@ -226,7 +260,7 @@ register_experiment(Experiment(
     description="Adult ages 0..99 under the linear geometric mechanism eps=0.05 (truncated to 0..99): "
                 "INV-N vs INV-P vs IBU",
     defaults={"mechanism": "geometric(eps=0.05,lo=0,hi=99)", **SINGLE_RUN},
-    quick={"max_iter": 2_000},
+    quick={"max_iter": 2_000, "runs": 2},
     compute=_fig1_compute,
     plot=_fig1_plot,
     reference="seed 001 section 7.1, Fig. 1",
@@ -242,19 +276,17 @@ def _fig8_compute(params, rng, progress):
     runs, first = [], None
     for _ in progress(range(params["runs"]), "runs"):
         r = run_once(mech, x, truth, rng, emd, domain, params["delta"], params["max_iter"],
-                     keep_distributions=first is None,
-                     checkpoints=params["checkpoints"] if first is None else (),
-                     accelerate=params["accelerate"], stop=params["stop"])
+                     keep_distributions=first is None, checkpoints=params["checkpoints"],
+                     accelerate=params["accelerate"], stop=params["stop"], mle=params.get("mle", False))
         first = first or r
-        runs.append(r["emd"])
+        runs.append(r)
     out = {"n": int(x.size), "grid": {"nrows": domain.nrows, "ncols": domain.ncols, "cell_km": domain.cell_km,
                                       "lat0": domain.lat0, "lon0": domain.lon0},
            "truth": truth, "noisy": first["noisy"], "estimates": first["estimates"], "emd": first["emd"],
            "epsilon_geo_from_channel": mech.epsilon_geo(), "ibu_iterations": first["ibu_iterations"],
-           "ibu_emd_at_iteration": first["ibu_emd_at"],
-           "cond": first["cond"], "emd_runs": {m: [r[m] for r in runs] for m in ("noisy",) + ESTIMATORS},
+           "cond": first["cond"], **_spread_of_runs(runs, params),
            "paper_emd": {"noisy": 0.7658, "inv-p": 0.5862, "inv-n": 0.7832, "ibu": 0.16995}}
-    out["emd_mean"] = {m: float(np.mean(v)) for m, v in out["emd_runs"].items()}
+    out["closest_to_paper_ibu"] = _closest_iteration(out, 0.16995)
     return out
 
 
@@ -265,8 +297,11 @@ def _fig8_plot(results, params, path):
             "IBU": results["estimates"]["ibu"]}
     emds = {"noisy": results["emd"]["noisy"], "INV-N": results["emd"]["inv-n"],
             "INV-P": results["emd"]["inv-p"], "IBU": results["emd"]["ibu"]}
+    if "mle" in results["estimates"]:
+        maps["MLE"] = results["estimates"]["mle"]
+        emds["MLE"] = results["emd"]["mle"]
     vmax = max(float(np.max(v)) for v in maps.values())
-    fig, axes = plt.subplots(1, 5, figsize=(15, 4.6))
+    fig, axes = plt.subplots(1, len(maps), figsize=(3 * len(maps), 4.6))
     extent = (0, g["ncols"] * g["cell_km"], 0, g["nrows"] * g["cell_km"])
     for ax, (name, dist) in zip(axes, maps.items()):
         im = ax.imshow(np.asarray(dist).reshape(g["nrows"], g["ncols"]), origin="lower", extent=extent,
@@ -285,7 +320,7 @@ register_experiment(Experiment(
     description="Gowalla check-ins on the 20x14 Manhattan grid (0.5 km) under the truncated planar "
                 "geometric mechanism eps=1.0: original, noisy, INV-N, INV-P, IBU with EMDs",
     defaults={"mechanism": "planar-geometric(eps=1.0)", **SINGLE_RUN},
-    quick={"max_iter": 2_000},
+    quick={"max_iter": 2_000, "runs": 2},
     compute=_fig8_compute,
     plot=_fig8_plot,
     reference="seed 001 section 7.2, Fig. 8",
