@@ -36,6 +36,11 @@ def test_table53(tmp_path):
     se = np.sqrt((c["std"] ** 2 + lap["std"] ** 2) / (runs - 1))
     assert c["mean"] >= lap["mean"] - 3 * se
     assert r["epsilon_per_user"]["rr"] > r["epsilon_per_user"]["modified"]  # composition over a view
+    # scored the thesis's way too: against the network GreedyBayes learns from the clean records
+    v = r["summary_vs_clean_network"]
+    assert set(v) == {"modified", "rr", "laplace"}
+    iv = v["rr"]["acc"]["interval"]
+    assert iv["runs"] == runs and iv["lo"] <= v["rr"]["acc"]["mean"] <= iv["hi"]
 
 
 def test_table54(tmp_path):

@@ -180,8 +180,13 @@ def _boxpanel(ax, panel, title):
         for b in bp["boxes"]:
             b.set_facecolor(colors[m])
         ax.plot([], [], color=colors[m], lw=6, label=m.upper())
-    ax.set_xticks(np.arange(len(eps)), [f"{e:g}" for e in eps], fontsize=7)
-    ax.set_xlabel("eps", fontsize=8)
+    # the metric level computed from each channel, where it differs from the nominal eps (the
+    # exponential mechanism's is below it, issue 21): "nominal (computed)"
+    computed = panel.get("epsilon_geo_from_channel", [None] * len(eps))
+    differs = any(c is not None and abs(c - e) > 1e-6 * e for c, e in zip(computed, eps))
+    labels = [f"{e:g}\n({c:.3g})" if differs and c is not None else f"{e:g}" for e, c in zip(eps, computed)]
+    ax.set_xticks(np.arange(len(eps)), labels, fontsize=7)
+    ax.set_xlabel("eps (computed metric level)" if differs else "eps", fontsize=8)
     ax.set_ylabel("EMD (years)" if panel["data"] == "ages" else "EMD (km)", fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
