@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser bench bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser reproduce bench bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,11 @@ browser: $(BROWSER_STAMP)
 
 test: $(STAMP) $(BROWSER_STAMP)
 	$(PY) -m pytest -n 2 -q
+
+# issue 21: every reproduction of the README's table with its defaults (hours on 2 cores), then the
+# table between the README's markers rewritten from their JSON (docs/results/repro/*.json)
+reproduce: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/reproduce_all.py --out docs/results/repro
 
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run_all.py

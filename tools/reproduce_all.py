@@ -1,0 +1,55 @@
+"""Run every reproduction of the README's table and regenerate the table (issue 21, item 4).
+
+    python tools/reproduce_all.py [--out docs/results/repro] [--only NAME ...] [--table-only]
+                                  [--keep-missing] [--readme README.md]
+
+Each experiment runs with its defaults (the paper's settings) through the one runner, writing
+``OUT/NAME.json`` and ``OUT/NAME.png``; then the README's table between its markers is rewritten
+from every JSON in OUT (:mod:`localpriv.experiments.table`). ``--keep-missing`` keeps the old row,
+marked "(not rerun)", for experiments that have no JSON yet.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from localpriv._validation import LocalPrivError
+from localpriv.experiments import run_experiment
+from localpriv.experiments.table import ROWS, rewrite_readme
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="docs/results/repro")
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--keep-missing", action="store_true")
+    ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    names = [n for row in ROWS for n in row.names]
+    names = list(dict.fromkeys(names))
+    if a.only:
+        unknown = sorted(set(a.only) - set(names))
+        if unknown:
+            print(f"error: not in the table: {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        names = [n for n in names if n in a.only]
+    try:
+        if not a.table_only:
+            for i, name in enumerate(names, 1):
+                t = time.perf_counter()
+                print(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
+                run_experiment(name, a.out, seed=a.seed)
+                print(f"[{i}/{len(names)}] {name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+        rewrite_readme(a.readme, a.out, keep_missing=a.keep_missing)
+    except LocalPrivError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"rewrote the reproduction table of {a.readme} from {a.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
