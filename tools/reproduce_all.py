@@ -11,12 +11,14 @@ marked "(not rerun)", for experiments that have no JSON yet.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 
 from localpriv._validation import LocalPrivError
 from localpriv.experiments import run_experiment
-from localpriv.experiments.table import ROWS, rewrite_readme
+from localpriv.experiments.table import ROWS, dbsec_tables, rewrite_block, rewrite_readme
 
 
 def main(argv=None) -> int:
@@ -44,6 +46,11 @@ def main(argv=None) -> int:
                 run_experiment(name, a.out, seed=a.seed)
                 print(f"[{i}/{len(names)}] {name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         rewrite_readme(a.readme, a.out, keep_missing=a.keep_missing)
+        for name in ("dbsec-one-time", "dbsec-longitudinal"):  # docs/oracles.md's tables
+            path = Path(a.out) / f"{name}.json"
+            if path.exists():
+                rewrite_block(Path(a.readme).parent / "docs" / "oracles.md", name,
+                              dbsec_tables(json.loads(path.read_text())))
     except LocalPrivError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
