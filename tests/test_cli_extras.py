@@ -116,7 +116,7 @@ def test_cli_analyze_consistency_json_and_plot(tmp_path):
     r = CliRunner().invoke(app, ["analyze", "-m", "krr(k=3,eps=1.0)", "--consistency", "--runs", "4",
                                  "--plot", str(tmp_path / "c.png"), "--json"])
     assert r.exit_code == 0, r.output
-    rep = json.loads(r.output)
+    rep = json.loads(r.stdout)
     assert rep["consistency verdict"] == "consistent"
     study = rep["convergence study"]
     assert study["n"] == [1000, 4000, 16000, 64000] and len(study["mse"]) == 4
@@ -128,7 +128,7 @@ def test_cli_analyze_flags_non_identifiable():
     r = CliRunner().invoke(app, ["analyze", "-m", "shokri(q=2.0)", "-d", "0..19", "--consistency",
                                  "--runs", "2", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["consistency verdict"] == "not identifiable"
+    assert json.loads(r.stdout)["consistency verdict"] == "not identifiable"
 
 
 def test_cli_list_names_every_registry():

@@ -47,7 +47,7 @@ def test_mechanism_prints_a_rounded_table_and_exact_json():
     assert "epsilon_geo (from channel)" in r.output and "1.0000000000000002" not in r.output
     assert "┌" in r.output and "46.51" in r.output  # a Rich table, 4 significant digits
     r = invoke("mechanism", "krr(k=10,eps=1.0)", "-d", "0..9", "--json", "--show")
-    rep = json.loads(r.output)
+    rep = json.loads(r.stdout)
     assert rep["spec"] == "krr(k=10,eps=1.0)" and isinstance(rep["epsilon_ldp (from channel)"], float)
     assert rep["epsilon_geo (from channel)"] == pytest.approx(1.0, abs=1e-12)
     assert np.asarray(rep["channel"]).shape == (10, 10)
