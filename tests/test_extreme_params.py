@@ -56,6 +56,9 @@ SPECIAL = {
                          [2, 3], "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
     "planar-laplace": (lambda k, e: (f"planar-laplace(eps={e!r},nrows=1,ncols={k},cell_km=1.0)", None),
                        [2, 3], "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
+    # issue 20: RAPPOR's PRR at eps_inf = 2h log((1-f/2)/(f/2)) = e, i.e. f = 2/(1+e^{e/4}) with h = 2
+    "rappor": (lambda k, e: (f"rappor(k={k},m=8,h=2,cohorts=2,f={float(2 * np.exp(-np.logaddexp(0.0, e / 4)))!r},"
+                             "p=0.25,q=0.75)", None), KS, ""),
 }
 
 

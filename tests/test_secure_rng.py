@@ -44,6 +44,8 @@ BUILD = {
     "pm": ("pm(k=6,eps=1.0)", None),
     "hm": ("hm(k=6,eps=1.0)", None),
     "duchi": ("duchi(k=6,eps=1.0)", None),
+    # issue 20: Bloom-filter RAPPOR
+    "rappor": ("rappor(k=6,m=16,h=2,cohorts=4)", None),
 }
 #: more variants for mechanisms whose versions sample differently
 EXTRA = ["geometric(k=6,eps=0.5)", "laplace(k=6,eps=0.5,bins=1.0,lo=0,hi=5)", "laplace(k=6,eps=0.5,bins=1.0)"]

@@ -167,7 +167,8 @@ _PURE = ("krr", "oue", "olh", "ss")
 #: the oracles whose analytic model is exact up to the central limit theorem (OLH's assumes a
 #: 3-wise independent hash family; ours, Carter-Wegman's linear one, is only 2-wise independent)
 _ANALYTIC = ("krr", "oue", "ss")
-OLH_MODEL_NOTE = ("analytic model of OLH assumes 3-wise independent hashing; the Carter-Wegman family is only "
+OLH_MODEL_NOTE = ("analytic model of OLH assumes 3-wise independent hashing; the legacy Carter-Wegman family "
+                  "(hash=cw) is only "
                   "2-wise independent, so covariances between values are off (variances are exact)")
 _LINE = ("geometric", "laplace", "exponential")
 _GRID = ("planar-geometric", "planar-laplace", "exponential")
@@ -749,7 +750,7 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
                   "repeatedly costs too much; predicted for mi-p, which is usually less accurate")
         if method == "analytic" and name in _PURE and small:
             how, est_name = "analytic", "mi-p"
-            if name == "olh":
+            if name == "olh" and getattr(mech, "hash_family", "") == "cw":  # XXH64 (default): no note
                 note = OLH_MODEL_NOTE
         elif method == "auto" and not _affordable(mech, n, estimator):
             if name in _ANALYTIC and small:

@@ -138,6 +138,7 @@ def _parquet_grouped(con, src, domain):
         return None
     out = []
     for spec, grp in df.groupby("mechanism", sort=True):
+        spec = src.read_spec(spec)  # format versions 1-2: local-hashing specs mean hash=cw (formats.py)
         try:
             mech = _mechanism(spec, domain, src.path)
             rep = grp["report"].to_numpy()

@@ -7,16 +7,21 @@ The format is specified in ``docs/format.md``; in short:
 * A **report file** has the columns ``mechanism`` (the mechanism's spec string, e.g.
   ``krr(k=100,eps=2.0)``) and ``report``; a **counts file** has ``mechanism``, ``report`` and
   ``count`` (a whole number >= 0). Counts files are mergeable: aggregating counts files sums them.
-* **Parquet**: the schema's key-value metadata holds ``localpriv.format = "2"``,
+* **Parquet**: the schema's key-value metadata holds ``localpriv.format = "3"``,
   ``localpriv.kind = "reports" | "counts"``, ``localpriv.mechanisms`` (a JSON list of the specs in
   the file) and, optionally, ``localpriv.attribute`` (the name of the values' column: a label). ``report`` is ``int64`` (output indices), ``double`` (continuous outputs),
   ``fixed_size_binary`` (bit vectors) or ``string`` (the CSV text form below).
-* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=2 kind=reports``
+* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=3 kind=reports``
   (or ``kind=counts``; optionally `` attribute=NAME``, percent-encoded), then the header line, the rows, and a last line ``#localpriv end rows=N``.
   A file whose last line is missing was cut short and is refused. ``report`` is written as text:
   a decimal integer, a float in shortest round-trip form, or lowercase hex for bit vectors.
-  CSV files without the ``#localpriv`` lines (written by another tool) are read as version 1
-  without the truncation check. Version 1 files (no attribute) are read as before.
+  CSV files without the ``#localpriv`` lines (written by another tool) are read without the
+  truncation check, their specs as written. Version 1 files (no attribute) are read as before.
+* **Versions.** 3 (this release): the local-hashing oracles (``blh``, ``olh``, ``lblh``, ``lolh``)
+  hash with XXH64 (``docs/hashing.md``) unless their spec says ``hash=cw``. In files of versions 1
+  and 2 those specs meant the legacy Carter-Wegman family, so the reader adds ``hash=cw`` to them
+  (:func:`legacy_spec`): old files decode to the same estimates. Files without a localpriv marker
+  are read with their specs as written (the current meaning).
 
 Outputs are written under a temporary name in the target folder and renamed on success
 (:func:`atomic_output`): an interrupted or failed command leaves no output.
@@ -44,14 +49,20 @@ from ._validation import LocalPrivError
 __all__ = [
     "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
-    "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS",
+    "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
+    "spec_for_version",
 ]
 
 #: The version of the report and counts formats this release writes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: The versions it reads: 2 adds the optional ``attribute`` (the name of the values' column) to
-#: version 1; a version-1 file is a version-2 file without it.
-READ_VERSIONS = (1, 2)
+#: version 1; a version-1 file is a version-2 file without it. 3 moves the local-hashing oracles
+#: to XXH64 (issue 20): their specs in version 1 and 2 files are read with ``hash=cw``.
+READ_VERSIONS = (1, 2, 3)
+#: Versions whose local-hashing specs without ``hash=`` meant the legacy Carter-Wegman family.
+LEGACY_HASH_VERSIONS = (1, 2)
+#: Spec names whose meaning changed in version 3 (hash family ``xxh64`` by default, ``cw`` before).
+LEGACY_HASH_SPECS = frozenset({"blh", "olh", "lblh", "lolh"})
 _CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)((?: [A-Za-z_]+=\S*)*)\s*$")
 #: the longest attribute name written (it is a label, not a payload)
 MAX_ATTRIBUTE_CHARS = 200
@@ -169,6 +180,52 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
     return re.sub(r"\s+", " ", first)[:300]
+
+
+# --------------------------------------------------------------------------------------------
+# Format version 3: the hash family of the local-hashing oracles
+# --------------------------------------------------------------------------------------------
+_SPEC_HEAD = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def legacy_spec(spec: str) -> str:
+    """A spec as a version 1 or 2 file meant it: ``olh(k=10,eps=2.0)`` -> ``olh(k=10,eps=2.0,hash=cw)``.
+
+    Only the local-hashing oracles (:data:`LEGACY_HASH_SPECS`) change, and only when they name no
+    ``hash``; anything else (other mechanisms, specs that do not parse) is returned unchanged, for
+    the spec parser to accept or refuse as usual.
+    """
+    if not isinstance(spec, str):
+        return spec
+    m = _SPEC_HEAD.match(spec)
+    if not m or m.group(1) not in LEGACY_HASH_SPECS:
+        return spec
+    from .mechanisms.base import _split_args
+    body = m.group(2) or ""
+    keys = {part.partition("=")[0].strip() for part in _split_args(body)}
+    if "hash" in keys:
+        return spec
+    return f"{m.group(1)}({body + ',' if body.strip() else ''}hash=cw)"
+
+
+def spec_for_version(spec: str, version: int | None) -> str:
+    """The spec as this release must read it from a file of format ``version`` (``None``: a file
+    without a localpriv marker, read as written)."""
+    return legacy_spec(spec) if version in LEGACY_HASH_VERSIONS else spec
+
+
+def _legacy_column(col: pa.Array) -> pa.Array:
+    """A mechanism column of a version 1/2 file with :func:`legacy_spec` applied (per distinct spec)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return col  # not spec strings: the checked reader refuses it with its own message
+    enc = pc.dictionary_encode(col)
+    specs = enc.dictionary.to_pylist()
+    mapped = [legacy_spec(v) for v in specs]
+    if mapped == specs:
+        return col
+    return pc.take(pa.array(mapped, type=col.type), enc.indices)
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,13 +467,41 @@ class Source:
     csv_header_lines: int = 0
     declared_rows: int | None = None
     attribute: str | None = None     # the values' column name (format version 2), a label
+    declared_specs: list | None = None  # Parquet ``localpriv.mechanisms`` (informative), if any
+
+    @property
+    def legacy_hash(self) -> bool:
+        """Does this file's version read local-hashing specs as ``hash=cw`` (versions 1 and 2)?"""
+        return self.version in LEGACY_HASH_VERSIONS
+
+    @property
+    def needs_spec_rewrite(self) -> bool:
+        """Could :meth:`read_spec` change a spec of this file? (Readers that scan files with
+        another engine route such files through :meth:`batches`, which rewrites them.) True for
+        version 1/2 files unless their declared specs or partition value show no local hashing."""
+        if not self.legacy_hash:
+            return False
+        if "mechanism" in self.constants:
+            return legacy_spec(str(self.constants["mechanism"])) != str(self.constants["mechanism"])
+        if self.declared_specs is None:
+            return True
+        return any(legacy_spec(s) != s for s in self.declared_specs)
+
+    def read_spec(self, spec: str) -> str:
+        """A spec read from this file as this release must understand it (:func:`spec_for_version`)."""
+        return spec_for_version(spec, self.version)
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         """``(batch, first_row)`` with columns mechanism, report [, count]; ``first_row`` is the
-        1-based data row (CSV: line) of the batch's first row."""
+        1-based data row (CSV: line) of the batch's first row. The specs of version 1 and 2 files
+        come with :func:`legacy_spec` applied."""
         reader = self._parquet_batches if self.ftype == "parquet" else self._csv_batches
         try:
-            yield from reader()
+            for batch, first in reader():
+                if self.legacy_hash and batch.num_rows:
+                    i = batch.schema.get_field_index("mechanism")
+                    batch = batch.set_column(i, "mechanism", _legacy_column(batch.column(i)))
+                yield batch, first
         except LocalPrivError:
             raise
         except (pa.ArrowException, OSError, UnicodeError, ValueError) as exc:
@@ -581,7 +666,7 @@ def attribute_of(inputs) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None]:
+def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None, list | None]:
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
@@ -594,7 +679,14 @@ def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | N
     if version is not None:
         version = _check_version(path, version.decode("utf-8", "replace"))
     attribute = _attribute(meta.get(b"localpriv.attribute")) if version and version >= 2 else None
-    return version, None if kind is None else kind.decode(), schema.names, attribute
+    declared = None
+    try:
+        listed = json.loads(meta[b"localpriv.mechanisms"]) if b"localpriv.mechanisms" in meta else None
+        if isinstance(listed, list) and all(isinstance(v, str) for v in listed):
+            declared = listed
+    except (ValueError, UnicodeError):
+        declared = None
+    return version, None if kind is None else kind.decode(), schema.names, attribute, declared
 
 
 def _csv_columns(path: str, skip: int) -> list[str]:
@@ -614,8 +706,9 @@ def open_source(path: str, constants: dict | None = None) -> Source:
     """Inspect one report or counts file: its type, format version and kind."""
     constants = dict(constants or {})
     ftype = file_type(path)
+    declared = None
     if ftype == "parquet":
-        version, kind, names, attribute = _parquet_info(path)
+        version, kind, names, attribute, declared = _parquet_info(path)
         lines = 0
     else:
         try:
@@ -634,7 +727,7 @@ def open_source(path: str, constants: dict | None = None) -> Source:
                              f"{', '.join(sorted(missing))} (columns: {', '.join(names) or 'none'})")
     if kind == "counts" and "count" not in cols:
         raise LocalPrivError(f"{path} is marked as counts but has no count column")
-    return Source(path, ftype, kind, version, constants, lines, attribute=attribute)
+    return Source(path, ftype, kind, version, constants, lines, attribute=attribute, declared_specs=declared)
 
 
 def _hive_constants(root: Path, file: Path) -> dict:

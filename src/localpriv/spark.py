@@ -324,7 +324,7 @@ class SparkAggregator:
         driver = []
         for src in (expand_sources(local) if local else []):
             key = None
-            if src.ftype == "parquet":
+            if src.ftype == "parquet" and not src.needs_spec_rewrite:  # v1-2 hashing specs: checked reader
                 try:
                     schema = pq.read_schema(src.path)
                 except (pa.ArrowException, OSError):

@@ -8,14 +8,24 @@ hashes her value and reports the hash through ``g``-ary randomized response::
 BLH uses ``g = 2``; OLH the variance-optimal ``g = round(e^eps) + 1``. The support of a report
 ``(H, y)`` is ``S(H, y) = {v : H(v) = y}``, so ``p* = p`` and ``q* = 1/g`` (seed 002, pure LDP).
 
-Hash family (our choice, documented in docs/oracles.md)
--------------------------------------------------------
-A report carries its 32-bit hash *seed* ``s`` (uniform on ``0..n_seeds-1``, ``n_seeds = 2^32``
-by default). ``(a, b)`` are derived from ``s`` with the SplitMix64 finalizer, and
-``H_s(x) = ((a x + b) mod P) mod g`` with the Mersenne prime ``P = 2^31 - 1``,
-``a in 1..P-1``, ``b in 0..P-1`` (Carter-Wegman universal hashing), all in vectorized uint64
-arithmetic. A report is ONE int64: ``report = s * g + y`` (decode: ``s = report // g``,
-``y = report % g``), so reports aggregate with the generic ``GROUP BY report``.
+Hash families (documented in docs/hashing.md; issue 20, item 4)
+---------------------------------------------------------------
+A report carries its hash *seed* ``s`` (uniform on ``0..n_seeds-1``, ``n_seeds = 2^32`` by
+default). Two families, chosen by the spec parameter ``hash``:
+
+* ``hash=xxh64`` (the default, format version 3): ``H_s(x) = XXH64(le64(x), seed=s) mod g``,
+  i.e. ``stablehash.to_range(stablehash.hash_keys(x, seed=s), g)``: XXH64 of the 8 little-endian
+  bytes of the input index ``x`` with the 64-bit seed ``s``, reduced mod ``g``. A documented,
+  cross-language definition with published test vectors, so a client in any language with an
+  XXH64 library produces the same reports.
+* ``hash=cw`` (legacy: every release before format version 3): ``(a, b)`` derived from ``s``
+  with the SplitMix64 finalizer, ``H_s(x) = ((a x + b) mod P) mod g`` with the Mersenne prime
+  ``P = 2^31 - 1``, ``a in 1..P-1``, ``b in 0..P-1`` (Carter-Wegman). Kept so that report and
+  counts files written before (format versions 1 and 2, read as ``hash=cw``) decode to the same
+  estimates.
+
+A report is ONE int64: ``report = s * g + y`` (decode: ``s = report // g``, ``y = report % g``),
+so reports aggregate with the generic ``GROUP BY report``.
 
 Exact likelihood: ``P((s, y) | x) = (1/n_seeds) * (q + (p - q) [H_s(x) = y])`` with
 ``q = (1 - p)/(g - 1)``, form (*) of :mod:`localpriv.mechanisms.unary`; the LDP level computed
@@ -33,12 +43,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .. import stablehash
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from .base import check_dense_size, register
 from .krr import grr_floats
 from .unary import PureProtocol
 
-__all__ = ["LocalHashing", "BLH", "OLH", "hash_values", "grr_sample", "olh_g"]
+__all__ = ["LocalHashing", "BLH", "OLH", "hash_values", "cw_hash_values", "grr_sample", "olh_g",
+           "HASH_FAMILIES", "DEFAULT_HASH", "LEGACY_HASH", "check_hash"]
 
 PRIME = np.uint64(2 ** 31 - 1)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -47,6 +59,18 @@ _GOLD = np.uint64(0x9E3779B97F4A7C15)
 DENSE_MAX_OUTPUTS = 1 << 16
 #: largest hash range ``g``
 MAX_G = 2 ** 30
+#: the hash family of specs that name none (format version 3 on)
+DEFAULT_HASH = "xxh64"
+#: the family of every release before format version 3 (files of versions 1 and 2 are read with it)
+LEGACY_HASH = "cw"
+HASH_FAMILIES = (DEFAULT_HASH, LEGACY_HASH)
+
+
+def check_hash(family, name: str = "local hashing") -> str:
+    """The hash family of a spec: ``xxh64`` (default) or ``cw`` (legacy Carter-Wegman)."""
+    if family not in HASH_FAMILIES:
+        raise LocalPrivError(f"{name}: hash must be {' or '.join(HASH_FAMILIES)}, got {str(family)[:40]!r}")
+    return family
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -57,11 +81,26 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def hash_values(seeds, values, g: int) -> np.ndarray:
-    """``H_s(x) = ((a x + b) mod P) mod g`` with ``(a, b)`` derived from the seed ``s``.
+def hash_values(seeds, values, g: int, family: str = DEFAULT_HASH) -> np.ndarray:
+    """``H_s(x)`` of the family ``family`` (int64 in ``0..g-1``).
 
-    ``seeds`` and ``values`` broadcast against each other (e.g. ``seeds[:, None]`` and
-    ``values[None, :]`` give the ``reports x k`` table).
+    ``xxh64``: ``XXH64(8 little-endian bytes of x, seed=s) mod g``
+    (:func:`localpriv.stablehash.hash_keys`, :func:`~localpriv.stablehash.to_range`);
+    ``cw``: :func:`cw_hash_values`. ``seeds`` and ``values`` broadcast against each other (e.g.
+    ``seeds[:, None]`` and ``values[None, :]`` give the ``reports x k`` table).
+    """
+    if family == DEFAULT_HASH:
+        return stablehash.to_range(stablehash.hash_keys(np.asarray(values, dtype=np.int64),
+                                                        seed=np.asarray(seeds, dtype=np.int64)), g)
+    if family == LEGACY_HASH:
+        return cw_hash_values(seeds, values, g)
+    raise LocalPrivError(f"unknown hash family {str(family)[:40]!r}; known: {', '.join(HASH_FAMILIES)}")
+
+
+def cw_hash_values(seeds, values, g: int) -> np.ndarray:
+    """Legacy family: ``H_s(x) = ((a x + b) mod P) mod g`` with ``(a, b)`` derived from the seed
+    ``s`` by the SplitMix64 finalizer (``P = 2^31 - 1``; Carter-Wegman). Broadcasts like
+    :func:`hash_values`.
     """
     with np.errstate(over="ignore"):
         h1 = _mix(np.asarray(seeds, dtype=np.uint64))
@@ -97,8 +136,9 @@ class LocalHashing(PureProtocol):
     """Local hashing into ``g`` values with GRR keep probability ``p`` (not registered: use
     :class:`BLH`, :class:`OLH` or the longitudinal versions)."""
 
-    def _setup(self, k, g, level, n_seeds):
+    def _setup(self, k, g, level, n_seeds, hash_family=DEFAULT_HASH):
         """Hash range ``g`` and GRR at log-ratio ``level = log(p/q) > 0`` (exact, log space)."""
+        self.hash_family = check_hash(hash_family, self.spec_name or "local hashing")
         self.k = check_int(k, "k", minimum=2)
         self.g = check_int(g, "g", minimum=2, maximum=MAX_G)
         self.n_seeds = check_int(n_seeds, "n_seeds", minimum=1, maximum=2 ** 32)
@@ -116,6 +156,13 @@ class LocalHashing(PureProtocol):
     @property
     def q_star(self) -> float:
         return 1.0 / self.g
+
+    def hash_values(self, seeds, values) -> np.ndarray:
+        """``H_s(x)`` of this mechanism's family onto ``0..g-1`` (broadcasting)."""
+        return hash_values(seeds, values, self.g, self.hash_family)
+
+    def _hash_param(self) -> dict:
+        return {"hash": None if self.hash_family == DEFAULT_HASH else self.hash_family}
 
     # ---- reports ------------------------------------------------------------------------
     def decode(self, reports) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +199,7 @@ class LocalHashing(PureProtocol):
     def memoize(self, x, rng):
         """Seeds and hashed values ``(s, H_s(x))`` (the data-dependent part before noise)."""
         seeds = rng.integers(0, self.n_seeds, size=x.size, dtype=np.int64)
-        return seeds, hash_values(seeds, x, self.g)
+        return seeds, self.hash_values(seeds, x)
 
     def sample(self, x, rng) -> np.ndarray:
         x = self._check_inputs(x)
@@ -168,7 +215,7 @@ class LocalHashing(PureProtocol):
         parts = []
         for a in range(0, s.size, step):  # chunks of distinct reports, to bound memory
             e = min(s.size, a + step)
-            parts.append(sp.csr_matrix(hash_values(s[a:e, None], vals[None, :], self.g) == y[a:e, None]))
+            parts.append(sp.csr_matrix(self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None]))
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k), dtype=bool)
 
     def likelihood_parts(self, reports):
@@ -182,12 +229,12 @@ class LocalHashing(PureProtocol):
         so this costs O(1024 * chunk) whatever ``k``."""
         if self._separates is None:
             seeds = np.arange(min(self.n_seeds, 1024))
-            first = hash_values(seeds, 0, self.g)[:, None]
+            first = self.hash_values(seeds, 0)[:, None]
             step = max(1, (1 << 18) // seeds.size)
             self._separates = False
             for a in range(1, self.k, step):  # chunks of inputs, not users
                 vals = np.arange(a, min(self.k, a + step))
-                if np.any(hash_values(seeds[:, None], vals[None, :], self.g) != first):
+                if np.any(self.hash_values(seeds[:, None], vals[None, :]) != first):
                     self._separates = True
                     break
         return self._separates
@@ -205,27 +252,31 @@ class LocalHashing(PureProtocol):
 
 @register
 class BLH(LocalHashing):
-    """Binary local hashing: ``g = 2``, ``p = e^eps/(e^eps + 1)``."""
+    """Binary local hashing: ``g = 2``, ``p = e^eps/(e^eps + 1)``; ``hash=xxh64`` (default) or
+    ``cw`` (legacy), see the module docstring."""
 
     spec_name = "blh"
 
-    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32):
+    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32, hash: str = DEFAULT_HASH):  # noqa: A002
         self.eps = check_eps(eps)
-        self._setup(k, 2, self.eps, n_seeds)
+        self._setup(k, 2, self.eps, n_seeds, hash)
 
     def params(self):
-        return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds}
+        return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds,
+                **self._hash_param()}
 
 
 @register
 class OLH(LocalHashing):
-    """Optimized local hashing: ``g = round(e^eps) + 1`` (at most 2^30), ``p = e^eps/(e^eps + g - 1)``."""
+    """Optimized local hashing: ``g = round(e^eps) + 1`` (at most 2^30), ``p = e^eps/(e^eps + g - 1)``;
+    ``hash=xxh64`` (default) or ``cw`` (legacy), see the module docstring."""
 
     spec_name = "olh"
 
-    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32):
+    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32, hash: str = DEFAULT_HASH):  # noqa: A002
         self.eps = check_eps(eps)
-        self._setup(k, olh_g(self.eps), self.eps, n_seeds)
+        self._setup(k, olh_g(self.eps), self.eps, n_seeds, hash)
 
     def params(self):
-        return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds}
+        return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds,
+                **self._hash_param()}

@@ -33,8 +33,9 @@ Log space (issue 15). Everything is computed from log-odds, so no parameter over
 
 Pairs: L-SUE = SUE + SUE (RAPPOR's permanent + instantaneous response), L-OUE = OUE + OUE,
 L-SOUE = SUE + OUE, L-OSUE = OUE + SUE, L-GRR = GRR + GRR on ``k`` values, L-BLH/L-OLH = hash
-(memoized seed) then GRR + GRR on ``g`` values. For L-OLH we pick ``g`` minimizing MI's variance
-factor ``q*(1-q*)/(p*-q*)^2`` (``q* = 1/g``) over ``g = 2..round(e^eps_perm)+2``, at most 1000
+(memoized seed; the hash family of :mod:`localpriv.mechanisms.hashing`, ``hash=xxh64`` by default,
+``hash=cw`` for the legacy family) then GRR + GRR on ``g`` values. For L-OLH we pick ``g``
+minimizing MI's variance factor ``q*(1-q*)/(p*-q*)^2`` (``q* = 1/g``) over ``g = 2..round(e^eps_perm)+2``, at most 1000
 (our decision; one-time OLH's ``round(e^eps)+1`` ignores the second round). The chained report is
 GRR at level ``eps_1`` on ``g`` values, so ``p* = e^eps_1 / (e^eps_1 + g - 1)`` for every ``g``.
 """
@@ -46,7 +47,7 @@ import scipy.sparse as sp
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
 from .base import check_dense_size, register
-from .hashing import LocalHashing, grr_logs, grr_sample
+from .hashing import DEFAULT_HASH, LocalHashing, grr_logs, grr_sample
 from .krr import grr_floats
 from .unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
 
@@ -292,16 +293,16 @@ class LOSUE(_LUE):
 class _LLH(_Longitudinal, LocalHashing):
     """Hash with a memoized seed, then GRR on ``g`` values twice."""
 
-    def _init_lh(self, k, eps_perm, eps_1, g, n_seeds):
+    def _init_lh(self, k, eps_perm, eps_1, g, n_seeds, hash_family=DEFAULT_HASH):
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         self.first = grr_probabilities(self.eps_perm, g)
         self.eps_2 = solve_second_round(self.eps_perm, None, self.eps_1, g)
         self.second = grr_probabilities(self.eps_2, g)
-        self._setup(k, g, grr_chain_level(self.eps_perm, self.eps_2, g), n_seeds)
+        self._setup(k, g, grr_chain_level(self.eps_perm, self.eps_2, g), n_seeds, hash_family)
 
     def params(self):
         return {"k": self.k, "eps_perm": self.eps_perm, "eps_1": self.eps_1,
-                "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds}
+                "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds, **self._hash_param()}
 
     def memoize(self, x, rng):
         seeds, h = LocalHashing.memoize(self, x, rng)
@@ -318,11 +319,13 @@ class _LLH(_Longitudinal, LocalHashing):
 
 @register
 class LBLH(_LLH):
-    """L-BLH: binary local hashing (``g = 2``) with memoization."""
+    """L-BLH: binary local hashing (``g = 2``) with memoization; ``hash=xxh64`` (default) or ``cw``
+    (legacy), as BLH (:mod:`localpriv.mechanisms.hashing`)."""
     spec_name = "lblh"
 
-    def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32):
-        self._init_lh(k, eps_perm, eps_1, 2, n_seeds)
+    def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32,
+                 hash: str = DEFAULT_HASH):  # noqa: A002
+        self._init_lh(k, eps_perm, eps_1, 2, n_seeds, hash)
 
 
 def lolh_g(eps_perm: float, eps_1: float) -> int:
@@ -340,9 +343,11 @@ def lolh_g(eps_perm: float, eps_1: float) -> int:
 
 @register
 class LOLH(_LLH):
-    """L-OLH: local hashing with the variance-optimal ``g`` (see module doc) and memoization."""
+    """L-OLH: local hashing with the variance-optimal ``g`` (see module doc) and memoization;
+    ``hash=xxh64`` (default) or ``cw`` (legacy), as OLH (:mod:`localpriv.mechanisms.hashing`)."""
     spec_name = "lolh"
 
-    def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32):
+    def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32,
+                 hash: str = DEFAULT_HASH):  # noqa: A002
         self._init_lh(k, eps_perm, eps_1, lolh_g(check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")),
-                      n_seeds)
+                      n_seeds, hash)
