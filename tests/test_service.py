@@ -261,6 +261,28 @@ def test_migrations(db_url):
         open_store(db_url)
 
 
+def test_migration_2_marks_stored_hashing_specs_as_the_old_family(db_url):
+    # a store written before format version 3: its olh/blh reports meant the Carter-Wegman hash
+    store = open_store(db_url)
+    with store.transaction(write=True) as c:
+        c.execute("DELETE FROM schema_version WHERE version >= 2")
+        for spec, report in (("olh(k=4,eps=1.0)", "17"), ("krr(k=4,eps=1.0)", "2"), ("lblh(k=4,eps_perm=2.0,eps_1=1.0)", "5")):
+            c.execute("INSERT INTO counts (collection, mechanism, report, count) VALUES (?, ?, ?, ?)",
+                      ("old", spec, report, 3))
+        c.execute("INSERT INTO raw_reports (collection, batch_id, seq, mechanism, report) VALUES (?, ?, ?, ?, ?)",
+                  ("old", "b", 0, "olh(k=4,eps=1.0)", "17"))
+    store.close()
+    store = open_store(db_url)  # migrates 1 -> 2
+    with store.transaction() as c:
+        counts = sorted(tuple(r) for r in c.execute("SELECT mechanism, report FROM counts WHERE collection = 'old'"))
+        raw = c.execute("SELECT mechanism FROM raw_reports WHERE collection = 'old'").fetchall()
+    assert counts == [("krr(k=4,eps=1.0)", "2"), ("lblh(k=4,eps_perm=2.0,eps_1=1.0,hash=cw)", "5"),
+                      ("olh(k=4,eps=1.0,hash=cw)", "17")]
+    assert [r[0] for r in raw] == ["olh(k=4,eps=1.0,hash=cw)"]
+    assert store.schema_version() == SCHEMA_VERSION
+    store.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # security: every refusal
 # ---------------------------------------------------------------------------------------------

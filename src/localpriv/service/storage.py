@@ -67,8 +67,26 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                report TEXT NOT NULL,
                PRIMARY KEY (collection, batch_id, seq))""",
     ]),
+    # format version 3 (issue 20): the local-hashing oracles hash with XXH64 unless their spec says
+    # hash=cw; the reports stored before meant the Carter-Wegman family, so their specs get hash=cw
+    # (Python step: the rewrite needs the spec parser, see formats.legacy_spec)
+    (2, ["legacy_hash_specs"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def _legacy_hash_specs(c) -> None:
+    """Append ``hash=cw`` to every stored local-hashing spec that names no hash family."""
+    from ..formats import legacy_spec
+    for table in ("counts", "raw_reports"):
+        specs = [row[0] for row in c.execute(f"SELECT DISTINCT mechanism FROM {table}").fetchall()]
+        for spec in specs:
+            new = legacy_spec(spec)
+            if new != spec:
+                c.execute(f"UPDATE {table} SET mechanism = ? WHERE mechanism = ?", (new, spec))
+
+
+_PY_STEPS = {"legacy_hash_specs": _legacy_hash_specs}
 
 
 @dataclass
@@ -226,7 +244,10 @@ class Store:
             for version, statements in MIGRATIONS:
                 if version > found:
                     for sql in statements:
-                        c.execute(sql)
+                        if sql in _PY_STEPS:
+                            _PY_STEPS[sql](c)
+                        else:
+                            c.execute(sql)
                     c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
         return found
 
