@@ -64,3 +64,20 @@ def test_to_range_is_near_uniform():
     counts = np.bincount(to_range(h, 10), minlength=10)
     # multinomial sd of each count: sqrt(2e5 * 0.1 * 0.9) = 134; 6 sd
     assert np.all(np.abs(counts - 20_000) < 6 * 134)
+
+
+def test_compiled_and_numpy_paths_agree():
+    from localpriv import stablehash
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 2 ** 63, size=5000, dtype=np.int64).astype(np.uint64)
+    seeds = rng.integers(0, 2 ** 63, size=40, dtype=np.int64).astype(np.uint64)
+    big = hash_keys(keys[None, :], seeds[:, None])             # 200,000 hashes: compiled
+    assert big.size >= stablehash.COMPILED_MIN
+    for i in (0, 17, 39):                                      # 5,000 hashes: NumPy passes
+        assert np.array_equal(big[i], hash_keys(keys, seeds[i]))
+    assert int(big[5, 7]) == _ref(int(keys[7]), int(seeds[5]))
+    for m in (2, 7, 2 ** 30 + 3):
+        fused = stablehash.hash_to_range(keys[None, :], seeds[:, None], m)
+        assert fused.dtype == np.int64 and np.array_equal(fused, to_range(big, m))
+        flat = stablehash.hash_to_range(np.tile(keys, 4), np.repeat(seeds[:4], 5000), m)
+        assert np.array_equal(flat, to_range(big[:4].ravel(), m))

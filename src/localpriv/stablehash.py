@@ -15,8 +15,10 @@ language reproduces localpriv's reports from the published definition alone:
 Test vectors (checked by the test suite against the reference ``xxhash`` package) are in
 ``docs/hashing.md`` and :data:`TEST_VECTORS`.
 
-The string hash is a compiled loop over the Arrow buffers (numba; one pass over the bytes, no
-Python loop over values); ``hash_keys`` is eleven NumPy passes.
+The string hash is a compiled loop over the Arrow buffers (numba, :mod:`localpriv._hashkernels`,
+machine code cached between processes; one pass over the bytes, no Python loop over values);
+``hash_keys`` and :func:`hash_to_range` are eleven NumPy passes on small inputs and one compiled
+pass from :data:`COMPILED_MIN` hashes on.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from ._validation import LocalPrivError
 
-__all__ = ["hash_strings", "hash_keys", "to_range", "TEST_VECTORS", "SPEC"]
+__all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "TEST_VECTORS", "SPEC"]
 
 #: name recorded in file metadata for reports whose meaning depends on this module's hashes
 SPEC = "xxh64"
@@ -82,6 +84,12 @@ def hash_keys(keys, seed=0) -> np.ndarray:
             raise LocalPrivError(f"hash_keys: {name} must be >= 0 (unsigned 64-bit)")
     k = k.astype(np.uint64, copy=False)
     s = s.astype(np.uint64, copy=False)
+    shape = np.broadcast_shapes(k.shape, s.shape)
+    if int(np.prod(shape)) >= COMPILED_MIN:  # one compiled pass instead of eleven NumPy passes
+        kb, sb = (np.ascontiguousarray(np.broadcast_to(a, shape)).ravel() for a in (k, s))
+        out = np.empty(kb.size, dtype=np.uint64)
+        _kernels().xxh64_keys(kb, sb, out)
+        return out.reshape(shape)
     with np.errstate(over="ignore"):
         h = s + (_P5 + np.uint64(8))
         h = h ^ _round(np.uint64(0), k)
@@ -96,93 +104,37 @@ def to_range(h, m: int) -> np.ndarray:
     return (np.asarray(h, dtype=np.uint64) % np.uint64(m)).astype(np.int64)
 
 
-_KERNEL = None
+def hash_to_range(keys, seed, m: int) -> np.ndarray:
+    """``to_range(hash_keys(keys, seed), m)`` fused in one compiled pass where the table is large
+    (the ``seeds[:, None]`` x ``keys[None, :]`` table of an exact likelihood: no 64-bit
+    temporaries). Same numbers as the two steps."""
+    if not 1 <= int(m) <= 2 ** 62:
+        raise LocalPrivError(f"to_range: m must be in 1..2^62, got {m}")
+    k, s = np.asarray(keys), np.asarray(seed)
+    shape = np.broadcast_shapes(k.shape, s.shape)
+    if int(np.prod(shape)) < COMPILED_MIN or k.dtype.kind not in "ui" or s.dtype.kind not in "ui" \
+            or (k.dtype.kind == "i" and k.size and int(k.min()) < 0) \
+            or (s.dtype.kind == "i" and s.size and int(s.min()) < 0):
+        return to_range(hash_keys(k, s), m)
+    k, s = k.astype(np.uint64, copy=False), s.astype(np.uint64, copy=False)
+    mm = np.uint64(int(m))
+    if len(shape) == 2 and s.shape == (shape[0], 1) and k.shape == (1, shape[1]):
+        out = np.empty(shape, dtype=np.int64)
+        _kernels().xxh64_outer_mod(np.ascontiguousarray(k[0]), np.ascontiguousarray(s[:, 0]), mm, out)
+        return out
+    kb, sb = (np.ascontiguousarray(np.broadcast_to(a, shape)).ravel() for a in (k, s))
+    out = np.empty(kb.size, dtype=np.int64)
+    _kernels().xxh64_keys_mod(kb, sb, mm, out)
+    return out.reshape(shape)
 
 
-def _kernel():
-    """The compiled XXH64 over Arrow (offsets, data) buffers; built on first use."""
-    global _KERNEL
-    if _KERNEL is not None:
-        return _KERNEL
-    import numba
+#: below this many hashes the NumPy passes are used (no compile, no import of numba)
+COMPILED_MIN = 1 << 14
 
-    P1, P2, P3, P4, P5 = _P1, _P2, _P3, _P4, _P5
-    U = np.uint64
 
-    @numba.njit(inline="always")
-    def rotl(x, r):
-        return (x << U(r)) | (x >> U(64 - r))
-
-    @numba.njit(inline="always")
-    def rnd(acc, lane):
-        acc = acc + lane * P2
-        return rotl(acc, 31) * P1
-
-    @numba.njit(inline="always")
-    def merge(acc, v):
-        acc = acc ^ rnd(U(0), v)
-        return acc * P1 + P4
-
-    @numba.njit(inline="always")
-    def read64(data, i):
-        v = U(0)
-        for b in range(8):
-            v |= U(data[i + b]) << U(8 * b)
-        return v
-
-    @numba.njit(inline="always")
-    def read32(data, i):
-        v = U(0)
-        for b in range(4):
-            v |= U(data[i + b]) << U(8 * b)
-        return v
-
-    @numba.njit(nogil=True, cache=False)
-    def xxh64_all(offsets, data, seed, out):
-        for j in range(out.size):
-            p = np.int64(offsets[j])
-            end = np.int64(offsets[j + 1])
-            n = end - p
-            if n >= 32:
-                v1 = seed + P1 + P2
-                v2 = seed + P2
-                v3 = seed
-                v4 = seed - P1
-                limit = end - 32
-                while p <= limit:
-                    v1 = rnd(v1, read64(data, p))
-                    v2 = rnd(v2, read64(data, p + 8))
-                    v3 = rnd(v3, read64(data, p + 16))
-                    v4 = rnd(v4, read64(data, p + 24))
-                    p += 32
-                h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18)
-                h = merge(h, v1)
-                h = merge(h, v2)
-                h = merge(h, v3)
-                h = merge(h, v4)
-            else:
-                h = seed + P5
-            h = h + U(n)
-            while p + 8 <= end:
-                h = h ^ rnd(U(0), read64(data, p))
-                h = rotl(h, 27) * P1 + P4
-                p += 8
-            if p + 4 <= end:
-                h = h ^ (read32(data, p) * P1)
-                h = rotl(h, 23) * P2 + P3
-                p += 4
-            while p < end:
-                h = h ^ (U(data[p]) * P5)
-                h = rotl(h, 11) * P1
-                p += 1
-            h = h ^ (h >> U(33))
-            h = h * P2
-            h = h ^ (h >> U(29))
-            h = h * P3
-            out[j] = h ^ (h >> U(32))
-
-    _KERNEL = xxh64_all
-    return _KERNEL
+def _kernels():
+    from . import _hashkernels
+    return _hashkernels
 
 
 def hash_strings(values, seed: int = 0) -> np.ndarray:
@@ -215,5 +167,5 @@ def hash_strings(values, seed: int = 0) -> np.ndarray:
     offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
     data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
             else np.zeros(0, dtype=np.uint8))
-    _kernel()(offsets, data, np.uint64(int(seed)), out)
+    _kernels().xxh64_strings(offsets, data, np.uint64(int(seed)), out)
     return out

@@ -90,8 +90,7 @@ def hash_values(seeds, values, g: int, family: str = DEFAULT_HASH) -> np.ndarray
     ``seeds[:, None]`` and ``values[None, :]`` give the ``reports x k`` table).
     """
     if family == DEFAULT_HASH:
-        return stablehash.to_range(stablehash.hash_keys(np.asarray(values, dtype=np.int64),
-                                                        seed=np.asarray(seeds, dtype=np.int64)), g)
+        return stablehash.hash_to_range(np.asarray(values, dtype=np.int64), np.asarray(seeds, dtype=np.int64), g)
     if family == LEGACY_HASH:
         return cw_hash_values(seeds, values, g)
     raise LocalPrivError(f"unknown hash family {str(family)[:40]!r}; known: {', '.join(HASH_FAMILIES)}")
