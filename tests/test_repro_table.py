@@ -60,3 +60,41 @@ def test_readme_without_markers_is_refused(tmp_path, quick_runs):
     readme.write_text("# no table here\n")
     with pytest.raises(LocalPrivError, match="no reproduction-table markers"):
         rewrite_readme(readme, quick_runs)
+
+
+REPRO = README.parent / "docs" / "results" / "repro"
+
+
+def test_readme_table_is_what_the_committed_json_renders():
+    # the README's rows cannot drift from the runs: regenerating from docs/results/repro changes
+    # nothing (rows without JSON keep their text, marked "(not rerun)")
+    text = README.read_text()
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert len(list(REPRO.glob("*.json"))) >= 10
+    assert render(REPRO, keep=text) == block
+
+
+def test_generated_doc_blocks_match_their_json():
+    import json
+    from localpriv.experiments.table import dbsec_tables, freewill_tables
+
+    def block(path, name):
+        doc = path.read_text()
+        return doc.split(f"<!-- {name}:begin (generated from its JSON; do not edit) -->", 1)[1] \
+                  .split(f"<!-- {name}:end -->", 1)[0].strip()
+
+    checked = 0
+    for name in ("dbsec-one-time", "dbsec-longitudinal"):
+        rec = REPRO / f"{name}.json"
+        if rec.exists():
+            assert block(README.parent / "docs" / "oracles.md", name) == dbsec_tables(json.loads(rec.read_text()))
+            checked += 1
+    t1, t2 = REPRO / "freewill-table1.json", REPRO / "freewill-table2.json"
+    if t1.exists() and t2.exists():
+        assert block(README, "freewill-tables") == freewill_tables(json.loads(t1.read_text()),
+                                                                   json.loads(t2.read_text()))
+        checked += 1
+    # every generated block exists in the docs, whether or not its JSON is committed yet
+    for path, name in ((README.parent / "docs" / "oracles.md", "dbsec-one-time"),
+                       (README.parent / "docs" / "oracles.md", "dbsec-longitudinal"), (README, "freewill-tables")):
+        assert block(path, name)
