@@ -44,6 +44,10 @@ BUILD = {
     "pm": ("pm(k=6,eps=1.0)", None),
     "hm": ("hm(k=6,eps=1.0)", None),
     "duchi": ("duchi(k=6,eps=1.0)", None),
+    # issue 20: large domains
+    "hr": ("hr(k=6,eps=1.0)", None),
+    "cms": ("cms(k=6,eps=1.0,m=8,d=4)", None),
+    "hcms": ("hcms(k=6,eps=1.0,m=8,d=4)", None),
     # issue 20: Bloom-filter RAPPOR
     "rappor": ("rappor(k=6,m=16,h=2,cohorts=4)", None),
 }

@@ -70,7 +70,8 @@ def block_size(mechanism: Mechanism) -> int:
     mechanisms, ``2^21 / k`` for vector-valued ones. It depends on the mechanism only, so the reports
     drawn from a seed do not depend on how the input is read.
     """
-    width = 8 if mechanism.report_kind != "binary" else 4 * mechanism.k
+    # a mechanism whose bit-vector width does not grow with k (a sketch) states it: report_bytes
+    width = 8 if mechanism.report_kind != "binary" else int(getattr(mechanism, "report_bytes", 4 * mechanism.k))
     return max(1, BLOCK_BYTES // width)
 
 
@@ -730,8 +731,11 @@ def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
         if kind == "binary":
             if r.ndim != 2 or r.dtype != np.uint8:
                 raise LocalPrivError(f"{mech}: reports are bit vectors (bytes), got {r.dtype} values")
-            least = -(-int(mech.k) // 8)  # every bit-vector report holds at least k bits
-            if r.shape[1] < least:  # refused before drawing a report of a k the file may inflate
+            # every bit-vector report holds at least k bits, unless the mechanism states its width
+            # (sketches: report_bytes); refused before drawing a report of a k the file may inflate
+            stated = getattr(mech, "report_bytes", None)
+            least = int(stated) if stated is not None else -(-int(mech.k) // 8)
+            if r.shape[1] < least:
                 raise LocalPrivError(f"{mech}: reports have at least {least} bytes, got {r.shape[1]}")
             width = _report_width(mech)
             if r.shape[1] != width:
