@@ -56,6 +56,18 @@ CASES = {
     "hm(k=5,eps=2.0)": (None, dict(eps_ldp=2.0, tight=True)),
     "hm(k=5,eps=0.5)": (None, dict(eps_ldp=0.5)),  # below eps* ~ 0.61: Duchi's part alone
     "duchi(k=5,eps=1.0)": (None, dict(eps_ldp=1.0)),  # centres +-0.8, not +-1: below eps
+    # large domains (issue 20, item 2): Hadamard response, count-mean sketches (small m, d)
+    "hr(k=5,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
+    "hr(k=6,eps=2.0)": (None, dict(eps_ldp=2.0, tight=True)),  # general HR: 4 blocks of width 4
+    "hcms(k=5,eps=1.0,m=4,d=3)": (None, dict(eps_ldp=1.0, tight=True)),
+    "cms(k=5,eps=2.0,m=4,d=3)": (None, dict(eps_ldp=2.0, tight=True)),
+    # Bloom-filter RAPPOR (issue 20): 2 cohorts x 2^4 bit vectors (enumerable channel); the promise is
+    # the paper's eps_1 = h (logit s1 - logit s0), attained here (two inputs with disjoint filters)
+    # (s1, s0 = 0.6875, 0.5625 and 0.6875, 0.3125); the second is not enumerable (4 x 2^40 outputs)
+    "rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.5,q=0.75)": (
+        None, dict(eps_ldp=2 * math.log(0.6875 * 0.4375 / (0.3125 * 0.5625)), tight=True)),
+    "rappor(k=5,m=40,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)": (
+        None, dict(eps_ldp=2 * math.log(0.6875 * 0.6875 / (0.3125 * 0.3125)), tight=True)),
 }
 
 

@@ -490,3 +490,253 @@ class ExpKernelBlock(LikelihoodBlock):
         if self._fix_idx.size:
             G[:, self._fix_idx] = self._fix_cols
         return G
+
+
+# --------------------------------------------------------------------------------------------
+# Large domains (issue 20, item 2): Hadamard response and the hashed sketches
+# --------------------------------------------------------------------------------------------
+def fwht(a) -> np.ndarray:
+    """The Walsh-Hadamard transform of ``a`` along its last axis: ``a @ H_b`` (a new array).
+
+    ``H_b`` is the ``b x b`` Sylvester Hadamard matrix, ``H[i, j] = (-1)^{popcount(i & j)}``
+    (symmetric, ``H H = b I``), ``b`` a power of two. ``log2 b`` butterfly passes
+    ``(x, y) -> (x + y, x - y)`` on NumPy views: ``O(b log b)`` per row, no Python loop over the
+    entries (one per pass). Every output is a sum of ``b`` inputs with signs, so its rounding error
+    is at most ``log2(b)`` ulps of ``sum |a|``.
+    """
+    out = np.array(a, dtype=float, copy=True)
+    b = out.shape[-1]
+    if b & (b - 1):
+        raise LocalPrivError(f"Walsh-Hadamard transform: length {b} is not a power of two")
+    lead = out.shape[:-1]
+    tmp = np.empty(out.size // 2)
+    h = 1
+    while h < b:  # log2(b) passes over the whole array
+        v = out.reshape(*lead, b // (2 * h), 2, h)
+        x, y = v[..., 0, :], v[..., 1, :]
+        t = tmp.reshape(x.shape)
+        np.add(x, y, out=t)
+        np.subtract(x, y, out=y)
+        x[...] = t
+        h *= 2
+    return out
+
+
+def _popcount_parity(v) -> np.ndarray:
+    """``popcount(v) mod 2`` for non-negative int64 arrays."""
+    return (np.bitwise_count(np.asarray(v, dtype=np.int64)) & 1).astype(np.int64)
+
+
+class HadamardBlock(LikelihoodBlock):
+    """Hadamard response (Acharya, Sun and Zhang, AISTATS 2019) as a likelihood block.
+
+    Outputs ``y`` in ``0..K-1``, ``K = B b``, are ``B`` blocks of ``b`` positions (``b`` a power of
+    two); input ``x`` sits in block ``p(x) = x // (b-1)`` at position ``t(x) = x mod (b-1) + 1`` and
+    its set is ``C_x = {y : y // b = p(x), H_b[t(x), y mod b] = +1}`` (``b/2`` outputs). Then
+    ``G[x, j] = lo + (hi - lo) [y_j in C_x]`` and, with ``Theta`` the ``B x b`` array holding
+    ``theta_x`` at ``(p(x), t(x))`` and zeros elsewhere,
+
+        sum_x theta_x [y in C_x] = (S_p + (Theta_p H_b)[y mod b]) / 2,   S_p = sum(Theta_p),  p = y // b
+
+    because ``[H[t, j] = +1] = (1 + H[t, j]) / 2``. So ``forward`` is one Walsh-Hadamard transform
+    of ``Theta`` (:func:`fwht`) and ``backward`` one of the ``B x b`` array of ``w`` summed per
+    output: ``O(K log b)`` each, ``K <= 4k``. ``hessian_diagonal`` is ``backward`` with ``lo^2``,
+    ``hi^2``. Entries are exact to a few ulps of ``lo sum(theta)`` (every product is at least that).
+    """
+
+    def __init__(self, k: int, blocks: int, width: int, lo: float, hi: float, outputs, counts):
+        self.k = check_int(k, "k", minimum=1)
+        self.B = check_int(blocks, "blocks", minimum=1)
+        self.b = check_int(width, "block width", minimum=2)
+        if self.b & (self.b - 1) or self.B * (self.b - 1) < self.k:
+            raise LocalPrivError(f"Hadamard block: {self.B} blocks of width {self.b} cannot hold {self.k} inputs")
+        self.lo, self.hi = float(lo), float(hi)
+        self.K = self.B * self.b
+        self.outputs, self.counts = _as_outputs(outputs, counts, self.K, "Hadamard block")
+        x = np.arange(self.k)
+        self._cell = (x // (self.b - 1)) * self.b + x % (self.b - 1) + 1  # (p, t) flattened
+        self._p = self.outputs // self.b
+        self._j = self.outputs % self.b
+
+    def _in_set_mass(self, theta):
+        """``sum_x theta_x [y_j in C_x]`` for every observed output ``y_j``."""
+        T = np.zeros(self.K)
+        T[self._cell] = theta
+        T = T.reshape(self.B, self.b)
+        F = fwht(T)
+        return 0.5 * (F[self._p, 0] + F[self._p, self._j])  # F[:, 0] is the row sum S_p
+
+    def forward(self, theta):
+        theta = np.asarray(theta, dtype=float)
+        return self.lo * theta.sum() + (self.hi - self.lo) * self._in_set_mass(theta)
+
+    def _set_sums(self, w):
+        """``sum_j w_j [y_j in C_x]`` for every input ``x``."""
+        W = np.bincount(self.outputs, weights=w, minlength=self.K).reshape(self.B, self.b)
+        F = fwht(W).ravel()
+        return 0.5 * (F[self._cell - self._cell % self.b] + F[self._cell])
+
+    def backward(self, w):
+        w = np.asarray(w, dtype=float)
+        return self.lo * w.sum() + (self.hi - self.lo) * self._set_sums(w)
+
+    def hessian_diagonal(self, w):
+        """``sum_j w_j G[x, j]^2 = lo^2 sum(w) + (hi^2 - lo^2) sum_j w_j [y_j in C_x]``."""
+        w = np.asarray(w, dtype=float)
+        return self.lo ** 2 * w.sum() + (self.hi ** 2 - self.lo ** 2) * self._set_sums(w)
+
+    def dense(self):
+        from .mechanisms.base import check_dense_size
+
+        check_dense_size(self.k, self.outputs.size, f"the likelihood of {self.outputs.size} reports")
+        p, t = self._cell // self.b, self._cell % self.b
+        inset = (p[:, None] == self._p[None, :]) & (_popcount_parity(t[:, None] & self._j[None, :]) == 0)
+        return np.where(inset, self.hi, self.lo)
+
+
+class RowHashing:
+    """``d`` hash rows ``h_j: {0..k-1} -> {0..m-1}`` held as a ``d x k`` table, with the two
+    reductions the sketch blocks need, ``O(d k)`` each:
+
+    * :meth:`bucket`: ``Phi[j, l] = sum_{x : h_j(x) = l} theta_x`` (``d x m``);
+    * :meth:`gather`: ``sum_j U[j, h_j(x)]`` for every input ``x`` (``U`` is ``d x m``).
+    """
+
+    def __init__(self, table, m: int):
+        table = np.asarray(table, dtype=np.int64)
+        self.d, self.k = table.shape
+        self.m = int(m)
+        self.flat = table + (np.arange(self.d, dtype=np.int64) * self.m)[:, None]  # index in d*m
+
+    def bucket(self, theta) -> np.ndarray:
+        weights = np.broadcast_to(np.asarray(theta, dtype=float), (self.d, self.k)).ravel()
+        return np.bincount(self.flat.ravel(), weights=weights, minlength=self.d * self.m).reshape(self.d, self.m)
+
+    def gather(self, U) -> np.ndarray:
+        return np.asarray(U, dtype=float).ravel()[self.flat].sum(axis=0)
+
+
+class HadamardSketchBlock(LikelihoodBlock):
+    """Hadamard count-mean sketch (``hcms``) reports as a likelihood block.
+
+    A report is ``(j, l, s)``: row ``j``, Hadamard coefficient ``l`` and a sign ``s = +-1`` that
+    equals ``H_m[l, h_j(x)]`` with the larger probability. ``G[x, i] = lo + (hi - lo)
+    [H_m[l_i, h_{j_i}(x)] = s_i]``. With ``Phi = bucket(theta)`` (``d x m``) and
+    ``F = fwht(Phi)`` (``F[j, l] = sum_x theta_x H[l, h_j(x)]``)::
+
+        sum_x theta_x [H[l_i, h_{j_i}(x)] = s_i] = (sum(theta) + s_i F[j_i, l_i]) / 2,
+
+    and ``G @ w`` transposes it: ``Psi[j, l] = sum_{i: (j_i, l_i) = (j, l)} w_i s_i``,
+    ``U = fwht(Psi)``, ``sum_i w_i [...]  = (sum(w) + sum_j U[j, h_j(x)]) / 2``.
+    ``O(d k + d m log m + reports)`` per product.
+    """
+
+    def __init__(self, hashing: RowHashing, lo: float, hi: float, rows, coefs, signs, counts):
+        self.h = hashing
+        self.k, self.d, self.m = hashing.k, hashing.d, hashing.m
+        self.lo, self.hi = float(lo), float(hi)
+        self.counts = np.asarray(counts, dtype=float).ravel()
+        self._jl = np.asarray(rows, dtype=np.int64) * self.m + np.asarray(coefs, dtype=np.int64)
+        self._s = np.asarray(signs, dtype=float)
+        if self._jl.size != self.counts.size:
+            raise LocalPrivError(f"Hadamard sketch block: {self._jl.size} reports but {self.counts.size} counts")
+
+    def forward(self, theta):
+        theta = np.asarray(theta, dtype=float)
+        S = theta.sum()
+        F = fwht(self.h.bucket(theta)).ravel()
+        return self.lo * S + (self.hi - self.lo) * 0.5 * (S + self._s * F[self._jl])
+
+    def _agree(self, w):
+        Psi = np.bincount(self._jl, weights=w * self._s, minlength=self.d * self.m).reshape(self.d, self.m)
+        return 0.5 * (w.sum() + self.h.gather(fwht(Psi)))
+
+    def backward(self, w):
+        w = np.asarray(w, dtype=float)
+        return self.lo * w.sum() + (self.hi - self.lo) * self._agree(w)
+
+    def hessian_diagonal(self, w):
+        w = np.asarray(w, dtype=float)
+        return self.lo ** 2 * w.sum() + (self.hi ** 2 - self.lo ** 2) * self._agree(w)
+
+
+#: bit ``i`` (big-endian, NumPy's packbits order) of every byte value: ``256 x 8``
+_BYTE_BITS = ((np.arange(256)[:, None] >> (7 - np.arange(8))[None, :]) & 1).astype(float)
+
+
+class CountSketchBlock(LikelihoodBlock):
+    """Count-mean sketch (``cms``) reports as a likelihood block.
+
+    A report is ``(j, z)``: row ``j`` and ``m`` bits ``z``, the one-hot ``h_j(x)`` with every bit
+    flipped independently. ``G[x, i] = c_i (r0 + (1 - r0) z_i[h_{j_i}(x)])`` (the true bit's
+    factor normalized to 1, ``r0 = e^{-eps}``, ``c_i`` the report's probability when its bit at
+    ``h_j(x)`` is set). With ``Phi = bucket(theta)``::
+
+        (theta @ G)_i = c_i (r0 sum(theta) + (1 - r0) sum_l z_i[l] Phi[j_i, l]),
+        (G @ w)_x     = r0 sum(c w) + (1 - r0) sum_j Psi[j, h_j(x)],  Psi[j, l] = sum_{i: j_i = j} c_i w_i z_i[l].
+
+    The reports stay packed (``ceil(m/8)`` bytes each): ``sum_l z_i[l] Phi[j_i, l]`` is a sum over
+    the report's bytes of a ``d x ceil(m/8) x 256`` table of byte sums of ``Phi``, and ``Psi`` is a
+    weighted count of (row, byte position, byte value) triples times the bits of each byte value:
+    ``O(reports * m / 8 + d m * 32 + d k)`` per product. Reports whose ``log c_i`` is below -600
+    are rescaled (EM is invariant to a per-report factor; the log-likelihood lost is ``log_offset``).
+    """
+
+    def __init__(self, hashing: RowHashing, log_c, r0: float, rows, packed, counts):
+        self.h = hashing
+        self.k, self.d, self.m = hashing.k, hashing.d, hashing.m
+        self.counts = np.asarray(counts, dtype=float).ravel()
+        packed = np.asarray(packed, dtype=np.uint8)
+        self.nb = packed.shape[1]
+        if packed.shape[0] != self.counts.size or self.nb * 8 < self.m:
+            raise LocalPrivError(f"count-sketch block: {packed.shape} packed reports for {self.counts.size} counts")
+        log_c = np.asarray(log_c, dtype=float)
+        shift = np.where(np.abs(log_c) > 600.0, log_c, 0.0)
+        self.log_offset = float(self.counts @ shift)
+        self.c = np.exp(log_c - shift)
+        self.r0 = float(r0)
+        rows = np.asarray(rows, dtype=np.int64)
+        self._rows = rows
+        base = (np.arange(self.nb)[:, None] + rows[None, :] * self.nb) * 256
+        self._idx = base + packed.T  # (bytes x reports) indices into the d * nb * 256 table
+        self._packed = packed
+
+    def _phi_pad(self, theta):
+        Phi = self.h.bucket(theta)
+        if self.nb * 8 != self.m:
+            Phi = np.pad(Phi, ((0, 0), (0, self.nb * 8 - self.m)))
+        return Phi
+
+    def forward(self, theta):
+        theta = np.asarray(theta, dtype=float)
+        table = self._phi_pad(theta).reshape(self.d, self.nb, 8) @ _BYTE_BITS.T  # d x nb x 256
+        dot = table.ravel()[self._idx].sum(axis=0)  # over the bytes: whole-row additions
+        return self.c * (self.r0 * theta.sum() + (1.0 - self.r0) * dot)
+
+    def _spread(self, v):
+        """``sum_j Psi[j, h_j(x)]`` with ``Psi[j, l] = sum_{i: j_i = j} v_i z_i[l]``."""
+        acc = np.bincount(self._idx.ravel(), weights=np.tile(v, self.nb), minlength=self.d * self.nb * 256)
+        Psi = (acc.reshape(self.d, self.nb, 256) @ _BYTE_BITS).reshape(self.d, self.nb * 8)[:, :self.m]
+        return self.h.gather(Psi)
+
+    def backward(self, w):
+        cw = self.c * np.asarray(w, dtype=float)
+        return self.r0 * cw.sum() + (1.0 - self.r0) * self._spread(cw)
+
+    def hessian_diagonal(self, w):
+        """``sum_i w_i c_i^2 (r0 + (1 - r0) z)^2 = r0^2 sum(w c^2) + (1 - r0^2) sum_i w_i c_i^2 z_i[h(x)]``."""
+        c2w = self.c * self.c * np.asarray(w, dtype=float)
+        return self.r0 ** 2 * c2w.sum() + (1.0 - self.r0 ** 2) * self._spread(c2w)
+
+    def dense(self):
+        from .mechanisms.base import check_dense_size
+
+        n = self.counts.size
+        check_dense_size(self.k, n, f"the likelihood of {n} reports")
+        bits = np.unpackbits(self._packed, axis=1)  # n x nb*8
+        table = (self.h.flat - (np.arange(self.d) * self.m)[:, None])  # d x k hash values
+        hit = bits[np.arange(n)[:, None], table[self._rows]]  # n x k
+        return (self.c[:, None] * (self.r0 + (1.0 - self.r0) * hit)).T
+
+
+__all__ += ["fwht", "HadamardBlock", "RowHashing", "HadamardSketchBlock", "CountSketchBlock"]
