@@ -18,7 +18,7 @@ from pathlib import Path
 
 from localpriv._validation import LocalPrivError
 from localpriv.experiments import run_experiment
-from localpriv.experiments.table import ROWS, dbsec_tables, freewill_tables, rewrite_block, rewrite_readme
+from localpriv.experiments.table import ROWS, dbsec_tables, freewill_table1, freewill_table2, rewrite_block, rewrite_readme
 
 
 def main(argv=None) -> int:
@@ -46,10 +46,10 @@ def main(argv=None) -> int:
                 run_experiment(name, a.out, seed=a.seed)
                 print(f"[{i}/{len(names)}] {name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         rewrite_readme(a.readme, a.out, keep_missing=a.keep_missing)
-        t1, t2 = (Path(a.out) / f"freewill-table{i}.json" for i in (1, 2))
-        if t1.exists() and t2.exists():  # the README's Tables I and II
-            rewrite_block(a.readme, "freewill-tables",
-                          freewill_tables(json.loads(t1.read_text()), json.loads(t2.read_text())))
+        for i, render_table in ((1, freewill_table1), (2, freewill_table2)):  # the README's Tables I, II
+            path = Path(a.out) / f"freewill-table{i}.json"
+            if path.exists():
+                rewrite_block(a.readme, f"freewill-table{i}", render_table(json.loads(path.read_text())))
         for name in ("dbsec-one-time", "dbsec-longitudinal"):  # docs/oracles.md's tables
             path = Path(a.out) / f"{name}.json"
             if path.exists():

@@ -84,10 +84,31 @@ blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that dia
 says so (``EMResult.scheme``). With ``stop="gap"`` the finish is certified to ``kkt_tol = min(1e-9,
 delta / 2)``, so its point meets ``gap < delta`` at once. ``EMResult.products`` counts the Newton finish's products (a forward
 or backward product of every block, about half an EM evaluation each).
+
+How the products are evaluated (issue 22; the iterates are unchanged up to rounding):
+
+* blocks of one family (k-RR and other scaled-identity channels, exponential kernels with
+  different rates, support blocks of the pure protocols) are batched into one block
+  (:func:`localpriv.estimators.combination.batch_blocks`): GIBU with 1,000 mechanisms makes a few
+  vector operations per product instead of 1,000 Python-level ones;
+* planar FFT blocks are evaluated by :class:`localpriv.planar.RfftClampedBlock` (real FFTs on
+  reused buffers); a block whose forward product is costly makes the SQUAREM cycles compare the
+  extrapolation with ``L(theta1)`` and skip ``theta2``'s forward product unless the cycle falls back
+  to it (:func:`_squarem`);
+* a run on one scaled-identity block (k-RR, support counts), without penalty, callback or trace,
+  continues in compiled loops (:mod:`localpriv.estimators._kernels`, numba, imported then) once
+  it has made :data:`COMPILED_AFTER` evaluations: the same operations and decisions, bit for bit
+  (NumPy's pairwise sums and BLAS dot products), without ~20 NumPy calls per evaluation;
+  ``LOCALPRIV_NUMBA=0`` keeps everything in NumPy;
+* BLAS runs on :func:`blas_threads` threads during a run (default 1; ``LOCALPRIV_BLAS_THREADS``
+  or :data:`BLAS_THREADS`; 0 leaves BLAS alone), set and restored with threadpoolctl.
 """
 from __future__ import annotations
 
 import math
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -99,7 +120,7 @@ from .newton import KKT_TOL, newton_finish, supports_newton
 
 __all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
            "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
-           "gap_bound"]
+           "gap_bound", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER"]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
 SCHEMES = ("none", "squarem", "newton")
@@ -119,6 +140,20 @@ FLOOR = 0.01
 MAX_BACKTRACK = 6
 #: floor of every EM iterate (keeps arithmetic out of subnormal floats; see _em_step)
 TINY = 1e-280
+#: with a costly forward product (planar FFT blocks) a step that reaches its cap lets the next ones grow
+#: by this factor (4 otherwise): every rejected extrapolation costs such a block one more FFT pair
+#: (planar 1000 x 1000: 2.31 FFT pairs per evaluation with 4, 2.22 with 2, 2.08 with 1.5, which
+#: needed more evaluations; notes/issue-22.md)
+GROWTH_COSTLY = 2.0
+#: BLAS threads while an EM run is under way: ``None`` reads the environment variable
+#: ``LOCALPRIV_BLAS_THREADS`` (default 1); ``0`` (or ``LOCALPRIV_BLAS_THREADS=0``) leaves BLAS alone.
+#: EM's products are small and many: one thread avoids thread hand-offs and oversubscription when
+#: several estimates run side by side (issue 22).
+BLAS_THREADS: int | None = None
+#: a run on one scaled-identity block (k-RR, support counts) hands its loop to compiled kernels
+#: (:mod:`localpriv.estimators._kernels`, numba) once it has made this many EM evaluations, so runs
+#: that stop earlier never load numba (its import and cached kernels cost ~0.3 s per process)
+COMPILED_AFTER = 64
 
 #: default tolerance of the "gap" rule: per-report log-likelihood within 1e-9 of the maximum
 #: (the round-off of the gap is bounded by 2 (m + 2k + 4) u, tests/_roundoff.py, docs/convergence.md)
@@ -315,6 +350,86 @@ def _em_update(blocks, theta, probs, n, penalty=None):
     return new, gap
 
 
+def blas_threads() -> int:
+    """BLAS threads used inside EM runs: :data:`BLAS_THREADS`, else ``LOCALPRIV_BLAS_THREADS``, else 1
+    (``0``: BLAS is left as configured)."""
+    if BLAS_THREADS is not None:
+        return int(BLAS_THREADS)
+    env = os.environ.get("LOCALPRIV_BLAS_THREADS", "").strip()
+    if not env:
+        return 1
+    try:
+        n = int(env)
+    except ValueError:
+        raise LocalPrivError(f"LOCALPRIV_BLAS_THREADS must be a whole number of threads, got {env[:40]!r}") from None
+    if n < 0:
+        raise LocalPrivError(f"LOCALPRIV_BLAS_THREADS must be >= 0, got {env[:40]!r}")
+    return n
+
+
+_BLAS_LIBS = None
+
+
+@contextmanager
+def _blas_pinned():
+    """BLAS limited to :func:`blas_threads` threads for the block (threadpoolctl, imported here)."""
+    global _BLAS_LIBS
+    limit = blas_threads()
+    if limit <= 0:
+        yield
+        return
+    if _BLAS_LIBS is None:
+        from threadpoolctl import ThreadpoolController
+        _BLAS_LIBS = [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
+    changed = []
+    try:
+        for lc in _BLAS_LIBS:
+            old = lc.num_threads
+            if old != limit:
+                lc.set_num_threads(limit)
+                changed.append((lc, old))
+        yield
+    finally:
+        for lc, old in changed:
+            lc.set_num_threads(old)
+
+
+def _prepare(blocks) -> list:
+    """The blocks as the engine evaluates them: blocks of one family batched into one
+    (:func:`localpriv.estimators.combination.batch_blocks`), planar FFT blocks replaced by their
+    real-FFT form with reused buffers (:class:`localpriv.planar.RfftClampedBlock`). Same products
+    up to rounding."""
+    blocks = list(blocks)
+    if len(blocks) > 1:
+        from .combination import batch_blocks
+        blocks = batch_blocks(blocks)
+    structured = sys.modules.get("localpriv.structured")
+    if structured is not None and any(type(b) is structured._FlooredClampedConvBlock for b in blocks):
+        from ..planar import RfftClampedBlock
+        blocks = [RfftClampedBlock.from_block(b) if type(b) is structured._FlooredClampedConvBlock else b
+                  for b in blocks]
+    return blocks
+
+
+def _compiled(blocks, penalty, callback, keep_trace, stop):
+    """``(kernels, d, b, z, counts, live, rule)`` when the run may use the compiled loops (one
+    :class:`~localpriv.structured.ScaledIdentityBlock`, no penalty, callback or trace), else None."""
+    if penalty is not None or callback is not None or keep_trace or len(blocks) != 1:
+        return None
+    b = blocks[0]
+    structured = sys.modules.get("localpriv.structured")
+    if structured is None or type(b) is not structured.ScaledIdentityBlock:
+        return None
+    args = (float(b.a - b.b), float(b.b), np.ascontiguousarray(b.outputs, dtype=np.int64))
+    from . import _kernels
+    if not _kernels.enabled():
+        return None
+    rule = {"gap": 0, "loglik": 1, "max_abs": 2}[stop]
+    live = _live(b)
+    live = np.zeros(0, dtype=np.int64) if live is None else live.astype(np.int64)
+    return (_kernels,) + args + (np.ascontiguousarray(b.counts, dtype=float), live, rule)
+
+
 def em(
     blocks: Sequence[LikelihoodBlock],
     k: int,
@@ -379,6 +494,13 @@ def em(
         raise LocalPrivError(f"max_iter must be >= 1, got {max_iter}")
     theta = (np.full(k, 1.0 / k) if theta0 is None
              else check_distribution(theta0, k=k, name="starting distribution", full_support=True).copy())
+    with _blas_pinned():
+        return _em(_prepare(blocks), k, theta, delta, max_iter, callback, keep_trace, scheme, stop, penalty)
+
+
+def _em(blocks, k, theta, delta, max_iter, callback, keep_trace, scheme, stop, penalty) -> EMResult:
+    """The body of :func:`em` on validated arguments and the blocks as given (``em`` passes them
+    through :func:`_prepare` and pins BLAS first; tests call this to evaluate block by block)."""
     n = float(sum(b.counts.sum() for b in blocks))
     probs = _forward_all(blocks, theta)
     _check_observable(blocks, probs)
@@ -414,11 +536,12 @@ def em(
         if scheme == "residual":
             return _squarem_residual(blocks, theta, probs, L, n, delta, max_iter, record, trace, penalty,
                                      objective)
+        fast = _compiled(blocks, penalty, callback, keep_trace, stop)
         if scheme in ("squarem", "newton"):
             return _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton,
-                            penalty, objective, callback if rich else None)
+                            penalty, objective, callback if rich else None, fast)
         theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, 0,
-                                                record, penalty, objective)
+                                                record, penalty, objective, fast=fast)
     return EMResult(theta, L, t, converged, trace, gap=gap, stop=stop)
 
 
@@ -434,14 +557,22 @@ def _objective(blocks, penalty):
 
 
 def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, penalty=None, objective=None,
-              gap=math.nan):
+              gap=math.nan, fast=None):
     """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``.
 
     Returns ``(theta, L, t, converged, gap)``; ``gap`` certifies the returned ``theta`` (it was
-    computed at the input of the step that produced it; EM never decreases ``L``).
+    computed at the input of the step that produced it; EM never decreases ``L``). With ``fast``
+    (:func:`_compiled`) the loop continues in the compiled kernel from evaluation
+    :data:`COMPILED_AFTER` on (same steps and rule).
     """
     objective = objective or _objective(blocks, None)
     while t < max_iter:
+        if fast is not None and t >= COMPILED_AFTER:
+            mod, d, b, z, c, live, rule = fast
+            theta, _, L, t, converged, gap = mod.kernels()["plain_em"](  # one signature: cast
+                theta, probs[0], float(L), d, b, z, c, live, float(n), rule, float(delta), int(t), int(max_iter),
+                TINY)
+            return theta, L, t, bool(converged), gap
         old = theta
         theta, gap = _em_update(blocks, theta, probs, n, penalty)
         t += 1
@@ -509,8 +640,19 @@ def _squarem_residual(blocks, theta, probs, L, n, delta, max_iter, record, trace
 
 
 def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False,
-             penalty=None, objective=None, progress=None) -> EMResult:
-    """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations."""
+             penalty=None, objective=None, progress=None, fast=None) -> EMResult:
+    """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations.
+
+    With ``fast`` (:func:`_compiled`) the cycles run in the compiled kernel from evaluation
+    :data:`COMPILED_AFTER` on (same operations and decisions; Newton attempts stay here). With a
+    block whose forward product is costly (``costly_forward``, the planar FFT blocks) the
+    extrapolation is accepted when ``L(theta') >= L(theta1)`` (known: ``theta1``'s forward product is
+    needed for ``theta2`` anyway) instead of ``L(theta2)``, and ``theta2``'s forward product is made
+    only when the cycle falls back to it: one forward and one backward product per EM evaluation
+    (backtracking trials aside; the step cap then regrows by :data:`GROWTH_COSTLY` instead of 4, so
+    that fewer trials fail). ``L`` still never decreases: ``L(theta3) >= L(theta') >= L(theta1)
+    >= L(theta)``."""
+    lazy = any(getattr(b, "costly_forward", False) for b in blocks)
     t = 0
     cycles = 0
     alpha_max = 4.0
@@ -523,6 +665,25 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
 
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
+        if fast is not None and t >= COMPILED_AFTER:
+            mod, d, b, z, c, live, rule = fast
+            theta, p, L, gap, t, cycles, alpha_max, status = mod.kernels()["squarem"](  # one signature: cast
+                theta, probs[0], float(L), d, b, z, c, live, float(n), rule, float(delta), int(t), int(max_iter),
+                int(cycles), float(alpha_max), float(gap), int(next_newton if next_newton is not None else 1 << 62),
+                TINY, FLOOR, MAX_BACKTRACK)
+            probs = [p]
+            if status == 1:
+                return EMResult(theta, L, t, True, trace, scheme=scheme, cycles=cycles, products=products,
+                                gap=gap, stop=stop)
+            if status != 2:
+                break
+            next_newton *= 4
+            fin = newton_finish(blocks, theta, n, kkt_tol=kkt_tol)
+            products += fin.products
+            if fin.certified and fin.loglik >= L:
+                theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
+                break
+            continue
         th1, gap1 = _em_update(blocks, theta, probs, n, penalty)
         p1 = _forward_all(blocks, th1)
         t += 1
@@ -532,9 +693,13 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
             return EMResult(th1, L1, t, True, trace, scheme=scheme, cycles=cycles, products=products,
                             gap=gap1, stop=stop)
         th2, gap2 = _em_update(blocks, th1, p1, n, penalty)
-        p2 = _forward_all(blocks, th2)
         t += 1
-        L2 = objective(th2, p2)
+        if lazy:  # theta2's forward product only if the cycle falls back to it (see above)
+            p2, L2 = None, None
+            Lref = objective(th1, p1)
+        else:
+            p2 = _forward_all(blocks, th2)
+            L2 = Lref = objective(th2, p2)
         r = th1 - theta
         v = th2 - th1 - r
         nr, nv = math.sqrt(r @ r), math.sqrt(v @ v)
@@ -542,7 +707,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
         if nv > 0 and nr > 0 and t < max_iter:
             alpha = max(-nr / nv, -alpha_max)
             if alpha <= -alpha_max:
-                alpha_max *= 4.0  # the step reached its cap: allow longer steps next cycle
+                alpha_max *= GROWTH_COSTLY if lazy else 4.0  # the step reached its cap: allow longer steps
             accepted = False
             # backtracking: move alpha halfway towards -1 until L(theta') >= L(theta2)
             for trial in range(MAX_BACKTRACK):
@@ -555,12 +720,12 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                 cand /= cand.sum()
                 pc = _forward_all(blocks, cand)
                 Lc = objective(cand, pc)
-                if Lc >= L2:  # -inf (an impossible report) never passes
+                if Lc >= Lref:  # -inf (an impossible report) never passes
                     th3, gap3 = _em_update(blocks, cand, pc, n, penalty)
                     p3 = _forward_all(blocks, th3)
                     L3 = objective(th3, p3)
                     t += 1
-                    if L3 >= L2:  # always true for EM from cand (Lc >= L2); kept as a guard
+                    if L3 >= Lref:  # always true for EM from cand (Lc >= Lref); kept as a guard
                         new, pnew, Lnew, gnew = th3, p3, L3, gap3
                         accepted = True
                         if trial:  # a shorter step was needed: cap the next ones there
@@ -571,6 +736,9 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                     alpha = -1.0
             if not accepted:
                 alpha_max = max(4.0, alpha_max / 4.0)
+        if pnew is None:  # lazy: the cycle keeps theta2
+            pnew = p2 = _forward_all(blocks, th2)
+            Lnew = L2 = objective(th2, p2)
         cycles += 1
         done = stop != "gap" and _stop_value(stop, theta, new, L, Lnew) < delta
         theta, probs, L, gap = new, pnew, Lnew, gnew
@@ -588,6 +756,6 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                 break
     # ---- finishing phase: plain EM until one plain step meets the rule ----------------------
     theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
-                                            penalty, objective, gap)
+                                            penalty, objective, gap, fast=fast)
     return EMResult(theta, L, t, converged, trace, scheme=scheme, cycles=cycles, products=products,
                     gap=gap, stop=stop)

@@ -1,0 +1,102 @@
+"""Planar IBU, CPU time and FFT pairs per EM evaluation (issue 22): the benchmark's data
+(``benchmarks/planar.py``: planar geometric, eps = 10 per km on 0.1-km cells, n users from Gaussian
+clusters, SQUAREM, seed 001's rule with delta = 1e-6 per report), one grid size per process.
+
+``--mode new``: the engine as shipped (the planar block replaced by
+:class:`localpriv.planar.RfftClampedBlock`, one forward product per EM evaluation);
+``--mode old``: the block the mechanism returns, evaluated as before issue 22 (a subclass the
+engine does not replace). ``--workers`` sets ``structured.FFT_WORKERS``. Prints one JSON object:
+CPU seconds (``time.process_time``, all threads), wall seconds, EM evaluations, forward/backward
+products, FFT pairs per evaluation, log-likelihood, peak RSS.
+
+    python benchmarks/planar_cpu.py --side 1000 --mode new --workers 1
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import emit, peak_rss_gib  # noqa: E402
+
+EPS, CELL = 10.0, 0.1
+DELTA_PER_REPORT = 1e-6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--side", type=int, default=300)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--mode", choices=["new", "old"], default="new")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--max-iter", type=int, default=10_000)
+    ap.add_argument("--eager", action="store_true",
+                    help="new block, but SQUAREM's eager theta2 forward product (costly_forward off)")
+    args = ap.parse_args()
+
+    import localpriv.mechanisms  # noqa: F401  (before structured: the mechanisms import it)
+    import localpriv.structured as structured
+    from localpriv.estimators.em import em
+    from localpriv.mechanisms.planar_mechanisms import PlanarGeometric
+    from localpriv.planar import GridDomain, RfftClampedBlock
+
+    structured.FFT_WORKERS = args.workers
+    side, n = args.side, args.n
+    rng = np.random.default_rng(side)  # the data of benchmarks/planar.py
+    dom = GridDomain(40.70, -74.02, side, side, CELL)
+    centres = rng.random((8, 2)) * side
+    comp = rng.integers(0, 8, n)
+    pts = centres[comp] + rng.normal(scale=side / 20, size=(n, 2))
+    rc = np.clip(np.round(pts).astype(np.int64), 0, side - 1)
+    x = rc[:, 0] * side + rc[:, 1]
+    mech = PlanarGeometric(EPS, domain=dom)
+    reports = mech.sample(x, rng)
+    z, c = np.unique(reports, return_counts=True)
+
+    counts = {"forward": 0, "backward": 0}
+
+    class Old(structured._FlooredClampedConvBlock):  # not replaced by the engine: the pre-issue-22 path
+        def forward(self, theta):
+            counts["forward"] += 1
+            return super().forward(theta)
+
+        def backward(self, w):
+            counts["backward"] += 1
+            return super().backward(w)
+
+    of, ob = RfftClampedBlock.forward, RfftClampedBlock.backward
+
+    def fwd(self, theta):
+        counts["forward"] += 1
+        return of(self, theta)
+
+    def bwd(self, w):
+        counts["backward"] += 1
+        return ob(self, w)
+
+    RfftClampedBlock.forward, RfftClampedBlock.backward = fwd, bwd
+    if args.eager:
+        RfftClampedBlock.costly_forward = False
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    block = mech.likelihood_block(z, c)
+    if args.mode == "old":
+        block.__class__ = Old
+    res = em([block], dom.size, accelerate="squarem", stop="loglik", delta=DELTA_PER_REPORT * n,
+             max_iter=args.max_iter)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    pairs = counts["forward"] + counts["backward"]
+    emit({"benchmark": "planar_cpu", "side": side, "cells": side * side, "n": n, "mode": args.mode,
+          "lazy_theta2": args.mode == "new" and not args.eager,
+          "fft_workers": args.workers, "distinct_reports": int(z.size), "cpu_seconds": cpu,
+          "wall_seconds": wall, "iterations": res.iterations, "forward_products": counts["forward"],
+          "backward_products": counts["backward"], "fft_pairs_per_evaluation": pairs / res.iterations,
+          "loglik": res.loglik, "converged": res.converged, "peak_rss_gib": peak_rss_gib()})
+
+
+if __name__ == "__main__":
+    main()
