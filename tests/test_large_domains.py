@@ -330,3 +330,13 @@ def test_cms_reports_of_a_large_domain_go_through_files_and_aggregation(tmp_path
     lp.write_reports(table, path)
     obs = lp.aggregate(str(path), dom)
     assert obs.n == 3000 and obs.blocks[0].mechanism.report_bytes == 12
+
+
+def test_structured_imports_first_without_a_cycle():
+    # localpriv.structured imports the mechanisms package, whose sketch modules use its blocks
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", "import localpriv.structured as s; print(s.HadamardBlock.__name__)"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "HadamardBlock"

@@ -43,7 +43,8 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_rng
 from ..privacy import checked_epsilon
-from ..structured import CountSketchBlock
+# the blocks live in localpriv.structured, which imports this package: bound at call time
+from .. import structured as _st
 from ._sampling import bernoulli_bits
 from .base import Mechanism, check_dense_size, register
 from .hcms import DEFAULT_D, DEFAULT_M, SketchHashes, check_sketch
@@ -180,7 +181,7 @@ class CountMeanSketch(Mechanism):
     def likelihood_block(self, reports, counts):
         """:class:`~localpriv.structured.CountSketchBlock` on the packed reports."""
         rows, packed, log_c = self.log_parts(reports)
-        return CountSketchBlock(self.hashes.hashing(str(self)), log_c, self.r0, rows, packed, counts)
+        return _st.CountSketchBlock(self.hashes.hashing(str(self)), log_c, self.r0, rows, packed, counts)
 
     def epsilon_ldp(self) -> float:
         """``log(p (1-q) / (q (1-p))) = eps`` (exact in log-odds) if some row hashes two inputs apart,

@@ -45,7 +45,8 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
-from ..structured import HadamardBlock, _popcount_parity, fwht
+# the blocks live in localpriv.structured, which imports this package: bound at call time
+from .. import structured as _st
 from .base import Mechanism, check_dense_size, register
 
 __all__ = ["HadamardResponse", "hr_blocks"]
@@ -114,7 +115,7 @@ class HadamardResponse(Mechanism):
         """``[y in C_x]`` (broadcasting ``x`` against ``y``)."""
         p, t = self.cells(x)
         y = np.asarray(y, dtype=np.int64)
-        return (p == y // self.width) & (_popcount_parity(t & (y % self.width)) == 0)
+        return (p == y // self.width) & (_st._popcount_parity(t & (y % self.width)) == 0)
 
     @property
     def n_outputs(self) -> int:
@@ -137,7 +138,7 @@ class HadamardResponse(Mechanism):
         anywhere = rng.integers(0, self.K, size=n, dtype=np.int64)
         j = rng.integers(0, self.width, size=n, dtype=np.int64)
         p, t = self.cells(x)
-        j ^= _popcount_parity(t & j) * (t & -t)  # H[t, j] = -1: flip t's lowest set bit in j
+        j ^= _st._popcount_parity(t & j) * (t & -t)  # H[t, j] = -1: flip t's lowest set bit in j
         return np.where(uniform, anywhere, p * self.width + j)
 
     # ---- channel and likelihood ---------------------------------------------------------
@@ -153,12 +154,12 @@ class HadamardResponse(Mechanism):
 
     def likelihood_block(self, reports, counts):
         """:class:`~localpriv.structured.HadamardBlock`: ``O(K log b)`` products."""
-        return HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, self.output_index(reports), counts)
+        return _st.HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, self.output_index(reports), counts)
 
     def output_probabilities(self, theta) -> np.ndarray:
         """``theta @ M`` with one transform (never the dense channel)."""
         theta = np.asarray(theta, dtype=float)
-        return HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, np.arange(self.K),
+        return _st.HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, np.arange(self.K),
                              np.ones(self.K)).forward(theta)
 
     def epsilon_ldp(self) -> float:
@@ -177,7 +178,7 @@ class HadamardResponse(Mechanism):
         n = c.sum()
         if not n > 0:
             raise LocalPrivError(f"{self}: no reports counted")
-        F = fwht((c / n).reshape(self.blocks, self.width))
+        F = _st.fwht((c / n).reshape(self.blocks, self.width))
         p, t = self.cells()
         return self.scale * F[p, t]
 

@@ -37,7 +37,8 @@ import numpy as np
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
 from ..stablehash import hash_keys, to_range
-from ..structured import HadamardSketchBlock, RowHashing, _popcount_parity, fwht
+# the blocks live in localpriv.structured, which imports this package: bound at call time
+from .. import structured as _st
 from .base import Mechanism, check_dense_size, register
 
 __all__ = ["HadamardCMS", "SketchHashes"]
@@ -72,8 +73,8 @@ class SketchHashes:
             self._table = tab
         return self._table
 
-    def hashing(self, what: str) -> RowHashing:
-        return RowHashing(self.table(what), self.m)
+    def hashing(self, what: str) -> _st.RowHashing:
+        return _st.RowHashing(self.table(what), self.m)
 
     def separates(self) -> bool:
         """Does some row hash two inputs apart? Scans rows on the first 4096 inputs (almost always
@@ -166,7 +167,7 @@ class HadamardCMS(Mechanism):
         j = rng.integers(0, self.d, size=n, dtype=np.int64)
         l = rng.integers(0, self.m, size=n, dtype=np.int64)
         keep = rng.random(n) < self.p_keep
-        plus = _popcount_parity(l & self.hashes.of(x, j)) == 0  # H[l, h_j(x)] = +1
+        plus = _st._popcount_parity(l & self.hashes.of(x, j)) == 0  # H[l, h_j(x)] = +1
         bit = np.where(keep, plus, ~plus).astype(np.int64)
         return (j * self.m + l) * 2 + bit
 
@@ -175,7 +176,7 @@ class HadamardCMS(Mechanism):
         j, l, s = self.decode(reports)
         check_dense_size(self.k, j.size, f"{self} likelihood of {j.size} reports")
         h = self.hashes.table(str(self))[j]  # reports x k
-        agree = (1 - 2 * _popcount_parity(l[:, None] & h)) == s[:, None]
+        agree = (1 - 2 * _st._popcount_parity(l[:, None] & h)) == s[:, None]
         return np.where(agree, self.hi, self.lo).T
 
     def channel(self) -> np.ndarray:
@@ -189,7 +190,7 @@ class HadamardCMS(Mechanism):
     def likelihood_block(self, reports, counts):
         """:class:`~localpriv.structured.HadamardSketchBlock`."""
         j, l, s = self.decode(reports)
-        return HadamardSketchBlock(self.hashes.hashing(str(self)), self.lo, self.hi, j, l, s, counts)
+        return _st.HadamardSketchBlock(self.hashes.hashing(str(self)), self.lo, self.hi, j, l, s, counts)
 
     def epsilon_ldp(self) -> float:
         """``log(hi / lo) = eps`` if some row hashes two inputs apart (then some coefficient ``l``
@@ -203,7 +204,7 @@ class HadamardCMS(Mechanism):
         j, l, s = self.decode(reports)
         w = np.ones(j.size) if counts is None else np.asarray(counts, dtype=float)
         S = np.bincount(j * self.m + l, weights=w * s, minlength=self.d * self.m).reshape(self.d, self.m)
-        return fwht(S * (self.d * self.c_eps))
+        return _st.fwht(S * (self.d * self.c_eps))
 
     def unbiased(self, reports, counts=None) -> np.ndarray:
         """Apple's estimate of every frequency (sums to about 1, may be negative)."""
