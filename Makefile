@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser reproduce bench bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser reproduce bench bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -72,6 +72,16 @@ numeric-evidence: $(STAMP)
 # the collector service's load test (issue 23): SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
 bench-service: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
+
+# issue 20: Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
+# Gowalla place ids (-> benchmarks/results-large_domains.json, results-heavy_hitters.json)
+bench-vocab: $(BENCH_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/large_domains.py
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/heavy_hitters.py
+
+# issue 22: EM overhead at k = 100, batched GIBU, the planar real-FFT block (-> benchmarks/results-em.json)
+bench-em: $(BENCH_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/em_suite.py
 
 # start-up cost of `import localpriv` and `localpriv --help` (issue 18: under 0.25 s of CPU)
 bench-import: $(STAMP)
