@@ -740,6 +740,9 @@ def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
             width = _report_width(mech)
             if r.shape[1] != width:
                 raise LocalPrivError(f"{mech}: reports have {width} bytes, got {r.shape[1]}")
+            own = getattr(mech, "check_binary_reports", None)  # a mechanism's own checks (rappor)
+            if own is not None and r.shape[0]:
+                own(r)
             vectors = getattr(mech, "vectors", None)
             if vectors is not None and r.shape[0]:
                 if not np.all(np.isfinite(vectors(r))):

@@ -39,10 +39,12 @@ report that sets the bits of ``B \\ B'`` and clears those of ``B' \\ B``; so
   ``2 h log((1 - f/2)/(f/2))`` under the same condition, the paper's ``eps_inf``, which bounds
   any number of reports of one user (they are post-processing of her memoized ``B'``).
 
-Reports are ONE int64: ``report = c * 2^m + sum_j S_j 2^j`` (bit ``j`` of the filter is bit ``j``
-of the low ``m`` bits; ``m + bits(cohorts - 1) <= 62``), so they aggregate with the generic
-``GROUP BY report`` and the counts of distinct reports are exactly what the exact likelihood
-needs. ``memoize(x, rng)`` draws the cohort and the PRR, ``instantaneous(memo, rng)`` one IRR
+Reports are ONE int64, ``report = c * 2^m + sum_j S_j 2^j`` (bit ``j`` of the filter is bit ``j``
+of the low ``m`` bits), when ``m + bits(cohorts - 1) <= 62``; wider filters (the paper's m = 128 or
+256) are bit-vector reports of ``2 + ceil(m/8)`` bytes: the cohort as a little-endian uint16, then
+the ``m`` bits packed little-endian (bit ``j`` is bit ``j mod 8`` of byte ``2 + j // 8``; padding
+bits zero). Either way they aggregate with the generic ``GROUP BY report`` and the counts of
+distinct reports are exactly what the exact likelihood needs. ``memoize(x, rng)`` draws the cohort and the PRR, ``instantaneous(memo, rng)`` one IRR
 report, ``sample = instantaneous o memoize`` (one report per user: a one-shot collection) and
 ``sample_rounds(x, rng, rounds)`` several reports from one memoized PRR, as the longitudinal
 oracles of :mod:`localpriv.mechanisms.longitudinal`.
@@ -83,6 +85,9 @@ __all__ = ["RAPPOR", "BitCounts", "Decoded", "bloom_positions", "decode", "candi
 
 #: the channel is enumerated only up to this many outputs (``cohorts * 2^m``)
 DENSE_MAX_OUTPUTS = 1 << 16
+#: widest Bloom filter (bits) and the bytes of the cohort in a bit-vector report
+MAX_M = 4096
+COHORT_BYTES = 2
 _CHUNK = 1 << 18  # bits drawn at once when sampling
 
 
@@ -153,12 +158,14 @@ class RAPPOR(Mechanism):
     def __init__(self, k: int, m: int = 32, h: int = 2, cohorts: int = 8, f: float = 0.5, p: float = 0.5,
                  q: float = 0.75, keys: str = "index", domain=None):
         self.k = check_int(k, "k", minimum=2)
-        self.m = check_int(m, "rappor: m", minimum=1, maximum=62)
+        self.m = check_int(m, "rappor: m", minimum=1, maximum=MAX_M)
         self.h = check_int(h, "rappor: h", minimum=1, maximum=self.m)
         self.cohorts = check_int(cohorts, "rappor: cohorts", minimum=1, maximum=2 ** 16)
-        if self.m + int(self.cohorts - 1).bit_length() > 62:
-            raise LocalPrivError(f"rappor: m + bits(cohorts-1) must be at most 62 (one int64 report), got "
-                                 f"m={self.m}, cohorts={self.cohorts}")
+        # one int64 per report while it fits; else a bit vector of 2 + ceil(m/8) bytes
+        self.wide = self.m + int(self.cohorts - 1).bit_length() > 62
+        if self.wide:
+            self.report_kind = "binary"
+            self.report_bytes = COHORT_BYTES + (self.m + 7) // 8
         self.f, self.p, self.q = _float(f, "f"), _float(p, "p"), _float(q, "q")
         if not 0.0 <= self.f < 1.0:
             raise LocalPrivError(f"rappor: need 0 <= f < 1, got f={self.f}")
@@ -221,7 +228,10 @@ class RAPPOR(Mechanism):
         return n if n <= DENSE_MAX_OUTPUTS else None
 
     def output_index(self, reports) -> np.ndarray:
-        """Reports are their own output indices ``c * 2^m + bits``; checked to be in range."""
+        """Reports are their own output indices ``c * 2^m + bits``; checked to be in range (int64
+        reports only: wide filters have bit-vector reports, see :meth:`decode_reports`)."""
+        if self.wide:
+            raise LocalPrivError(f"{self}: reports are bit vectors of {self.report_bytes} bytes, not output indices")
         r = np.asarray(reports)
         if r.dtype.kind == "f":
             if np.any(r != np.round(r)):
@@ -236,10 +246,42 @@ class RAPPOR(Mechanism):
         return r
 
     def decode_reports(self, reports) -> tuple[np.ndarray, np.ndarray]:
-        """``report -> (cohort, n x m uint8 bits)``."""
-        r = self.output_index(np.asarray(reports).ravel())
-        bits = ((r[:, None] >> np.arange(self.m, dtype=np.int64)[None, :]) & 1).astype(np.uint8)
-        return r >> self.m, bits
+        """``report -> (cohort, n x m uint8 bits)`` (int64 reports or, for wide filters, bit-vector
+        rows; invalid reports are refused with one line)."""
+        if not self.wide:
+            r = self.output_index(np.asarray(reports).ravel())
+            bits = ((r[:, None] >> np.arange(self.m, dtype=np.int64)[None, :]) & 1).astype(np.uint8)
+            return r >> self.m, bits
+        r = np.asarray(reports)
+        if r.ndim != 2 or r.dtype != np.uint8 or r.shape[1] != self.report_bytes:
+            raise LocalPrivError(f"{self}: reports are {self.report_bytes}-byte vectors (uint8 rows), got "
+                                 f"{r.dtype} of shape {r.shape}")
+        cohort = r[:, 0].astype(np.int64) | (r[:, 1].astype(np.int64) << 8)
+        if np.any(cohort >= self.cohorts):
+            raise LocalPrivError(f"{self}: reports name cohorts outside 0..{self.cohorts - 1}: "
+                                 f"{np.unique(cohort[cohort >= self.cohorts])[:5].tolist()}")
+        bits = np.unpackbits(r[:, COHORT_BYTES:], axis=1, bitorder="little")
+        if bits.shape[1] > self.m and bits[:, self.m:].any():
+            raise LocalPrivError(f"{self}: reports set padding bits beyond bit {self.m - 1}")
+        return cohort, bits[:, :self.m]
+
+    def check_binary_reports(self, reports) -> None:
+        """Cohorts in range and padding bits clear (called by the readers for wide filters)."""
+        step = max(1, _CHUNK // self.report_bytes)
+        r = np.asarray(reports)
+        for s in range(0, r.shape[0], step):
+            self.decode_reports(r[s:s + step])
+
+    def _encode(self, cohort, bits) -> np.ndarray:
+        """``(cohort, n x m bool)`` -> reports (int64, or bit-vector rows for wide filters)."""
+        if not self.wide:
+            weights = np.left_shift(np.int64(1), np.arange(self.m, dtype=np.int64))
+            return (cohort << self.m) | (bits.astype(np.int64) @ weights)
+        out = np.empty((cohort.size, self.report_bytes), dtype=np.uint8)
+        out[:, 0] = cohort & 0xFF
+        out[:, 1] = cohort >> 8
+        out[:, COHORT_BYTES:] = np.packbits(bits, axis=1, bitorder="little")
+        return out
 
     def channel(self) -> np.ndarray:
         n = self.n_outputs
@@ -269,13 +311,12 @@ class RAPPOR(Mechanism):
         """One IRR report per user from her memoized ``(cohort, B')``: ``c * 2^m + bits``."""
         cohort, prr = memo
         n = cohort.size
-        out = np.empty(n, dtype=np.int64)
-        weights = np.left_shift(np.int64(1), np.arange(self.m, dtype=np.int64))
+        out = np.empty((n, self.report_bytes), dtype=np.uint8) if self.wide else np.empty(n, dtype=np.int64)
         step = max(1, _CHUNK // self.m)
         for s in range(0, n, step):
             e = min(n, s + step)
             bits = rng.random((e - s, self.m)) < np.where(prr[s:e], self.q, self.p)
-            out[s:e] = (cohort[s:e] << self.m) | (bits.astype(np.int64) @ weights)
+            out[s:e] = self._encode(cohort[s:e], bits)
         return out
 
     def sample(self, x, rng) -> np.ndarray:
@@ -374,20 +415,24 @@ class RAPPOR(Mechanism):
     # ---- decoding ingredients ------------------------------------------------------------
     def bit_counts(self, reports, counts=None) -> BitCounts:
         """Per-cohort report counts ``n[c]`` and bit counts ``ones[c, j]`` (weighted by ``counts``)."""
-        r = self.output_index(np.asarray(reports).ravel())
-        w = np.ones(r.size) if counts is None else np.asarray(counts, dtype=float).ravel()
-        if w.size != r.size:
-            raise LocalPrivError(f"rappor: {w.size} counts for {r.size} reports")
-        cohort = r >> self.m
-        n = np.bincount(cohort, weights=w, minlength=self.cohorts)
+        r = np.asarray(reports)
+        if not self.wide:
+            r = r.ravel()
+        nrep = r.shape[0]
+        w = np.ones(nrep) if counts is None else np.asarray(counts, dtype=float).ravel()
+        if w.size != nrep:
+            raise LocalPrivError(f"rappor: {w.size} counts for {nrep} reports")
+        n = np.zeros(self.cohorts)
         ones = np.zeros(self.cohorts * self.m)
         step = max(1, _CHUNK // self.m)
         shifts = np.arange(self.m, dtype=np.int64)
-        for s in range(0, r.size, step):  # chunks of distinct reports
-            e = min(r.size, s + step)
-            bits = (r[s:e, None] >> shifts[None, :]) & 1
-            flat = cohort[s:e, None] * self.m + shifts[None, :]
-            ones += np.bincount(flat[bits == 1], weights=np.broadcast_to(w[s:e, None], bits.shape)[bits == 1],
+        for s in range(0, nrep, step):  # chunks of distinct reports
+            e = min(nrep, s + step)
+            cohort, bits = self.decode_reports(r[s:e])
+            n += np.bincount(cohort, weights=w[s:e], minlength=self.cohorts)
+            flat = cohort[:, None] * self.m + shifts[None, :]
+            on = bits == 1
+            ones += np.bincount(flat[on], weights=np.broadcast_to(w[s:e, None], bits.shape)[on],
                                 minlength=self.cohorts * self.m)
         return BitCounts(n, ones.reshape(self.cohorts, self.m))
 
