@@ -292,14 +292,15 @@ def _freewill1_ours(recs):
     runs = _runs(recs, "freewill-table1")
     gibu_best = sum(1 for key, e in r["emd"].items()
                     if all(e["gibu"][-1] <= v[-1] for nm, v in e.items() if v and v[-1] is not None))
-    agree, total, undecided = _table1_agreement(r)
+    a = _table1_agreement(r)
     return (f"{runs} runs at n = {r['ns'][-1]:,}: GIBU lowest mean EMD in {gibu_best}/{len(r['emd'])} settings; "
-            f"{agree} of {total} meaningful verdicts as the seed's, {undecided} undecided "
-            "(interval across a threshold; GIBU-vs-itself and NA cells not counted)")
+            f"of {a['total']} meaningful verdicts (GIBU-vs-itself and NA cells not counted) {a['decided']} are "
+            f"decided, {a['agree']} of them as the seed's; {a['undecided']} undecided (the 95 % interval crosses a "
+            f"threshold), {a['undecided_with_paper']} of which include the seed's verdict")
 
 
-def _table1_agreement(r):
-    agree = total = undecided = 0
+def _table1_agreement(r) -> dict:
+    out = {"total": 0, "decided": 0, "agree": 0, "undecided": 0, "undecided_with_paper": 0}
     for scenario, row in r["table"].items():
         for col, cell in row.items():
             if col == "GIBU":
@@ -308,13 +309,14 @@ def _table1_agreement(r):
             for sp, c in cell.items():
                 if paper == "NA" or c["verdict"] == "NA":
                     continue
-                total += 1
+                out["total"] += 1
                 if c["verdict"].startswith("undecided"):
-                    undecided += 1
-                    agree += paper in c["verdict"]
+                    out["undecided"] += 1
+                    out["undecided_with_paper"] += paper in c["verdict"]
                 else:
-                    agree += c["verdict"] == paper
-    return agree, total, undecided
+                    out["decided"] += 1
+                    out["agree"] += c["verdict"] == paper
+    return out
 
 
 def _freewill2_ours(recs):
