@@ -34,6 +34,7 @@ from ..privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
 
 __all__ = [
     "Mechanism",
+    "Memoized",
     "LikelihoodBlock",
     "DenseBlock",
     "check_dense_size",
@@ -590,3 +591,23 @@ def _row_search(cdf: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         idx = order[s:e]
         out[idx] = np.searchsorted(cdf[xs[s]], u[idx], side="right")
     return out
+
+
+class Memoized:
+    """Sampling of mechanisms with a permanent (memoized) part per user and an instantaneous one
+    per report: ``memoize(x, rng)`` draws the permanent part, ``instantaneous(memo, rng)`` one
+    report from it (the longitudinal oracles, RAPPOR). Put it before :class:`Mechanism` in the
+    bases."""
+
+    def sample(self, x, rng) -> np.ndarray:
+        """One report per user: memoize, then one instantaneous obfuscation."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        return self.instantaneous(self.memoize(x, rng), rng)
+
+    def sample_rounds(self, x, rng, rounds: int) -> list:
+        """``rounds`` reports per user from the SAME memoized part (a list, one array per round)."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        memo = self.memoize(x, rng)
+        return [self.instantaneous(memo, rng) for _ in range(check_int(rounds, "rounds", minimum=1))]

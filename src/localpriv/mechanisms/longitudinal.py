@@ -44,9 +44,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from .._validation import LocalPrivError, check_eps, check_int
 from ..privacy import checked_epsilon
-from .base import check_dense_size, register
+from .base import Memoized, check_dense_size, register
 from .hashing import DEFAULT_HASH, LocalHashing, grr_logs, grr_sample
 from .krr import grr_floats
 from .unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
@@ -154,8 +154,8 @@ def solve_second_round(first, second, eps_1: float, g: int | None = None) -> flo
     return float(brentq(f, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
 
 
-class _Longitudinal:
-    """Shared parameters of the longitudinal mechanisms."""
+class _Longitudinal(Memoized):
+    """Shared parameters of the longitudinal mechanisms (sampling: :class:`~.base.Memoized`)."""
 
     eps_perm: float
     eps_1: float
@@ -164,18 +164,6 @@ class _Longitudinal:
     def params(self):
         return {"k": self.k, "eps_perm": self.eps_perm, "eps_1": self.eps_1}
 
-    def sample(self, x, rng) -> np.ndarray:
-        """One report per user: memoize, then one instantaneous obfuscation."""
-        x = self._check_inputs(x)
-        rng = check_rng(rng)
-        return self.instantaneous(self.memoize(x, rng), rng)
-
-    def sample_rounds(self, x, rng, rounds: int) -> list:
-        """``rounds`` reports per user from the SAME memoized value (a list, one array per round)."""
-        x = self._check_inputs(x)
-        rng = check_rng(rng)
-        memo = self.memoize(x, rng)
-        return [self.instantaneous(memo, rng) for _ in range(check_int(rounds, "rounds", minimum=1))]
 
 
 # --------------------------------------------------------------------------------------------

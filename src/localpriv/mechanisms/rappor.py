@@ -77,9 +77,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import stablehash
-from .._validation import LocalPrivError, check_int, check_rng
+from .._validation import LocalPrivError, check_int
 from ..privacy import checked_epsilon
-from .base import DenseBlock, Mechanism, check_dense_size, register
+from .base import DenseBlock, Mechanism, Memoized, check_dense_size, register
 
 __all__ = ["RAPPOR", "BitCounts", "Decoded", "bloom_positions", "decode", "candidate_keys"]
 
@@ -143,7 +143,7 @@ class Decoded:
 
 
 @register
-class RAPPOR(Mechanism):
+class RAPPOR(Memoized, Mechanism):
     """Bloom-filter RAPPOR with cohorts, PRR (``f``) and IRR (``p``, ``q``); see the module
     docstring for the encoding, the likelihood and the computed privacy.
 
@@ -318,19 +318,6 @@ class RAPPOR(Mechanism):
             bits = rng.random((e - s, self.m)) < np.where(prr[s:e], self.q, self.p)
             out[s:e] = self._encode(cohort[s:e], bits)
         return out
-
-    def sample(self, x, rng) -> np.ndarray:
-        """One report per user: cohort and PRR drawn once (:meth:`memoize`), then one IRR."""
-        x = self._check_inputs(x)
-        rng = check_rng(rng)
-        return self.instantaneous(self.memoize(x, rng), rng)
-
-    def sample_rounds(self, x, rng, rounds: int) -> list:
-        """``rounds`` reports per user from the SAME cohort and PRR (a list, one array per round)."""
-        x = self._check_inputs(x)
-        rng = check_rng(rng)
-        memo = self.memoize(x, rng)
-        return [self.instantaneous(memo, rng) for _ in range(check_int(rounds, "rounds", minimum=1))]
 
     # ---- likelihood ---------------------------------------------------------------------
     def _log_likelihood(self, reports, bloom) -> np.ndarray:
