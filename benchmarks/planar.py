@@ -26,22 +26,28 @@ EPS, CELL, N = 10.0, 0.1, 1_000_000
 DELTA_PER_REPORT = 1e-6
 
 
-def one(side: int, n: int = N, max_iter: int = 10_000) -> dict:
-    import localpriv.structured as structured
-    from localpriv.estimators.ibu import ibu
+def grid_users(side: int, n: int, rng):
+    """The benchmark's data: ``n`` users from 8 Gaussian clusters on a ``side x side`` grid of
+    0.1 km cells, and the planar geometric mechanism at ``EPS`` per km (also benchmarks/planar_cpu.py)."""
     from localpriv.mechanisms.planar_mechanisms import PlanarGeometric
-    from localpriv.observations import ObservationBlock, Observations
     from localpriv.planar import GridDomain
 
-    structured.FFT_WORKERS = 2  # the acceptance machine has 2 cores
-    rng = np.random.default_rng(side)
     dom = GridDomain(40.70, -74.02, side, side, CELL)
     centres = rng.random((8, 2)) * side
     comp = rng.integers(0, 8, n)
     pts = centres[comp] + rng.normal(scale=side / 20, size=(n, 2))
     rc = np.clip(np.round(pts).astype(np.int64), 0, side - 1)
-    x = rc[:, 0] * side + rc[:, 1]
-    mech = PlanarGeometric(EPS, domain=dom)
+    return dom, rc[:, 0] * side + rc[:, 1], PlanarGeometric(EPS, domain=dom)
+
+
+def one(side: int, n: int = N, max_iter: int = 10_000) -> dict:
+    import localpriv.structured as structured
+    from localpriv.estimators.ibu import ibu
+    from localpriv.observations import ObservationBlock, Observations
+
+    structured.FFT_WORKERS = 2  # the acceptance machine has 2 cores
+    rng = np.random.default_rng(side)
+    dom, x, mech = grid_users(side, n, rng)
     t0 = time.perf_counter()
     reports = mech.sample(x, rng)
     t_sample = time.perf_counter() - t0

@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, peak_rss_gib  # noqa: E402
+from planar import grid_users  # noqa: E402  (the same data as benchmarks/planar.py)
 
-EPS, CELL = 10.0, 0.1
 DELTA_PER_REPORT = 1e-6
 
 
@@ -41,19 +41,12 @@ def main():
     import localpriv.mechanisms  # noqa: F401  (before structured: the mechanisms import it)
     import localpriv.structured as structured
     from localpriv.estimators.em import em
-    from localpriv.mechanisms.planar_mechanisms import PlanarGeometric
-    from localpriv.planar import GridDomain, RfftClampedBlock
+    from localpriv.planar import RfftClampedBlock
 
     structured.FFT_WORKERS = args.workers
     side, n = args.side, args.n
     rng = np.random.default_rng(side)  # the data of benchmarks/planar.py
-    dom = GridDomain(40.70, -74.02, side, side, CELL)
-    centres = rng.random((8, 2)) * side
-    comp = rng.integers(0, 8, n)
-    pts = centres[comp] + rng.normal(scale=side / 20, size=(n, 2))
-    rc = np.clip(np.round(pts).astype(np.int64), 0, side - 1)
-    x = rc[:, 0] * side + rc[:, 1]
-    mech = PlanarGeometric(EPS, domain=dom)
+    dom, x, mech = grid_users(side, n, rng)
     reports = mech.sample(x, rng)
     z, c = np.unique(reports, return_counts=True)
 
