@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from localpriv.service import free_port
+
 ADMIN = "benchmark-admin-token-0123456789"
 SPEC = "krr(k=100,eps=2.0)"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(db: str, port: int, log: Path) -> subprocess.Popen:
@@ -63,7 +58,7 @@ def run(backend: str = "sqlite", clients: int = 4, batches: int = 50, size: int 
         db = pg.get_uri("bench")
     else:
         db = os.path.join(tmp.name, "collector.sqlite")
-    port, log = _free_port(), Path(tmp.name) / "server.log"
+    port, log = free_port(), Path(tmp.name) / "server.log"
     url = f"http://127.0.0.1:{port}"
     rng = np.random.default_rng(0)
     plans = rng.integers(0, 100, size=(clients, batches, size))  # k-RR reports: any index is an output

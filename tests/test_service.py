@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ with warnings.catch_warnings():
 import localpriv as lp
 from localpriv.client import Client, report_group
 from localpriv.domains import parse_domain
+from localpriv.service import free_port
 from localpriv.service.app import create_app
 from localpriv.service.core import Collector
 from localpriv.service.storage import SCHEMA_VERSION, open_store
@@ -362,12 +362,6 @@ def test_openapi_documents_the_api(svc):
 # ---------------------------------------------------------------------------------------------
 # a real server: SIGKILL in the middle of concurrent clients, then the dashboard in chromium
 # ---------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(db: str, port: int, log: Path) -> subprocess.Popen:
     from localpriv.service import launch
     return launch(db, port, log, ADMIN)
@@ -375,7 +369,7 @@ def _start(db: str, port: int, log: Path) -> subprocess.Popen:
 
 def test_sigkill_in_the_middle_loses_and_doubles_nothing(db_url, tmp_path):
     import httpx
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     proc = _start(db_url, port, log)
     try:
@@ -433,7 +427,7 @@ def test_dashboard_in_headless_chromium(tmp_path):
     import httpx
     from PIL import Image
     import uvicorn
-    port = _free_port()
+    port = free_port()
     tc, collector = _service(str(tmp_path / "dash.sqlite"))
     server = uvicorn.Server(uvicorn.Config(tc.app, host="127.0.0.1", port=port, log_level="warning",
                                            access_log=False))

@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 
-__all__ = ["serve", "launch", "DEFAULT_DB"]
+__all__ = ["serve", "launch", "free_port", "DEFAULT_DB"]
 
 #: The database ``localpriv serve`` uses without ``--db``: an SQLite file in the current folder.
 DEFAULT_DB = "localpriv-collector.sqlite"
@@ -60,6 +60,14 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
         uvicorn.run(app, host=host, port=int(port), log_level="warning", access_log=False)
     finally:
         store.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (for :func:`launch` in tests and benchmarks)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
