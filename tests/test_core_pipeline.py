@@ -130,3 +130,31 @@ def test_demo_experiment(tmp_path):
     # estimation helps: every estimator is far closer to the truth than the noisy histogram
     assert max(res["emd"][k] for k in ("inv-n", "inv-p", "ibu")) < res["emd"]["noisy"] / 2
     assert (tmp_path / "demo.png").exists() and json.loads((tmp_path / "demo.json").read_text())["seed"] == 0
+
+
+@pytest.mark.parametrize("with_binary", [False, True])
+def test_duckdb_in_memory_merge_equals_its_tables(tmp_path, rng, monkeypatch, with_binary):
+    """Few numeric parts are merged in memory (no round trip through DuckDB's tables); the frame
+    is the one the tables give: overlapping files, a counts file with a zero, int and float
+    reports, several mechanisms (and a bit-vector mechanism, which sends everything to DuckDB)."""
+    import localpriv.aggregate  # noqa: F401  (the name `aggregate` is also a function)
+    import sys
+
+    agg_mod = sys.modules["localpriv.aggregate"]
+    dom = IntegerDomain(0, 9)
+    values = rng.integers(0, 10, size=3000)
+    write_reports(perturb(values, "krr(eps=1.0)", rng, dom), tmp_path / "a.parquet")
+    write_reports(perturb(values[:900], "krr(eps=1.0)", rng, dom), tmp_path / "b.csv")
+    write_reports(perturb(values[:500], "laplace(eps=0.5)", rng, dom), tmp_path / "c.parquet")
+    counts = pd.DataFrame({"mechanism": ["krr(k=10,eps=3.0)"] * 3, "report": [0, 4, 9], "count": [5, 0, 7]})
+    counts.to_csv(tmp_path / "counts.csv", index=False)
+    files = [tmp_path / "a.parquet", tmp_path / "b.csv", tmp_path / "c.parquet", tmp_path / "counts.csv"]
+    if with_binary:
+        write_reports(perturb(values[:300], "oue(eps=1.0)", rng, dom), tmp_path / "d.parquet")
+        files.append(tmp_path / "d.parquet")
+    memory = DuckDBAggregator().counts(files)
+    monkeypatch.setattr(agg_mod, "_PENDING_ROWS", 0)
+    tables = DuckDBAggregator().counts(files)
+    pd.testing.assert_frame_equal(memory, tables)
+    assert int(memory["count"].sum()) == 3000 + 900 + 500 + 12 + (300 if with_binary else 0)
+    assert not (memory["count"] == 0).any()

@@ -199,9 +199,13 @@ class DuckDBAggregator:
                 raise LocalPrivError(f"cannot start DuckDB: {_one_line(exc)}") from None
             try:
                 made: set[str] = set()
-                fast = None if not self.fast else (lambda src: _parquet_grouped(con, src, self.domain))
-                for spec, _mech, r, c in _stream(source, self.domain, fast):
-                    kind = _kind(r)
+                # numeric parts wait here while they are few (Parquet's fast path hands over one
+                # summed part per mechanism and file): merged in memory at the end, without the
+                # round trip through DuckDB's tables; past _PENDING_ROWS they go to DuckDB.
+                pending: list = []
+                held = 0
+
+                def insert(spec, r, c, kind):
                     if kind not in made:
                         con.execute(f"CREATE TABLE agg_{kind} (mechanism VARCHAR, report {types[kind]}, "
                                     "count HUGEINT)")
@@ -218,7 +222,23 @@ class DuckDBAggregator:
                     con.execute(f"INSERT INTO agg_{kind} SELECT CAST(mechanism AS VARCHAR), report, "
                                 "SUM(count) FROM batch GROUP BY ALL")
                     con.unregister("batch")
+
+                fast = None if not self.fast else (lambda src: _parquet_grouped(con, src, self.domain))
+                for spec, _mech, r, c in _stream(source, self.domain, fast):
+                    kind = _kind(r)
+                    if kind != "binary" and held + r.shape[0] <= _PENDING_ROWS:
+                        pending.append((spec, r, c, kind))
+                        held += r.shape[0]
+                        continue
+                    for part in pending:
+                        insert(*part)
+                    pending, held = [], 0
+                    insert(spec, r, c, kind)
                 frames = []
+                if made:
+                    for part in pending:
+                        insert(*part)
+                    pending = []
                 for kind in sorted(made):
                     df = con.execute(f"SELECT mechanism, report, SUM(count) AS count FROM agg_{kind} "
                                      "GROUP BY ALL HAVING SUM(count) > 0 ORDER BY mechanism, report").df()
@@ -228,6 +248,8 @@ class DuckDBAggregator:
                     if kind == "binary":
                         df["report"] = [bytes(v) for v in df["report"]]
                     frames.append(df)
+                if pending:
+                    frames.append(_merged_in_memory(pending))
             except duckdb.Error as exc:
                 raise LocalPrivError(f"aggregation failed: {_one_line(exc)}") from None
             finally:
@@ -236,6 +258,29 @@ class DuckDBAggregator:
             raise LocalPrivError("no reports to aggregate: the input is empty")
         df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return _check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
+
+
+#: numeric rows (distinct reports of summed parts, or raw reports) merged in memory rather than in
+#: DuckDB's tables when all the input's parts together hold at most this many
+_PENDING_ROWS = 1 << 20
+
+
+def _merged_in_memory(parts) -> pd.DataFrame:
+    """The frame DuckDB's final ``GROUP BY ... HAVING SUM(count) > 0 ORDER BY mechanism, report``
+    gives, for a few numeric parts ``(spec, reports, counts or None, kind)``; kinds in the order
+    the DuckDB path emits them (float before int), each sorted by mechanism and report."""
+    groups: dict = {}
+    for spec, r, c, kind in parts:
+        groups.setdefault((kind, spec), []).append((r, np.ones(r.shape[0], np.int64) if c is None
+                                                    else np.asarray(c, dtype=np.int64)))
+    frames = []
+    for kind, spec in sorted(groups):
+        u, c = _merge([_unique(r, c) for r, c in groups[(kind, spec)]])
+        if c.size and float(c.max()) > MAX_TOTAL:
+            raise LocalPrivError("more than 2^53 reports of one kind: counts that large are not exact")
+        keep = c > 0
+        frames.append(pd.DataFrame({"mechanism": spec, "report": u[keep], "count": c[keep].astype(np.int64)}))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 class NumpyAggregator:
