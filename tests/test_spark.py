@@ -131,13 +131,42 @@ def test_em_over_partitions_equals_the_local_engine(spark, tmp_path):
     est = lps.ibu(frame, delta=1e-12, local_max=100)
     obs = Observations.from_frame(DuckDBAggregator().counts(files))
     blocks = obs.likelihood_blocks()
-    local = em(blocks, obs.k, accelerate="squarem", delta=1e-12)
+    local = em(blocks, obs.k, accelerate="newton", delta=1e-12)
     assert est.converged and local.converged and est.iterations < 60
     np.testing.assert_allclose(est.distribution, local.theta, rtol=0, atol=1e-9)
     offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
     assert abs(est.loglik - (local.loglik + offset)) <= 1e-9 * abs(local.loglik)
     # one Spark job per evaluated point (EM images and SQUAREM's extrapolations), all mechanisms at once
     assert 0 < est.extra["spark_passes"] <= 2 * est.iterations + 1
-    with pytest.raises(LocalPrivError, match="squarem"):
-        lps.ibu(frame, accelerate="newton")
+    with pytest.raises(LocalPrivError, match="newton"):
+        lps.ibu(frame, accelerate="fast")
+    frame.unpersist()
+
+
+def test_newton_finish_on_spark_one_pass_per_step(spark, tmp_path):
+    """The engine's Newton finish on Spark blocks: each pass also sums -H = G diag(c/p^2) G^T over
+    the partitions, so a step (or line-search trial) is one pass; from an EM iterate it certifies
+    the boundary maximum the local engine finds (1e-9), in a handful of passes."""
+    from localpriv.estimators.em import em
+    from localpriv.estimators.newton import newton_finish
+    rng = np.random.default_rng(0)
+    files = []
+    for i, spec in enumerate(("olh(k=12,eps=2.0)", "krr(k=12,eps=2.0)")):
+        mech = parse(spec)
+        f = tmp_path / f"r{i}.parquet"  # values 0 and 1 only: 10 of 12 cells empty
+        write_reports(report_table(mech, mech.sample(rng.integers(0, 2, 800), rng)), f)
+        files.append(f)
+    frame = lps.SparkAggregator(spark).counts_frame(files)
+    blocks, k, evaluator = lps.spark_blocks(frame, local_max=10)
+    obs = Observations.from_frame(DuckDBAggregator().counts(files))
+    local_blocks = obs.likelihood_blocks()
+    exact = em(local_blocks, k, accelerate="newton", delta=1e-12)
+    assert exact.converged and (exact.theta < 1e-12).any()  # the maximum is on the boundary
+    start = em(local_blocks, k, accelerate="none", max_iter=30).theta  # an EM iterate, not converged
+    n = sum(b.counts.sum() for b in local_blocks)
+    fin = newton_finish(blocks, start, n, kkt_tol=1e-10)
+    assert fin.certified
+    np.testing.assert_allclose(fin.theta, exact.theta, rtol=0, atol=1e-9)
+    assert evaluator.hessian_passes == evaluator.passes <= fin.products <= 25
+    assert not evaluator.with_hessian  # the finish's hooks are undone
     frame.unpersist()

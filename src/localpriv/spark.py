@@ -54,6 +54,8 @@ CANONICAL = "mechanism string, report_int long, report_float double, report_bin 
 _REPORT_COLUMN = {"int": "report_int", "float": "report_float", "binary": "report_bin"}
 #: distinct reports handed to a likelihood block at once inside a partition (memory per task)
 CHUNK_ENTRIES = 1 << 22
+#: the Newton finish on Spark sums a k x k matrix per partition and pass: offered up to this k
+NEWTON_MAX_K = 2048
 
 
 # --------------------------------------------------------------------------------------------
@@ -681,9 +683,21 @@ def perturb_column(df, column: str, mechanism, seed: int | None = None, domain=N
 # --------------------------------------------------------------------------------------------
 # EM over partitions
 # --------------------------------------------------------------------------------------------
-def _evaluate_batches(batches, theta, specs, domain):
+def _chunk_hessian(block, w2) -> np.ndarray:
+    """``G diag(w2) G^T`` (``k x k``) of one chunk's block: from its closed-form dense ``G`` where
+    the block has one, else row by row (``G[x] = forward(e_x)``, ``k`` products of the chunk)."""
+    from .mechanisms.base import LikelihoodBlock
+    if type(block).dense is not LikelihoodBlock.dense:
+        G = np.asarray(block.dense(), dtype=float)
+    else:
+        G = np.stack([block.forward(e) for e in np.eye(block.k)])
+    return (G * w2) @ G.T
+
+
+def _evaluate_batches(batches, theta, specs, domain, hessian=False):
     """Executors: per mechanism, ``sum_j c_j log p_j``, ``G (c / p)``, the reports of probability
-    <= 0 and the log offset of this partition's reports, ``p = theta @ G`` (one pass)."""
+    <= 0 and the log offset of this partition's reports, ``p = theta @ G`` (one pass); with
+    ``hessian``, also ``G diag(c / p^2) G^T`` (``k x k``, for the Newton finish)."""
     from pyspark import TaskContext
 
     from .reports import _mechanism
@@ -704,7 +718,7 @@ def _evaluate_batches(batches, theta, specs, domain):
             col = sel.column(_REPORT_COLUMN[kind])
             reps = _binary_rows(col) if kind == "binary" else col.to_numpy(zero_copy_only=False)
             counts = sel.column("count").to_numpy(zero_copy_only=False).astype(float)
-            a = acc.setdefault(spec, [0.0, np.zeros(k), 0, 0.0])
+            a = acc.setdefault(spec, [0.0, np.zeros(k), 0, 0.0, np.zeros((k, k)) if hessian else None])
             step = max(1, CHUNK_ENTRIES // max(k, 1))
             for s in range(0, counts.size, step):  # memory: one chunk of reports x k at most
                 block = _cached_block(mech, spec, reps[s:s + step], counts[s:s + step])
@@ -714,12 +728,15 @@ def _evaluate_batches(batches, theta, specs, domain):
                     a[2] += int(np.count_nonzero((c > 0) & ~(p > 0)))
                     a[0] += float(c @ np.log(p))
                     a[1] += block.backward(c / p)
+                    if hessian:
+                        a[4] += _chunk_hessian(block, np.where(c > 0, c / (p * p), 0.0))
                 a[3] += float(getattr(block, "log_offset", 0.0))
-    for spec, (ll, grad, impossible, offset) in acc.items():
+    for spec, (ll, grad, impossible, offset, hess) in acc.items():
         yield pa.RecordBatch.from_pydict({
             "partition": pa.array([pid], pa.int32()), "mechanism": pa.array([spec], pa.string()),
             "loglik": pa.array([ll], pa.float64()), "grad": pa.array([grad.astype("<f8").tobytes()], pa.binary()),
-            "impossible": pa.array([impossible], pa.int64()), "offset": pa.array([offset], pa.float64())})
+            "impossible": pa.array([impossible], pa.int64()), "offset": pa.array([offset], pa.float64()),
+            "hess": pa.array([b"" if hess is None else hess.astype("<f8").tobytes()], pa.binary())})
 
 
 #: likelihood blocks kept by a Python worker between EM passes (entries k x reports, float64):
@@ -795,8 +812,10 @@ class _LogProbs:
 
 
 class _Weights:
-    def __init__(self, result):
-        self.result = result
+    """``counts / p ** power`` of a distributed block: stands for the pass's result."""
+
+    def __init__(self, result, power: int = 1):
+        self.result, self.power = result, int(power)
 
 
 class _Counts:
@@ -834,22 +853,41 @@ class SparkBlock:
     numbers on every run for a given partitioning.
     """
 
-    hessian_diagonal = None
-
     def __init__(self, evaluator, spec: str, k: int, m: int, n: float):
         self.evaluator, self.spec, self.k, self.m = evaluator, spec, int(k), int(m)
         self.counts = _Counts(m, n)
+        if self.k > NEWTON_MAX_K:  # k x k Hessians per partition: the Newton finish is not offered
+            self.hessian_diagonal = None
+            self.hessian_matrix = None
 
     def forward(self, theta):
         return _Probs(self, self.evaluator(np.asarray(theta, dtype=float))[self.spec])
 
     def backward(self, w):
-        if not isinstance(w, _Weights):
+        if not isinstance(w, _Weights) or w.power != 1:
             raise LocalPrivError("a Spark block only takes the engine's weights counts / p")
         return w.result[1].copy()
 
-    def dense(self):  # pragma: no cover - the Newton finish is not offered on Spark
-        raise LocalPrivError("a Spark block has no dense form: use accelerate='squarem'")
+    # ---- the Newton finish (estimators.newton): -H = G diag(c / p^2) G^T from the same pass ----
+    def newton_weights(self, probs, power):
+        return _Weights(probs.result, power)
+
+    def hessian_matrix(self, w):
+        if not isinstance(w, _Weights) or w.power != 2 or w.result[4] is None:
+            raise LocalPrivError("a Spark block's Hessian comes from a pass run for the Newton finish")
+        return w.result[4]
+
+    def hessian_diagonal(self, w):
+        return np.diag(self.hessian_matrix(w)).copy()
+
+    def begin_newton(self):
+        self.evaluator.with_hessian = True
+
+    def end_newton(self):
+        self.evaluator.with_hessian = False
+
+    def dense(self):  # pragma: no cover - never asked: hessian_matrix serves the Newton finish
+        raise LocalPrivError("a Spark block has no dense form")
 
 
 class _Evaluator:
@@ -859,25 +897,33 @@ class _Evaluator:
         self.frame, self.specs, self.domain = frame, set(specs), domain
         self.last = (None, None)
         self.passes = 0
+        self.hessian_passes = 0
+        #: set by the Newton finish (SparkBlock.begin_newton): passes also sum -H
+        self.with_hessian = False
 
     def __call__(self, theta):
-        key = theta.tobytes()
-        if self.last[0] == key:
+        key = (theta.tobytes(), self.with_hessian)
+        if self.last[0] == key or (self.last[0] is not None and self.last[0][0] == key[0] and self.last[0][1]):
             return self.last[1]
         from functools import partial
+        hessian = self.with_hessian
         job = self.frame.mapInArrow(partial(_evaluate_batches, theta=theta.copy(), specs=self.specs,
-                                            domain=self.domain),
+                                            domain=self.domain, hessian=hessian),
                                     "partition int, mechanism string, loglik double, grad binary, "
-                                    "impossible long, offset double")
+                                    "impossible long, offset double, hess binary")
         table = _collect_arrow(job).sort_by([("mechanism", "ascending"), ("partition", "ascending")])
         self.passes += 1
-        out = {s: [0.0, np.zeros(theta.size), 0, 0.0] for s in self.specs}
+        self.hessian_passes += int(hessian)
+        k = theta.size
+        out = {s: [0.0, np.zeros(k), 0, 0.0, np.zeros((k, k)) if hessian else None] for s in self.specs}
         for row in table.to_pylist():
             a = out[row["mechanism"]]
             a[0] += row["loglik"]
             a[1] += np.frombuffer(row["grad"], dtype="<f8")
             a[2] += row["impossible"]
             a[3] += row["offset"]
+            if hessian:
+                a[4] += np.frombuffer(row["hess"], dtype="<f8").reshape(k, k)
         for a in out.values():
             if a[2]:
                 a[0] = -np.inf
@@ -924,7 +970,7 @@ def spark_blocks(frame, domain=None, local_max: int = 1 << 20):
     return blocks, k, evaluator
 
 
-def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, accelerate: str = "squarem",
+def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, accelerate: str = "newton",
         stop: str = "gap", theta0=None, local_max: int = 1 << 20):
     """The maximum-likelihood estimate (IBU, or GIBU for several mechanisms) from a counts frame
     on Spark, by the one EM engine with :class:`SparkBlock` s: the exact report likelihood of
@@ -932,9 +978,14 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
     driver. Equal to ``localpriv.estimators.em.em`` on the same reports with the same settings
     (``tests/test_spark.py``: 1e-9).
 
-    ``accelerate``: ``"squarem"`` (default; Varadhan and Roland 2008: tens of evaluations on
-    well-conditioned problems, each one Spark job) or ``"none"``. The engine's Newton finish needs
-    hundreds of single products (its conjugate gradients), i.e. hundreds of jobs: not offered.
+    ``accelerate``: as the local engine. ``"newton"`` (default): SQUAREM (Varadhan and Roland
+    2008) with the engine's certified active-set Newton finish
+    (:mod:`localpriv.estimators.newton`); on Spark every Newton step costs one pass, because the
+    pass that computes ``L`` and the gradient at a point also sums the ``k x k`` matrix
+    ``-H = G diag(c / p^2) G^T`` over the partitions and the driver solves the Newton system with
+    it (``k <= NEWTON_MAX_K``; a pass then costs about ``k`` times a plain one per report, for the
+    few passes of the finish). Maxima on the boundary of the simplex, where SQUAREM alone needs
+    thousands of passes, take tens. ``"squarem"``: SQUAREM alone; ``"none"``: plain EM.
 
     Parameters
     ----------
@@ -949,13 +1000,14 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
     Returns
     -------
     Estimate
-        ``extra["spark_passes"]``: the Spark jobs run by the EM.
+        ``extra["spark_passes"]``: the Spark jobs run by the EM (``extra["spark_hessian_passes"]``
+        of them also summed the Hessian).
     """
     from .estimate import Estimate
     from .estimators.em import em
     from .estimators.ibu import em_settings
-    if accelerate not in ("squarem", "none"):
-        raise LocalPrivError(f"accelerate={accelerate!r} on Spark: use 'squarem' (default) or 'none'")
+    if accelerate not in ("newton", "squarem", "none"):
+        raise LocalPrivError(f"accelerate={accelerate!r} on Spark: use 'newton' (default), 'squarem' or 'none'")
     blocks, k, evaluator = spark_blocks(frame, domain, local_max)
     res = em(blocks, k, theta0=theta0, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop)
     offset = sum(float(getattr(b, "log_offset", 0.0)) for b in blocks if not isinstance(b, SparkBlock))
@@ -965,7 +1017,8 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
     name = "ibu" if len(blocks) == 1 else "gibu"
     return Estimate(res.theta, domain, name, {**em_settings(res, delta, max_iter, theta0), "engine": "spark"},
                     loglik=res.loglik + offset, iterations=res.iterations, converged=res.converged, n=n,
-                    extra={"gap": res.gap, "spark_passes": 0 if evaluator is None else evaluator.passes})
+                    extra={"gap": res.gap, "spark_passes": 0 if evaluator is None else evaluator.passes,
+                           "spark_hessian_passes": 0 if evaluator is None else evaluator.hessian_passes})
 
 
 def aggregate_command(inputs, output, master: str, domain, status, say) -> None:

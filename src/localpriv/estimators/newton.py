@@ -121,6 +121,12 @@ def _dense_newton(dense, w2, g, free):
     for G, w in zip(dense, w2):
         Gf = G[idx]
         A += (Gf * w) @ Gf.T
+    return _face_solve(A, g, idx)
+
+
+def _face_solve(A, g, idx):
+    """``u = A^+ g[idx]`` and ``v = A^+ 1`` (``A``: ``-H`` on the free coordinates ``idx``),
+    pseudo-inverting eigenvalues below ``1e-13`` of the largest; zero off ``idx``."""
     try:
         lam, Q = np.linalg.eigh(0.5 * (A + A.T))
     except np.linalg.LinAlgError:  # pragma: no cover - LAPACK failure
@@ -133,6 +139,25 @@ def _dense_newton(dense, w2, g, free):
     u[idx] = Qk @ ((Qk.T @ g[idx]) / lk)
     v[idx] = Qk @ (Qk.sum(axis=0) / lk)
     return u, v
+
+
+def _matrix_newton(blocks, w2, g, free):
+    """The Newton system from the blocks' own ``-H`` matrices (``hessian_matrix(w)``, ``k x k``:
+    blocks whose products are costly passes over distributed reports, :mod:`localpriv.spark`,
+    return ``G diag(w) G^T`` summed in the same pass as ``L`` and the gradient) and, for the other
+    blocks, from their dense ``G``; ``(None, None)`` if a block has neither."""
+    idx = np.flatnonzero(free)
+    A = np.zeros((idx.size, idx.size))
+    for b, w in zip(blocks, w2):
+        own = getattr(b, "hessian_matrix", None)
+        if own is not None:
+            A += np.asarray(own(w), dtype=float)[np.ix_(idx, idx)]
+            continue
+        if b.k * b.counts.size > DENSE_DIAGONAL_MAX:
+            return None, None
+        Gf = _dense_of(b)[idx]
+        A += (Gf * w) @ Gf.T
+    return _face_solve(A, g, idx)
 
 
 def _hessian_diagonal(b, w) -> np.ndarray:
@@ -172,6 +197,10 @@ class _Counter:
 def _weights(blocks, probs, power):
     out = []
     for b, p in zip(blocks, probs):
+        own = getattr(b, "newton_weights", None)  # distributed blocks: lazy stand-ins
+        if own is not None:
+            out.append(own(p, power))
+            continue
         w = np.zeros_like(p)
         pos = b.counts > 0
         w[pos] = b.counts[pos] / p[pos] ** power
@@ -214,7 +243,23 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
     has ``gap = max_x f_x - theta . f <= kkt_tol`` (up to rounding): the certificate of the EM
     engine's ``stop="gap"`` rule, which passes ``kkt_tol = min(KKT_TOL, delta / 2)``.
     ``callback(theta, L)``, if given, is called after every Newton step (progress displays).
+
+    Blocks that offer ``hessian_matrix(w)`` (the ``k x k`` matrix ``G diag(w) G^T``; Spark's
+    blocks, whose every product is a pass over the reports) are solved with that matrix directly
+    instead of conjugate gradients: one product (pass) per Newton step and line-search trial.
+    Their ``begin_newton()`` / ``end_newton()`` hooks bracket the attempt.
     """
+    hooks = [b for b in blocks if hasattr(b, "begin_newton")]
+    for b in hooks:
+        b.begin_newton()
+    try:
+        return _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback)
+    finally:
+        for b in hooks:
+            b.end_newton()
+
+
+def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) -> NewtonFinish:
     from .em import _loglik_from as _loglik  # the engine's L (seed 001 Eq. 2); em imports us
 
     ops = _Counter(blocks)
@@ -232,6 +277,7 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
     dense = True if k <= DENSE_SOLVE_MAX_K and sum(b.k * b.counts.size for b in blocks) <= DENSE_DIAGONAL_MAX \
         else None
     use_dense = False
+    by_matrix = any(hasattr(b, "hessian_matrix") for b in blocks)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         L0 = _loglik(blocks, ops.forward(np.asarray(theta, dtype=float)))
         probs = ops.forward(th)
@@ -254,7 +300,11 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
             # Newton direction on the face {theta_x = 0 off ``free``, sum(theta) = 1}:
             # -H s = g - mu 1 on the free coordinates, with mu such that sum(s) = 0
             u = v = None
-            if not use_dense:
+            if by_matrix:
+                u, v = _matrix_newton(blocks, w2, g, free)
+                if u is None:
+                    return failed()
+            elif not use_dense:
                 u = _pcg(neg_hess, g, diag, free, max_cg, 1e-13)
                 v = _pcg(neg_hess, free.astype(float), diag, free, max_cg, 1e-13)
             if (u is None or v is None) and dense is not None:
