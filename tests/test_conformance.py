@@ -68,6 +68,9 @@ CASES = {
         None, dict(eps_ldp=2 * math.log(0.6875 * 0.4375 / (0.3125 * 0.5625)), tight=True)),
     "rappor(k=5,m=40,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)": (
         None, dict(eps_ldp=2 * math.log(0.6875 * 0.6875 / (0.3125 * 0.3125)), tight=True)),
+    # without the IRR (p = 0, q = 1: pure-LDP's protocol; the client draws nothing for it): the
+    # PRR's eps_inf = 2 h log((1 - f/2) / (f/2)) = 4 log 3 at f = 0.5
+    "rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.0,q=1.0)": (None, dict(eps_ldp=4 * math.log(3.0), tight=True)),
     # a filter too wide for one int64 (m + bits(cohorts-1) > 62): bit-vector reports of 2 + 16 bytes
     "rappor(k=5,m=128,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)": (
         None, dict(eps_ldp=2 * math.log(0.6875 * 0.6875 / (0.3125 * 0.3125)), tight=True)),

@@ -313,9 +313,10 @@ class RAPPOR(Memoized, Mechanism):
         n = cohort.size
         out = np.empty((n, self.report_bytes), dtype=np.uint8) if self.wide else np.empty(n, dtype=np.int64)
         step = max(1, _CHUNK // self.m)
+        no_irr = self.p == 0.0 and self.q == 1.0  # the IRR is the identity: no draws (pure-LDP's protocol)
         for s in range(0, n, step):
             e = min(n, s + step)
-            bits = rng.random((e - s, self.m)) < np.where(prr[s:e], self.q, self.p)
+            bits = prr[s:e] if no_irr else rng.random((e - s, self.m)) < np.where(prr[s:e], self.q, self.p)
             out[s:e] = self._encode(cohort[s:e], bits)
         return out
 
