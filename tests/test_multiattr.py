@@ -439,3 +439,35 @@ def test_lp_update_of_the_hybrid_can_break_ldp():
     assert np.allclose(M[:, 3], 0)
     assert hybrid_epsilon(M, 0.5) == np.inf
     assert np.isfinite(hybrid_epsilon(optimal_mechanism([0.25] * 4, 0.5), 0.5))
+
+
+def test_lemma_7_3_1_numbers_recomputed():
+    """Section 7.3's box: Chebyshev's product is 0.9515 (printed 0.9153), and with the printed
+    sigma = sqrt(2 * 2/eps) the box holds only 1 - exp(-9 sqrt(2b)/b) of each Laplace variable."""
+    from scipy.stats import laplace
+
+    from localpriv.multiattr.flips import lemma_7_3_1
+    r = lemma_7_3_1(0.1)
+    assert abs(r["chebyshev_four"] - (80 / 81) ** 4) < 1e-15 and abs(r["chebyshev_four"] - 0.9515) < 1e-4
+    assert abs(r["chebyshev_four"] - r["chebyshev_four_printed"]) > 0.03
+    inside = laplace.cdf(r["box_printed"], scale=20.0) - laplace.cdf(-r["box_printed"], scale=20.0)
+    assert abs(r["exact_one_printed_box"] - inside) < 1e-12
+    assert r["exact_one_printed_box"] < r["chebyshev_one"]  # the bound fails: sigma is not Laplace's sd
+    assert abs(r["sigma_laplace"] - np.sqrt(2) * 20.0) < 1e-12
+
+
+def test_eq77_as_written_undefined_small_cells_and_equal_to_monte_carlo():
+    """Eq. 7.7 as printed: not real when a cell is inside the box's half-width (the thesis's own
+    start, w_1 = 5 at eps = 0.1); elsewhere equal to a seeded Monte Carlo of the same integral
+    (tolerance: 5 standard errors), and larger than 1, so not a probability."""
+    from localpriv.multiattr.flips import eq77_as_written
+    assert not eq77_as_written([5, 495, 495, 5], 0.1)["defined"]
+    w = np.array([300.0, 200.0, 250.0, 250.0])
+    r = eq77_as_written(w, 0.1)
+    assert r["defined"] and r["value"] > 1.0
+    rng = np.random.default_rng(11)
+    x = rng.laplace(0, 20.0, size=(200_000, 4))
+    inside = np.all(np.abs(x) <= r["half_width"], axis=1)
+    g = 2 * np.sum(w * np.log(w / (w - np.where(inside[:, None], x, 0.0))), axis=1) * inside
+    se = g.std() / np.sqrt(g.size)
+    assert abs(g.mean() - r["value"]) < 5 * se

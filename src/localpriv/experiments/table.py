@@ -399,9 +399,21 @@ def _f73_ours(recs):
 def _f73_verdict(recs):
     r = _res(recs, "thesis-fig7.3")
     lowest = min(min(c["p_unchanged"]) for c in r["curves"].values())
-    return ("partly reproduced: the 99 % side holds, but in our framing (P(verdict kept) for a table of given "
-            f"G²) it never falls below {_g(lowest, 3)}, so the thesis's 80 % of breaking cannot appear; "
-            "Eq. 7.7 is not re-implemented")
+    text = ("partly reproduced: the 99 % side holds, but in our framing (P(verdict kept) for a table of given "
+            f"G²) it never falls below {_g(lowest, 3)}, so the thesis's 80 % of breaking cannot appear")
+    aw = r.get("as_written")
+    if not aw:
+        return text + "; Eq. 7.7 is not re-implemented"
+    lem, eq = aw["lemma_7_3_1"], aw["eq77"].values()
+    undefined_start = all(not e["start_table_defined"] for e in eq)
+    top = max((e["grid_max"] for e in eq if e["grid_max"] is not None), default=None)
+    return (text + "; Eq. 7.7 as printed is " + ("not real at the thesis's starting table (w_1 = 5 lies inside "
+            f"the ±{_g(lem['box_printed'], 3)} box), and " if undefined_start else "")
+            + (f"where defined it is in units of G² (up to {_g(top, 3)}), not a probability" if top is not None
+               else "nowhere defined on the grid")
+            + f"; Lemma 7.3.1: (80/81)^4 = {_g(lem['chebyshev_four'], 4)}, not 0.9153, and its box holds "
+            f"{_g(lem['exact_one_printed_box'], 3)} of each Laplace variable, not Chebyshev's "
+            f"{_g(lem['chebyshev_one'], 4)} (its sigma is not Laplace's)")
 
 
 def _f74_ours(recs):

@@ -13,7 +13,7 @@ from ..mechanisms.rrba import rrba_epsilon
 from ..multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes,
                                   network_edges, structure_metrics, table_js, table_l1)
 from ..multiattr.bif import load_network
-from ..multiattr.flips import acceptance_rate, flip_probability, g2_table_grid
+from ..multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
 from ..multiattr.hybrid import hybrid_channel, hybrid_epsilon, hybrid_estimate, truncated_geometric
 from ..multiattr.independence import (laplace_noisy_counts, mc_independence_test, noisy_chi2_test,
                                       rrba_noisy_counts)
@@ -389,7 +389,19 @@ def _f73_compute(params, rng, progress):
         tables, g2 = g2_table_grid(n, params["steps"], float(np.sqrt(params["g2_max"] * n / 16)))
         probs = [flip_probability(t, params["eps"], rng, trials=params["trials"], statistic="g2") for t in tables]
         out[str(n)] = {"g2": g2, "p_unchanged": [1 - q for q, _ in probs], "stderr": [s for _, s in probs]}
-    return {"curves": out, "eps": params["eps"]}
+    # section 7.3 as printed (no randomness): Lemma 7.3.1's numbers and Eq. 7.7 on the thesis's
+    # starting table (w_1 = 5, margins n/2) and on the grid's tables
+    as_written = {"lemma_7_3_1": lemma_7_3_1(params["eps"]), "eq77": {}}
+    for n in params["ns"]:
+        tables, _ = g2_table_grid(n, params["steps"], float(np.sqrt(params["g2_max"] * n / 16)))
+        vals = [eq77_as_written(t, params["eps"]) for t in tables]
+        start = eq77_as_written([5, n / 2 - 5, n / 2 - 5, 5], params["eps"])
+        defined = [v["value"] for v in vals if v["defined"]]
+        as_written["eq77"][str(n)] = {"start_table_defined": start["defined"], "start_reason": start["reason"],
+                                      "grid_defined": len(defined), "grid_tables": len(vals),
+                                      "grid_min": min(defined) if defined else None,
+                                      "grid_max": max(defined) if defined else None}
+    return {"curves": out, "eps": params["eps"], "as_written": as_written}
 
 
 def _f73_plot(results, params, path):

@@ -17,7 +17,8 @@ from scipy.stats import chi2 as chi2_dist
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 
-__all__ = ["stack_statistic", "flip_probability", "acceptance_rate", "g2_table_grid"]
+__all__ = ["stack_statistic", "flip_probability", "acceptance_rate", "g2_table_grid", "eq77_as_written",
+           "lemma_7_3_1"]
 
 
 def stack_statistic(tables, statistic: str = "g2") -> np.ndarray:
@@ -84,3 +85,79 @@ def g2_table_grid(n: int, steps: int = 40, max_shift: float | None = None) -> tu
     q = n / 4
     tables = np.stack([np.stack([q + s, q - s], -1), np.stack([q - s, q + s], -1)], 1)
     return tables, stack_statistic(tables, "g2")
+
+
+# ---- section 7.3 as printed: Eq. 7.7 and Lemma 7.3.1 (issue 21) ---------------------------------
+def lemma_7_3_1(eps: float, k: float = 9.0) -> dict:
+    """The numbers of Lemma 7.3.1 (seed 004, section 7.3) recomputed, beside the exact ones.
+
+    The lemma boxes each noise variable ``x_i ~ Lap(0, b)``, ``b = 2/eps``, in ``+- k sigma`` with
+    ``k = 9`` and the printed ``sigma = sqrt(2 * 2/eps)``, bounds the mass outside by Chebyshev
+    (``P(|x| >= k sigma) <= 1/k^2``) and multiplies the four per-variable bounds. Returned:
+
+    * ``sigma_printed = sqrt(2 b)`` and ``sigma_laplace = sqrt(2) b`` (the standard deviation of
+      ``Lap(0, b)``; they differ unless ``b = 2``);
+    * ``chebyshev_one = 1 - 1/k^2`` and ``chebyshev_four = (1 - 1/k^2)^4`` (the lemma prints
+      ``(0.9876)^4 = 0.9153``; the product is ``0.9515``);
+    * ``exact_one_printed_box = 1 - exp(-k sigma_printed / b)`` and ``exact_four_printed_box``
+      (its fourth power): the Laplace mass actually inside the box the lemma uses
+      (``P(|x| <= a) = 1 - exp(-a/b)``);
+    * ``exact_one_laplace_sigma = 1 - exp(-k sqrt 2)``: inside ``+- k`` true standard deviations.
+    """
+    eps = check_eps(eps)
+    b = 2.0 / eps
+    sig_p, sig_l = float(np.sqrt(2.0 * b)), float(np.sqrt(2.0) * b)
+    cheb = 1.0 - 1.0 / k ** 2
+    one_p = float(-np.expm1(-k * sig_p / b))
+    return {"eps": eps, "b": b, "k": k, "sigma_printed": sig_p, "sigma_laplace": sig_l,
+            "box_printed": k * sig_p, "chebyshev_one": cheb, "chebyshev_four": cheb ** 4,
+            "chebyshev_four_printed": 0.9153, "exact_one_printed_box": one_p,
+            "exact_four_printed_box": one_p ** 4, "exact_one_laplace_sigma": float(-np.expm1(-k * np.sqrt(2.0)))}
+
+
+def eq77_as_written(table, eps: float, k: float = 9.0) -> dict:
+    """Seed 004's Eq. 7.7 evaluated as printed, on a 2x2 noisy table ``w`` (``w_1..w_4``)::
+
+        int_{lb}^{ub} prod_i Lap(x_i; 0, b) dx  *  2 sum_i w_i ln(w_i / (w_i - x_i)),   b = 2/eps,
+
+    over Lemma 7.3.1's box ``|x_i| <= k sigma`` (``sigma = sqrt(2 b)`` as printed). Read as the
+    integral of the product (the only reading in which ``x_i`` is bound), it separates:
+    ``2 sum_i [int f(x) w_i ln(w_i/(w_i - x)) dx] * P_box^3`` with ``P_box = int f``, one
+    ``scipy.integrate.quad`` per cell.
+
+    What it shows (``docs/multiattr.md``): the value is defined only when every ``w_i`` exceeds
+    the box's half-width (else ``w_i - x_i <= 0`` inside the box and the logarithm is not real;
+    the thesis's own experiment starts at ``w_1 = 5`` with a half-width of 56.9 at eps = 0.1), and
+    where defined it is an expected ``G^2`` contribution (in units of ``G^2``, growing like
+    ``sum_i b^2 / w_i``), not a probability: it cannot be Figure 7.3's y-axis. The probability
+    the section is after is :func:`flip_probability`'s.
+
+    Returns ``{"defined": bool, "value": float or nan, "half_width": ..., "box_mass": ...,
+    "reason": str}``.
+    """
+    from scipy.integrate import quad
+
+    eps = check_eps(eps)
+    w = np.asarray(table, dtype=float).ravel()
+    if w.size != 4 or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise LocalPrivError("eq77_as_written needs a 2x2 table of positive counts")
+    b = 2.0 / eps
+    half = k * float(np.sqrt(2.0 * b))
+    box = float(-np.expm1(-half / b))
+    out = {"eps": eps, "b": b, "half_width": half, "box_mass": box, "table": w.tolist()}
+    if np.any(w <= half):
+        out.update(defined=False, value=float("nan"),
+                   reason=f"w_i - x_i <= 0 inside the box for the cells {np.flatnonzero(w <= half).tolist()} "
+                          f"(w <= {half:.4g}): ln(w_i / (w_i - x_i)) is not real there")
+        return out
+
+    def density(x):
+        return np.exp(-abs(x) / b) / (2.0 * b)
+
+    total = 0.0
+    for wi in w:
+        part, _ = quad(lambda x, wi=wi: density(x) * wi * np.log(wi / (wi - x)), -half, half, points=[0.0],
+                       limit=200)
+        total += part
+    out.update(defined=True, value=float(2.0 * total * box ** 3), reason="")
+    return out
