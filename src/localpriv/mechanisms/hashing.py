@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from .. import stablehash
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from .base import check_dense_size, register
+from ._sampling import CLIENT_CHUNK, client_inputs
 from .krr import grr_floats
 from .unary import PureProtocol
 
@@ -111,7 +112,13 @@ def cw_hash_values(seeds, values, g: int) -> np.ndarray:
 
 
 def grr_sample(values: np.ndarray, g: int, p: float, rng) -> np.ndarray:
-    """g-ary randomized response: keep ``values`` w.p. ``p``, else uniform on the other ``g-1``."""
+    """g-ary randomized response: keep ``values`` w.p. ``p``, else uniform on the other ``g-1``.
+
+    The keep decision compares a uniform double (a multiple of ``2^-53``) with ``p``, so
+    ``P(keep)`` is ``p`` rounded up to a multiple of ``2^-53`` (a relative change of the level
+    below ``1e-15``); the replacement is NumPy's exact bounded integer. This is the stream of
+    every earlier release (pinned by the legacy-family test); :func:`localpriv.mechanisms.
+    _sampling.grr_into` is the exact, faster draw k-RR uses."""
     keep = rng.random(values.size) < p
     other = rng.integers(0, g - 1, size=values.size)
     other += other >= values
@@ -201,10 +208,19 @@ class LocalHashing(PureProtocol):
         return seeds, self.hash_values(seeds, x)
 
     def sample(self, x, rng) -> np.ndarray:
-        x = self._check_inputs(x)
+        """``seed * g + GRR(H_seed(x))`` per user (:func:`grr_sample`), in chunks of ``2^16``
+        users (per chunk: the seeds, then the GRR draws), so scratch memory is bounded by the
+        chunk and the output is a function of the generator's stream alone; calls of at most
+        ``2^16`` users draw the stream of earlier releases."""
+        x = client_inputs(self, x)
         rng = check_rng(rng)
-        seeds, h = self.memoize(x, rng)
-        return seeds * self.g + grr_sample(h, self.g, self.p_g, rng)
+        out = np.empty(x.size, dtype=np.int64)
+        for lo in range(0, x.size, CLIENT_CHUNK):
+            hi = min(x.size, lo + CLIENT_CHUNK)
+            seeds, h = self.memoize(x[lo:hi], rng)
+            np.multiply(seeds, self.g, out=out[lo:hi])
+            out[lo:hi] += grr_sample(h, self.g, self.p_g, rng)
+        return out
 
     # ---- estimation ingredients --------------------------------------------------------
     def support(self, reports) -> sp.csr_matrix:

@@ -47,7 +47,7 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
-from ._sampling import default_grid, discrete_laplace, fill_in_streams, power_of_two_grid
+from ._sampling import client_inputs, default_grid, discrete_laplace, fill_in_streams, power_of_two_grid
 from .base import LikelihoodBlock, Mechanism, register
 from .unary import SupportBlock, UnaryEncoding
 
@@ -164,7 +164,7 @@ class SHE(Mechanism):
         (see :func:`~localpriv.mechanisms._sampling.fill_in_streams`): reproducible from the
         seed, whatever the number of cores.
         """
-        x = self._check_inputs(x)
+        x = client_inputs(self, x)
         rng = check_rng(rng)
         k, s, N = self.k, self.steps_per_unit, self.CLAMP
         out = np.empty((x.size, 4 * k), dtype=np.uint8)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._validation import check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
-from ._sampling import bernoulli_bits
+from ._sampling import CLIENT_CHUNK, bernoulli_bits, client_inputs, grr_into
 from .base import LikelihoodBlock, Mechanism, check_dense_size, register
 
 __all__ = ["KRR", "grr_floats"]
@@ -112,8 +112,23 @@ class KRR(Mechanism):
         return self.k, "exact: M = (a-b) I + b 11^T with a > b has eigenvalues a-b (k-1 times) and 1"
 
     def sample(self, x, rng) -> np.ndarray:
-        x = self._check_inputs(x)
+        """Exact k-RR draws, one ``int64`` report per user.
+
+        Calls of at most :data:`~localpriv.mechanisms._sampling.CLIENT_CHUNK` (``2^16``) users
+        draw the stream of earlier versions: the keep bits by
+        :func:`~localpriv.mechanisms._sampling.bernoulli_bits` (16 random bits per user against
+        ``floor(p_keep 2^16)``, ties refined: ``P(keep) = p_keep`` exactly), then the
+        replacements ``r`` uniform on ``0..k-2`` (``rng.integers``, exact), reported as
+        ``r + [r >= x]``. Larger calls use :func:`~localpriv.mechanisms._sampling.grr_into`:
+        one 64-bit word per user decides both by integer comparisons (exactly the same law), in
+        chunks of ``2^16`` users (scratch memory bounded by the chunk), a compiled pass per chunk
+        (NumPy with ``LOCALPRIV_NUMBA=0``: the same reports)."""
+        x = client_inputs(self, x)
         rng = check_rng(rng)
+        if x.size > CLIENT_CHUNK and self.k <= 1 << 32:
+            out = np.empty(x.size, dtype=np.int64)
+            grr_into(x, self.k, self.p_keep, rng, out)
+            return out
         keep = bernoulli_bits(x.size, self.p_keep, rng)  # exact, 16 random bits per user
         small = np.int16 if self.k <= 1 << 15 else np.int64  # narrow draws are cheaper
         other = rng.integers(0, self.k - 1, size=x.size, dtype=small).astype(np.int64)

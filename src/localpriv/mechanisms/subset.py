@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ._sampling import bernoulli_bits
+from ._sampling import bernoulli_bits, client_inputs
 from .base import check_dense_size, register
 from .unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, pack_bits, unpack_bits
 
@@ -116,7 +116,7 @@ class SS(PureProtocol):
         write ``include`` into bit ``x`` (for ``x = K`` the copy moves a clear bit).
         Users go in chunks of about 4 MB of work rows (bounded memory, cache-sized arrays).
         """
-        x = self._check_inputs(x)
+        x = client_inputs(self, x)
         rng = check_rng(rng)
         k, omega, big_k = self.k, self.omega, self.k - 1
         n_bytes, stride = ceil(k / 8), _ss_stride(k)

@@ -49,7 +49,7 @@ import scipy.sparse as sp
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
-from ._sampling import bernoulli_bits
+from ._sampling import bernoulli_bits, client_inputs
 from .base import LikelihoodBlock, Mechanism, check_dense_size, register
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
@@ -385,7 +385,7 @@ class UnaryEncoding(PureProtocol):
         return out
 
     def sample(self, x, rng) -> np.ndarray:
-        x = self._check_inputs(x)
+        x = client_inputs(self, x)
         rng = check_rng(rng)
         return self._flip(x.size, self.p1, self.q1, rng, x=x)
 
