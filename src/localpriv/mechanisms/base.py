@@ -504,8 +504,8 @@ class Mechanism(ABC):
             raise LocalPrivError(f"mechanism inputs are domain indices (integers), got dtype {arr.dtype}; "
                                  "encode raw values with a Domain first")
         arr = arr.astype(np.int64, copy=False).ravel()
-        bad = (arr < 0) | (arr >= self.k)
-        if bad.any():
+        if arr.min() < 0 or arr.max() >= self.k:  # two reductions; the mask only for the message
+            bad = (arr < 0) | (arr >= self.k)
             vals = np.unique(arr[bad])[:5].tolist()
             raise LocalPrivError(f"input indices outside 0..{self.k - 1}: {vals} ({int(bad.sum())} in all)")
         return arr
