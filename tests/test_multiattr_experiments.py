@@ -58,6 +58,29 @@ def test_fig73(tmp_path):
     assert c["p_unchanged"][-1] > 0.95 and min(c["p_unchanged"]) < 0.8
 
 
+def test_fig46_convergence_rule_and_levels(tmp_path):
+    """Figs. 4.5-4.7: the first-hit and settled readings of section 4.5's rule on a hand-made run,
+    and the quick experiment: the level computed from the channel exceeds Eq. 4.7's ln(1/(1-p))
+    for every table of two or more cells; tuples at first convergence are whole blocks."""
+    from types import SimpleNamespace
+
+    from localpriv.experiments.thesis import _convergence_blocks
+    est = [np.array([0.5, 0.5]), np.array([0.9, 0.1]), np.array([0.9, 0.1]), np.array([0.2, 0.8]),
+           np.array([0.2, 0.8]), np.array([0.2, 0.8])]
+    run = SimpleNamespace(estimates=est, sizes=[100] * 6)
+    assert _convergence_blocks(run, 0.05) == (2, 4)  # first at block 2; holds from block 4 to the end
+    run.estimates, run.sizes = est[:4], [100] * 4
+    assert _convergence_blocks(run, 0.05) == (2, None)  # fails at the last block: never settled
+    r = _load(tmp_path, "thesis-fig4.6")
+    eq47 = np.asarray(r["fig45"]["thesis_eq_4_7"])
+    for k, eps in r["fig45"]["computed"].items():
+        assert np.all(np.asarray(eps) > eq47)
+    for row in r["fig46"].values():
+        for s, c in row.items():
+            if c["tuples_first"] is not None:
+                assert c["tuples_first"] >= 2 * int(s) and 0 <= c["first_at_corners"] <= 1
+
+
 def test_fig74(tmp_path):
     r = _load(tmp_path, "thesis-fig7.4")
     acc = r["accept_rate"]

@@ -380,6 +380,96 @@ register_experiment(Experiment(
 
 
 # ------------------------------------------------------------------------------------------
+# Figures 4.5-4.7: the level against p, and the convergence of the block protocol
+# ------------------------------------------------------------------------------------------
+def _convergence_blocks(run, alpha):
+    """Block index of section 4.5's rule for a run: ``(first, settled)``; ``first`` the first block
+    ``k`` with ``|T^{B_k} - T^{B_{k-1}}| < delta*`` in every cell (``block_convergence``), ``settled``
+    the block after which it holds at every later block ("remains valid throughout the blocks",
+    4.7.1); ``None`` when never."""
+    from scipy.stats import norm
+    z = norm.ppf(1 - alpha / 2)
+    est = np.asarray(run.estimates)
+    sizes = np.asarray(run.sizes, dtype=float)
+    width = 2 * z * np.sqrt(np.clip(est[1:] * (1 - est[1:]), 0, None) / sizes[1:, None])
+    ok = np.all(np.abs(est[1:] - est[:-1]) < np.maximum(width, 1e-12), axis=1)  # ok[k-1]: block k
+    first = int(np.argmax(ok)) + 1 if ok.any() else None
+    if not ok[-1]:
+        return first, None
+    fails = np.flatnonzero(~ok)
+    return first, (int(fails[-1]) + 2 if fails.size else 1)
+
+
+def _f46_cell(v, s, p, params, rng):
+    firsts, settled, corners = [], [], 0
+    for _ in range(params["trials"]):
+        cells = (rng.random(params["blocks"] * s) >= v).astype(np.int64)  # cell 0 = the value, P = v
+        run = aggregate_blocks(cells, 2, p, s, rng, floor=params["floor"])
+        f, st = _convergence_blocks(run, params["alpha"])
+        firsts.append(np.nan if f is None else (f + 1) * s)  # tuples emitted up to block f
+        settled.append(np.nan if st is None else (st + 1) * s)
+        if f is not None:  # both estimates clamped by Eq. 4.4 to a corner (a zero cell)
+            corners += int(run.estimates[f].min() < 1e-9 and run.estimates[f - 1].min() < 1e-9)
+    firsts, settled = np.asarray(firsts), np.asarray(settled)
+    return {"converged_first": float(np.mean(~np.isnan(firsts))),
+            "first_at_corners": corners / max(1, int(np.sum(~np.isnan(firsts)))),
+            "tuples_first": float(np.nanmean(firsts)) if np.any(~np.isnan(firsts)) else None,
+            "converged_settled": float(np.mean(~np.isnan(settled))),
+            "tuples_settled": float(np.nanmean(settled)) if np.any(~np.isnan(settled)) else None}
+
+
+def _f46_compute(params, rng, progress):
+    eps_curve = {"p": list(np.linspace(0.01, 0.95, 48)), "thesis_eq_4_7": [], "computed": {}}
+    eps_curve["thesis_eq_4_7"] = [float(np.log(1 / (1 - p))) for p in eps_curve["p"]]
+    for k in params["table_cells"]:  # the level of one report with a uniform fake table of k cells
+        eps_curve["computed"][str(k)] = [rrba_epsilon(p, np.full(k, 1.0 / k)) for p in eps_curve["p"]]
+    fig46 = {}
+    for v in progress(params["probs"], "Fig. 4.6 probabilities"):
+        fig46[str(v)] = {str(s): _f46_cell(v, s, params["p"], params, rng) for s in params["block_sizes"]}
+    fig47 = {}
+    for p in progress(params["p_values"], "Fig. 4.7 values of p"):
+        fig47[str(p)] = {str(v): {str(s): _f46_cell(v, s, p, params, rng) for s in params["block_sizes"]}
+                         for v in params["probs_47"]}
+    return {"fig45": eps_curve, "fig46": fig46, "fig47": fig47}
+
+
+def _f46_plot(results, params, path):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    c = results["fig45"]
+    axes[0].plot(c["p"], c["thesis_eq_4_7"], "k--", label="Eq. 4.7: ln(1/(1-p))")
+    for k, e in c["computed"].items():
+        axes[0].plot(c["p"], e, label=f"computed, uniform fake table, {k} cells")
+    axes[0].set_xlabel("p"); axes[0].set_ylabel("eps"); axes[0].set_yscale("log"); axes[0].legend(fontsize=7)
+    axes[0].set_title("Fig. 4.5: eps against p")
+    for v, row in results["fig46"].items():
+        sz = [int(s) for s in row]
+        axes[1].plot(sz, [row[s]["tuples_first"] or np.nan for s in row], marker="o", label=f"P={v}")
+    axes[1].set_xlabel("block size s"); axes[1].set_ylabel("tuples at first convergence")
+    axes[1].set_title(f"Fig. 4.6 (p={params['p']})"); axes[1].legend(fontsize=7)
+    for p, by_v in results["fig47"].items():
+        sz = [int(s) for s in next(iter(by_v.values()))]
+        frac = [np.mean([by_v[v][str(s)]["converged_settled"] for v in by_v]) for s in sz]
+        axes[2].plot(sz, frac, marker="o", label=f"p={p}")
+    axes[2].set_xlabel("block size s"); axes[2].set_ylabel("share of runs settled by the last block")
+    axes[2].set_title("Fig. 4.7: convergence against p"); axes[2].legend(fontsize=7)
+    save(fig, path)
+
+
+register_experiment(Experiment(
+    name="thesis-fig4.6",
+    description="The level against p (Fig. 4.5) and the block protocol's convergence against block size and p "
+                "(Figs. 4.6, 4.7)",
+    defaults={"probs": [0.0285, 0.072, 0.116, 0.224, 0.356, 0.446, 0.524, 0.732], "block_sizes": [18, 50, 150, 250],
+              "p": 0.5, "p_values": [0.009, 0.048, 0.095, 0.139, 0.221], "probs_47": [0.072, 0.116, 0.356, 0.446],
+              "trials": 40, "blocks": 200, "alpha": 0.05, "floor": 1e-3, "table_cells": [2, 14, 60, 103]},
+    quick={"probs": [0.116, 0.446], "block_sizes": [18, 150], "p_values": [0.048, 0.221], "probs_47": [0.356],
+           "trials": 6, "blocks": 40},
+    compute=_f46_compute, plot=_f46_plot,
+    reference="seed 004 sections 4.5.1, 4.7.1, 4.7.2; Figures 4.5, 4.6, 4.7; Eq. 4.7",
+))
+
+
+# ------------------------------------------------------------------------------------------
 # Figure 7.3 and Figure 7.4
 # ------------------------------------------------------------------------------------------
 def _f73_compute(params, rng, progress):
