@@ -58,6 +58,18 @@ def test_fig73(tmp_path):
     assert c["p_unchanged"][-1] > 0.95 and min(c["p_unchanged"]) < 0.8
 
 
+def test_table42_printed_tables_against_least_squares(tmp_path):
+    """Table 4.2: the printed tables keep the stated properties; the least-squares fit moves the
+    cells far less; the printed objective's minimum is the flattest table (checked by hand)."""
+    r = _load(tmp_path, "thesis-table4.2")
+    assert all(v for k, v in r["printed_checks"].items() if k.startswith("a"))  # booleans and marginal
+    assert r["least_squares"]["squared_change"] < r["printed_checks"]["squared_change"] / 10
+    assert np.allclose(r["least_squares"]["a1_marginal"], [0.55, 0.45])
+    assert r["printed_objective"]["nonnegative_min_norm_solution"]
+    assert np.allclose(r["printed_objective"]["after_1"], [0.2, 0.3, 0.2, 0.3])
+    assert np.allclose(r["printed_objective"]["after_2"], [0.25] * 4)
+
+
 def test_fig46_convergence_rule_and_levels(tmp_path):
     """Figs. 4.5-4.7: the first-hit and settled readings of section 4.5's rule on a hand-made run,
     and the quick experiment: the level computed from the channel exceeds Eq. 4.7's ln(1/(1-p))
