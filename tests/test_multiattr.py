@@ -471,3 +471,28 @@ def test_eq77_as_written_undefined_small_cells_and_equal_to_monte_carlo():
     g = 2 * np.sum(w * np.log(w / (w - np.where(inside[:, None], x, 0.0))), axis=1) * inside
     se = g.std() / np.sqrt(g.size)
     assert abs(g.mean() - r["value"]) < 5 * se
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 8), st.floats(0.1, 4.0), st.integers(0, 2**31 - 1))
+def test_utility_exponential_level_at_most_eps(k, m, eps, seed):
+    """McSherry-Talwar's factor 2: the level computed from the channel never exceeds eps."""
+    from localpriv.mechanisms.exponential import utility_exponential
+    u = np.random.default_rng(seed).normal(size=(k, m))
+    assert utility_exponential(u, eps).epsilon_ldp() <= eps * (1 + 1e-9)
+
+
+def test_utility_exponential_printed_theorem_reaches_twice_eps():
+    """Theorem 3.4.2 as printed (no factor 2) gives 2 eps, not eps, on a utility that raises one
+    output and lowers the rest (exact level: eps + log((1 + (m-1)e^eps) / (e^eps + m - 1)))."""
+    from localpriv.mechanisms.exponential import utility_exponential
+    m, eps = 1000, 1.0
+    u = np.zeros((2, m))
+    u[0, 0] = 1.0
+    u[1, 1:] = 1.0
+    exact = eps + np.log((1 + (m - 1) * np.exp(eps)) / (np.exp(eps) + m - 1))
+    printed = utility_exponential(u, eps, factor=1).epsilon_ldp()
+    assert abs(printed - exact) < 1e-9 and printed > 1.99 * eps
+    assert utility_exponential(u, eps).epsilon_ldp() <= eps
+    with pytest.raises(LocalPrivError, match="understated"):
+        utility_exponential(u, eps, sensitivity=0.5)
