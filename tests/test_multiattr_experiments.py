@@ -58,6 +58,17 @@ def test_fig73(tmp_path):
     assert c["p_unchanged"][-1] > 0.95 and min(c["p_unchanged"]) < 0.8
 
 
+def test_s545_lp_update_breaks_ldp_fixed_c_does_not(tmp_path):
+    """Section 5.4.5's block-wise LP update of C: some updated block has no finite level; with C
+    fixed every block keeps the truncated geometric hybrid's level; both estimates are distributions
+    close to the truth."""
+    r = _load(tmp_path, "thesis-5.4.5")
+    up, fx = r["arms"]["updated"], r["arms"]["fixed"]
+    assert up["share_blocks_infinite"] > 0 and fx["share_blocks_infinite"] == 0
+    assert np.allclose(np.asarray(fx["levels"]), r["fixed_level"])
+    assert max(up["l1_pooled"] + fx["l1_pooled"]) < 0.5
+
+
 def test_table42_printed_tables_against_least_squares(tmp_path):
     """Table 4.2: the printed tables keep the stated properties; the least-squares fit moves the
     cells far less; the printed objective's minimum is the flattest table (checked by hand)."""
