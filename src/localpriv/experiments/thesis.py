@@ -272,9 +272,10 @@ def _t53_compute(params, rng, progress):
         learn_and_score(_lookup(_laplace_tables(rec, all_combos, eps, rng)), n, "laplace")
     keys = ["acc", "sens", "spec", "avg_recall", "skel_acc", "skel_sens", "skel_spec", "skel_avg_recall"]
 
-    def summarize(table):
+    def summarize(table):  # per-run values kept for the thesis's histograms (Fig. 5.4)
         return {m: {key: {"mean": float(np.mean([d[key] for d in lst])), "std": float(np.std([d[key] for d in lst])),
-                          "interval": mean_interval([d[key] for d in lst])} for key in keys}
+                          "interval": mean_interval([d[key] for d in lst]), "runs": [float(d[key]) for d in lst]}
+                    for key in keys}
                 for m, lst in table.items()}
 
     return {"summary": summarize(metrics), "summary_vs_clean_network": summarize(vs_clean),
@@ -285,15 +286,23 @@ def _t53_compute(params, rng, progress):
 
 
 def _t53_plot(results, params, path):
-    fig, ax = plt.subplots(figsize=(7, 4))
     keys = ["acc", "sens", "spec", "avg_recall"]
     ms = list(results["summary"])
+    hist = all("runs" in results["summary"][m][k] for m in ms for k in keys)
+    fig, axes = plt.subplots(1, 5 if hist else 1, figsize=(22 if hist else 7, 4))
+    ax = axes[0] if hist else axes
     w = 0.8 / len(ms)
     for i, m in enumerate(ms):
         s = results["summary"][m]
         ax.bar(np.arange(4) + i * w, [s[k]["mean"] for k in keys], w, yerr=[s[k]["std"] for k in keys], label=m)
     ax.set_xticks(np.arange(4) + 0.4 - w / 2, keys); ax.set_ylim(0, 1.05); ax.legend(fontsize=8)
-    ax.set_title(f"Structure of networks learned under privacy ({params['network']}, thesis Table 5.3)")
+    ax.set_title(f"Networks learned under privacy ({params['network']}, Table 5.3)")
+    if hist:  # the thesis's Fig. 5.4: one histogram per metric over the runs
+        for a, k in zip(axes[1:], keys):
+            for m in ms:
+                a.hist(results["summary"][m][k]["runs"], bins=15, range=(0, 1), alpha=0.5, label=m)
+            a.set_title(f"{k} over {len(results['summary'][ms[0]][k]['runs'])} runs (Fig. 5.4)")
+        axes[1].legend(fontsize=7)
     save(fig, path)
 
 
@@ -338,7 +347,8 @@ def _t54_compute(params, rng, progress):
                 acc[m]["l1"].append(np.mean([table_l1(truth[f], est[m][f], n) for f in fams]))
                 acc[m]["js"].append(np.mean([table_js(truth[f], est[m][f]) for f in fams]))
         res[name] = {m: {"l1": float(np.mean(v["l1"])), "l1_std": float(np.std(v["l1"])),
-                         "js": float(np.mean(v["js"])), "js_std": float(np.std(v["js"]))}
+                         "js": float(np.mean(v["js"])), "js_std": float(np.std(v["js"])),
+                         "l1_runs": [float(x) for x in v["l1"]], "js_runs": [float(x) for x in v["js"]]}
                      for m, v in acc.items()}
         res[name]["epsilon_per_user"] = eps_user
         res[name]["n_tables"] = len(fams)
@@ -354,7 +364,25 @@ def _t54_compute(params, rng, progress):
 
 def _t54_plot(results, params, path):
     nets = params["networks"]
+    hist = all("l1_runs" in results[n][m] for n in nets for m in ("modified", "geometric", "rr", "laplace"))
+    if hist:  # the thesis's Figs. 5.5-5.7: histograms over the runs, per network, beside the bars
+        fig, grid = plt.subplots(2, 1 + len(nets), figsize=(5 * (1 + len(nets)), 8))
+        axes = grid[:, 0]
+        for j, n in enumerate(nets):
+            for r, key in enumerate(("l1", "js")):
+                for m in ("modified", "geometric", "rr", "laplace"):
+                    grid[r, j + 1].hist(results[n][m][key + "_runs"], bins=15, alpha=0.5, label=m)
+                grid[r, j + 1].set_title(f"{n}: {key} over the runs (Figs. 5.5-5.7)")
+        grid[0, 1].legend(fontsize=7)
+        _t54_bars(results, nets, axes)
+        save(fig, path)
+        return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    _t54_bars(results, nets, axes)
+    save(fig, path)
+
+
+def _t54_bars(results, nets, axes):
     ms = ["modified", "geometric", "rr", "laplace"]
     w = 0.8 / len(ms)
     for ax, key in zip(axes, ["l1", "js"]):
@@ -364,7 +392,6 @@ def _t54_plot(results, params, path):
         ax.set_title({"l1": "L1 (counts), Tables 5.4/5.12", "js": "Jensen-Shannon, Table 5.5"}[key])
         ax.set_yscale("log")
     axes[0].legend(fontsize=8)
-    save(fig, path)
 
 
 register_experiment(Experiment(
