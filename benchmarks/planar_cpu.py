@@ -2,12 +2,16 @@
 (``benchmarks/planar.py``: planar geometric, eps = 10 per km on 0.1-km cells, n users from Gaussian
 clusters, SQUAREM, seed 001's rule with delta = 1e-6 per report), one grid size per process.
 
-``--mode new``: the engine as shipped (the planar block replaced by
-:class:`localpriv.planar.RfftClampedBlock`, one forward product per EM evaluation);
-``--mode old``: the block the mechanism returns, evaluated as before issue 22 (a subclass the
-engine does not replace). ``--workers`` sets ``structured.FFT_WORKERS``. Prints one JSON object:
-CPU seconds (``time.process_time``, all threads), wall seconds, EM evaluations, forward/backward
-products, FFT pairs per evaluation, log-likelihood, peak RSS.
+``--mode new``: the engine as shipped (the mechanism's block is a
+:class:`localpriv.planar.RfftClampedBlock`; SQUAREM makes one forward product per EM evaluation,
+trials along the extrapolation path mostly without FFTs);
+``--mode old``: the block as before issue 22 (:class:`localpriv.structured._FlooredClampedConvBlock`,
+complex-padded ``rfft2``/``irfft2`` with copies, SQUAREM's eager ``theta2`` product).
+``--workers`` sets ``structured.FFT_WORKERS``. Prints one JSON object: CPU seconds
+(``time.process_time``, all threads), wall seconds, EM evaluations, forward/backward products (each
+one FFT pair), FFT pairs per evaluation (all of them, the start and rejected trials included,
+divided by EM evaluations), the direct (FFT-free) products of the floor's few cells
+(``sparse_floor_products``), log-likelihood and its certificate ``gap``, peak RSS.
 
     python benchmarks/planar_cpu.py --side 1000 --mode new --workers 1
 """
@@ -50,7 +54,7 @@ def main():
     reports = mech.sample(x, rng)
     z, c = np.unique(reports, return_counts=True)
 
-    counts = {"forward": 0, "backward": 0}
+    counts = {"forward": 0, "backward": 0, "sparse": 0}
 
     class Old(structured._FlooredClampedConvBlock):  # not replaced by the engine: the pre-issue-22 path
         def forward(self, theta):
@@ -71,14 +75,20 @@ def main():
         counts["backward"] += 1
         return ob(self, w)
 
-    RfftClampedBlock.forward, RfftClampedBlock.backward = fwd, bwd
+    osp = RfftClampedBlock.sparse_forward
+
+    def sparse(self, cells, weights):
+        counts["sparse"] += 1
+        return osp(self, cells, weights)
+
+    RfftClampedBlock.forward, RfftClampedBlock.backward, RfftClampedBlock.sparse_forward = fwd, bwd, sparse
     if args.eager:
         RfftClampedBlock.costly_forward = False
 
     c0, w0 = time.process_time(), time.perf_counter()
     block = mech.likelihood_block(z, c)
-    if args.mode == "old":
-        block.__class__ = Old
+    if args.mode == "old":  # the same kernel, outputs and counts (the spectra built again, as before)
+        block = Old(block.kernel, block.shape, block.outputs, block.counts)
     res = em([block], dom.size, accelerate="squarem", stop="loglik", delta=DELTA_PER_REPORT * n,
              max_iter=args.max_iter)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
@@ -87,8 +97,9 @@ def main():
           "lazy_theta2": args.mode == "new" and not args.eager,
           "fft_workers": args.workers, "distinct_reports": int(z.size), "cpu_seconds": cpu,
           "wall_seconds": wall, "iterations": res.iterations, "forward_products": counts["forward"],
-          "backward_products": counts["backward"], "fft_pairs_per_evaluation": pairs / res.iterations,
-          "loglik": res.loglik, "converged": res.converged, "peak_rss_gib": peak_rss_gib()})
+          "backward_products": counts["backward"],
+          "sparse_floor_products": counts["sparse"], "fft_pairs_per_evaluation": pairs / res.iterations,
+          "loglik": res.loglik, "gap": res.gap, "converged": res.converged, "peak_rss_gib": peak_rss_gib()})
 
 
 if __name__ == "__main__":

@@ -437,6 +437,8 @@ class RfftClampedBlock:
         self._bbuf = np.zeros(self._N)
         r, c = np.divmod(self.outputs, C)
         self._gather = (Pr + r) * self._N[1] + (Pc + c)
+        #: distinct report cells (as the mechanisms' blocks have): G @ w writes w into the grid directly
+        self._distinct = np.unique(self.outputs).size == self.outputs.size
 
     @classmethod
     def from_block(cls, block) -> "RfftClampedBlock":
@@ -493,13 +495,64 @@ class RfftClampedBlock:
         out = self._full(theta).ravel()[self._gather]
         return np.maximum(out, np.finfo(float).tiny, out=out)
 
+    @property
+    def sparse_limit(self) -> int:
+        """Most cells :meth:`sparse_forward` takes: its cost, ``(2 P_r + 1)(2 P_c + 1)`` per cell,
+        stays below one pass over the grid (an FFT pair costs several)."""
+        return max(1, self.k // ((2 * self.P[0] + 1) * (2 * self.P[1] + 1)))
+
+    def _window(self, r: int, c: int):
+        """The kernel placed at cell ``(r, c)`` and clamped onto the grid: ``(rows, cols, W)`` with
+        ``W[i, j] = sum_{g: clamp(g) = (rows.start + i, cols.start + j)} K[g - (r, c)]`` (the rows
+        and columns beyond the grid folded onto its border rows and columns)."""
+        R, C = self.shape
+        Pr, Pc = self.P
+        W = self.kernel
+        r0, r1, c0, c1 = r - Pr, r + Pr + 1, c - Pc, c + Pc + 1
+        if r0 < 0 or r1 > R:
+            lo, hi = max(r0, 0), min(r1, R)
+            rows = W[lo - r0:hi - r0].copy()
+            rows[0] += W[:lo - r0].sum(axis=0)
+            rows[-1] += W[hi - r0:].sum(axis=0)
+            W, r0, r1 = rows, lo, hi
+        if c0 < 0 or c1 > C:
+            lo, hi = max(c0, 0), min(c1, C)
+            cols = W[:, lo - c0:hi - c0].copy()
+            cols[:, 0] += W[:, :lo - c0].sum(axis=1)
+            cols[:, -1] += W[:, hi - c0:].sum(axis=1)
+            W, c0, c1 = cols, lo, hi
+        return slice(r0, r1), slice(c0, c1), W
+
+    def sparse_forward(self, cells, weights) -> np.ndarray:
+        """``w @ G`` for a ``w`` that is zero outside ``cells`` (``w[cells] = weights``), by direct
+        summation: ``(w @ G)_j = sum_x w_x P(z_j | x)``, each cell's clamped kernel window
+        (:meth:`_window`) added onto the grid, then the observed cells gathered. No FFT and no
+        round-off of one: used by the EM engine for the few cells where SQUAREM's floor binds
+        (:func:`localpriv.estimators.em._squarem`). Cost ``O(len(cells) P_r P_c + m)``."""
+        R, C = self.shape
+        buf = getattr(self, "_sbuf", None)
+        if buf is None:
+            buf = self._sbuf = np.zeros((R, C))
+        cells = np.asarray(cells, dtype=np.int64).ravel()
+        weights = np.asarray(weights, dtype=float).ravel()
+        wins = [self._window(*divmod(int(x), C)) for x in cells]
+        for (rs, cs, W), wx in zip(wins, weights):
+            buf[rs, cs] += wx * W
+        out = buf.ravel()[self.outputs]
+        for rs, cs, _ in wins:
+            buf[rs, cs] = 0.0
+        return out
+
     def backward(self, w):
         R, C = self.shape
         Pr, Pc = self.P
         e0, e1 = self._ext
-        W = np.bincount(self.outputs, weights=np.asarray(w, dtype=float), minlength=self.k).reshape(R, C)
         B = self._bbuf
-        B[Pr:Pr + R, Pc:Pc + C] = W
+        W = B[Pr:Pr + R, Pc:Pc + C]
+        if self._distinct:  # the grid's other cells stay 0: write the reports' weights in place
+            B.ravel()[self._gather] = w
+        else:
+            W[...] = np.bincount(self.outputs, weights=np.asarray(w, dtype=float), minlength=self.k).reshape(R, C)
         B[Pr:Pr + R, :Pc] = W[:, :1]
         B[Pr:Pr + R, Pc + C:e1] = W[:, -1:]
         B[:Pr, :e1] = B[Pr, :e1]

@@ -31,6 +31,7 @@ from scipy.signal import lfilter
 
 from ._validation import LocalPrivError, check_eps, check_int
 from .mechanisms.base import LikelihoodBlock
+from .planar import RfftClampedBlock
 
 __all__ = [
     "ScaledIdentityBlock",
@@ -292,8 +293,16 @@ class _FlooredClampedConvBlock(ClampedConvBlock):
         return np.maximum(super().forward(theta), np.finfo(float).tiny)
 
 
+class _RfftClampedConvBlock(RfftClampedBlock, ClampedConvBlock):
+    """The planar mechanisms' FFT block: the products of :class:`localpriv.planar.RfftClampedBlock`
+    (real FFTs on reused buffers, forward floored at the smallest normal float, one FFT pair per
+    product), typed as a :class:`ClampedConvBlock` (whose ``full_forward`` it keeps); built by
+    :func:`clamped_block_for`. :class:`_FlooredClampedConvBlock` is the reference it is tested against."""
+
+
 def clamped_block_for(kernel, scale: float, shape, outputs, counts) -> ClampedConvBlock:
-    """A :class:`ClampedConvBlock` for a planar mechanism's ``(2R+1) x (2R+1)`` kernel.
+    """A :class:`ClampedConvBlock` for a planar mechanism's ``(2R+1) x (2R+1)`` kernel, evaluated by
+    :class:`localpriv.planar.RfftClampedBlock` (issue 22: real FFTs on reused buffers).
 
     The kernel (e.g. :meth:`localpriv.mechanisms.planar_mechanisms.PlanarGeometric.kernel`, whose
     ``R`` covers the whole grid so that tiny channel entries keep full relative accuracy for the
@@ -305,7 +314,7 @@ def clamped_block_for(kernel, scale: float, shape, outputs, counts) -> ClampedCo
     K = np.asarray(kernel, dtype=float)
     R = K.shape[0] // 2
     P = min(R, int(math.ceil(_CROP_U / scale)))
-    return _FlooredClampedConvBlock(K[R - P:R + P + 1, R - P:R + P + 1], shape, outputs, counts)
+    return _RfftClampedConvBlock(K[R - P:R + P + 1, R - P:R + P + 1], shape, outputs, counts)
 
 
 def _clamped_line_block(mech, outputs, counts, interior_weight, diag, end_prob):

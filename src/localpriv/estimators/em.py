@@ -91,10 +91,13 @@ How the products are evaluated (issue 22; the iterates are unchanged up to round
   different rates, support blocks of the pure protocols) are batched into one block
   (:func:`localpriv.estimators.combination.batch_blocks`): GIBU with 1,000 mechanisms makes a few
   vector operations per product instead of 1,000 Python-level ones;
-* planar FFT blocks are evaluated by :class:`localpriv.planar.RfftClampedBlock` (real FFTs on
-  reused buffers); a block whose forward product is costly makes the SQUAREM cycles compare the
-  extrapolation with ``L(theta1)`` and skip ``theta2``'s forward product unless the cycle falls back
-  to it (:func:`_squarem`);
+* planar FFT blocks are :class:`localpriv.planar.RfftClampedBlock` (real FFTs on reused buffers;
+  :func:`localpriv.structured.clamped_block_for`); a block whose forward product is costly makes the
+  SQUAREM cycles compare the extrapolation with ``L(theta1)``, skip ``theta2``'s forward product,
+  and get the products of backtracking trials, and of ``theta2`` on a fallback, from those already
+  made (they are linear in ``theta``; :class:`_Path`): one forward and one backward product per EM
+  evaluation, and one more per rejected trial only while the floor binds on many cells (a first
+  trial on which it does is shortened before its FFT, :data:`DENSE_FLOOR_STEP`; :func:`_squarem`);
 * a run on one scaled-identity block (k-RR, support counts), without penalty, callback or trace,
   continues in compiled loops (:mod:`localpriv.estimators._kernels`, numba, imported then) once
   it has made :data:`COMPILED_AFTER` evaluations: the same operations and decisions, bit for bit
@@ -141,10 +144,20 @@ MAX_BACKTRACK = 6
 #: floor of every EM iterate (keeps arithmetic out of subnormal floats; see _em_step)
 TINY = 1e-280
 #: with a costly forward product (planar FFT blocks) a step that reaches its cap lets the next ones grow
-#: by this factor (4 otherwise): every rejected extrapolation costs such a block one more FFT pair
-#: (planar 1000 x 1000: 2.31 FFT pairs per evaluation with 4, 2.22 with 2, 2.08 with 1.5, which
-#: needed more evaluations; notes/issue-22.md)
+#: by this factor (4 otherwise): a rejected first trial costs such a block one more FFT pair while the
+#: floor binds on many cells (planar 1000 x 1000 with :class:`_Path`: 297 products in 142 evaluations
+#: with 2, 296 in 145 with 1.5, 304 in 139 with 4; notes/issue-22-planar.md)
 GROWTH_COSTLY = 2.0
+#: relative size, against the largest probability, of the floor's mass that :class:`_Path` drops (below
+#: the round-off of an FFT product, which is absolute at ~1e-16 of its largest entry)
+ROUNDOFF = 1e-16
+#: with a costly forward product, a first SQUAREM trial whose floor binds on more cells than the block
+#: sums directly (so that its FFT could not give the trials' products, :class:`_Path`) is shortened,
+#: halving towards -1 before any FFT, until the floor binds on few cells or ``|alpha| <= 3``: such long
+#: steps, distorted by the floor on many cells, were the rejected ones (planar 1000 x 1000: 121
+#: evaluations and 243 products instead of 142 and 297, log-likelihood 3.4 higher; of 2, 2.5, 3, 4, 5
+#: and 6, 3 gave the fewest products (with 2.5) and the highest log-likelihood; notes/issue-22-planar.md)
+DENSE_FLOOR_STEP = 3.0
 #: BLAS threads while an EM run is under way: ``None`` reads the environment variable
 #: ``LOCALPRIV_BLAS_THREADS`` (default 1); ``0`` (or ``LOCALPRIV_BLAS_THREADS=0``) leaves BLAS alone.
 #: EM's products are small and many: one thread avoids thread hand-offs and oversubscription when
@@ -396,18 +409,13 @@ def _blas_pinned():
 
 def _prepare(blocks) -> list:
     """The blocks as the engine evaluates them: blocks of one family batched into one
-    (:func:`localpriv.estimators.combination.batch_blocks`), planar FFT blocks replaced by their
-    real-FFT form with reused buffers (:class:`localpriv.planar.RfftClampedBlock`). Same products
-    up to rounding."""
+    (:func:`localpriv.estimators.combination.batch_blocks`; same products up to rounding). Planar
+    mechanisms' FFT blocks come as :class:`localpriv.planar.RfftClampedBlock` already
+    (:func:`localpriv.structured.clamped_block_for`)."""
     blocks = list(blocks)
     if len(blocks) > 1:
         from .combination import batch_blocks
         blocks = batch_blocks(blocks)
-    structured = sys.modules.get("localpriv.structured")
-    if structured is not None and any(type(b) is structured._FlooredClampedConvBlock for b in blocks):
-        from ..planar import RfftClampedBlock
-        blocks = [RfftClampedBlock.from_block(b) if type(b) is structured._FlooredClampedConvBlock else b
-                  for b in blocks]
     return blocks
 
 
@@ -639,6 +647,124 @@ def _squarem_residual(blocks, theta, probs, L, n, delta, max_iter, record, trace
                     stop="max_abs")
 
 
+class _Path:
+    """Forward products along one SQUAREM cycle's extrapolation path, for costly (FFT) blocks.
+
+    The unfloored trial point ``raw(alpha) = theta - 2 alpha r + alpha^2 v`` is quadratic in ``alpha``
+    and the products are linear, so ``M raw(alpha) = M theta - 2 alpha M r + alpha^2 M v`` with
+    ``M r = M theta1 - M theta`` (both known when the trials start) and ``M v = M theta2 - 2 M theta1 +
+    M theta``. The trial point is ``cand = (raw + d) / s`` with the floor's part ``d = max(0, FLOOR
+    theta2 - raw) >= 0`` and ``s = sum(raw + d)``, so ``M cand = (M raw + M d) / s``. ``M d`` is had
+    without an FFT when ``d`` is, up to round-off, supported on a few cells: its smallest entries,
+    of total mass at most ``ROUNDOFF * max(M theta1)`` (each changes a probability by at most its
+    own size: no entry of ``M`` exceeds 1), are dropped, and the block's ``sparse_forward`` sums the
+    rest (at most its ``sparse_limit`` cells). ``M v`` is unknown until the product of a trial
+    whose ``M d`` is so had has been made by FFT: then ``M v = (s M cand - M d - M theta + 2 alpha
+    M r) / alpha^2``, and every later trial of the cycle, and ``M theta2 = M theta + 2 M r + M v``
+    if the cycle falls back to it, cost no FFT. Blocks that are not costly are evaluated directly.
+    The derived products carry the round-off of a few FFTs (absolute, relative to the largest
+    probability), floored at the smallest normal float as the blocks' own; every accepted point's
+    ``L`` is still computed from an FFT (``theta3``'s forward product), so ``L`` never decreases.
+    """
+
+    def __init__(self, blocks, p0, p1):
+        self.blocks, self.p0 = blocks, p0
+        self.costly = [bool(getattr(b, "costly_forward", False)) and hasattr(b, "sparse_forward")
+                       for b in blocks]
+        self.mr = [q1 - q0 if c else None for c, q0, q1 in zip(self.costly, p0, p1)]
+        self.mv = None
+        self.tol = ROUNDOFF * min((float(q.max()) for c, q in zip(self.costly, p1) if c and q.size),
+                                  default=0.0)
+        self.ffts = self.derived = 0
+
+    def support(self, d):
+        """The cells of the floor's part ``d`` that count: all but its smallest entries, of total
+        mass at most ``tol``."""
+        idx = np.flatnonzero(d > 0)
+        if idx.size:
+            vals = d[idx]
+            order = np.argsort(vals)
+            drop = int(np.searchsorted(np.cumsum(vals[order]), self.tol, side="right"))
+            idx = idx[np.sort(order[drop:])]
+        return idx
+
+    def support_if_few(self, d):
+        """:meth:`support` of ``d`` when :meth:`few` holds for it, else ``None``; without sorting ``d``'s
+        entries when too many are sure to remain (a partition shows the smallest ones hold too much)."""
+        if any(self.costly):
+            limit = min(b.sparse_limit for b, c in zip(self.blocks, self.costly) if c)
+            vals = d[d > 0]
+            extra = vals.size - limit
+            if extra > 0 and float(np.partition(vals, extra - 1)[:extra].sum()) > self.tol * (1.0 + 1e-9):
+                return None
+        idx = self.support(d)
+        return idx if self.few(idx) else None
+
+    def few(self, idx) -> bool:
+        """Whether every costly block sums the floor's cells ``idx`` directly (``sparse_limit``)."""
+        return any(self.costly) and all(idx.size <= b.sparse_limit
+                                        for b, c in zip(self.blocks, self.costly) if c)
+
+    def _floor_products(self, d, idx):
+        """``M d`` for every costly block (``None`` for the others), or ``None`` when ``d`` is not
+        sparse enough for one of them."""
+        if not self.few(idx):
+            return None
+        return [None if not c else b.sparse_forward(idx, d[idx]) if idx.size else np.zeros(b.counts.size)
+                for b, c in zip(self.blocks, self.costly)]
+
+    def products(self, cand, d, s, alpha, idx=None):
+        """The forward products of the trial point ``cand`` (see the class docstring); ``idx`` is
+        :meth:`support` of ``d`` if known."""
+        md = self._floor_products(d, self.support(d) if idx is None else idx) if any(self.costly) else None
+        tiny = np.finfo(float).tiny
+        if self.mv is not None and md is not None:
+            self.derived += 1
+            out = []
+            for b, c, q0, mr, mv, m in zip(self.blocks, self.costly, self.p0, self.mr, self.mv, md):
+                if c:
+                    q = q0 - (2.0 * alpha) * mr + (alpha * alpha) * mv
+                    q += m
+                    q /= s
+                    out.append(np.maximum(q, tiny, out=q))
+                else:
+                    out.append(b.forward(cand))
+            return out
+        self.ffts += 1
+        pc = _forward_all(self.blocks, cand)
+        if self.mv is None and md is not None:
+            self.mv = [(s * q - m - q0 + (2.0 * alpha) * mr) / (alpha * alpha) if c else None
+                       for c, q, m, q0, mr in zip(self.costly, pc, md, self.p0, self.mr)]
+        return pc
+
+    def theta2(self, th2):
+        """``M theta2``: derived when a trial has given ``M v``, else evaluated."""
+        if self.mv is None:
+            return _forward_all(self.blocks, th2)
+        tiny = np.finfo(float).tiny
+        return [np.maximum(q0 + 2.0 * mr + mv, tiny) if c else b.forward(th2)
+                for b, c, q0, mr, mv in zip(self.blocks, self.costly, self.p0, self.mr, self.mv)]
+
+
+def _floor_part(theta, r, v, alpha, floor, bufs):
+    """``(raw, d)`` for SQUAREM's trial ``raw = theta - 2 alpha r + alpha^2 v`` (the same operations as
+    the engine's other path) and the floor's part ``d = max(floor - raw, 0)`` (``= max(raw, floor) -
+    raw``), in the kept buffers ``bufs`` (overwritten by the next call)."""
+    raw = np.multiply(r, 2.0 * alpha, out=bufs[0])
+    np.subtract(theta, raw, out=raw)
+    raw += np.multiply(v, alpha * alpha, out=bufs[1])
+    d = np.subtract(floor, raw, out=bufs[1])
+    return raw, np.maximum(d, 0.0, out=d)
+
+
+def _trial_point(raw, d, floor):
+    """``(cand, d, s)``: the trial point ``cand = max(raw, floor) / s``, ``s = sum(max(raw, floor))``."""
+    cand = np.maximum(raw, floor)
+    s = cand.sum()
+    cand /= s
+    return cand, d, s
+
+
 def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False,
              penalty=None, objective=None, progress=None, fast=None) -> EMResult:
     """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations.
@@ -647,12 +773,17 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
     :data:`COMPILED_AFTER` on (same operations and decisions; Newton attempts stay here). With a
     block whose forward product is costly (``costly_forward``, the planar FFT blocks) the
     extrapolation is accepted when ``L(theta') >= L(theta1)`` (known: ``theta1``'s forward product is
-    needed for ``theta2`` anyway) instead of ``L(theta2)``, and ``theta2``'s forward product is made
-    only when the cycle falls back to it: one forward and one backward product per EM evaluation
-    (backtracking trials aside; the step cap then regrows by :data:`GROWTH_COSTLY` instead of 4, so
-    that fewer trials fail). ``L`` still never decreases: ``L(theta3) >= L(theta') >= L(theta1)
-    >= L(theta)``."""
+    needed for ``theta2`` anyway) instead of ``L(theta2)``, and ``theta2``'s forward product is not
+    made: the first trial's product is an FFT, and once it is known the products of later trials and
+    of ``theta2`` (on a fallback) follow from it without FFTs (:class:`_Path`) whenever the floor's
+    part of the trial points lies on a few cells (the block's ``sparse_limit``). So a cycle makes
+    one forward and one backward product per EM evaluation; a first trial on which the floor binds
+    on many cells is shortened before its FFT (:data:`DENSE_FLOOR_STEP`), and only such a trial, if
+    rejected, costs one more forward product. The step cap
+    regrows by :data:`GROWTH_COSTLY` instead of 4 (fewer such trials fail). ``L`` still never
+    decreases: ``L(theta3) >= L(theta') >= L(theta1) >= L(theta)``, ``L(theta3)`` from an FFT."""
     lazy = any(getattr(b, "costly_forward", False) for b in blocks)
+    bufs = None
     t = 0
     cycles = 0
     alpha_max = 4.0
@@ -697,11 +828,17 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
         if lazy:  # theta2's forward product only if the cycle falls back to it (see above)
             p2, L2 = None, None
             Lref = objective(th1, p1)
+            path = _Path(blocks, probs, p1)
+            floor = FLOOR * th2
+            if bufs is None:
+                bufs = np.empty(theta.size), np.empty(theta.size)
         else:
+            path = None
             p2 = _forward_all(blocks, th2)
             L2 = Lref = objective(th2, p2)
         r = th1 - theta
-        v = th2 - th1 - r
+        v = th2 - th1
+        v -= r
         nr, nv = math.sqrt(r @ r), math.sqrt(v @ v)
         new, pnew, Lnew, gnew = th2, p2, L2, gap2
         if nv > 0 and nr > 0 and t < max_iter:
@@ -709,35 +846,56 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
             if alpha <= -alpha_max:
                 alpha_max *= GROWTH_COSTLY if lazy else 4.0  # the step reached its cap: allow longer steps
             accepted = False
+            chosen = first = None
+            if path is not None and alpha < -1.0:
+                # a first trial on which the floor binds on many cells would cost an FFT that cannot
+                # give the path's products (_Path): shorten it, before any FFT, to DENSE_FLOOR_STEP
+                while True:
+                    raw, d = _floor_part(theta, r, v, alpha, floor, bufs)
+                    first_idx = path.support(d) if alpha >= -DENSE_FLOOR_STEP else path.support_if_few(d)
+                    if first_idx is not None:
+                        break
+                    alpha = (alpha - 1.0) / 2.0
+                first = _trial_point(raw, d, floor)
             # backtracking: move alpha halfway towards -1 until L(theta') >= L(theta2)
             for trial in range(MAX_BACKTRACK):
                 if alpha >= -1.0:
                     break
-                cand = theta - 2.0 * alpha * r + alpha * alpha * v
                 # coordinates pushed (nearly) out of the simplex are heading to 0: put them at a
                 # fraction of their plain-EM value (keeps the support: no coordinate lost for good)
-                cand = np.maximum(cand, FLOOR * th2)
-                cand /= cand.sum()
-                pc = _forward_all(blocks, cand)
+                if path is None:
+                    raw = theta - 2.0 * alpha * r + alpha * alpha * v
+                    cand = np.maximum(raw, FLOOR * th2)
+                    cand /= cand.sum()
+                    pc = _forward_all(blocks, cand)
+                elif first is not None:  # the first trial, computed above
+                    (cand, d, s), idx, first = first, first_idx, None
+                    pc = path.products(cand, d, s, alpha, idx)
+                else:  # products without an FFT when known (_Path)
+                    cand, d, s = _trial_point(*_floor_part(theta, r, v, alpha, floor, bufs), floor)
+                    pc = path.products(cand, d, s, alpha)
                 Lc = objective(cand, pc)
                 if Lc >= Lref:  # -inf (an impossible report) never passes
-                    th3, gap3 = _em_update(blocks, cand, pc, n, penalty)
-                    p3 = _forward_all(blocks, th3)
-                    L3 = objective(th3, p3)
-                    t += 1
-                    if L3 >= Lref:  # always true for EM from cand (Lc >= Lref); kept as a guard
-                        new, pnew, Lnew, gnew = th3, p3, L3, gap3
-                        accepted = True
-                        if trial:  # a shorter step was needed: cap the next ones there
-                            alpha_max = max(4.0, -alpha)
+                    chosen = cand, pc
                     break
                 alpha = (alpha - 1.0) / 2.0
                 if alpha > -1.0 - 1e-3:
                     alpha = -1.0
+            if chosen is not None:
+                cand, pc = chosen
+                th3, gap3 = _em_update(blocks, cand, pc, n, penalty)
+                p3 = _forward_all(blocks, th3)
+                L3 = objective(th3, p3)
+                t += 1
+                if L3 >= Lref:  # always true for EM from cand (Lc >= Lref); kept as a guard
+                    new, pnew, Lnew, gnew = th3, p3, L3, gap3
+                    accepted = True
+                    if trial:  # a shorter step was needed: cap the next ones there
+                        alpha_max = max(4.0, -alpha)
             if not accepted:
                 alpha_max = max(4.0, alpha_max / 4.0)
         if pnew is None:  # lazy: the cycle keeps theta2
-            pnew = p2 = _forward_all(blocks, th2)
+            pnew = p2 = path.theta2(th2)
             Lnew = L2 = objective(th2, p2)
         cycles += 1
         done = stop != "gap" and _stop_value(stop, theta, new, L, Lnew) < delta
