@@ -27,7 +27,6 @@ import math
 
 import numpy as np
 from scipy import fft as sfft
-from scipy.signal import lfilter
 
 from ._validation import LocalPrivError, check_eps, check_int
 from .mechanisms.base import LikelihoodBlock
@@ -464,6 +463,8 @@ class ExpKernelBlock(LikelihoodBlock):
 
     def _rec(self, v, reverse=False):
         v = v[::-1] if reverse else v
+        from scipy.signal import lfilter  # ~1 s to import: only where a recursion runs
+
         out = lfilter([1.0], [1.0, -self._r], v)
         return out[::-1] if reverse else out
 
