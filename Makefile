@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser reproduce bench bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser reproduce bench bench-report bench-rappor bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -51,19 +51,28 @@ test: $(STAMP) $(BROWSER_STAMP)
 reproduce: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/reproduce_all.py --out docs/results/repro
 
+# issue 22: every benchmark of run_all.py (~30 min on a quiet 2-core machine; run it when nothing else
+# runs), then RESULTS.md rendered from benchmarks/results*.json; bench-report only re-renders
 bench: $(BENCH_STAMP)
-	$(PY) benchmarks/run_all.py
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py
+	$(PY) benchmarks/report.py
+
+bench-report: $(STAMP)
+	$(PY) benchmarks/report.py
 
 bench-memory: $(STAMP)
 	$(PY) benchmarks/run_all.py memory
+	$(PY) benchmarks/report.py
 
 bench-uncertainty: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
+	$(PY) benchmarks/report.py
 
 # issue 19: DuckDB path vs hand-written SQL vs Spark local[2] at 10^7 and 10^8 reports, EM on Spark
 # (-> benchmarks/results-spark.json, read by docs/scale.md; run it on a quiet machine)
 bench-spark: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py spark
+	$(PY) benchmarks/report.py
 
 # issue 20's numbers in docs/numeric.md (Adult age and hours-per-week; minutes on one core)
 numeric-evidence: $(STAMP)
@@ -72,20 +81,29 @@ numeric-evidence: $(STAMP)
 # the collector service's load test (issue 23): SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
 bench-service: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
+	$(PY) benchmarks/report.py
 
 # issue 20: Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
 # Gowalla place ids (-> benchmarks/results-large_domains.json, results-heavy_hitters.json)
 bench-vocab: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/large_domains.py
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/heavy_hitters.py
+	$(PY) benchmarks/report.py
 
 # issue 22: EM overhead at k = 100, batched GIBU, the planar real-FFT block (-> benchmarks/results-em.json)
 bench-em: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/em_suite.py
+	$(PY) benchmarks/report.py
+
+# issue 20: RAPPOR against pure-LDP 1.2.0's RAPPOR on Gowalla places (-> benchmarks/results-rappor.json)
+bench-rappor: $(BENCH_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py
+	$(PY) benchmarks/report.py
 
 # start-up cost of `import localpriv` and `localpriv --help` (issue 18: under 0.25 s of CPU)
 bench-import: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py import_time
+	$(PY) benchmarks/report.py
 
 # issue 16's calibration (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
 coverage: $(STAMP)

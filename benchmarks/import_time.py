@@ -13,7 +13,6 @@ case imports; ``tests/test_presentation.py`` asserts the same for ``import local
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -101,7 +100,9 @@ def run(quick: bool = False, runs: int | None = None) -> dict:
         "import sys; sys.argv = ['localpriv', '--help']\nfrom localpriv.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass")
     within = {k: results[k]["cpu_median_s"] < BUDGET_CPU for k in ("import localpriv", "localpriv --help")}
-    return {"budget_cpu_s": BUDGET_CPU, "within_budget": within, "cases": results,
+    return {"budget_cpu_s": BUDGET_CPU, "within_budget": within, "cases": results, "rounds": runs,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_after": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
             "load_average_1_5_15": None if load is None else [round(x, 2) for x in load],
             "pinned_threads": PINNED, "measured": "median over fresh processes; CPU = user + sys of the child"}
 

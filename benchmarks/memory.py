@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import emit, machine, quick_flag  # noqa: E402
+from _common import emit, machine, now, quick_flag  # noqa: E402
 
 # `make bench-memory` runs this through run_all.py, which writes benchmarks/results-memory.json
 
@@ -57,7 +57,7 @@ def run(quick: bool = False) -> dict:
     sizes = [10 ** 6, 10 ** 7] if quick else [10 ** 7, 10 ** 8]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     out = {"method": "one process per step; peak RSS = ru_maxrss of that child (wait4)",
-           "load_before": os.getloadavg(), "sizes": {}}
+           "started": now(), "load_before": os.getloadavg(), "sizes": {}}
     tmp = Path(tempfile.mkdtemp(prefix="localpriv-mem-"))
     try:
         for n in sizes:
@@ -85,6 +85,7 @@ def run(quick: bool = False) -> dict:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out["load_after"] = os.getloadavg()
+    out["finished"] = now()
     return out
 
 

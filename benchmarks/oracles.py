@@ -1,34 +1,55 @@
-"""Benchmark of the LDP frequency oracles (issue 4): client throughput, estimator time and MSE,
-side by side with multi-freq-ldpy and pure-ldp when they are importable (dev/bench dependencies,
-installed by ``make bench``; not in the main venv).
+"""The pure LDP frequency oracles (issue 4) end to end, localpriv against multi-freq-ldpy and
+pure-ldp: client, estimate, accuracy against the truth, the same users for every library.
 
-``python benchmarks/oracles.py [--quick]`` prints JSON. ``run(quick=False) -> dict`` is what
-``benchmarks/run_all.py`` calls. Settings: k = 100, eps = 1, n = 10^6 (quick: 10^5), inputs drawn
-from a fixed Gaussian-shaped distribution.
+Settings: k = 100, eps = 1, ``n`` users (10^5; quick 10^4) drawn from a fixed Gaussian-shaped law;
+round ``r`` draws its own users (seed ``r``) and, mechanism by mechanism, runs every library on
+those same users, in the same order each round (interleaved rounds; at least 5 by default). Per
+library and round:
 
-The other libraries randomize one user per Python call, so their client throughput is measured on
-``n_other`` users (20,000; quick 5,000) and reported per second; ratios are ours / theirs.
-"MSE on the same reports": for GRR and the unary encodings we feed OUR reports to their
-aggregators (formats are compatible after unpacking); for hashing and SS their aggregators need
-their own report formats, so their MSE is measured on their own reports of the same inputs.
+* ``client``: obfuscating all ``n`` users. localpriv's client is vectorised (one call); the other
+  libraries obfuscate one user per Python call, which is their API and what is timed.
+* ``estimate``: from the library's own reports to a distribution with its own frequency
+  estimator: multi-freq-ldpy's ``*_Aggregator_MI`` (unbiased inversion, negatives clipped, then
+  normalised), pure-ldp's server (``aggregate`` each report, ``estimate`` each item: unbiased
+  inversion, no post-processing), localpriv's support counts + unbiased inversion (then the same
+  clip-and-normalise as multi-freq-ldpy) and, separately, its IBU on the support counts (the
+  certified maximum of that pseudo-likelihood: ``accelerate="newton"``, ``|dL| < 1e-6``).
+* accuracy against the users' histogram ``n_x / n``: L1 and MSE of each library's output as it
+  comes, and for pure-ldp's raw inversion also after the clip-and-normalise the other two apply
+  (so estimators with the same post-processing are compared like with like).
+
+CPU time (``process_time``) and wall time; median, min, max over rounds; ratios of medians (theirs /
+ours). OLH and BLH of both other libraries hash ``str(value)`` with ``xxhash.xxh32``, which xxhash
+>= 3 refuses for ``str`` ("Strings must be encoded before hashing"): they run through a shim that
+encodes the string as UTF-8 bytes first (what xxhash < 3 did), installed in their modules only
+(:func:`xxhash_shim`); its cost per hash is measured and reported (``shim``). The report type of
+every library (Python type, dtype, bytes per report) is recorded.
+
+``python benchmarks/oracles.py [--quick] [--rounds R]`` prints JSON. ``run(quick=False) -> dict`` is
+what ``benchmarks/run_all.py`` calls.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
+import types
+from pathlib import Path
 
 import numpy as np
 
-from localpriv.estimators.em import em
-from localpriv.estimators.oracles import pure_parameters
-from localpriv.experiments.oracles import _DiagBlock
-from localpriv.mechanisms import parse
-from localpriv.mechanisms.unary import unpack_bits
-from localpriv.projection import clip_normalize
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import clock, machine, now, quick_flag, rounds_arg, spread  # noqa: E402
+
+from localpriv.estimators.em import em  # noqa: E402
+from localpriv.estimators.oracles import pure_parameters  # noqa: E402
+from localpriv.experiments.oracles import _DiagBlock  # noqa: E402
+from localpriv.mechanisms import parse  # noqa: E402
+from localpriv.projection import clip_normalize  # noqa: E402
 
 K, EPS = 100, 1.0
+ROUNDS = 5
 MECHANISMS = {"GRR": "krr", "SUE": "sue", "OUE": "oue", "SS": "ss", "THE": "the", "BLH": "blh", "OLH": "olh"}
+LIBRARIES = ("localpriv", "multi-freq-ldpy", "pure-ldp")
 
 
 def _truth(k):
@@ -36,114 +57,240 @@ def _truth(k):
     return f / f.sum()
 
 
-def _mse(a, b):
-    return float(np.mean((np.asarray(a, dtype=float) - b) ** 2))
+def _acc(est, truth) -> dict:
+    est = np.asarray(est, dtype=float)
+    return {"l1": float(np.abs(est - truth).sum()), "mse": float(np.mean((est - truth) ** 2))}
 
 
-def _ours(name, spec, x, f, rng):
+def _describe(reports, n: int) -> dict:
+    """Python type / dtype / bytes per report of a library's reports."""
+    if isinstance(reports, np.ndarray):
+        return {"type": f"ndarray {reports.dtype} {list(reports.shape[1:])}", "bytes_per_report": reports.nbytes / n}
+    first = reports[0]
+    if isinstance(first, np.ndarray):
+        return {"type": f"list of ndarray {first.dtype} {list(first.shape)}", "bytes_per_report": float(first.nbytes)}
+    if isinstance(first, tuple):
+        return {"type": "list of tuple (" + ", ".join(type(v).__name__ for v in first) + ")", "bytes_per_report": None}
+    return {"type": f"list of {type(first).__name__}", "bytes_per_report": None}
+
+
+def xxhash_shim():
+    """A stand-in for the ``xxhash`` module whose ``xxh32`` encodes ``str`` input as UTF-8 first.
+
+    xxhash 1.x hashed a ``str`` as its UTF-8 bytes; 3.x and later raise ``TypeError`` instead.
+    Both other libraries' local hashing calls ``xxhash.xxh32(str(v), seed=s)`` in client and
+    server alike, so encoding in one place restores their behaviour without touching their code.
+    """
+    import xxhash
+
+    x32 = xxhash.xxh32
+    return types.SimpleNamespace(xxh32=lambda s, seed=0: x32(s.encode() if isinstance(s, str) else s, seed=seed))
+
+
+def install_shim() -> dict:
+    """Put :func:`xxhash_shim` into the other libraries' local-hashing modules; measure its cost."""
+    import xxhash
+
+    shim = xxhash_shim()
+    done = []
+    for mod in ("multi_freq_ldpy.pure_frequency_oracles.LH", "pure_ldp.frequency_oracles.local_hashing.lh_client",
+                "pure_ldp.frequency_oracles.local_hashing.lh_server"):
+        try:
+            m = __import__(mod, fromlist=["_"])
+        except ImportError:
+            continue
+        m.xxhash = shim
+        done.append(mod)
+    reps = 200_000
+    t = time.process_time()
+    for _ in range(reps):
+        xxhash.xxh32(b"57", seed=12345).intdigest()
+    direct = time.process_time() - t
+    t = time.process_time()
+    for _ in range(reps):
+        shim.xxh32("57", seed=12345).intdigest()
+    shimmed = time.process_time() - t
+    return {"modules": done, "direct_ns_per_hash": 1e9 * direct / reps, "shim_ns_per_hash": 1e9 * shimmed / reps,
+            "what": "xxhash.xxh32(str(v)) -> xxhash.xxh32(str(v).encode('utf-8'))", "xxhash": xxhash.VERSION}
+
+
+# -- the three libraries: (client(x) -> reports, estimate(reports, n) -> {output name: distribution}) --
+
+def _ours(name, spec):
     mech = parse(f"{spec}(k={K},eps={EPS})")
-    t0 = time.perf_counter()
-    r = mech.sample(x, rng)
-    t_client = time.perf_counter() - t0
-    t0 = time.perf_counter()  # aggregation: support counts straight from the reports
-    C = np.bincount(r, minlength=K).astype(float) if name == "GRR" else mech.support_counts(r)
-    t_agg = time.perf_counter() - t0
     p, q = pure_parameters(mech)
-    t0 = time.perf_counter()
-    est_mi = clip_normalize((C / x.size - q) / (p - q))
-    t_mi = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    res = em([_DiagBlock(p, q, C)], K, max_iter=100_000, accelerate="none", stop="loglik", delta=1e-6)  # as in the dbsec reproductions
-    t_ibu = time.perf_counter() - t0
-    return mech, r, {
-        "client_reports_per_s": x.size / t_client, "aggregate_s": t_agg, "mi_s": t_mi,
-        "ibu_support_s": t_ibu, "ibu_support_iterations": res.iterations,
-        "mse_mi_n": _mse(est_mi, f), "mse_ibu_support": _mse(res.theta, f),
-    }
+    state = {}
+
+    def client(x):
+        return mech.sample(x, state["rng"])
+
+    def estimate(r, n):
+        C = np.bincount(r, minlength=K).astype(float) if name == "GRR" else mech.support_counts(r)
+        raw = (C / n - q) / (p - q)
+        return {"raw": raw, "clip-normalized": clip_normalize(raw), "_counts": C}
+
+    def ibu(C):
+        res = em([_DiagBlock(p, q, C)], K, max_iter=100_000, accelerate="newton", stop="loglik", delta=1e-6)
+        return res.theta, res.iterations
+
+    return client, estimate, ibu, state
 
 
-def _multi_freq_ldpy(name, mech, reports, x, f, n_other):
-    import multi_freq_ldpy.pure_frequency_oracles as pfo  # noqa: F401
-    out = {}
+def _mfl(name):
+    from multi_freq_ldpy.pure_frequency_oracles import GRR, HE, LH, SS, UE
+
     if name == "GRR":
-        from multi_freq_ldpy.pure_frequency_oracles import GRR as mod
-        client = lambda v: mod.GRR_Client(int(v), K, EPS)
-        agg = getattr(mod, "GRR_Aggregator_MI", None) or getattr(mod, "GRR_Aggregator")
-        theirs_on_ours = lambda: agg(np.asarray(reports), K, EPS)
-    elif name in ("SUE", "OUE"):
-        from multi_freq_ldpy.pure_frequency_oracles import UE as mod
+        return (lambda x: [GRR.GRR_Client(int(v), K, EPS) for v in x],
+                lambda r, n: {"clip-normalized": GRR.GRR_Aggregator_MI(np.asarray(r), K, EPS)})
+    if name in ("SUE", "OUE"):
         opt = name == "OUE"
-        client = lambda v: mod.UE_Client(int(v), K, EPS, opt)
-        agg = getattr(mod, "UE_Aggregator_MI", None) or getattr(mod, "UE_Aggregator")
-        bits = unpack_bits(reports, K).astype(float)
-        theirs_on_ours = lambda: agg(bits, EPS, opt)
-    else:
-        return {"skipped": f"{name}: not compared (report formats differ)"}
-    t0 = time.perf_counter()
-    for v in x[:n_other]:  # their client is per user by design
-        client(v)
-    out["client_reports_per_s"] = n_other / (time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    est = theirs_on_ours()
-    out["mi_s"] = time.perf_counter() - t0
-    out["mse_mi_on_our_reports"] = _mse(est, f)
-    return out
+        return (lambda x: [UE.UE_Client(int(v), K, EPS, opt) for v in x],
+                lambda r, n: {"clip-normalized": UE.UE_Aggregator_MI(np.asarray(r), EPS, opt)})
+    if name in ("BLH", "OLH"):
+        opt = name == "OLH"
+        return (lambda x: [LH.LH_Client(int(v), K, EPS, opt) for v in x],
+                lambda r, n: {"clip-normalized": LH.LH_Aggregator_MI(r, K, EPS, opt)})
+    if name == "SS":
+        return (lambda x: [SS.SS_Client(int(v), K, EPS) for v in x],
+                lambda r, n: {"clip-normalized": SS.SS_Aggregator_MI(r, K, EPS)})
+    if name == "THE":
+        return (lambda x: [HE.HE_Client(int(v), K, EPS) for v in x],
+                lambda r, n: {"clip-normalized": HE.HE_Aggregator_MI(np.asarray(r), K, EPS, True)})
+    return None
 
 
-def _pure_ldp(name, mech, reports, x, f, n_other):
+def _pure_ldp(name):
     if name == "GRR":
         from pure_ldp.frequency_oracles.direct_encoding import DEClient as C, DEServer as S
-        kw = {}
+        ckw = skw = {}
     elif name in ("SUE", "OUE"):
         from pure_ldp.frequency_oracles.unary_encoding import UEClient as C, UEServer as S
-        kw = {"use_oue": name == "OUE"}
+        ckw = skw = {"use_oue": name == "OUE"}
     elif name in ("BLH", "OLH"):
         from pure_ldp.frequency_oracles.local_hashing import LHClient as C, LHServer as S
-        kw = {"use_olh": name == "OLH"}
+        ckw = skw = {"use_olh": name == "OLH"}  # g = 2 (BLH) by default
+    elif name == "THE":
+        from pure_ldp.frequency_oracles.histogram_encoding import HEClient as C, HEServer as S
+        ckw, skw = {}, {"use_the": True}
     else:
-        return {"skipped": f"{name}: not in pure-ldp"}
-    client = C(EPS, K, **kw)  # every pure-ldp client takes (epsilon, d, ...)
-    server = S(EPS, K, **kw)
-    xs = x[:n_other]
-    t0 = time.perf_counter()
-    privs = [client.privatise(int(v) + 1) for v in xs]  # pure-ldp items are 1..k by default
-    out = {"client_reports_per_s": xs.size / (time.perf_counter() - t0)}
-    t0 = time.perf_counter()
-    for p in privs:
-        server.aggregate(p)
-    est = np.array([server.estimate(i + 1, suppress_warnings=True) for i in range(K)]) / xs.size
-    out["estimate_s"] = time.perf_counter() - t0
-    fx = np.bincount(xs, minlength=K) / xs.size
-    out["mse_on_own_reports_of_first_users"] = _mse(est, fx)
-    out["n_users"] = int(xs.size)
-    return out
+        return None
+    client = C(EPS, K, **ckw)  # every pure-ldp client takes (epsilon, d, ...); items are 1..d
+
+    def estimate(r, n):
+        server = S(EPS, K, **skw)
+        for rep in r:
+            server.aggregate(rep)
+        raw = np.array([server.estimate(i + 1, suppress_warnings=True) for i in range(K)]) / n
+        return {"raw": raw, "clip-normalized (by the benchmark)": clip_normalize(raw)}
+
+    return (lambda x: [client.privatise(int(v) + 1) for v in x]), estimate
 
 
-def run(quick: bool = False) -> dict:
-    """Per mechanism: our client throughput, estimator times and MSE, and the other libraries'."""
-    n = 100_000 if quick else 1_000_000
-    n_other = 5_000 if quick else 20_000
-    rng = np.random.default_rng(0)
+def run(quick: bool = False, rounds: int | None = None) -> dict:
+    """Per mechanism and library: client and estimate times, accuracy; medians over rounds."""
+    n = 10_000 if quick else 100_000
+    rounds = rounds or (2 if quick else ROUNDS)
     f_true = _truth(K)
-    x = rng.choice(K, size=n, p=f_true)
-    f = np.bincount(x, minlength=K) / n
-    result = {"k": K, "eps": EPS, "n": n, "n_other": n_other, "mechanisms": {}}
+    out = {"benchmark": "oracles", "started": now(), "machine": machine(), "k": K, "eps": EPS, "n": n,
+           "rounds": rounds, "quick": quick, "order": list(LIBRARIES), "mechanisms": {}}
+    try:
+        out["shim"] = install_shim()
+    except ImportError:
+        out["shim"] = None
+    libs = {}
     for name, spec in MECHANISMS.items():
-        mech, reports, ours = _ours(name, spec, x, f, rng)
-        row = {"localpriv": ours}
-        for lib, fn in (("multi-freq-ldpy", _multi_freq_ldpy), ("pure-ldp", _pure_ldp)):
+        libs[name] = {"localpriv": _ours(name, spec)}
+        for lib, make in (("multi-freq-ldpy", _mfl), ("pure-ldp", _pure_ldp)):
             try:
-                row[lib] = fn(name, mech, reports, x, f, n_other)
-                theirs = row[lib].get("client_reports_per_s")
-                if theirs:
-                    row[lib]["client_throughput_ratio_ours_over_theirs"] = ours["client_reports_per_s"] / theirs
+                got = make(name)
             except ImportError:
-                row[lib] = {"skipped": f"{lib} not importable"}
-            except Exception as exc:  # a bench must report, not crash, on another library's API drift
-                row[lib] = {"error": f"{type(exc).__name__}: {exc}"}
-        result["mechanisms"][name] = row
-    return result
+                got = "not installed"
+            libs[name][lib] = got if got is not None else "not offered"
+    rec = {name: {lib: {"client_cpu": [], "client_wall": [], "estimate_cpu": [], "estimate_wall": [],
+                        "acc": {}, "ibu_cpu": [], "ibu_wall": [], "ibu_iterations": []}
+                  for lib in LIBRARIES} for name in MECHANISMS}
+    errors: dict = {}
+    warm = np.arange(20) % K
+    for name in MECHANISMS:  # warm-up: numba JIT, lazy imports and tables (not timed)
+        for lib in LIBRARIES:
+            impl = libs[name][lib]
+            if isinstance(impl, str):
+                continue
+            try:
+                if lib == "localpriv":
+                    impl[3]["rng"] = np.random.default_rng(10 ** 6)
+                impl[1](impl[0](warm), warm.size)
+            except Exception as exc:  # another library failing is a result, not a crash
+                errors[(name, lib)] = f"{type(exc).__name__}: {exc}"[:300]
+    for r in range(rounds):
+        rng = np.random.default_rng(r)
+        x = rng.choice(K, size=n, p=f_true)
+        truth = np.bincount(x, minlength=K) / n
+        for name in MECHANISMS:
+            for lib in LIBRARIES:
+                impl = libs[name][lib]
+                if isinstance(impl, str) or (name, lib) in errors:
+                    continue
+                d = rec[name][lib]
+                try:
+                    if lib == "localpriv":
+                        impl[3]["rng"] = np.random.default_rng([r, 1])
+                    reports, c_cpu, c_wall = clock(impl[0], x)
+                    ests, e_cpu, e_wall = clock(impl[1], reports, n)
+                except Exception as exc:
+                    errors[(name, lib)] = f"{type(exc).__name__}: {exc}"[:300]
+                    continue
+                d["client_cpu"].append(c_cpu)
+                d["client_wall"].append(c_wall)
+                d["estimate_cpu"].append(e_cpu)
+                d["estimate_wall"].append(e_wall)
+                if r == 0:
+                    d["reports"] = _describe(reports, n)
+                for key, est in ests.items():
+                    if not key.startswith("_"):
+                        d["acc"].setdefault(key, []).append(_acc(est, truth))
+                if lib == "localpriv":
+                    (theta, its), i_cpu, i_wall = clock(impl[2], ests["_counts"])
+                    d["ibu_cpu"].append(i_cpu)
+                    d["ibu_wall"].append(i_wall)
+                    d["ibu_iterations"].append(its)
+                    d["acc"].setdefault("IBU (support counts)", []).append(_acc(theta, truth))
+        print(f"# oracles: round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    for name in MECHANISMS:
+        row = {}
+        for lib in LIBRARIES:
+            impl, d = libs[name][lib], rec[name][lib]
+            if isinstance(impl, str):
+                row[lib] = {"skipped": f"{lib}: {impl}"}
+                continue
+            entry = {key: spread(d[key]) for key in ("client_cpu", "client_wall", "estimate_cpu", "estimate_wall")}
+            entry["rounds"] = len(d["client_cpu"])
+            entry["reports"] = d.get("reports")
+            entry["accuracy"] = {key: {"l1": spread(a["l1"] for a in accs), "mse": spread(a["mse"] for a in accs)}
+                                 for key, accs in d["acc"].items()}
+            if lib == "localpriv":
+                entry["ibu_cpu"], entry["ibu_wall"] = spread(d["ibu_cpu"]), spread(d["ibu_wall"])
+                entry["ibu_iterations"] = spread(d["ibu_iterations"])
+            if entry["client_wall"]["median"]:
+                entry["client_reports_per_s_wall"] = n / entry["client_wall"]["median"]
+            if (name, lib) in errors:
+                entry["error"] = errors[(name, lib)]
+            row[lib] = entry
+        ours = row["localpriv"]
+        for lib in LIBRARIES[1:]:
+            th = row[lib]
+            if "client_cpu" in th and th["client_cpu"]["median"] and ours.get("client_cpu", {}).get("median"):
+                th["ratio_theirs_over_ours"] = {
+                    f"{step}_{kind}": th[f"{step}_{kind}"]["median"] / ours[f"{step}_{kind}"]["median"]
+                    for step in ("client", "estimate") for kind in ("cpu", "wall")
+                    if th[f"{step}_{kind}"]["median"] and ours[f"{step}_{kind}"]["median"]}
+        out["mechanisms"][name] = row
+    out["load_after"] = machine()["load"]
+    out["finished"] = now()
+    return out
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))
+    from _common import emit
+
+    emit(run(quick=quick_flag(), rounds=rounds_arg(0) or None))

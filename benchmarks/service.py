@@ -179,6 +179,7 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _common import machine
     rounds: dict = {"sqlite": [], "postgresql": []}
+    started, load_before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), [round(x, 2) for x in os.getloadavg()]
     for _ in range(a.rounds):
         for backend in rounds:
             rounds[backend].append(run(backend, a.clients, a.batches, a.size, a.max_seconds, not a.no_restart))
@@ -204,7 +205,10 @@ def main() -> None:
                    "lost_reports_total": sum(r["lost_reports"] for r in rs),
                    "double_counted_reports_total": sum(r["double_counted_reports"] for r in rs)}
                for b, rs in rounds.items()}
-    doc = {"benchmark": "service", "machine": machine(), "summary": summary, "runs": rounds}
+    doc = {"benchmark": "service", "machine": machine(), "started": started, "load_before": load_before,
+           "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "load_after": [round(x, 2) for x in os.getloadavg()], "rounds": a.rounds, "summary": summary,
+           "runs": rounds}
     text = json.dumps(doc, indent=2)
     if a.out:
         tmp = a.out + ".tmp"

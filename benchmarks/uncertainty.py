@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import emit, machine, quick_flag  # noqa: E402
+from _common import emit, machine, now, quick_flag  # noqa: E402
 
 SETTINGS = {"delta": 1e-9, "max_iter": 100_000, "accelerate": "newton", "stop": "loglik"}
 
@@ -74,7 +74,7 @@ def run(quick: bool = False, with_bootstrap: bool = False) -> dict:
     n = 10 ** 5 if quick else 10 ** 6
     rounds = 3 if quick else 7
     rng = np.random.default_rng(2026)
-    out = {"n": n, "k": 100, "rounds": rounds, "settings": SETTINGS, "load_before": os.getloadavg(),
+    out = {"n": n, "k": 100, "rounds": rounds, "settings": SETTINGS, "started": now(), "load_before": os.getloadavg(),
            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "mechanisms": {}}
     for spec in ("krr(eps=1.0)", "oue(eps=1.0)"):
         obs = _data(spec, n, rng)
@@ -97,6 +97,7 @@ def run(quick: bool = False, with_bootstrap: bool = False) -> dict:
                                    "mean": [mean.value, mean.lower, mean.upper], "mean_method": mean.method,
                                    "summary": summary, "rounds": rows}
     out["load_after"] = os.getloadavg()
+    out["finished"] = now()
     return out
 
 

@@ -1,0 +1,70 @@
+"""benchmarks/RESULTS.md is the rendering of the committed benchmark JSON (issue 22, item 6)."""
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_committed_results_md_is_the_rendering_of_the_committed_json(report):
+    assert (BENCH / "RESULTS.md").read_text() == report.render(BENCH), \
+        "benchmarks/RESULTS.md is stale: run `make bench-report`"
+
+
+def test_every_section_of_an_empty_directory_says_not_measured(report, tmp_path):
+    text = report.render(tmp_path)
+    for name, title, _ in report.SECTIONS:
+        part = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+        assert part.strip().startswith("Not measured"), name
+    assert "Source:" not in text
+
+
+def test_partial_and_malformed_json_is_reported_not_guessed(report, tmp_path):
+    # a results.json holding one section with half its keys, one failed run, and a broken file
+    doc = {"machine": {"cpu": "Test CPU", "cores": 2}, "started": "2030-01-01T00:00:00Z",
+           "results": {"gibu": {"iterations": 7},
+                       "planar": {"error": "Traceback ...\nRuntimeError: boom", "wall_seconds": 1.0},
+                       "ibu": {"rows": [{"mechanism": "krr", "k": 10, "contenders": "garbage"}]}}}
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    (tmp_path / "results-service.json").write_text("{not json")
+    text = report.render(tmp_path)
+    assert "Test CPU" in text and "2030-01-01T00:00:00Z" in text
+    gibu = text.split("## GIBU", 1)[1].split("\n## ", 1)[0]
+    assert "| - | - | not measured | - | 7 |" in gibu
+    assert "RuntimeError: boom" in text
+    assert "unexpected shape" in text.split("## IBU", 1)[1].split("\n## ", 1)[0]
+    service = text.split("## Collector service", 1)[1].split("\n## ", 1)[0]
+    assert "`benchmarks/results-service.json` is not valid JSON" in service
+    assert "Not measured" in text.split("## Heavy hitters", 1)[1]
+
+
+def test_the_later_run_of_a_section_wins(report, tmp_path):
+    for name in ("results.json", "results-memory.json"):
+        shutil.copy(BENCH / "results-memory.json", tmp_path / name)
+    main = json.loads((tmp_path / "results.json").read_text())
+    main["finished"] = "2031-01-01T00:00:00Z"
+    (tmp_path / "results.json").write_text(json.dumps(main))
+    assert report.sources(tmp_path)["memory"]["file"] == "results.json"
+    own = json.loads((tmp_path / "results-memory.json").read_text())
+    own["finished"] = "2032-01-01T00:00:00Z"
+    (tmp_path / "results-memory.json").write_text(json.dumps(own))
+    assert report.sources(tmp_path)["memory"]["file"] == "results-memory.json"
+
+
+def test_check_mode_detects_a_stale_file(report, tmp_path):
+    out = tmp_path / "RESULTS.md"
+    out.write_text("stale\n")
+    assert report.main(["--dir", str(tmp_path), "--out", str(out), "--check"]) == 1
+    assert report.main(["--dir", str(tmp_path), "--out", str(out)]) == 0
+    assert report.main(["--dir", str(tmp_path), "--out", str(out), "--check"]) == 0
