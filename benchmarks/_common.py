@@ -219,6 +219,38 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+#: run by a fresh, small Python process: it starts the measured command (its grandchild of the
+#: benchmark) and reports that command's rusage. Linux carries a process's resident-memory high-water
+#: mark across fork and exec (``ru_maxrss`` of a child started from a 2 GiB benchmark process reads
+#: 2 GiB whatever the child does); started from this ~10 MiB process, the command's ``ru_maxrss``
+#: is its own (at most this process's size above it).
+_SPAWN = """
+import json, os, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:])
+_, status, u = os.wait4(p.pid, 0)
+print(json.dumps({"exit": os.waitstatus_to_exitcode(status), "wall_s": time.perf_counter() - t,
+                  "cpu_s": u.ru_utime + u.ru_stime, "maxrss_kib": u.ru_maxrss}), file=sys.stderr)
+"""
+
+
+def run_measured(cmd: list, env=None) -> tuple:
+    """Run ``cmd`` and measure it honestly: ``(exit code, wall s, CPU s, peak RSS MiB, stdout,
+    stderr)``; CPU and peak are the command's own (through :data:`_SPAWN`), not inflated by this
+    process's memory."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _SPAWN, *map(str, cmd)], capture_output=True, env=env)
+    err = proc.stderr.decode(errors="replace").rstrip()
+    lines = err.splitlines()
+    try:
+        m = json.loads(lines[-1])
+        err = "\n".join(lines[:-1])
+    except (IndexError, ValueError):
+        return proc.returncode, float("nan"), float("nan"), float("nan"), proc.stdout.decode(errors="replace"), err
+    return (m["exit"], m["wall_s"], m["cpu_s"], m["maxrss_kib"] / 1024, proc.stdout.decode(errors="replace"), err)
+
+
 def emit(result: dict) -> None:
     print(json.dumps(result, indent=2, default=float))
 

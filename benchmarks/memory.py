@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import emit, machine, now, quick_flag  # noqa: E402
+from _common import emit, machine, now, quick_flag, run_measured  # noqa: E402
 
 # `make bench-memory` runs this through run_all.py, which writes benchmarks/results-memory.json
 
@@ -28,17 +28,10 @@ BIN = Path(sys.executable).parent / "localpriv"
 
 
 def _run(cmd: list[str], env=None) -> dict:
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode(errors="replace").strip()
-    proc.stdout.close()
-    proc.stderr.close()
-    code = os.waitstatus_to_exitcode(status)
+    code, wall, cpu, peak, _out, err = run_measured(cmd, env)
     return {"cmd": " ".join(Path(c).name if i == 0 else c for i, c in enumerate(cmd)),
-            "exit": code, "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "stderr": err[-300:]}
+            "exit": code, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "peak_rss_mib": round(peak, 1), "stderr": err.strip()[-300:]}
 
 
 def _values(path: Path, n: int) -> None:
@@ -56,7 +49,8 @@ def _values(path: Path, n: int) -> None:
 def run(quick: bool = False) -> dict:
     sizes = [10 ** 6, 10 ** 7] if quick else [10 ** 7, 10 ** 8]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    out = {"method": "one process per step; peak RSS = ru_maxrss of that child (wait4)",
+    out = {"method": "one process per step, started from a small spawner process; peak RSS = ru_maxrss of "
+                     "that process (wait4), not inherited from the benchmark's own",
            "started": now(), "load_before": os.getloadavg(), "sizes": {}}
     tmp = Path(tempfile.mkdtemp(prefix="localpriv-mem-"))
     try:

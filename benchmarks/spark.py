@@ -11,8 +11,10 @@ the JSON holds every round's numbers, their medians, and the ratios of medians:
 * ``Spark local[2]``: ``SparkAggregator(session("local[2]")).counts([file])``; ``start_s`` is the
   session's start (JVM), ``count_s`` the aggregation alone.
 
-Wall time from the parent; CPU time and peak memory from ``wait4`` for the DuckDB children
-(threads included); for Spark, the driver's own plus the JVM's and its Python workers' (read from
+Every child is started by a small spawner process (``_common.run_measured``), so its wall time,
+CPU time and peak memory (``wait4``) are its own: Linux carries the resident high-water mark across
+fork and exec, and a child started from the benchmark process itself would read that process's
+peak; for Spark, the driver's own plus the JVM's and its Python workers' (read from
 ``/proc`` just before the session stops: CPU = utime + stime, peak = sum of the processes'
 ``VmHWM``, an upper bound of the tree's peak). The load average is recorded before every round.
 
@@ -38,7 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import emit, machine, quick_flag, version  # noqa: E402
+from _common import emit, machine, quick_flag, run_measured, version  # noqa: E402
 
 _MAKE = """
 import numpy as np, sys
@@ -174,17 +176,10 @@ EM_NEWTON_MAX_ITER = 400
 
 
 def _child(code: str, *args: str) -> dict:
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    out = proc.stdout.read().decode(errors="replace").strip()
-    err = proc.stderr.read().decode(errors="replace").strip()
-    proc.stdout.close()
-    proc.stderr.close()
-    res = {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 3),
-           "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    exit_code, wall, cpu, peak, out, err = run_measured([sys.executable, "-c", code, *args], env)
+    out, err = out.strip(), err.strip()
+    res = {"exit": exit_code, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_mib": round(peak, 1)}
     if res["exit"]:
         res["stderr"] = err[-500:]
     last = out.splitlines()[-1] if out else ""

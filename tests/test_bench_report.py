@@ -52,13 +52,16 @@ def test_partial_and_malformed_json_is_reported_not_guessed(report, tmp_path):
 def test_the_later_run_of_a_section_wins(report, tmp_path):
     for name in ("results.json", "results-memory.json"):
         shutil.copy(BENCH / "results-memory.json", tmp_path / name)
-    main = json.loads((tmp_path / "results.json").read_text())
-    main["finished"] = "2031-01-01T00:00:00Z"
-    (tmp_path / "results.json").write_text(json.dumps(main))
+    def stamp(name, when):  # the run's date, at the top and on the section (which is read first)
+        doc = json.loads((tmp_path / name).read_text())
+        doc["finished"] = when
+        if isinstance(doc.get("results", {}).get("memory"), dict):
+            doc["results"]["memory"]["finished"] = when
+        (tmp_path / name).write_text(json.dumps(doc))
+
+    stamp("results.json", "2031-01-01T00:00:00Z")
     assert report.sources(tmp_path)["memory"]["file"] == "results.json"
-    own = json.loads((tmp_path / "results-memory.json").read_text())
-    own["finished"] = "2032-01-01T00:00:00Z"
-    (tmp_path / "results-memory.json").write_text(json.dumps(own))
+    stamp("results-memory.json", "2032-01-01T00:00:00Z")
     assert report.sources(tmp_path)["memory"]["file"] == "results-memory.json"
 
 
