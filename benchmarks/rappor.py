@@ -30,7 +30,7 @@ estimated frequency against the true one; precision at 10 and 50 (the share of t
 t that are among the true top t; with sets of equal size it is also the recall); client reports per
 second of CPU time (pure-LDP's per-value loop against our vectorized call), and decoding CPU time.
 
-``python benchmarks/rappor.py [--quick]`` prints the JSON and writes
+``python benchmarks/rappor.py [--quick] [--rounds R]`` prints the JSON and writes
 ``benchmarks/results-rappor.json`` atomically (``--quick``: 2 rounds, 200 places; not written).
 ``make bench-rappor`` runs it. Never run by the tests.
 """
@@ -134,7 +134,8 @@ def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dic
 
 
 def _spread(vals) -> dict:
-    return {"median": float(np.median(vals)), "min": float(np.min(vals)), "max": float(np.max(vals))}
+    return {"median": float(np.median(vals)), "mean": float(np.mean(vals)), "min": float(np.min(vals)),
+            "max": float(np.max(vals))}
 
 
 def run(quick: bool = False, rounds: int = ROUNDS) -> dict:
@@ -160,6 +161,13 @@ def run(quick: bool = False, rounds: int = ROUNDS) -> dict:
                            ("ours nnls", [c["nnls"] for c in o]), ("ours em (bit counts)", [c["em"] for c in o]),
                            ("ours em-exact (MLE)", [c["em-exact"] for c in o])):
             cell["accuracy"][name] = {key: _spread([c[key] for c in rows]) for key in rows[0]}
+        # paired by round (same values, seed r): our decoders against pure-LDP's regression
+        cell["paired_vs_pure_ldp"] = {
+            dec: {key: {"ours_better": int(sum(a[dec][key] > b["regression"][key] for a, b in zip(o, t))),
+                        "equal": int(sum(a[dec][key] == b["regression"][key] for a, b in zip(o, t))),
+                        "ours_worse": int(sum(a[dec][key] < b["regression"][key] for a, b in zip(o, t)))}
+                  for key in [f"precision_at_{t_}" for t_ in TOPS]}
+            for dec in ("nnls", "em", "em-exact")}
         oc = float(np.median([c["client_cpu_s"] for c in o]))
         tc = float(np.median([c["client_cpu_s"] for c in t]))
         cell.update(client_reports_per_cpu_s_ours=n / oc, client_reports_per_cpu_s_pure_ldp=n / tc,
@@ -182,7 +190,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 if __name__ == "__main__":
     quick = quick_flag()
-    res = run(quick)
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else ROUNDS
+    res = run(quick, rounds)
     if not quick:
         _write_atomic(OUT, json.dumps(res, indent=2, default=float) + "\n")
     emit(res)
