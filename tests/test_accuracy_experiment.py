@@ -97,6 +97,28 @@ def _check_a_cell_is_reproducible_whatever_else_runs(rec, tmp_path):
         c1 = next(c for c in rec["results"]["cells"] if c["key"] == c2["key"])
         for lab, e in c2["estimators"].items():
             assert e["values"] == c1["estimators"][lab]["values"]
+    _check_split_runs_merge_into_the_whole(rec, tmp_path)
+
+
+def _check_split_runs_merge_into_the_whole(rec, tmp_path):
+    """A run split by setting merges (accuracy.merge) into the whole run's cells, number for
+    number; the same cell in two records is refused."""
+    from localpriv import LocalPrivError
+    from localpriv.experiments.accuracy import merge
+    geo = [s for s in QUICK["settings"] if s["data"] == "ages" and s["mechanism"] == "geometric"]
+    run_experiment(NAME, tmp_path / "geo", quick=True, seed=0, overrides={"settings": geo, "status": False})
+    merged = merge([tmp_path / f"{NAME}.json", tmp_path / "geo" / f"{NAME}.json"], tmp_path / "merged")
+    whole = {c["key"]: c for c in rec["results"]["cells"]}
+    cells = merged["results"]["cells"]
+    assert {c["data"] + "|" + c["mechanism"] for c in cells} == {"education|k-RR", "ages|geometric"}
+    for c in cells:
+        assert {lab: e["values"] for lab, e in c["estimators"].items()} == \
+            {lab: e["values"] for lab, e in whole[c["key"]]["estimators"].items()}
+    assert merged["results"]["claims"]["candidates"]["ems"]["ordered"]["cells"] == \
+        sum(c["data"] == "ages" for c in cells)
+    assert (tmp_path / "merged" / f"{NAME}.md").stat().st_size > 0
+    with pytest.raises(LocalPrivError, match="more than one record"):
+        merge([tmp_path / f"{NAME}.json", tmp_path / "merged" / f"{NAME}.json"], tmp_path / "bad")
 
 
 def test_calibration_of_metric_mechanisms():

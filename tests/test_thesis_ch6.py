@@ -77,3 +77,25 @@ def test_ch6_granger(tmp_path):
     f = np.array(r["granger_link_frequency"])
     assert f.shape == (7, 7) and np.all(np.diag(f) == 0)
     assert r["networks"]["BF"]["bic"] >= r["networks"]["HC"]["bic"] - 1e-6
+
+
+def test_chapter6_data_are_shipped_and_equal_to_the_reference_copies(tmp_path):
+    """The package data behind adult_numeric() and gowalla_band_series()'s defaults equal what the
+    reference copies give, and derive_ch6_data() rewrites them byte for byte."""
+    from localpriv.datasets import data_path
+    from localpriv.experiments.thesis_ch6 import (ADULT_FILE, BANDS_FILE, adult_numeric, derive_ch6_data,
+                                                  gowalla_band_series)
+    shared = "/work/shared/data"
+    X, names = adult_numeric()
+    X0, _ = adult_numeric(shared)
+    assert X.shape == (48_842, 7) and np.array_equal(X, X0) and names[-1] == "income"
+    a, b = gowalla_band_series(), gowalla_band_series(shared)
+    for key in ("Y", "counts", "edges", "hour_of_week"):
+        assert np.array_equal(a[key], b[key]), key
+    assert a["start"] == b["start"] and a["counts"].shape[1] == 7
+    # other bands are recounted from the reference file, not read from the shipped 7
+    assert gowalla_band_series(shared, bands=3)["counts"].sum() == a["counts"].sum()
+    paths = derive_ch6_data(shared, tmp_path)
+    assert (tmp_path / ADULT_FILE).read_bytes() == data_path(ADULT_FILE).read_bytes()
+    assert (tmp_path / BANDS_FILE).read_bytes() == data_path(BANDS_FILE).read_bytes()
+    assert set(paths) == {"adult", "bands"}

@@ -52,6 +52,7 @@ agree on the cells they share, run for run).
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -72,7 +73,7 @@ from .coverage import _block
 from .runner import Experiment, register_experiment
 
 __all__ = ["SETTINGS", "ESTIMATORS", "QUICK", "MEDIUM", "EVIDENCE", "calibrate", "dataset", "derive_shipped_data",
-           "write_tables"]
+           "merge", "write_tables"]
 
 NAME = "estimator-accuracy"
 
@@ -601,6 +602,69 @@ def _compute(params, rng, progress):
         "truth_note": "truth = the empirical distribution of the data set; users drawn i.i.d. from it "
                       "(with replacement) at every n",
     }
+
+
+def merge(paths, out) -> dict:
+    """Merge the JSON records of runs over disjoint (setting, level, n) cells -- e.g. the same
+    configuration split by setting or by ``n`` -- into ``out/estimator-accuracy.{json,csv,md,png}``.
+
+    Every cell has its own generator, derived from the experiment's seed and the cell's key
+    (:func:`_cell_rng`: data, mechanism, spec and ``n``), so the merge equals one run over all the
+    cells, number for number. The records must agree on the seed, ``quick``, runs, estimators and
+    the data-set's truth; a cell present in two records is refused. Claims and the skipped
+    summary are recomputed over the merged cells.
+    """
+    from ..formats import atomic_output
+    from .runner import to_jsonable
+    recs = [json.loads(Path(p).read_text()) for p in paths]
+    if not recs:
+        raise LocalPrivError("merge: no records given")
+    first = recs[0]
+    for key in ("name", "seed", "quick"):
+        if any(r.get(key) != first.get(key) for r in recs):
+            raise LocalPrivError(f"merge: the records differ in {key!r}")
+    for key in ("runs", "estimators", "dense_max"):
+        if any(r["params"].get(key) != first["params"].get(key) for r in recs):
+            raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
+    cells, keys, levels, datasets, settings = [], set(), [], {}, []
+    for r in recs:
+        for cell in r["results"]["cells"]:
+            if cell["key"] in keys:
+                raise LocalPrivError(f"merge: cell {cell['key']!r} appears in more than one record")
+            keys.add(cell["key"])
+            cells.append(cell)
+        for lv in r["results"]["levels"]:
+            if lv not in levels:
+                levels.append(lv)
+        for name, desc in r["results"]["datasets"].items():
+            if datasets.setdefault(name, desc) != desc:
+                raise LocalPrivError(f"merge: the records describe data set {name!r} differently")
+        for s in r["params"]["settings"]:
+            base = {k: v for k, v in s.items() if k != "n"}
+            if all({k: v for k, v in t.items() if k != "n"} != base for t in settings):
+                settings.append(base)
+    order = {(s["data"], s["mechanism"]): i for i, s in enumerate(settings)}
+    cells.sort(key=lambda c: (order[(c["data"], c["mechanism"])], c["calibration"] != "ldp",
+                              c["eps_ldp_target"] or 0.0, c["eps_metric"] or 0.0, c["n"]))
+    skipped = {}
+    for cell in cells:
+        for lab, why in cell["skipped"].items():
+            skipped.setdefault(lab, {}).setdefault(why, 0)
+            skipped[lab][why] += 1
+    params = {**first["params"], "settings": settings,
+              "n": sorted({int(c["n"]) for c in cells}),
+              "eps_ldp": sorted({float(e) for r in recs for e in r["params"]["eps_ldp"]})}
+    results = {**first["results"], "datasets": datasets, "levels": levels, "skipped": skipped, "cells": cells,
+               "claims": _claims(cells, params["estimators"])}
+    record = {**first, "params": params, "results": results,
+              "elapsed_seconds": round(sum(r["elapsed_seconds"] for r in recs), 3),
+              "merged_from": [str(p) for p in paths]}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_output(out / f"{NAME}.json") as tmp:
+        tmp.write_text(json.dumps(to_jsonable(record), indent=1))
+    _plot(results, params, out / f"{NAME}.png")
+    return record
 
 
 # --------------------------------------------------------------------------------------------

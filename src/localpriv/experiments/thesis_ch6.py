@@ -1,9 +1,9 @@
 """Thesis chapter 6 (seed 004): structure learning (HC, RM, BF), its uses, and Granger validation.
 
 The thesis's data (CAN-bus sensors of a bus fleet, 7 continuous features per path record) are
-not public. Its algorithms run here on the closest real multivariate data in the project's
-reference data (``../shared/data``, README there), and **no number is comparable to the
-thesis's**:
+not public. Its algorithms run here on the closest real multivariate data we can ship with its
+licence (package data cut from the project's reference data ``../shared/data`` by
+:func:`derive_ch6_data`; docs/DATA.md), and **no number is comparable to the thesis's**:
 
 * ``thesis-ch6-networks`` (Tables 6.1-6.4, Fig. 6.4, VIF of 6.5.1): seven numeric columns of
   UCI Adult (48,842 persons; CC BY 4.0) -- ``age``, ``education_num``, ``hours_per_week``,
@@ -42,7 +42,7 @@ from ..plotting import plt, save
 from .runner import Experiment, register_experiment
 from .spread import mean_interval
 
-__all__ = ["shared_data_dir", "adult_numeric", "gowalla_band_series", "link_collection",
+__all__ = ["shared_data_dir", "adult_numeric", "gowalla_band_series", "derive_ch6_data", "link_collection",
            "cv_rmse", "causal_effect", "vif", "fuel_saving"]
 
 ADULT_VARS = ["age", "education_num", "hours_per_week", "capital_gain", "capital_loss", "sex", "income"]
@@ -66,25 +66,45 @@ def shared_data_dir(path=None) -> Path:
                          "set data_dir or LOCALPRIV_SHARED_DATA")
 
 
-def adult_numeric(data_dir=None) -> tuple[np.ndarray, list[str]]:
-    """The 48,842 x 7 array of :data:`ADULT_VARS` from ``adult.data`` + ``adult.test``."""
+#: package data of this module (docs/DATA.md): the raw integer columns behind :func:`adult_numeric`
+#: and the hourly band counts behind :func:`gowalla_band_series`'s defaults
+ADULT_FILE = "adult_numeric.csv.gz"
+BANDS_FILE = "gowalla_manhattan_bands.json"
+_ADULT_RAW = ["age", "education_num", "hours_per_week", "capital_gain", "capital_loss", "sex", "income"]
+
+
+def _adult_raw(data_dir=None) -> np.ndarray:
+    """48,842 x 7 integers (dollars for the capital columns, 0/1 for sex = male, income > 50K):
+    from ``adult.data`` + ``adult.test`` in ``data_dir``, else the shipped copy."""
     import pandas as pd
+    if data_dir is None:
+        from ..datasets import data_path
+        with data_path(ADULT_FILE).open("rb") as fh:
+            df = pd.read_csv(fh, compression="gzip")
+        if list(df.columns) != _ADULT_RAW:
+            raise LocalPrivError(f"{ADULT_FILE}: columns {list(df.columns)[:8]} are not {_ADULT_RAW}")
+        return df.to_numpy(dtype=np.int64)
     d = shared_data_dir(data_dir)
     frames = [pd.read_csv(d / f, header=None, names=_ADULT_COLS, skipinitialspace=True)
               for f in ("adult.data", "adult.test")]
     df = pd.concat(frames, ignore_index=True)
-    X = np.column_stack([df["age"], df["education_num"], df["hours_per_week"], np.log1p(df["capital_gain"]),
-                         np.log1p(df["capital_loss"]), (df["sex"] == "Male").astype(float),
-                         df["income"].str.startswith(">50K").astype(float)]).astype(float)
-    return X, list(ADULT_VARS)
+    return np.column_stack([df["age"], df["education_num"], df["hours_per_week"], df["capital_gain"],
+                            df["capital_loss"], (df["sex"] == "Male"),
+                            df["income"].str.startswith(">50K")]).astype(np.int64)
 
 
-def gowalla_band_series(data_dir=None, *, bands: int = 7, start: str = "2010-01-01",
-                        deseasonalize: bool = True) -> dict:
-    """Hourly check-in counts of ``bands`` equal-count latitude bands of the Manhattan box from
-    ``start`` to the last whole hour of the data: ``{"Y": hours x bands (sqrt counts, minus
-    the band's hour-of-week mean if deseasonalize), "counts", "edges" (latitudes), "start",
-    "hour_of_week"}``."""
+def adult_numeric(data_dir=None) -> tuple[np.ndarray, list[str]]:
+    """The 48,842 x 7 array of :data:`ADULT_VARS` (capital columns as ``ln(1 + dollars)``).
+
+    From the shipped ``adult_numeric.csv.gz`` (UCI Adult, CC BY 4.0; docs/DATA.md), or, with
+    ``data_dir``, from ``adult.data`` + ``adult.test`` in that folder (the same numbers)."""
+    R = _adult_raw(data_dir).astype(float)
+    R[:, 3:5] = np.log1p(R[:, 3:5])
+    return R, list(ADULT_VARS)
+
+
+def _band_counts(data_dir, bands: int, start: str):
+    """(hours x bands counts, latitude edges, start in UTC) from the SNAP file in ``data_dir``."""
     import pandas as pd
     d = shared_data_dir(data_dir)
     df = pd.read_csv(d / "gowalla_nyc_checkins.tsv.gz", sep="\t", header=None,
@@ -100,8 +120,43 @@ def gowalla_band_series(data_dir=None, *, bands: int = 7, start: str = "2010-01-
     band = np.clip(np.searchsorted(edges, lat, side="right") - 1, 0, bands - 1)
     H = int(hours.max())  # drop the last, partial hour
     ok = hours < H
-    counts = np.zeros((H, bands))
+    counts = np.zeros((H, bands), dtype=np.int64)
     np.add.at(counts, (hours[ok], band[ok]), 1)
+    return counts, edges, t0
+
+
+def _shipped_band_counts():
+    import json
+    from ..datasets import data_path
+    rec = json.loads(data_path(BANDS_FILE).read_text())
+    if rec.get("format_version") != 1:
+        raise LocalPrivError(f"{BANDS_FILE}: format_version {rec.get('format_version')!r} is not 1")
+    counts = np.asarray(rec["counts"], dtype=np.int64)
+    if counts.shape != (rec["hours"], rec["bands"]):
+        raise LocalPrivError(f"{BANDS_FILE}: counts of shape {counts.shape}, expected "
+                             f"({rec['hours']}, {rec['bands']})")
+    import pandas as pd
+    return counts, np.asarray(rec["edges"], dtype=float), pd.Timestamp(rec["start_utc"]), rec
+
+
+def gowalla_band_series(data_dir=None, *, bands: int = 7, start: str = "2010-01-01",
+                        deseasonalize: bool = True) -> dict:
+    """Hourly check-in counts of ``bands`` equal-count latitude bands of the Manhattan box from
+    ``start`` (local midnight) to the last whole hour of the data: ``{"Y": hours x bands (sqrt
+    counts, minus the band's hour-of-week mean if deseasonalize), "counts", "edges" (latitudes),
+    "start", "hour_of_week"}``.
+
+    The defaults (7 bands from 2010-01-01) read the shipped counts
+    (``gowalla_manhattan_bands.json``, SNAP Gowalla; docs/DATA.md); other bands or starts, or a
+    ``data_dir``, recount them from ``gowalla_nyc_checkins.tsv.gz`` in the reference folder."""
+    import pandas as pd
+    shipped = data_dir is None and bands == 7 and start == "2010-01-01"
+    if shipped:
+        counts, edges, t0, _ = _shipped_band_counts()
+    else:
+        counts, edges, t0 = _band_counts(data_dir, bands, start)
+    counts = counts.astype(float)
+    H = counts.shape[0]
     local = (t0.tz_convert("America/New_York") + pd.to_timedelta(np.arange(H), unit="h"))
     how = (local.day_of_week.to_numpy() * 24 + local.hour.to_numpy()).astype(np.int64)
     Y = np.sqrt(counts)
@@ -111,6 +166,38 @@ def gowalla_band_series(data_dir=None, *, bands: int = 7, start: str = "2010-01-
         prof /= np.maximum(np.bincount(how, minlength=168), 1)[:, None]
         Y = Y - prof[how]
     return {"Y": Y, "counts": counts, "edges": edges, "start": str(t0), "hour_of_week": how}
+
+
+def derive_ch6_data(shared_dir=None, out_dir=None) -> dict[str, str]:
+    """Write the two package-data files of this module from the reference copies (the raw
+    integer Adult columns; the default hourly band counts) into ``out_dir`` (default: the
+    package's data folder). Running it again reproduces them byte for byte (gzip without a
+    timestamp)."""
+    import gzip
+    import io
+    import json
+
+    from ..datasets import data_path
+    from ..formats import atomic_output
+    out = Path(out_dir) if out_dir is not None else Path(str(data_path("")))
+    out.mkdir(parents=True, exist_ok=True)
+    R = _adult_raw(shared_data_dir(shared_dir))
+    buf = io.StringIO()
+    buf.write(",".join(_ADULT_RAW) + "\n")
+    np.savetxt(buf, R, fmt="%d", delimiter=",")
+    with atomic_output(out / ADULT_FILE) as tmp:
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+            gz.write(buf.getvalue().encode())
+    counts, edges, t0 = _band_counts(shared_dir, 7, "2010-01-01")
+    rec = {"format_version": 1, "what": "hourly Gowalla check-in counts in 7 equal-count latitude bands of the "
+                                        "Manhattan box (seed 001 section 7.2), south to north",
+           "source": "SNAP loc-gowalla_totalCheckins (Cho, Myers, Leskovec, KDD 2011), New York subset",
+           "start_local": "2010-01-01 00:00 America/New_York", "start_utc": str(t0),
+           "bands": 7, "hours": int(counts.shape[0]), "edges": [float(e) for e in edges],
+           "counts": counts.tolist()}
+    with atomic_output(out / BANDS_FILE) as tmp:
+        Path(tmp).write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+    return {"adult": str(out / ADULT_FILE), "bands": str(out / BANDS_FILE)}
 
 
 # ------------------------------------------------------------------------------------------
