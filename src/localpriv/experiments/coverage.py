@@ -201,11 +201,13 @@ def check_targets(results: dict) -> list[dict]:
     return misses
 
 
-def merge(paths, out) -> dict:
-    """Merge the JSON records of runs over disjoint subsets of the settings (same seed, levels and
-    runs; each setting's numbers of users as its record ran them) into ``out/coverage.json`` and
-    ``out/coverage.png``. Every cell has its own generator (:func:`_cell_rng`), so the merge equals
-    one run over all the settings, cell by cell."""
+def merge(paths, out, replace: bool = False) -> dict:
+    """Merge the JSON records of runs over disjoint (setting, n) cells (same seed, levels and
+    runs; each cell as its record ran it) into ``out/coverage.json`` and ``out/coverage.png``.
+    Every cell has its own generator (:func:`_cell_rng`), so the merge equals one run over all the
+    cells, cell by cell. A cell in two records is refused, unless ``replace``: then the later
+    record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
+    in the record) and the replacement is listed in ``merged_replaced``."""
     from ..formats import atomic_output
     from .runner import to_jsonable
     recs = [json.loads(Path(p).read_text()) for p in paths]
@@ -218,13 +220,33 @@ def merge(paths, out) -> dict:
     for key in ("runs", "levels"):
         if any(r["params"].get(key) != first["params"].get(key) for r in recs):
             raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
-    settings, results = [], {"settings": {}}
+    settings, results, replaced = [], {"settings": {}}, []
     for r in recs:
         for name, res in r["results"]["settings"].items():
-            if name in results["settings"]:
-                raise LocalPrivError(f"merge: setting {name!r} appears in more than one record")
-            results["settings"][name] = res
-        settings += r["params"]["settings"]
+            have = results["settings"].get(name)
+            if have is None:
+                results["settings"][name] = {**res, "by_n": dict(res["by_n"])}
+                continue
+            if have["mechanisms"] != res["mechanisms"] or have.get("estimator") != res.get("estimator"):
+                raise LocalPrivError(f"merge: setting {name!r} differs between records")
+            for n, cell in res["by_n"].items():
+                if n in have["by_n"]:
+                    if not replace:
+                        raise LocalPrivError(f"merge: setting {name!r} at n = {n} appears in more than one record")
+                    replaced.append({"setting": name, "n": int(n), "runs_before": have["by_n"][n]["runs"],
+                                     "runs_after": cell["runs"]})
+                have["by_n"][n] = cell
+            have["by_n"] = dict(sorted(have["by_n"].items(), key=lambda kv: int(kv[0])))
+        settings += [st for st in r["params"]["settings"] if all(t["name"] != st["name"] for t in settings)]
+    # what each setting ran: its max_runs restated from the merged cells' own run counts
+    full = int(first["params"]["runs"])
+    for i, st in enumerate(settings):
+        ran = results["settings"].get(st["name"], {}).get("by_n", {})
+        mr = {**st.get("max_runs", {}), **{n: int(c["runs"]) for n, c in ran.items() if int(c["runs"]) < full}}
+        for n in ran:
+            if int(ran[n]["runs"]) >= full:
+                mr.pop(n, None)
+        settings[i] = {**{k: v for k, v in st.items() if k != "max_runs"}, **({"max_runs": mr} if mr else {})}
     record = dict(first)
     ns = sorted({int(n) for r in recs for n in r["params"]["n"]})
     record["params"] = {**first["params"], "settings": settings, "n": ns}
@@ -233,6 +255,8 @@ def merge(paths, out) -> dict:
     record["results"] = results
     record["elapsed_seconds"] = round(sum(r["elapsed_seconds"] for r in recs), 3)
     record["merged_from"] = [str(p) for p in paths]
+    if replaced:
+        record["merged_replaced"] = replaced
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_output(out / "coverage.json") as tmp:

@@ -1,0 +1,35 @@
+"""`localpriv reproduce coverage` runs split by n, merged (experiments.coverage.merge): the same
+cells as one run; a cell rerun with more runs replaces the old one only when asked."""
+import json
+
+import pytest
+
+from localpriv import LocalPrivError
+from localpriv.experiments import coverage as C
+from localpriv.experiments import run_experiment
+
+
+def test_runs_split_by_n_merge_into_the_whole_run_and_replace_only_when_asked(tmp_path):
+    S = [C.SETTINGS[0]]  # k-RR on ages: count-level draws, cheap
+    name = S[0]["name"]
+    whole = run_experiment("coverage", tmp_path / "w", overrides={"settings": S, "n": [300, 600], "runs": 3})
+    run_experiment("coverage", tmp_path / "a", overrides={"settings": S, "n": [300], "runs": 3})
+    run_experiment("coverage", tmp_path / "b", overrides={"settings": S, "n": [600], "runs": 3})
+    merged = C.merge([tmp_path / "a" / "coverage.json", tmp_path / "b" / "coverage.json"], tmp_path / "m")
+    by_n = merged["results"]["settings"][name]["by_n"]
+    assert list(by_n) == ["300", "600"] and merged["params"]["n"] == [300, 600]
+    for n in ("300", "600"):
+        assert by_n[n]["coverage"] == json.loads(json.dumps(whole["results"]["settings"][name]["by_n"][n]["coverage"]))
+    assert "merged_replaced" not in merged
+    # the same cell again: refused, unless replace (the later record wins and is listed)
+    with pytest.raises(LocalPrivError, match="more than one record"):
+        C.merge([tmp_path / "m" / "coverage.json", tmp_path / "b" / "coverage.json"], tmp_path / "x")
+    # a rerun of n = 600 with fewer runs than the experiment's: the merged max_runs says so
+    more = {**S[0], "max_runs": {"600": 2}}
+    run_experiment("coverage", tmp_path / "c", overrides={"settings": [more], "n": [600], "runs": 3})
+    rep = C.merge([tmp_path / "m" / "coverage.json", tmp_path / "c" / "coverage.json"], tmp_path / "r", replace=True)
+    assert rep["results"]["settings"][name]["by_n"]["600"]["runs"] == 2
+    assert rep["results"]["settings"][name]["by_n"]["300"]["runs"] == 3
+    assert rep["merged_replaced"] == [{"setting": name, "n": 600, "runs_before": 3, "runs_after": 2}]
+    assert rep["params"]["settings"][0]["max_runs"] == {"600": 2}
+    assert json.loads((tmp_path / "r" / "coverage.json").read_text())["merged_replaced"][0]["n"] == 600
