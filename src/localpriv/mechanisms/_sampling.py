@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import threading
+from decimal import Decimal, localcontext
 from concurrent.futures import ThreadPoolExecutor
 from math import ceil
 
@@ -22,6 +23,7 @@ from .._validation import LocalPrivError
 from ..rng import spawn_generators
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
+           "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
            "power_of_two_grid", "default_grid", "fill_in_streams", "STREAMS", "CLIENT_CHUNK"]
 
 _LN2 = math.log(2.0)
@@ -534,3 +536,463 @@ def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for f in [pool.submit(run, j) for j in range(STREAMS)]:
             f.result()
+
+
+# ---- SHE's sampler: the discrete Laplace law by independent digits --------------------------------
+
+#: every table of :class:`DigitLaplace` draws its outcome in units of 2^-80
+_DIGIT_UNITS = 80
+_M64 = (1 << 64) - 1
+#: entries per block of :meth:`DigitLaplace.rows_into` (its random words and tie words are drawn
+#: per block; scratch memory is bounded by the block)
+DIGIT_BLOCK = 1 << 18
+
+
+def _alias_table(units: list[int], index_bits: int):
+    """Walker's alias table (Vose's construction) on *integer* masses ``units`` summing to
+    ``2^80``, ``2^index_bits`` slots of ``2^(80 - index_bits)`` units each. Returns
+    ``(keep, alias)`` (Python ints): slot ``i`` yields ``i`` on its first ``keep[i]`` units and
+    ``alias[i]`` on the rest, so outcome ``j`` has exactly ``units[j]`` units (checked)."""
+    n = 1 << index_bits
+    cap = 1 << (_DIGIT_UNITS - index_bits)
+    w = list(units) + [0] * (n - len(units))
+    if sum(w) != 1 << _DIGIT_UNITS or min(w) < 0:  # pragma: no cover - built below
+        raise LocalPrivError("alias table: masses must be non-negative and sum to 2^80")
+    keep, alias = [cap] * n, list(range(n))
+    small = [i for i in range(n) if w[i] < cap]
+    large = [i for i in range(n) if w[i] >= cap]
+    while small and large:
+        s, l_ = small.pop(), large.pop()
+        keep[s], alias[s] = w[s], l_
+        w[l_] -= cap - w[s]
+        (small if w[l_] < cap else large).append(l_)
+    for i in small + large:  # what is left holds exactly one slot's worth (integer arithmetic)
+        if w[i] != cap:  # pragma: no cover - exact
+            raise LocalPrivError("alias table: construction left a partial slot")
+        keep[i], alias[i] = cap, i
+    got = [0] * n
+    for i in range(n):
+        got[i] += keep[i]
+        got[alias[i]] += cap - keep[i]
+    if got != list(units) + [0] * (n - len(units)):  # pragma: no cover - exact
+        raise LocalPrivError("alias table: drawn masses differ from the requested ones")
+    return keep, alias
+
+
+def _to_units(log_p: np.ndarray) -> list[int]:
+    """Masses ``exp(log_p)`` (summing to 1) as integers summing to ``2^80`` (nearest, the
+    rounding remainder on the largest); every outcome of positive mass keeps at least one unit."""
+    u = [max(1, int(round(math.ldexp(math.exp(float(v)), _DIGIT_UNITS)))) if np.isfinite(v) else 0
+         for v in log_p]
+    u[int(np.argmax(log_p))] += (1 << _DIGIT_UNITS) - sum(u)
+    return u
+
+
+class DigitLaplace:
+    """The discrete Laplace law ``P(D = d) = tanh(lam/2) e^{-lam |d|}`` drawn digit by digit from
+    small alias tables with integer thresholds (SHE's sampler; issue 22).
+
+    **Decomposition (exact).** With ``a = e^{-lam}``: ``P(D >= 0) = 1/(1 + a)``, and on either
+    side ``D = G`` (``D >= 0``) or ``D = -(G + 1)`` (``D < 0``) with ``G`` one-sided geometric,
+    ``P(G = j) = (1 - a) a^j``: then ``P(D = d) = (1 - a) a^{|d|} / (1 + a)`` for every ``d``, no
+    rejection. ``G`` is split as ``G = L + 2^K H``: the ``K`` low bits ``L`` and the high part
+    ``H`` are independent (``a^G`` factorizes), ``H`` is geometric with ``A = a^{2^K}``, and the
+    low bits themselves are independent digits of at most 9 bits, digit ``i`` (bits ``b_i`` up)
+    truncated geometric with ``P(d) ~ e^{-lam 2^{b_i} d}``. The *top table* draws (sign, ``H``)
+    for ``H < M = 2^h - 1`` and one *overflow* outcome (``H >= M``, probability ``A^M``); after
+    an overflow, a sign table (``P(-) = a/(1 + a)``) and a continuation table (``H - M`` given
+    ``H >= M``: ``j < M`` or overflow again, memoryless) finish the draw, so no tail is cut off.
+    ``K`` and ``h`` are chosen so that ``A^M`` lies in ``[e^{-24}, e^{-8}]`` (``~e^{-16}`` at
+    SHE's default rate ``2^-10``: ``K = 8``, ``M = 63``).
+
+    **Each table draw** uses 16 random bits ``u``: its top ``t`` bits pick a slot (``2^t``
+    slots), the other ``16 - t`` bits ``r`` are compared with the slot's threshold ``c``: ``r <
+    c`` keeps the slot's own outcome, ``r > c`` its alias, and a tie ``r = c`` (probability
+    ``2^{t-16}``) is decided by one fresh 64-bit word ``f < c_lo``. Every outcome ``j`` thus has
+    probability ``P~(j) = n_j / 2^80`` exactly, ``n_j`` the integer masses the alias tables were
+    built from (Walker 1977; Vose, IEEE TSE 1991), ``n_j`` = ``2^80 P(j)`` rounded. Random
+    bits per draw of ``D``: 16 per table (``2`` tables at the default rate: one 64-bit word for two
+    draws of ``D``), plus rare tie and overflow words.
+
+    **Sampler error, accounted for.** ``log P~(d) - log P(d) = e0(d) + rho max(0, q(d) - 1)``
+    with ``e0`` over a finite set of table errors, ``rho`` the continuation table's overflow
+    error and ``q = floor(G / (M 2^K))`` the number of overflows; hence for ``|d - d'| =
+    shift``: ``log P~(d)/P~(d') <= lam shift + osc + |rho| ceil(shift / B)``, ``B = M 2^K``,
+    ``osc = max e0 - min e0`` (:meth:`excess`, from the integer tables themselves).
+
+    Parameters
+    ----------
+    rate : float
+        ``lam`` in ``[2^-16, 20]``.
+    """
+
+    def __init__(self, rate: float):
+        lam = float(rate)
+        if not MIN_RATE <= lam <= MAX_RATE:
+            raise LocalPrivError(f"discrete Laplace rate (eps times the grid step) must lie in "
+                                 f"[2^-16, {MAX_RATE:g}], got {lam:g}: eps is too small or too large "
+                                 f"for a grid of powers of two")
+        self.rate = lam
+        self.kappa = 2.0 / (1.0 + math.exp(-lam))
+        # K low bits, top table of 2^h outcomes per sign (M = 2^h - 1 of them values of H)
+        K = 0
+        while True:
+            lam_h = lam * 2.0 ** K
+            h = max([hh for hh in range(1, 7) if (2 ** hh - 1) * lam_h <= 24.0] or [1])
+            if (2 ** h - 1) * lam_h >= 8.0:
+                break
+            K += 1
+        M = 2 ** h - 1
+        self.K, self.h, self.M = K, h, M
+        self.B = M << K  # G values per overflow
+        digits, b = [], 0  # low digits: (bits, offset)
+        n_low = -(-K // 9)
+        for i in range(n_low):
+            c = K // n_low + (1 if i < K % n_low else 0)
+            digits.append((c, b))
+            b += c
+        exact = self._target_logs(lam, K, h, digits)  # 40 significant digits
+        top, cont, sign = (np.array([float(v) for v in exact[nm]]) for nm in ("top", "cont", "sign"))
+        lows = [np.array([float(v) for v in exact[f"low{i}"]]) for i in range(len(digits))]
+        self._digits = digits
+        specs = [("top", top, h + 1), ("cont", cont, h), ("sign", sign, 1)] + [
+            (f"low{i}", lows[i], c) for i, (c, _) in enumerate(digits)]
+        self._units, self._err, tables = {}, {}, {}
+        for name, lp, bits in specs:
+            units = _to_units(lp)
+            keep, alias = _alias_table(units, bits)
+            live = np.isfinite(lp)
+            err = np.full(lp.size, np.nan)  # log(drawn / target), from the exact logs
+            with localcontext() as ctx:
+                ctx.prec = 40
+                ln2 = Decimal(2).ln()
+                err[live] = [float(Decimal(units[i]).ln() - _DIGIT_UNITS * ln2 - exact[name][i])
+                             for i in np.flatnonzero(live)]
+            self._units[name], self._err[name] = units, err
+            tables[name] = (keep, alias, bits)
+        # kernel tables, draw order: top, then the low digits (least significant first)
+        order = ["top"] + [f"low{i}" for i in range(len(digits))]
+        self.J = len(order)
+        width = max(2 ** tables[nm][2] for nm in order + ["cont", "sign"])
+
+        def pack(names):
+            hi = np.zeros((len(names), width), dtype=np.uint32)
+            lo = np.zeros((len(names), width), dtype=np.uint64)
+            bits = np.zeros(len(names), dtype=np.int64)
+            for r_, nm in enumerate(names):
+                keep, alias, bt = tables[nm]
+                for i in range(2 ** bt):  # keep = c 2^64 + c_lo, c <= 2^(16 - bits)
+                    hi[r_, i] = (keep[i] >> 64) | (alias[i] << 16)
+                    lo[r_, i] = keep[i] & ((1 << 64) - 1)
+                bits[r_] = bt
+            return hi, lo, bits
+
+        self._hi, self._lo, self._bits = pack(order)
+        # the kernel's tables: shifts, thresholds, and per slot the values of keep / alias
+        from ._client_kernels import DIGIT_OVER
+
+        self._local = threading.local()
+        self._shifts = (16 - self._bits).astype(np.int64)
+        self._thr = np.ascontiguousarray((self._hi & np.uint32(0xFFFF)).astype(np.int32))
+        self._ftables = {}
+        self._val = np.zeros((self.J, 2 * width), dtype=np.int64)
+        for r_, nm in enumerate(order):
+            keep, alias, bt = tables[nm]
+            for i in range(2 ** bt):
+                for side, o in ((0, i), (1, alias[i])):
+                    if r_ == 0:  # top: outcome s 2^h + H -> 2 base + s, base = H 2^K or -(H 2^K) - 1
+                        sgn, H = o >> h, o & ((1 << h) - 1)
+                        v = (DIGIT_OVER if H == M else
+                             2 * ((H << K) if sgn == 0 else -(H << K) - 1) + sgn)
+                    else:
+                        v = o << digits[r_ - 1][1]
+                    self._val[r_, 2 * i + side] = v
+        self._chi, self._clo, _ = pack(["cont", "sign"])
+        # ---- errors of the drawn law against the target (natural logs) ----
+        e_low_max = sum(float(np.nanmax(self._err[f"low{i}"])) for i in range(len(digits)))
+        e_low_min = sum(float(np.nanmin(self._err[f"low{i}"])) for i in range(len(digits)))
+        et, ec, es = self._err["top"], self._err["cont"], self._err["sign"]
+        inner = np.r_[et[:M], et[2 ** h: 2 ** h + M]]
+        over = et[M] + np.r_[es.max() + ec[:M].max(), es.min() + ec[:M].min()]
+        self.osc = float(e_low_max - e_low_min + max(inner.max(), over.max()) - min(inner.min(), over.min()))
+        self.rho = float(ec[M])
+        self._log_p0 = math.log(math.tanh(lam / 2.0))  # log P(D = d) + lam |d|, every d
+
+    @staticmethod
+    def _target_logs(lam: float, K: int, h: int, digits) -> dict:
+        """The target probabilities of every table's outcomes as natural logs (``Decimal``, 40
+        significant digits, ``-inf`` for padding), so that the tables' errors are known to far
+        better than their size (``~1e-14`` for the smallest cells)."""
+        with localcontext() as ctx:
+            ctx.prec = 40
+            lam_d = Decimal(lam)  # the binary float, exactly
+            one = Decimal(1)
+            log_pos = -(one + (-lam_d).exp()).ln()  # P(D >= 0) = 1 / (1 + a)
+            log_neg = -lam_d + log_pos
+            lam_h = lam_d * 2 ** K
+            log1m_A = (one - (-lam_h).exp()).ln()
+            M = 2 ** h - 1
+            ninf = Decimal("-Infinity")
+            top = [ninf] * 2 ** (h + 1)
+            for j in range(M):
+                top[j] = log_pos + log1m_A - j * lam_h
+                top[2 ** h + j] = log_neg + log1m_A - j * lam_h
+            top[M] = -M * lam_h
+            out = {"top": top, "cont": [log1m_A - j * lam_h for j in range(M)] + [-M * lam_h],
+                   "sign": [log_pos, log_neg]}
+            for i, (c, b) in enumerate(digits):
+                r = lam_d * 2 ** b
+                norm = (one - (-r).exp()).ln() - (one - (-r * 2 ** c).exp()).ln()
+                out[f"low{i}"] = [norm - r * d for d in range(2 ** c)]
+        return out
+
+    def __repr__(self) -> str:
+        return f"DigitLaplace(rate={self.rate!r}, K={self.K}, M={self.M})"
+
+    # ---- the law ----------------------------------------------------------------------------
+    def log_pmf(self, d) -> np.ndarray:
+        """``log P(D = d) = log tanh(lam/2) - lam |d|`` (the target law)."""
+        return self._log_p0 - self.rate * np.abs(np.asarray(d, dtype=float))
+
+    def log_tail(self, m) -> np.ndarray:
+        """``log P(D >= m) = log P(D <= -m) = -lam m - log(1 + a)`` for ``m >= 1``."""
+        return -self.rate * np.asarray(m, dtype=float) - math.log1p(math.exp(-self.rate))
+
+    def excess(self, shift) -> np.ndarray:
+        """Bound on ``log(P~(d)/P~(d')) - log(P(d)/P(d'))`` over ``|d - d'| = shift``:
+        ``osc + |rho| ceil(shift / B)`` (0 for ``shift = 0``)."""
+        s = np.abs(np.asarray(shift, dtype=float))
+        return np.where(s > 0, self.osc + abs(self.rho) * np.ceil(s / self.B), 0.0)
+
+    def drawn_pmf(self, d) -> np.ndarray:
+        """The exact law the sampler draws, ``P~(D = d)`` (float64), from the integer masses."""
+        d = np.asarray(d, dtype=np.int64)
+        neg = d < 0
+        G = np.where(neg, -d - 1, d)
+        p = lambda nm: np.array(self._units[nm], dtype=float) / 2.0 ** _DIGIT_UNITS  # noqa: E731
+        out = np.ones(d.shape)
+        for i, (c, b) in enumerate(self._digits):
+            out *= p(f"low{i}")[(G >> b) & ((1 << c) - 1)]
+        H = G >> self.K
+        M, h = self.M, self.h
+        top, cont, sign = p("top"), p("cont"), p("sign")
+        q = H // M
+        first = top[np.minimum(H, M - 1) + (neg << h)]
+        later = top[M] * sign[neg.astype(int)] * cont[M] ** np.maximum(q - 1, 0) * cont[H % M]
+        return out * np.where(q == 0, first, later)
+
+    # ---- drawing ----------------------------------------------------------------------------
+    @staticmethod
+    def _halves(words: np.ndarray) -> np.ndarray:
+        """The 16-bit draws of a block: word ``w`` gives ``w & 0xFFFF, w >> 16 & 0xFFFF, ...``."""
+        return words.view(np.uint16) if _LITTLE else words.byteswap().view(np.uint16)
+
+    def _block_numpy(self, words, x, s, g, out, rng):
+        """NumPy twin of the compiled kernels (:mod:`localpriv.mechanisms._client_kernels`): the
+        same values from the same words (the same tie words, drawn in the same order). Returns
+        the overflowed entries ``(index, low bits)``."""
+        from ._client_kernels import DIGIT_OVER
+
+        rows, k = out.shape
+        n, J = rows * k, self.J
+        topf, lowf, _, _ = self._float_tables(g)
+        h = self._halves(words)[:n * J].reshape(n, J)
+        slots, sides, ties = [], [], []
+        for jj in range(J):
+            u = h[:, jj].astype(np.int32)
+            c = u >> int(self._shifts[jj])
+            r = u & np.int32((1 << int(self._shifts[jj])) - 1)
+            th = self._thr[jj].take(c)
+            slots.append(c)
+            sides.append(r >= th)
+            ties.append(np.flatnonzero(r == th))
+        i0 = 2 * (2 * slots[0] + sides[0])
+        v = topf.take(i0)
+        if J > 1:
+            low = lowf[0].take(2 * slots[1] + sides[1])
+            for jj in range(2, J):
+                low += lowf[jj - 1].take(2 * slots[jj] + sides[jj])
+            v += topf.take(i0 + 1) * low
+        # entries with a tie (decided by fresh words, in entry and draw order) or an overflow
+        e_tie = np.concatenate(ties)
+        j_tie = np.repeat(np.arange(J), [t.size for t in ties])
+        order = np.lexsort((j_tie, e_tie))
+        e_tie, j_tie = e_tie[order], j_tie[order]
+        bad = np.union1d(e_tie, np.flatnonzero(np.isnan(v)))
+        if bad.size:
+            side = np.stack([sd[bad] for sd in sides], axis=1).astype(np.int64)
+            slot = np.stack([c[bad] for c in slots], axis=1).astype(np.int64)
+            if e_tie.size:
+                f = rng.bit_generator.random_raw(e_tie.size)
+                row = np.searchsorted(bad, e_tie)
+                c = slot[row, j_tie]
+                side[row, j_tie] = f >= self._lo[j_tie, c]
+            vals = [self._val[jj, 2 * slot[:, jj] + side[:, jj]] for jj in range(J)]
+            v0 = vals[0]
+            lowb = sum(vals[1:]) if J > 1 else np.zeros(bad.size, dtype=np.int64)
+            neg = v0 & 1
+            D = (v0 >> 1) + (lowb ^ -neg) + neg
+            over = v0 == DIGIT_OVER
+            v[bad] = np.where(over, np.nan, D.astype(np.float32) * np.float32(g))
+            over_idx, over_low = bad[over], lowb[over]
+        else:
+            over_idx = over_low = np.zeros(0, dtype=np.int64)
+        out[...] = v.reshape(rows, k)
+        out[np.arange(rows), x] += np.float32(s) * np.float32(g)
+        return over_idx, over_low
+
+    def _overflows(self, idx, low, rng, cap):
+        """Signed ``D`` of the overflowed entries (``H >= M``), in index order: the sign, then
+        rounds of the continuation table (one fresh 64-bit word per active entry per round, its
+        top 16 bits the draw; tie words after each round's, in order), stopped once ``G >= cap``."""
+        n = idx.size
+        sign = self._draw_fresh(1, np.arange(n), rng)  # row 1 of the chain tables: the sign
+        H = np.full(n, self.M, dtype=np.int64)
+        active = np.arange(n)
+        while active.size:
+            j = self._draw_fresh(0, active, rng)
+            done = j < self.M
+            H[active[done]] += j[done]
+            H[active[~done]] += self.M
+            nxt = active[~done]
+            active = nxt[(H[nxt] << self.K) < cap]
+        G = np.minimum(low + (H << self.K), cap)
+        return np.where(sign == 1, -np.minimum(G + 1, cap), G)
+
+    def _draw_fresh(self, row, active, rng):
+        """One draw per entry of ``active`` from chain table ``row``, each from a fresh word."""
+        w = rng.bit_generator.random_raw(active.size)
+        bt = int(self._bits_chain[row])
+        u = (w >> np.uint64(48)).astype(np.int64)
+        slot = u >> (16 - bt)
+        r = u & ((1 << (16 - bt)) - 1)
+        packed = self._chi[row][slot].astype(np.int64)
+        thr, alias = packed & 0xFFFF, packed >> 16
+        out = np.where(r < thr, slot, alias)
+        tie = np.flatnonzero(r == thr)
+        if tie.size:
+            f = rng.bit_generator.random_raw(tie.size)
+            out[tie] = np.where(f < self._clo[row][slot[tie]], slot[tie], alias[tie])
+        return out
+
+    @property
+    def _bits_chain(self):
+        return (self.h, 1)
+
+    def _scratch(self, n: int):
+        """Per-thread buffers of a block of ``n`` entries (reused: fresh memory costs page faults)."""
+        sc = getattr(self._local, "sc", None)
+        if sc is None or sc[0].size < n:
+            sc = (np.empty(n, dtype=np.int64), np.empty(-(-n * self.J // 4), dtype=np.uint64))
+            self._local.sc = sc
+        return sc
+
+    def _float_tables(self, g):
+        """The compiled kernel's value tables for grid ``g`` (float32, exact): per top slot and
+        side ``(base g, +-g)`` (NaN for the overflow), per digit slot and side ``digit 2^offset``."""
+        from ._client_kernels import DIGIT_OVER
+
+        key = float(g)
+        if key not in self._ftables:
+            v0 = self._val[0]
+            over = v0 == DIGIT_OVER
+            top = np.empty(2 * v0.size, dtype=np.float32)
+            top[0::2] = np.where(over, np.nan, (v0 >> 1) * key)
+            top[1::2] = np.where(v0 & 1, -key, key)
+            low = self._val[1:].astype(np.float32) if self.J > 1 else np.zeros((1, 2), np.float32)
+            # three sides per slot (keep, tie -> NaN, alias) for the two-table kernel
+            top3 = np.full((v0.size // 2, 3, 2), np.nan, dtype=np.float32)
+            top3[:, 0], top3[:, 2] = top.reshape(-1, 2, 2)[:, 0], top.reshape(-1, 2, 2)[:, 1]
+            low3 = np.full((low.shape[1] // 2, 3), np.nan, dtype=np.float32)
+            low3[:, 0], low3[:, 2] = low[0].reshape(-1, 2)[:, 0], low[0].reshape(-1, 2)[:, 1]
+            self._ftables[key] = (top, low, top3.ravel(), low3.ravel())
+        return self._ftables[key]
+
+    def rows_into(self, x, s: int, g, clamp: int, out: np.ndarray, rng) -> None:
+        """``out[i, y] = float32(clip([y = x_i] s + D_iy, -clamp, clamp)) * g`` (float32, C-contiguous
+        ``rows x k``; ``g`` a power of two, so exact), the ``D`` i.i.d. from this law.
+
+        Blocks of about :data:`DIGIT_BLOCK` entries (whole rows): per block ``ceil(J e / 4)``
+        words of ``rng``'s bit stream (``e`` entries, ``J`` draws of 16 bits each), then one fresh
+        word per tie in (entry, draw) order, then the overflowed entries' words
+        (:meth:`_overflows`). A compiled kernel (:mod:`localpriv.mechanisms._client_kernels`) and
+        its NumPy twin compute the same values from the same words.
+        """
+        from . import _client_kernels
+
+        if out.ndim != 2 or out.dtype != np.float32 or not out.flags.c_contiguous:
+            raise LocalPrivError("rows_into needs a C-contiguous rows x k float32 output")
+        rows, k = out.shape
+        x = np.asarray(x, dtype=np.int64)
+        if x.shape != (rows,):
+            raise LocalPrivError(f"rows_into: {x.size} values for {rows} rows")
+        g = np.float32(g)
+        if not (0 <= s and clamp >= s + 2 ** self.K * 2 ** self.h):
+            raise LocalPrivError(f"digit sampler: clamp {clamp} too small for one-hot {s}")
+        step = max(1, DIGIT_BLOCK // k)
+        compiled = _client_kernels.use_compiled(rows * k)
+        bg = rng.bit_generator
+        if compiled:
+            kern = _client_kernels.kernels()
+            bad_buf, words_buf = self._scratch(min(rows, step) * k)
+            topf, lowf, top3, low3 = self._float_tables(g)
+            pcg = type(bg) is np.random.PCG64  # its words computed in a kernel: the same words
+            st = np.empty(4, dtype=np.uint64)
+        for lo in range(0, rows, step):
+            hi = min(rows, lo + step)
+            o, xs = out[lo:hi], x[lo:hi]
+            n_words = -(-(hi - lo) * k * self.J // 4)
+            if not compiled:
+                words = bg.random_raw(n_words)
+                over, low = self._block_numpy(words, xs, s, g, o, rng)
+            else:
+                flat = o.reshape(-1)
+                if pcg:
+                    words = words_buf[:n_words]
+                    with bg.lock:
+                        full = bg.state
+                        sv, inc = full["state"]["state"], full["state"]["inc"]
+                        st[:] = [sv >> 64, sv & _M64, inc >> 64, inc & _M64]
+                        kern["pcg64_fill"](st, _client_kernels.pcg64_jump4(inc), words)
+                        full["state"]["state"] = (int(st[0]) << 64) | int(st[1])
+                        bg.state = full
+                else:
+                    words = bg.random_raw(n_words)
+                h16 = self._halves(words)
+                if self.J == 2:
+                    tabs = (self._thr[0], self._thr[1], top3, low3, flat, bad_buf)
+                    shape = (int(self._shifts[0]), int(self._shifts[1]))
+                    if shape in ((9, 8), (9, 7)):  # SHE's default grids: constant shifts
+                        nbad, nties = kern["digit_pass1_two_%d%d" % shape](h16, *tabs)
+                    else:
+                        nbad, nties = kern["digit_pass1_two_any"](h16, *shape, *tabs)
+                else:
+                    nbad, nties = kern["digit_pass1"](h16, self._shifts, self._thr, topf, lowf, self.J, flat,
+                                                      bad_buf)
+                n_over = 0
+                if nbad:
+                    tie_words = bg.random_raw(nties)
+                    n_over = kern["digit_pass2"](h16, self._shifts, self._thr, self._val, self._lo, self.J, nbad,
+                                                 bad_buf, tie_words, g, flat)
+                kern["one_hot"](o, xs, np.float32(s) * g)
+                over, low = bad_buf[:n_over] >> 24, bad_buf[:n_over] & ((1 << 24) - 1)
+            if over.size:
+                D = self._overflows(over, low, rng, clamp + s)
+                r_, c_ = np.divmod(over, k)
+                D += np.where(c_ == xs[r_], s, 0)
+                o[r_, c_] = np.clip(D, -clamp, clamp).astype(np.float32) * g
+
+    def signed(self, size: int, rng, cap: int = 1 << 24) -> np.ndarray:
+        """``size`` i.i.d. draws of ``D`` (int64), magnitudes stopped at ``cap <= 2^24`` (for
+        tests and audits: the draws :meth:`rows_into` makes, with no one-hot, rows of 256)."""
+        size, k = int(size), 256
+        rows = -(-size // k)
+        out = np.empty((rows, k), dtype=np.float32)
+        self.rows_into(np.zeros(rows, dtype=np.int64), 0, 1.0, int(cap), out, rng)
+        return out.ravel()[:size].astype(np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def digit_laplace(rate: float) -> DigitLaplace:
+    """The (cached) :class:`DigitLaplace` sampler of a rate."""
+    return DigitLaplace(rate)

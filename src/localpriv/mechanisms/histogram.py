@@ -12,8 +12,9 @@ two, so ``1`` and every report value are exact floats)::
     z_y = [y = x] + g D_y,    D_y i.i.d. discrete Laplace,  P(D = d) = tanh(lam/2) e^{-lam |d|},
     lam = g eps / 2,
 
-drawn by the exact-table sampler :class:`~localpriv.mechanisms._sampling.DiscreteLaplace` (the
-integer arithmetic decides; no float noise is ever added to the value). ``g`` defaults to the
+drawn by the exact sampler :class:`~localpriv.mechanisms._sampling.DigitLaplace` (sign and digits
+of the magnitude from small alias tables with integer thresholds, units of ``2^-80``: the integer
+arithmetic decides; no float noise is ever added to the value). ``g`` defaults to the
 largest power of two ``<= (2/eps) / 1024`` (kept in ``[2^-20, 1]``): steps of about a thousandth
 of the noise scale, so the law is the Laplace law to within that resolution (the variance is
 ``2 g^2 a / (1 - a)^2 <= 8/eps^2``, ``a = e^{-lam}``). ``|z_y / g|`` is clamped to ``2^24``
@@ -31,7 +32,7 @@ Exact likelihood of the released law (the discrete Laplace pmf on the grid)::
 
 ``p`` the pmf above (tail masses at the clamp), ``c(z) = prod_y p(z_y/g)``. The ratio factor lies
 in ``[e^{-eps/2}, e^{eps/2}]``, so the level of the target law is ``eps``; :meth:`SHE.epsilon_ldp`
-adds the sampler's computed deviation from it (``2 * excess(1/g)``, about ``1e-12``).
+adds the sampler's computed deviation from it (``2 * excess(1/g)``, about ``1e-14``).
 
 THE (thresholding with histogram encoding): the same noisy vector thresholded at ``theta``;
 ``S(z) = {y : z_y > theta}``. We threshold on the client and report the bit vector, which is the
@@ -47,7 +48,7 @@ import numpy as np
 
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
-from ._sampling import client_inputs, default_grid, discrete_laplace, fill_in_streams, power_of_two_grid
+from ._sampling import client_inputs, default_grid, digit_laplace, fill_in_streams, power_of_two_grid
 from .base import LikelihoodBlock, Mechanism, register
 from .unary import SupportBlock, UnaryEncoding
 
@@ -128,7 +129,7 @@ class SHE(Mechanism):
         self.steps_per_unit = int(round(1.0 / self.grid))
         #: decay of the noise per grid step
         self.rate = self.grid * self.eps / 2.0
-        self.sampler = discrete_laplace(self.rate)
+        self.sampler = digit_laplace(self.rate)
 
     def params(self):
         return {"k": self.k, "eps": self.eps, "grid": self.grid if self._grid_given else None}
@@ -154,12 +155,14 @@ class SHE(Mechanism):
     def sample(self, x, rng) -> np.ndarray:
         """One-hot vector plus ``g D`` per entry (``D`` discrete Laplace), stored as float32.
 
-        Each entry's ``D`` comes from :meth:`~localpriv.mechanisms._sampling.DiscreteLaplace.signed`
-        (one 32-bit word of the generator in the common case; the law it draws is exact up to
-        the integer thresholds, whose effect :meth:`epsilon_ldp` includes). The integer
-        ``[y = x]/g + D_y`` is clamped to ``+-2^24`` and only then converted: ``float32(n) * g``
-        is exact, so every released bit is a function of the integer alone. Rows are written
-        straight into the report buffer in cache-sized chunks of users; large calls split the
+        Each entry's ``D`` comes from
+        :meth:`~localpriv.mechanisms._sampling.DigitLaplace.rows_into` (32 random bits per entry
+        in the common case: two alias-table draws of 16 bits at the default grid; the law it draws
+        is exact up to the tables' integer masses, whose effect :meth:`epsilon_ldp` includes). The
+        integer ``[y = x]/g + D_y`` is clamped to ``+-2^24``; the float32 written is that integer
+        times ``g``, exactly (a compiled kernel computes it as ``base g +- low g`` and adds the
+        one-hot ``1``: sums of exact floats whose result is exact). Rows are written straight
+        into the report buffer in blocks of users; large calls split the
         draws over :data:`~localpriv.mechanisms._sampling.STREAMS` streams spawned from ``rng``
         (see :func:`~localpriv.mechanisms._sampling.fill_in_streams`): reproducible from the
         seed, whatever the number of cores.
@@ -170,19 +173,14 @@ class SHE(Mechanism):
         out = np.empty((x.size, 4 * k), dtype=np.uint8)
         floats = out.view("<f4")  # the report layout
         native = floats.dtype.isnative
-        g = np.float32(self.grid)
         sampler = self.sampler
 
         def fill(lo, hi, gen):
-            rows = hi - lo
-            v = floats[lo:hi] if native else np.empty((rows, k), dtype=np.float32)
-            d = v.view(np.int32)  # the same bytes: first the integers, then the report
-            top = sampler.signed_into(d.reshape(-1), gen, cap=N + s)
-            d[np.arange(rows), x[lo:hi]] += s
-            if top + s > N:  # only a tail draw can come near the clamp
-                np.clip(d, -N, N, out=d)
-            np.multiply(d, g, out=v, dtype=np.float32)  # exact: |d| <= 2^24, g a power of two
-            if not native:  # pragma: no cover - big-endian machines
+            if native:
+                sampler.rows_into(x[lo:hi], s, self.grid, N, floats[lo:hi], gen)
+            else:  # pragma: no cover - big-endian machines
+                v = np.empty((hi - lo, k), dtype=np.float32)
+                sampler.rows_into(x[lo:hi], s, self.grid, N, v, gen)
                 floats[lo:hi] = v
 
         fill_in_streams(x.size, k, fill, rng)
@@ -225,7 +223,7 @@ class SHE(Mechanism):
         """Level of the released law: the target part, ``max log r - min log r`` over report
         values (``r(z) = p(z/g - 1/g) / p(z/g)`` ranges over ``[e^{-eps/2}, e^{eps/2}]``, attained
         for ``z <= 0`` and ``z >= 1``, clamped ends included), plus twice the sampler's computed
-        deviation :meth:`~localpriv.mechanisms._sampling.DiscreteLaplace.excess` for a shift of
+        deviation :meth:`~localpriv.mechanisms._sampling.DigitLaplace.excess` for a shift of
         ``1/g`` steps (one coordinate gains the one-hot, one loses it)."""
         s, N = self.steps_per_unit, self.CLAMP
         steps = np.array([-N, -2 * s, -s, 0, s // 2, s, 2 * s, N], dtype=float)
