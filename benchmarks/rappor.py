@@ -21,23 +21,37 @@ on odd ones; seeds ``r``), each library obfuscating the same ``n`` values:
   ``ElasticNet(positive=True, alpha=0.025 f, l1_ratio=0)``; no lasso at this ``K``); estimates
   divided by ``n`` (they are counts, not normalized);
 * ours: ``mech.sample`` on all values at once, then :func:`localpriv.mechanisms.rappor.decode`
-  with ``nnls`` (RAPPOR's regression, non-negative least squares), ``em`` (the EM engine on the
+  with ``ridge`` (the same penalized non-negative regression as pure-LDP's, its strength chosen
+  from the data by leave-one-cohort-out cross-validation; the chosen strength is recorded),
+  ``nnls`` (RAPPOR's regression, non-negative least squares), ``em`` (the EM engine on the
   bitwise composite likelihood of the bit counts) and ``em-exact`` (the maximum-likelihood
   estimate from the distinct reports, the engine's default certified scheme).
+
+pure-LDP 1.2.0's client does not implement the PRR it states: ``RAPPORClient._perturb`` sets a
+zero bit to 1 with probability ``f/2`` but never clears a set bit, so ``P(S = 1 | B = 1) = 1``
+instead of ``1 - f/2``. Its reports are therefore less noisy than ours at the same ``f`` (and have
+no finite privacy level: a reported 0 rules out every value whose Bloom filter sets that bit),
+while its server debiases for the stated PRR. Each round therefore also runs pure-LDP's client with
+the paper's PRR (:func:`_prr_as_specified`, same seeds and hash functions) into its own server:
+``regression_prr_as_specified``, the comparison of decoders on the same channel as ours. And each
+round runs pure-LDP's server code on OUR reports (:func:`their_decoder_on`; our Bloom positions as
+its hash functions): ``pure_ldp_decoder_on_these_reports`` and
+``paired_vs_pure_ldp_decoder_same_reports``, the decoders alone on identical inputs.
 
 Reported per cell (medians over rounds, with min and max): MSE over the ``K`` candidates of the
 estimated frequency against the true one; precision at 10 and 50 (the share of the estimated top
 t that are among the true top t; with sets of equal size it is also the recall); client reports per
 second of CPU time (pure-LDP's per-value loop against our vectorized call), and decoding CPU time.
 
-``python benchmarks/rappor.py [--quick] [--rounds R]`` prints the JSON and writes
-``benchmarks/results-rappor.json`` atomically (``--quick``: 2 rounds, 200 places; not written).
+``python benchmarks/rappor.py [--quick] [--rounds R] [--out PATH]`` prints the JSON and writes
+``benchmarks/results-rappor.json`` (or ``PATH``) atomically (``--quick``: 2 rounds, 200 places;
+written only with ``--out``). ``paired_vs_pure_ldp`` counts, per decoder, the rounds where ours is
+better, equal or worse than pure-LDP's on the same values (lower MSE, higher precision).
 ``make bench-rappor`` runs it. Never run by the tests.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import sys
@@ -53,7 +67,7 @@ from _common import emit, machine, quick_flag, version  # noqa: E402
 from large_domains import DATA, _compat_shims  # noqa: E402
 
 from localpriv.mechanisms import parse  # noqa: E402
-from localpriv.mechanisms.rappor import decode  # noqa: E402
+from localpriv.mechanisms.rappor import bloom_positions, decode  # noqa: E402
 
 K_PLACES = 500
 M, H, COHORTS = 128, 2, 8
@@ -102,13 +116,34 @@ def ours(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
     out = {"spec": str(mech), "eps_perm": mech.epsilon_perm(), "eps_ldp": mech.epsilon_ldp(),
            "client_cpu_s": cpu, "client_wall_s": wall, "distinct_reports": int(uniq.shape[0])}
     bc = mech.bit_counts(uniq, cnt)
-    for method in ("nnls", "em", "em-exact"):
+    est, dcpu, _ = _clock(lambda: their_decoder_on(mech, bc, f, k))
+    out["pure_ldp_decoder_on_these_reports"] = {**_scores(est, truth), "decode_cpu_s": dcpu}
+    for method in ("ridge", "nnls", "em", "em-exact"):
         if method == "em-exact":
             dec, dcpu, _ = _clock(lambda: decode(mech, uniq, cnt, method=method))
         else:
             dec, dcpu, _ = _clock(lambda: decode(mech, bit_counts=bc, method=method))
         out[method] = {**_scores(dec.distribution, truth), "decode_cpu_s": dcpu}
+        if method == "ridge":
+            out[method]["penalty"] = dec.extra["penalty"]  # chosen from the data, relative to mean eig(A^T A)
     return out
+
+
+def their_decoder_on(mech, bc, f: float, k: int) -> np.ndarray:
+    """pure-LDP's server code (its ``_update_estimates``: ``ElasticNet(positive=True, alpha=0.025 f,
+    l1_ratio=0)``) on OUR reports: its hash functions replaced by our Bloom positions, its aggregate
+    state (per-cohort sums of report bits and report counts, what its ``aggregate`` accumulates) set
+    from our bit counts. Same inputs as our decoders: the comparison of decoders alone."""
+    from pure_ldp.frequency_oracles.rappor import RAPPORServer
+    _compat_shims()
+    server = RAPPORServer(f, M, H, k, num_of_cohorts=COHORTS, index_mapper=lambda v: v)
+    pos = bloom_positions(mech.key_values, COHORTS, H, M)                     # cohorts x k x h
+    server.hash_family = [[(lambda s, c=c, i=i: int(pos[c, int(s), i])) for i in range(H)] for c in range(COHORTS)]
+    server.bloom_filters = [np.asarray(bc.ones[c], dtype=float) for c in range(COHORTS)]
+    server.cohort_count = np.asarray(bc.n, dtype=float)
+    server.n = int(round(float(bc.n.sum())))
+    server.estimate(0, suppress_warnings=True)
+    return np.asarray(server.estimated_data, dtype=float) / server.n
 
 
 def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
@@ -129,8 +164,31 @@ def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dic
         return np.asarray(server.estimated_data, dtype=float) / len(values)
 
     est, dcpu, _ = _clock(server_side)
-    return {"eps": float(server.epsilon), "client_cpu_s": cpu, "client_wall_s": wall,
-            "regression": {**_scores(est, truth), "decode_cpu_s": dcpu}}
+    out = {"eps": float(server.epsilon), "client_cpu_s": cpu, "client_wall_s": wall,
+           "regression": {**_scores(est, truth), "decode_cpu_s": dcpu}}
+    # pure-LDP 1.2.0's client never clears a set Bloom bit (``_perturb`` only ever writes 1), so its
+    # reports have P(S = 1 | B = 1) = 1, not 1 - f/2: less noise than the PRR its server debiases
+    # for, and no finite level (a reported 0 rules out every value whose filter sets that bit). Its
+    # decoder on the PRR as specified: the same client with the PRR of the paper, same seeds.
+    random.seed(seed)
+    np.random.seed(seed)
+    server = RAPPORServer(f, M, H, k, num_of_cohorts=COHORTS, index_mapper=ident)
+    client = RAPPORClient(f, M, server.get_hash_funcs(), num_of_cohorts=COHORTS, index_mapper=ident)
+    client._perturb = lambda data: _prr_as_specified(data, f)
+    reports = [client.privatise(v) for v in values]
+    est, dcpu, _ = _clock(server_side)
+    out["regression_prr_as_specified"] = {**_scores(est, truth), "decode_cpu_s": dcpu}
+    return out
+
+
+def _prr_as_specified(data, f: float):
+    """The paper's PRR in pure-LDP's per-bit style: with probability ``f`` the bit is replaced by a
+    fair coin (``1`` w.p. ``f/2``, ``0`` w.p. ``f/2``), else kept; one ``random.random()`` per bit."""
+    for i in range(len(data)):
+        u = random.random()
+        if u < f:
+            data[i] = int(u < 0.5 * f)
+    return data
 
 
 def _spread(vals) -> dict:
@@ -158,16 +216,37 @@ def run(quick: bool = False, rounds: int = ROUNDS) -> dict:
                 "eps_ldp_ours": o[0]["eps_ldp"], "eps_pure_ldp": t[0]["eps"],
                 "accuracy": {}, "per_round": {"ours": o, "pure_ldp": t}}
         for name, rows in (("pure-LDP regression", [c["regression"] for c in t]),
+                           ("pure-LDP regression, PRR as specified", [c["regression_prr_as_specified"] for c in t]),
+                           ("pure-LDP regression on our reports", [c["pure_ldp_decoder_on_these_reports"] for c in o]),
+                           ("ours ridge (penalty by cohort CV)", [c["ridge"] for c in o]),
                            ("ours nnls", [c["nnls"] for c in o]), ("ours em (bit counts)", [c["em"] for c in o]),
                            ("ours em-exact (MLE)", [c["em-exact"] for c in o])):
             cell["accuracy"][name] = {key: _spread([c[key] for c in rows]) for key in rows[0]}
         # paired by round (same values, seed r): our decoders against pure-LDP's regression
+        sign = {"mse": -1.0, **{f"precision_at_{t_}": 1.0 for t_ in TOPS}}  # +1: higher is better
         cell["paired_vs_pure_ldp"] = {
-            dec: {key: {"ours_better": int(sum(a[dec][key] > b["regression"][key] for a, b in zip(o, t))),
+            dec: {key: {"ours_better": int(sum(sg * a[dec][key] > sg * b["regression"][key] for a, b in zip(o, t))),
                         "equal": int(sum(a[dec][key] == b["regression"][key] for a, b in zip(o, t))),
-                        "ours_worse": int(sum(a[dec][key] < b["regression"][key] for a, b in zip(o, t)))}
-                  for key in [f"precision_at_{t_}" for t_ in TOPS]}
-            for dec in ("nnls", "em", "em-exact")}
+                        "ours_worse": int(sum(sg * a[dec][key] < sg * b["regression"][key] for a, b in zip(o, t)))}
+                  for key, sg in sign.items()}
+            for dec in ("ridge", "nnls", "em", "em-exact")}
+        cell["paired_vs_pure_ldp_prr_as_specified"] = {
+            dec: {key: {"ours_better": int(sum(sg * a[dec][key] > sg * b["regression_prr_as_specified"][key]
+                                               for a, b in zip(o, t))),
+                        "equal": int(sum(a[dec][key] == b["regression_prr_as_specified"][key] for a, b in zip(o, t))),
+                        "ours_worse": int(sum(sg * a[dec][key] < sg * b["regression_prr_as_specified"][key]
+                                              for a, b in zip(o, t)))}
+                  for key, sg in sign.items()}
+            for dec in ("ridge", "nnls", "em", "em-exact")}
+        # decoders alone: ours against pure-LDP's server code on the very same reports
+        cell["paired_vs_pure_ldp_decoder_same_reports"] = {
+            dec: {key: {"ours_better": int(sum(sg * a[dec][key] > sg * a["pure_ldp_decoder_on_these_reports"][key]
+                                               for a in o)),
+                        "equal": int(sum(a[dec][key] == a["pure_ldp_decoder_on_these_reports"][key] for a in o)),
+                        "ours_worse": int(sum(sg * a[dec][key] < sg * a["pure_ldp_decoder_on_these_reports"][key]
+                                              for a in o))}
+                  for key, sg in sign.items()}
+            for dec in ("ridge", "nnls", "em", "em-exact")}
         oc = float(np.median([c["client_cpu_s"] for c in o]))
         tc = float(np.median([c["client_cpu_s"] for c in t]))
         cell.update(client_reports_per_cpu_s_ours=n / oc, client_reports_per_cpu_s_pure_ldp=n / tc,
@@ -191,7 +270,8 @@ def _write_atomic(path: Path, text: str) -> None:
 if __name__ == "__main__":
     quick = quick_flag()
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else ROUNDS
+    out = Path(sys.argv[sys.argv.index("--out") + 1]).resolve() if "--out" in sys.argv else None
     res = run(quick, rounds)
-    if not quick:
-        _write_atomic(OUT, json.dumps(res, indent=2, default=float) + "\n")
+    if out is not None or not quick:
+        _write_atomic(out or OUT, json.dumps(res, indent=2, default=float) + "\n")
     emit(res)
