@@ -189,9 +189,12 @@ def test_gram_of_every_block_kind_matches_the_dense_product(spec, dom, rng):
     np.testing.assert_allclose(_gram(block, w), ref, rtol=1e-10, atol=1e-14 * np.abs(ref).max())
 
 
-def test_coverage_experiment_quick(tmp_path):
-    """`localpriv reproduce coverage --quick` writes every coverage as a share in [0, 1] and a PNG."""
+def test_coverage_experiment_quick(tmp_path, monkeypatch):
+    """`localpriv reproduce coverage --quick` writes every coverage as a share in [0, 1] and a PNG
+    (few bootstrap refits for the geometric MLE's face: this checks the record, not calibration)."""
+    from localpriv import uncertainty
     from localpriv.experiments import run_experiment
+    monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)
     rec = run_experiment("coverage", tmp_path, quick=True)
     settings = rec["results"]["settings"]
     assert set(settings) == {"k-RR", "geometric"}
@@ -326,9 +329,11 @@ def test_free_will_mixture_combines_the_mechanisms_inverses():
     assert abs(hits / R - level) < 3 * sd + 0.01
 
 
-def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path):
+def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path, monkeypatch):
+    from localpriv import uncertainty
     from localpriv.experiments import coverage as C
     from localpriv.experiments import run_experiment
+    monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)  # the record's bookkeeping, not calibration
     S = [C.SETTINGS[0], C.SETTINGS[4]]
     kw = {"n": [500], "runs": 3}
     whole = run_experiment("coverage", tmp_path / "w", overrides={"settings": S, **kw})

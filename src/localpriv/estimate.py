@@ -241,7 +241,9 @@ class Estimate:
         between the cell's edges on a real interval domain (``interval(lo,hi,bins)``), so quantiles
         are real numbers in the values' units. Gaussian methods invert the test ``|F(t) - q| <= z sd(F(t))`` at every ``t``
         (the interval is the set of such ``t``, found on 64 points per value where the band can
-        cross ``q``); replicate methods take percentiles of the replicates' quantiles.
+        cross ``q``); replicate methods take percentiles of the replicates' quantiles. ``sd(F(t))`` is
+        the Fisher one, the unbiased inverse's, or, for an MLE on a low-dimensional face, a
+        parametric bootstrap's (:meth:`localpriv.uncertainty.Uncertainty.face_replicates`).
         """
         from scipy import stats
 
@@ -279,6 +281,10 @@ class Estimate:
         t = edges[rows] + f * (edges[rows + 1] - edges[rows])
         lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
         how = ("inversion" if use.any() else "fisher") + " (test inversion)"
+        inner = u.extra["mle"] if u.method == "anchored" else u
+        if not use.all() and inner.face_replicates() is not None:
+            how = (("inversion and " if use.any() else "") + "fisher, bootstrap sd (low-dimensional face)"
+                   " (test inversion)")
         if u.method == "anchored":
             how = f"anchored on the MLE: {how}"
         return Interval(value, min(lo, value), max(hi, value), lv, how)

@@ -17,7 +17,11 @@ estimator, and each states its assumptions (``Uncertainty.assumptions``):
     variance on the face ``S + {x}``; ``u`` solves ``lambda u + u^2/(2V) = z_{1-a}^2 / 2``
     (at the boundary the likelihood-ratio statistic is a 50:50 mixture of chi^2_0 and chi^2_1,
     Self and Liang 1987, so the one-sided quantile applies). Positive cells get Wald intervals
-    ``theta_x +- z sqrt(Cov_xx)`` clipped to ``[0, 1]``.
+    ``theta_x +- z sqrt(Cov_xx)`` clipped to ``[0, 1]``. When the MLE sits on a low-dimensional
+    face (at most :data:`FACE_MAX_SHARE` of its cells positive, finite channels) the face's
+    covariance misstates the spread of functionals such as CDF values (the face changes between
+    data sets), and those functionals take the standard deviation of a parametric bootstrap of
+    the MLE instead (:meth:`Uncertainty.face_replicates`).
 ``"linear"`` -- the inversion estimators INV (seed 001 section 7) and MI / Rappor (seed 002). The
     raw inverse ``v`` is linear in the report frequencies, so its covariance is exact:
     ``Cov(v) = M^{-T} (diag(q) - q q^T) M^{-1} / n`` for INV (``q`` the report frequencies) and
@@ -73,6 +77,12 @@ INVERSION_MAX_BLOCKS = 16
 #: draws of the Gaussian / bootstrap replicates by default
 DRAWS = 2000
 BOOT_REPLICATES = 200
+#: the MLE sits on a low-dimensional face of the simplex (a few spikes) when at most this share of
+#: its cells is positive; there the face's Fisher standard deviations of functionals are replaced
+#: by those of a parametric bootstrap of the MLE (``Uncertainty.face_replicates``)
+FACE_MAX_SHARE = 0.25
+#: refits of that bootstrap (each a certified MLE of counts redrawn from the estimate)
+FACE_REPLICATES = 60
 
 
 @dataclass(frozen=True)
@@ -196,7 +206,9 @@ class Uncertainty:
         inverse's, ``w @ v +- z sqrt(w^T Cov(v) w)``. Near the boundary of the simplex the MLE is
         biased (the positivity constraint pulls it towards the uniform distribution when the noise
         is large) and a Wald interval around it does not cover; the inverse is unbiased whatever
-        the truth, its covariance exact (see ``docs/uncertainty.md`` for the measurements).
+        the truth, its covariance exact (see ``docs/uncertainty.md`` for the measurements). On a
+        low-dimensional face the rows that keep the MLE's interval take the sd of
+        :meth:`face_replicates` instead of the face's Fisher sd.
         """
         W = np.atleast_2d(np.asarray(W, dtype=float))
         if self.method == "anchored":
@@ -212,7 +224,39 @@ class Uncertainty:
             use = (sd > 0) & (sd_inv <= INVERSION_MAX_RATIO * sd)
             centre = np.where(use, c_inv, centre)
             sd = np.where(use, sd_inv, sd)
+        reps = None if use.all() else self.face_replicates()
+        if reps is not None:  # on a low-dimensional face: the bootstrap's sd for the MLE's own rows
+            sd = np.where(use, sd, (reps @ W.T).std(axis=0, ddof=1))
         return centre, sd, use
+
+    def face_replicates(self) -> np.ndarray | None:
+        """Refits of a parametric bootstrap of the MLE where it sits on a low-dimensional face, else None.
+
+        When at most :data:`FACE_MAX_SHARE` of the MLE's cells are positive (metric mechanisms at
+        small eps: a few spikes), its face changes from one data set to the next and the Fisher
+        covariance *on the face of this data set* misstates the spread of a functional that is not
+        smooth across cells (a CDF value between two spikes has Fisher sd 0 from the cells it skips).
+        There the sd of the functionals that keep the MLE's interval (``use`` False in
+        :meth:`gaussian`) is the sd over :data:`FACE_REPLICATES` refits of the MLE to counts redrawn
+        from it, ``c* ~ Multinomial(n, theta_hat M)`` per mechanism (Efron's parametric bootstrap;
+        the refits land on their own faces, so the face's randomness is in the sd); the interval
+        stays centred on the MLE. Computed once, on first use, only for finite channels whose
+        reports are their output indices (a refit then costs the same at any n).
+        """
+        plan = self.extra.get("face_bootstrap")
+        if plan is None:
+            return None
+        if "replicates" not in plan:
+            obs, rng, (method, settings) = plan["obs"], plan["rng"], plan["call"]
+            from .estimators import estimate as run
+            settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
+            if "theta0" in _accepted(method):
+                settings["theta0"] = 0.5 * self.theta + 0.5 / self.theta.size  # full support, near the estimate
+            reps = np.empty((FACE_REPLICATES, self.theta.size))
+            for r in range(FACE_REPLICATES):  # one refit per replicate (never a loop over reports)
+                reps[r] = run(_redraw(obs, self.theta, rng), method, **settings).distribution
+            plan["replicates"] = reps
+        return plan["replicates"]
 
     def _inverse(self, moments):
         """``(centres, sds)`` of functionals of the unbiased inverse, or None without one.
@@ -308,7 +352,8 @@ class Uncertainty:
             if use[0]:  # the inverse's interval, kept within what a distribution allows
                 lo, hi = max(lo, float(w.min())), min(hi, float(w.max()))
                 return Interval(value, min(lo, value), max(hi, value), lv, "inversion (exact covariance)")
-            return Interval(value, lo, hi, lv, "fisher (delta)")
+            how = "fisher (delta)" if self.face_replicates() is None else "fisher, bootstrap sd (low-dimensional face)"
+            return Interval(value, lo, hi, lv, how)
         vals = self.replicates @ w
         a = (1 - lv) / 2
         lo, hi = np.quantile(vals, [a, 1 - a])
@@ -337,7 +382,7 @@ class Uncertainty:
 # --------------------------------------------------------------------------------------------
 # Methods
 # --------------------------------------------------------------------------------------------
-def _fisher(est, obs, inversion: bool = True) -> Uncertainty:
+def _fisher(est, obs, inversion: bool = True, rng=None) -> Uncertainty:
     theta = np.asarray(est.distribution, dtype=float)
     blocks = obs.likelihood_blocks()
     info, grad, n = fisher_information(blocks, theta)
@@ -363,6 +408,14 @@ def _fisher(est, obs, inversion: bool = True) -> Uncertainty:
             "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
     raw = raw_cov = None
     extra = {"support": int(S.size)}
+    call = est.extra.get("call")
+    if (rng is not None and S.size <= FACE_MAX_SHARE * k and k <= INVERSION_MAX_K and call is not None
+            and call[0] in FISHER
+            and all(_multinomial(b.mechanism) for b in obs.blocks)):
+        extra["face_bootstrap"] = {"obs": obs, "rng": rng, "call": call}
+        text += (f"; on a low-dimensional face ({S.size} of {k} cells positive): standard deviations of "
+                 f"functionals from a parametric bootstrap of the MLE ({FACE_REPLICATES} refits of redrawn "
+                 "counts) instead of the face's information")
     inverse = _unbiased_inverse(obs) if inversion else None
     if inverse is not None:
         families = sorted({f.upper() for _, _, f in inverse})
@@ -551,6 +604,16 @@ def _reports_are_indices(mech, n_out: int) -> bool:
         return False
 
 
+def _multinomial(mech) -> bool:
+    """Whether a mechanism's reports can be redrawn as counts over its outputs (a finite channel of
+    at most 4*10^6 entries whose reports are their column indices)."""
+    try:
+        n_out = mech.n_outputs
+    except LocalPrivError:
+        return False
+    return n_out is not None and mech.k * n_out <= 4_000_000 and _reports_are_indices(mech, n_out)
+
+
 def _redraw(obs, theta, rng):
     """New observations of the same size per mechanism, drawn from the fitted ``theta``."""
     from .observations import ObservationBlock, Observations
@@ -599,7 +662,7 @@ def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncert
     if method in ("fisher", "wald"):
         if method == "wald" and name not in FISHER:
             raise LocalPrivError(f"the wald method applies to {', '.join(FISHER)}, not {name}")
-        return _fisher(est, obs, inversion=method == "fisher")
+        return _fisher(est, obs, inversion=method == "fisher", rng=rng if method == "fisher" else None)
     if method == "linear":
         if name not in LINEAR:
             raise LocalPrivError(f"the linear method applies to {', '.join(LINEAR)}, not {name}")
