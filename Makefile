@@ -114,7 +114,7 @@ coverage: $(STAMP)
 docs-numbers: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
 
-# issue 17's evidence for the default estimator (about an hour on one core)
+# issue 17's evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
 estimator-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from localpriv.experiments import run_experiment; \
 	from localpriv.experiments.accuracy import EVIDENCE; \

@@ -176,17 +176,23 @@ MEDIUM = {
     "eps_ldp": [1.0], "n": [10_000], "runs": 3,
 }
 
-#: the evidence run of notes/issue-17.md (``make estimator-evidence``): 20 runs at n = 10^4 of every
-#: count-level setting on ages, education and Manhattan's planar geometric, at LDP eps 0.5..4 and
-#: the seeds' metric levels. Left out for cost (2 cores, one session): n >= 10^5, the per-user
-#: vector mechanisms on ages (~30-50 s per run at eps <= 1), k-RR on the grids and the NYC grid;
-#: the Dirichlet MAP is run on the categorical data only (on ordered data the medium run and a
-#: one-run probe had it at or near the uniform distribution in most cells).
+#: the evidence run of notes/issue-17.md (``make estimator-evidence``): 20 runs per cell at
+#: n = 10^4, 10^5 and 10^6 of every count-level setting on ages, education and the Manhattan grid
+#: (k-RR, planar geometric) and k-RR on the whole-NYC grid, at LDP eps 0.5..4 and the seeds'
+#: metric levels; OUE on education at n = 10^4 only (its capped IBU over the 2^16 distinct reports
+#: of n >= 10^5 costs minutes per run). The committed JSON was run in pieces and merged
+#: (:func:`merge`; every cell has its own generator, so it equals one run of this configuration).
+#: Left out for cost (2 cores): the per-user vector mechanisms on ages (~30-50 s per run at
+#: eps <= 1), planar Laplace and planar geometric on the NYC grid; the Dirichlet MAP is run on the
+#: categorical data only (on ordered data the medium run and a one-run probe had it at or near the
+#: uniform distribution in most cells).
 EVIDENCE = {
     "settings": [_pick("ages", "k-RR"), _pick("ages", "geometric"), _pick("ages", "Laplace"),
-                 _pick("ages", "exponential"), _pick("education", "k-RR"), _pick("education", "OUE"),
-                 _pick("education", "OLH"), _pick("education", "SS"), _pick("manhattan", "planar geometric")],
-    "eps_ldp": [0.5, 1.0, 2.0, 4.0], "n": [10_000], "runs": 20,
+                 _pick("ages", "exponential"), _pick("education", "k-RR"),
+                 {**_pick("education", "OUE"), "n": [10_000]},
+                 _pick("education", "OLH"), _pick("education", "SS"), _pick("manhattan", "planar geometric"),
+                 _pick("manhattan", "k-RR"), _pick("nyc", "k-RR")],
+    "eps_ldp": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000, 1_000_000], "runs": 20,
     "estimators": [e if e["label"] != "dirichlet" else {**e, "categorical_only": True} for e in ESTIMATORS],
 }
 
@@ -651,8 +657,13 @@ def merge(paths, out) -> dict:
         for lab, why in cell["skipped"].items():
             skipped.setdefault(lab, {}).setdefault(why, 0)
             skipped[lab][why] += 1
+    all_n = sorted({int(c["n"]) for c in cells})
+    for i, st in enumerate(settings):  # a setting that ran at fewer n says which
+        ran = sorted({int(c["n"]) for c in cells if (c["data"], c["mechanism"]) == (st["data"], st["mechanism"])})
+        if ran != all_n:
+            settings[i] = {**st, "n": ran}
     params = {**first["params"], "settings": settings,
-              "n": sorted({int(c["n"]) for c in cells}),
+              "n": all_n,
               "eps_ldp": sorted({float(e) for r in recs for e in r["params"]["eps_ldp"]})}
     results = {**first["results"], "datasets": datasets, "levels": levels, "skipped": skipped, "cells": cells,
                "claims": _claims(cells, params["estimators"])}
