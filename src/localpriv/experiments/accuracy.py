@@ -621,17 +621,9 @@ def merge(paths, out) -> dict:
     summary are recomputed over the merged cells.
     """
     from ..formats import atomic_output
-    from .runner import to_jsonable
-    recs = [json.loads(Path(p).read_text()) for p in paths]
-    if not recs:
-        raise LocalPrivError("merge: no records given")
+    from .runner import load_records, to_jsonable
+    recs = load_records(paths, ("runs", "estimators", "dense_max"))
     first = recs[0]
-    for key in ("name", "seed", "quick"):
-        if any(r.get(key) != first.get(key) for r in recs):
-            raise LocalPrivError(f"merge: the records differ in {key!r}")
-    for key in ("runs", "estimators", "dense_max"):
-        if any(r["params"].get(key) != first["params"].get(key) for r in recs):
-            raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
     cells, keys, levels, datasets, settings = [], set(), [], {}, []
     for r in recs:
         for cell in r["results"]["cells"]:

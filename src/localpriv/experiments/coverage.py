@@ -209,17 +209,9 @@ def merge(paths, out, replace: bool = False) -> dict:
     record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
     in the record) and the replacement is listed in ``merged_replaced``."""
     from ..formats import atomic_output
-    from .runner import to_jsonable
-    recs = [json.loads(Path(p).read_text()) for p in paths]
-    if not recs:
-        raise LocalPrivError("merge: no records given")
+    from .runner import load_records, to_jsonable
+    recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
-    for key in ("name", "seed", "quick"):
-        if any(r.get(key) != first.get(key) for r in recs):
-            raise LocalPrivError(f"merge: the records differ in {key!r}")
-    for key in ("runs", "levels"):
-        if any(r["params"].get(key) != first["params"].get(key) for r in recs):
-            raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
     settings, results, replaced = [], {"settings": {}}, []
     for r in recs:
         for name, res in r["results"]["settings"].items():

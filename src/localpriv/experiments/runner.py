@@ -75,6 +75,23 @@ def to_jsonable(obj):
     return obj
 
 
+def load_records(paths, params: tuple[str, ...]) -> list[dict]:
+    """Read the JSON records of runs to be merged (``merge`` of an experiment): at least one, all
+    of the same experiment, seed and ``quick``, and equal in each parameter of ``params`` (one
+    line naming the first difference otherwise)."""
+    recs = [json.loads(Path(p).read_text()) for p in paths]
+    if not recs:
+        raise LocalPrivError("merge: no records given")
+    first = recs[0]
+    for key in ("name", "seed", "quick"):
+        if any(r.get(key) != first.get(key) for r in recs):
+            raise LocalPrivError(f"merge: the records differ in {key!r}")
+    for key in params:
+        if any(r["params"].get(key) != first["params"].get(key) for r in recs):
+            raise LocalPrivError(f"merge: the records differ in parameter {key!r}")
+    return recs
+
+
 def run_experiment(name: str, out, *, runs: int | None = None, seed: int = 0, quick: bool = False,
                    overrides: dict | None = None, progress: Progress | None = None) -> dict:
     """Run experiment ``name``; write ``out/name.json`` and ``out/name.png``; return the record."""

@@ -188,6 +188,16 @@ _LITTLE = sys.byteorder == "little"
 _BLOCK = 1 << 18
 
 
+def _check_rate(rate) -> float:
+    """A discrete-Laplace rate ``lam`` (eps times the grid step) within ``[MIN_RATE, MAX_RATE]``."""
+    lam = float(rate)
+    if not MIN_RATE <= lam <= MAX_RATE:
+        raise LocalPrivError(f"discrete Laplace rate (eps times the grid step) must lie in "
+                             f"[2^-16, {MAX_RATE:g}], got {lam:g}: eps is too small or too large "
+                             f"for a grid of powers of two")
+    return lam
+
+
 class DiscreteLaplace:
     """Sampler of the discrete Laplace (two-sided geometric) law on the integers, by exact tables.
 
@@ -244,11 +254,7 @@ class DiscreteLaplace:
     _LO = 0 if _LITTLE else 1
 
     def __init__(self, rate: float, kappa: float | None = None):
-        lam = float(rate)
-        if not MIN_RATE <= lam <= MAX_RATE:
-            raise LocalPrivError(f"discrete Laplace rate (eps times the grid step) must lie in "
-                                 f"[2^-16, {MAX_RATE:g}], got {lam:g}: eps is too small or too large "
-                                 f"for a grid of powers of two")
+        lam = _check_rate(rate)
         self.rate = lam
         a = math.exp(-lam)
         self.a = a
@@ -627,11 +633,7 @@ class DigitLaplace:
     """
 
     def __init__(self, rate: float):
-        lam = float(rate)
-        if not MIN_RATE <= lam <= MAX_RATE:
-            raise LocalPrivError(f"discrete Laplace rate (eps times the grid step) must lie in "
-                                 f"[2^-16, {MAX_RATE:g}], got {lam:g}: eps is too small or too large "
-                                 f"for a grid of powers of two")
+        lam = _check_rate(rate)
         self.rate = lam
         self.kappa = 2.0 / (1.0 + math.exp(-lam))
         # K low bits, top table of 2^h outcomes per sign (M = 2^h - 1 of them values of H)
