@@ -310,7 +310,7 @@ register_experiment(Experiment(
     name="thesis-table5.3",
     description="Structures from RRBA, modified RRBA and Laplace tables vs. the true network and vs. the "
                 "network learned on the clean records (hill climbing or GreedyBayes)",
-    defaults={"network": "survey", "n": 5000, "runs": 100, "k": 2, "p": 0.5, "eps": 0.1,
+    defaults={"network": "survey", "n": 5000, "runs": 500, "k": 2, "p": 0.5, "eps": 0.1,
               "block_factor": 2, "floor": 1e-3, "structure_fraction": 0.3,
               "reference_learner": "hill-climbing", "relearn_learner": "greedy"},
     quick={"runs": 4, "n": 500},
