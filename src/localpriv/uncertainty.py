@@ -247,15 +247,7 @@ class Uncertainty:
         if plan is None:
             return None
         if "replicates" not in plan:
-            obs, rng, (method, settings) = plan["obs"], plan["rng"], plan["call"]
-            from .estimators import estimate as run
-            settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
-            if "theta0" in _accepted(method):
-                settings["theta0"] = 0.5 * self.theta + 0.5 / self.theta.size  # full support, near the estimate
-            reps = np.empty((FACE_REPLICATES, self.theta.size))
-            for r in range(FACE_REPLICATES):  # one refit per replicate (never a loop over reports)
-                reps[r] = run(_redraw(obs, self.theta, rng), method, **settings).distribution
-            plan["replicates"] = reps
+            plan["replicates"] = _refits(plan["obs"], self.theta, plan["call"], plan["rng"], FACE_REPLICATES)
         return plan["replicates"]
 
     def _inverse(self, moments):
@@ -547,21 +539,27 @@ def _support_second_moment(block) -> np.ndarray | None:
     return out / block.n
 
 
-def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
+def _refits(obs, theta, call, rng, replicates: int) -> np.ndarray:
+    """``replicates`` refits of the recorded estimator ``call = (method, settings)`` to observations
+    redrawn from ``theta`` (:func:`_redraw`), warm-started near ``theta`` with full support."""
     from .estimators import estimate as run
+    method, settings = call
+    settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
+    if "theta0" in _accepted(method):
+        settings["theta0"] = 0.5 * theta + 0.5 / theta.size
+    reps = np.empty((replicates, theta.size))
+    for r in range(replicates):  # one refit per replicate (never a loop over reports)
+        reps[r] = run(_redraw(obs, theta, rng), method, **settings).distribution
+    return reps
+
+
+def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
     call = est.extra.get("call")
     if call is None:
         raise LocalPrivError(f"no record of how {est.estimator} was computed; run it through "
                              "localpriv.estimate(obs, name) to get intervals")
-    method, settings = call
     theta = np.asarray(est.distribution, dtype=float)
-    settings = dict(settings)
-    settings.pop("callback", None)
-    if "theta0" in _accepted(method):
-        settings["theta0"] = 0.5 * theta + 0.5 / theta.size   # warm start, full support
-    reps = np.empty((replicates, theta.size))
-    for r in range(replicates):  # one refit per replicate (never a loop over reports)
-        reps[r] = run(_redraw(obs, theta, rng), method, **settings).distribution
+    reps = _refits(obs, theta, call, rng, replicates)
     return Uncertainty("bootstrap", theta,
                        f"parametric bootstrap, {replicates} replicates redrawn from the fitted model; "
                        "percentile intervals", replicates=reps)

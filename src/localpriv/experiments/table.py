@@ -367,10 +367,11 @@ def _t53_verdict(recs):
     names = {"hill-climbing": "hill climbing", "greedy": "GreedyBayes"}
     ref = names.get(p.get("reference_learner", "greedy"), p.get("reference_learner"))
     relearn = names.get(p.get("relearn_learner", "greedy"), p.get("relearn_learner"))
-    return ((f"not reproduced: " if not inside else "")
+    return (("not reproduced: " if not inside else "")
             + "scored the thesis's way, the thesis's ACC is inside our interval for " + (", ".join(inside) or "none")
             + f"; reference network learned by {ref}, the private pipelines' networks by {relearn} (the thesis: "
-            "hill climbing for both); the protocol is our variant of Algorithm 4 (see the table below)")
+            "hill climbing for both); the protocol is our simplified variant of Algorithm 4 (Algorithm 4 as written: "
+            "`thesis-algorithm4`)")
 
 
 def _t54_ours(recs):
