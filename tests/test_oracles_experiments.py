@@ -8,7 +8,7 @@ import pytest
 
 from localpriv.estimators.em import em
 from localpriv.estimators.oracles import support_mle
-from localpriv.experiments.oracles import (_DiagBlock, equal_width_bins, seed_ibu, summary_markdown,
+from localpriv.experiments.oracles import (_DiagBlock, equal_width_bins, notebook_bins, seed_ibu, summary_markdown,
                                            summarize, users)
 from localpriv.experiments.runner import run_experiment
 
@@ -31,7 +31,11 @@ def test_dbsec_one_time_quick(tmp_path):
     for row in res["exact_table"].values():
         assert row["min_loglik_gain_exact_over_support_max"] >= -1e-4
     assert "| MSE gain % | GRR |" in summary_markdown(res, rec["params"])
-    assert rec["quick"] is True and rec["params"]["data"] == "binned"
+    assert rec["quick"] is True and rec["params"]["data"] == "notebook"
+    # every table cell and the overall averages carry a bootstrap interval over the runs
+    lo, hi = res["intervals"]["table"]["avg"]["avg"]["mse_gain"]
+    assert 0 <= lo <= hi and res["intervals"]["runs"] == 2
+    assert all(len(r["exact_vs_mi_gain_runs"]) == 1 for r in res["exact_table"].values())
 
 
 def test_dbsec_longitudinal_quick(tmp_path):
@@ -82,6 +86,13 @@ def test_support_mle_is_the_ibu_fixed_point():
 def test_binned_users_and_summary():
     v = np.array([0.0, 0.5, 1.0, 2.0, 4.0])
     assert equal_width_bins(v, 4).tolist() == [0, 0, 1, 2, 3]
+    # the notebook's: k + 1 = 5 equal bins (width 0.8 over [0, 4], 1 over [0, 5]), the last two merged
+    assert notebook_bins(v, 4).tolist() == [0, 0, 1, 2, 3]
+    assert notebook_bins(np.array([0.0, 0.99, 1.0, 2.5, 3.0, 4.0, 5.0]), 4).tolist() == [0, 0, 1, 2, 3, 3, 3]
+    assert notebook_bins(np.full(3, 2.0), 4).tolist() == [0, 0, 0]
+    c = users("unif", 10, 20_000, "notebook", [1, 2])
+    share = np.bincount(c, minlength=10) / c.size  # uniform data: the merged last bin holds 2/11
+    assert abs(share[-1] - 2 / 11) < 5 * np.sqrt(2 / 11 * 9 / 11 / c.size)
     a, b = users("poiss", 50, 2000, "binned", [3, 4]), users("poiss", 50, 2000, "binned", [3, 4])
     assert np.array_equal(a, b) and a.min() >= 0 and a.max() <= 49
     assert (np.bincount(a, minlength=50) == 0).sum() > 25  # Poisson(5) values fill few of 50 bins
@@ -100,6 +111,10 @@ def test_fig11_fig12_quick(tmp_path):
     r11 = run_experiment("fig11", tmp_path, quick=True, seed=3)["results"]
     for name in ("binomial", "uniform3456"):
         assert abs(sum(r11[name]["ibu"]) - 1) < 1e-9 and r11[name]["emd"] < 1.0
+        # every run is kept: the first is the figure's, the band holds the runs' mean estimate
+        assert len(r11[name]["emd_runs"]) == 3 and r11[name]["emd_runs"][0] == r11[name]["emd"]
+        lo, hi, mean = (np.asarray(r11[name][k]) for k in ("ibu_lo", "ibu_hi", "ibu_mean"))
+        assert np.all(lo <= mean + 1e-12) and np.all(mean <= hi + 1e-12) and abs(mean.sum() - 1) < 1e-9
     r12 = run_experiment("fig12", tmp_path, quick=True, seed=4)["results"]
     for name in ("binomial", "uniform3456"):
         ibu = [v["mean"] for v in r12[name]["ibu"]]
@@ -108,3 +123,29 @@ def test_fig11_fig12_quick(tmp_path):
         assert all(a < 2 * b for a, b in zip(ibu, [v["mean"] for v in r12[name]["rappor-p"]]))
         assert len(r12[name]["ibu_converged"]) == 2 and all(0 <= c <= 1 for c in r12[name]["ibu_converged"])
     assert (tmp_path / "fig12.png").exists()
+
+
+def test_gain_intervals_bootstrap_over_runs():
+    from localpriv.experiments.oracles import gain_intervals
+
+    def row(d, m, mi, ibu):
+        return {"dist": d, "mechanism": m, "mi_runs": mi, "ibu_runs": ibu}
+    same = [[1.0, 1.0]] * 4
+    half = [[0.5, 0.8]] * 4
+    # identical runs: no spread, and the cells are seed 002's clipped averages (50 % / 20 %, 0 %)
+    det = [row("gauss", "GRR", same, half), row("gauss", "OUE", half, same)]
+    iv = gain_intervals(det, ["gauss"], ["GRR", "OUE"], reps=50)
+    assert iv["table"]["gauss"]["GRR"]["mse_gain"] == pytest.approx([50.0, 50.0])
+    assert iv["table"]["gauss"]["OUE"]["mae_gain"] == pytest.approx([0.0, 0.0])
+    assert iv["table"]["avg"]["avg"]["mse_gain"] == pytest.approx([25.0, 25.0])
+    assert iv["overall"]["mse_gain_unclipped"] == pytest.approx([-25.0, -25.0])  # (50 - 100) / 2
+    # runs that differ: a non-degenerate interval around the point value
+    rng = np.random.default_rng(0)
+    noisy = [row("gauss", "GRR", (1 + 0.3 * rng.random((20, 2))).tolist(), (0.6 + 0.3 * rng.random((20, 2))).tolist())
+             for _ in range(5)]
+    iv = gain_intervals(noisy, ["gauss"], ["GRR"], reps=200)
+    lo, hi = iv["table"]["gauss"]["GRR"]["mse_gain"]
+    point = summarize([{"mi": np.mean(r["mi_runs"], 0), "ibu": np.mean(r["ibu_runs"], 0), "ibu_max": [1, 1]}
+                       for r in noisy])["mse_gain"]
+    assert lo < point < hi and hi - lo > 0.5
+    assert gain_intervals([row("gauss", "GRR", [[1.0, 1.0]], [[0.5, 0.5]])], ["gauss"], ["GRR"]) == {}  # 1 run

@@ -25,7 +25,8 @@ RAPPOR (seed 001 Figs. 11-12).
   smaller configuration. ``data="pmf"`` instead draws users from our fixed parametric pmfs
   (:func:`distribution`), the first session's choice.
 * ``fig11``: basic RAPPOR (SUE) on ``{0..9}``, ``n = 10^5``, binomial(9, 0.5) and uniform on
-  ``{3,4,5,6}``: the IBU estimate at ``eps = 0.5``.
+  ``{3,4,5,6}``: the IBU estimate at ``eps = 0.5``, ``runs`` data sets (the figure draws the first
+  with the band of all runs; the EMD has its interval over the runs).
 * ``fig12``: EMD of Rappor's estimator with normalization / projection (the seed's INV-N / INV-P
   for Rappor) and IBU over a range of eps, 100 runs each.
 """
@@ -116,15 +117,30 @@ def equal_width_bins(v: np.ndarray, k: int) -> np.ndarray:
     return np.minimum(((v - lo) * (k / (hi - lo))).astype(np.int64), k - 1)
 
 
+def notebook_bins(v: np.ndarray, k: int) -> np.ndarray:
+    """Bin index in ``0..k-1`` as the authors' notebook bins: ``k + 1`` equal-width bins over
+    ``[min v, max v]`` (``np.histogram(v, bins=k+1)``'s edges ``d_0 < ... < d_{k+1}``), the first
+    ``k - 1`` kept and the last two merged: ``i`` for ``d_i <= v < d_{i+1}`` (``i < k - 1``), else
+    ``k - 1``. The last bin is twice as wide as the others."""
+    lo, hi = float(v.min()), float(v.max())
+    if hi <= lo:
+        return np.zeros(v.size, dtype=np.int64)
+    edges = np.histogram_bin_edges(v, bins=k + 1)
+    return np.minimum(np.searchsorted(edges, v, side="right") - 1, k - 1).astype(np.int64)
+
+
 def users(name: str, k: int, n: int, data: str, seed) -> np.ndarray:
-    """The ``n`` users' values on ``{0..k-1}``; for ``data="binned"`` the same raw sample (drawn
+    """The ``n`` users' values on ``{0..k-1}``; for ``data="notebook"`` (the authors' binning,
+    :func:`notebook_bins`) and ``data="binned"`` (``k`` equal-width bins) the same raw sample (drawn
     from ``seed``) is binned for every ``k``, as in the authors' notebook."""
     rng = np.random.default_rng(seed)
+    if data == "notebook":
+        return notebook_bins(continuous_values(name, n, rng), k)
     if data == "binned":
         return equal_width_bins(continuous_values(name, n, rng), k)
     if data == "pmf":
         return rng.choice(k, size=n, p=distribution(name, k))
-    raise ValueError(f"data must be 'binned' or 'pmf', got {data!r}")
+    raise ValueError(f"data must be 'notebook', 'binned' or 'pmf', got {data!r}")
 
 
 class _DiagBlock(LikelihoodBlock):
@@ -256,6 +272,67 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def gain_intervals(detail: list[dict], dists, mechs, *, reps: int = 400, level: float = 0.95,
+                   seed: int = 0) -> dict:
+    """Run-to-run spread of the gains: a percentile bootstrap over the runs of every configuration.
+
+    The users of a configuration are fixed and only the mechanism's noise changes from run to run,
+    so a replicate draws, for every configuration independently, ``R`` of its ``R`` runs with
+    replacement and recomputes every cell of the summary table (seed 002's clipped average: the
+    configurations' gains from their run-averaged errors, clipped at 0, averaged over the cell's
+    configurations; the ``avg`` row and column as means of cells) and the overall averages
+    (clipped, clipped per run, unclipped, pooled). Returns ``{"table": {d: {m: {"mse_gain": [lo,
+    hi], "mae_gain": [lo, hi]}}}, "overall": {key: [lo, hi]}, "reps": reps, "level": level}``.
+    """
+    rows = [r for r in detail if "mi_runs" in r]
+    if not rows or len(rows) < len(detail) or min(len(r["mi_runs"]) for r in rows) < 2:
+        return {}
+    R = min(len(r["mi_runs"]) for r in rows)
+    mi = np.array([np.asarray(r["mi_runs"])[:R] for r in rows])     # (C, R, 2)
+    ib = np.array([np.asarray(r["ibu_runs"])[:R] for r in rows])
+    cell_d = np.array([dists.index(r["dist"]) for r in rows])
+    cell_m = np.array([mechs.index(r["mechanism"]) for r in rows])
+    gen = np.random.default_rng(seed)
+    a = (1 - level) / 2
+    cells, overall = [], {k: [] for k in ("mse_gain", "mae_gain", "mse_gain_per_run", "mae_gain_per_run",
+                                         "mse_gain_unclipped", "mae_gain_unclipped", "mse_gain_pooled",
+                                         "mae_gain_pooled")}
+    count = np.zeros((len(dists), len(mechs)))
+    np.add.at(count, (cell_d, cell_m), 1)
+
+    def gain(x, y):
+        return 100.0 * np.where(x > 0, (x - y) / np.where(x > 0, x, 1.0), 0.0)
+
+    for _ in range(reps):
+        idx = gen.integers(0, R, size=(len(rows), R))
+        m_r = np.take_along_axis(mi, idx[:, :, None], axis=1)
+        b_r = np.take_along_axis(ib, idx[:, :, None], axis=1)
+        g = gain(m_r.mean(axis=1), b_r.mean(axis=1))                # (C, 2)
+        gc = np.maximum(g, 0.0)
+        tab = np.zeros((len(dists), len(mechs), 2))
+        np.add.at(tab, (cell_d, cell_m), gc)
+        cells.append(tab / np.where(count > 0, count, 1.0)[:, :, None])
+        for j, metric in enumerate(("mse", "mae")):
+            overall[f"{metric}_gain"].append(gc[:, j].mean())
+            overall[f"{metric}_gain_per_run"].append(np.maximum(gain(m_r[:, :, j], b_r[:, :, j]), 0.0).mean())
+            overall[f"{metric}_gain_unclipped"].append(g[:, j].mean())
+            overall[f"{metric}_gain_pooled"].append(float(gain(m_r[:, :, j].sum(), b_r[:, :, j].sum())))
+    cells = np.array(cells)                                         # (reps, D, M, 2)
+    full = np.zeros((reps, len(dists) + 1, len(mechs) + 1, 2))
+    full[:, :-1, :-1] = cells
+    full[:, :-1, -1] = cells.mean(axis=2)
+    full[:, -1, :-1] = cells.mean(axis=1)
+    full[:, -1, -1] = cells.mean(axis=(1, 2))
+    lo, hi = np.quantile(full, [a, 1 - a], axis=0)
+    table = {d: {m: {f"{metric}_gain": [float(lo[i, j, t]), float(hi[i, j, t])]
+                     for t, metric in enumerate(("mse", "mae"))}
+                 for j, m in enumerate(list(mechs) + ["avg"])}
+             for i, d in enumerate(list(dists) + ["avg"])}
+    return {"table": table, "overall": {k: [float(np.quantile(v, a)), float(np.quantile(v, 1 - a))]
+                                        for k, v in overall.items()},
+            "reps": reps, "level": level, "runs": R}
+
+
 def _dbsec(params, rng, progress, long):
     mechs = params["mechanisms"]
     base = int(rng.integers(2 ** 62))
@@ -277,8 +354,8 @@ def _dbsec(params, rng, progress, long):
     table["avg"] = {m: {key: float(np.mean([table[d][m][key] for d in dists])) for key in table[dists[0]][m]}
                     for m in cols}
     overall = {**summarize(detail), "ibu_capped_fraction": float(np.mean([r["ibu_capped"] for r in detail]))}
-    return {"table": table, "overall": overall, "exact_table": _exact_table(params, base, long, progress),
-            "detail": detail}
+    return {"table": table, "overall": overall, "intervals": gain_intervals(detail, list(dists), list(mechs)),
+            "exact_table": _exact_table(params, base, long, progress), "detail": detail}
 
 
 def _exact_table(params, base, long, progress):
@@ -313,6 +390,10 @@ def _exact_table(params, base, long, progress):
         for key, v in errs.items():
             v = np.asarray(v)
             row[f"mse_{key}"], row[f"mae_{key}"] = float(v[:, 0].mean()), float(v[:, 1].mean())
+        # per run (errors in the order distribution, eps, run): MSE gain of exact IBU over MI-N,
+        # from the run's MSEs averaged over the configurations
+        per_run = [np.asarray(errs[key])[:, 0].reshape(-1, ex["runs"]).mean(axis=0) for key in ("mi", "exact")]
+        row["exact_vs_mi_gain_runs"] = (100.0 * (1.0 - per_run[1] / per_run[0])).tolist()
         row.update({"loglik_gain_exact_over_support_max": float(np.mean(ll_gain)),
                     "min_loglik_gain_exact_over_support_max": float(np.min(ll_gain)),
                     "exact_iterations_mean": float(np.mean(iters))})
@@ -374,10 +455,10 @@ def _plot_dbsec(results, params, path):
 
 
 _DB_DEFAULTS = {"distributions": DISTRIBUTIONS, "k": [2, 50, 100, 200], "n": [20000, 100000],
-                "eps": [1.0, 2.0, 4.0], "runs": 2, "data": "binned", "ibu_max_iter": 10000, "ibu_tol": 1e-12,
-                "workers": 1,
+                "eps": [1.0, 2.0, 4.0, 8.0], "runs": 20, "data": "notebook", "ibu_max_iter": 10000,
+                "ibu_tol": 1e-12, "workers": 1,
                 "exact": {"k": 20, "n": 10000, "eps": [1.0, 2.0, 4.0], "distributions": ["gauss", "poiss", "real"],
-                          "runs": 1, "delta": 1e-6, "max_iter": 20000, "accelerate": "squarem", "stop": "loglik"}}
+                          "runs": 5, "delta": 1e-6, "max_iter": 20000, "accelerate": "squarem", "stop": "loglik"}}
 _DB_QUICK = {"distributions": ["gauss", "poiss"], "k": [10], "n": [5000], "eps": [1.0], "runs": 2,
              "exact": {"k": 8, "n": 2000, "eps": [1.0], "distributions": ["poiss"], "runs": 1, "delta": 1e-6,
                        "max_iter": 2000, "accelerate": "squarem", "stop": "loglik"}}
@@ -414,27 +495,52 @@ def _rappor_obs(mech, x, rng):
 
 
 def _compute_fig11(params, rng, progress):
+    """``runs`` data sets per distribution: every run's IBU estimate and EMD to its own data.
+
+    The figure draws the first run (the seed's single estimate) over the band of the runs' 2.5-97.5
+    percentiles per value; the table reads the EMD's mean and interval over the runs.
+    """
     mech = parse(f"sue(k=10,eps={float(params['eps'])})")
+    runs = int(params.get("runs", 1))
     out = {}
-    for name in progress(params["distributions"], "distributions"):
+    for name in params["distributions"]:
         truth = _fig_truth(name)
-        x = rng.choice(10, size=params["n"], p=truth)
-        obs = _rappor_obs(mech, x, rng)
-        est = ibu_exact(obs, delta=params["delta"], max_iter=params["max_iter"],
-                        accelerate=params.get("accelerate", "none"), stop=params.get("stop", "loglik"))
-        f = np.bincount(x, minlength=10) / x.size
-        out[name] = {"truth": f, "ibu": est.distribution, "emd": emd_line(f, est.distribution),
-                     "iterations": est.iterations, "converged": est.converged}
+        ests, emds, its, conv, first = [], [], [], [], None
+        for _ in progress(range(runs), f"{name}: runs"):
+            x = rng.choice(10, size=params["n"], p=truth)
+            obs = _rappor_obs(mech, x, rng)
+            est = ibu_exact(obs, delta=params["delta"], max_iter=params["max_iter"],
+                            accelerate=params.get("accelerate", "none"), stop=params.get("stop", "loglik"))
+            f = np.bincount(x, minlength=10) / x.size
+            if first is None:
+                first = (f, est.distribution)
+            ests.append(est.distribution)
+            emds.append(emd_line(f, est.distribution))
+            its.append(est.iterations), conv.append(est.converged)
+        ests = np.asarray(ests)
+        out[name] = {"truth": first[0], "ibu": first[1], "emd": emds[0], "emd_runs": emds,
+                     "ibu_mean": ests.mean(axis=0), "ibu_lo": np.percentile(ests, 2.5, axis=0),
+                     "ibu_hi": np.percentile(ests, 97.5, axis=0), "pmf": truth,
+                     "iterations": its, "converged": conv}
     return out
 
 
 def _plot_fig11(results, params, path):
-    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.5))
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.8))
     for ax, (name, r) in zip(np.atleast_1d(axes), results.items()):
-        ax.bar(np.arange(10) - 0.2, r["truth"], 0.4, label="original")
-        ax.bar(np.arange(10) + 0.2, r["ibu"], 0.4, label="IBU")
-        ax.set_title(f"{name}, RAPPOR eps={params['eps']}, EMD {r['emd']:.3f}")
-        ax.legend()
+        x = np.arange(10)
+        runs = len(r.get("emd_runs", [r["emd"]]))
+        ax.bar(x - 0.2, r["truth"], 0.4, label="original (run 1)")
+        ax.bar(x + 0.2, r["ibu"], 0.4, label="IBU (run 1)")
+        title = f"{name}, eps={params['eps']}: EMD {r['emd']:.3f}"
+        if runs > 1:
+            lo, hi = np.asarray(r["ibu_lo"]), np.asarray(r["ibu_hi"])
+            ax.errorbar(x + 0.2, r["ibu_mean"], yerr=[np.asarray(r["ibu_mean"]) - lo, hi - np.asarray(r["ibu_mean"])],
+                        fmt="none", ecolor="black", capsize=3, label=f"IBU over {runs} runs (mean, 95 % range)")
+            title = f"{name}, eps={params['eps']}: mean EMD {float(np.mean(r['emd_runs'])):.3f} ({runs} runs)"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("value")
+        ax.legend(fontsize=7, loc="upper left")
     save(fig, path)
 
 
@@ -479,10 +585,10 @@ def _plot_fig12(results, params, path):
 
 
 register_experiment(Experiment(
-    name="fig11", description="IBU estimate after basic RAPPOR on {0..9}, n=10^5, eps=0.5",
-    defaults={"n": 100000, "eps": 0.5, "distributions": ["binomial", "uniform3456"], "delta": 1e-6,
+    name="fig11", description="IBU estimate after basic RAPPOR on {0..9}, n=10^5, eps=0.5, 100 runs",
+    defaults={"n": 100000, "eps": 0.5, "runs": 100, "distributions": ["binomial", "uniform3456"], "delta": 1e-6,
               "max_iter": 100000, "accelerate": "none", "stop": "loglik"},
-    compute=_compute_fig11, plot=_plot_fig11, quick={"n": 5000}, reference="seed 001 Fig. 11",
+    compute=_compute_fig11, plot=_plot_fig11, quick={"n": 5000, "runs": 3}, reference="seed 001 Fig. 11",
 ))
 register_experiment(Experiment(
     name="fig12", description="EMD of Rappor's INV-N / INV-P and IBU after basic RAPPOR, 100 runs per eps",
