@@ -58,6 +58,7 @@ def test_ch6_networks(tmp_path):
     # every regression on a parent set predicts better than the target's mean, up to a margin
     for v, row in r["table6.3"].items():
         assert all(p["cv_rmse"] <= row["std"] * 1.02 for p in row["parent_sets"])
+        assert all(p["cv_rmse"] == pytest.approx(np.mean(p["cv_rmse_folds"])) for p in row["parent_sets"])
     links = sum(len(r["table6.2"][k]) for k in ("CL", "CLDD", "UL"))
     assert links >= max(n["n_arcs"] for n in nets.values())
     assert r["vif_max"] < r["vif_threshold"]

@@ -542,11 +542,13 @@ def _ch6_networks_ours(recs):
     links = r["table6.2"]
     pairs = len({tuple(sorted(x["arc"].split(" -> "))) for x in links["CLDD"]})
     cv = r["table6.3"][r["target"]]
-    best = {tuple(ps["networks"]): ps["cv_rmse"] for ps in cv["parent_sets"]}
-    cvs = ", ".join(f"{'/'.join(k)} {_g(v, 3)}" for k, v in best.items())
+    best = {tuple(ps["networks"]): (_runs_iv(ps["cv_rmse_folds"], 3) if "cv_rmse_folds" in ps else _g(ps["cv_rmse"], 3))
+            for ps in cv["parent_sets"]}
+    cvs = ", ".join(f"{'/'.join(k)} {v}" for k, v in best.items())
     return (f"{r['data']}: BIC " + ", ".join(f"{m} {nets[m]['bic']:,.1f}" for m in ("BF", "HC", "RM"))
             + f"; links {len(links['CL'])} common / {pairs} pairs in discordant directions / {len(links['UL'])} "
-            f"uncommon; 10-fold CV rmse of {r['target']} on each network's parents: {cvs} (sd {_g(cv['std'], 3)})")
+            f"uncommon; 10-fold CV rmse of {r['target']} on each network's parents (95 % interval over the folds): {cvs} "
+            f"(sd {_g(cv['std'], 3)})")
 
 
 def _ch6_granger_ours(recs):

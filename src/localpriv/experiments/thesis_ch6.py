@@ -234,9 +234,10 @@ def _ols(X, y):
     return coef
 
 
-def cv_rmse(X, y, folds: int, rng) -> float:
+def cv_rmse(X, y, folds: int, rng, *, per_fold: bool = False):
     """``k``-fold cross-validated root mean squared error of the OLS regression ``y ~ 1 + X``
-    (mean of the per-fold rmse, as Table 6.3), folds drawn by a permutation from ``rng``."""
+    (mean of the per-fold rmse, as Table 6.3), folds drawn by a permutation from ``rng``; with
+    ``per_fold`` also the list of the folds' rmse (their spread)."""
     n = len(y)
     fold = rng.permutation(n) % folds
     errs = []
@@ -244,8 +245,8 @@ def cv_rmse(X, y, folds: int, rng) -> float:
         te = fold == f
         coef = _ols(X[~te], y[~te])
         pred = coef[0] + X[te] @ coef[1:]
-        errs.append(np.sqrt(np.mean((y[te] - pred) ** 2)))
-    return float(np.mean(errs))
+        errs.append(float(np.sqrt(np.mean((y[te] - pred) ** 2))))
+    return (float(np.mean(errs)), errs) if per_fold else float(np.mean(errs))
 
 
 def causal_effect(X, A, cause: int, target: int) -> tuple[float, list[int]]:
@@ -307,8 +308,10 @@ def _ch6_networks_compute(params, rng, progress):
                 sets.setdefault(P, []).append(k)
         if not sets:
             continue
-        rows = [{"parents": [names[p] for p in P], "networks": ks,
-                 "cv_rmse": cv_rmse(X[:, list(P)], X[:, v], params["folds"], rng)} for P, ks in sets.items()]
+        rows = []
+        for P, ks in sets.items():
+            m, per = cv_rmse(X[:, list(P)], X[:, v], params["folds"], rng, per_fold=True)
+            rows.append({"parents": [names[p] for p in P], "networks": ks, "cv_rmse": m, "cv_rmse_folds": per})
         t63[names[v]] = {"parent_sets": sorted(rows, key=lambda r: r["cv_rmse"]),
                          "mean": float(X[:, v].mean()), "std": float(X[:, v].std(ddof=1))}
     out["table6.3"] = t63

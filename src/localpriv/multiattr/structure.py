@@ -184,16 +184,23 @@ class GaussianBIC(_Score):
         self.cov = Xc.T @ Xc / self.n  # maximum-likelihood covariance
         if np.any(np.diag(self.cov) <= 0):
             raise LocalPrivError("Gaussian BIC: a column is constant")
+        # the correlation matrix: scores and tests are scale-free, and raw columns of very
+        # different scales (Adult: capital gain vs sex) make the covariance ill-conditioned
+        # enough that round-off decides between near-equal moves
+        sd = np.sqrt(np.diag(self.cov))
+        self.corr = self.cov / np.outer(sd, sd)
+        np.fill_diagonal(self.corr, 1.0)
 
     def residual_variance(self, j: int, parents) -> float:
-        """``sigma^2 = S_jj - S_jP S_PP^{-1} S_Pj`` (ML variance of the regression residual)."""
+        """``sigma^2 = S_jj (1 - r_jP R_PP^{-1} r_Pj)`` (ML variance of the regression residual;
+        ``R`` the correlation matrix, equal to ``S_jj - S_jP S_PP^{-1} S_Pj``)."""
         P = list(parents)
         if not P:
             return float(self.cov[j, j])
-        S_PP = self.cov[np.ix_(P, P)]
-        s_Pj = self.cov[P, j]
-        beta = np.linalg.lstsq(S_PP, s_Pj, rcond=None)[0]
-        return float(max(self.cov[j, j] - s_Pj @ beta, 1e-300))
+        R_PP = self.corr[np.ix_(P, P)]
+        r_Pj = self.corr[P, j]
+        beta = np.linalg.lstsq(R_PP, r_Pj, rcond=None)[0]
+        return float(self.cov[j, j] * max(1.0 - r_Pj @ beta, 1e-300))
 
     def _local(self, j, parents):
         s2 = self.residual_variance(j, parents)
@@ -203,7 +210,7 @@ class GaussianBIC(_Score):
         """Fisher's z test of the partial correlation ``r_{ij.S}`` (from the inverse of the
         covariance of ``{i, j} + S``): ``z = atanh(r) sqrt(n - |S| - 3)``, two-sided normal."""
         idx = [i, j, *S]
-        C = self.cov[np.ix_(idx, idx)]
+        C = self.corr[np.ix_(idx, idx)]
         try:
             P = np.linalg.inv(C)
         except np.linalg.LinAlgError:
@@ -224,27 +231,32 @@ def network_score(score: _Score, A) -> float:
 # hill climbing and restrictive maximization
 # ------------------------------------------------------------------------------------------
 def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int | None = None,
-                  max_iter: int = 10_000, tol: float = 1e-9) -> np.ndarray:
+                  max_iter: int = 10_000, tol: float | None = None) -> np.ndarray:
     """Hill climbing (section 6.3.4, Fig. 6.2): greedy best-improvement over arc additions,
     deletions and reversals that keep the graph acyclic, until no move raises the score by more
     than ``tol``.
 
     ``allowed`` (``d x d`` booleans) restricts the arcs that may be added (the restrict phase
-    of RM); ``max_parents`` caps in-degrees. Ties are broken by the first move in the order
-    (i, j) row-major, additions/deletions before reversals, so the result is deterministic.
-    Returns the adjacency matrix.
+    of RM); ``max_parents`` caps in-degrees. Moves whose gains are within ``tol`` of the best
+    are ties (score-equivalent moves, e.g. reversing a covered arc, gain exactly the same in exact
+    arithmetic; their computed gains differ by round-off): the first of them in the order
+    (i, j) row-major, additions/deletions before reversals, is taken, so the result does not
+    depend on the CPU or BLAS. ``tol`` defaults to ``1e-9 n`` (the scores are sums over the
+    ``n`` records; real differences between non-equivalent networks are of the order of the
+    ``ln(n) / 2`` penalty). Returns the adjacency matrix.
     """
     d = score.d
     A = np.zeros((d, d), dtype=bool) if start is None else np.array(start, dtype=bool)
     if A.shape != (d, d) or not is_dag(A):
         raise LocalPrivError("hill climbing: the start must be a d x d acyclic adjacency matrix")
+    tie = 1e-9 * max(int(score.n), 1) if tol is None else float(tol)
     allow = np.ones((d, d), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
     np.fill_diagonal(allow, False)
     cap = d - 1 if max_parents is None else check_int(max_parents, "max_parents", minimum=0)
     local = [score(j, parents_of(A, j)) for j in range(d)]
     for _ in range(max_iter):
         R = _closure(A)
-        best, move = tol, None
+        moves: list[tuple[float, tuple[str, int, int]]] = []  # in the tie-breaking order
         for i in range(d):
             for j in range(d):
                 if i == j:
@@ -252,22 +264,18 @@ def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int |
                 Pj = parents_of(A, j)
                 if A[i, j]:
                     drop = score(j, tuple(p for p in Pj if p != i)) - local[j]
-                    if drop > best:
-                        best, move = drop, ("delete", i, j)
+                    moves.append((drop, ("delete", i, j)))
                     # reversal: acyclic unless another path i ~> j exists
                     if allow[j, i] and len(parents_of(A, i)) < cap:
                         other = np.flatnonzero(A[i] & (np.arange(d) != j))
                         if not np.any(R[other, j]):
-                            rev = drop + score(i, (*parents_of(A, i), j)) - local[i]
-                            if rev > best:
-                                best, move = rev, ("reverse", i, j)
+                            moves.append((drop + score(i, (*parents_of(A, i), j)) - local[i], ("reverse", i, j)))
                 elif not A[j, i] and allow[i, j] and len(Pj) < cap and not R[j, i]:
-                    add = score(j, (*Pj, i)) - local[j]
-                    if add > best:
-                        best, move = add, ("add", i, j)
-        if move is None:
+                    moves.append((score(j, (*Pj, i)) - local[j], ("add", i, j)))
+        best = max((g for g, _ in moves), default=-np.inf)
+        if best <= tie:
             return A
-        kind, i, j = move
+        kind, i, j = next(m for g, m in moves if g >= best - tie)
         if kind == "add":
             A[i, j] = True
         elif kind == "delete":
@@ -387,6 +395,9 @@ def exact_search(score: _Score, *, max_parents: int | None = None) -> tuple[np.n
     3. unwind the sinks of the full set to build the network.
 
     Exact for any ``d``; cost ``d 2^(d-1)`` local scores and ``d 2^d`` table steps (``d <= 20``).
+    Sinks whose totals are within ``1e-9 n`` of the best tie (Markov-equivalent networks score
+    the same up to round-off); the lowest-index one is taken, so the network returned does not
+    depend on the CPU or BLAS.
     """
     d = check_int(score.d, "number of variables", minimum=1, maximum=20)
     cap = d - 1 if max_parents is None else int(max_parents)
@@ -413,12 +424,13 @@ def exact_search(score: _Score, *, max_parents: int | None = None) -> tuple[np.n
     best = np.full(1 << d, -np.inf)
     sink = np.zeros(1 << d, dtype=np.int64)
     best[0] = 0.0
+    tie = 1e-9 * max(int(score.n), 1)  # as in hill_climbing: equivalent DAGs tie up to round-off
     for W in masks[1:]:
-        for v in members(W):
-            rest = W & ~(1 << v)
-            val = best[rest] + bps_val[v, rest]
-            if val > best[W]:
-                best[W], sink[W] = val, v
+        mem = members(W)
+        vals = [best[W & ~(1 << v)] + bps_val[v, W & ~(1 << v)] for v in mem]
+        top = max(vals)
+        pick = next(i for i, val in enumerate(vals) if val >= top - tie)  # the lowest-index sink
+        best[W], sink[W] = vals[pick], mem[pick]
     A = np.zeros((d, d), dtype=bool)
     W = full
     while W:
