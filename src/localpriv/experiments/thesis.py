@@ -399,7 +399,7 @@ register_experiment(Experiment(
     description="Quality of noisy attribute-parent tables (L1, Jensen-Shannon): modified RRBA, RRBA, "
                 "RR+geometric, Laplace on Survey, Child, Alarm",
     defaults={"networks": ["survey", "child", "alarm"], "records": {"survey": 500, "child": 10000, "alarm": 10000},
-              "runs": 10, "p": 0.5, "eps": 0.1, "alpha": 0.5, "block_factor": 2, "floor": 1e-3},
+              "runs": 500, "p": 0.5, "eps": 0.1, "alpha": 0.5, "block_factor": 2, "floor": 1e-3},
     quick={"runs": 1, "networks": ["survey", "child"], "records": {"survey": 500, "child": 2000, "alarm": 2000}},
     compute=_t54_compute, plot=_t54_plot,
     reference="seed 004 sections 5.3.2, 5.3.3, 5.5; Tables 5.4, 5.5, 5.12",
