@@ -301,3 +301,44 @@ def test_wide_filters_are_bit_vector_reports_through_files_and_estimators(tmp_pa
     bad[1, 0] = 200
     with pytest.raises(lp.LocalPrivError, match="cohorts outside 0..63"):
         mech.check_binary_reports(bad)
+
+
+def test_external_bloom_design():
+    """decode(bloom=...) decodes reports made with ANOTHER client's Bloom design (e.g. pure-LDP's
+    hash functions): positions or filters, every method; our own design passed in changes nothing."""
+    mech = parse(DECODE)
+    rng = np.random.default_rng(22)
+    pos = rng.integers(0, mech.m, size=(mech.cohorts, mech.k, mech.h))      # a foreign design
+    foreign = np.zeros((mech.cohorts, mech.k, mech.m), dtype=bool)
+    foreign[np.arange(mech.cohorts)[:, None, None], np.arange(mech.k)[None, :, None], pos] = True
+    x = rng.choice(mech.k, N, p=THETA)
+    cohort = rng.integers(0, mech.cohorts, N)
+    # one report per user: PRR then IRR is, per bit, P(S = 1) = s1 if the bit is set else s0
+    bits = rng.random((N, mech.m)) < np.where(foreign[cohort, x], mech.s1, mech.s0)
+    r = mech._encode(cohort, bits)
+    bc = mech.bit_counts(r)
+    sds = {"nnls": _sd_nnls(mech, foreign, THETA, bc.n), "em": _sd_composite(mech, foreign, THETA, bc.n)}
+    for method, sd in sds.items():
+        res = decode(mech, r, bloom=pos, method=method)
+        assert np.all(np.abs(res.coef - THETA) < 5 * sd), (method, res.coef, sd)
+        np.testing.assert_array_equal(res.coef, decode(mech, r, bloom=foreign, method=method).coef)
+        # the test has power: our own design on these reports is far off
+        assert np.any(np.abs(decode(mech, r, method=method).coef - THETA) > 5 * sd), method
+    # the exact likelihood uses the design too: the MLE beats the uniform distribution by a lot
+    exact = decode(mech, r, bloom=pos, method="em-exact")
+    assert np.abs(exact.coef - THETA).max() < 0.5 * np.abs(THETA - 1 / mech.k).max()
+    # our own design passed explicitly: identical results
+    own = mech.bloom()
+    for method in ("ridge", "nnls", "em"):
+        np.testing.assert_array_equal(decode(mech, r, bloom=own, method=method).coef,
+                                      decode(mech, r, method=method).coef)
+    with pytest.raises(LocalPrivError, match="either candidates or an external bloom"):
+        decode(mech, r, bloom=pos, candidates=[0, 1, 2])
+    with pytest.raises(LocalPrivError, match="bloom must be"):
+        decode(mech, r, bloom=pos[:2])
+    with pytest.raises(LocalPrivError, match="positions must be in"):
+        decode(mech, r, bloom=pos + mech.m)
+    with pytest.raises(LocalPrivError, match="m=10 bits"):
+        decode(mech, r, bloom=foreign[:, :, :8])
+    with pytest.raises(LocalPrivError, match="pass 0/1 filters as bool"):
+        decode(mech, r, bloom=foreign.astype(np.uint8))

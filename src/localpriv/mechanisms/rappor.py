@@ -550,8 +550,32 @@ def _ridge(mech: "RAPPOR", X, n, ones, penalty):
                             "grid": rels, "criterion": vals}
 
 
+def _external_bloom(mech: "RAPPOR", bloom) -> np.ndarray:
+    """An external Bloom design for :func:`decode`: ``(cohorts, K, m)`` bool filters, or ``(cohorts, K,
+    h')`` integer positions in ``0..m-1`` (each row's set bits; repeats allowed), as bool filters. An
+    integer array with ``m > h`` columns is refused: 0/1 filters must be passed as bool."""
+    b = np.asarray(bloom)
+    if b.ndim != 3 or b.shape[0] != mech.cohorts or b.shape[1] < 1:
+        raise LocalPrivError(f"rappor decode: bloom must be (cohorts={mech.cohorts}, K, m) filters or (cohorts, K, h) "
+                             f"positions, got shape {b.shape}")
+    if b.dtype == bool:
+        if b.shape[2] != mech.m:
+            raise LocalPrivError(f"rappor decode: bloom filters must have m={mech.m} bits, got {b.shape[2]}")
+        return b
+    if b.dtype.kind not in "iu":
+        raise LocalPrivError(f"rappor decode: bloom must be bool filters or integer positions, got dtype {b.dtype}")
+    if b.shape[2] == mech.m and mech.m > mech.h:
+        raise LocalPrivError(f"rappor decode: integer bloom of {mech.m} columns: pass 0/1 filters as bool, "
+                             f"positions as (cohorts, K, h)")
+    if b.size and (int(b.min()) < 0 or int(b.max()) >= mech.m):
+        raise LocalPrivError(f"rappor decode: bloom positions must be in 0..{mech.m - 1}")
+    out = np.zeros((mech.cohorts, b.shape[1], mech.m), dtype=bool)
+    out[np.arange(mech.cohorts)[:, None, None], np.arange(b.shape[1])[None, :, None], b] = True
+    return out
+
+
 def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | None = None, candidates=None,
-           method: str = "ridge", penalty="cv", **em_settings) -> Decoded:
+           bloom=None, method: str = "ridge", penalty="cv", **em_settings) -> Decoded:
     """Estimate the distribution over a candidate set from RAPPOR reports (module docstring).
 
     Parameters
@@ -566,6 +590,12 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
     candidates : array, optional
         The candidates: integer keys or strings (keyed by XXH64 of their UTF-8, seed 0;
         :func:`candidate_keys`). Default: the mechanism's own inputs.
+    bloom : array, optional
+        An external Bloom design instead of our hashing (exclusive with ``candidates``): the
+        candidates' filters per cohort, ``(cohorts, K, m)`` bool, or their positions,
+        ``(cohorts, K, h)`` integers in ``0..m-1``. For decoding reports of another RAPPOR client
+        with the same ``m``, cohorts and channel (e.g. to compare collections with the same
+        decoder); every method treats it exactly like the filters of :meth:`RAPPOR.bloom`.
     method : {"ridge", "nnls", "em", "em-exact"}
         RAPPOR's regression with a ridge penalty chosen from the data (non-negative; the default),
         without penalty (non-negative least squares), the EM engine on the bitwise composite
@@ -610,7 +640,12 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
         raise LocalPrivError(f"rappor decode: method must be ridge, nnls, em or em-exact, got {str(method)[:40]!r}")
     if method != "ridge" and not (isinstance(penalty, str) and penalty == "cv"):
         raise LocalPrivError(f"rappor decode: penalty is for method=ridge only (method={method})")
-    bloom = mech.bloom() if candidates is None else mech.bloom(candidate_keys(candidates))
+    if bloom is not None:
+        if candidates is not None:
+            raise LocalPrivError("rappor decode: give either candidates or an external bloom design, not both")
+        bloom = _external_bloom(mech, bloom)
+    else:
+        bloom = mech.bloom() if candidates is None else mech.bloom(candidate_keys(candidates))
     K = bloom.shape[1]
     if method == "em-exact":
         if reports is None:
