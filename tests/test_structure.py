@@ -157,6 +157,10 @@ def test_equivalent_moves_tie_whatever_the_round_off():
     assert len(seen) == 1
     hc_arcs, bf_arcs, _ = seen.pop()
     assert hc_arcs == ((0, 1),)  # the addition 0 -> 1 comes before 1 -> 0 in the move order
+    # the tie order is the caller's: the reversed node order takes the other direction
+    assert set(arcs_of(hill_climbing(GaussianBIC(X), order=[1, 0]))) == {(1, 0)}
+    with pytest.raises(LocalPrivError):
+        hill_climbing(GaussianBIC(X), order=[0, 0])
     assert len(bf_arcs) == 1 and set(bf_arcs[0]) == {0, 1}
 
 

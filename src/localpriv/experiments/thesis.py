@@ -229,12 +229,13 @@ def _t53_compute(params, rng, progress):
             raise LocalPrivError(f"{key} must be 'greedy' or 'hill-climbing', got {params[key]!r}")
 
     def learned(records, joint, how, first):
-        if how == "hill-climbing":
-            return set(arcs_of(hill_climbing(DiscreteBIC(records))))
+        if how == "hill-climbing":  # ties (equivalent directions) in this run's random node order
+            return set(arcs_of(hill_climbing(DiscreteBIC(records), order=order)))
         return set(network_edges(greedy_bayes(joint, idx, k, first=first)))
     for _ in progress(range(params["runs"]), "runs"):
         rec = net.sample(n, rng)
         first = int(rng.integers(net.d))
+        order = rng.permutation(net.d)  # hill climbing's tie order: not the file's (topological) order
 
         def learn_and_score(tables_joint, n_syn, name):
             g = greedy_bayes(tables_joint, idx, k, first=first)

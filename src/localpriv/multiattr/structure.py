@@ -231,7 +231,7 @@ def network_score(score: _Score, A) -> float:
 # hill climbing and restrictive maximization
 # ------------------------------------------------------------------------------------------
 def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int | None = None,
-                  max_iter: int = 10_000, tol: float | None = None) -> np.ndarray:
+                  max_iter: int = 10_000, tol: float | None = None, order=None) -> np.ndarray:
     """Hill climbing (section 6.3.4, Fig. 6.2): greedy best-improvement over arc additions,
     deletions and reversals that keep the graph acyclic, until no move raises the score by more
     than ``tol``.
@@ -240,16 +240,20 @@ def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int |
     of RM); ``max_parents`` caps in-degrees. Moves whose gains are within ``tol`` of the best
     are ties (score-equivalent moves, e.g. reversing a covered arc, gain exactly the same in exact
     arithmetic; their computed gains differ by round-off): the first of them in the order
-    (i, j) row-major, additions/deletions before reversals, is taken, so the result does not
-    depend on the CPU or BLAS. ``tol`` defaults to ``1e-9 n`` (the scores are sums over the
-    ``n`` records; real differences between non-equivalent networks are of the order of the
-    ``ln(n) / 2`` penalty). Returns the adjacency matrix.
+    (i, j) row-major over ``order`` (a permutation of the nodes; default the column order),
+    additions/deletions before reversals, is taken, so the result does not depend on the CPU or
+    BLAS. The order decides the directions inside an equivalence class: scoring against a known
+    network, pass a random permutation (the column order of a data set is often topological,
+    which would favour the true directions). ``tol`` defaults to ``1e-9 n`` (the scores are sums
+    over the ``n`` records; real differences between non-equivalent networks are of the order of
+    the ``ln(n) / 2`` penalty). Returns the adjacency matrix.
     """
     d = score.d
     A = np.zeros((d, d), dtype=bool) if start is None else np.array(start, dtype=bool)
     if A.shape != (d, d) or not is_dag(A):
         raise LocalPrivError("hill climbing: the start must be a d x d acyclic adjacency matrix")
     tie = 1e-9 * max(int(score.n), 1) if tol is None else float(tol)
+    seq = _node_order(order, d)
     allow = np.ones((d, d), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
     np.fill_diagonal(allow, False)
     cap = d - 1 if max_parents is None else check_int(max_parents, "max_parents", minimum=0)
@@ -257,8 +261,8 @@ def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int |
     for _ in range(max_iter):
         R = _closure(A)
         moves: list[tuple[float, tuple[str, int, int]]] = []  # in the tie-breaking order
-        for i in range(d):
-            for j in range(d):
+        for i in seq:
+            for j in seq:
                 if i == j:
                     continue
                 Pj = parents_of(A, j)
@@ -285,6 +289,15 @@ def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int |
         local[i] = score(i, parents_of(A, i))
         local[j] = score(j, parents_of(A, j))
     return A
+
+
+def _node_order(order, d: int) -> list[int]:
+    if order is None:
+        return list(range(d))
+    seq = [int(v) for v in np.asarray(order).ravel()]
+    if sorted(seq) != list(range(d)):
+        raise LocalPrivError(f"order must be a permutation of the {d} nodes, got {seq}")
+    return seq
 
 
 def pc_skeleton(score: _Score, *, alpha: float = 0.05, max_cond: int | None = None) -> np.ndarray:
