@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser reproduce bench bench-report bench-rappor bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
+.PHONY: demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -98,6 +98,12 @@ bench-em: $(BENCH_STAMP)
 # issue 20: RAPPOR against pure-LDP 1.2.0's RAPPOR on Gowalla places (-> benchmarks/results-rappor.json)
 bench-rappor: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py --rounds 20
+	$(PY) benchmarks/report.py
+
+# issue 20: RAPPOR's accuracy arms only, no timing, 60 rounds (-> benchmarks/results-rappor-accuracy.json;
+# paired comparisons with sign tests; may run on a busy machine)
+bench-rappor-accuracy: $(BENCH_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py --accuracy-only
 	$(PY) benchmarks/report.py
 
 # start-up cost of `import localpriv` and `localpriv --help` (issue 18: under 0.25 s of CPU)

@@ -48,6 +48,29 @@ second of CPU time (pure-LDP's per-value loop against our vectorized call), and 
 written only with ``--out``). ``paired_vs_pure_ldp`` counts, per decoder, the rounds where ours is
 better, equal or worse than pure-LDP's on the same values (lower MSE, higher precision).
 ``make bench-rappor`` runs it. Never run by the tests.
+
+**Accuracy only** (issue 20: enough rounds to decide top-k differences of a few hundredths):
+``python benchmarks/rappor.py --accuracy-only [--quick] [--rounds R] [--out PATH] [--deadline HH:MM]``
+(``make bench-rappor-accuracy``; default 60 rounds, seeds ``0..59``) runs the accuracy arms and no
+timing (times belong to the timed mode on a quiet machine), and writes
+``benchmarks/results-rappor-accuracy.json`` (format ``version`` 1) atomically after every round
+(``complete: false`` until the last; ``--deadline``, UTC today, stops before a round that would end
+after it, and the file states the rounds it holds). Per ``f`` the arms are the timed mode's
+(pure-LDP as shipped, pure-LDP with the PRR as specified, pure-LDP's decoder on our reports, ours
+``ridge`` / ``nnls`` / ``em`` / ``em-exact``) and two more:
+
+* **ours, design per round** (:func:`ours_design_per_round`): our collection with another Bloom
+  design every round, from ``keys=labels`` with the labels ``salt{r}:{place}``, decoded by ``ridge``
+  and ``em-exact``. pure-LDP draws its hash seeds per instance (per round here), while ours are
+  fixed by the documented, stable hashing (one design for a given candidate set); this arm tells
+  the protocol from our one design;
+* **our decoders on pure-LDP's specified-PRR reports** (:func:`theirs_accuracy`): the same reports
+  as ``regression_prr_as_specified``, its hash functions of that round turned into per-cohort
+  positions and passed as ``decode(..., bloom=positions)``, decoded by ``ridge`` and ``em-exact``.
+
+Every paired comparison (:data:`ACC_PAIRS`) gives, for MSE, precision at 10 and at 50, the rounds
+where the arm is better / equal / worse and the two-sided sign test on the untied rounds (exact
+binomial, ``scipy.stats.binomtest``), with both means.
 """
 from __future__ import annotations
 
@@ -63,7 +86,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import emit, machine, quick_flag, version  # noqa: E402
+from _common import emit, load, machine, now, quick_flag, version  # noqa: E402
 from large_domains import DATA, _compat_shims  # noqa: E402
 
 from localpriv.mechanisms import parse  # noqa: E402
@@ -267,8 +290,253 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+# ------------------------------------------------------------------------------ accuracy only
+
+ACC_ROUNDS = 60
+ACC_OUT = HERE / "results-rappor-accuracy.json"
+ACC_VERSION = 1  # format of results-rappor-accuracy.json
+_TIMING = ("client_cpu_s", "client_wall_s", "decode_cpu_s")
+
+
+def _untimed(d):
+    """``d`` without its timing fields (the accuracy-only mode measures no time)."""
+    if isinstance(d, dict):
+        return {k_: _untimed(v) for k_, v in d.items() if k_ not in _TIMING}
+    return d
+
+
+def _wide(mech, bits: np.ndarray, cohort: np.ndarray):
+    """pure-LDP's reports (``n x m`` bits, cohorts) in our bit-vector format, as distinct reports and
+    counts: cohort as little-endian uint16, then the bits packed little-endian."""
+    wide = np.empty((bits.shape[0], mech.report_bytes), dtype=np.uint8)
+    wide[:, 0] = cohort & 0xFF
+    wide[:, 1] = cohort >> 8
+    wide[:, 2:] = np.packbits(bits, axis=1, bitorder="little")
+    return np.unique(wide, axis=0, return_counts=True)
+
+
+def theirs_accuracy(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
+    """Accuracy only: pure-LDP as shipped and with the PRR as specified (as :func:`theirs`, same
+    seeds, so the same reports), plus OUR decoders (``ridge``, ``em-exact``) on the specified-PRR
+    reports with pure-LDP's Bloom design: its hash functions of this round turned into per-cohort
+    positions ``pos[c, x, i] = hash_family[c][i](str(x))`` and passed as ``decode(..., bloom=pos)``."""
+    from pure_ldp.frequency_oracles.rappor import RAPPORClient, RAPPORServer
+    _compat_shims()
+    out = _untimed(theirs(f, x, k, truth, seed))
+    # the specified-PRR collection again (same seeds: the very reports of ``regression_prr_as_specified``)
+    random.seed(seed)
+    np.random.seed(seed)
+    ident = lambda v: v  # noqa: E731
+    server = RAPPORServer(f, M, H, k, num_of_cohorts=COHORTS, index_mapper=ident)
+    client = RAPPORClient(f, M, server.get_hash_funcs(), num_of_cohorts=COHORTS, index_mapper=ident)
+    client._perturb = lambda data: _prr_as_specified(data, f)
+    reports = [client.privatise(v) for v in x.tolist()]
+    pos = np.array([[[server.hash_family[c][i](str(v)) for i in range(H)] for v in range(k)]
+                    for c in range(COHORTS)], dtype=np.int64)                    # cohorts x k x h
+    bits = np.array([b for b, _ in reports], dtype=np.uint8)
+    cohort = np.array([c for _, c in reports], dtype=np.int64)
+    mech = parse(f"rappor(k={k},m={M},h={H},cohorts={COHORTS},f={f},p=0.0,q=1.0)")
+    uniq, cnt = _wide(mech, bits, cohort)
+    bc = mech.bit_counts(uniq, cnt)
+    out["ours_on_prr_as_specified"] = {}
+    for method in ("ridge", "em-exact"):
+        dec = decode(mech, uniq, cnt, bloom=pos, method=method) if method == "em-exact" else \
+            decode(mech, bit_counts=bc, bloom=pos, method=method)
+        out["ours_on_prr_as_specified"][method] = _scores(dec.distribution, truth)
+        if method == "ridge":
+            out["ours_on_prr_as_specified"][method]["penalty"] = dec.extra["penalty"]
+    return out
+
+
+def ours_design_per_round(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
+    """Our collection with a different Bloom design in every round: ``keys=labels`` with the labels
+    ``salt{seed}:{place}``, i.e. our documented hashing of other candidate keys (the design another
+    deployment gets). pure-LDP draws its hash seeds per instance (here: per round); ours are fixed by
+    the documented hashing, so this arm separates the protocol from our one design. Same rng seed as
+    :func:`ours`; decoded with ``ridge`` and ``em-exact``."""
+    from localpriv.domains import CategoricalDomain
+    dom = CategoricalDomain([f"salt{seed}:{i}" for i in range(k)])
+    mech = parse(f"rappor(m={M},h={H},cohorts={COHORTS},f={f},p=0.0,q=1.0,keys=labels)", dom)
+    reports = mech.sample(x, np.random.default_rng(seed))
+    uniq, cnt = np.unique(reports, axis=0, return_counts=True)
+    bc = mech.bit_counts(uniq, cnt)
+    out = {"eps_perm": mech.epsilon_perm()}
+    for method in ("ridge", "em-exact"):
+        dec = decode(mech, uniq, cnt, method=method) if method == "em-exact" else \
+            decode(mech, bit_counts=bc, method=method)
+        out[method] = _scores(dec.distribution, truth)
+        if method == "ridge":
+            out[method]["penalty"] = dec.extra["penalty"]
+    return out
+
+
+#: the arms of the accuracy-only mode: name -> (who, path to its scores in that side's round dict)
+ACC_ARMS = {
+    "pure-LDP as shipped (weaker channel)": ("pure_ldp", ("regression",)),
+    "pure-LDP, PRR as specified": ("pure_ldp", ("regression_prr_as_specified",)),
+    "pure-LDP's decoder on our reports": ("ours", ("pure_ldp_decoder_on_these_reports",)),
+    "ours ridge": ("ours", ("ridge",)),
+    "ours nnls": ("ours", ("nnls",)),
+    "ours em (bit counts)": ("ours", ("em",)),
+    "ours em-exact (MLE)": ("ours", ("em-exact",)),
+    "ours ridge, design per round": ("ours_design_per_round", ("ridge",)),
+    "ours em-exact, design per round": ("ours_design_per_round", ("em-exact",)),
+    "ours ridge on pure-LDP's reports (PRR as specified)": ("pure_ldp", ("ours_on_prr_as_specified", "ridge")),
+    "ours em-exact on pure-LDP's reports (PRR as specified)": ("pure_ldp", ("ours_on_prr_as_specified", "em-exact")),
+}
+#: paired comparisons (arm, against, what it isolates)
+ACC_PAIRS = (
+    [(f"ours {d}", "pure-LDP as shipped (weaker channel)", "against pure-LDP as shipped")
+     for d in ("ridge", "nnls", "em (bit counts)", "em-exact (MLE)")]
+    + [(f"ours {d}", "pure-LDP, PRR as specified", "against pure-LDP on the specified channel")
+       for d in ("ridge", "nnls", "em (bit counts)", "em-exact (MLE)")]
+    + [(f"ours {d}", "pure-LDP's decoder on our reports", "decoders alone, our reports")
+       for d in ("ridge", "nnls", "em (bit counts)", "em-exact (MLE)")]
+    + [("ours ridge, design per round", "pure-LDP, PRR as specified", "design per round against pure-LDP"),
+       ("ours em-exact, design per round", "pure-LDP, PRR as specified", "design per round against pure-LDP"),
+       ("ours ridge, design per round", "ours ridge", "design per round against our fixed design"),
+       ("ours em-exact, design per round", "ours em-exact (MLE)", "design per round against our fixed design"),
+       ("ours ridge on pure-LDP's reports (PRR as specified)", "pure-LDP, PRR as specified",
+        "decoders alone, pure-LDP's reports"),
+       ("ours em-exact on pure-LDP's reports (PRR as specified)", "pure-LDP, PRR as specified",
+        "decoders alone, pure-LDP's reports"),
+       ("ours ridge", "ours ridge on pure-LDP's reports (PRR as specified)",
+        "collections alone (our fixed design against pure-LDP's per-round designs), decoder ridge"),
+       ("ours em-exact (MLE)", "ours em-exact on pure-LDP's reports (PRR as specified)",
+        "collections alone, decoder em-exact"),
+       ("pure-LDP's decoder on our reports", "pure-LDP, PRR as specified",
+        "collections alone, pure-LDP's decoder")])
+_SIGN = {"mse": -1.0, **{f"precision_at_{t_}": 1.0 for t_ in TOPS}}  # +1: higher is better
+
+
+def _arm_rows(rounds_rows: list, arm: str) -> list:
+    who, path = ACC_ARMS[arm]
+    out = []
+    for row in rounds_rows:
+        v = row[who]
+        for key in path:
+            v = v[key]
+        out.append(v)
+    return out
+
+
+def _paired(a_rows: list, b_rows: list) -> dict:
+    """Per metric, rounds where ``a`` is better / equal / worse than ``b`` (lower MSE, higher
+    precision), the means of both, and the two-sided sign test: exact binomial test of
+    ``better`` among the untied rounds against 1/2 (``scipy.stats.binomtest``; 1.0 with no untied
+    round)."""
+    from scipy.stats import binomtest
+    out = {}
+    for key, sg in _SIGN.items():
+        a = np.array([r[key] for r in a_rows], dtype=float)
+        b = np.array([r[key] for r in b_rows], dtype=float)
+        better, worse = int(np.sum(sg * a > sg * b)), int(np.sum(sg * a < sg * b))
+        untied = better + worse
+        out[key] = {"better": better, "equal": int(a.size - untied), "worse": worse,
+                    "sign_test_p": float(binomtest(better, untied).pvalue) if untied else 1.0,
+                    "mean": float(a.mean()), "mean_against": float(b.mean())}
+    return out
+
+
+def _acc_summary(per_f: dict, n: int, k: int) -> dict:
+    cells = {}
+    for fkey, rows in per_f.items():
+        if not rows:
+            continue
+        cell = {"spec": rows[0]["ours"]["spec"], "n": n, "k": k, "eps_perm_ours": rows[0]["ours"]["eps_perm"],
+                "eps_ldp_ours": rows[0]["ours"]["eps_ldp"], "eps_pure_ldp": rows[0]["pure_ldp"]["eps"],
+                "eps_perm_ours_design_per_round": _spread([r["ours_design_per_round"]["eps_perm"] for r in rows]),
+                "ridge_penalty": {a: _spread([s["penalty"] for s in _arm_rows(rows, a)])
+                                  for a in ACC_ARMS if "ridge" in a},
+                "accuracy": {}, "paired": []}
+        for arm in ACC_ARMS:
+            ar = _arm_rows(rows, arm)
+            cell["accuracy"][arm] = {key: _spread([s[key] for s in ar]) for key in _SIGN}
+        for a, b, what in ACC_PAIRS:
+            cell["paired"].append({"arm": a, "against": b, "isolates": what,
+                                   **_paired(_arm_rows(rows, a), _arm_rows(rows, b))})
+        cell["per_round"] = rows
+        cells[fkey] = cell
+    return cells
+
+
+def run_accuracy(quick: bool = False, rounds: int = ACC_ROUNDS, out: Path | None = None,
+                 deadline: float | None = None) -> dict:
+    """The accuracy arms only, no timing, seeds ``0..rounds-1``. The loop is over rounds, then
+    ``f`` (so a run cut short has the same rounds at every ``f``); within a round the sides are
+    interleaved as in :func:`run` (ours first on even rounds, pure-LDP first on odd ones; every side
+    seeds its own generators, so the order changes no number). After every round the JSON so far is
+    written to ``out`` atomically (``complete: false`` until the last round). ``deadline`` (epoch
+    seconds): no round is started that would, at the last round's duration, end after it."""
+    requested = 2 if quick else rounds
+    x = load_candidates(200 if quick else K_PLACES)
+    n, k = x.size, int(x.max()) + 1
+    truth = np.bincount(x, minlength=k) / n
+    started, load_before, t0 = now(), load(), time.perf_counter()
+    per_f = {f"f={f}": [] for f in FS}
+    cmd = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/rappor.py --accuracy-only" + (
+        f" --rounds {rounds}" if rounds != ACC_ROUNDS else "") + (" --quick" if quick else "")
+    res, stopped, last = None, None, 0.0
+    for r in range(requested):
+        if deadline is not None and time.time() + last > deadline:
+            stopped = f"deadline: round {r} would end after {time.strftime('%H:%M', time.gmtime(deadline))} UTC"
+            break
+        tr = time.perf_counter()
+        for f in FS:
+            row = {"round": r, "seed": r}
+            sides = ("ours", "ours_design_per_round", "pure_ldp")
+            for who in (sides if r % 2 == 0 else sides[::-1]):
+                if who == "ours":
+                    row[who] = _untimed(ours(f, x, k, truth, r))
+                elif who == "pure_ldp":
+                    row[who] = theirs_accuracy(f, x, k, truth, r)
+                else:
+                    row[who] = ours_design_per_round(f, x, k, truth, r)
+            per_f[f"f={f}"].append(row)
+        last = time.perf_counter() - tr
+        print(f"round {r}: {last:.1f} s wall", file=sys.stderr, flush=True)
+        done = r + 1
+        res = {"benchmark": "rappor-accuracy", "version": ACC_VERSION, "date": now(), "started": started,
+               "command": cmd + (" --deadline HH:MM" if deadline is not None else ""),
+               "reproduce": "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/rappor.py --accuracy-only"
+                            f" --rounds {done}" + (" --quick" if quick else "") + " (same seeds, same numbers)",
+               "complete": done == requested and stopped is None,
+               "rounds": done, "rounds_requested": requested, "seeds": f"0..{done - 1}", "stopped": stopped,
+               "timing": "not measured: accuracy only (the machine was shared; times belong to the timed "
+                         "mode, benchmarks/results-rappor.json, on a quiet machine)",
+               "data": f"{DATA.name}, column 5, the {k} most visited places", "n": n, "k": k,
+               "m": M, "h": H, "cohorts": COHORTS, "fs": list(FS),
+               "statistic": "median, mean, min, max over rounds; paired comparisons by round (same seed) with "
+                            "the two-sided sign test on the untied rounds",
+               "quick": quick, "total_wall_s": time.perf_counter() - t0, "load_before": load_before,
+               "load_after": load(), "machine": machine(), "pure-ldp": version("pure-ldp"),
+               "scikit-learn": version("scikit-learn"), "scipy": version("scipy"),
+               "cells": _acc_summary(per_f, n, k)}
+        if out is not None:
+            _write_atomic(out, json.dumps(res, indent=1, default=float) + "\n")
+    if res is not None:
+        res["stopped"] = stopped
+        res["complete"] = stopped is None and res["rounds"] == requested
+        if out is not None:
+            _write_atomic(out, json.dumps(res, indent=1, default=float) + "\n")
+    return res
+
+
 if __name__ == "__main__":
     quick = quick_flag()
+    if "--accuracy-only" in sys.argv:
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else ACC_ROUNDS
+        out = Path(sys.argv[sys.argv.index("--out") + 1]).resolve() if "--out" in sys.argv else \
+            (None if quick else ACC_OUT)
+        deadline = None
+        if "--deadline" in sys.argv:  # HH:MM UTC, today
+            hh, mm = (int(v) for v in sys.argv[sys.argv.index("--deadline") + 1].split(":"))
+            import calendar
+            t = time.gmtime()
+            deadline = float(calendar.timegm((t.tm_year, t.tm_mon, t.tm_mday, hh, mm, 0)))
+        res = run_accuracy(quick, rounds, out, deadline)
+        print(json.dumps({k_: v for k_, v in res.items() if k_ != "cells"}, indent=2, default=float))
+        sys.exit(0)
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else ROUNDS
     out = Path(sys.argv[sys.argv.index("--out") + 1]).resolve() if "--out" in sys.argv else None
     res = run(quick, rounds)

@@ -3,7 +3,7 @@
 Every number in RESULTS.md comes from a JSON file in ``benchmarks/``: ``results.json`` (``make
 bench``: ``run_all.py``) and the ``results-*.json`` of the other targets (``bench-em``,
 ``bench-memory``, ``bench-uncertainty``, ``bench-spark``, ``bench-import``, ``bench-service``,
-``bench-vocab``). A section whose JSON is missing says "not measured"; a section whose JSON has an
+``bench-vocab``, ``bench-rappor-accuracy``). A section whose JSON is missing says "not measured"; a section whose JSON has an
 unexpected shape says so and names the file, rather than guess. Each section names its file, its
 date, the machine, the load average and how many rounds its medians are over.
 
@@ -25,12 +25,14 @@ HERE = Path(__file__).resolve().parent
 RUN_ALL = ["clients", "ibu", "planar", "gibu", "oracles", "memory", "uncertainty", "import_time", "spark"]
 # results-<name>.json written by other targets (their own formats)
 OWN_FILES = {"em": "results-em.json", "service": "results-service.json",
-             "large_domains": "results-large_domains.json", "heavy_hitters": "results-heavy_hitters.json"}
+             "large_domains": "results-large_domains.json", "heavy_hitters": "results-heavy_hitters.json",
+             "rappor_accuracy": "results-rappor-accuracy.json"}
 TARGETS = {"clients": "make bench", "ibu": "make bench", "planar": "make bench", "gibu": "make bench",
            "oracles": "make bench", "memory": "make bench / make bench-memory",
            "uncertainty": "make bench / make bench-uncertainty", "import_time": "make bench / make bench-import",
            "spark": "make bench / make bench-spark", "em": "make bench-em", "service": "make bench-service",
-           "large_domains": "make bench-vocab", "heavy_hitters": "make bench-vocab"}
+           "large_domains": "make bench-vocab", "heavy_hitters": "make bench-vocab",
+           "rappor_accuracy": "make bench-rappor-accuracy"}
 NOT_MEASURED = "Not measured: no JSON for this section in `benchmarks/` (run `{target}`)."
 
 
@@ -646,6 +648,31 @@ def sec_heavy_hitters(d) -> list[str]:
     return out
 
 
+def sec_rappor_accuracy(d) -> list[str]:
+    """``benchmarks/rappor.py --accuracy-only``: accuracy per arm, and the paired comparisons with
+    their sign tests (no timing in this file)."""
+    out = []
+    if d.get("complete") is False:
+        out += [f"**Incomplete run**: {d.get('rounds')} of {d.get('rounds_requested')} rounds "
+                f"({d.get('stopped') or 'interrupted'}).", ""]
+    body, pairs = [], []
+    for fkey, c in d["cells"].items():
+        for arm, a in c["accuracy"].items():
+            body.append([fkey, arm, spread_str(a["mse"], num), num(a["precision_at_10"]["mean"]),
+                         num(a["precision_at_50"]["mean"])])
+        for p in c["paired"]:
+            pairs.append([fkey, p["arm"], p["against"]]
+                         + [f"{p[k]['better']} / {p[k]['equal']} / {p[k]['worse']} (p = {num(p[k]['sign_test_p'], 2)})"
+                            for k in ("mse", "precision_at_10", "precision_at_50")])
+    out += table(["f", "arm", "MSE, median (min - max)", "precision at 10, mean", "precision at 50, mean"], body)
+    out += ["", "Paired by round (same seed, same values): rounds where the arm is better / equal / worse than "
+            "the other (lower MSE, higher precision), and the two-sided sign test on the untied rounds.", ""]
+    out += table(["f", "arm", "against", "MSE", "top 10", "top 50"], pairs)
+    out += ["", f"{d.get('data', '')}; n = {num(d.get('n'))}, m = {d.get('m')}, h = {d.get('h')}, "
+            f"{d.get('cohorts')} cohorts, PRR only; seeds {d.get('seeds')}. Timing: {d.get('timing', 'not recorded')}."]
+    return out
+
+
 def acceptance(src: dict) -> list[str]:
     """Issue 22's measurable targets, each read from the section that measures it."""
     rows = []
@@ -731,6 +758,7 @@ SECTIONS = [
     ("service", "Collector service load test (issue 23)", sec_service),
     ("large_domains", "Large domains: Hadamard response and count-mean sketches (issue 20)", sec_large_domains),
     ("heavy_hitters", "Heavy hitters on Gowalla place ids (issue 20)", sec_heavy_hitters),
+    ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing (issue 20)", sec_rappor_accuracy),
 ]
 
 

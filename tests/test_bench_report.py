@@ -71,3 +71,35 @@ def test_check_mode_detects_a_stale_file(report, tmp_path):
     assert report.main(["--dir", str(tmp_path), "--out", str(out), "--check"]) == 1
     assert report.main(["--dir", str(tmp_path), "--out", str(out)]) == 0
     assert report.main(["--dir", str(tmp_path), "--out", str(out), "--check"]) == 0
+
+
+def test_rappor_accuracy_section_renders_arms_pairs_and_sign_tests(report, tmp_path):
+    # benchmarks/rappor.py --accuracy-only's format (version 1): a run cut short says so, every paired
+    # comparison shows better / equal / worse with its sign-test p-value, and no time is rendered
+    spread = lambda v: {"median": v, "mean": v, "min": v, "max": v}  # noqa: E731
+    arm = lambda mse, p10: {"mse": spread(mse), "precision_at_10": spread(p10),  # noqa: E731
+                            "precision_at_50": spread(0.5)}
+    cmp_ = lambda b, e, w, p: {"better": b, "equal": e, "worse": w, "sign_test_p": p}  # noqa: E731
+    doc = {"benchmark": "rappor-accuracy", "version": 1, "date": "2031-02-03T04:05:06Z", "complete": False,
+           "rounds": 7, "rounds_requested": 60, "stopped": "deadline", "seeds": "0..6", "n": 1000, "m": 128,
+           "h": 2, "cohorts": 8, "timing": "not measured",
+           "cells": {"f=0.5": {"accuracy": {"A": arm(4.2e-6, 0.8), "B": arm(5.0e-6, 0.75)},
+                               "paired": [{"arm": "A", "against": "B", "mse": cmp_(7, 0, 0, 0.015625),
+                                           "precision_at_10": cmp_(2, 4, 1, 1.0),
+                                           "precision_at_50": cmp_(3, 1, 3, 1.0)}]}}}
+    (tmp_path / "results-rappor-accuracy.json").write_text(json.dumps(doc))
+    text = report.render(tmp_path)
+    part = text.split("## RAPPOR accuracy", 1)[1].split("\n## ", 1)[0]
+    assert "2031-02-03T04:05:06Z" in part and "7 round(s)" in part
+    assert "**Incomplete run**: 7 of 60 rounds (deadline)" in part
+    assert "| f=0.5 | A | 4.20e-06 | 0.800 | 0.500 |" in part
+    assert "| f=0.5 | A | B | 7 / 0 / 0 (p = 0.016) | 2 / 4 / 1 (p = 1) | 3 / 1 / 3 (p = 1) |" in part
+    assert "Timing: not measured" in part
+    assert "## Other benchmark files" not in text  # the file has its section, it is not an unknown one
+
+
+def test_committed_rappor_accuracy_json_renders(report):
+    part = report.render(BENCH).split("## RAPPOR accuracy", 1)[1].split("\n## ", 1)[0]
+    assert "Not measured" not in part and "Not rendered" not in part
+    assert "| f=0.5 | ours ridge | pure-LDP, PRR as specified |" in part
+    assert "| f=0.25 | ours em-exact (MLE) | pure-LDP's decoder on our reports |" in part
