@@ -123,35 +123,6 @@ def test_split_counts_is_a_partition_with_balanced_folds():
         split_counts([np.array([1.5, 2.0])], 5, 0)
 
 
-@pytest.mark.parametrize("decline", ["strict", "significant"])
-@pytest.mark.parametrize("best,expect", [(0.3, 0.3), (2e-3, 2e-3), (40.0, 40.0), (0.0, 0.0)])
-def test_sweep_finds_the_best_strength_inside_below_above_the_grid_and_zero(monkeypatch, best, expect, decline):
-    # a fake estimator whose held-out score is -(log s - log best)^2 (and, for best = 0, rises as
-    # s falls): the sweep, its extensions and its refinement must land on the maximum
-    from localpriv.estimators.em import EMResult
-    from localpriv.mechanisms.base import DenseBlock
-
-    def heldout(blocks, theta):
-        s = theta[0]
-        if best == 0:
-            return -s
-        return -10.0 if s == 0 else -(np.log(s) - np.log(best)) ** 2
-    monkeypatch.setattr(reg, "log_likelihood", heldout)
-    fits = []
-
-    def fit(blocks, s, theta0):
-        fits.append(s)
-        return EMResult(np.array([s]), 0.0, 1, True)
-    ratio = 10 ** 0.25
-    cv = reg.select_strength([DenseBlock(np.ones((1, 3)), np.array([5.0, 7, 9]))], fit,
-                             np.geomspace(10.0, 0.05, 10), folds=3, rng=0,
-                             extend_up=lambda s: s * ratio if s * ratio <= 100 else None,
-                             extend_down=lambda s: s / ratio if s / ratio >= 1e-3 else None, decline=decline)
-    assert cv["strength"] == pytest.approx(expect, rel=ratio ** 0.5 - 1 + 1e-9, abs=0)
-    assert cv["fits"] == 3 * len(cv["strengths"]) == len(fits)
-    assert cv["heldout"][cv["strengths"].index(cv["strength"])] == max(cv["heldout"])
-
-
 def _fake_select(monkeypatch, curve, decline):
     """select_strength on a fake estimator whose fit at strength s is theta = [s] and whose held-out
     score on fold f is curve(s) + a fold effect (common to all s: it cancels in paired differences)."""
@@ -169,6 +140,22 @@ def _fake_select(monkeypatch, curve, decline):
                              extend_up=lambda s: s * ratio if s * ratio <= 100 else None,
                              extend_down=lambda s: s / ratio if s / ratio >= 1e-3 else None, decline=decline)
     return cv, scored
+
+
+@pytest.mark.parametrize("decline", ["strict", "significant"])
+@pytest.mark.parametrize("best,expect", [(0.3, 0.3), (2e-3, 2e-3), (40.0, 40.0), (0.0, 0.0)])
+def test_sweep_finds_the_best_strength_inside_below_above_the_grid_and_zero(monkeypatch, best, expect, decline):
+    # a fake estimator whose held-out score is -(log s - log best)^2 (and, for best = 0, rises as
+    # s falls): the sweep, its extensions and its refinement must land on the maximum
+    def curve(s):
+        if best == 0:
+            return -s
+        return -10.0 if s == 0 else -(np.log(s) - np.log(best)) ** 2
+    cv, fits = _fake_select(monkeypatch, curve, decline)
+    ratio = 10 ** 0.25
+    assert cv["strength"] == pytest.approx(expect, rel=ratio ** 0.5 - 1 + 1e-9, abs=0)
+    assert cv["fits"] == 3 * len(cv["strengths"]) == len(fits)
+    assert cv["heldout"][cv["strengths"].index(cv["strength"])] == max(cv["heldout"])
 
 
 def test_sweep_crosses_a_flat_stretch(monkeypatch):
