@@ -445,10 +445,19 @@ def _plot_dbsec(results, params, path):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, key in zip(axes, ("mse_gain", "mae_gain")):
         w = 0.8 / len(dists)
+        iv = (results.get("intervals") or {}).get("table")
         for i, d in enumerate(dists):
-            ax.bar(np.arange(len(mechs)) + i * w, [table[d][m][key] for m in mechs], w, label=d)
+            vals = np.array([table[d][m][key] for m in mechs])
+            err = None
+            if iv:  # 95 % bootstrap interval over the runs
+                lo, hi = (np.array([iv[d][m][key][j] for m in mechs]) for j in (0, 1))
+                err = [np.maximum(vals - lo, 0), np.maximum(hi - vals, 0)]
+            ax.bar(np.arange(len(mechs)) + i * w, vals, w, label=d, yerr=err, capsize=1.5,
+                   error_kw={"elinewidth": 0.7})
         ax.set_xticks(np.arange(len(mechs)) + 0.4 - w / 2, mechs)
-        ax.set_title(f"IBU gain over MI-N ({key[:3].upper()}, clipped at 0), %")
+        ax.set_title(f"{key[:3].upper()} gain of IBU over MI-N, % (clipped at 0)", fontsize=10)
+    if (results.get("intervals") or {}).get("table"):
+        fig.suptitle(f"{params['runs']} runs per configuration; bars: 95 % bootstrap intervals over the runs", fontsize=9)
         ax.axhline(0, color="k", lw=0.5)
     axes[0].legend(fontsize=7)
     save(fig, path)

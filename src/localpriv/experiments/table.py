@@ -65,7 +65,8 @@ def _iv(d: dict, digits=3) -> str:
     c = d.get("mean", d.get("ratio"))
     if d.get("runs", 0) <= 1:
         return _g(c, digits)
-    return f"{_g(c, digits)} ({_g(d['lo'], digits)}-{_g(d['hi'], digits)})"
+    sep = " to " if min(d["lo"], d["hi"]) < 0 else "-"  # "-9.3-2.6" would read as a range of negatives
+    return f"{_g(c, digits)} ({_g(d['lo'], digits)}{sep}{_g(d['hi'], digits)})"
 
 
 def _runs_iv(values, digits=3) -> str:
@@ -259,7 +260,7 @@ def _worked_example(_recs):
 
 # ------------------------------------------------------------------------------ seed 002
 def _gain_iv(value, iv) -> str:
-    return f"{value:.0f} %" if iv is None else f"{value:.0f} % ({iv[0]:.0f}-{iv[1]:.0f})"
+    return f"{value:.0f} %" if iv is None else f"{value:.1f} % ({iv[0]:.1f}-{iv[1]:.1f})"
 
 
 def _dbsec_ours(recs, name):
