@@ -169,7 +169,9 @@ def their_decoder_on(mech, bc, f: float, k: int) -> np.ndarray:
     return np.asarray(server.estimated_data, dtype=float) / server.n
 
 
-def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
+def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int, keep_specified: bool = False) -> dict:
+    """pure-LDP as shipped and with the PRR as specified; ``keep_specified`` also returns the latter's
+    reports and server under ``"_specified"`` (for decoding them again without redrawing)."""
     from pure_ldp.frequency_oracles.rappor import RAPPORClient, RAPPORServer
     _compat_shims()
     random.seed(seed)
@@ -201,6 +203,8 @@ def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dic
     reports = [client.privatise(v) for v in values]
     est, dcpu, _ = _clock(server_side)
     out["regression_prr_as_specified"] = {**_scores(est, truth), "decode_cpu_s": dcpu}
+    if keep_specified:
+        out["_specified"] = (reports, server)
     return out
 
 
@@ -320,17 +324,9 @@ def theirs_accuracy(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: in
     seeds, so the same reports), plus OUR decoders (``ridge``, ``em-exact``) on the specified-PRR
     reports with pure-LDP's Bloom design: its hash functions of this round turned into per-cohort
     positions ``pos[c, x, i] = hash_family[c][i](str(x))`` and passed as ``decode(..., bloom=pos)``."""
-    from pure_ldp.frequency_oracles.rappor import RAPPORClient, RAPPORServer
-    _compat_shims()
-    out = _untimed(theirs(f, x, k, truth, seed))
-    # the specified-PRR collection again (same seeds: the very reports of ``regression_prr_as_specified``)
-    random.seed(seed)
-    np.random.seed(seed)
-    ident = lambda v: v  # noqa: E731
-    server = RAPPORServer(f, M, H, k, num_of_cohorts=COHORTS, index_mapper=ident)
-    client = RAPPORClient(f, M, server.get_hash_funcs(), num_of_cohorts=COHORTS, index_mapper=ident)
-    client._perturb = lambda data: _prr_as_specified(data, f)
-    reports = [client.privatise(v) for v in x.tolist()]
+    full = theirs(f, x, k, truth, seed, keep_specified=True)
+    reports, server = full.pop("_specified")  # the very reports of ``regression_prr_as_specified``
+    out = _untimed(full)
     pos = np.array([[[server.hash_family[c][i](str(v)) for i in range(H)] for v in range(k)]
                     for c in range(COHORTS)], dtype=np.int64)                    # cohorts x k x h
     bits = np.array([b for b, _ in reports], dtype=np.uint8)
