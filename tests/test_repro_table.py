@@ -1,4 +1,5 @@
 """The README's reproduction table is generated from the runs' JSON (issue 21, item 4)."""
+import math
 import shutil
 from pathlib import Path
 
@@ -100,3 +101,31 @@ def test_generated_doc_blocks_match_their_json():
                        (README, "freewill-table1"), (README, "freewill-table2")):
         assert block(path, name)
     assert checked >= 2  # dbsec-one-time and freewill-table2 are committed
+
+
+@pytest.mark.parametrize("d, text", [
+    # the mean to the decimal of the half-width's leading digit; bounds one decimal more
+    ({"mean": 0.105, "lo": 0.0955, "hi": 0.115, "runs": 100}, "0.10 (0.096-0.115)"),
+    ({"mean": 14.6, "lo": 14.5, "hi": 14.8, "runs": 20}, "14.6 (14.5-14.8)"),
+    ({"mean": 114.3, "lo": 112.1, "hi": 116.2, "runs": 500}, "114 (112-116)"),
+    ({"ratio": 2.28, "lo": 1.85, "hi": 2.71, "runs": 20}, "2.3 (1.85-2.71)"),
+    ({"mean": -0.3, "lo": -9.3, "hi": 2.6, "runs": 5}, "0 (-9.3 to 2.6)"),  # no "-0"
+    ({"mean": 0.6331, "lo": 0.63309, "hi": 0.63311, "runs": 9}, "0.633 (0.633-0.633)"),  # digits cap
+    ({"mean": 0.5, "lo": 0.5, "hi": 0.5, "runs": 1}, "0.500"),
+])
+def test_interval_prints_no_digit_the_runs_do_not_support(d, text):
+    from localpriv.experiments.table import _iv
+    assert _iv(d) == text
+
+
+def test_printed_mean_stays_inside_its_interval():
+    from hypothesis import given, strategies as st
+    from localpriv.experiments.table import _iv
+
+    @given(st.floats(-1e4, 1e4), st.floats(1e-6, 1e3))
+    def check(c, half):
+        out = _iv({"mean": c, "lo": c - half, "hi": c + half, "runs": 10})
+        # within the interval, up to the rounding of the three-significant-digit cap
+        cap = 0.5 * 10 ** (math.floor(math.log10(abs(c))) - 2) if c else 0.0
+        assert c - half - cap - 1e-9 <= float(out.split(" (")[0]) <= c + half + cap + 1e-9, out
+    check()

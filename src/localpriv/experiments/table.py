@@ -60,13 +60,42 @@ def _g(x, digits=3) -> str:
     return f"{x:.{d}f}"
 
 
+def _decimals(x, digits) -> int:
+    """Decimals that show ``x`` to ``digits`` significant digits (0 for integers, as ``_g``)."""
+    x = abs(float(x))
+    if x == 0 or not math.isfinite(x):
+        return 0
+    return max(digits - 1 - int(math.floor(math.log10(x))), 0)
+
+
+def _fixed(x, dec: int) -> str:
+    """``x`` rounded to ``dec`` decimals; a negative ``dec`` rounds to tens, hundreds, ..."""
+    out = f"{float(x):.{dec}f}" if dec >= 0 else f"{round(float(x), dec):.0f}"
+    return out[1:] if out.startswith("-") and not out.strip("-0.") else out  # no "-0"
+
+
 def _iv(d: dict, digits=3) -> str:
-    """``mean (lo-hi)`` of a :func:`mean_interval`-like dict (``ratio`` for ratios)."""
+    """``mean (lo-hi)`` of a :func:`mean_interval`-like dict (``ratio`` for ratios).
+
+    No digit beyond what the runs support (the usual convention for a value with its
+    uncertainty): the half-width ``(hi - lo) / 2`` is rounded to one significant digit, ``u 10^q``,
+    and the mean is printed to that decimal place ``10^q`` -- and never to more than ``digits``
+    significant digits; the bounds carry one more decimal than the mean (they say where the
+    interval ends). So 0.105 with the interval 0.0955-0.115 prints as ``0.10 (0.096-0.115)``: more
+    runs would move its third digit.
+    """
     c = d.get("mean", d.get("ratio"))
-    if d.get("runs", 0) <= 1:
+    if d.get("runs", 0) <= 1 or c is None:
         return _g(c, digits)
     sep = " to " if min(d["lo"], d["hi"]) < 0 else "-"  # "-9.3-2.6" would read as a range of negatives
-    return f"{_g(c, digits)} ({_g(d['lo'], digits)}{sep}{_g(d['hi'], digits)})"
+    half = (float(d["hi"]) - float(d["lo"])) / 2
+    dec = _decimals(c, digits)
+    if half > 0 and math.isfinite(half):
+        lead = float(f"{half:.0e}")  # the half-width to one significant digit
+        dec = min(dec, -int(math.floor(math.log10(lead) + 1e-12)))
+    b = dec + 1
+    lo, hi = (_fixed(v, min(b, max(_decimals(v, digits), dec + 1 if dec < 0 else 0))) for v in (d["lo"], d["hi"]))
+    return f"{_fixed(c, dec)} ({lo}{sep}{hi})"
 
 
 def _runs_iv(values, digits=3) -> str:
