@@ -239,6 +239,18 @@ def _fig12_ours(recs):
     return f"{runs} runs, binomial: eps {b['eps'][lo]:g}: {cell(lo)}; eps {b['eps'][hi]:g}: {cell(hi)}"
 
 
+def _rel_gain_iv(a: dict, b: dict) -> str:
+    """``1 - a/b`` in percent with a 95 % interval, from two means over independent runs (each with
+    its ``mean_interval``-like half-width): delta method, ``se(a/b) = (a/b) sqrt(se_a^2/a^2 +
+    se_b^2/b^2)`` (conservative when the runs are positively correlated)."""
+    from scipy import stats
+    z = float(stats.norm.ppf(0.5 + LEVEL / 2))
+    r = a["mean"] / b["mean"]
+    se = abs(r) * math.hypot((a["hi"] - a["lo"]) / (2 * z * a["mean"]), (b["hi"] - b["lo"]) / (2 * z * b["mean"]))
+    return _iv({"mean": 100 * (1 - r), "lo": 100 * (1 - r - z * se), "hi": 100 * (1 - r + z * se),
+                "runs": a["runs"]}, 2)
+
+
 def _fig12_verdict(recs):
     b = _res(recs, "fig12")["binomial"]
     runs = _runs(recs, "fig12")
@@ -247,9 +259,9 @@ def _fig12_verdict(recs):
         ibu = _from_mean_std(b["ibu"][i]["mean"], b["ibu"][i]["std"], runs)
         invp = _from_mean_std(b["rappor-p"][i]["mean"], b["rappor-p"][i]["std"], runs)
         if ibu["hi"] < invp["lo"]:
-            out.append(f"{e:g}: IBU {100 * (1 - ibu['mean'] / invp['mean']):.0f} % better")
+            out.append(f"{e:g}: IBU {_rel_gain_iv(ibu, invp)} % better")
         elif invp["hi"] < ibu["lo"]:
-            out.append(f"{e:g}: INV-P {100 * (1 - invp['mean'] / ibu['mean']):.0f} % better")
+            out.append(f"{e:g}: INV-P {_rel_gain_iv(invp, ibu)} % better")
         else:
             out.append(f"{e:g}: intervals overlap")
     return "by eps (binomial, 95 % intervals of the means): " + "; ".join(out)
