@@ -218,6 +218,21 @@ def test_decoders_recover_the_distribution(collected):
         decode(mech, bit_counts=bc, method="em-exact")
 
 
+def test_default_decoder_is_the_mle_when_the_reports_fit(collected, monkeypatch):
+    mech, obs = collected
+    b = obs.blocks[0]
+    auto = decode(mech, b.reports, b.counts)
+    assert auto.method == "em-exact"
+    np.testing.assert_array_equal(auto.coef, decode(mech, b.reports, b.counts, method="em-exact").coef)
+    assert decode(mech, bit_counts=mech.bit_counts(b.reports, b.counts)).method == "ridge"  # no reports
+    assert decode(mech, b.reports, b.counts, penalty=0.1).method == "ridge"  # a penalty is the regression's
+    # a likelihood above the dense cap falls back to the regression instead of refusing
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", str(mech.k * b.reports.shape[0] - 1))
+    assert decode(mech, b.reports, b.counts).method == "ridge"
+    with pytest.raises(LocalPrivError, match="dense matrix"):
+        decode(mech, b.reports, b.counts, method="em-exact")
+
+
 def test_string_candidates_and_a_decoy():
     """keys=labels: Bloom bits of XXH64(UTF-8 label); decoding over candidates that include a
     string no user holds gives it a share within 5 standard deviations of 0."""
