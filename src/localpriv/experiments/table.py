@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from .._validation import LocalPrivError
-from .spread import LEVEL, mean_interval
+from .spread import LEVEL, mean_interval, ratio_interval
 
 __all__ = ["Row", "ROWS", "render", "rewrite_readme", "rewrite_block", "dbsec_tables", "freewill_table1", "freewill_table2", "BEGIN", "END"]
 
@@ -207,15 +207,22 @@ def _fig9_verdict(recs):
 def _fig10_ours(recs):
     r = _res(recs, "fig10")
     a = r["a"]
-    gaps = []
+    gaps = []  # (|INV-P / IBU - 1|, its paired ratio interval, INV-N's, where)
     for key in ("a", "b"):
         p = r[key]
-        for i in range(len(p["eps"])):
-            ibu, invp, invn = (float(np.mean(p["emd"][m][i])) for m in ("ibu", "inv-p", "inv-n"))
-            gaps.append((abs(ibu - invp) / ibu, (invn - ibu) / ibu))
+        for i, e in enumerate(p["eps"]):
+            rp = ratio_interval(p["emd"]["inv-p"][i], p["emd"]["ibu"][i])
+            rn = ratio_interval(p["emd"]["inv-n"][i], p["emd"]["ibu"][i])
+            gaps.append((abs(rp["ratio"] - 1), rp, rn, f"({key}) eps {e:g}"))
+    gp = max(gaps, key=lambda g: g[0])
+    gn = max(gaps, key=lambda g: g[2]["ratio"])
+
+    def pct(d):  # a ratio interval as percent above 1
+        return _iv({"mean": 100 * (d["ratio"] - 1), "lo": 100 * (d["lo"] - 1), "hi": 100 * (d["hi"] - 1),
+                    "runs": d["runs"]}, 2)
     return (f"{_runs(recs, 'fig10')} runs per eps; ages " + _sweep_cells(a, [a["eps"][0], a["eps"][-1]], "years")
-            + f"; over both panels IBU and INV-P within {100 * max(g for g, _ in gaps):.0f} %, INV-N up to "
-            f"{100 * max(h for _, h in gaps):.0f} % above IBU")
+            + f"; largest INV-P/IBU gap over both panels {pct(gp[1])} % ({gp[3]}), INV-N at most "
+            f"{pct(gn[2])} % above IBU ({gn[3]}; paired ratios of mean EMD)")
 
 
 def _fig11_ours(recs):
@@ -273,8 +280,10 @@ def _fig4_ours(recs):
     e1 = "1.0" if "1.0" in b else sorted(b)[0]
     i25 = r["n"].index(25) if 25 in r["n"] else -1
     points = sum(len(v) for v in b.values())
-    return (f"bound {_g(b[e1][i25], 3)} at n={r['n'][i25]}, eps={e1}; empirical {_g(r['empirical'][e1][i25], 3)} "
-            f"({_runs(recs, 'fig4')} runs per point); violated (by 5 s.e.) at {r['violations_5se']} of {points} points")
+    runs = _runs(recs, "fig4")
+    emp = _iv(_wilson(round(r["empirical"][e1][i25] * runs), runs), 2)
+    return (f"bound {_g(b[e1][i25], 3)} at n={r['n'][i25]}, eps={e1}; empirical {emp} "
+            f"({runs} runs per point, Wilson 95 %); violated (by 5 s.e.) at {r['violations_5se']} of {points} points")
 
 
 def _fig35_ours(recs):
