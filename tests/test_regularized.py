@@ -300,10 +300,10 @@ def test_ems_selection_crosses_the_uniform_plateau_at_low_signal():
     counts = np.bincount(KRR(k, eps).sample(rng.choice(k, 4000, p=truth), rng), minlength=k)
     obs = Observations.from_counts(KRR(k, eps), counts, IntegerDomain(0, k - 1))
     uniform = emd_line(truth, np.full(k, 1.0 / k))
-    est = ems(obs, decline="significant")
+    est = ems(obs)  # the default rule ("significant")
     assert est.extra["cv"]["decline"] == "significant" and est.settings["strength"] < 1.0
     assert emd_line(truth, est.distribution) < 0.75 * uniform
-    old = ems(obs)  # the default (strict) rule: stops on the plateau, extends upwards
+    old = ems(obs, decline="strict")  # stops on the plateau, extends upwards
     assert old.extra["cv"]["decline"] == "strict"
     assert old.settings["strength"] > 10.0 and emd_line(truth, old.distribution) > 0.99 * uniform
 

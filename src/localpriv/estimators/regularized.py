@@ -99,10 +99,13 @@ informative reports) every bandwidth above ~1 cell smooths to the uniform distri
 curve is flat to ~1e-6 nats from the top of the grid down to ``h ~ 1``; the strict rule (any drop
 below the best) stopped on that plateau and chose its top (the uniform distribution), missing a
 higher maximum at small ``h``. The choice is still the
-candidate scored with the best mean held-out log-likelihood. **Opt-in for now**
-(``ems(obs, decline="significant")``; ``EMS_DECLINE`` is ``"strict"``): the committed evidence
-(docs/results/estimator-accuracy.json) and intervals were measured with the strict rule, and the
-default changes with their rerun. Dirichlet keeps the strict rule.
+candidate scored with the best mean held-out log-likelihood. This is EMS's default
+(``EMS_DECLINE``); ``decline="strict"`` restores the first rule. Dirichlet keeps the strict rule.
+
+EMS's fixed point: the selection's fits stop at ``max_x |step| < EMS_CV_DELTA`` (1e-7), the final
+fit at ``EMS_DELTA`` (1e-9). At low signal the smoothed map contracts slowly and a 1e-7 step
+leaves the iterate ~1e-3 (max abs) from its fixed point; the final fit is one of ~80, so the
+tighter tolerance there costs little (notes/issue-17.md, session 14).
 
 Randomness: the split is drawn from ``rng`` (an int seed or a ``numpy.random.Generator``; default
 ``0``, so the same observations give the same estimate). ``strength=<value>`` skips the selection
@@ -148,8 +151,11 @@ DIRICHLET_FLOOR_WEIGHT = 1e-8
 #: with stop="gap", the fits of the cross-validation are certified to within this many nats (in all,
 #: over the training reports) of their maximum: delta = max(delta, CV_GAP_NATS / n_train)
 CV_GAP_NATS = 0.01
-#: EMS's default tolerance: max_x |theta'_x - theta_x| < EMS_DELTA (see ems)
-EMS_DELTA = 1e-7
+#: EMS's default tolerance for the final fit: max_x |theta'_x - theta_x| < EMS_DELTA (see ems)
+EMS_DELTA = 1e-9
+#: ... and for the fits of the strength selection (many fits; the choice is insensitive to it):
+#: max(delta, EMS_CV_DELTA)
+EMS_CV_DELTA = 1e-7
 #: axes up to this many cells are smoothed by a dense matrix, longer ones by the DCT
 DENSE_AXIS = 1024
 
@@ -341,9 +347,8 @@ def split_counts(counts: Sequence[np.ndarray], folds: int, rng) -> list[list[np.
 Fit = Callable[[Sequence[LikelihoodBlock], float, "np.ndarray | None"], EMResult]
 
 
-#: EMS's default sweep rule (``select_strength(decline=...)``): "strict" until the evidence is
-#: rerun with "significant" (notes/issue-17-ems.md)
-EMS_DECLINE = "strict"
+#: EMS's default sweep rule (``select_strength(decline=...)``; notes/issue-17-ems.md)
+EMS_DECLINE = "significant"
 
 
 def select_strength(blocks: Sequence[LikelihoodBlock], fit: Fit, candidates: Sequence[float], *,
@@ -484,9 +489,9 @@ def _seed_label(rng) -> int | str:
 
 def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, extend_down, *, folds, rng,
          theta0, delta, max_iter, callback, keep_trace, accelerate, stop, progress, meaning: str,
-         grid_rule: str, decline: str = "strict") -> Estimate:
-    """Select the strength (unless given; ``decline`` as for :func:`select_strength`), refit on all
-    reports from the start, build the Estimate."""
+         grid_rule: str, decline: str = "strict", cv_floor: float = 0.0) -> Estimate:
+    """Select the strength (unless given; ``decline`` as for :func:`select_strength`; the selection's
+    fits stop at ``max(delta, cv_floor)``), refit on all reports from the start, build the Estimate."""
     from ..progress import EMProgress, em_progress
     from .ibu import em_settings, run_em
     k = obs.k
@@ -510,7 +515,7 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
             check_rng(rng)
             n_train = obs.n * (folds - 1) / folds
             # the certified rule: CV fits within CV_GAP_NATS (in all) of their maximum suffice
-            cv_delta = max(delta, CV_GAP_NATS / n_train) if stop == "gap" else delta
+            cv_delta = max(delta, CV_GAP_NATS / n_train) if stop == "gap" else max(delta, cv_floor)
 
             def cv_fit(bl, s, start):
                 if bar is not None:  # a long selection shows its progress too
@@ -568,16 +573,17 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
     ``theta' = S_h(theta * grad / n)`` (Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić, SIGMOD 2020)
     iterated towards its fixed point from ``theta0`` (uniform by default), with SQUAREM on the
     residual (the map ascends no objective, so nothing certifies it), stopped when
-    ``max_x |theta'_x - theta_x| < delta`` (default ``1e-7``), at most ``max_iter`` evaluations.
+    ``max_x |theta'_x - theta_x| < delta`` (default ``1e-9``; the selection's fits stop at
+    ``max(delta, EMS_CV_DELTA)`` = 1e-7), at most ``max_iter`` evaluations.
     ``strength`` is the bandwidth ``h`` (kernel standard deviation, cells); ``None`` (default)
     chooses it by ``folds``-fold cross-validation of the held-out log-likelihood, the split drawn
     from ``rng`` (the sweep crosses flat stretches of the curve: module docstring); ``0`` is the
     maximum-likelihood estimate, computed by the engine with
     ``accelerate`` and ``stop`` (exactly :func:`~localpriv.estimators.ibu.ibu` with the same
     settings). With several mechanisms it is regularized GIBU. ``progress`` as for ``ibu``.
-    ``decline`` is the sweep's stopping rule (:func:`select_strength`): ``"strict"`` (the default
-    until the evidence of ``localpriv reproduce estimator-accuracy`` is rerun with the other rule)
-    or ``"significant"``, which crosses flat stretches of the held-out curve (module docstring).
+    ``decline`` is the sweep's stopping rule (:func:`select_strength`): ``"significant"`` (the
+    default), which crosses flat stretches of the held-out curve (module docstring), or
+    ``"strict"`` (stop at the first candidate scoring below the best).
     """
     shape = ordered_shape(obs.domain, "ems")
     strength = _check_strength(strength, "ems")
@@ -602,7 +608,7 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
 
     return _run("ems", obs, lambda s: SmoothingPenalty(shape, s), strength, grid, up, down, folds=folds, rng=rng,
                 theta0=theta0, delta=delta, max_iter=max_iter, callback=callback, keep_trace=keep_trace,
-                accelerate=accelerate, stop=stop, progress=progress, decline=decline,
+                accelerate=accelerate, stop=stop, progress=progress, decline=decline, cv_floor=EMS_CV_DELTA,
                 meaning="bandwidth h: standard deviation of the smoothing kernel, cells",
                 grid_rule=f"h from max(1, D/4)={top:g} down to {EMS_MIN_BANDWIDTH:g} cells, "
                           f"{EMS_PER_DECADE} per decade")
