@@ -267,7 +267,7 @@ register_experiment(Experiment(
     description="Seed 003 Table I (Figs. 3-13): [INV]R, [IBU]R, [INV]M, [IBU]M vs GIBU under mixtures of "
                 "k-RR, geometric and Shokri mechanisms (linear {0..99}; planar Gowalla Manhattan grid)",
     defaults={"scenarios": ["krr+krr", "geo+geo", "krr+geo", "shokri"], "spaces": ["linear", "planar"],
-              "ns": [1000, 10000, 100000], "runs": 10, "k_linear": 100, "cell_km": 0.5, "shokri_cell_km": 1.0,
+              "ns": [1000, 10000, 100000], "runs": 100, "k_linear": 100, "cell_km": 0.5, "shokri_cell_km": 1.0,
               "delta_norm": 1e-7, "max_iter": 10000, "accelerate": "none", "stop": "loglik"},
     quick={"ns": [20000], "runs": 1, "k_linear": 30, "cell_km": 2.0, "shokri_cell_km": 2.0,
            "scenarios": ["krr+krr", "geo+geo", "shokri"]},

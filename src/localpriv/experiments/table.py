@@ -370,7 +370,7 @@ def _freewill1_ours(recs):
     return (f"{runs} runs at n = {r['ns'][-1]:,}: GIBU lowest mean EMD in {gibu_best}/{len(r['emd'])} settings; "
             f"of {a['total']} meaningful verdicts (GIBU-vs-itself and NA cells not counted) {a['decided']} are "
             f"decided, {a['agree']} of them as the seed's; {a['undecided']} undecided (the 95 % interval crosses a "
-            f"threshold), {a['undecided_with_paper']} of which include the seed's verdict")
+            f"threshold; {a['undecided_with_paper']} of {a['undecided']} span the seed's verdict)")
 
 
 def _table1_agreement(r) -> dict:
