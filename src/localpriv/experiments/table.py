@@ -443,9 +443,10 @@ def _t53_verdict(recs):
     relearn = names.get(p.get("relearn_learner", "greedy"), p.get("relearn_learner"))
     return (("not reproduced: " if not inside else "")
             + "scored the thesis's way, the thesis's ACC is inside our interval for " + (", ".join(inside) or "none")
-            + f"; reference network learned by {ref}, the private pipelines' networks by {relearn} (the thesis: "
-            "hill climbing for both); the protocol is our simplified variant of Algorithm 4 (Algorithm 4 as written: "
-            "`thesis-algorithm4`)")
+            + ("; every network learned by hill climbing, as in the thesis" if ref == relearn == "hill climbing" else
+               f"; reference network learned by {ref}, the private pipelines' networks by {relearn} (the thesis: "
+               "hill climbing for both)")
+            + "; the protocol is our simplified variant of Algorithm 4 (Algorithm 4 as written: `thesis-algorithm4`)")
 
 
 def _t54_ours(recs):

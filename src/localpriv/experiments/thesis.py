@@ -313,7 +313,7 @@ register_experiment(Experiment(
                 "network learned on the clean records (hill climbing or GreedyBayes)",
     defaults={"network": "survey", "n": 5000, "runs": 500, "k": 2, "p": 0.5, "eps": 0.1,
               "block_factor": 2, "floor": 1e-3, "structure_fraction": 0.3,
-              "reference_learner": "hill-climbing", "relearn_learner": "greedy"},
+              "reference_learner": "hill-climbing", "relearn_learner": "hill-climbing"},
     quick={"runs": 4, "n": 500},
     compute=_t53_compute, plot=_t53_plot,
     reference="seed 004 sections 5.2-5.3.1, Table 5.3",
