@@ -195,7 +195,7 @@ register_experiment(Experiment(
     name="thesis-algorithm4",
     description="Algorithm 4 as written (AP pairs, views, one emitted row per user) on Survey beside the "
                 "repository's variant: structure ACC, AP-table L1/JS, computed LDP level",
-    defaults={"network": "survey", "n": 5000, "runs": 300, "k": 2, "p": 0.5, "floor": 1e-3, "block_factor": 2,
+    defaults={"network": "survey", "n": 5000, "runs": 500, "k": 2, "p": 0.5, "floor": 1e-3, "block_factor": 2,
               "structure_fraction": 0.3, "reference_learner": "hill-climbing", "relearn_learner": "hill-climbing",
               "em_delta": 1e-9, "em_max_iter": 100_000},
     quick={"runs": 2, "n": 600},
