@@ -172,7 +172,7 @@ MEDIUM = {
                  _pick("education", "k-RR"), _pick("education", "OUE"), _pick("education", "OLH"),
                  _pick("education", "SS"),
                  _pick("manhattan", "k-RR"), _pick("manhattan", "planar geometric"),
-                 {**_pick("nyc", "planar geometric"), "n": [10_000, 100_000]}],
+                 _pick("nyc", "planar geometric")],
     "eps_ldp": [1.0], "n": [10_000], "runs": 3,
 }
 

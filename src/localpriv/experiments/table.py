@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from .._validation import LocalPrivError
-from .spread import LEVEL, mean_interval, ratio_interval
+from .spread import LEVEL, _t, mean_interval, ratio_interval
 
 __all__ = ["Row", "ROWS", "render", "rewrite_readme", "rewrite_block", "dbsec_tables", "freewill_table1", "freewill_table2", "BEGIN", "END"]
 
@@ -93,8 +93,8 @@ def _iv(d: dict, digits=3) -> str:
     if half > 0 and math.isfinite(half):
         lead = float(f"{half:.0e}")  # the half-width to one significant digit
         dec = min(dec, -int(math.floor(math.log10(lead) + 1e-12)))
-    b = dec + 1
-    lo, hi = (_fixed(v, min(b, max(_decimals(v, digits), dec + 1 if dec < 0 else 0))) for v in (d["lo"], d["hi"]))
+    b = dec + 1  # a bound: one decimal more than the mean, at most `digits` significant digits
+    lo, hi = (_fixed(v, b if b <= 0 else min(b, _decimals(v, digits))) for v in (d["lo"], d["hi"]))
     return f"{_fixed(c, dec)} ({lo}{sep}{hi})"
 
 
@@ -247,13 +247,15 @@ def _fig12_ours(recs):
 
 
 def _rel_gain_iv(a: dict, b: dict) -> str:
-    """``1 - a/b`` in percent with a 95 % interval, from two means over independent runs (each with
-    its ``mean_interval``-like half-width): delta method, ``se(a/b) = (a/b) sqrt(se_a^2/a^2 +
-    se_b^2/b^2)`` (conservative when the runs are positively correlated)."""
+    """``1 - a/b`` in percent with a 95 % interval, from two means over independent runs (each a
+    Student-t ``mean_interval``-like dict, so ``se = (hi - lo) / (2 t)``): delta method,
+    ``se(a/b) = (a/b) sqrt(se_a^2/a^2 + se_b^2/b^2)`` (conservative when the runs are positively
+    correlated)."""
     from scipy import stats
     z = float(stats.norm.ppf(0.5 + LEVEL / 2))
     r = a["mean"] / b["mean"]
-    se = abs(r) * math.hypot((a["hi"] - a["lo"]) / (2 * z * a["mean"]), (b["hi"] - b["lo"]) / (2 * z * b["mean"]))
+    se_a, se_b = ((d["hi"] - d["lo"]) / (2 * _t(d["runs"], LEVEL)) for d in (a, b))
+    se = abs(r) * math.hypot(se_a / a["mean"], se_b / b["mean"])
     return _iv({"mean": 100 * (1 - r), "lo": 100 * (1 - r - z * se), "hi": 100 * (1 - r + z * se),
                 "runs": a["runs"]}, 2)
 

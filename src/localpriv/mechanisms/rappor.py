@@ -603,7 +603,7 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
         ``"auto"`` (default): ``"em-exact"`` when the reports are given and their dense likelihood
         (candidates x distinct reports) fits under :func:`~localpriv.mechanisms.base.max_dense_entries`,
         else ``"ridge"`` -- the MLE had the lower MSE in every round of the benchmark against
-        pure-LDP and an equal or better top 10 and top 50 (docs/rappor.md); the regression needs
+        pure-LDP and a better top 10 and top 50 (docs/rappor.md); the regression needs
         only bit counts. ``Decoded.method`` says which ran.
     penalty : {"cv", "gcv", "sure"} or float
         ``method="ridge"`` only. With ``A[(c, j), x] = n[c] [j in B_c(x)]`` and the debiased counts
@@ -646,7 +646,7 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
                              f"{str(method)[:40]!r}")
     if method == "auto" and not (isinstance(penalty, str) and penalty == "cv"):
         method = "ridge"  # a penalty given: the regression it is for
-    if method not in ("ridge", "auto") and not (isinstance(penalty, str) and penalty == "cv"):
+    if method != "ridge" and not (isinstance(penalty, str) and penalty == "cv"):
         raise LocalPrivError(f"rappor decode: penalty is for method=ridge only (method={method})")
     if bloom is not None:
         if candidates is not None:
