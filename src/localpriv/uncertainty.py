@@ -522,8 +522,10 @@ def _support_second_moment(block) -> np.ndarray | None:
     from .mechanisms.unary import weighted_gram
     if isinstance(mech, KRR):
         return np.diag(block.count_vector() / block.n)
+    from .mechanisms._packed import PackedSupport
     vectors = getattr(mech, "vectors", None)       # SHE: the noisy vectors themselves
-    supports = getattr(mech, "support", None)      # pure protocols: sparse 0/1 support rows
+    packed = getattr(mech, "packed_support", None)  # pure protocols: 0/1 support rows, packed bits
+    supports = getattr(mech, "support", None)
     if vectors is None and supports is None:
         return None
     k = mech.k
@@ -534,6 +536,8 @@ def _support_second_moment(block) -> np.ndarray | None:
         if vectors is not None:
             Z = vectors(block.reports[s:s + step])
             out += (Z * c[:, None]).T @ Z
+        elif packed is not None:
+            out += PackedSupport(packed(block.reports[s:s + step]), k).gram(c)
         else:
             out += weighted_gram(supports(block.reports[s:s + step]), c)
     return out / block.n

@@ -31,6 +31,7 @@ import numpy as np
 
 from .._validation import LocalPrivError
 from ..estimate import Estimate
+from ..mechanisms._packed import PackedSupport
 from ..mechanisms.base import DenseBlock, LikelihoodBlock
 from ..observations import Observations
 from ..projection import clip_normalize, project_simplex
@@ -411,6 +412,16 @@ class BatchedExpKernelBlock(LikelihoodBlock):
         return np.hstack([m.dense() for m in self.members])
 
 
+def _as_csr(Z):
+    """A member's support matrix as CSR (packed bits unpacked by chunks)."""
+    import scipy.sparse as sp
+
+    if isinstance(Z, PackedSupport):
+        parts = [sp.csr_matrix(D) for _, D in Z.chunks()]
+        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, Z.k))
+    return sp.csr_matrix(Z)
+
+
 class BatchedSupportBlock(LikelihoodBlock):
     """Support blocks of ``M`` pure protocols (unary encodings, local hashing, subset selection;
     seed 002) as one: ``G[x, j] = u_j + v_j Z[j, x]`` over the stacked reports.
@@ -430,8 +441,11 @@ class BatchedSupportBlock(LikelihoodBlock):
         self.v = np.concatenate([np.broadcast_to(m.v, m.counts.shape) for m in self.members])
         self.log_offset = float(sum(m.log_offset for m in self.members))
         Zs = [m.Z for m in self.members]
-        if any(sp.issparse(Z) for Z in Zs):
-            self.Z = sp.vstack([sp.csr_matrix(Z) for Z in Zs], format="csr")
+        packed = [isinstance(Z, PackedSupport) for Z in Zs]
+        if all(packed):
+            self.Z = PackedSupport.vstack(Zs)
+        elif any(packed) or any(sp.issparse(Z) for Z in Zs):
+            self.Z = sp.vstack([_as_csr(Z) for Z in Zs], format="csr")
         else:
             self.Z = np.ascontiguousarray(np.vstack(Zs))
         self._Z2 = None
@@ -446,6 +460,8 @@ class BatchedSupportBlock(LikelihoodBlock):
         """``sum_j w_j (u_j + v_j Z[j, x])^2``."""
         import scipy.sparse as sp
 
+        if getattr(self.Z, "binary", False):  # 0/1 entries: Z * Z == Z
+            return (self.u * self.u) @ w + self.Z.T @ ((2.0 * self.u + self.v) * self.v * w)
         if self._Z2 is None:
             self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
         return (self.u * self.u) @ w + 2.0 * (self.Z.T @ (self.u * self.v * w)) + self._Z2.T @ (self.v * self.v * w)

@@ -47,6 +47,7 @@ from .. import stablehash
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from .base import check_dense_size, register
 from ._sampling import CLIENT_CHUNK, client_inputs
+from ._packed import PackedSupport
 from .krr import grr_floats
 from .unary import PureProtocol
 
@@ -232,6 +233,23 @@ class LocalHashing(PureProtocol):
             e = min(s.size, a + step)
             parts.append(sp.csr_matrix(self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None]))
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k), dtype=bool)
+
+    def support_counts(self, reports, counts=None) -> np.ndarray:
+        """``C_v = sum_j counts_j [H_{s_j}(v) = y_j]``, from the packed support (no sparse matrix)."""
+        P = PackedSupport(self.packed_support(reports), self.k)
+        c = np.ones(P.shape[0]) if counts is None else np.asarray(counts, dtype=float)
+        return P.rmatvec(c)
+
+    def packed_support(self, reports) -> np.ndarray:
+        """:meth:`support` as packed bits (``reports x ceil(k/8)``), by the same chunks."""
+        s, y = self.decode(reports)
+        vals = np.arange(self.k)
+        out = np.empty((s.size, -(-self.k // 8)), dtype=np.uint8)
+        step = max(1, (1 << 22) // self.k)
+        for a in range(0, s.size, step):
+            e = min(s.size, a + step)
+            out[a:e] = np.packbits(self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None], axis=1)
+        return out
 
     def likelihood_parts(self, reports):
         """(*) with ``r1 = 1``: ``c = p / n_seeds``, ``r0 = q / p = e^{-log(p/q)}``."""

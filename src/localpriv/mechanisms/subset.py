@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ._sampling import bernoulli_bits, client_inputs
 from .base import check_dense_size, register
-from .unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, pack_bits, unpack_bits
+from .unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, bit_counts, pack_bits, unpack_bits
 
 def gammaln(*args, **kwargs):
     """``scipy.special.gammaln``, imported on first use (keeps ``import localpriv`` quick)."""
@@ -145,6 +145,9 @@ class SS(PureProtocol):
     def support(self, reports) -> sp.csr_matrix:
         return sp.csr_matrix(unpack_bits(reports, self.k).astype(bool))
 
+    def packed_support(self, reports) -> np.ndarray:
+        return UnaryEncoding.packed_support(self, reports)
+
     def support_counts(self, reports, counts=None) -> np.ndarray:
         return UnaryEncoding.support_counts(self, reports, counts)
 
@@ -155,7 +158,7 @@ class SS(PureProtocol):
 
     def likelihood_parts(self, reports):
         """(*) with ``r1 = 1``, ``r0 = e^-eps``; reports of the wrong size have probability 0."""
-        sizes = unpack_bits(reports, self.k).sum(axis=1)
+        sizes = bit_counts(reports, self.k)
         log_c = np.where(sizes == self.omega, self._log_c(), -np.inf)
         return log_c, float(np.exp(-self.eps)), 1.0
 
@@ -166,7 +169,7 @@ class SS(PureProtocol):
         return log_w_in - log_w_out
 
     def likelihood_block(self, reports, counts):
-        sizes = unpack_bits(reports, self.k).sum(axis=1)
+        sizes = bit_counts(reports, self.k)
         if np.any(sizes != self.omega):
             raise LocalPrivError(f"{self}: reports must hold exactly {self.omega} elements; "
                                  f"got sizes {np.unique(sizes[sizes != self.omega])[:5].tolist()}")

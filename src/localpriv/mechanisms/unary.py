@@ -50,15 +50,22 @@ import scipy.sparse as sp
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
 from ._sampling import bernoulli_bits, client_inputs
+from ._packed import POPCOUNT, PackedSupport
 from .base import LikelihoodBlock, Mechanism, check_dense_size, register
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
            "sue_probabilities", "oue_probabilities", "sue_logits", "oue_logits", "log_bit", "expit",
-           "pack_bits", "unpack_bits"]
+           "pack_bits", "unpack_bits", "bit_counts"]
 
 #: largest k for which a unary channel (2^k columns) is built densely
 DENSE_MAX_K = 12
 _CHUNK = 1 << 18  # bits drawn at once when sampling bit matrices (fits in cache)
+_CHUNK_ENTRIES = 1 << 22  # support entries built at once for packed supports
+#: support matrices with more entries than this are not held dense (PureProtocol.likelihood_block)
+DENSE_Z_ENTRIES = 20_000_000
+#: above DENSE_Z_ENTRIES, the support is held as packed bits when at least this share of its
+#: entries are set (else sparse: 12 bytes per set entry); see notes/issue-16.md for the crossover
+PACKED_MIN_DENSITY = 0.02
 
 
 def pack_bits(bits: np.ndarray) -> np.ndarray:
@@ -76,6 +83,19 @@ def unpack_bits(packed: np.ndarray, k: int) -> np.ndarray:
         raise LocalPrivError(f"bit-vector reports of a {k}-element domain have {ceil(k / 8)} bytes, "
                              f"got {r.shape[1]}")
     return np.unpackbits(r, axis=1, count=k)
+
+
+def bit_counts(packed: np.ndarray, k: int) -> np.ndarray:
+    """Set bits per row of packed ``n x ceil(k/8)`` reports (bits past ``k`` ignored), without
+    unpacking them (a 256-entry popcount table)."""
+    r = np.asarray(packed)
+    if r.ndim != 2 or r.dtype != np.uint8 or r.shape[1] != ceil(k / 8):
+        unpack_bits(r[:0] if r.ndim == 2 else r, k)  # raises the shape/dtype error
+    pad = r.shape[1] * 8 - k
+    out = POPCOUNT[r[:, :-1]].sum(axis=1) if r.shape[1] > 1 else np.zeros(r.shape[0], dtype=np.int64)
+    if r.shape[1]:
+        out = out + POPCOUNT[r[:, -1] & np.uint8(0xFF ^ ((1 << pad) - 1))]
+    return out
 
 
 def expit(logit: float) -> float:
@@ -147,8 +167,11 @@ def weighted_gram(Z, w) -> np.ndarray:
 
     A sparse ``Z`` is densified by chunks of ``_GRAM_CHUNK`` entries and multiplied by BLAS: the
     sparse-sparse product was 6x slower (10^6 OUE reports at k = 100, measured in issue 16's notes)
-    and memory stays bounded by a chunk."""
+    and memory stays bounded by a chunk. A :class:`~localpriv.mechanisms._packed.PackedSupport`
+    unpacks its own chunks."""
     w = np.asarray(w, dtype=float)
+    if isinstance(Z, PackedSupport):
+        return Z.gram(w)
     if not sp.issparse(Z):
         Z = np.asarray(Z, dtype=float)
         return (Z * w[:, None]).T @ Z
@@ -168,7 +191,8 @@ class SupportBlock(LikelihoodBlock):
     ``r0``, ``r1`` are scalars or one value per report. With ``u = c r0`` and ``v = c (r1 - r0)``
     (per report): ``forward(theta) = u * sum(theta) + v * (Z @ theta)`` and
     ``backward(w) = u @ w + Z.T @ (v * w)``: O(nnz(Z) + k + m) each.
-    ``Z`` may also be a dense array (histogram encodings, where it holds per-report ratios).
+    ``Z`` may also be a dense array (histogram encodings, where it holds per-report ratios) or a
+    :class:`~localpriv.mechanisms._packed.PackedSupport` (many reports: 1 bit per entry).
     """
 
     def __init__(self, k, log_c, r0, r1, Z, counts):
@@ -178,7 +202,7 @@ class SupportBlock(LikelihoodBlock):
         if Z.shape != (self.counts.size, self.k) or log_c.size != self.counts.size:
             raise LocalPrivError(f"support block: {Z.shape} support matrix for {self.counts.size} "
                                  f"reports on {self.k} inputs")
-        if not sp.issparse(Z) and not np.all(np.isfinite(Z)):
+        if isinstance(Z, np.ndarray) and not np.all(np.isfinite(Z)):
             raise LocalPrivError("support block: the likelihood ratios overflow float64 at this eps")
         # columns whose probabilities would underflow are rescaled (EM is invariant to a
         # per-report factor); the log-likelihood lost that way is kept in ``log_offset``
@@ -204,6 +228,8 @@ class SupportBlock(LikelihoodBlock):
 
     def hessian_diagonal(self, w):
         """``sum_j w_j G[x, j]^2`` with ``G[x, j]^2 = (u_j + v_j Z[j, x])^2``."""
+        if getattr(self.Z, "binary", False):  # 0/1 entries: Z * Z == Z, one product
+            return (self.u * self.u) @ w + self.Z.T @ ((2.0 * self.u + self.v) * self.v * w)
         Z2 = getattr(self, "_Z2", None)
         if Z2 is None:
             Z2 = self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
@@ -222,7 +248,7 @@ class SupportBlock(LikelihoodBlock):
         """``G = u + Z^T * v`` in one vectorized expression (refused above the dense-size cap)."""
         m = self.counts.size
         check_dense_size(self.k, m, f"the likelihood of {m} reports")
-        Zt = self.Z.T.toarray() if sp.issparse(self.Z) else np.asarray(self.Z).T
+        Zt = self.Z.toarray().T if hasattr(self.Z, "toarray") else np.asarray(self.Z).T
         return self.u[None, :] + Zt * self.v[None, :]
 
 
@@ -256,11 +282,32 @@ class PureProtocol(Mechanism):
         """``log(r1 / r0)`` of (*), computed exactly from the mechanism's parameters in log space."""
         raise NotImplementedError
 
+    def packed_support(self, reports) -> np.ndarray:
+        """The support matrix as packed bits (``reports x ceil(k/8)`` uint8, :func:`pack_bits`
+        order), built by chunks of rows. Protocols whose reports are packed bits return them."""
+        r = np.asarray(reports)
+        out = np.empty((r.shape[0], ceil(self.k / 8)), dtype=np.uint8)
+        step = max(1, _CHUNK_ENTRIES // max(self.k, 1))
+        for s in range(0, r.shape[0], step):
+            out[s:s + step] = np.packbits(self.support(r[s:s + step]).toarray().astype(bool), axis=1)
+        return out
+
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+        """(*) as a :class:`SupportBlock`. ``Z`` is held dense (BLAS products) up to
+        ``DENSE_Z_ENTRIES`` entries when at least 5 % are set; above that as packed bits
+        (:class:`~localpriv.mechanisms._packed.PackedSupport`, ``O(m k / 8)`` per product, 1 bit
+        per entry) when at least ``PACKED_MIN_DENSITY`` of the entries are set, else sparse."""
         log_c, r0, r1 = self.likelihood_parts(reports)
-        Z = self.support(reports).astype(float)
-        m = Z.shape[0]
-        if Z.nnz > 0.05 * m * self.k and m * self.k <= 2e7:
+        m = np.asarray(counts).size
+        if m * self.k > DENSE_Z_ENTRIES:
+            P = PackedSupport(self.packed_support(reports), self.k)
+            if P.nnz >= PACKED_MIN_DENSITY * m * self.k:
+                return SupportBlock(self.k, log_c, r0, r1, P, counts)
+            Z = sp.vstack([sp.csr_matrix(D) for _, D in P.chunks()], format="csr") if m else \
+                sp.csr_matrix((0, self.k))
+        else:
+            Z = self.support(reports).astype(float)
+        if Z.nnz > 0.05 * m * self.k and m * self.k <= DENSE_Z_ENTRIES:
             Z = np.ascontiguousarray(Z.toarray())  # dense BLAS products beat sparse ones here
         return SupportBlock(self.k, log_c, r0, r1, Z, counts)
 
@@ -393,6 +440,11 @@ class UnaryEncoding(PureProtocol):
     def support(self, reports) -> sp.csr_matrix:
         return sp.csr_matrix(unpack_bits(reports, self.k).astype(bool))
 
+    def packed_support(self, reports) -> np.ndarray:
+        """The reports themselves: ``S(z)`` is the set bits of ``z``."""
+        bit_counts(np.asarray(reports)[:0], self.k)  # checks dtype and width
+        return np.asarray(reports)
+
     def support_counts(self, reports, counts=None) -> np.ndarray:
         """``C_v = sum_j counts_j z_{j,v}``, by chunks of unpacked bit rows (dense, fast)."""
         r = np.asarray(reports)
@@ -407,7 +459,7 @@ class UnaryEncoding(PureProtocol):
         """(*) with ``r1 = 1``: for a report with ``s >= 1`` set bits
         ``c(z) = P(z | x in S(z)) = p q^{s-1} (1-q)^{k-s}`` and ``r0 = q(1-p) / (p(1-q))``; the
         all-zero report has ``P(z|x) = (1-p)(1-q)^{k-1}`` for every ``x`` (``r0 = r1 = 1``)."""
-        ones = unpack_bits(reports, self.k).sum(axis=1, dtype=np.int64)
+        ones = bit_counts(reports, self.k)
         some = ones > 0
         log_c = np.where(some,
                          self.log_p + _times(ones - 1, self.log_q) + _times(self.k - ones, self.log_1mq),
