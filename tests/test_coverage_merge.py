@@ -33,3 +33,25 @@ def test_runs_split_by_n_merge_into_the_whole_run_and_replace_only_when_asked(tm
     assert rep["merged_replaced"] == [{"setting": name, "n": 600, "runs_before": 3, "runs_after": 2}]
     assert rep["params"]["settings"][0]["max_runs"] == {"600": 2}
     assert json.loads((tmp_path / "r" / "coverage.json").read_text())["merged_replaced"][0]["n"] == 600
+
+
+def test_docs_coverage_table_is_what_the_committed_json_renders():
+    """docs/uncertainty.md's coverage table is generated (`make coverage-docs`), never hand-edited."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "uncertainty.md").read_text()
+    begin = "<!-- coverage:begin (generated from its JSON; do not edit) -->\n"
+    block = doc.split(begin, 1)[1].split("\n<!-- coverage:end -->", 1)[0]
+    rec = json.loads((root / "docs" / "results" / "coverage.json").read_text())
+    assert block == C.table_markdown(rec)
+    assert block.count("\n| ") == sum(len(s["by_n"]) for s in rec["results"]["settings"].values())
+
+
+def test_table_marks_misses_of_the_targets():
+    rec = {"results": {"settings": {"X": {"data": "ages", "estimator": "ibu", "by_n": {"100": {"runs": 10, "coverage": {
+        lv: {"mean": 0.80, "median": float(lv), "cells_average": float(lv), "cells_worst": 0.5, "mean_width": 2.0,
+             "binomial_sd": 0.05} for lv in ("0.9", "0.95")}}}}}}}
+    rec["results"]["missed_targets"] = C.check_targets(rec["results"])
+    row = C.table_markdown(rec).splitlines()[-1]
+    assert row.endswith("| mean 90 under, mean 95 under |") and "0.800 / 0.800" in row and "2 years" in row

@@ -20,8 +20,8 @@ docs/uncertainty.md).
 
 Every (setting, n) cell has its own generator, derived from the experiment's seed and the cell's
 name, so a run split by settings and merged (:func:`merge`) equals one run over all of them. The
-vector mechanisms at n >= 10^5 and the EMS settings run fewer times (``max_runs``; stated in the
-JSON as each cell's ``runs``).
+EMS settings may run fewer times (``max_runs``; stated in the JSON as each cell's ``runs``).
+:func:`table_markdown` renders docs/uncertainty.md's table from the JSON (``make coverage-docs``).
 """
 from __future__ import annotations
 
@@ -42,11 +42,10 @@ from ..observations import ObservationBlock, Observations
 from ..plotting import plt, save
 from .runner import Experiment, register_experiment
 
-#: per-user sampling and an EM over ~n distinct reports cost ~3.5 s per run at n = 10^5 and ~17 s
-#: at 10^6 on one core (notes/issue-16.md), so the vector mechanisms run at most this many times
-#: there (binomial sd of a 95 % coverage: 1.5 points over 200 runs, 3.4 over 40); raise them (or pass
-#: your own ``settings``) to spend more
-VECTOR_RUNS = {"100000": 200, "1000000": 40}
+#: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
+#: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
+#: ~5 s at 10^6 on one core (notes/issue-16.md, session 15), so they run the full ``runs`` (was
+#: 200 / 40 at 10^5 / 10^6 with the sparse support)
 #: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.uncertainty):
 #: 200 runs at n = 10^4, 60 at 10^5 (binomial sd of a 95 % coverage 1.5 and 2.8 points), none at
 #: 10^6 so far (cost; notes/issue-16.md)
@@ -54,9 +53,9 @@ EMS_RUNS = {"10000": 200, "100000": 60, "1000000": 0}
 
 SETTINGS = [
     {"name": "k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"]},
-    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"], "max_runs": VECTOR_RUNS},
-    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"], "max_runs": VECTOR_RUNS},
-    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"], "max_runs": VECTOR_RUNS},
+    {"name": "OUE", "data": "ages", "mechanisms": ["oue(eps=1.0)"]},
+    {"name": "OLH", "data": "ages", "mechanisms": ["olh(eps=1.0)"]},
+    {"name": "SS", "data": "ages", "mechanisms": ["ss(eps=1.0)"]},
     {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
     {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
     {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
@@ -255,6 +254,45 @@ def merge(paths, out, replace: bool = False) -> dict:
         tmp.write_text(json.dumps(to_jsonable(record), indent=1))
     _plot(results, record["params"], out / "coverage.png")
     return record
+
+
+def _cov(c: dict, stat: str) -> str:
+    a, b = c["0.95"].get(stat), c["0.9"].get(stat)
+    return "-" if a is None else f"{a:.3f} / {b:.3f}"
+
+
+def table_markdown(record: dict) -> str:
+    """The coverage table of docs/uncertainty.md, rendered from a ``coverage`` record: one row per
+    (setting, n) with its runs, the coverage of the nominal 95 % / 90 % intervals of the mean and
+    the median, the cells' average (worst cell) and the mean width of the 95 % interval of the mean.
+    Misses of the targets (:data:`TARGETS`) are marked ``under`` or ``over``."""
+    units = {"ages": "years", "manhattan": "km"}
+    miss_dirs: dict = {}
+    for m in record["results"].get("missed_targets", []):
+        miss_dirs.setdefault((m["setting"], int(m["n"])), set()).add(
+            f"{m['statistic'].replace('cells_average', 'cells')} {int(round(100 * m['level']))} {m['direction']}")
+    lines = ["| setting | estimator | n | runs (binomial sd at 95 %) | mean 95 / 90 | median 95 / 90 | "
+             "cells avg (worst) 95 | cells avg 90 | mean width 95 | misses of the targets |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in record["results"]["settings"].items():
+        for n, cell in s["by_n"].items():
+            c = cell["coverage"]
+            sd = 100 * c["0.95"]["binomial_sd"]
+            width = c["0.95"]["mean_width"]
+            miss = ", ".join(sorted(miss_dirs.get((name, int(n)), ()))) or "none"
+            lines.append(
+                f"| {name} | {s.get('estimator', 'ibu')} | {int(n):,} | {cell['runs']} ({sd:.1f} points) | "
+                f"{_cov(c, 'mean')} | {_cov(c, 'median')} | {c['0.95']['cells_average']:.3f} "
+                f"({c['0.95']['cells_worst']:.2f}) | {c['0.9']['cells_average']:.3f} | "
+                f"{width:.3g} {units.get(s['data'], '')} | {miss} |")
+    return "\n".join(lines)
+
+
+def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md") -> None:
+    """Regenerate docs/uncertainty.md's coverage table (between its ``coverage`` markers) from the
+    committed JSON (``make coverage-docs``)."""
+    from .table import rewrite_block
+    rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
 
 
 def _plot(results, params, path):
