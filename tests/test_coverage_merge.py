@@ -54,4 +54,15 @@ def test_table_marks_misses_of_the_targets():
              "binomial_sd": 0.05} for lv in ("0.9", "0.95")}}}}}}}
     rec["results"]["missed_targets"] = C.check_targets(rec["results"])
     row = C.table_markdown(rec).splitlines()[-1]
-    assert row.endswith("| mean 90 under, mean 95 under |") and "0.800 / 0.800" in row and "2 years" in row
+    assert row.endswith("| mean 90 under, mean 95 under **(significant)** |") and "0.800 / 0.800" in row and "2 years" in row
+
+
+def test_a_miss_is_significant_only_beyond_the_noise_of_the_coverage():
+    def res(cov, runs):
+        sd = (0.95 * 0.05 / runs) ** 0.5
+        return {"settings": {"X": {"by_n": {"100": {"runs": runs, "coverage": {"0.95": {
+            "mean": cov, "median": None, "cells_average": 0.95, "binomial_sd": sd}}}}}}}
+    near = C.check_targets(res(0.930, 500))  # 2 points under: 0.5 points past the band, sd 0.97
+    far = C.check_targets(res(0.900, 500))   # 5 points under: 3.5 past the band
+    assert [m["significant"] for m in near] == [False] and [m["significant"] for m in far] == [True]
+    assert C.check_targets(res(0.940, 500)) == []
