@@ -227,7 +227,7 @@ def merge(paths, out, replace: bool = False) -> dict:
             if have is None:
                 results["settings"][name] = {**res, "by_n": dict(res["by_n"])}
                 continue
-            if have["mechanisms"] != res["mechanisms"] or have.get("estimator") != res.get("estimator"):
+            if have["mechanisms"] != res["mechanisms"] or have.get("estimator", "ibu") != res.get("estimator", "ibu"):
                 raise LocalPrivError(f"merge: setting {name!r} differs between records")
             for n, cell in res["by_n"].items():
                 if n in have["by_n"]:
@@ -286,14 +286,16 @@ def table_markdown(record: dict) -> str:
     lines = ["| setting | estimator | n | runs (binomial sd at 95 %) | mean 95 / 90 | median 95 / 90 | "
              "cells avg (worst) 95 | cells avg 90 | mean width 95 | misses of the targets |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    ran = {st["name"]: st for st in record.get("params", {}).get("settings", [])}
     for name, s in record["results"]["settings"].items():
+        estimator = s.get("estimator") or ran.get(name, {}).get("estimator", "ibu")
         for n, cell in s["by_n"].items():
             c = cell["coverage"]
             sd = 100 * c["0.95"]["binomial_sd"]
             width = c["0.95"]["mean_width"]
             miss = ", ".join(sorted(miss_dirs.get((name, int(n)), ()))) or "none"
             lines.append(
-                f"| {name} | {s.get('estimator', 'ibu')} | {int(n):,} | {cell['runs']} ({sd:.1f} points) | "
+                f"| {name} | {estimator} | {int(n):,} | {cell['runs']} ({sd:.1f} points) | "
                 f"{_cov(c, 'mean')} | {_cov(c, 'median')} | {c['0.95']['cells_average']:.3f} "
                 f"({c['0.95']['cells_worst']:.2f}) | {c['0.9']['cells_average']:.3f} | "
                 f"{width:.3g} {units.get(s['data'], '')} | {miss} |")
@@ -307,27 +309,54 @@ def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
 
 
+#: the plot's vertical range; coverages below it are drawn on its lower edge with their value
+_PLOT_FLOOR = 0.84
+
+
 def _plot(results, params, path):
+    """Coverage against n: one row per nominal level, one column per statistic (mean, median,
+    cells' average); error bars +-1.96 binomial sd of the coverage itself, the grey band the
+    target (+-1.5 points for mean and median, +-3 for the cells). EMS settings dashed; values
+    below the plotted range sit on its lower edge as down-pointing triangles, labelled."""
     names = list(results["settings"])
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
-    lv = str(max(float(v) for v in params["levels"]))
-    for ax, what in zip(axes, ("mean", "median", "cells_average")):
-        for name in names:
-            by_n = results["settings"][name]["by_n"]
-            ns = sorted(by_n, key=float)
-            ys = [by_n[n]["coverage"][lv][what] for n in ns]
-            if all(y is None for y in ys):
-                continue
-            ax.plot([float(n) for n in ns], [np.nan if y is None else y for y in ys], marker="o", label=name)
+    levels = sorted((str(v) for v in params["levels"]), key=float, reverse=True)
+    stats = ("mean", "median", "cells_average")
+    fig, axes = plt.subplots(len(levels), 3, figsize=(15, 3.6 * len(levels)), sharex=True, squeeze=False)
+    colors = plt.get_cmap("tab20").colors
+    for row, lv in enumerate(levels):
         nominal = float(lv)
-        ax.axhspan(nominal - 0.015, nominal + 0.015, color="grey", alpha=0.2)
-        ax.axhline(nominal, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("n (users)")
-        ax.set_title(f"{what.replace('_', ' ')}: coverage of nominal {float(lv):.0%}", fontsize=9)
-    axes[0].set_ylabel("empirical coverage")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+        for col, what in enumerate(stats):
+            ax = axes[row][col]
+            for i, name in enumerate(names):
+                by_n = results["settings"][name]["by_n"]
+                ns = [n for n in sorted(by_n, key=float) if lv in by_n[n]["coverage"]]
+                ys = np.array([np.nan if by_n[n]["coverage"][lv].get(what) is None else by_n[n]["coverage"][lv][what]
+                               for n in ns], dtype=float)
+                if not ns or np.all(np.isnan(ys)):
+                    continue
+                sd = np.array([by_n[n]["coverage"][lv]["binomial_sd"] for n in ns])
+                x = np.array([float(n) for n in ns]) * (1.0 + 0.03 * (i - len(names) / 2))  # dodge
+                style = "--" if name.startswith("EMS") else "-"
+                low = ys < _PLOT_FLOOR
+                shown = np.where(low, np.nan, ys)
+                ax.errorbar(x, shown, yerr=1.96 * sd, marker="o", ms=4, lw=1, ls=style, capsize=2,
+                            color=colors[i % len(colors)], label=name)
+                for xi, yi in zip(x[low], ys[low]):
+                    ax.plot([xi], [_PLOT_FLOOR + 0.004], marker="v", color=colors[i % len(colors)], ms=7)
+                    ax.annotate(f"{yi:.2f}", (xi, _PLOT_FLOOR + 0.01 + 0.012 * (i % 3)), fontsize=7,
+                                ha="center", color=colors[i % len(colors)])
+            tol = TARGETS[what]
+            ax.axhspan(nominal - tol, nominal + tol, color="grey", alpha=0.2)
+            ax.axhline(nominal, color="grey", lw=0.8)
+            ax.set_ylim(_PLOT_FLOOR, 1.0)
+            ax.set_xscale("log")
+            ax.set_title(f"{what.replace('_', ' ')}: coverage of nominal {nominal:.0%}", fontsize=9)
+            if row == len(levels) - 1:
+                ax.set_xlabel("n (users)")
+        axes[row][0].set_ylabel("empirical coverage")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.04 + 0.02 * ((len(labels) - 1) // 6), 1, 1))
     save(fig, path)
 
 
