@@ -46,10 +46,13 @@ from .runner import Experiment, register_experiment
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
 #: ~5 s at 10^6 on one core (notes/issue-16.md, session 15), so they run the full ``runs`` (was
 #: 200 / 40 at 10^5 / 10^6 with the sparse support)
-#: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.uncertainty):
-#: 200 runs at n = 10^4, 60 at 10^5 (binomial sd of a 95 % coverage 1.5 and 2.8 points), none at
-#: 10^6 so far (cost; notes/issue-16.md)
-EMS_RUNS = {"10000": 200, "100000": 60, "1000000": 0}
+#: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.uncertainty),
+#: and EMS selects its bandwidth by cross-validation (~80 fits): ~1.2 s per run under k-RR and ~6 s
+#: under the geometric mechanism (face replicates) at n <= 10^5 (notes/issue-16.md, session 15); the
+#: committed record ran these many (binomial sd of a 95 % coverage: 1.5 points over 200, 1.8 over
+#: 150, 2.8 over 60), none at 10^6 yet
+EMS_RUNS = {"10000": 200, "100000": 200, "1000000": 0}
+EMS_GEOMETRIC_RUNS = {"10000": 150, "100000": 60, "1000000": 0}
 
 SETTINGS = [
     {"name": "k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"]},
@@ -64,7 +67,7 @@ SETTINGS = [
     {"name": "EMS k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"], "estimator": "ems",
      "max_runs": EMS_RUNS},
     {"name": "EMS geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"], "estimator": "ems",
-     "max_runs": EMS_RUNS},
+     "max_runs": EMS_GEOMETRIC_RUNS},
 ]
 
 
