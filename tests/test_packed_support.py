@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 import localpriv.mechanisms.unary as U
 from localpriv import estimate
 from localpriv.mechanisms import parse
-from localpriv.mechanisms._packed import PackedSupport
+from localpriv.estimators.combination import BatchedSupportBlock
+from localpriv.mechanisms._packed import PackedSupport, row_popcounts
 from localpriv.observations import ObservationBlock, Observations
 from localpriv.uncertainty import fisher_information
 
@@ -45,6 +46,9 @@ def _check_products(m, k, density, seed):
     np.testing.assert_allclose(P.T @ w, Zf.T @ w, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(P.gram(w), (Zf * w[:, None]).T @ Zf, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(P.toarray(), Zf)
+    csr = P.tocsr()
+    assert sp.isspmatrix_csr(csr) and csr.shape == (m, k) and csr.nnz == int(Z.sum())
+    np.testing.assert_array_equal(csr.toarray(), Zf)
     np.testing.assert_array_equal(P.row_sums(), Z.sum(axis=1))
 
 
@@ -59,6 +63,8 @@ def test_padding_bits_never_count():
     np.testing.assert_allclose(P.T @ w, Z.T.astype(float) @ w, rtol=1e-12)
     assert P.nnz == Z.sum()
     assert np.all(U.bit_counts(raw, 13) == Z.sum(axis=1))
+    assert np.all(row_popcounts(raw, 13) == Z.sum(axis=1))  # the raw rows, padding still set
+    np.testing.assert_array_equal(P.tocsr().toarray(), Z)
 
 
 def test_bad_width_refused():
@@ -98,6 +104,46 @@ def test_sparse_below_density(monkeypatch):
     monkeypatch.setattr(U, "DENSE_Z_ENTRIES", 0)
     block = mech.likelihood_block(z, np.ones(z.shape[0]))
     assert sp.issparse(block.Z)
+    monkeypatch.undo()
+    below = mech.likelihood_block(z, np.ones(z.shape[0]))  # under the cap: built from the support directly
+    np.testing.assert_array_equal(block.Z.toarray(), below.Z.toarray() if sp.issparse(below.Z) else below.Z)
+
+
+def test_olh_support_and_packed_support_agree():
+    """Local hashing builds its sparse and its packed support from the same chunks of hashes."""
+    mech = parse("olh(k=37,eps=1.0)")
+    rng = np.random.default_rng(5)
+    z = mech.sample(rng.integers(0, 37, 500), rng)
+    S = mech.support(z)
+    np.testing.assert_array_equal(np.unpackbits(mech.packed_support(z), axis=1, count=37), S.toarray())
+    np.testing.assert_array_equal(mech.support_counts(z), np.asarray(S.sum(axis=0)).ravel())
+    assert mech.packed_support(z[:0]).shape == (0, 5) and mech.support(z[:0]).shape == (0, 37)
+
+
+def test_batched_block_mixes_packed_sparse_and_dense(monkeypatch):
+    """A batch of members whose supports are packed, sparse and dense is stacked as one sparse
+    matrix; its products equal the members' own."""
+    rng = np.random.default_rng(9)
+    k = 30
+    members = []
+    for spec, cap, dens in (("oue(k=30,eps=1.0)", 0, 0.0), ("oue(k=30,eps=7.0)", 0, 0.5), ("ss(k=30,eps=1.0)", None, None)):
+        mech = parse(spec)
+        z = mech.sample(rng.integers(0, k, 800), rng)
+        with monkeypatch.context() as mp:
+            if cap is not None:
+                mp.setattr(U, "DENSE_Z_ENTRIES", cap)
+                mp.setattr(U, "PACKED_MIN_DENSITY", dens)
+            members.append(mech.likelihood_block(z, rng.integers(1, 3, z.shape[0]).astype(float)))
+    assert isinstance(members[0].Z, PackedSupport) and sp.issparse(members[1].Z)
+    assert isinstance(members[2].Z, np.ndarray)
+    batch = BatchedSupportBlock(members)
+    assert sp.issparse(batch.Z)
+    theta = rng.dirichlet(np.ones(k))
+    w = rng.random(batch.counts.size)
+    np.testing.assert_allclose(batch.forward(theta), np.concatenate([b.forward(theta) for b in members]), rtol=1e-12)
+    cuts = np.cumsum([b.counts.size for b in members])[:-1]
+    np.testing.assert_allclose(batch.backward(w), sum(b.backward(x) for b, x in zip(members, np.split(w, cuts))),
+                               rtol=1e-12)
 
 
 def test_estimates_and_intervals_unchanged(monkeypatch):

@@ -416,10 +416,7 @@ def _as_csr(Z):
     """A member's support matrix as CSR (packed bits unpacked by chunks)."""
     import scipy.sparse as sp
 
-    if isinstance(Z, PackedSupport):
-        parts = [sp.csr_matrix(D) for _, D in Z.chunks()]
-        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, Z.k))
-    return sp.csr_matrix(Z)
+    return Z.tocsr() if isinstance(Z, PackedSupport) else sp.csr_matrix(Z)
 
 
 class BatchedSupportBlock(LikelihoodBlock):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PackedSupport", "BIT_TABLE", "POPCOUNT"]
+__all__ = ["PackedSupport", "BIT_TABLE", "POPCOUNT", "last_byte_mask", "row_popcounts"]
 
 #: ``BIT_TABLE[byte, t]`` = bit ``t`` of ``byte`` in NumPy's big-endian ``packbits`` order
 BIT_TABLE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(float)
@@ -37,6 +37,23 @@ POPCOUNT = BIT_TABLE.sum(axis=1).astype(np.int64)
 _CHUNK_ENTRIES = 1 << 22
 
 _KERNELS = None
+
+
+def last_byte_mask(k: int) -> np.uint8:
+    """The bits of a row's last byte that belong to a ``k``-element domain (the rest is padding)."""
+    pad = -(-int(k) // 8) * 8 - int(k)
+    return np.uint8(0xFF ^ ((1 << pad) - 1))
+
+
+def row_popcounts(P: np.ndarray, k: int) -> np.ndarray:
+    """Set bits per row of packed ``m x ceil(k/8)`` uint8 rows, padding bits ignored (int64), without
+    unpacking or copying the rows."""
+    if not P.shape[1]:
+        return np.zeros(P.shape[0], dtype=np.int64)
+    out = POPCOUNT[P[:, -1] & last_byte_mask(k)]
+    if P.shape[1] > 1:
+        out = out + POPCOUNT[P[:, :-1]].sum(axis=1)
+    return out
 
 
 def _matvec(P, table, out):
@@ -92,7 +109,7 @@ class PackedSupport:
 
     Bits at positions ``>= k`` (padding of the last byte) are ignored. Offers what
     :class:`~localpriv.mechanisms.unary.SupportBlock` uses: ``Z @ theta``, ``Z.T @ w``,
-    :meth:`gram` (``Z^T diag(w) Z``), :meth:`toarray`, ``shape``, ``nnz`` and :meth:`vstack`.
+    :meth:`gram` (``Z^T diag(w) Z``), :meth:`toarray`, :meth:`tocsr`, ``shape``, ``nnz`` and :meth:`vstack`.
     """
 
     #: entries are 0 or 1, so ``Z * Z == Z`` (the Newton finish's Hessian diagonal uses it)
@@ -104,10 +121,10 @@ class PackedSupport:
         if P.ndim != 2 or P.shape[1] != -(-k // 8):
             raise ValueError(f"packed support of a {k}-element domain needs {-(-k // 8)} bytes per row, "
                              f"got shape {P.shape}")
-        pad = P.shape[1] * 8 - k
-        if pad and P.shape[0] and np.any(P[:, -1] & np.uint8((1 << pad) - 1)):
+        mask = last_byte_mask(k)
+        if P.shape[0] and P.shape[1] and np.any(P[:, -1] & ~mask):
             P = P.copy()
-            P[:, -1] &= np.uint8(0xFF ^ ((1 << pad) - 1))  # padding bits never count
+            P[:, -1] &= mask  # padding bits never count
         self.P = P
         self.k = k
         self.shape = (P.shape[0], k)
@@ -121,7 +138,7 @@ class PackedSupport:
 
     def row_sums(self) -> np.ndarray:
         """Set bits per row (int64)."""
-        return POPCOUNT[self.P].sum(axis=1)
+        return row_popcounts(self.P, self.k)
 
     @property
     def T(self) -> _Transposed:
@@ -181,6 +198,13 @@ class PackedSupport:
 
     def toarray(self) -> np.ndarray:
         return np.unpackbits(self.P, axis=1, count=self.k).astype(float)
+
+    def tocsr(self):
+        """The same matrix as SciPy CSR (float), unpacked by chunks (memory: one chunk + the result)."""
+        import scipy.sparse as sp
+
+        parts = [sp.csr_matrix(D) for _, D in self.chunks()]
+        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k))
 
     @staticmethod
     def vstack(parts) -> "PackedSupport":

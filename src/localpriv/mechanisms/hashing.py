@@ -224,14 +224,18 @@ class LocalHashing(PureProtocol):
         return out
 
     # ---- estimation ingredients --------------------------------------------------------
-    def support(self, reports) -> sp.csr_matrix:
+    def _support_chunks(self, reports):
+        """``(start, dense bool rows)`` of the support ``[H_{s_j}(v) = y_j]``, by chunks of ~4M entries
+        of distinct reports (memory bounded by a chunk, whatever the number of reports)."""
         s, y = self.decode(reports)
         vals = np.arange(self.k)
         step = max(1, (1 << 22) // self.k)
-        parts = []
-        for a in range(0, s.size, step):  # chunks of distinct reports, to bound memory
+        for a in range(0, s.size, step):
             e = min(s.size, a + step)
-            parts.append(sp.csr_matrix(self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None]))
+            yield a, self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None]
+
+    def support(self, reports) -> sp.csr_matrix:
+        parts = [sp.csr_matrix(D) for _, D in self._support_chunks(reports)]
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k), dtype=bool)
 
     def support_counts(self, reports, counts=None) -> np.ndarray:
@@ -242,13 +246,9 @@ class LocalHashing(PureProtocol):
 
     def packed_support(self, reports) -> np.ndarray:
         """:meth:`support` as packed bits (``reports x ceil(k/8)``), by the same chunks."""
-        s, y = self.decode(reports)
-        vals = np.arange(self.k)
-        out = np.empty((s.size, -(-self.k // 8)), dtype=np.uint8)
-        step = max(1, (1 << 22) // self.k)
-        for a in range(0, s.size, step):
-            e = min(s.size, a + step)
-            out[a:e] = np.packbits(self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None], axis=1)
+        out = np.empty((np.size(reports), -(-self.k // 8)), dtype=np.uint8)  # shape checked by decode
+        for a, D in self._support_chunks(reports):
+            out[a:a + D.shape[0]] = np.packbits(D, axis=1)
         return out
 
     def likelihood_parts(self, reports):

@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from .._validation import LocalPrivError, check_eps, check_int, check_rng
 from ..privacy import checked_epsilon
 from ._sampling import bernoulli_bits, client_inputs
-from ._packed import POPCOUNT, PackedSupport
+from ._packed import PackedSupport, row_popcounts
 from .base import LikelihoodBlock, Mechanism, check_dense_size, register
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
@@ -91,11 +91,7 @@ def bit_counts(packed: np.ndarray, k: int) -> np.ndarray:
     r = np.asarray(packed)
     if r.ndim != 2 or r.dtype != np.uint8 or r.shape[1] != ceil(k / 8):
         unpack_bits(r[:0] if r.ndim == 2 else r, k)  # raises the shape/dtype error
-    pad = r.shape[1] * 8 - k
-    out = POPCOUNT[r[:, :-1]].sum(axis=1) if r.shape[1] > 1 else np.zeros(r.shape[0], dtype=np.int64)
-    if r.shape[1]:
-        out = out + POPCOUNT[r[:, -1] & np.uint8(0xFF ^ ((1 << pad) - 1))]
-    return out
+    return row_popcounts(r, k)
 
 
 def expit(logit: float) -> float:
@@ -303,8 +299,7 @@ class PureProtocol(Mechanism):
             P = PackedSupport(self.packed_support(reports), self.k)
             if P.nnz >= PACKED_MIN_DENSITY * m * self.k:
                 return SupportBlock(self.k, log_c, r0, r1, P, counts)
-            Z = sp.vstack([sp.csr_matrix(D) for _, D in P.chunks()], format="csr") if m else \
-                sp.csr_matrix((0, self.k))
+            Z = P.tocsr()
         else:
             Z = self.support(reports).astype(float)
         if Z.nnz > 0.05 * m * self.k and m * self.k <= DENSE_Z_ENTRIES:
