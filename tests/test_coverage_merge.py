@@ -66,3 +66,26 @@ def test_a_miss_is_significant_only_beyond_the_noise_of_the_coverage():
     far = C.check_targets(res(0.900, 500))   # 5 points under: 3.5 past the band
     assert [m["significant"] for m in near] == [False] and [m["significant"] for m in far] == [True]
     assert C.check_targets(res(0.940, 500)) == []
+
+
+def test_categorical_settings_report_cells_only_and_render(tmp_path):
+    """The education settings (the MLE and the categorical default, Dirichlet, anchored) have no
+    mean or median: their records hold None there, the table shows '-', the figure still draws
+    (its legend from the cells' panel), and a merge with an ordered setting keeps both."""
+    edu = [s for s in C.SETTINGS if s["data"] == "education"]
+    assert {s.get("estimator", "ibu") for s in edu} == {"ibu", "dirichlet"}
+    rec = run_experiment("coverage", tmp_path / "e", overrides={"settings": edu, "n": [2000], "runs": 3})
+    for s in edu:
+        cell = rec["results"]["settings"][s["name"]]["by_n"]["2000"]
+        assert cell["runs"] == 3 and rec["results"]["settings"][s["name"]]["k"] == 16
+        for cov in cell["coverage"].values():
+            assert cov["mean"] is None and cov["median"] is None and cov["mean_width"] is None
+            assert 0.0 <= cov["cells_worst"] <= cov["cells_average"] <= 1.0
+            assert isinstance(cov["cells_worst_value"], str)  # an education level, by name
+    rows = C.table_markdown(rec).splitlines()[2:]
+    assert len(rows) == 2 and all("| - | - |" in r and r.split("|")[-3].strip() == "-" for r in rows)
+    assert "| dirichlet |" in rows[1]
+    assert (tmp_path / "e" / "coverage.png").stat().st_size > 0
+    run_experiment("coverage", tmp_path / "a", overrides={"settings": [C.SETTINGS[0]], "n": [2000], "runs": 3})
+    merged = C.merge([tmp_path / "a" / "coverage.json", tmp_path / "e" / "coverage.json"], tmp_path / "m")
+    assert list(merged["results"]["settings"]) == [C.SETTINGS[0]["name"]] + [s["name"] for s in edu]

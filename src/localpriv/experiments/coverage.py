@@ -16,7 +16,8 @@ draw every user's report with the mechanism's sampler. Free-will mixtures give e
 equal share of the users (GIBU). Two more settings run the default estimator of ordered domains,
 EMS (issue 17), whose intervals are the MLE's widened to contain the EMS estimate (the
 ``"anchored"`` method of :mod:`localpriv.uncertainty`; a bootstrap around EMS under-covered, see
-docs/uncertainty.md).
+docs/uncertainty.md), and two the categorical column of Adult education (16 levels; cells only,
+no mean or median): the MLE and the categorical default, the Dirichlet MAP (anchored too).
 
 Every (setting, n) cell has its own generator, derived from the experiment's seed and the cell's
 name, so a run split by settings and merged (:func:`merge`) equals one run over all of them. The
@@ -33,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import LocalPrivError
-from ..datasets import adult_ages
-from ..domains import IntegerDomain
+from ..datasets import adult_ages, adult_education
+from ..domains import CategoricalDomain, IntegerDomain
 from ..estimate import _cross
 from ..estimators import estimate
 from ..mechanisms import parse
@@ -68,11 +69,22 @@ SETTINGS = [
      "max_runs": EMS_RUNS},
     {"name": "EMS geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"], "estimator": "ems",
      "max_runs": EMS_GEOMETRIC_RUNS},
+    # the default estimator on categorical domains (issue 17): the Dirichlet MAP, intervals anchored
+    # on the MLE, on the 16 Adult education levels; the MLE on the same column beside it (cells
+    # only: a categorical domain has no mean or median)
+    {"name": "k-RR education", "data": "education", "mechanisms": ["krr(eps=1.0)"]},
+    {"name": "Dirichlet k-RR education", "data": "education", "mechanisms": ["krr(eps=1.0)"],
+     "estimator": "dirichlet"},
 ]
 
 
 def _data(name: str):
-    """(domain, true distribution, values for the mean) of a shipped data set."""
+    """(domain, true distribution, values for the mean) of a shipped data set (values ``None``: a
+    categorical domain, cells only)."""
+    if name == "education":
+        labels, counts = adult_education()
+        counts = np.asarray(counts, dtype=float)
+        return CategoricalDomain(labels), counts / counts.sum(), None
     if name == "ages":
         dom = IntegerDomain(0, 99)
         x = dom.encode(adult_ages())
@@ -80,6 +92,11 @@ def _data(name: str):
     from ..planar import manhattan_cells
     dom, cells = manhattan_cells(0.5)
     return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
+
+
+def _plain(v):
+    """A domain label as a JSON value (NumPy scalars unwrapped)."""
+    return v.item() if hasattr(v, "item") else v
 
 
 def _block(mech, theta, n, rng) -> ObservationBlock:
@@ -106,11 +123,11 @@ def _one(setting, dom, theta, values, n, levels, rng, true_median):
     est = estimate(obs, method, **({"accelerate": "newton"} if method == "ibu" else {}))
     out = {}
     for lv in levels:
-        m = est.functional(values, lv)
         lo, hi = est.ci(lv)
-        cells = (lo <= theta) & (theta <= hi)
-        rec = {"mean": bool(m.lower <= values @ theta <= m.upper), "cells": cells,
-               "mean_width": m.upper - m.lower}
+        rec = {"cells": (lo <= theta) & (theta <= hi)}
+        if values is not None:
+            m = est.functional(values, lv)
+            rec.update(mean=bool(m.lower <= values @ theta <= m.upper), mean_width=m.upper - m.lower)
         if true_median is not None:
             med = est.quantile(0.5, lv)
             rec["median"] = bool(med.lower <= true_median <= med.upper)
@@ -132,6 +149,7 @@ def _compute(params, rng, progress):
     for setting in progress(params["settings"], "settings"):
         dom, theta, values = _data(setting["data"])
         ordered = setting["data"] == "ages"
+        has_mean = values is not None
         true_median = _cross(values, np.cumsum(theta), 0.5) if ordered else None
         per_n = {}
         for n in params["n"]:
@@ -148,9 +166,10 @@ def _compute(params, rng, progress):
                 not_conv += not conv
                 for lv in levels:
                     h = hits[lv]
-                    h["mean"] += rec[lv]["mean"]
                     h["cells"] += rec[lv]["cells"]
-                    h["mean_width"] += rec[lv]["mean_width"]
+                    if has_mean:
+                        h["mean"] += rec[lv]["mean"]
+                        h["mean_width"] += rec[lv]["mean_width"]
                     if ordered:
                         h["median"] += rec[lv]["median"]
                         h["median_width"] += rec[lv]["median_width"]
@@ -159,12 +178,12 @@ def _compute(params, rng, progress):
                 h = hits[lv]
                 cov_cells = h["cells"] / R
                 cell[str(lv)] = {
-                    "mean": h["mean"] / R, "median": h["median"] / R if ordered else None,
+                    "mean": h["mean"] / R if has_mean else None, "median": h["median"] / R if ordered else None,
                     "cells_average": float(cov_cells.mean()), "cells_worst": float(cov_cells.min()),
-                    "cells_worst_value": dom.labels[int(np.argmin(cov_cells))].tolist()
-                    if ordered else int(np.argmin(cov_cells)),
+                    "cells_worst_value": _plain(dom.labels[int(np.argmin(cov_cells))])
+                    if ordered or not has_mean else int(np.argmin(cov_cells)),
                     "cells_under_nominal_by_3sd": int(np.sum(cov_cells < lv - 3 * np.sqrt(lv * (1 - lv) / R))),
-                    "mean_width": h["mean_width"] / R,
+                    "mean_width": h["mean_width"] / R if has_mean else None,
                     "median_width": h["median_width"] / R if ordered else None,
                     "binomial_sd": float(np.sqrt(lv * (1 - lv) / R)),
                 }
@@ -295,13 +314,13 @@ def table_markdown(record: dict) -> str:
         for n, cell in s["by_n"].items():
             c = cell["coverage"]
             sd = 100 * c["0.95"]["binomial_sd"]
-            width = c["0.95"]["mean_width"]
+            width = c["0.95"].get("mean_width")
             miss = ", ".join(sorted(miss_dirs.get((name, int(n)), ()))) or "none"
             lines.append(
                 f"| {name} | {estimator} | {int(n):,} | {cell['runs']} ({sd:.1f} points) | "
                 f"{_cov(c, 'mean')} | {_cov(c, 'median')} | {c['0.95']['cells_average']:.3f} "
                 f"({c['0.95']['cells_worst']:.2f}) | {c['0.9']['cells_average']:.3f} | "
-                f"{width:.3g} {units.get(s['data'], '')} | {miss} |")
+                f"{'-' if width is None else f'{width:.3g} ' + units.get(s['data'], '')} | {miss} |")
     return "\n".join(lines)
 
 
@@ -319,7 +338,7 @@ _PLOT_FLOOR = 0.84
 def _plot(results, params, path):
     """Coverage against n: one row per nominal level, one column per statistic (mean, median,
     cells' average); error bars +-1.96 binomial sd of the coverage itself, the grey band the
-    target (+-1.5 points for mean and median, +-3 for the cells). EMS settings dashed; values
+    target (+-1.5 points for mean and median, +-3 for the cells). EMS and Dirichlet settings dashed; values
     below the plotted range sit on its lower edge as down-pointing triangles, labelled."""
     names = list(results["settings"])
     levels = sorted((str(v) for v in params["levels"]), key=float, reverse=True)
@@ -339,7 +358,7 @@ def _plot(results, params, path):
                     continue
                 sd = np.array([by_n[n]["coverage"][lv]["binomial_sd"] for n in ns])
                 x = np.array([float(n) for n in ns]) * (1.0 + 0.03 * (i - len(names) / 2))  # dodge
-                style = "--" if name.startswith("EMS") else "-"
+                style = "--" if name.startswith(("EMS", "Dirichlet")) else "-"
                 low = ys < _PLOT_FLOOR
                 shown = np.where(low, np.nan, ys)
                 ax.errorbar(x, shown, yerr=1.96 * sd, marker="o", ms=4, lw=1, ls=style, capsize=2,
@@ -357,7 +376,11 @@ def _plot(results, params, path):
             if row == len(levels) - 1:
                 ax.set_xlabel("n (users)")
         axes[row][0].set_ylabel("empirical coverage")
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    legend = {}  # every setting once, whichever panel drew it (categorical ones have no mean)
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(lab, h)
+    labels, handles = [lab for lab in names if lab in legend], [legend[lab] for lab in names if lab in legend]
     fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.04 + 0.02 * ((len(labels) - 1) // 6), 1, 1))
     save(fig, path)
@@ -365,7 +388,7 @@ def _plot(results, params, path):
 
 register_experiment(Experiment(
     name="coverage",
-    description="Coverage of the 90%/95% intervals (mean, median, cells) of the MLE, 7 mechanisms, real data",
+    description="Coverage of the 90%/95% intervals (mean, median, cells) of the MLE and the regularized defaults, real data",
     defaults={"settings": SETTINGS, "n": [10_000, 100_000, 1_000_000], "runs": 500, "levels": [0.9, 0.95]},
     quick={"settings": [SETTINGS[0], SETTINGS[4]], "n": [10_000], "runs": 8},
     compute=_compute,
