@@ -33,6 +33,10 @@ def test_runs_split_by_n_merge_into_the_whole_run_and_replace_only_when_asked(tm
     assert rep["merged_replaced"] == [{"setting": name, "n": 600, "runs_before": 3, "runs_after": 2}]
     assert rep["params"]["settings"][0]["max_runs"] == {"600": 2}
     assert json.loads((tmp_path / "r" / "coverage.json").read_text())["merged_replaced"][0]["n"] == 600
+    # merging into a merged record keeps its sources and replacements
+    again = C.merge([tmp_path / "r" / "coverage.json", tmp_path / "c" / "coverage.json"], tmp_path / "h", replace=True)
+    assert again["merged_from"] == [str(tmp_path / d / "coverage.json") for d in ("a", "b", "c", "c")]
+    assert [x["runs_after"] for x in again["merged_replaced"]] == [2, 2]
 
 
 def test_docs_coverage_table_is_what_the_committed_json_renders():

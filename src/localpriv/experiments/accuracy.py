@@ -624,7 +624,7 @@ def merge(paths, out) -> dict:
     summary are recomputed over the merged cells.
     """
     from ..formats import atomic_output
-    from .runner import load_records, to_jsonable
+    from .runner import load_records, merged_sources, to_jsonable
     recs = load_records(paths, ("runs", "estimators", "dense_max"))
     first = recs[0]
     cells, keys, levels, datasets, settings = [], set(), [], {}, []
@@ -664,7 +664,7 @@ def merge(paths, out) -> dict:
                "claims": _claims(cells, params["estimators"])}
     record = {**first, "params": params, "results": results,
               "elapsed_seconds": round(sum(r["elapsed_seconds"] for r in recs), 3),
-              "merged_from": [str(p) for p in paths]}
+              "merged_from": merged_sources(recs, paths)}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_output(out / f"{NAME}.json") as tmp:

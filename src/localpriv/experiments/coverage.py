@@ -237,9 +237,10 @@ def merge(paths, out, replace: bool = False) -> dict:
     Every cell has its own generator (:func:`_cell_rng`), so the merge equals one run over all the
     cells, cell by cell. A cell in two records is refused, unless ``replace``: then the later
     record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
-    in the record) and the replacement is listed in ``merged_replaced``."""
+    in the record) and the replacement is listed in ``merged_replaced``. Merging into a merged record
+    keeps its history: its ``merged_from`` and ``merged_replaced`` entries come first."""
     from ..formats import atomic_output
-    from .runner import load_records, to_jsonable
+    from .runner import load_records, merged_sources, to_jsonable
     recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
     settings, results, replaced = [], {"settings": {}}, []
@@ -276,7 +277,9 @@ def merge(paths, out, replace: bool = False) -> dict:
     results["missed_targets"] = check_targets(results)
     record["results"] = results
     record["elapsed_seconds"] = round(sum(r["elapsed_seconds"] for r in recs), 3)
-    record["merged_from"] = [str(p) for p in paths]
+    record["merged_from"] = merged_sources(recs, paths)
+    replaced = [x for r in recs for x in r.get("merged_replaced", [])] + replaced  # earlier merges' too
+    record.pop("merged_replaced", None)
     if replaced:
         record["merged_replaced"] = replaced
     out = Path(out)

@@ -92,6 +92,15 @@ def load_records(paths, params: tuple[str, ...]) -> list[dict]:
     return recs
 
 
+def merged_sources(recs, paths) -> list[str]:
+    """The ``merged_from`` of a merge: each record's own sources when it is itself a merge (so
+    merging into a committed record keeps its history), else the record's path."""
+    out = []
+    for r, p in zip(recs, paths):
+        out += [str(x) for x in r.get("merged_from") or [str(p)]]
+    return out
+
+
 def run_experiment(name: str, out, *, runs: int | None = None, seed: int = 0, quick: bool = False,
                    overrides: dict | None = None, progress: Progress | None = None) -> dict:
     """Run experiment ``name``; write ``out/name.json`` and ``out/name.png``; return the record."""
