@@ -27,13 +27,22 @@ tail, so tiny entries keep full relative accuracy, which the computed privacy le
 read each entry once. ``K`` is held on offsets ``|di|, |dj| <= R`` with
 ``R = max(nrows, ncols) + ceil(45 / (eps s))`` (capped at :data:`MAX_RADIUS`), so the neglected
 mass is below ``exp(-45)`` times the smallest channel entry (``~exp(-eps diameter)``) whenever the
-cap is not reached, which keeps even the log-ratios of the tiniest entries exact.
+cap is not reached, which keeps even the log-ratios of the tiniest entries exact (planar Laplace
+neglects nothing: its outer ring holds the rest, below).
 
 * Planar geometric: ``K`` is the exact pmf restricted to that square and renormalized; the sampler
   draws from the same ``K``, so samples and channel agree exactly.
 * Planar Laplace: ``K[di, dj]`` is the Laplace mass of the square cell at offset ``(di, dj)``,
-  integrated by tensor Gauss-Legendre quadrature (the density is smooth there) for every cell but
-  the centre one, whose mass is ``1 - sum(others)`` (the density has a cusp at the origin).
+  integrated by tensor Gauss-Legendre quadrature (the density is smooth there); the centre cell,
+  where the density has a cusp, in polar coordinates (a 1-D integral of the incomplete gamma
+  function). The outer ring ``|di| = R`` or ``|dj| = R`` holds *everything at or beyond it* in
+  that axis: the strip ``{y >= (R - 1/2) s, x in cell dj}`` and the corner quadrants, integrated
+  by Gauss-Legendre panels and Gauss-Laguerre tails. Since ``R`` is at least the grid's extent,
+  every offset beyond the ring clamps to the same edge cell as the ring offset, so the channel is
+  the mechanism's exactly, whatever ``R`` (the cap bounds memory only), and the kernel sums to 1 to
+  round-off. (Before session 16 the tail beyond a capped ``R`` was put on the centre cell, which
+  made the computed LDP level wrong at small eps: 16.8 for ``eps = 0.001`` on the Manhattan grid,
+  where it is 0.0106.)
 
 Privacy computed from the channel (:meth:`~localpriv.mechanisms.base.Mechanism.epsilon_geo`):
 for the planar geometric mechanism it equals ``eps`` whenever the grid has an interior cell
@@ -299,12 +308,120 @@ class PlanarLaplace(_PlanarBase):
         wn = np.outer(wt, wt)
         for di in range(-self.NEAR, self.NEAR + 1):
             for dj in range(-self.NEAR, self.NEAR + 1):
-                if (di, dj) != (0, 0) and abs(di) <= R and abs(dj) <= R:
+                if (di, dj) != (0, 0) and abs(di) < R and abs(dj) < R:
                     rr = np.hypot((di + tt)[:, None] * s, (dj + tt)[None, :] * s)
                     K[R + di, R + dj] = float((np.exp(log_scale - eps * rr) * wn).sum())
-        K[R, R] = 0.0
-        K[R, R] = max(0.0, 1.0 - K.sum())  # centre cell: the cusp of the density is there
+        strips, corner = self._ring(R)
+        ring = strips[np.abs(np.arange(-(R - 1), R))]
+        K[0, 1:-1] = K[-1, 1:-1] = K[1:-1, 0] = K[1:-1, -1] = ring
+        K[0, 0] = K[0, -1] = K[-1, 0] = K[-1, -1] = corner
+        K[R, R] = self._centre()
         return K
+
+    def _centre(self) -> float:
+        """The mass of the centre cell, where the density has its cusp, in polar coordinates: the
+        mass within radius ``rho`` is ``P(2, eps rho) = 1 - (1 + eps rho) e^{-eps rho}`` (the
+        regularized incomplete gamma function, accurate for small arguments), so by the square's
+        eight symmetric triangles ``(4 / pi) int_0^{pi/4} P(2, eps s / (2 cos theta)) d theta``, a
+        smooth integral (Gauss-Legendre). Computed directly, not as ``1 - sum(others)``, which
+        loses all its digits when the cell's mass is below the others' rounding (small eps)."""
+        from scipy.special import gammainc
+
+        t, w = np.polynomial.legendre.leggauss(40)
+        theta = (t + 1.0) * np.pi / 8.0  # nodes on [0, pi/4]
+        return float(0.5 * (w @ gammainc(2.0, self.eps * self.s / (2.0 * np.cos(theta)))))
+
+    #: Gauss-Laguerre nodes for the tails beyond the held square, Gauss-Legendre nodes per panel
+    LAGUERRE, PANEL = 48, 20
+    #: Gauss-Laguerre starts where the exponent ``eps t`` reaches this (panels before)
+    TAIL_START = 8.0
+
+    def _half_line(self, lo: float, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes and log-weights for ``int_lo^inf g(t) dt`` when ``g`` decays at least like
+        ``e^{-rate t}`` (``rate``: one per integral, shape ``(m,)``; result ``(m, N)``). Up to
+        ``T`` (``lo``, or ``8 / eps`` when ``eps lo < 8``): Gauss-Legendre on panels doubling from
+        ``lo`` (the integrand varies on the scale of ``t`` there); beyond ``T``: Gauss-Laguerre in
+        ``u = rate (t - T)``, where ``e^{rate (t - T)} g(t)`` is bounded and smooth, its complex
+        singularities (``t = +-i x``) at least ~8 away from ``u = 0``."""
+        T = lo if self.eps * lo >= self.TAIL_START else self.TAIL_START / self.eps
+        edges = [lo]
+        while edges[-1] < T:
+            edges.append(min(T, 2.0 * edges[-1]) if edges[-1] > 0 else T)
+        t, w = np.polynomial.legendre.leggauss(self.PANEL)
+        pn = [0.5 * (b - a) * t + 0.5 * (a + b) for a, b in zip(edges[:-1], edges[1:])]
+        pw = [np.log(0.5 * (b - a) * w) for a, b in zip(edges[:-1], edges[1:])]
+        u, W = np.polynomial.laguerre.laggauss(self.LAGUERRE)
+        rate = np.asarray(rate, dtype=float)[:, None]
+        nodes = T + u[None, :] / rate
+        logw = np.log(W)[None, :] + u[None, :] - np.log(rate)
+        m = rate.shape[0]
+        if pn:
+            nodes = np.hstack([np.broadcast_to(np.concatenate(pn), (m, self.PANEL * len(pn))), nodes])
+            logw = np.hstack([np.broadcast_to(np.concatenate(pw), (m, self.PANEL * len(pw))), logw])
+        return nodes, logw
+
+    def _ring(self, R: int) -> tuple[np.ndarray, float]:
+        """The masses of what lies at or beyond offset ``R`` in an axis: the strip
+        ``{y >= a, x in cell dj}`` (``a = (R - 1/2) s``) for ``dj = 0..R-1`` and the corner
+        ``{x, y >= a}``, as iterated integrals of the density: ``x`` by Gauss-Legendre per cell
+        (strips) or by :meth:`_half_line` (corner), ``y`` by :meth:`_half_line` at the slowest
+        decay rate of ``e^{-eps r}`` in ``y`` beyond the Laguerre start (``eps T / r(x, T)``; ``r``
+        is convex in ``y``). In log space: no ``eps`` overflows or underflows early."""
+        s, eps = self.s, self.eps
+        a = (R - 0.5) * s
+        log_c = 2.0 * np.log(eps) - np.log(2 * np.pi)  # the density's constant, km^-2
+        T = a if eps * a >= self.TAIL_START else self.TAIL_START / eps  # where _half_line's Laguerre starts
+
+        def inner(x):  # x: (m,) -> log int_a^inf f(x, y) dy, (m,)
+            y, lw = self._half_line(a, eps * T / np.hypot(x, T))
+            lf = lw + log_c - eps * np.hypot(x[:, None], y)
+            top = lf.max(axis=1)
+            with np.errstate(invalid="ignore"):
+                out = top + np.log(np.exp(lf - top[:, None]).sum(axis=1))
+            return np.where(np.isfinite(top), out, -np.inf)
+
+        t, w = _gauss_legendre(self.QUAD)
+        x = ((np.arange(R, dtype=float)[:, None] + t[None, :]) * s).ravel()   # (R q,) nodes by cell
+        strips = (np.exp(inner(x)).reshape(R, -1) * (w * s)[None, :]).sum(axis=1)
+        return strips, self._corner(a)
+
+    def _corner(self, a: float) -> float:
+        """The mass of ``{x, y >= a}`` in polar coordinates: along the ray at angle ``theta`` the
+        mass beyond radius ``rho`` is ``Q(2, eps rho) = (1 + eps rho) e^{-eps rho}``, the region
+        starts at ``rho = a / cos theta`` for ``theta`` in ``[pi/4, pi/2]`` (twice, by symmetry),
+        and ``v = tan theta`` gives ``(1 / pi) int_1^inf Q(2, eps a sqrt(1 + v^2)) / (1 + v^2) dv``:
+        Gauss-Legendre on panels doubling from 1 up to ``8 / (eps a)`` (the algebraic part; none when
+        ``eps a >= 8``),
+        then Gauss-Laguerre at the exponent's slope there (it is convex in ``v``)."""
+        eps = self.eps
+        b = eps * a
+        V = 1.0 if b >= self.TAIL_START else self.TAIL_START / b
+        edges = [1.0]
+        while edges[-1] < V:
+            edges.append(min(V, 2.0 * edges[-1]))
+        t, w = np.polynomial.legendre.leggauss(self.PANEL)
+        v = [0.5 * (hi - lo) * t + 0.5 * (lo + hi) for lo, hi in zip(edges[:-1], edges[1:])]
+        lw = [np.log(0.5 * (hi - lo) * w) for lo, hi in zip(edges[:-1], edges[1:])]
+        u, W = np.polynomial.laguerre.laggauss(self.LAGUERRE)
+        rate = b * V / np.hypot(1.0, V)
+        v.append(V + u / rate)
+        lw.append(np.log(W) + u - np.log(rate))
+        v, lw = np.concatenate(v), np.concatenate(lw)
+        z = b * np.hypot(1.0, v)
+        return float(np.exp(lw + np.log1p(z) - z - np.log1p(v * v)).sum() / np.pi)
+
+    def _centre(self) -> float:
+        """The mass of the centre cell, where the density has its cusp, in polar coordinates: the
+        mass within radius ``rho`` is ``P(2, eps rho) = 1 - (1 + eps rho) e^{-eps rho}`` (the
+        regularized incomplete gamma function, accurate for small arguments), so by the square's
+        eight symmetric triangles ``(4 / pi) int_0^{pi/4} P(2, eps s / (2 cos theta)) d theta``, a
+        smooth integral (Gauss-Legendre). Computed directly, not as ``1 - sum(others)``, which
+        loses all its digits when the cell's mass is below the others' rounding (small eps)."""
+        from scipy.special import gammainc
+
+        t, w = np.polynomial.legendre.leggauss(40)
+        theta = (t + 1.0) * np.pi / 8.0  # nodes on [0, pi/4]
+        return float(0.5 * (w @ gammainc(2.0, self.eps * self.s / (2.0 * np.cos(theta)))))
 
     def sample(self, x, rng) -> np.ndarray:
         """Noise of radius ``Gamma(2, 1/eps)`` and uniform angle added to the cell centre, then the
