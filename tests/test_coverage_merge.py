@@ -85,6 +85,7 @@ def test_categorical_settings_report_cells_only_and_render(tmp_path):
         for cov in cell["coverage"].values():
             assert cov["mean"] is None and cov["median"] is None and cov["mean_width"] is None
             assert 0.0 <= cov["cells_worst"] <= cov["cells_average"] <= 1.0
+            assert 0.0 < cov["cells_width"] < 1.0
             assert isinstance(cov["cells_worst_value"], str)  # an education level, by name
     rows = C.table_markdown(rec).splitlines()[2:]
     assert len(rows) == 2 and all("| - | - |" in r and r.split("|")[-3].strip() == "-" for r in rows)

@@ -124,7 +124,7 @@ def _one(setting, dom, theta, values, n, levels, rng, true_median):
     out = {}
     for lv in levels:
         lo, hi = est.ci(lv)
-        rec = {"cells": (lo <= theta) & (theta <= hi)}
+        rec = {"cells": (lo <= theta) & (theta <= hi), "cells_width": float(np.mean(hi - lo))}
         if values is not None:
             m = est.functional(values, lv)
             rec.update(mean=bool(m.lower <= values @ theta <= m.upper), mean_width=m.upper - m.lower)
@@ -159,7 +159,7 @@ def _compute(params, rng, progress):
                 continue  # this setting does not run at this n (max_runs 0)
             cell_rng = _cell_rng(base, setting["name"], n)
             hits = {lv: {"mean": 0, "median": 0, "cells": np.zeros(theta.size), "mean_width": 0.0,
-                         "median_width": 0.0} for lv in levels}
+                         "median_width": 0.0, "cells_width": 0.0} for lv in levels}
             not_conv = 0
             for _ in progress(range(R), f"{setting['name']} n={n}"):
                 rec, conv = _one(setting, dom, theta, values, int(n), levels, cell_rng, true_median)
@@ -167,6 +167,7 @@ def _compute(params, rng, progress):
                 for lv in levels:
                     h = hits[lv]
                     h["cells"] += rec[lv]["cells"]
+                    h["cells_width"] += rec[lv]["cells_width"]
                     if has_mean:
                         h["mean"] += rec[lv]["mean"]
                         h["mean_width"] += rec[lv]["mean_width"]
@@ -184,6 +185,7 @@ def _compute(params, rng, progress):
                     if ordered or not has_mean else int(np.argmin(cov_cells)),
                     "cells_under_nominal_by_3sd": int(np.sum(cov_cells < lv - 3 * np.sqrt(lv * (1 - lv) / R))),
                     "mean_width": h["mean_width"] / R if has_mean else None,
+                    "cells_width": h["cells_width"] / R,  # the cells' interval width, averaged
                     "median_width": h["median_width"] / R if ordered else None,
                     "binomial_sd": float(np.sqrt(lv * (1 - lv) / R)),
                 }
