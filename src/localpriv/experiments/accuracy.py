@@ -177,24 +177,26 @@ MEDIUM = {
 }
 
 #: the evidence run of notes/issue-17.md (``make estimator-evidence``): 20 runs per cell at
-#: n = 10^4, 10^5 and 10^6 of every count-level setting on ages, education and the Manhattan grid
-#: (k-RR, planar geometric, planar Laplace) and k-RR and planar geometric on the whole-NYC grid,
-#: at LDP eps 0.5..4 and the seeds'
-#: metric levels; OUE on education at n = 10^4 only (its capped IBU over the 2^16 distinct reports
-#: of n >= 10^5 costs minutes per run). The committed JSON was run in pieces and merged
-#: (:func:`merge`; every cell has its own generator, so it equals one run of this configuration;
-#: planar Laplace on Manhattan and planar geometric on NYC were added in session 14).
-#: Left out for cost (2 cores): the per-user vector mechanisms on ages (~30-50 s per run at
-#: eps <= 1) and planar Laplace on the NYC grid; the Dirichlet MAP is run on the
-#: categorical data only (on ordered data the medium run and a one-run probe had it at or near the
-#: uniform distribution in most cells).
+#: n = 10^4, 10^5 and 10^6 of every setting on ages (k-RR and the metric mechanisms), education
+#: (k-RR, OUE, OLH, SS) and the Manhattan grid (k-RR, planar geometric, planar Laplace) and k-RR on
+#: the whole-NYC grid, at LDP eps 0.5..4 and the seeds' metric levels; the per-user oracles
+#: (OUE, OLH, SS) on ages at n = 10^4 only and planar geometric and planar Laplace on NYC at
+#: n = 10^4 and 10^5 only: their capped IBU (10^4 EM iterations over ~n distinct reports, or 600
+#: cells) costs ~5 s per run at 10^4 and grows with n (hours per cell at 10^6 on 2 cores).
+#: The committed JSON was run in pieces and merged (:func:`merge`; every cell has its own
+#: generator, so it equals one run of this configuration; notes/issue-17.md says which session
+#: ran which cells). The Dirichlet MAP is run on the categorical data only (on ordered data the
+#: medium run and a one-run probe had it at or near the uniform distribution in most cells).
 EVIDENCE = {
     "settings": [_pick("ages", "k-RR"), _pick("ages", "geometric"), _pick("ages", "Laplace"),
-                 _pick("ages", "exponential"), _pick("education", "k-RR"),
-                 {**_pick("education", "OUE"), "n": [10_000]},
+                 _pick("ages", "exponential"),
+                 {**_pick("ages", "OUE"), "n": [10_000]}, {**_pick("ages", "OLH"), "n": [10_000]},
+                 {**_pick("ages", "SS"), "n": [10_000]}, _pick("education", "k-RR"),
+                 _pick("education", "OUE"),
                  _pick("education", "OLH"), _pick("education", "SS"), _pick("manhattan", "planar geometric"),
                  _pick("manhattan", "planar Laplace"), _pick("manhattan", "k-RR"), _pick("nyc", "k-RR"),
-                 {**_pick("nyc", "planar geometric"), "n": [10_000, 100_000]}],
+                 {**_pick("nyc", "planar geometric"), "n": [10_000, 100_000]},
+                 {**_pick("nyc", "planar Laplace"), "n": [10_000, 100_000]}],
     "eps_ldp": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000, 1_000_000], "runs": 20,
     "estimators": [e if e["label"] != "dirichlet" else {**e, "categorical_only": True} for e in ESTIMATORS],
 }
@@ -370,17 +372,17 @@ def _merge(block: ObservationBlock) -> ObservationBlock:
     mech = block.mechanism
     if not hasattr(mech, "support") or mech.k > 64 or block.counts.size < 2:
         return block
-    log_c, r0, r1 = mech.likelihood_parts(block.reports)
-    if np.ndim(r0) or np.ndim(r1):
-        return block
     S = mech.support(block.reports).tocsr()
     bits = np.left_shift(np.uint64(1), S.indices.astype(np.uint64))
     cs = np.concatenate([np.zeros(1, np.uint64), np.cumsum(bits, dtype=np.uint64)])
     key = cs[S.indptr[1:]] - cs[S.indptr[:-1]]  # modulo 2^64: exact (distinct bits per row)
     uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    log_c = np.broadcast_to(np.asarray(log_c, dtype=float), key.shape)
-    if not np.array_equal(log_c, log_c[first][inv]):
-        return block
+    # the likelihood column is c_j (r0_j + (r1_j - r0_j) Z[j, x]): equal supports and equal
+    # (c, r0, r1) -- scalars or one value per report -- give equal columns
+    for part in mech.likelihood_parts(block.reports):
+        part = np.broadcast_to(np.asarray(part, dtype=float), key.shape)
+        if not np.array_equal(part, part[first][inv]):
+            return block
     counts = np.bincount(inv, weights=block.counts, minlength=uniq.size)
     return ObservationBlock(mech, block.reports[first], counts)
 
