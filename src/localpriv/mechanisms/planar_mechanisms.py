@@ -265,6 +265,29 @@ def _gauss_legendre(q: int):
     return 0.5 * t, 0.5 * w  # nodes and weights on [-1/2, 1/2]
 
 
+def _tail_rule(lo: float, T: float, rate, panel: int, laguerre: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and log-weights for ``int_lo^inf g(t) dt``, one row per entry of ``rate`` (shape
+    ``(m,)``; result ``(m, N)``): Gauss-Legendre (``panel`` nodes) on panels doubling from ``lo``
+    to ``T`` (where the integrand varies on the scale of ``t``), then Gauss-Laguerre (``laguerre``
+    nodes) in ``u = rate (t - T)``, exact for ``e^{-u}`` times a polynomial: ``g`` must decay at
+    least like ``e^{-rate t}`` beyond ``T`` so that ``e^{rate (t - T)} g(t)`` stays bounded."""
+    edges = [lo]
+    while edges[-1] < T:
+        edges.append(min(T, 2.0 * edges[-1]) if edges[-1] > 0 else T)
+    t, w = np.polynomial.legendre.leggauss(panel)
+    pn = [0.5 * (b - a) * t + 0.5 * (a + b) for a, b in zip(edges[:-1], edges[1:])]
+    pw = [np.log(0.5 * (b - a) * w) for a, b in zip(edges[:-1], edges[1:])]
+    u, W = np.polynomial.laguerre.laggauss(laguerre)
+    rate = np.asarray(rate, dtype=float).reshape(-1, 1)
+    nodes = T + u[None, :] / rate
+    logw = np.log(W)[None, :] + u[None, :] - np.log(rate)
+    if pn:
+        m = rate.shape[0]
+        nodes = np.hstack([np.broadcast_to(np.concatenate(pn), (m, panel * len(pn))), nodes])
+        logw = np.hstack([np.broadcast_to(np.concatenate(pw), (m, panel * len(pw))), logw])
+    return nodes, logw
+
+
 @register
 class PlanarLaplace(_PlanarBase):
     """Planar Laplace mechanism (continuous noise in km, then the nearest grid cell), eps in km^-1.
@@ -338,27 +361,10 @@ class PlanarLaplace(_PlanarBase):
 
     def _half_line(self, lo: float, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Nodes and log-weights for ``int_lo^inf g(t) dt`` when ``g`` decays at least like
-        ``e^{-rate t}`` (``rate``: one per integral, shape ``(m,)``; result ``(m, N)``). Up to
-        ``T`` (``lo``, or ``8 / eps`` when ``eps lo < 8``): Gauss-Legendre on panels doubling from
-        ``lo`` (the integrand varies on the scale of ``t`` there); beyond ``T``: Gauss-Laguerre in
-        ``u = rate (t - T)``, where ``e^{rate (t - T)} g(t)`` is bounded and smooth, its complex
-        singularities (``t = +-i x``) at least ~8 away from ``u = 0``."""
+        ``e^{-rate t}`` (``rate``: one per integral, shape ``(m,)``; result ``(m, N)``), switching
+        to Gauss-Laguerre where ``eps t`` reaches ``TAIL_START`` (:func:`_tail_rule`)."""
         T = lo if self.eps * lo >= self.TAIL_START else self.TAIL_START / self.eps
-        edges = [lo]
-        while edges[-1] < T:
-            edges.append(min(T, 2.0 * edges[-1]) if edges[-1] > 0 else T)
-        t, w = np.polynomial.legendre.leggauss(self.PANEL)
-        pn = [0.5 * (b - a) * t + 0.5 * (a + b) for a, b in zip(edges[:-1], edges[1:])]
-        pw = [np.log(0.5 * (b - a) * w) for a, b in zip(edges[:-1], edges[1:])]
-        u, W = np.polynomial.laguerre.laggauss(self.LAGUERRE)
-        rate = np.asarray(rate, dtype=float)[:, None]
-        nodes = T + u[None, :] / rate
-        logw = np.log(W)[None, :] + u[None, :] - np.log(rate)
-        m = rate.shape[0]
-        if pn:
-            nodes = np.hstack([np.broadcast_to(np.concatenate(pn), (m, self.PANEL * len(pn))), nodes])
-            logw = np.hstack([np.broadcast_to(np.concatenate(pw), (m, self.PANEL * len(pw))), logw])
-        return nodes, logw
+        return _tail_rule(lo, T, rate, self.PANEL, self.LAGUERRE)
 
     def _ring(self, R: int) -> tuple[np.ndarray, float]:
         """The masses of what lies at or beyond offset ``R`` in an axis: the strip
@@ -390,38 +396,16 @@ class PlanarLaplace(_PlanarBase):
         mass beyond radius ``rho`` is ``Q(2, eps rho) = (1 + eps rho) e^{-eps rho}``, the region
         starts at ``rho = a / cos theta`` for ``theta`` in ``[pi/4, pi/2]`` (twice, by symmetry),
         and ``v = tan theta`` gives ``(1 / pi) int_1^inf Q(2, eps a sqrt(1 + v^2)) / (1 + v^2) dv``:
-        Gauss-Legendre on panels doubling from 1 up to ``8 / (eps a)`` (the algebraic part; none when
-        ``eps a >= 8``),
-        then Gauss-Laguerre at the exponent's slope there (it is convex in ``v``)."""
+        Gauss-Legendre on panels doubling from 1 up to ``8 / (eps a)`` (the algebraic part; none
+        when ``eps a >= 8``), then Gauss-Laguerre at the exponent's slope there (it is convex in
+        ``v``), by :func:`_tail_rule`."""
         eps = self.eps
         b = eps * a
         V = 1.0 if b >= self.TAIL_START else self.TAIL_START / b
-        edges = [1.0]
-        while edges[-1] < V:
-            edges.append(min(V, 2.0 * edges[-1]))
-        t, w = np.polynomial.legendre.leggauss(self.PANEL)
-        v = [0.5 * (hi - lo) * t + 0.5 * (lo + hi) for lo, hi in zip(edges[:-1], edges[1:])]
-        lw = [np.log(0.5 * (hi - lo) * w) for lo, hi in zip(edges[:-1], edges[1:])]
-        u, W = np.polynomial.laguerre.laggauss(self.LAGUERRE)
-        rate = b * V / np.hypot(1.0, V)
-        v.append(V + u / rate)
-        lw.append(np.log(W) + u - np.log(rate))
-        v, lw = np.concatenate(v), np.concatenate(lw)
+        v, lw = _tail_rule(1.0, V, np.array([b * V / np.hypot(1.0, V)]), self.PANEL, self.LAGUERRE)
+        v, lw = v[0], lw[0]
         z = b * np.hypot(1.0, v)
         return float(np.exp(lw + np.log1p(z) - z - np.log1p(v * v)).sum() / np.pi)
-
-    def _centre(self) -> float:
-        """The mass of the centre cell, where the density has its cusp, in polar coordinates: the
-        mass within radius ``rho`` is ``P(2, eps rho) = 1 - (1 + eps rho) e^{-eps rho}`` (the
-        regularized incomplete gamma function, accurate for small arguments), so by the square's
-        eight symmetric triangles ``(4 / pi) int_0^{pi/4} P(2, eps s / (2 cos theta)) d theta``, a
-        smooth integral (Gauss-Legendre). Computed directly, not as ``1 - sum(others)``, which
-        loses all its digits when the cell's mass is below the others' rounding (small eps)."""
-        from scipy.special import gammainc
-
-        t, w = np.polynomial.legendre.leggauss(40)
-        theta = (t + 1.0) * np.pi / 8.0  # nodes on [0, pi/4]
-        return float(0.5 * (w @ gammainc(2.0, self.eps * self.s / (2.0 * np.cos(theta)))))
 
     def sample(self, x, rng) -> np.ndarray:
         """Noise of radius ``Gamma(2, 1/eps)`` and uniform angle added to the cell centre, then the
