@@ -182,7 +182,8 @@ MEDIUM = {
 #: the whole-NYC grid, at LDP eps 0.5..4 and the seeds' metric levels; the per-user oracles
 #: (OUE, OLH, SS) on ages at n = 10^4 only and planar geometric and planar Laplace on NYC at
 #: n = 10^4 and 10^5 only: their capped IBU (10^4 EM iterations over ~n distinct reports, or 600
-#: cells) costs ~5 s per run at 10^4 and grows with n (hours per cell at 10^6 on 2 cores).
+#: cells) dominates: 770-950 CPU s per per-user oracle for the four levels at 10^4 (~10 s per run;
+#: notes/issue-17.md, session 16), growing about linearly in n.
 #: The committed JSON was run in pieces and merged (:func:`merge`; every cell has its own
 #: generator, so it equals one run of this configuration; notes/issue-17.md says which session
 #: ran which cells). The Dirichlet MAP is run on the categorical data only (on ordered data the
