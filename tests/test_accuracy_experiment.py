@@ -195,8 +195,12 @@ def test_reports_with_equal_likelihood_columns_are_merged_exactly(spec):
         assert merged.counts.size <= 2 ** 16 and merged.counts.size < 0.5 * block.counts.size
     theta = np.random.default_rng(4).dirichlet(np.ones(16))
     a, b = block.likelihood_block(), merged.likelihood_block()
+    # the same sum in two orders: within n * machine epsilon (2e-11 at n = 10^5), far below what a
+    # wrong merge would change
     assert float(a.counts @ np.log(a.forward(theta))) == pytest.approx(float(b.counts @ np.log(b.forward(theta))),
-                                                                        rel=1e-12)
+                                                                        rel=1e-10)
     ea = estimate(Observations([block], D.domain), "ibu", accelerate="newton").distribution
     eb = estimate(Observations([merged], D.domain), "ibu", accelerate="newton").distribution
-    np.testing.assert_allclose(ea, eb, atol=1e-7)
+    # both certified within 1e-9 per report of the same maximum: ~1e-5 apart at most at n = 10^5
+    # (a hundredth of a cell's standard error), whichever iteration each stops at
+    np.testing.assert_allclose(ea, eb, atol=2e-5)

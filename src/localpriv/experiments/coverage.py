@@ -41,7 +41,7 @@ from ..estimators import estimate
 from ..mechanisms import parse
 from ..observations import ObservationBlock, Observations
 from ..plotting import plt, save
-from .runner import Experiment, register_experiment
+from .runner import Experiment, register_experiment, to_jsonable
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
@@ -92,11 +92,6 @@ def _data(name: str):
     from ..planar import manhattan_cells
     dom, cells = manhattan_cells(0.5)
     return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
-
-
-def _plain(v):
-    """A domain label as a JSON value (NumPy scalars unwrapped)."""
-    return v.item() if hasattr(v, "item") else v
 
 
 def _block(mech, theta, n, rng) -> ObservationBlock:
@@ -181,7 +176,7 @@ def _compute(params, rng, progress):
                 cell[str(lv)] = {
                     "mean": h["mean"] / R if has_mean else None, "median": h["median"] / R if ordered else None,
                     "cells_average": float(cov_cells.mean()), "cells_worst": float(cov_cells.min()),
-                    "cells_worst_value": _plain(dom.labels[int(np.argmin(cov_cells))])
+                    "cells_worst_value": to_jsonable(dom.labels[int(np.argmin(cov_cells))])
                     if ordered or not has_mean else int(np.argmin(cov_cells)),
                     "cells_under_nominal_by_3sd": int(np.sum(cov_cells < lv - 3 * np.sqrt(lv * (1 - lv) / R))),
                     "mean_width": h["mean_width"] / R if has_mean else None,
@@ -242,7 +237,7 @@ def merge(paths, out, replace: bool = False) -> dict:
     in the record) and the replacement is listed in ``merged_replaced``. Merging into a merged record
     keeps its history: its ``merged_from`` and ``merged_replaced`` entries come first."""
     from ..formats import atomic_output
-    from .runner import load_records, merged_sources, to_jsonable
+    from .runner import load_records, merged_sources
     recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
     settings, results, replaced = [], {"settings": {}}, []

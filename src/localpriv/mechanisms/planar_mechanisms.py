@@ -359,36 +359,30 @@ class PlanarLaplace(_PlanarBase):
     #: Gauss-Laguerre starts where the exponent ``eps t`` reaches this (panels before)
     TAIL_START = 8.0
 
-    def _half_line(self, lo: float, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Nodes and log-weights for ``int_lo^inf g(t) dt`` when ``g`` decays at least like
-        ``e^{-rate t}`` (``rate``: one per integral, shape ``(m,)``; result ``(m, N)``), switching
-        to Gauss-Laguerre where ``eps t`` reaches ``TAIL_START`` (:func:`_tail_rule`)."""
-        T = lo if self.eps * lo >= self.TAIL_START else self.TAIL_START / self.eps
-        return _tail_rule(lo, T, rate, self.PANEL, self.LAGUERRE)
+    def _tail_start(self, lo: float) -> float:
+        """Where Gauss-Laguerre takes over on ``[lo, inf)``: ``lo``, or where ``eps t`` reaches
+        ``TAIL_START``."""
+        return lo if self.eps * lo >= self.TAIL_START else self.TAIL_START / self.eps
 
     def _ring(self, R: int) -> tuple[np.ndarray, float]:
         """The masses of what lies at or beyond offset ``R`` in an axis: the strip
-        ``{y >= a, x in cell dj}`` (``a = (R - 1/2) s``) for ``dj = 0..R-1`` and the corner
-        ``{x, y >= a}``, as iterated integrals of the density: ``x`` by Gauss-Legendre per cell
-        (strips) or by :meth:`_half_line` (corner), ``y`` by :meth:`_half_line` at the slowest
-        decay rate of ``e^{-eps r}`` in ``y`` beyond the Laguerre start (``eps T / r(x, T)``; ``r``
-        is convex in ``y``). In log space: no ``eps`` overflows or underflows early."""
+        ``{y >= a, x in cell dj}`` (``a = (R - 1/2) s``) for ``dj = 0..R-1`` (iterated integrals of
+        the density: ``x`` by Gauss-Legendre per cell, ``y`` by :func:`_tail_rule` at the slowest
+        decay rate of ``e^{-eps r}`` in ``y`` beyond the Laguerre start, ``eps T / r(x, T)``, as
+        ``r`` is convex in ``y``; in log space, so no ``eps`` overflows or underflows early) and
+        the corner ``{x, y >= a}`` (:meth:`_corner`)."""
+        from scipy.special import logsumexp  # lazily, like the module's other SciPy uses
+
         s, eps = self.s, self.eps
         a = (R - 0.5) * s
         log_c = 2.0 * np.log(eps) - np.log(2 * np.pi)  # the density's constant, km^-2
-        T = a if eps * a >= self.TAIL_START else self.TAIL_START / eps  # where _half_line's Laguerre starts
-
-        def inner(x):  # x: (m,) -> log int_a^inf f(x, y) dy, (m,)
-            y, lw = self._half_line(a, eps * T / np.hypot(x, T))
-            lf = lw + log_c - eps * np.hypot(x[:, None], y)
-            top = lf.max(axis=1)
-            with np.errstate(invalid="ignore"):
-                out = top + np.log(np.exp(lf - top[:, None]).sum(axis=1))
-            return np.where(np.isfinite(top), out, -np.inf)
-
+        T = self._tail_start(a)
         t, w = _gauss_legendre(self.QUAD)
         x = ((np.arange(R, dtype=float)[:, None] + t[None, :]) * s).ravel()   # (R q,) nodes by cell
-        strips = (np.exp(inner(x)).reshape(R, -1) * (w * s)[None, :]).sum(axis=1)
+        y, lw = _tail_rule(a, T, eps * T / np.hypot(x, T), self.PANEL, self.LAGUERRE)
+        with np.errstate(divide="ignore"):  # all-underflowed rows: log 0 = -inf, mass 0
+            inner = logsumexp(lw + log_c - eps * np.hypot(x[:, None], y), axis=1)  # log int_a^inf f dy
+        strips = (np.exp(inner).reshape(R, -1) * (w * s)[None, :]).sum(axis=1)
         return strips, self._corner(a)
 
     def _corner(self, a: float) -> float:
@@ -399,8 +393,7 @@ class PlanarLaplace(_PlanarBase):
         Gauss-Legendre on panels doubling from 1 up to ``8 / (eps a)`` (the algebraic part; none
         when ``eps a >= 8``), then Gauss-Laguerre at the exponent's slope there (it is convex in
         ``v``), by :func:`_tail_rule`."""
-        eps = self.eps
-        b = eps * a
+        b = self.eps * a
         V = 1.0 if b >= self.TAIL_START else self.TAIL_START / b
         v, lw = _tail_rule(1.0, V, np.array([b * V / np.hypot(1.0, V)]), self.PANEL, self.LAGUERRE)
         v, lw = v[0], lw[0]
