@@ -59,7 +59,7 @@ def _krr_counts(k, n, eps, rng):
 
 def ibu_k100(quick: bool) -> dict:
     import localpriv.estimators.em as _  # noqa: F401
-    from localpriv.structured import ScaledIdentityBlock
+    from localpriv.likelihood.structured import ScaledIdentityBlock
     em_mod = sys.modules["localpriv.estimators.em"]
 
     k, n = 100, 1_000_000
@@ -132,7 +132,7 @@ def gibu_1000(quick: bool) -> dict:
     import localpriv.estimators.em as _  # noqa: F401
     from localpriv.mechanisms.geometric import Geometric
     from localpriv.mechanisms.krr import KRR
-    from localpriv.observations import ObservationBlock, Observations
+    from localpriv.data.observations import ObservationBlock, Observations
     em_mod = sys.modules["localpriv.estimators.em"]
 
     K, n_mech, per = 100, (100 if quick else 1000), 100_000

@@ -5,7 +5,7 @@ seconds after aggregation". Domain ``0..99``, values binomial(99, 0.5) (seed 003
 10^5 users per mechanism. Two mixes: ``krr+geo`` (50 k-RR with eps in [3, 8], 50 truncated linear
 geometric with eps in [0.02, 0.87], the ranges of seed 003 Tables V-VI) and ``geo`` (100 truncated
 geometric). Aggregated counts are drawn exactly per mechanism
-(:func:`localpriv.freewill.simulate_counts`), i.e. what aggregation returns; only the estimation
+(:func:`localpriv.data.freewill.simulate_counts`), i.e. what aggregation returns; only the estimation
 is timed (wall and CPU). Plain EM (Algorithm 1, no acceleration), two stopping rules:
 
 * ``normalized``: seed 003 Algorithm 1's, ``|L/n(t) - L/n(t-1)| < 1e-6``, passed to the engine as
@@ -44,8 +44,8 @@ def mechanisms(mix: str) -> list[str]:
 def run(quick: bool = False) -> dict:
     from localpriv.domains import IntegerDomain
     from localpriv.estimators.combination import gibu
-    from localpriv.freewill import simulate_counts
-    from localpriv.metrics import emd_line
+    from localpriv.data.freewill import simulate_counts
+    from localpriv.inference.metrics import emd_line
 
     dom = IntegerDomain(0, K - 1)
     theta = stats.binom.pmf(np.arange(K), K - 1, 0.5)

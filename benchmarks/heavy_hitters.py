@@ -52,7 +52,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, quick_flag  # noqa: E402
 
-from localpriv.heavy_hitters import (PEMPlan, StringEncoding, pem_identify, pem_perturb,  # noqa: E402
+from localpriv.heavy_hitters.pem import (PEMPlan, StringEncoding, pem_identify, pem_perturb,  # noqa: E402
                                      treehist_identify)
 
 HERE = Path(__file__).resolve().parent

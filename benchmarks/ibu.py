@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, interleaved, machine, now, quick_flag, rounds_arg, spread, strip_results  # noqa: E402
 
 from localpriv.estimators.em import em, log_likelihood  # noqa: E402
-from localpriv.structured import ScaledIdentityBlock  # noqa: E402
+from localpriv.likelihood.structured import ScaledIdentityBlock  # noqa: E402
 
 TOL, MAX_ITER, EPS, N = 1e-12, 10_000, 1.0, 1_000_000
 ROUNDS = 5

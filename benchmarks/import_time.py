@@ -39,7 +39,7 @@ def _entry_point() -> list[str]:
     found = shutil.which("localpriv")
     if found:
         return [found]
-    return [sys.executable, "-c", "import sys; from localpriv.cli import main; main(sys.argv[1:])"]
+    return [sys.executable, "-c", "import sys; from localpriv.cli.main import main; main(sys.argv[1:])"]
 
 
 def cases() -> dict[str, list[str]]:
@@ -97,7 +97,7 @@ def run(quick: bool = False, runs: int | None = None) -> dict:
                          "runs": runs}
     results["import localpriv"]["heavy_modules"] = heavy_modules("import localpriv")
     results["localpriv --help"]["heavy_modules"] = heavy_modules(
-        "import sys; sys.argv = ['localpriv', '--help']\nfrom localpriv.cli import main\n"
+        "import sys; sys.argv = ['localpriv', '--help']\nfrom localpriv.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass")
     within = {k: results[k]["cpu_median_s"] < BUDGET_CPU for k in ("import localpriv", "localpriv --help")}
     return {"budget_cpu_s": BUDGET_CPU, "within_budget": within, "cases": results, "rounds": runs,

@@ -47,7 +47,7 @@ from _common import emit, machine, quick_flag, version  # noqa: E402
 
 from localpriv import estimate  # noqa: E402
 from localpriv.mechanisms import parse  # noqa: E402
-from localpriv.observations import ObservationBlock, Observations  # noqa: E402
+from localpriv.data.observations import ObservationBlock, Observations  # noqa: E402
 
 DATA = Path(os.environ.get("LOCALPRIV_SHARED_DATA", HERE.parent.parent / "shared" / "data")) / "gowalla_nyc_checkins.tsv.gz"
 EPS = (1.0, 4.0)
@@ -214,7 +214,7 @@ def hr_at_2_20(n: int = 10 ** 6, seed: int = 0) -> dict:
     the closed-form estimator, of 20 plain EM iterations and of the default engine capped at 40
     iterations, with each one's MSE against the inputs' frequencies."""
     from localpriv.estimators.em import em
-    from localpriv.projection import project_simplex
+    from localpriv.utils.simplex import project_simplex
 
     k = 2 ** 20
     rng = np.random.default_rng(seed)

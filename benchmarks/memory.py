@@ -4,7 +4,7 @@ Each step runs as its own process (``localpriv perturb`` / ``localpriv aggregate
 hand-written DuckDB ``GROUP BY`` for comparison); its peak resident memory comes from ``wait4``'s
 ``ru_maxrss`` of that child alone, its CPU time from the same ``rusage``. The data are k-RR reports
 on 0..99 (8-byte reports; SHE or unary encodings write wider reports in smaller blocks, see
-``localpriv.reports.block_size``). Files go to a temporary folder that is removed afterwards.
+``localpriv.data.reports.block_size``). Files go to a temporary folder that is removed afterwards.
 
 Run: ``python benchmarks/memory.py [--quick]`` (``--quick``: 10^6 and 10^7). Prints JSON.
 """

@@ -44,7 +44,7 @@ from localpriv.estimators.em import em  # noqa: E402
 from localpriv.estimators.oracles import pure_parameters  # noqa: E402
 from localpriv.experiments.oracles import _DiagBlock  # noqa: E402
 from localpriv.mechanisms import parse  # noqa: E402
-from localpriv.projection import clip_normalize  # noqa: E402
+from localpriv.utils.simplex import clip_normalize  # noqa: E402
 
 K, EPS = 100, 1.0
 ROUNDS = 5

@@ -5,7 +5,7 @@ Each size runs in its own process so that its peak memory (``ru_maxrss``) is its
 geometric mechanism of seed 003 section 2.3 (eps = 10 per km on 0.1 km cells: decay 1 per cell),
 aggregated, and IBU (SQUAREM-accelerated, seed 001 stopping rule with delta = 1e-6 * n, i.e. 1e-6
 per report, on L) runs on the
-:class:`localpriv.structured.ClampedConvBlock` the mechanism returns. Time = aggregation excluded,
+:class:`localpriv.likelihood.structured.ClampedConvBlock` the mechanism returns. Time = aggregation excluded,
 block construction + IBU included, CPU time (``process_time``) and wall time. The FFTs run on
 ``FFT_WORKERS`` threads (``LOCALPRIV_BENCH_FFT_WORKERS``, default 1: the same single-thread setting
 as BLAS in every benchmark, and as ``benchmarks/em_suite.py``'s old/new comparison). ``ROUNDS``
@@ -35,8 +35,8 @@ ROUNDS = 3
 def grid_users(side: int, n: int, rng):
     """The benchmark's data: ``n`` users from 8 Gaussian clusters on a ``side x side`` grid of
     0.1 km cells, and the planar geometric mechanism at ``EPS`` per km (also benchmarks/planar_cpu.py)."""
-    from localpriv.mechanisms.planar_mechanisms import PlanarGeometric
-    from localpriv.planar import GridDomain
+    from localpriv.mechanisms.planar import PlanarGeometric
+    from localpriv.domains.grid import GridDomain
 
     dom = GridDomain(40.70, -74.02, side, side, CELL)
     centres = rng.random((8, 2)) * side
@@ -47,9 +47,9 @@ def grid_users(side: int, n: int, rng):
 
 
 def one(side: int, n: int = N, max_iter: int = 10_000) -> dict:
-    import localpriv.structured as structured
+    import localpriv.likelihood.structured as structured
     from localpriv.estimators.ibu import ibu
-    from localpriv.observations import ObservationBlock, Observations
+    from localpriv.data.observations import ObservationBlock, Observations
 
     structured.FFT_WORKERS = FFT_WORKERS
     rng = np.random.default_rng(side)

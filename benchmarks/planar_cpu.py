@@ -3,9 +3,9 @@
 clusters, SQUAREM, seed 001's rule with delta = 1e-6 per report), one grid size per process.
 
 ``--mode new``: the engine as shipped (the mechanism's block is a
-:class:`localpriv.planar.RfftClampedBlock`; SQUAREM makes one forward product per EM evaluation,
+:class:`localpriv.likelihood.rfft.RfftClampedBlock`; SQUAREM makes one forward product per EM evaluation,
 trials along the extrapolation path mostly without FFTs);
-``--mode old``: the block as before issue 22 (:class:`localpriv.structured._FlooredClampedConvBlock`,
+``--mode old``: the block as before issue 22 (:class:`localpriv.likelihood.structured._FlooredClampedConvBlock`,
 complex-padded ``rfft2``/``irfft2`` with copies, SQUAREM's eager ``theta2`` product).
 ``--workers`` sets ``structured.FFT_WORKERS``. Prints one JSON object: CPU seconds
 (``time.process_time``, all threads), wall seconds, EM evaluations, forward/backward products (each
@@ -43,9 +43,9 @@ def main():
     args = ap.parse_args()
 
     import localpriv.mechanisms  # noqa: F401  (before structured: the mechanisms import it)
-    import localpriv.structured as structured
+    import localpriv.likelihood.structured as structured
     from localpriv.estimators.em import em
-    from localpriv.planar import RfftClampedBlock
+    from localpriv.likelihood.rfft import RfftClampedBlock
 
     structured.FFT_WORKERS = args.workers
     side, n = args.side, args.n

@@ -48,7 +48,7 @@ def run(backend: str = "sqlite", clients: int = 4, batches: int = 50, size: int 
         max_seconds: float = 300.0, restart: bool = True) -> dict:
     import httpx
 
-    from localpriv.client import Client
+    from localpriv.service.client import Client
     tmp = tempfile.TemporaryDirectory(prefix="localpriv-bench-service-")
     pg = None
     if backend == "postgresql":

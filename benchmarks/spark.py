@@ -45,8 +45,8 @@ from _common import emit, machine, quick_flag, run_measured, version  # noqa: E4
 _MAKE = """
 import numpy as np, sys
 from localpriv import parse
-from localpriv.formats import TableWriter
-from localpriv.reports import report_table
+from localpriv.data.formats import TableWriter
+from localpriv.data.reports import report_table
 path, n, spec = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 skew = len(sys.argv) > 4 and sys.argv[4] == "skew"
 m = parse(spec); rng = np.random.default_rng(0); chunk = 1 << 22
@@ -63,7 +63,7 @@ _DUCKDB_PATH = """
 import json, sys, time
 t0 = time.perf_counter()
 import duckdb
-from localpriv.aggregate import DuckDBAggregator
+from localpriv.data.aggregate import DuckDBAggregator
 t = time.perf_counter()
 df = DuckDBAggregator().counts([sys.argv[1]])
 print(json.dumps({"import_s": t - t0, "count_s": time.perf_counter() - t, "reports": int(df["count"].sum())}))
@@ -83,7 +83,7 @@ print(json.dumps({"import_s": t - t0, "count_s": time.perf_counter() - t, "repor
 _IN_PROCESS = """
 import json, statistics, sys, time
 import duckdb
-from localpriv.aggregate import DuckDBAggregator
+from localpriv.data.aggregate import DuckDBAggregator
 path, rounds = sys.argv[1], int(sys.argv[2])
 def ours():
     t = time.perf_counter(); c = time.process_time()
@@ -112,7 +112,7 @@ print(json.dumps(out))
 _SPARK = """
 import json, os, sys, time
 t0 = time.perf_counter()
-from localpriv import spark as lps
+from localpriv.extras import spark as lps
 spark = lps.session("local[2]")
 t1 = time.perf_counter()
 task = sys.argv[2]

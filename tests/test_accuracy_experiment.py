@@ -134,7 +134,7 @@ def test_calibration_of_metric_mechanisms():
 
 
 def test_shipped_data():
-    from localpriv.datasets import adult_ages, adult_education, gowalla_nyc_grid
+    from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid
     labels, counts = adult_education()
     assert len(labels) == 16 and labels[0] == "Preschool" and labels[-1] == "Doctorate"
     assert counts.sum() == adult_ages().size == 48_842
@@ -154,7 +154,7 @@ def test_shipped_data():
 def test_shipped_counts_are_derived_from_the_reference_data():
     """The shipped counts are exactly what the derivation gives from the reference copies (present
     on every development and CI machine, see the shared data README); a missing copy fails here."""
-    from localpriv.datasets import data_path
+    from localpriv.data.datasets import data_path
     for name, text in derive_shipped_data(SHARED).items():
         assert data_path(name).read_text() == text, name
 
@@ -184,7 +184,7 @@ def test_reports_with_equal_likelihood_columns_are_merged_exactly(spec):
     fewer rows, the same counts, the same likelihood block products and the same MLE."""
     from localpriv.experiments.accuracy import _merge, dataset
     from localpriv.experiments.coverage import _block
-    from localpriv.observations import Observations
+    from localpriv.data.observations import Observations
 
     D = dataset("education")
     mech = parse(spec, D.domain)

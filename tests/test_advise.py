@@ -1,4 +1,4 @@
-"""localpriv.advise (issue 18, item 1), the parse-time warning for LDP levels above 10, and lo/hi
+"""localpriv.advice.advisor (issue 18, item 1), the parse-time warning for LDP levels above 10, and lo/hi
 implying k.
 
 Every privacy level a row claims is recomputed here from its spec (``parse(spec, domain)``), and
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from localpriv import LocalPrivError, advise, parse_domain
-from localpriv.advise import (Advice, _round_down, _step_down, default_prior, goal_error, median_precision,
+from localpriv.advice.advisor import (Advice, _round_down, _step_down, default_prior, goal_error, median_precision,
                               mi_covariance, pair_probabilities)
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
@@ -185,7 +185,7 @@ def test_support_covariance_matches_sampled_reports(spec):
 
 def test_analytic_prediction_matches_per_user_simulation():
     """MI-P's error under the normal model against 60 per-user simulations of MI-P (median TV)."""
-    from localpriv.advise import _analytic, _simulate
+    from localpriv.advice.advisor import _analytic, _simulate
     dom = parse_domain("0..29")
     theta, _ = default_prior(dom)
     mech = parse("oue(eps=1.0)", dom)
@@ -304,7 +304,7 @@ def test_cli_warns_in_one_line_and_advises(tmp_path):
     env = {**os.environ, "COLUMNS": "200", "OPENBLAS_NUM_THREADS": "1"}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "localpriv.cli", *args], cwd=tmp_path, env=env,
+        return subprocess.run([sys.executable, "-m", "localpriv.cli.main", *args], cwd=tmp_path, env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     proc = run("mechanism", "geometric(eps=1.0,lo=0,hi=99)")  # lo/hi imply k; LDP eps 99 warns
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis import analyze_report
 from localpriv.analysis.bounds import (
     geometric_inv_lower_bound, inv_expected_squared_error, inv_squared_error_monte_carlo,
@@ -20,10 +20,10 @@ from localpriv.analysis.likely import (
 from localpriv.estimators.em import em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import DenseBlock
+from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms.geometric import Geometric, two_sided_geometric
 from localpriv.mechanisms.krr import KRR
-from localpriv.observations import Observations
+from localpriv.data.observations import Observations
 
 #: plain EM on seed 001's rule, the defaults before issue 17 (pinned where a test relies on them)
 PLAIN = {"accelerate": "none", "stop": "loglik"}
@@ -165,8 +165,8 @@ def test_basic_rappor_channel_lemma43_and_samples():
 
 
 def test_section64_channel_agrees_with_planar_geometric():
-    from localpriv.mechanisms.planar_mechanisms import PlanarGeometric
-    from localpriv.planar import GridDomain
+    from localpriv.mechanisms.planar import PlanarGeometric
+    from localpriv.domains.grid import GridDomain
 
     dom = GridDomain(40.7, -74.0, 5, 5, 1.0)
     ours = planar_geometric_truncated_channel(0.5, 5, 5, 5, 5, 1.0)

@@ -1,6 +1,6 @@
 """Bad inputs, adversarially: every value and report is counted or refused with one line.
 
-The command line runs as a real subprocess (``python -m localpriv.cli``, stdin closed, a 40-column
+The command line runs as a real subprocess (``python -m localpriv.cli.main``, stdin closed, a 40-column
 terminal so that a wrapped message would show), so exit codes and stderr are the real ones. Each
 refusal must give exit code 1 (bad input) or 2 (bad usage), exactly one unwrapped stderr line
 ``error: ...`` naming the problem, no traceback, and leave the folder as it was: no output, no
@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from localpriv import IntegerDomain, LocalPrivError, aggregate, estimate, parse, parse_domain
-from localpriv.aggregate import DuckDBAggregator
-from localpriv.observations import ObservationBlock, Observations
-from localpriv.reports import perturb, perturb_file, read_values, report_table, validate_reports, write_reports
+from localpriv.data.aggregate import DuckDBAggregator
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.data.reports import perturb, perturb_file, read_values, report_table, validate_reports, write_reports
 
 KRR = "krr(k=10,eps=1.0)"
 K100 = "krr(k=100,eps=1.0)"
@@ -38,7 +38,7 @@ OUE = "oue(k=10,eps=1.0)"
 def run_cli(cwd: Path, *args: str, columns: int = 40) -> subprocess.CompletedProcess:
     """``localpriv ARGS`` in a fresh interpreter, in ``cwd``, stdin closed."""
     env = {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run([sys.executable, "-m", "localpriv.cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "localpriv.cli.main", *map(str, args)], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
 

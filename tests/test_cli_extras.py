@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from localpriv import LocalPrivError
-from localpriv.cli import app
+from localpriv.cli.main import app
 from localpriv.domains import parse_domain
-from localpriv.planar import GridDomain, manhattan_grid
-from localpriv.reports import read_values
+from localpriv.domains.grid import GridDomain, manhattan_grid
+from localpriv.data.reports import read_values
 
 
 def test_parse_domain_planar_grids_round_trip():

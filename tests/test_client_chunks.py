@@ -11,7 +11,7 @@ import pytest
 from randomgen import ChaCha
 from scipy.stats import chisquare
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms import parse
 from localpriv.mechanisms._sampling import CLIENT_CHUNK, bernoulli_bits, grr_into
 

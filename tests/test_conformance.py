@@ -11,12 +11,12 @@ import warnings
 import numpy as np
 import pytest
 
-from localpriv._validation import PrivacyWarning
+from localpriv.utils.validation import PrivacyWarning
 from localpriv.domains import IntegerDomain
 from localpriv.mechanisms import KRR, parse, registered
 from localpriv.mechanisms.piecewise import Piecewise
-from localpriv.planar import GridDomain
-from localpriv.testing import CHECKS, ConformanceError, check_mechanism
+from localpriv.domains.grid import GridDomain
+from localpriv.testing.mechanisms import CHECKS, ConformanceError, check_mechanism
 
 GRID = GridDomain(40.70, -74.00, 2, 2, 1.0)
 LINE4 = IntegerDomain(0, 3)
@@ -133,12 +133,12 @@ class _Broken(KRR):
 
     def likelihood_block(self, reports, counts):
         if self.bug == "block":
-            from localpriv.mechanisms import DenseBlock
+            from localpriv.likelihood.blocks import DenseBlock
             G = self.likelihood(reports).copy()
             G[0, 0] *= 1.01
             return DenseBlock(G, counts)
         if self.bug == "sampler-unenumerable":
-            from localpriv.mechanisms import DenseBlock
+            from localpriv.likelihood.blocks import DenseBlock
             return DenseBlock(self.likelihood(reports), counts)
         return super().likelihood_block(reports, counts)
 

@@ -6,12 +6,12 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import IntegerDomain
 from localpriv.estimators import estimate, ibu, inv, log_likelihood
 from localpriv.mechanisms import KRR, MatrixMechanism, krr_mle
-from localpriv.observations import Observations
-from localpriv.projection import clip_normalize, project_simplex
+from localpriv.data.observations import Observations
+from localpriv.utils.simplex import clip_normalize, project_simplex
 
 
 def krr_counts(k, eps, n, rng, theta=None):

@@ -9,15 +9,15 @@ import pytest
 from scipy.stats import wasserstein_distance
 from typer.testing import CliRunner
 
-from localpriv._validation import LocalPrivError
-from localpriv.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
-from localpriv.cli import app
+from localpriv.utils.validation import LocalPrivError
+from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
+from localpriv.cli.main import app
 from localpriv.domains import IntegerDomain
 from localpriv.experiments import run_experiment
 from localpriv.mechanisms import KRR
-from localpriv.metrics import emd_line, jensen_shannon, kl, l1, l2, mae, mse, total_variation
-from localpriv.observations import Observations
-from localpriv.reports import perturb, write_reports
+from localpriv.inference.metrics import emd_line, jensen_shannon, kl, l1, l2, mae, mse, total_variation
+from localpriv.data.observations import Observations
+from localpriv.data.reports import perturb, write_reports
 
 
 def test_perturb_aggregate_roundtrip_parquet_and_csv(tmp_path, rng):
@@ -46,7 +46,7 @@ def test_perturb_aggregate_roundtrip_parquet_and_csv(tmp_path, rng):
 
 def test_aggregation_streams_many_files_in_bounded_memory(tmp_path, rng):
     m = KRR(50, 1.0)
-    from localpriv.reports import report_table
+    from localpriv.data.reports import report_table
     total = np.zeros(50)
     for i in range(4):
         z = m.sample(rng.integers(0, 50, 200_000), rng)
@@ -137,10 +137,10 @@ def test_duckdb_in_memory_merge_equals_its_tables(tmp_path, rng, monkeypatch, wi
     """Few numeric parts are merged in memory (no round trip through DuckDB's tables); the frame
     is the one the tables give: overlapping files, a counts file with a zero, int and float
     reports, several mechanisms (and a bit-vector mechanism, which sends everything to DuckDB)."""
-    import localpriv.aggregate  # noqa: F401  (the name `aggregate` is also a function)
+    import localpriv.data.aggregate  # noqa: F401  (the name `aggregate` is also a function)
     import sys
 
-    agg_mod = sys.modules["localpriv.aggregate"]
+    agg_mod = sys.modules["localpriv.data.aggregate"]
     dom = IntegerDomain(0, 9)
     values = rng.integers(0, 10, size=3000)
     write_reports(perturb(values, "krr(eps=1.0)", rng, dom), tmp_path / "a.parquet")

@@ -14,20 +14,20 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from _roundoff import U, em_step_rtol
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis.likely import estimate_unbounded_integers, ibu_on_subset
 from localpriv.estimators import estimate
 from localpriv.estimators.combination import gibu, ibu_m
 from localpriv.estimators.em import DEFAULTS, STOPPING_RULES, Penalty, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.oracles import ibu_exact, ibu_support, support_counts, support_mle
-from localpriv.freewill import simulate_counts
+from localpriv.data.freewill import simulate_counts
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import two_sided_geometric
 from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.observations import Observations
-from localpriv.progress import EMProgress
-from localpriv.structured import ScaledIdentityBlock
+from localpriv.data.observations import Observations
+from localpriv.utils.progress import EMProgress
+from localpriv.likelihood.structured import ScaledIdentityBlock
 
 DELTA = DEFAULTS["delta"]
 
@@ -258,7 +258,7 @@ def test_status_line_every_ten_seconds_on_a_non_terminal_stream():
     assert all(LINE.match(line) for line in lines), lines
     # the first line comes one status interval into the fake clock (0.5 per call), not the
     # machine's: the field is compared with the fake clock's reading, a format check, no timing
-    from localpriv.progress import INTERVAL
+    from localpriv.utils.progress import INTERVAL
     assert LINE.match(lines[0]).group(4) == f"{int(INTERVAL)} s"
     assert "(squarem)" not in lines[0]  # the scheme is newton
 
@@ -316,7 +316,7 @@ def test_library_is_quiet_by_default(capsys):
 # ---- the command line ---------------------------------------------------------------------------
 def _reports(tmp_path, spec="krr(eps=1.0)", n=5000):
     import pandas as pd
-    from localpriv.cli import app
+    from localpriv.cli.main import app
     rng = np.random.default_rng(3)
     pd.DataFrame({"v": np.minimum(rng.geometric(0.1, n) - 1, 29)}).to_csv(tmp_path / "v.csv", index=False)
     r = CliRunner().invoke(app, ["perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.parquet"),
@@ -381,7 +381,7 @@ def test_cli_default_estimator_is_ems_on_lines_and_dirichlet_on_categories(tmp_p
 
 
 def test_cli_estimate_help_is_true():
-    from localpriv.cli import app
+    from localpriv.cli.main import app
     r = CliRunner().invoke(app, ["estimate", "--help"])
     text = " ".join(r.output.replace("│", " ").split())
     for needle in ("gap (default", "--accelerate", "--plain", "loglik", "max_abs", "100000", "1e-9"):
@@ -403,7 +403,7 @@ def test_demo_pins_plain_em_and_keeps_its_numbers(tmp_path):
 def test_library_default_estimator_follows_the_domain():
     import localpriv
     from localpriv.domains import CategoricalDomain, IntegerDomain
-    from localpriv.observations import ObservationBlock, Observations
+    from localpriv.data.observations import ObservationBlock, Observations
     rng = np.random.default_rng(5)
     for dom, want in ((IntegerDomain(0, 9), "ems"), (CategoricalDomain(list("abcdefghij")), "dirichlet")):
         mech = localpriv.parse("krr(eps=2.0)", dom)
@@ -419,7 +419,7 @@ def test_regularized_intervals_are_anchored_on_the_mle(tmp_path):
     contain both, per cell and for functionals (a bootstrap around EMS under-covered)."""
     import localpriv
     from localpriv.domains import IntegerDomain
-    from localpriv.observations import ObservationBlock, Observations
+    from localpriv.data.observations import ObservationBlock, Observations
     dom = IntegerDomain(0, 29)
     rng = np.random.default_rng(11)
     mech = localpriv.parse("geometric(eps=0.2,lo=0,hi=29)", dom)

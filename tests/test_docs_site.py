@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from localpriv.cli import app
+from localpriv.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -21,11 +21,11 @@ import warnings
 import numpy as np
 import pytest
 
-from localpriv._validation import LocalPrivError, PrivacyWarning
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 from localpriv.domains import IntegerDomain
 from localpriv.mechanisms import parse, registered
-from localpriv.mechanisms.base import check_dense_size
-from localpriv.privacy import ldp_epsilon
+from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.privacy import ldp_epsilon
 
 EPS = [1e-12, 1e-6, 50.0, 700.0, 1e4, 1e300]
 KS = [2, 3, 10**6]
@@ -307,7 +307,7 @@ def test_closed_form_agrees_with_dense(template, k, eps):
 @pytest.mark.parametrize("eps", [0.05, 1.0, 6.0])
 def test_exponential_closed_form_on_other_domains(k, eps):
     from localpriv.domains import CategoricalDomain
-    from localpriv.planar import GridDomain
+    from localpriv.domains.grid import GridDomain
 
     for dom in (CategoricalDomain([f"c{i}" for i in range(k)]), GridDomain(0.0, 0.0, 1, k, 0.5),
                 IntegerDomain(3, 3 + k - 1)):
@@ -319,7 +319,7 @@ def test_geometric_geo_level_structural():
     for spec in ("geometric(k=7,eps=0.4)", "geometric(k=2,eps=3.0)"):
         mech = parse(spec)
         idx = np.arange(mech.k, dtype=float)
-        from localpriv.privacy import geo_epsilon
+        from localpriv.mechanisms.privacy import geo_epsilon
         dense = geo_epsilon(mech.likelihood(np.arange(-1, mech.k + 1)), np.abs(idx[:, None] - idx[None, :]))
         assert mech.epsilon_geo() == pytest.approx(dense, rel=1e-9)
     # far beyond what a dense channel can hold (and beyond the float range of e^{-eps d})
@@ -349,7 +349,7 @@ def test_structural_rank_agrees_with_svd(template, k):
 def test_structural_rank_other_domains_and_geometric():
     from localpriv.analysis.concavity import rank_test
     from localpriv.domains import CategoricalDomain
-    from localpriv.planar import GridDomain
+    from localpriv.domains.grid import GridDomain
 
     for dom in (CategoricalDomain(["a", "b", "c", "d"]), GridDomain(0.0, 0.0, 2, 3, 0.5)):
         mech = parse("exponential(eps=2.0)", dom)
@@ -430,7 +430,7 @@ def test_analysis_reports_privacy_warnings():
 
 
 def test_generic_dense_fallback_has_no_identity():
-    from localpriv.mechanisms.base import LikelihoodBlock
+    from localpriv.likelihood.blocks import LikelihoodBlock
 
     class Twice(LikelihoodBlock):  # G = 2 * ones(k, m)
         def __init__(self, k, m):

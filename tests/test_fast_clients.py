@@ -15,7 +15,7 @@ from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms import _sampling
 from localpriv.mechanisms._sampling import DiscreteLaplace, bernoulli_bits, fill_in_streams
 from localpriv.mechanisms.unary import OUE, unpack_bits
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 
 
 def _within(freq, p, m, z=5.0):

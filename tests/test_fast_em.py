@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.estimators.em import em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.observations import Observations
-from localpriv.structured import ScaledIdentityBlock, linear_geometric_block
+from localpriv.data.observations import Observations
+from localpriv.likelihood.structured import ScaledIdentityBlock, linear_geometric_block
 
 
 def _krr_counts(k, eps, n, seed):

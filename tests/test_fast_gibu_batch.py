@@ -10,7 +10,7 @@ from localpriv.estimators.em import em
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
-from localpriv.observations import ObservationBlock, Observations
+from localpriv.data.observations import ObservationBlock, Observations
 
 EM = sys.modules["localpriv.estimators.em"]
 K = 24

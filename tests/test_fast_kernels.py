@@ -5,11 +5,11 @@ import sys
 import numpy as np
 import pytest
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.estimators import _kernels
 from localpriv.estimators.em import em
 from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.structured import ScaledIdentityBlock
+from localpriv.likelihood.structured import ScaledIdentityBlock
 
 EM = sys.modules["localpriv.estimators.em"]
 
@@ -76,7 +76,7 @@ def test_import_and_short_runs_do_not_load_numba():
             "assert 'numba' not in sys.modules and 'threadpoolctl' not in sys.modules\n"
             "import numpy as np\n"
             "from localpriv.estimators.em import em\n"
-            "from localpriv.structured import ScaledIdentityBlock\n"
+            "from localpriv.likelihood.structured import ScaledIdentityBlock\n"
             "b = ScaledIdentityBlock(5, 0.6, 0.1, np.arange(5), np.array([50., 30, 10, 5, 5]))\n"
             "r = em([b], 5)\n"
             "assert r.converged and r.iterations < 64, r.iterations\n"

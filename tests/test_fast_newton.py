@@ -7,10 +7,10 @@ from localpriv.estimators.em import em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.newton import newton_finish, supports_newton
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import DenseBlock
+from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.observations import Observations
-from localpriv.structured import ScaledIdentityBlock, linear_geometric_block
+from localpriv.data.observations import Observations
+from localpriv.likelihood.structured import ScaledIdentityBlock, linear_geometric_block
 
 
 def _krr_counts(k, eps, n, seed):

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from localpriv._validation import LocalPrivError
-from localpriv.mechanisms.base import DenseBlock
-from localpriv.structured import (
+from localpriv.utils.validation import LocalPrivError
+from localpriv.likelihood.blocks import DenseBlock
+from localpriv.likelihood.structured import (
     ClampedConvBlock,
     ExpKernelBlock,
     ScaledIdentityBlock,
@@ -144,7 +144,7 @@ def test_dense_block_reference_agrees_with_structured_in_em():
                                          (7, 0.9, None, None)])
 def test_laplace_unit_bins_block_equals_exact_likelihood(k, eps, lo, hi):
     from localpriv.mechanisms.laplace import Laplace
-    from localpriv.structured import laplace_block_for
+    from localpriv.likelihood.structured import laplace_block_for
 
     rng = np.random.default_rng(k)
     mech = Laplace(k, eps, bins=1.0, lo=lo, hi=hi)
@@ -222,7 +222,7 @@ def test_laplace_density_block_equals_the_density(k, eps, seed):
 def test_laplace_density_block_in_ibu_and_errors():
     from localpriv.estimators.em import em
     from localpriv.mechanisms.laplace import Laplace
-    from localpriv.structured import discrete_laplace_block
+    from localpriv.likelihood.structured import discrete_laplace_block
 
     rng = np.random.default_rng(1)
     mech = Laplace(40, 0.4)

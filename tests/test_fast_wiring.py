@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from localpriv.mechanisms.geometric import Geometric
-from localpriv.mechanisms.planar_mechanisms import PlanarGeometric, PlanarLaplace
-from localpriv.planar import GridDomain
-from localpriv.structured import ClampedConvBlock, ExpKernelBlock
+from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace
+from localpriv.domains.grid import GridDomain
+from localpriv.likelihood.structured import ClampedConvBlock, ExpKernelBlock
 
 
 def _same(block, G, rng):
@@ -38,7 +38,7 @@ def test_geometric_block_when_inputs_exceed_the_output_range():
 @pytest.mark.parametrize("cls,eps,shape", [(PlanarGeometric, 1.0, (5, 6)), (PlanarGeometric, 3.0, (4, 4)),
                                            (PlanarLaplace, 1.5, (4, 5)), (PlanarGeometric, 0.3, (1, 7))])
 def test_planar_blocks_are_clamped_convolutions_equal_to_dense(cls, eps, shape, monkeypatch):
-    import localpriv.mechanisms.planar_mechanisms as pm
+    import localpriv.mechanisms.planar as pm
 
     dom = GridDomain(40.70, -74.02, shape[0], shape[1], 0.5)
     m = cls(eps, domain=dom)

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localpriv import IntegerDomain, LocalPrivError, aggregate, parse
-from localpriv.aggregate import DuckDBAggregator, NumpyAggregator, write_counts
-from localpriv.formats import FORMAT_VERSION, TableWriter
-from localpriv.reports import block_size, perturb, read_values, report_table, write_reports
+from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, write_counts
+from localpriv.data.formats import FORMAT_VERSION, TableWriter
+from localpriv.data.reports import block_size, perturb, read_values, report_table, write_reports
 
 DOM = IntegerDomain(0, 9)
 
@@ -168,7 +168,7 @@ def test_perturb_is_reproducible_whatever_the_chunking(tmp_path):
     one = perturb(x, mech, np.random.default_rng(5), DOM).column("report").to_numpy()
     # the same values through the streaming file path (read in CSV blocks of another size)
     pd.DataFrame({"v": x}).to_csv(tmp_path / "v.csv", index=False)
-    from localpriv.reports import perturb_file
+    from localpriv.data.reports import perturb_file
     res = perturb_file(tmp_path / "v.csv", tmp_path / "r.parquet", mech, DOM, np.random.default_rng(5))
     assert res.reports == x.size and res.dropped == 0
     two = pq.read_table(tmp_path / "r.parquet").column("report").to_numpy()
@@ -182,7 +182,7 @@ def test_missing_values_refused_or_counted(tmp_path):
     (tmp_path / "v.csv").write_text("age\n3\n\n5\n")
     with pytest.raises(LocalPrivError, match=r"1 missing value\(s\).*line 3"):
         read_values(tmp_path / "v.csv")
-    from localpriv.reports import perturb_file
+    from localpriv.data.reports import perturb_file
     res = perturb_file(tmp_path / "v.csv", tmp_path / "r.csv", "krr(eps=1.0)", DOM,
                        np.random.default_rng(0), drop_missing=True)
     assert (res.rows, res.dropped, res.reports) == (3, 1, 2)
@@ -202,7 +202,7 @@ def test_sigterm_leaves_no_output(tmp_path):
     pq.write_table(pa.table({"v": np.random.default_rng(0).integers(0, 10, n, dtype=np.int8)}),
                    tmp_path / "v.parquet")
     out = tmp_path / "r.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli", "perturb", str(tmp_path / "v.parquet"),
+    proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli.main", "perturb", str(tmp_path / "v.parquet"),
                              "-o", str(out), "-m", "krr(eps=1.0)", "-d", "0..9", "--seed", "1"],
                             stderr=subprocess.PIPE, stdout=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -215,7 +215,7 @@ def test_sigterm_leaves_no_output(tmp_path):
 
 
 def test_observations_refuse_nan_reports():
-    from localpriv.observations import ObservationBlock
+    from localpriv.data.observations import ObservationBlock
     with pytest.raises(LocalPrivError, match="NaN"):
         ObservationBlock(parse("laplace(k=5,eps=1.0)"), np.array([0.5, np.nan]), np.array([1, 1]))
     with pytest.raises(LocalPrivError, match="outside"):
@@ -261,7 +261,7 @@ def test_boolean_values_are_not_ages():
 def test_a_swallowed_interrupt_still_stops_the_commit(tmp_path, monkeypatch):
     """A signal whose exception Python swallowed (say, inside a ``__del__``) lets the work run to the
     end; the output is still not committed and the exit code is the signal's."""
-    from localpriv import _signals
+    from localpriv.utils import signals as _signals
     monkeypatch.setattr(_signals, "_received", [signal.SIGTERM])
     with pytest.raises(SystemExit) as info:
         with TableWriter(tmp_path / "r.csv", "reports") as w:
@@ -274,8 +274,8 @@ def test_a_swallowed_interrupt_still_stops_the_commit(tmp_path, monkeypatch):
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_attribute_round_trip_through_perturb_aggregate_and_counts(tmp_path, suffix):
     """perturb records the value column; aggregate carries it to Observations and counts files."""
-    from localpriv.formats import attribute_of
-    from localpriv.reports import perturb_file
+    from localpriv.data.formats import attribute_of
+    from localpriv.data.reports import perturb_file
     name = "hours per week ($ 50%)"  # spaces, "$" and "%" survive the CSV percent-encoding
     pd.DataFrame({"id": range(300), name: np.arange(300) % 10}).to_csv(tmp_path / "v.csv", index=False)
     perturb_file(tmp_path / "v.csv", tmp_path / f"r{suffix}", "krr(k=10,eps=1.0)", DOM,
@@ -296,7 +296,7 @@ def test_attribute_round_trip_through_perturb_aggregate_and_counts(tmp_path, suf
 
 def test_attribute_disagreeing_inputs_and_version_1_files(tmp_path):
     """Inputs that record different attributes give none; version-1 files (no attribute) are read."""
-    from localpriv.formats import attribute_of
+    from localpriv.data.formats import attribute_of
     with TableWriter(tmp_path / "a.csv", "reports", attribute="age") as w:
         w.write(_reports(50))
     with TableWriter(tmp_path / "b.csv", "reports", attribute="income") as w:
@@ -319,7 +319,7 @@ def test_attribute_disagreeing_inputs_and_version_1_files(tmp_path):
 
 def test_attribute_is_a_label_only(tmp_path):
     """A hostile attribute is cut to a printable label of bounded length, never interpreted."""
-    from localpriv.formats import MAX_ATTRIBUTE_CHARS, attribute_of
+    from localpriv.data.formats import MAX_ATTRIBUTE_CHARS, attribute_of
     t = _reports(20)
     with pq.ParquetWriter(tmp_path / "r.parquet", t.schema) as w:
         w.write_table(t)

@@ -4,22 +4,22 @@ import pyarrow as pa
 import pytest
 from scipy import stats
 
-from localpriv._validation import LocalPrivError
-from localpriv.aggregate import aggregate
+from localpriv.utils.validation import LocalPrivError
+from localpriv.data.aggregate import aggregate
 from localpriv.domains import IntegerDomain
 from localpriv.estimators import estimate
 import localpriv.estimators.combination as combination
 from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, merge_blocks, rap_m
 from localpriv.estimators.ibu import ibu
-from localpriv.freewill import (inv_m_krr_bound, inv_m_krr_exact, krr_average_eps, naive_gibu, perturb_mixed,
+from localpriv.data.freewill import (inv_m_krr_bound, inv_m_krr_exact, krr_average_eps, naive_gibu, perturb_mixed,
                                 rap_m_bound, rappor_average_eps, rappor_observations, simulate_counts, split_users)
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import DenseBlock
+from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.mechanisms.unary import SUE, unpack_bits
-from localpriv.observations import Observations
+from localpriv.data.observations import Observations
 
 from _roundoff import U, em_rtol, stop_margin
 

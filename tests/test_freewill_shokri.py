@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import IntegerDomain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.shokri import ShokriMechanism, adversary_loss, quality_loss, shokri_lp
-from localpriv.planar import GridDomain
+from localpriv.domains.grid import GridDomain
 
 
 def _line(k):

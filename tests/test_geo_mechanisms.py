@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis import analyze_report
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.estimators.ibu import ibu
@@ -11,9 +11,9 @@ from localpriv.mechanisms import parse
 from localpriv.mechanisms.exponential import Exponential
 from localpriv.mechanisms.geometric import Geometric, two_sided_geometric
 from localpriv.mechanisms.laplace import Laplace, laplace_interval_prob
-from localpriv.mechanisms.planar_mechanisms import PlanarGeometric, PlanarLaplace, clamp_channel
-from localpriv.observations import Observations
-from localpriv.planar import GridDomain
+from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace, clamp_channel
+from localpriv.data.observations import Observations
+from localpriv.domains.grid import GridDomain
 
 P_MIN = 1e-4
 
@@ -327,7 +327,7 @@ def test_planar_needs_grid():
 
 
 def test_perturb_all_checkins_vectorized():
-    from localpriv.planar import manhattan_cells
+    from localpriv.data.datasets import manhattan_cells
 
     grid, cells = manhattan_cells()
     for spec in ["planar-geometric(eps=1.0)", "planar-laplace(eps=1.0)"]:
@@ -378,9 +378,9 @@ def test_planar_grid_in_spec_for_the_cli():
 @pytest.mark.parametrize("spec", ["laplace(eps=1.0)", "geometric(eps=1.0)", "laplace(eps=1.0,bins=1.0)"])
 def test_unbounded_reports_through_the_pipeline(spec):
     """perturb -> aggregate (DuckDB) -> IBU on float and unbounded integer reports."""
-    from localpriv.aggregate import aggregate
+    from localpriv.data.aggregate import aggregate
     from localpriv.estimators import estimate
-    from localpriv.reports import perturb
+    from localpriv.data.reports import perturb
 
     dom = IntegerDomain(0, 9)
     theta = np.r_[np.full(5, 0.16), np.full(5, 0.04)]
@@ -399,7 +399,7 @@ def test_planar_laplace_ring_holds_everything_beyond_the_cap(monkeypatch):
     with eps, and the sampler (exact Gamma radius, then clamping) draws the channel. Before, the
     tail beyond the cap was put on the centre cell: planar-laplace(eps=0.001) on the Manhattan
     grid claimed an LDP level of 16.8 (the bound is 0.012)."""
-    import localpriv.mechanisms.planar_mechanisms as PM
+    import localpriv.mechanisms.planar as PM
 
     monkeypatch.setattr(PM, "MAX_RADIUS", 12)
     grid = SMALL_GRID  # 5 x 4 cells of 1 km

@@ -5,9 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from localpriv._validation import LocalPrivError
-from localpriv.metrics import emd_line
-from localpriv.planar import GridDomain, emd_grid, manhattan_cells, manhattan_grid
+from localpriv.utils.validation import LocalPrivError
+from localpriv.inference.metrics import emd_line
+from localpriv.domains.grid import GridDomain, emd_grid, manhattan_grid
+from localpriv.data.datasets import manhattan_cells
 
 GRID = GridDomain(40.0, -74.0, 2, 2, 1.0)
 
@@ -74,7 +75,7 @@ def test_manhattan_cells():
     assert grid == manhattan_grid()
     assert cells.size == 98_061 and cells.min() >= 0 and cells.max() < 280
     # only the 2 check-ins in the last 8 m east of the grid needed the tolerance
-    from localpriv.datasets import gowalla_manhattan
+    from localpriv.data.datasets import gowalla_manhattan
 
     df = gowalla_manhattan()
     strict = grid.locate(df["lat"].to_numpy(), df["lon"].to_numpy(), outside="drop")

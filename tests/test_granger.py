@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.multiattr.granger import (adf_test, granger_matrix, granger_test, ljung_box, stationarize,
                                          var_lag_order)
 

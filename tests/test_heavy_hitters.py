@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from localpriv import LocalPrivError
-from localpriv.cli import app
-from localpriv.heavy_hitters import (FORMAT, FORMAT_VERSION, PEMPlan, StringEncoding, _olh_hits, _key_lanes,
+from localpriv.cli.main import app
+from localpriv.heavy_hitters.pem import (FORMAT, FORMAT_VERSION, PEMPlan, StringEncoding, _olh_hits, _key_lanes,
                                      _prefix, _set_bits, _valid, heavy_hitters, pem_identify, pem_perturb,
                                      prefix_keys, treehist_identify)
-from localpriv.stablehash import hash_keys, to_range
+from localpriv.mechanisms.stablehash import hash_keys, to_range
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -177,7 +177,7 @@ def test_interval_coverage_and_variance_formula():
                 est[v].append(e)
     coverage = np.mean(cover)
     assert abs(coverage - 0.95) < 4 * np.sqrt(0.95 * 0.05 / len(cover))
-    from localpriv.heavy_hitters import _std_error
+    from localpriv.heavy_hitters.pem import _std_error
     for v in "abc":
         sd_formula = float(_std_error(np.array([truth[v]]), n, plan)[0])
         sd_seen = float(np.std(est[v], ddof=1))

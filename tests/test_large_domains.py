@@ -13,13 +13,13 @@ import xxhash
 from scipy import stats
 
 from localpriv import estimate
-from localpriv._validation import LocalPrivError, PrivacyWarning
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 from localpriv.estimators.em import em
 from localpriv.mechanisms import parse
-from localpriv.observations import Observations
-from localpriv.privacy import ldp_epsilon
-from localpriv.stablehash import hash_keys, to_range
-from localpriv.structured import fwht
+from localpriv.data.observations import Observations
+from localpriv.mechanisms.privacy import ldp_epsilon
+from localpriv.mechanisms.stablehash import hash_keys, to_range
+from localpriv.likelihood.structured import fwht
 
 ALPHA = 1e-6
 
@@ -333,10 +333,10 @@ def test_cms_reports_of_a_large_domain_go_through_files_and_aggregation(tmp_path
 
 
 def test_structured_imports_first_without_a_cycle():
-    # localpriv.structured imports the mechanisms package, whose sketch modules use its blocks
+    # localpriv.likelihood.structured imports the mechanisms package, whose sketch modules use its blocks
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-c", "import localpriv.structured as s; print(s.HadamardBlock.__name__)"],
+    r = subprocess.run([sys.executable, "-c", "import localpriv.likelihood.structured as s; print(s.HadamardBlock.__name__)"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "HadamardBlock"

@@ -21,10 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from localpriv import LocalPrivError, PrivacyWarning, aggregate, estimate, parse_domain
-from localpriv.estimate import Estimate
-from localpriv.geo_export import estimate_geojson, write_geojson
-from localpriv.planar import KM_PER_DEG_LAT, MAX_CELLS, GridDomain
-from localpriv.reports import perturb, perturb_file, read_reports, read_values
+from localpriv.inference.estimate import Estimate
+from localpriv.inference.geo_export import estimate_geojson, write_geojson
+from localpriv.domains.grid import KM_PER_DEG_LAT, MAX_CELLS, GridDomain
+from localpriv.data.reports import perturb, perturb_file, read_reports, read_values
 
 SHARED = Path("/work/shared/data")  # the shared data of every dev/CI machine (as in test_accuracy_experiment)
 GOWALLA = SHARED / "gowalla_nyc_checkins.tsv.gz"
@@ -35,7 +35,7 @@ SMALL = "bbox(40.70,-74.02,40.73,-73.98,1)"  # 4 x 4 cells of 1 km
 def run_cli(cwd: Path, *args) -> subprocess.CompletedProcess:
     """``localpriv ARGS`` as a real subprocess (real exit codes and stderr)."""
     env = {**os.environ, "COLUMNS": "40", "OPENBLAS_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "localpriv.cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "localpriv.cli.main", *map(str, args)], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
 
 
@@ -233,7 +233,7 @@ def test_perturb_clamped_points_land_in_the_nearest_cell(tmp_path):
 
 
 def test_perturb_outside_error_counts_every_chunk_and_names_the_first_line(tmp_path, monkeypatch):
-    import localpriv.reports as reports
+    import localpriv.data.reports as reports
     monkeypatch.setattr(reports, "CSV_BLOCK_BYTES", 1 << 10)  # many chunks: the count spans them
     g = parse_domain(SMALL)
     rng = np.random.default_rng(3)
@@ -439,7 +439,7 @@ def test_cli_locations_end_to_end(tmp_path):
 # --plot: a heatmap with lat/lon axes
 # --------------------------------------------------------------------------------------------
 def _captured_figures(monkeypatch):
-    import localpriv.plotting as plotting
+    import localpriv.inference.plotting as plotting
     seen = []
     original = plotting.save
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import chi2 as chi2_dist
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis import analyze_report
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
@@ -146,7 +146,7 @@ def test_view_composition_is_the_sum_and_is_tight():
     c1 = RRBAMechanism(p=0.5, table=T1).channel()
     c2 = RRBAMechanism(p=0.5, table=T2).channel()
     joint = np.kron(c1, c2)  # a client answering both disjoint combinations of a view
-    from localpriv.privacy import ldp_epsilon
+    from localpriv.mechanisms.privacy import ldp_epsilon
     assert ldp_epsilon(joint) == pytest.approx(view_epsilon(0.5, [T1, T2]))
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.multiattr import load_network
 from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, conditional_mi,
                                           fit_conditionals, greedy_bayes, mutual_information,

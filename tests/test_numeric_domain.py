@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from localpriv import aggregate, estimate, perturb
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain, parse_domain
 from localpriv.estimators.regularized import ordered_shape
 from localpriv.mechanisms import parse
@@ -83,7 +83,7 @@ def test_ems_smooths_along_an_interval_and_the_pipeline_carries_float_reports():
 def test_command_line_reads_an_interval_domain(tmp_path):
     from typer.testing import CliRunner
 
-    from localpriv.cli import app
+    from localpriv.cli.main import app
     values = tmp_path / "hours.csv"
     values.write_text("hours\n40\n38.5\n60\n12.25\n99\n100\n0\n")
     runner = CliRunner()

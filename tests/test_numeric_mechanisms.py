@@ -14,7 +14,7 @@ from localpriv import datasets, estimate, numeric
 from localpriv.domains import IntervalDomain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.hybrid import HM_EPS_STAR
-from localpriv.observations import Observations
+from localpriv.data.observations import Observations
 
 ALPHA = 1e-6
 

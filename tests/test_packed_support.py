@@ -11,9 +11,9 @@ import localpriv.mechanisms.unary as U
 from localpriv import estimate
 from localpriv.mechanisms import parse
 from localpriv.estimators.combination import BatchedSupportBlock
-from localpriv.mechanisms._packed import PackedSupport, row_popcounts
-from localpriv.observations import ObservationBlock, Observations
-from localpriv.uncertainty import fisher_information
+from localpriv.likelihood.packed import PackedSupport, row_popcounts
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference.uncertainty import fisher_information
 
 
 def _dense_case(rng, m, k, density):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from localpriv.estimators.em import em
-from localpriv.planar import RfftClampedBlock
-from localpriv.structured import ClampedConvBlock, clamped_block_for, planar_geometric_kernel
+from localpriv.likelihood.rfft import RfftClampedBlock
+from localpriv.likelihood.structured import ClampedConvBlock, clamped_block_for, planar_geometric_kernel
 
 EM = sys.modules["localpriv.estimators.em"]
 

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 import localpriv
-from localpriv.cli import app, fmt_number
-from localpriv.progress import Status
+from localpriv.cli.main import app, fmt_number
+from localpriv.utils.progress import Status
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ["perturb", "aggregate", "estimate", "mechanism", "analyze", "reproduce", "demo", "list"]
@@ -121,7 +121,7 @@ def test_help_of_estimate_lists_its_settings():
     assert "help(localpriv.ibu)" in text
 
 
-@pytest.mark.parametrize("module", ["localpriv.reports", "localpriv.freewill", "localpriv.progress"])
+@pytest.mark.parametrize("module", ["localpriv.data.reports", "localpriv.data.freewill", "localpriv.utils.progress"])
 def test_public_api_of_our_modules_is_typed(module):
     import importlib
     mod = importlib.import_module(module)
@@ -143,16 +143,16 @@ def test_package_is_marked_typed():
 
 def test_data_docs_list_every_bundled_file():
     text = (ROOT / "docs" / "DATA.md").read_text()
-    bundled = sorted(p.name for p in (Path(localpriv.__file__).parent / "data").iterdir() if p.is_file())
+    bundled = sorted(p.name for p in (Path(localpriv.__file__).parent / "data" / "bundled").iterdir() if p.is_file())
     assert bundled and all(f"`{name}`" in text for name in bundled), bundled
     nets = sorted(p.name for p in (Path(localpriv.__file__).parent / "multiattr" / "networks").glob("*.bif"))
     assert all(name in text for name in nets), nets
 
 
 def test_plot_axis_names_the_column_and_its_unit(tmp_path, monkeypatch):
-    from localpriv import plotting
+    from localpriv.inference import plotting
     from localpriv.domains import IntegerDomain
-    from localpriv.reports import perturb, write_reports
+    from localpriv.data.reports import perturb, write_reports
     dom = IntegerDomain(0, 9)
     write_reports(perturb(np.arange(10).repeat(50), "krr(eps=2.0)", np.random.default_rng(0), dom),
                   tmp_path / "r.parquet")
@@ -173,7 +173,7 @@ def test_plot_axis_defaults_to_the_recorded_column(tmp_path, monkeypatch):
     """Without --label the axis names the values' column that perturb recorded in the reports
     (format version 2), '$' escaped so that matplotlib draws it as text; the table printed to the
     terminal has 4 significant digits."""
-    from localpriv import plotting
+    from localpriv.inference import plotting
     import pandas as pd
     pd.DataFrame({"id": range(400), "income $k": np.arange(400) % 10}).to_csv(tmp_path / "v.csv", index=False)
     r = invoke("perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.csv"), "-m", "krr(k=10,eps=2.0)",
@@ -215,15 +215,15 @@ def test_import_localpriv_loads_nothing_heavy():
 
 
 def test_help_loads_nothing_heavy():
-    mods = _loaded("from localpriv.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
-    assert "localpriv.cli" in mods
+    mods = _loaded("from localpriv.cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
+    assert "localpriv.cli.main" in mods
     assert not {m for m in mods if m.split(".")[0] in HEAVY}
     assert "typer.rich_utils" not in mods and "rich.markdown" not in mods
 
 
 def test_names_still_resolve_on_first_use():
     assert localpriv.parse("krr(k=3,eps=1.0)").k == 3
-    assert localpriv.LocalPrivError is __import__("localpriv._validation", fromlist=["x"]).LocalPrivError
+    assert localpriv.LocalPrivError is __import__("localpriv.utils.validation", fromlist=["x"]).LocalPrivError
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def _split_status(line: str) -> tuple[str, str]:
 
 def test_status_lines_follow_the_interval():
     """Deterministic: a fake clock advanced by the test decides when a line is due."""
-    from localpriv.progress import _seconds
+    from localpriv.utils.progress import _seconds
     now = [0.0]
     buf = io.StringIO()
     with Status("reproduce x", "loading", stream=buf, tty=False, interval=10, clock=lambda: now[0],
@@ -256,7 +256,7 @@ def test_status_lines_follow_the_interval():
 
 def test_status_counts_without_a_total_and_stages():
     """Deterministic: the fake clock is set by the test; the lines echo its readings."""
-    from localpriv.progress import _seconds
+    from localpriv.utils.progress import _seconds
     now = [0.0]
     buf = io.StringIO()
     with Status("perturb", "reading v.csv", stream=buf, tty=False, interval=5, clock=lambda: now[0],
@@ -285,11 +285,11 @@ def test_background_thread_writes_without_progress_calls():
 
 def test_cli_commands_write_status_lines_and_say_what_they_wrote(tmp_path):
     from localpriv.domains import IntegerDomain
-    from localpriv.reports import perturb, write_reports
+    from localpriv.data.reports import perturb, write_reports
     write_reports(perturb(np.arange(10).repeat(20), "krr(eps=2.0)", np.random.default_rng(0), IntegerDomain(0, 9)),
                   tmp_path / "r.csv")
     env = dict(os.environ, LOCALPRIV_STATUS_INTERVAL="0", OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", "import sys; from localpriv.cli import main; main(sys.argv[1:])",
+    proc = subprocess.run([sys.executable, "-c", "import sys; from localpriv.cli.main import main; main(sys.argv[1:])",
                            "aggregate", "r.csv", "-o", "c.parquet"], cwd=tmp_path, capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -317,7 +317,7 @@ def test_reproduce_reports_progress_and_its_files(tmp_path, monkeypatch):
 
 
 def test_bare_command_prints_its_help_page():
-    proc = subprocess.run([sys.executable, "-c", "from localpriv.cli import main; main([])"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", "from localpriv.cli.main import main; main([])"], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, COLUMNS="100"))
     assert proc.returncode == 2 and proc.stderr == ""
     assert proc.stdout.startswith("Usage: localpriv [OPTIONS] COMMAND [ARGS]...\n")

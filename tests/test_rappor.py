@@ -13,15 +13,15 @@ import pytest
 import xxhash
 from scipy import stats
 
-from localpriv._validation import LocalPrivError
-from localpriv.aggregate import aggregate
+from localpriv.utils.validation import LocalPrivError
+from localpriv.data.aggregate import aggregate
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.estimators import estimate
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rappor import RAPPOR, BitCounts, decode
-from localpriv.observations import Observations
-from localpriv.privacy import ldp_epsilon
-from localpriv.reports import perturb, write_reports
+from localpriv.data.observations import Observations
+from localpriv.mechanisms.privacy import ldp_epsilon
+from localpriv.data.reports import perturb, write_reports
 
 SMALL = "rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.5,q=0.75)"
 

@@ -8,7 +8,7 @@ estimate to ``nnls``'s) as the noise vanishes; refusals.
 import numpy as np
 import pytest
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rappor import RIDGE_GRID, BitCounts, _ridge_criteria, decode
 

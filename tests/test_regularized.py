@@ -19,9 +19,9 @@ from localpriv.estimators import regularized as reg
 from localpriv.estimators.regularized import (DirichletPenalty, SmoothingPenalty, _Smoother, dirichlet, ems,
                                               smooth, split_counts)
 from localpriv.mechanisms import KRR, MatrixMechanism, parse, krr_mle
-from localpriv.metrics import emd_line
-from localpriv.observations import ObservationBlock, Observations
-from localpriv.planar import GridDomain, emd_grid
+from localpriv.inference.metrics import emd_line
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.domains.grid import GridDomain, emd_grid
 
 
 def _bump(k):
@@ -127,7 +127,7 @@ def _fake_select(monkeypatch, curve, decline):
     """select_strength on a fake estimator whose fit at strength s is theta = [s] and whose held-out
     score on fold f is curve(s) + a fold effect (common to all s: it cancels in paired differences)."""
     from localpriv.estimators.em import EMResult
-    from localpriv.mechanisms.base import DenseBlock
+    from localpriv.likelihood.blocks import DenseBlock
     monkeypatch.setattr(reg, "log_likelihood", lambda blocks, theta: curve(theta[0]) + 10.0 * blocks[0].counts[0])
     scored = []
 
@@ -178,7 +178,7 @@ def test_significant_decline_uses_the_paired_standard_error(monkeypatch):
     # Without fold-to-fold scatter the dip is a decline (the sweep stops: the strongest wins); with
     # scatter of sd 3 nats in the paired differences it is not significant and the sweep goes on
     from localpriv.estimators.em import EMResult
-    from localpriv.mechanisms.base import DenseBlock
+    from localpriv.likelihood.blocks import DenseBlock
     counts = np.array([50.0, 70, 90])
     grid = np.geomspace(10.0, 0.05, 10)
     fold_of = {tuple(p[0]): f for f, p in enumerate(split_counts([counts], 3, 0))}
@@ -291,7 +291,7 @@ def test_ems_selection_crosses_the_uniform_plateau_at_low_signal():
     # there. Measured on 12 seeds: the strict sweep returns (nearly) the uniform distribution in 6,
     # the new one in 5, median EMD 3.47 -> 2.69 cells; seed 4 is the one that differs (old:
     # h = 19.8, EMD 4.07 = the uniform's; new: h = 0.19, EMD 2.51)
-    from localpriv.datasets import adult_ages
+    from localpriv.data.datasets import adult_ages
     ages = np.bincount(IntegerDomain(0, 99).encode(adult_ages()), minlength=100).astype(float)
     k, eps = 25, 0.5
     truth = np.add.reduceat(ages, np.arange(0, 100, 4))
@@ -403,7 +403,7 @@ def test_errors():
 
 
 def test_bootstrap_reruns_with_the_chosen_strength(monkeypatch):
-    from localpriv.uncertainty import _bootstrap
+    from localpriv.inference.uncertainty import _bootstrap
     obs, _ = _line_obs(2000, 4, k=20, eps=0.5)
     est = estimate(obs, "ems")
 

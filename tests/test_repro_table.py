@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.experiments import run_experiment
 from localpriv.experiments.table import BEGIN, END, ROWS, render, rewrite_readme
 

@@ -1,4 +1,4 @@
-"""Cryptographically secure client randomness (issue 15, item 6): ``localpriv.rng``.
+"""Cryptographically secure client randomness (issue 15, item 6): ``localpriv.utils.rng``.
 
 Every registered mechanism samples with a ChaCha20 generator keyed from OS entropy (and with
 AESCounter); large clients split their draws over child streams keyed from the parent.
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from randomgen import AESCounter, ChaCha
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import IntegerDomain
 from localpriv.mechanisms import parse, registered
-from localpriv.rng import is_secure, make_generator, secure_generator, spawn_generators
+from localpriv.utils.rng import is_secure, make_generator, secure_generator, spawn_generators
 
 K = 6
 #: a small instance of every registered mechanism (spec, domain); a new mechanism needs an entry

@@ -21,7 +21,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 import localpriv as lp
-from localpriv.client import Client, report_group
+from localpriv.service.client import Client, report_group
 from localpriv.domains import parse_domain
 from localpriv.service import free_port
 from localpriv.service.app import create_app
@@ -125,7 +125,7 @@ def test_counts_match_local_aggregate_and_export(svc, tmp_path):
 def _table(groups):
     """The groups' reports aggregated locally by the library (Observations)."""
     import pyarrow as pa
-    from localpriv.formats import hex_bytes
+    from localpriv.data.formats import hex_bytes
     tables = []
     for g in groups:
         mech = lp.parse(g["mechanism"], parse_domain("0..9"))
@@ -134,9 +134,9 @@ def _table(groups):
             arr = hex_bytes(pa.array(rep), len(rep[0]))
         else:
             arr = np.asarray(rep)
-        from localpriv.reports import report_table
+        from localpriv.data.reports import report_table
         tables.append(report_table(mech, arr))
-    from localpriv.observations import Observations
+    from localpriv.data.observations import Observations
     dom = parse_domain("0..9")
     return Observations([b for t in tables for b in lp.aggregate(t, dom).blocks], dom)
 
@@ -201,7 +201,7 @@ def test_cli_serve_is_lazy():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'uvicorn', 'psycopg', 'starlette'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
-    help_ = subprocess.run([sys.executable, "-m", "localpriv.cli", "serve", "--help"], capture_output=True,
+    help_ = subprocess.run([sys.executable, "-m", "localpriv.cli.main", "serve", "--help"], capture_output=True,
                            text=True, timeout=120)
     assert help_.returncode == 0 and "--db" in help_.stdout and "--max-body" in help_.stdout
 

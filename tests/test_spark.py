@@ -8,11 +8,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from localpriv import IntegerDomain, LocalPrivError, parse
-from localpriv.aggregate import DuckDBAggregator, write_counts
-from localpriv.observations import Observations
-from localpriv.reports import perturb, report_table, write_reports
+from localpriv.data.aggregate import DuckDBAggregator, write_counts
+from localpriv.data.observations import Observations
+from localpriv.data.reports import perturb, report_table, write_reports
 
-from localpriv import spark as lps
+from localpriv.extras import spark as lps
 
 # pyspark 3.5 compares versions with distutils' LooseVersion: its own deprecation, not ours
 pytestmark = pytest.mark.filterwarnings("ignore:distutils Version classes are deprecated:DeprecationWarning")
@@ -58,7 +58,7 @@ def test_counts_equal_duckdb_mixed_kinds_counts_files_and_hive(spark, tmp_path):
 
 
 def test_cli_engine_spark_writes_the_duckdb_counts(spark, tmp_path):
-    from localpriv.cli import main
+    from localpriv.cli.main import main
     write_reports(_reports(400, "krr(k=10,eps=1.0)"), tmp_path / "k.parquet")
     write_reports(_reports(100, "sue(k=12,eps=2.0)"), tmp_path / "s.parquet")
     inputs = [str(tmp_path / "k.parquet"), str(tmp_path / "s.parquet")]

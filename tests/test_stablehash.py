@@ -5,8 +5,8 @@ import pytest
 import xxhash
 from hypothesis import given, settings, strategies as st
 
-from localpriv._validation import LocalPrivError
-from localpriv.stablehash import TEST_VECTORS, hash_keys, hash_strings, to_range
+from localpriv.utils.validation import LocalPrivError
+from localpriv.mechanisms.stablehash import TEST_VECTORS, hash_keys, hash_strings, to_range
 
 
 def _ref(value, seed):
@@ -67,7 +67,7 @@ def test_to_range_is_near_uniform():
 
 
 def test_compiled_and_numpy_paths_agree():
-    from localpriv import stablehash
+    from localpriv.mechanisms import stablehash
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 2 ** 63, size=5000, dtype=np.int64).astype(np.uint64)
     seeds = rng.integers(0, 2 ** 63, size=40, dtype=np.int64).astype(np.uint64)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.multiattr.bif import load_network
 from localpriv.multiattr.structure import (DiscreteBIC, GaussianBIC, adjacency, arcs_of, brute_force,
                                            exact_search, hill_climbing, is_dag, markov_equivalent,

@@ -83,7 +83,7 @@ def test_ch6_granger(tmp_path):
 def test_chapter6_data_are_shipped_and_equal_to_the_reference_copies(tmp_path):
     """The package data behind adult_numeric() and gowalla_band_series()'s defaults equal what the
     reference copies give, and derive_ch6_data() rewrites them byte for byte."""
-    from localpriv.datasets import data_path
+    from localpriv.data.datasets import data_path
     from localpriv.experiments.thesis_ch6 import (ADULT_FILE, BANDS_FILE, adult_numeric, derive_ch6_data,
                                                   gowalla_band_series)
     shared = "/work/shared/data"

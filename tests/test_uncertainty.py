@@ -1,4 +1,4 @@
-"""Uncertainty of estimates (localpriv.uncertainty): formulas against brute force, and coverage
+"""Uncertainty of estimates (localpriv.inference.uncertainty): formulas against brute force, and coverage
 on small seeded simulations with tolerances from the binomial spread of the coverage itself."""
 import json
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from localpriv import IntegerDomain, LocalPrivError, Observations, estimate, parse
 from localpriv.estimators.em import log_likelihood
-from localpriv.uncertainty import _constrained_cov, fisher_information
+from localpriv.inference.uncertainty import _constrained_cov, fisher_information
 
 DOM5 = IntegerDomain(0, 4)
 THETA5 = np.array([0.1, 0.3, 0.25, 0.2, 0.15])
@@ -93,7 +93,7 @@ def test_coverage_of_the_mean_and_cells(spec, method):
     rng = np.random.default_rng(3)
     R, n, level = 200, 4000, 0.90
     x = np.arange(5.0)
-    from localpriv.estimate import _cross
+    from localpriv.inference.estimate import _cross
     true_median = _cross(x, np.cumsum(THETA5), 0.5)
     hit_mean, hit_median, hit_cells = 0, 0, np.zeros(5)
     for _ in range(R):
@@ -137,7 +137,7 @@ def test_quantiles_are_interpolated_and_bracketed(rng):
     assert med.value == pytest.approx(x - 0.5 + (0.5 - below) / est.distribution[x], abs=1e-12)
     assert med.lower < med.value < med.upper
     # a distribution's own median, e.g. of THETA5: F(1.5) = 0.4, F(2.5) = 0.65 -> 1.9
-    from localpriv.estimate import _cross
+    from localpriv.inference.estimate import _cross
     assert _cross(np.arange(5.0), np.cumsum(THETA5), 0.5) == pytest.approx(1.9)
     band = est.cdf(0.95)
     assert np.all(band["lower"] <= band["cdf"]) and np.all(band["cdf"] <= band["upper"])
@@ -176,8 +176,8 @@ def test_bootstrap_fallback_for_other_estimators(rng):
 ])
 def test_gram_of_every_block_kind_matches_the_dense_product(spec, dom, rng):
     """G diag(w) G^T by each block's own method (or k products) equals the dense computation."""
-    from localpriv.planar import GridDomain
-    from localpriv.uncertainty import _gram
+    from localpriv.domains.grid import GridDomain
+    from localpriv.inference.uncertainty import _gram
     if dom == "grid":
         dom = GridDomain(40.70, -74.02, 3, 4, 0.5)
     mech = parse(spec, dom)
@@ -192,7 +192,7 @@ def test_gram_of_every_block_kind_matches_the_dense_product(spec, dom, rng):
 def test_coverage_experiment_quick(tmp_path, monkeypatch):
     """`localpriv reproduce coverage --quick` writes every coverage as a share in [0, 1] and a PNG
     (few bootstrap refits for the geometric MLE's face: this checks the record, not calibration)."""
-    from localpriv import uncertainty
+    from localpriv.inference import uncertainty
     from localpriv.experiments import run_experiment
     monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)
     rec = run_experiment("coverage", tmp_path, quick=True)
@@ -213,7 +213,7 @@ def test_cli_estimate_with_intervals_and_statistics(tmp_path):
 
     import pandas as pd
     pd.DataFrame({"age": np.random.default_rng(0).integers(20, 60, 3000)}).to_csv(tmp_path / "v.csv", index=False)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "localpriv.cli", *a], capture_output=True, text=True)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "localpriv.cli.main", *a], capture_output=True, text=True)
     assert run("perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.parquet"), "-m", "krr(eps=2.0)",
                "-d", "0..99", "--seed", "1").returncode == 0
     r = run("estimate", str(tmp_path / "r.parquet"), "-d", "0..99", "--accelerate", "--ci", "0.9",
@@ -266,7 +266,7 @@ def test_inversion_interval_is_the_inverses_and_wald_is_kept_where_the_inverse_i
     INVERSION_MAX_RATIO times noisier keep their Wald intervals, the others take the inverse's."""
     from scipy import stats
 
-    from localpriv.uncertainty import INVERSION_MAX_RATIO
+    from localpriv.inference.uncertainty import INVERSION_MAX_RATIO
     dom = IntegerDomain(0, 29)
     theta = _skewed(30)
     x = np.arange(30.0)
@@ -309,7 +309,7 @@ def test_free_will_mixture_combines_the_mechanisms_inverses():
     mechs = [parse(f"krr(eps={e})", dom) for e in (0.5, 1.0, 4.0)]
     hits = 0
     for r in range(R):
-        from localpriv.observations import ObservationBlock
+        from localpriv.data.observations import ObservationBlock
         blocks = []
         for m in mechs:
             c = rng.multinomial(3000, theta @ m.channel())
@@ -330,7 +330,7 @@ def test_free_will_mixture_combines_the_mechanisms_inverses():
 
 
 def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path, monkeypatch):
-    from localpriv import uncertainty
+    from localpriv.inference import uncertainty
     from localpriv.experiments import coverage as C
     from localpriv.experiments import run_experiment
     monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)  # the record's bookkeeping, not calibration
@@ -354,8 +354,8 @@ def test_bootstrap_redraws_reports_of_every_kind(spec):
     column indices (a regression: 'reports are bit vectors, got int64 values')."""
     import localpriv as lp
     from localpriv.domains import IntegerDomain
-    from localpriv.observations import Observations
-    from localpriv.uncertainty import _bootstrap
+    from localpriv.data.observations import Observations
+    from localpriv.inference.uncertainty import _bootstrap
     dom = IntegerDomain(0, 7)
     rng = np.random.default_rng(3)
     mech = lp.parse(spec, dom)

@@ -1,13 +1,13 @@
-"""Functionals of an MLE on a low-dimensional face of the simplex (localpriv.uncertainty,
+"""Functionals of an MLE on a low-dimensional face of the simplex (localpriv.inference.uncertainty,
 ``face_replicates``): the bootstrap sd against refits made by hand, when it applies, and its
 coverage on a small seeded simulation where the face's Fisher sd under-covers."""
 import numpy as np
 import pytest
 from scipy import stats
 
-import localpriv.uncertainty as U
+import localpriv.inference.uncertainty as U
 from localpriv import IntegerDomain, Observations, estimate, parse
-from localpriv.observations import ObservationBlock
+from localpriv.data.observations import ObservationBlock
 
 K = 24
 DOM = IntegerDomain(0, K - 1)

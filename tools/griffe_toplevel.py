@@ -1,6 +1,6 @@
 """Griffe extension for the docs site (mkdocs.yml): keep localpriv's top-level functions.
 
-``localpriv.estimate``, ``localpriv.aggregate`` and ``localpriv.advise`` are functions defined in
+``localpriv.inference.estimate``, ``localpriv.data.aggregate`` and ``localpriv.advice.advisor`` are functions defined in
 ``localpriv/__init__.py`` that share their names with submodules; at run time the package keeps
 the function (``_Package.__setattr__``), but a static loader lets the submodule win, so the API
 reference could not show the functions' own docstrings. This extension remembers the functions as

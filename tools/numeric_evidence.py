@@ -8,7 +8,7 @@ import json, time
 import numpy as np, pandas as pd
 from localpriv import parse, estimate, numeric
 from localpriv.domains import parse_domain
-from localpriv.observations import Observations
+from localpriv.data.observations import Observations
 
 cols = pd.concat([pd.read_csv(f"/work/shared/data/{f}", header=None, skipinitialspace=True, usecols=[0, 12])
                   for f in ("adult.data", "adult.test")])
@@ -47,7 +47,7 @@ for attr, (values, spec) in data.items():
         print(attr, eps, flush=True)
     out[attr] = res
 import pathlib
-from localpriv.formats import atomic_output
+from localpriv.data.formats import atomic_output
 with atomic_output(pathlib.Path("docs/results/numeric.json")) as tmp:
     tmp.write_text(json.dumps(out, indent=1))
 print(json.dumps(out, indent=1))

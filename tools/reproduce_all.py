@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from localpriv._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 from localpriv.experiments import run_experiment
 from localpriv.experiments.table import ROWS, dbsec_tables, freewill_table1, freewill_table2, rewrite_block, rewrite_readme
 

@@ -1,46 +1,61 @@
 """localpriv: local privacy mechanisms and distribution estimators.
 
 The data's path: values -> :class:`Domain` -> :class:`Mechanism` -> reports -> :func:`aggregate`
--> :class:`Observations` -> estimator -> :class:`Estimate` (with its uncertainty).
+-> :class:`Observations` -> :func:`estimate` -> :class:`Estimate` (with its uncertainty).
 
-Names are imported on first use (PEP 562), so that ``localpriv mechanism ...`` and other quick
+The package is layered; each folder imports only from the ones before it::
+
+    utils -> domains -> likelihood -> mechanisms -> data -> estimators -> inference
+          -> testing, analysis, multiattr, heavy_hitters, advice -> service -> cli -> extras
+
+This module exports the small API below. Names are loaded on first use (PEP 562), so that quick
 commands do not pay for DuckDB, pandas and SciPy's optimizers they never touch.
 """
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
-from ._errors import LocalPrivError, PrivacyWarning  # no NumPy: `import localpriv` stays light
+from localpriv.utils.errors import LocalPrivError, PrivacyWarning  # no NumPy: `import localpriv` stays light
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # for the annotations only: nothing heavy is imported at run time
-    from .domains import Domain
-    from .estimate import Estimate
-    from .observations import Observations
+    from localpriv.data.observations import Observations
+    from localpriv.domains import Domain
+    from localpriv.inference.estimate import Estimate
 
+#: the public API: name -> module that defines it
 _WHERE = {
-    "datasets": ".datasets", "metrics": ".metrics",
-    "DuckDBAggregator": ".aggregate", "NumpyAggregator": ".aggregate",
-    "CategoricalDomain": ".domains", "Domain": ".domains", "IntegerDomain": ".domains",
-    "parse_domain": ".domains", "Estimate": ".estimate",
-    "ESTIMATORS": ".estimators", "ibu": ".estimators", "inv": ".estimators",
-    "KRR": ".mechanisms", "MatrixMechanism": ".mechanisms", "Mechanism": ".mechanisms", "parse": ".mechanisms",
-    "ObservationBlock": ".observations", "Observations": ".observations", "GridDomain": ".planar",
-    "perturb": ".reports", "perturb_file": ".reports", "write_reports": ".reports",
-    "read_values": ".reports", "make_generator": ".rng", "secure_generator": ".rng",
-    # issue 18 (free will from files and the command line; the other user-facing functions)
-    "perturb_mixed": ".freewill", "perturb_file_mixed": ".freewill", "load_policy": ".freewill",
-    "Policy": ".freewill", "simulate_counts": ".freewill", "read_reports": ".reports",
-    "iter_values": ".reports", "write_counts": ".aggregate", "analyze_report": ".analysis",
-    "available_estimators": ".estimators", "default_estimator": ".estimators",
-    "spawn_generators": ".rng", "em_progress": ".progress",
-    "Advice": ".advise",  # issue 18, item 1 (the function advise is defined below)
-    # issue 20 (numeric attributes; the conformance suite)
-    "IntervalDomain": ".domains", "numeric": ".numeric", "testing": ".testing",
+    "Domain": "localpriv.domains", "IntegerDomain": "localpriv.domains",
+    "CategoricalDomain": "localpriv.domains", "IntervalDomain": "localpriv.domains",
+    "GridDomain": "localpriv.domains", "parse_domain": "localpriv.domains",
+    "Mechanism": "localpriv.mechanisms", "parse": "localpriv.mechanisms",
+    "perturb": "localpriv.data.reports", "perturb_file": "localpriv.data.reports",
+    "read_reports": "localpriv.data.reports",
+    "Policy": "localpriv.data.freewill", "load_policy": "localpriv.data.freewill",
+    "Observations": "localpriv.data.observations",
+    "Estimate": "localpriv.inference.estimate",
+    "available_estimators": "localpriv.estimators", "default_estimator": "localpriv.estimators",
+    "Advice": "localpriv.advice",
+    "make_generator": "localpriv.utils.rng", "secure_generator": "localpriv.utils.rng",
+    "datasets": "localpriv.data.datasets", "metrics": "localpriv.inference.metrics",
+}
+
+#: names of earlier versions, still resolved (not part of ``__all__``; import them from their modules)
+_ALSO = {
+    "DuckDBAggregator": "localpriv.data.aggregate", "NumpyAggregator": "localpriv.data.aggregate",
+    "write_counts": "localpriv.data.aggregate",
+    "ESTIMATORS": "localpriv.estimators", "ibu": "localpriv.estimators", "inv": "localpriv.estimators",
+    "KRR": "localpriv.mechanisms", "MatrixMechanism": "localpriv.mechanisms",
+    "ObservationBlock": "localpriv.data.observations",
+    "write_reports": "localpriv.data.reports", "read_values": "localpriv.data.reports",
+    "iter_values": "localpriv.data.reports",
+    "perturb_mixed": "localpriv.data.freewill", "perturb_file_mixed": "localpriv.data.freewill",
+    "simulate_counts": "localpriv.data.freewill",
+    "analyze_report": "localpriv.analysis", "spawn_generators": "localpriv.utils.rng",
+    "em_progress": "localpriv.utils.progress",
+    "numeric": "localpriv.inference.numeric", "testing": "localpriv.testing",
 }
 
 __all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", "advise", *_WHERE]
@@ -101,7 +116,7 @@ def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) 
     LocalPrivError
         An unknown estimator or setting, or observations the estimator cannot use.
     """
-    from .estimators import estimate as _run
+    from localpriv.estimators import estimate as _run
     return _run(obs, method, **settings)
 
 
@@ -109,7 +124,7 @@ def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = Non
     """Count reports per (mechanism, report): the :class:`Observations` every estimator reads.
 
     Every row is counted or refused with one line naming the file and rows (see
-    :mod:`localpriv.aggregate`); counts files among the inputs are summed.
+    :mod:`localpriv.data.aggregate`); counts files among the inputs are summed.
 
     Parameters
     ----------
@@ -127,7 +142,7 @@ def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = Non
     -------
     Observations
     """
-    from .aggregate import aggregate as _run
+    from localpriv.data.aggregate import aggregate as _run
     return _run(source, domain, aggregator)
 
 
@@ -136,7 +151,7 @@ def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | 
            mechanisms: Any = None, truth: "str | None" = None, progress: Any = None) -> Any:
     """Rank the mechanisms that meet a privacy target by their predicted error; recommend one.
 
-    :func:`localpriv.advise.advise` (its docstring has the formulas and references).
+    :func:`localpriv.advice.advisor.advise` (its docstring has the formulas and references).
 
     Parameters
     ----------
@@ -152,7 +167,7 @@ def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | 
         What the estimate is for.
     theta : array_like, optional
         The distribution the predictions assume (default: Zipf on categorical domains, a bell on
-        ordered ones; :func:`localpriv.advise.default_prior`).
+        ordered ones; :func:`localpriv.advice.advisor.default_prior`).
     rng : int or numpy.random.Generator
         Seed of the simulations.
     runs : int
@@ -166,7 +181,7 @@ def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | 
     truth : str, optional
         How to describe ``theta`` in the output.
     progress : callable, optional
-        ``progress(iterable, description)``, e.g. :meth:`localpriv.progress.Status.track`.
+        ``progress(iterable, description)``, e.g. :meth:`localpriv.utils.progress.Status.track`.
 
     Returns
     -------
@@ -174,39 +189,20 @@ def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | 
         Ranked rows (spec, computed LDP and metric eps, predicted error and interval), the
         recommendation (``.recommended``) and why (``.reason``).
     """
-    from .advise import advise as _run
+    from localpriv.advice.advisor import advise as _run
     return _run(domain, eps_ldp=eps_ldp, eps_metric=eps_metric, n=n, goal=goal, theta=theta, rng=rng, runs=runs,
                 top=top, method=method, mechanisms=mechanisms, truth=truth, progress=progress)
 
 
-#: functions of the package that share their name with a submodule (localpriv/estimate.py holds
-#: the Estimate class, localpriv/aggregate.py the engines, localpriv/advise.py the advice): the
-#: package attribute stays the function
-_SHADOWED = frozenset({"estimate", "aggregate", "advise"})
-
-
-class _Package(types.ModuleType):
-    """Loading a submodule sets an attribute of the same name on its package; for the names in
-    ``_SHADOWED`` the package keeps its function (as it did when it imported everything eagerly)."""
-
-    def __setattr__(self, name, value):
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
-def __getattr__(name: str):
-    where = _WHERE.get(name)
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name) or _ALSO.get(name)
     if where is None:
         raise AttributeError(f"module 'localpriv' has no attribute {name!r}")
-    module = importlib.import_module(where, __name__)
-    value = module if where == "." + name else getattr(module, name)
+    module = importlib.import_module(where)
+    value = module if where.rsplit(".", 1)[-1] == name else getattr(module, name)
     globals()[name] = value
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))

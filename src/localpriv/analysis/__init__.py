@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import PrivacyWarning
-from ..mechanisms import Mechanism
+from localpriv.utils.validation import PrivacyWarning
+from localpriv.mechanisms import Mechanism
 
 __all__ = ["analyze_report"]
 
@@ -49,7 +49,7 @@ def analyze_report(mech: Mechanism, domain=None) -> dict[str, Any]:
     * ``epsilon_ldp (from channel)``, ``epsilon_geo (from channel)`` -- privacy levels computed
       from the channel, or from its exact structure in closed form where the mechanism has one
       (never building a channel too large to hold); ``privacy warning`` when the level protects no
-      one (``inf``, or ``e^eps`` beyond float64: :class:`~localpriv._validation.PrivacyWarning`);
+      one (``inf``, or ``e^eps`` beyond float64: :class:`~localpriv.utils.validation.PrivacyWarning`);
     * ``channel rank`` and ``identifiable (|X| independent columns)`` -- seed 001 Theorem 6.1
       (iii): from the channel's structure where the mechanism knows its rank in closed form
       (:meth:`~localpriv.mechanisms.Mechanism.rank_from_structure`), else decided by
@@ -93,9 +93,9 @@ def analyze_report(mech: Mechanism, domain=None) -> dict[str, Any]:
 
 
 def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
-    from .bounds import geometric_inv_lower_bound, inv_matrix, krr_inv_upper_bound
-    from .concavity import identifiable
-    from .consistency import dominance
+    from localpriv.analysis.bounds import geometric_inv_lower_bound, inv_matrix, krr_inv_upper_bound
+    from localpriv.analysis.concavity import identifiable
+    from localpriv.analysis.consistency import dominance
 
     k = mech.k
     out: dict[str, Any] = {"spec": str(mech), "inputs": k}
@@ -132,7 +132,7 @@ def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
     metric = dom is not None and getattr(dom, "is_metric", False)
     if metric or mech.spec_name == "geometric":
         key = "epsilon_geo (from channel)"
-        from ..domains import IntegerDomain
+        from localpriv.domains import IntegerDomain
         structural = mech.spec_name == "geometric" and (dom is None or type(dom) is IntegerDomain)
         try:
             if structural:  # |x - x'| in index units: the mechanism's own (closed-form) computation

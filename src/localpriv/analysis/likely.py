@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps
-from ..domains import IntegerDomain
-from ..estimate import Estimate
-from ..mechanisms.base import DenseBlock
-from ..observations import Observations
+from localpriv.utils.validation import LocalPrivError, check_eps
+from localpriv.domains import IntegerDomain
+from localpriv.inference.estimate import Estimate
+from localpriv.likelihood.blocks import DenseBlock
+from localpriv.data.observations import Observations
 
 __all__ = [
     "dominance_likely",
@@ -226,8 +226,8 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float | None
     (:func:`localpriv.estimators.em.em`) runs on the rest, with its defaults for the settings left
     at ``None`` (the certified maximum: ``stop="gap"``, ``delta=1e-9`` per report, Newton finish).
     """
-    from ..estimators.em import DEFAULTS
-    from ..estimators.ibu import em_settings, run_em
+    from localpriv.estimators.em import DEFAULTS
+    from localpriv.estimators.ibu import em_settings, run_em
 
     delta = DEFAULTS["delta"] if delta is None else delta
     max_iter = DEFAULTS["max_iter"] if max_iter is None else max_iter
@@ -278,8 +278,8 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = No
     counts : array of int, optional
         How often each entry of ``reports`` was seen (then ``reports`` are distinct values).
     """
-    from ..estimators.ibu import ibu
-    from ..mechanisms.geometric import Geometric
+    from localpriv.estimators.ibu import ibu
+    from localpriv.mechanisms.geometric import Geometric
 
     eps = check_eps(eps)
     z = np.asarray(reports)
@@ -298,9 +298,9 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = No
     if counts is None:
         obs = Observations.from_reports(mech, z - xmin, domain)
     else:  # distinct reports with their counts (what aggregation gives): memory by distinct reports
-        from ..observations import ObservationBlock
+        from localpriv.data.observations import ObservationBlock
         obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
-    from ..estimators.em import DEFAULTS
+    from localpriv.estimators.em import DEFAULTS
     given = {"delta": delta, "max_iter": max_iter, "accelerate": accelerate, "stop": stop}
     est = ibu(obs, progress=progress, **{key: DEFAULTS[key] if v is None else v for key, v in given.items()})
     est.estimator = "ibu-likely"

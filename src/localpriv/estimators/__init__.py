@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .._validation import LocalPrivError
-from ..estimate import Estimate
-from ..observations import Observations
-from .em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
-from .ibu import ibu
-from .inv import inv, inverse_vector
+from localpriv.utils.validation import LocalPrivError
+from localpriv.inference.estimate import Estimate
+from localpriv.data.observations import Observations
+from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
+from localpriv.estimators.ibu import ibu
+from localpriv.estimators.inv import inv, inverse_vector
 
 ESTIMATORS: dict[str, Callable[..., Estimate]] = {
     "inv-n": lambda obs, **kw: inv(obs, post="n", **kw),
@@ -57,7 +57,7 @@ def estimate(obs: Observations, method: str | None = None, **settings) -> Estima
     if func is None:
         raise LocalPrivError(f"unknown estimator {method!r}; known: {', '.join(sorted(ESTIMATORS))}")
     if not isinstance(obs, Observations):
-        raise LocalPrivError(f"estimators read Observations (see localpriv.aggregate), got {type(obs).__name__}")
+        raise LocalPrivError(f"estimators read Observations (see localpriv.data.aggregate), got {type(obs).__name__}")
     _check_settings(settings)
     try:
         est = func(obs, **settings)
@@ -95,7 +95,7 @@ def default_estimator(domain) -> str:
     121 ordered cells, the Dirichlet MAP a lower median TV than both in 32 of 40 categorical cells,
     and neither lost to INV-P by more than INV-P's interquartile range in any cell.
     """
-    from ..domains import CategoricalDomain
+    from localpriv.domains import CategoricalDomain
     if domain is None:
         return "ibu"
     return "dirichlet" if isinstance(domain, CategoricalDomain) else "ems"

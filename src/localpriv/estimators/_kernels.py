@@ -12,7 +12,7 @@ included; ``benchmarks/em_overhead.py``, ``notes/issue-22-em_overhead.json``).
 Kernels:
 
 * :func:`exp_rows` / :func:`exp_rows_back` -- the first-order recurrences of
-  :class:`localpriv.structured.ExpKernelBlock` for many rates at once: for row ``i`` with
+  :class:`localpriv.likelihood.structured.ExpKernelBlock` for many rates at once: for row ``i`` with
   ``r_i = e^{-rate_i}``, ``A[i, t] = r_i A[i, t-1] + theta_t`` and ``B[i, t] = r_i B[i, t+1] +
   theta_t`` (forward), and the transposed pair summed over rows (backward). Same operations in the
   same order as ``scipy.signal.lfilter([1], [1, -r], .)``: each term positive, exact to a few ulps.

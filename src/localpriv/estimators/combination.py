@@ -29,16 +29,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from ..estimate import Estimate
-from ..mechanisms._packed import PackedSupport
-from ..mechanisms.base import DenseBlock, LikelihoodBlock
-from ..observations import Observations
-from ..projection import clip_normalize, project_simplex
-from . import register_estimator
-from .em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
-from .ibu import em_settings, ibu, run_em
-from .inv import inv
+from localpriv.utils.validation import LocalPrivError
+from localpriv.inference.estimate import Estimate
+from localpriv.likelihood.packed import PackedSupport
+from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock
+from localpriv.data.observations import Observations
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.estimators import register_estimator
+from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
+from localpriv.estimators.ibu import em_settings, ibu, run_em
+from localpriv.estimators.inv import inv
 
 __all__ = ["gibu", "merge_blocks", "batch_blocks", "BatchedScaledIdentityBlock", "BatchedExpKernelBlock",
            "BatchedSupportBlock", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
@@ -148,8 +148,8 @@ def _finish(theta, obs, name, settings, extra=None, **kw) -> Estimate:
 def _family(b) -> str | None:
     """The batchable family of likelihood block ``b`` (exact types only: subclasses may change the
     products), or ``None``."""
-    from ..mechanisms.unary import SupportBlock
-    from ..structured import ExpKernelBlock, ScaledIdentityBlock
+    from localpriv.mechanisms.unary import SupportBlock
+    from localpriv.likelihood.structured import ExpKernelBlock, ScaledIdentityBlock
 
     t = type(b)
     if t is ScaledIdentityBlock:
@@ -294,7 +294,7 @@ class BatchedExpKernelBlock(LikelihoodBlock):
     one block.
 
     For member ``A`` with ``r_A = e^{-rate_A}`` the recurrences of
-    :class:`~localpriv.structured.ExpKernelBlock` (``A_t = r_A A_{t-1} + theta_t``,
+    :class:`~localpriv.likelihood.structured.ExpKernelBlock` (``A_t = r_A A_{t-1} + theta_t``,
     ``B_t = r_A B_{t+1} + theta_t``) are run for all members at once on an ``M x k`` array by a
     compiled kernel (:mod:`localpriv.estimators._kernels`; a NumPy loop over ``k`` when numba is
     disabled), then gathered per column; ``G @ w`` scatters the columns' weights into ``M x k``
@@ -310,7 +310,7 @@ class BatchedExpKernelBlock(LikelihoodBlock):
     hessian_diagonal = None
 
     def __init__(self, members):
-        from .newton import DENSE_DIAGONAL_MAX
+        from localpriv.estimators.newton import DENSE_DIAGONAL_MAX
 
         self.members = list(members)
         k = self.k = int(self.members[0].k)
@@ -339,7 +339,7 @@ class BatchedExpKernelBlock(LikelihoodBlock):
     # ---- recurrences over all members ----------------------------------------------------
     @staticmethod
     def _rows(r, theta):
-        from . import _kernels
+        from localpriv.estimators import _kernels
 
         if _kernels.enabled():
             return _kernels.kernels()["exp_rows"](r, theta)
@@ -357,7 +357,7 @@ class BatchedExpKernelBlock(LikelihoodBlock):
 
     @staticmethod
     def _rows_back(r, U, V):
-        from . import _kernels
+        from localpriv.estimators import _kernels
 
         if _kernels.enabled():
             return _kernels.kernels()["exp_rows_back"](r, U, V)

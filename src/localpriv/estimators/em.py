@@ -91,8 +91,8 @@ How the products are evaluated (issue 22; the iterates are unchanged up to round
   different rates, support blocks of the pure protocols) are batched into one block
   (:func:`localpriv.estimators.combination.batch_blocks`): GIBU with 1,000 mechanisms makes a few
   vector operations per product instead of 1,000 Python-level ones;
-* planar FFT blocks are :class:`localpriv.planar.RfftClampedBlock` (real FFTs on reused buffers;
-  :func:`localpriv.structured.clamped_block_for`); a block whose forward product is costly makes the
+* planar FFT blocks are :class:`localpriv.likelihood.rfft.RfftClampedBlock` (real FFTs on reused buffers;
+  :func:`localpriv.likelihood.structured.clamped_block_for`); a block whose forward product is costly makes the
   SQUAREM cycles compare the extrapolation with ``L(theta1)``, skip ``theta2``'s forward product,
   and get the products of backtracking trials, and of ``theta2`` on a fallback, from those already
   made (they are linear in ``theta``; :class:`_Path`): one forward and one backward product per EM
@@ -117,9 +117,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_distribution
-from ..mechanisms.base import LikelihoodBlock
-from .newton import KKT_TOL, newton_finish, supports_newton
+from localpriv.utils.validation import LocalPrivError, check_distribution
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.estimators.newton import KKT_TOL, newton_finish, supports_newton
 
 __all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
            "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
@@ -410,26 +410,26 @@ def _blas_pinned():
 def _prepare(blocks) -> list:
     """The blocks as the engine evaluates them: blocks of one family batched into one
     (:func:`localpriv.estimators.combination.batch_blocks`; same products up to rounding). Planar
-    mechanisms' FFT blocks come as :class:`localpriv.planar.RfftClampedBlock` already
-    (:func:`localpriv.structured.clamped_block_for`)."""
+    mechanisms' FFT blocks come as :class:`localpriv.likelihood.rfft.RfftClampedBlock` already
+    (:func:`localpriv.likelihood.structured.clamped_block_for`)."""
     blocks = list(blocks)
     if len(blocks) > 1:
-        from .combination import batch_blocks
+        from localpriv.estimators.combination import batch_blocks
         blocks = batch_blocks(blocks)
     return blocks
 
 
 def _compiled(blocks, penalty, callback, keep_trace, stop):
     """``(kernels, d, b, z, counts, live, rule)`` when the run may use the compiled loops (one
-    :class:`~localpriv.structured.ScaledIdentityBlock`, no penalty, callback or trace), else None."""
+    :class:`~localpriv.likelihood.structured.ScaledIdentityBlock`, no penalty, callback or trace), else None."""
     if penalty is not None or callback is not None or keep_trace or len(blocks) != 1:
         return None
     b = blocks[0]
-    structured = sys.modules.get("localpriv.structured")
+    structured = sys.modules.get("localpriv.likelihood.structured")
     if structured is None or type(b) is not structured.ScaledIdentityBlock:
         return None
     args = (float(b.a - b.b), float(b.b), np.ascontiguousarray(b.outputs, dtype=np.int64))
-    from . import _kernels
+    from localpriv.estimators import _kernels
     if not _kernels.enabled():
         return None
     rule = {"gap": 0, "loglik": 1, "max_abs": 2}[stop]
@@ -468,7 +468,7 @@ def em(
         Cap on EM-map evaluations (default 100,000); reaching it sets ``converged=False``.
     callback : callable, optional
         ``callback(t, theta, L)`` after each iteration (plain EM) or SQUAREM cycle. A callback
-        with a true attribute ``em_progress`` (:class:`localpriv.progress.EMProgress`) is also
+        with a true attribute ``em_progress`` (:class:`localpriv.utils.progress.EMProgress`) is also
         told the run's settings (``callback.begin(n=, k=, delta=, max_iter=, stop=, scheme=)``)
         and gets ``gap=`` (the certificate of the point) and ``phase=`` keywords, and is called
         during a Newton finish too.

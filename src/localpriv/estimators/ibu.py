@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ..estimate import Estimate
-from ..observations import Observations
-from .em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
+from localpriv.inference.estimate import Estimate
+from localpriv.data.observations import Observations
+from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
 
 __all__ = ["ibu", "em_settings", "run_em"]
 
@@ -25,11 +25,11 @@ def em_settings(res, delta, max_iter, theta0=None) -> dict:
 
 def run_em(blocks, k, *, progress=False, label="ibu", callback=None, **kw):
     """:func:`~localpriv.estimators.em.em` with an optional progress display (``progress=True``:
-    :func:`localpriv.progress.em_progress` on stderr; or an :class:`~localpriv.progress.EMProgress`);
+    :func:`localpriv.utils.progress.em_progress` on stderr; or an :class:`~localpriv.utils.progress.EMProgress`);
     a ``callback`` is called too. Quiet unless asked."""
     if not progress:
         return em(blocks, k, callback=callback, **kw)
-    from ..progress import EMProgress, chain, em_progress
+    from localpriv.utils.progress import EMProgress, chain, em_progress
     bar = progress if isinstance(progress, EMProgress) else em_progress(label)
     with bar:
         res = em(blocks, k, callback=chain(bar, callback), **kw)
@@ -62,7 +62,7 @@ def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_ite
     ``n``), ``stop="max_abs"`` on ``max_x |theta_x(t) - theta_x(t-1)| < delta``.
 
     ``progress=True`` shows progress on stderr for runs longer than ~1.5 s (a bar on a terminal,
-    one status line every ~10 s otherwise; :mod:`localpriv.progress`); the library is quiet by
+    one status line every ~10 s otherwise; :mod:`localpriv.utils.progress`); the library is quiet by
     default. The settings record the scheme used (``"acceleration"``) and the rule
     (``"stopping"``).
 

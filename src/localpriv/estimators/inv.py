@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from ..estimate import Estimate
-from ..observations import Observations
-from ..projection import clip_normalize, project_simplex
-from .em import log_likelihood
+from localpriv.utils.validation import LocalPrivError
+from localpriv.inference.estimate import Estimate
+from localpriv.data.observations import Observations
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.estimators.em import log_likelihood
 
 __all__ = ["inv", "inverse_vector"]
 

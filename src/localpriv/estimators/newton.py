@@ -143,7 +143,7 @@ def _face_solve(A, g, idx):
 
 def _matrix_newton(blocks, w2, g, free):
     """The Newton system from the blocks' own ``-H`` matrices (``hessian_matrix(w)``, ``k x k``:
-    blocks whose products are costly passes over distributed reports, :mod:`localpriv.spark`,
+    blocks whose products are costly passes over distributed reports, :mod:`localpriv.extras.spark`,
     return ``G diag(w) G^T`` summed in the same pass as ``L`` and the gradient) and, for the other
     blocks, from their dense ``G``; ``(None, None)`` if a block has neither."""
     idx = np.flatnonzero(free)
@@ -260,7 +260,7 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
 
 
 def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) -> NewtonFinish:
-    from .em import _loglik_from as _loglik  # the engine's L (seed 001 Eq. 2); em imports us
+    from localpriv.estimators.em import _loglik_from as _loglik  # the engine's L (seed 001 Eq. 2); em imports us
 
     ops = _Counter(blocks)
     k = theta.size

@@ -15,7 +15,7 @@ with several mechanism blocks (free-will mixtures, seed 003) they are regularize
         theta' = S_h( theta * grad / n )
 
     on an ordered domain: a line (:class:`~localpriv.domains.IntegerDomain`) or a planar grid
-    (:class:`~localpriv.planar.GridDomain`). ``S_h`` is the heat kernel ``exp(-(h^2/2) L)`` of the
+    (:class:`~localpriv.domains.grid.GridDomain`). ``S_h`` is the heat kernel ``exp(-(h^2/2) L)`` of the
     domain's nearest-neighbour graph with reflecting ends (``L`` the graph Laplacian of the path,
     or on a grid the sum of the row and column paths' Laplacians, so ``S_h`` is separable: the
     1-D smoother along rows, then along columns). It is symmetric, has non-negative entries and
@@ -109,7 +109,7 @@ tighter tolerance there costs little (notes/issue-17.md, session 14).
 
 Randomness: the split is drawn from ``rng`` (an int seed or a ``numpy.random.Generator``; default
 ``0``, so the same observations give the same estimate). ``strength=<value>`` skips the selection
-(the bootstrap of :mod:`localpriv.uncertainty` reruns the estimator with the chosen strength
+(the bootstrap of :mod:`localpriv.inference.uncertainty` reruns the estimator with the chosen strength
 recorded in ``est.extra["call"]``: its intervals hold the strength fixed and so do not include the
 variability of the selection).
 """
@@ -122,13 +122,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_rng
-from ..domains import CategoricalDomain, IntegerDomain, IntervalDomain
-from ..estimate import Estimate
-from ..mechanisms.base import LikelihoodBlock
-from ..observations import Observations
-from . import register_estimator
-from .em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, EMResult,
+from localpriv.utils.validation import LocalPrivError, check_rng
+from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain
+from localpriv.inference.estimate import Estimate
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.data.observations import Observations
+from localpriv.estimators import register_estimator
+from localpriv.estimators.em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, EMResult,
                  Penalty, em, log_likelihood)
 
 __all__ = ["ems", "dirichlet", "smooth", "SmoothingPenalty", "DirichletPenalty", "split_counts",
@@ -165,7 +165,7 @@ DENSE_AXIS = 1024
 # --------------------------------------------------------------------------------------------
 def ordered_shape(domain, estimator: str = "ems") -> tuple[int, ...]:
     """``(k,)`` for an integer line, ``(nrows, ncols)`` for a planar grid; refuses the rest."""
-    from ..planar import GridDomain
+    from localpriv.domains.grid import GridDomain
     if isinstance(domain, GridDomain):
         return (int(domain.nrows), int(domain.ncols))
     if isinstance(domain, (IntegerDomain, IntervalDomain)):  # a line of cells (issue 20: real intervals too)
@@ -188,7 +188,7 @@ def _heat_factors(m: int, var: float) -> np.ndarray:
 def smooth(v, shape: Sequence[int], bandwidth: float) -> np.ndarray:
     """``S_h v``: the heat-kernel smoothing of EMS with reflecting edges (see the module docstring).
 
-    ``v`` has ``prod(shape)`` entries (row-major for a grid, as :class:`~localpriv.planar.GridDomain`
+    ``v`` has ``prod(shape)`` entries (row-major for a grid, as :class:`~localpriv.domains.grid.GridDomain`
     numbers its cells); the result has the same sum and non-negative entries when ``v`` has.
     ``bandwidth`` is the kernel's standard deviation per axis, in cells.
     """
@@ -492,8 +492,8 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
          grid_rule: str, decline: str = "strict", cv_floor: float = 0.0) -> Estimate:
     """Select the strength (unless given; ``decline`` as for :func:`select_strength`; the selection's
     fits stop at ``max(delta, cv_floor)``), refit on all reports from the start, build the Estimate."""
-    from ..progress import EMProgress, em_progress
-    from .ibu import em_settings, run_em
+    from localpriv.utils.progress import EMProgress, em_progress
+    from localpriv.estimators.ibu import em_settings, run_em
     k = obs.k
     blocks = obs.likelihood_blocks()
     bar = None

@@ -12,7 +12,7 @@ Data (:func:`dataset`):
 * ``manhattan`` -- Gowalla check-ins on the 20 x 14 grid of 0.5-km cells of seed 001 section 7.2
   (98,061 check-ins; EMD in km);
 * ``nyc`` -- Gowalla check-ins of the whole city on a 25 x 24 grid of 2-km cells
-  (:func:`localpriv.datasets.gowalla_nyc_grid`; 138,957 check-ins; EMD in km).
+  (:func:`localpriv.data.datasets.gowalla_nyc_grid`; 138,957 check-ins; EMD in km).
 
 Mechanisms: the LDP oracles k-RR, OUE, OLH, SS at ``eps`` = each of ``eps_ldp``; the metric ones
 (geometric, Laplace rounded to whole years, exponential on the line; planar geometric and planar
@@ -62,15 +62,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from ..domains import CategoricalDomain, IntegerDomain
-from ..estimators import available_estimators, estimate
-from ..mechanisms import parse
-from ..metrics import emd_line, mse, total_variation
-from ..observations import ObservationBlock, Observations
-from ..plotting import plt, save
-from .coverage import _block
-from .runner import Experiment, register_experiment
+from localpriv.utils.validation import LocalPrivError
+from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.estimators import available_estimators, estimate
+from localpriv.mechanisms import parse
+from localpriv.inference.metrics import emd_line, mse, total_variation
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference.plotting import plt, save
+from localpriv.experiments.coverage import _block
+from localpriv.experiments.runner import Experiment, register_experiment
 
 __all__ = ["SETTINGS", "ESTIMATORS", "QUICK", "MEDIUM", "EVIDENCE", "calibrate", "dataset", "derive_shipped_data",
            "merge", "write_tables"]
@@ -224,7 +224,7 @@ class _Data:
         return "emd" if self.ordered else "tv"
 
     def errors(self, est: np.ndarray) -> dict:
-        from ..planar import emd_grid
+        from localpriv.domains.grid import emd_grid
         out = {"tv": total_variation(self.theta, est), "mse": mse(self.theta, est)}
         if self.kind == "line":
             out["emd"] = emd_line(self.theta, est)
@@ -240,8 +240,8 @@ class _Data:
 @lru_cache(maxsize=None)
 def dataset(name: str) -> _Data:
     """The data set ``name`` (ages, education, manhattan, nyc) as shipped with the package."""
-    from ..datasets import adult_ages, adult_education, gowalla_nyc_grid
-    from ..planar import manhattan_cells
+    from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid
+    from localpriv.data.datasets import manhattan_cells
     if name == "ages":
         dom = IntegerDomain(0, 99)
         return _Data(name, dom, np.bincount(dom.encode(adult_ages()), minlength=dom.size), "line", "years",
@@ -267,15 +267,15 @@ def derive_shipped_data(shared_dir="/work/shared/data", out_dir=None) -> dict[st
     * ``adult_education.csv``: ``education,education_num,count`` for the 16 levels, from columns 4
       and 5 of every complete row (15 fields) of ``adult.data`` and ``adult.test`` (48,842 persons);
     * ``gowalla_nyc_grid.csv``: ``row,col,count`` of the non-empty cells of the 100 x 96 grid of
-      0.5-km cells :data:`localpriv.datasets.NYC_GRID` for every check-in of
+      0.5-km cells :data:`localpriv.data.datasets.NYC_GRID` for every check-in of
       ``gowalla_nyc_checkins.tsv.gz`` (138,957; all inside the grid).
 
     With ``out_dir`` the files are written there as well.
     """
     import pandas as pd
 
-    from ..datasets import NYC_GRID
-    from ..planar import GridDomain
+    from localpriv.data.datasets import NYC_GRID
+    from localpriv.domains.grid import GridDomain
     shared = Path(shared_dir)
     counts: dict[tuple[str, int], int] = {}
     for fname in ("adult.data", "adult.test"):
@@ -356,8 +356,8 @@ def _dense_twin(mech, dense_max: int, prefer: bool = False):
     channel has at most ``dense_max`` entries and either ``prefer`` (the setting asks for it: at
     k = 100 dense products are ~3x faster than the linear mechanisms' structured blocks) or the
     native likelihood block offers no Newton finish; else ``None``."""
-    from ..mechanisms.base import DenseBlock
-    from ..mechanisms.matrix import MatrixMechanism
+    from localpriv.likelihood.blocks import DenseBlock
+    from localpriv.mechanisms.matrix import MatrixMechanism
     n_out = mech.n_outputs
     if mech.report_kind == "binary" or n_out is None or mech.k * n_out > dense_max:
         return None
@@ -626,8 +626,8 @@ def merge(paths, out) -> dict:
     the data-set's truth; a cell present in two records is refused. Claims and the skipped
     summary are recomputed over the merged cells.
     """
-    from ..formats import atomic_output
-    from .runner import load_records, merged_sources, to_jsonable
+    from localpriv.data.formats import atomic_output
+    from localpriv.experiments.runner import load_records, merged_sources, to_jsonable
     recs = load_records(paths, ("runs", "estimators", "dense_max"))
     first = recs[0]
     cells, keys, levels, datasets, settings = [], set(), [], {}, []

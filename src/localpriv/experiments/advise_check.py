@@ -1,6 +1,6 @@
 """Does ``localpriv advise`` predict the error one gets? (``localpriv reproduce advise-check``; issue 18).
 
-For every *case* -- data set x goal x LDP target x number of users ``n`` -- :func:`localpriv.advise`
+For every *case* -- data set x goal x LDP target x number of users ``n`` -- :func:`localpriv.advice.advisor`
 is run as a user holding the data would run it (the prior ``theta`` = the data's empirical
 distribution, the library's default number of simulated runs, ``rng`` = the case's seed), and its
 recommended mechanism (and, with ``rows_checked > 1``, the next ones) is then *measured*: ``runs``
@@ -12,7 +12,7 @@ The measured error is the median over those runs, with its own generator (indepe
 prediction's).
 
 Reading the ratio. Both sides are medians of random errors: the prediction of 5 runs (a simulated
-row confirmed by up to 60 fresh runs until its median is as precise, see :mod:`localpriv.advise`) or of 400 normal draws
+row confirmed by up to 60 fresh runs until its median is as precise, see :mod:`localpriv.advice.advisor`) or of 400 normal draws
 (analytic rows), the measurement of ``runs`` to ``max_runs`` runs. Where one run's error is spread
 widely -- EMS at small eps, whose chosen bandwidth sometimes smooths the truth away -- 20 runs
 leave either median uncertain by +-15-25 %, so both sides draw runs until their medians are known
@@ -43,7 +43,7 @@ import zlib
 
 import numpy as np
 
-from .runner import Experiment, register_experiment
+from localpriv.experiments.runner import Experiment, register_experiment
 
 NAME = "advise-check"
 
@@ -100,9 +100,9 @@ def _seed(base: int, key: str) -> list[int]:
 
 def _check_row(row, data, goal, n, params, base, key):
     """Measure one advised row: ``runs`` data sets through its spec and estimator."""
-    from ..advise import _simulate, goal_error
-    from ..mechanisms import parse
-    from ..mechanisms.base import LargeEpsilonWarning
+    from localpriv.advice.advisor import _simulate, goal_error
+    from localpriv.mechanisms import parse
+    from localpriv.mechanisms.base import LargeEpsilonWarning
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LargeEpsilonWarning)
@@ -110,7 +110,7 @@ def _check_row(row, data, goal, n, params, base, key):
     error = goal_error(goal, data.domain, data.theta)
     t0 = time.perf_counter()
     gen = np.random.default_rng(_seed(base, f"measure|{key}|{row.spec}"))
-    from ..advise import median_precision
+    from localpriv.advice.advisor import median_precision
     runs = int(params["runs"])
     measured = _simulate(mech, data.domain, data.theta, n, error, row.estimator, runs, gen)
     while (measured.size < int(params.get("max_runs", runs))
@@ -129,8 +129,8 @@ def _check_row(row, data, goal, n, params, base, key):
 
 
 def _compute(params, rng, progress):
-    from ..advise import advise
-    from .accuracy import dataset
+    from localpriv.advice.advisor import advise
+    from localpriv.experiments.accuracy import dataset
     base = int(rng.integers(2 ** 32))
     plan = [(c, eps, n) for c in params["cases"] for eps in c["eps_ldp"] for n in c["n"]]
     cases = []
@@ -184,7 +184,7 @@ def _compute(params, rng, progress):
 
 
 def _plot(results, params, path):
-    from ..plotting import plt, save
+    from localpriv.inference.plotting import plt, save
     rows = [(c, r) for c in results["cases"] for r in c["checked"]]
     fig, ax = plt.subplots(figsize=(5.5, 5))
     styles = {"emd": ("tab:blue", "o"), "tv": ("tab:green", "s"), "mean": ("tab:red", "^"),

@@ -4,10 +4,10 @@ For each mechanism setting and each number of users ``n``, ``runs`` data sets ar
 data we ship (users sampled with replacement from the empirical distribution of Adult ages, or of
 the Gowalla check-ins on the Manhattan grid), obfuscated, estimated by the maximum-likelihood
 estimator (``ibu`` / ``gibu``, certified Newton finish), and the nominal 90 % and 95 % intervals of
-:mod:`localpriv.uncertainty` are checked against the truth (the empirical distribution itself):
+:mod:`localpriv.inference.uncertainty` are checked against the truth (the empirical distribution itself):
 
 * the mean (ages: years; grid: km east of the grid's west edge),
-* the median (ages; interpolated quantile, see :meth:`localpriv.estimate.Estimate.quantile`),
+* the median (ages; interpolated quantile, see :meth:`localpriv.inference.estimate.Estimate.quantile`),
 * every cell (the share of cells whose interval covers, averaged over runs, and the worst cell).
 
 Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (the exact law of
@@ -15,7 +15,7 @@ Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (th
 draw every user's report with the mechanism's sampler. Free-will mixtures give each mechanism an
 equal share of the users (GIBU). Two more settings run the default estimator of ordered domains,
 EMS (issue 17), whose intervals are the MLE's widened to contain the EMS estimate (the
-``"anchored"`` method of :mod:`localpriv.uncertainty`; a bootstrap around EMS under-covered, see
+``"anchored"`` method of :mod:`localpriv.inference.uncertainty`; a bootstrap around EMS under-covered, see
 docs/uncertainty.md), and two the categorical column of Adult education (16 levels; cells only,
 no mean or median): the MLE and the categorical default, the Dirichlet MAP (anchored too).
 
@@ -33,21 +33,21 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from ..datasets import adult_ages, adult_education
-from ..domains import CategoricalDomain, IntegerDomain
-from ..estimate import _cross
-from ..estimators import estimate
-from ..mechanisms import parse
-from ..observations import ObservationBlock, Observations
-from ..plotting import plt, save
-from .runner import Experiment, register_experiment, to_jsonable
+from localpriv.utils.validation import LocalPrivError
+from localpriv.data.datasets import adult_ages, adult_education
+from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.inference.estimate import _cross
+from localpriv.estimators import estimate
+from localpriv.mechanisms import parse
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference.plotting import plt, save
+from localpriv.experiments.runner import Experiment, register_experiment, to_jsonable
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
 #: ~5 s at 10^6 on one core (notes/issue-16.md, session 15), so they run the full ``runs`` (was
 #: 200 / 40 at 10^5 / 10^6 with the sparse support)
-#: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.uncertainty),
+#: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.inference.uncertainty),
 #: and EMS selects its bandwidth by cross-validation (~80 fits): ~1.2 s per run under k-RR and ~6 s
 #: under the geometric mechanism (face replicates), whatever n (count-level draws; notes/issue-16.md,
 #: sessions 15-16); the committed record ran these many (binomial sd of a 95 % coverage: 1.5 points
@@ -89,7 +89,7 @@ def _data(name: str):
         dom = IntegerDomain(0, 99)
         x = dom.encode(adult_ages())
         return dom, np.bincount(x, minlength=dom.size) / x.size, dom.labels.astype(float)
-    from ..planar import manhattan_cells
+    from localpriv.data.datasets import manhattan_cells
     dom, cells = manhattan_cells(0.5)
     return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
 
@@ -236,8 +236,8 @@ def merge(paths, out, replace: bool = False) -> dict:
     record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
     in the record) and the replacement is listed in ``merged_replaced``. Merging into a merged record
     keeps its history: its ``merged_from`` and ``merged_replaced`` entries come first."""
-    from ..formats import atomic_output
-    from .runner import load_records, merged_sources
+    from localpriv.data.formats import atomic_output
+    from localpriv.experiments.runner import load_records, merged_sources
     recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
     settings, results, replaced = [], {"settings": {}}, []
@@ -327,7 +327,7 @@ def table_markdown(record: dict) -> str:
 def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md") -> None:
     """Regenerate docs/uncertainty.md's coverage table (between its ``coverage`` markers) from the
     committed JSON (``make coverage-docs``)."""
-    from .table import rewrite_block
+    from localpriv.experiments.table import rewrite_block
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
 
 
@@ -393,5 +393,5 @@ register_experiment(Experiment(
     quick={"settings": [SETTINGS[0], SETTINGS[4]], "n": [10_000], "runs": 8},
     compute=_compute,
     plot=_plot,
-    reference="issue 16 (calibration of localpriv.uncertainty)",
+    reference="issue 16 (calibration of localpriv.inference.uncertainty)",
 ))

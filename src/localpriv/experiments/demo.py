@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..aggregate import aggregate
-from ..datasets import adult_ages
-from ..domains import IntegerDomain
-from ..estimators import estimate
-from ..metrics import emd_line
-from ..plotting import distributions_figure
-from ..reports import perturb
-from .runner import Experiment, register_experiment
+from localpriv.data.aggregate import aggregate
+from localpriv.data.datasets import adult_ages
+from localpriv.domains import IntegerDomain
+from localpriv.estimators import estimate
+from localpriv.inference.metrics import emd_line
+from localpriv.inference.plotting import distributions_figure
+from localpriv.data.reports import perturb
+from localpriv.experiments.runner import Experiment, register_experiment
 
 
 def _compute(params, rng, progress):

@@ -43,17 +43,17 @@ import zlib
 
 import numpy as np
 
-from ..datasets import adult_ages
-from ..domains import CategoricalDomain, IntegerDomain
-from ..estimators import estimate
-from ..estimators.em import PLAIN_EM, em, gap_bound, log_likelihood
-from ..estimators.newton import supports_newton
-from ..mechanisms import parse
-from ..metrics import emd_line, l1
-from ..observations import ObservationBlock, Observations
-from ..plotting import plt, save
-from .coverage import _block
-from .runner import Experiment, register_experiment
+from localpriv.data.datasets import adult_ages
+from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.estimators import estimate
+from localpriv.estimators.em import PLAIN_EM, em, gap_bound, log_likelihood
+from localpriv.estimators.newton import supports_newton
+from localpriv.mechanisms import parse
+from localpriv.inference.metrics import emd_line, l1
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference.plotting import plt, save
+from localpriv.experiments.coverage import _block
+from localpriv.experiments.runner import Experiment, register_experiment
 
 __all__ = ["DEFAULTS", "QUICK", "NAME"]
 
@@ -63,7 +63,7 @@ NAME = "docs-numbers"
 U = float(np.finfo(float).eps) / 2
 #: channels up to this many entries are tabulated to draw counts at the count level
 DENSE_DRAW_MAX = 4_000_000
-#: a cell counts as in the support of an estimate above this (localpriv.uncertainty.BOUNDARY)
+#: a cell counts as in the support of an estimate above this (localpriv.inference.uncertainty.BOUNDARY)
 SUPPORT_THRESHOLD = 1e-9
 
 AGES = {"data": "ages", "sample": "population"}
@@ -175,7 +175,7 @@ def _source(case):
     if case["data"] == "ages":
         return _ages()
     if case["data"] == "manhattan":
-        from ..planar import manhattan_cells
+        from localpriv.data.datasets import manhattan_cells
         dom, cells = manhattan_cells(float(case.get("cell_km", 0.5)))
         return dom, np.bincount(cells, minlength=dom.size)
     raise ValueError(f"{NAME}: unknown data set {case['data']!r}")
@@ -207,8 +207,8 @@ def _case_rng(base: int, name: str, run: int = 0) -> np.random.Generator:
 def _observations(case, base: int, run: int = 0, demo_seed: int = 0):
     """``(observations, truth)`` of one run of a case (see the module docstring)."""
     if case["data"] == "demo":
-        from ..aggregate import aggregate
-        from ..reports import perturb
+        from localpriv.data.aggregate import aggregate
+        from localpriv.data.reports import perturb
         dom, counts = _ages()
         table = perturb(adult_ages(), case["mechanism"], np.random.default_rng(demo_seed), dom)
         return aggregate(table, dom), counts / counts.sum()
@@ -343,7 +343,7 @@ def _floor(params, base, progress):
     tolerances below the default the engine still certifies (``em`` with ``delta`` in
     ``floor_deltas``, at most ``floor_cap`` evaluations), against the first-order rounding bound
     ``2 (m + 2k + 4) u`` of the two sums the certificate subtracts (tests/_roundoff.py)."""
-    from ..mechanisms.krr import KRR, krr_mle
+    from localpriv.mechanisms.krr import KRR, krr_mle
     out = []
     cap = int(params["floor_cap"])
     for case in progress(params["floor_cases"], "round-off floor"):
@@ -363,7 +363,7 @@ def _floor(params, base, progress):
 
 
 def _old_new(params, base, progress):
-    from ..mechanisms.krr import KRR, krr_mle
+    from localpriv.mechanisms.krr import KRR, krr_mle
     out = []
     for case in progress(params["old_new_cases"], "old default against new"):
         for run in range(_runs(params, case.get("runs", 1))):
@@ -411,7 +411,7 @@ CAPPED = dict(PLAIN_EM)  # seed 001 Algorithm 1: plain EM, |dL| < 1e-6, at most 
 
 
 def _regularized(params, base, progress):
-    from ..planar import emd_grid
+    from localpriv.domains.grid import emd_grid
     out = []
     for case in params["regularized_cases"]:
         runs = _runs(params, case["runs"])
@@ -475,7 +475,7 @@ def _regularized(params, base, progress):
 def _ems_acceleration(case, base, h):
     """EM-map evaluations of one EMS fit (run 0, its chosen bandwidth): plain iterations against
     SQUAREM on the residual (the engine's default for EMS), both stopped on max_abs < 1e-7."""
-    from ..estimators.regularized import EMS_DELTA, SmoothingPenalty, ordered_shape
+    from localpriv.estimators.regularized import EMS_DELTA, SmoothingPenalty, ordered_shape
     obs, _ = _observations(case, base, 0)
     blocks, k = obs.likelihood_blocks(), obs.k
     pen = SmoothingPenalty(ordered_shape(obs.domain), h)

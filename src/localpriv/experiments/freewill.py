@@ -10,7 +10,7 @@ privacy): [RAP]R and [RAP]M (N, P) against GIBU (Figs. 2 and 14).
 Deviations (see docs/freewill.md): the planar alphabet is the Gowalla *Manhattan* grid (0.5 km
 cells) in place of San Francisco, whose check-ins we do not have; Shokri's planar mechanisms are
 solved on 1 km cells (the LP has k^3 non-zeros: 70 cells instead of 280); aggregated counts are
-drawn directly per mechanism (:func:`localpriv.freewill.simulate_counts`, the exact law of the
+drawn directly per mechanism (:func:`localpriv.data.freewill.simulate_counts`, the exact law of the
 aggregated reports); the sample sizes of the seed's figures are not stated, we sweep ``ns``.
 The error is the earth mover's distance (seed 003 section 7): |x - y| on the line, km on the grid.
 Verdicts, per space: ratio of an estimator's mean EMD to GIBU's at the largest n: <= 1.25
@@ -27,17 +27,18 @@ import numpy as np
 import ot
 from scipy import stats
 
-from .._validation import LocalPrivError
-from ..datasets import MANHATTAN_BOX, gowalla_manhattan
-from ..domains import IntegerDomain
-from ..estimators.combination import combine_results, gibu, ibu_m, inv_m, rap_m
-from ..freewill import rappor_observations, simulate_counts, split_users
-from ..mechanisms import parse
-from ..metrics import emd_line
-from ..planar import GridDomain
-from ..plotting import plt, save
-from .runner import Experiment, register_experiment
-from .spread import banded_verdict, ratio_interval
+from localpriv.utils.validation import LocalPrivError
+from localpriv.data.datasets import gowalla_manhattan
+from localpriv.domains.grid import MANHATTAN_BOX
+from localpriv.domains import IntegerDomain
+from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, rap_m
+from localpriv.data.freewill import rappor_observations, simulate_counts, split_users
+from localpriv.mechanisms import parse
+from localpriv.inference.metrics import emd_line
+from localpriv.domains.grid import GridDomain
+from localpriv.inference.plotting import plt, save
+from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.experiments.spread import banded_verdict, ratio_interval
 
 # ---- the seed's mechanism tables (Appendix A) -------------------------------------------------
 TABLE_IV = {"high": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],

@@ -8,7 +8,7 @@ mechanisms and k-RR, on UCI Adult ages and Gowalla check-ins in Manhattan.
 
 Every run: perturb all users' true values (vectorized), count the reports, estimate with INV-N,
 INV-P and IBU, and measure the EMD to the true distribution (years on the line, km on the grid,
-:func:`localpriv.planar.emd_grid`).
+:func:`localpriv.domains.grid.emd_grid`).
 
 Choices (documented in docs/geo.md):
 
@@ -31,18 +31,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets import adult_ages
-from ..domains import IntegerDomain
-from ..estimators.em import em
-from ..mechanisms.base import DenseBlock
-from ..mechanisms import parse
-from ..metrics import emd_line
-from ..observations import Observations
-from ..planar import emd_grid, manhattan_cells
-from ..plotting import distributions_figure, plt, save
-from ..projection import clip_normalize, project_simplex
-from .runner import Experiment, register_experiment
-from .spread import mean_interval
+from localpriv.data.datasets import adult_ages
+from localpriv.domains import IntegerDomain
+from localpriv.estimators.em import em
+from localpriv.likelihood.blocks import DenseBlock
+from localpriv.mechanisms import parse
+from localpriv.inference.metrics import emd_line
+from localpriv.data.observations import Observations
+from localpriv.domains.grid import emd_grid
+from localpriv.data.datasets import manhattan_cells
+from localpriv.inference.plotting import distributions_figure, plt, save
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.experiments.spread import mean_interval
 
 __all__ = ["run_once", "inv_vector", "ESTIMATORS"]
 

@@ -35,18 +35,18 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from ..datasets import adult_ages
-from ..estimators.em import em
-from ..estimators.oracles import exact_loglik, ibu_exact, pure_parameters, rappor, support_mle
-from ..mechanisms.krr import KRR
-from ..mechanisms import parse
-from ..mechanisms.base import LikelihoodBlock
-from ..mechanisms.unary import pack_bits
-from ..metrics import emd_line
-from ..observations import ObservationBlock, Observations
-from ..plotting import plt, save
-from ..projection import clip_normalize
-from .runner import Experiment, register_experiment
+from localpriv.data.datasets import adult_ages
+from localpriv.estimators.em import em
+from localpriv.estimators.oracles import exact_loglik, ibu_exact, pure_parameters, rappor, support_mle
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms import parse
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms.unary import pack_bits
+from localpriv.inference.metrics import emd_line
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference.plotting import plt, save
+from localpriv.utils.simplex import clip_normalize
+from localpriv.experiments.runner import Experiment, register_experiment
 
 DISTRIBUTIONS = ["gauss", "exp", "unif", "poiss", "triang", "real"]
 ONE_TIME = {"GRR": "krr(k={k},eps={e})", "SUE": "sue(k={k},eps={e})", "OUE": "oue(k={k},eps={e})",

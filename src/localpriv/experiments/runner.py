@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Experiment", "EXPERIMENTS", "Progress", "register_experiment", "run_experiment", "to_jsonable"]
 
@@ -136,7 +136,7 @@ def run_experiment(name: str, out, *, runs: int | None = None, seed: int = 0, qu
     }
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    from ..formats import atomic_output
+    from localpriv.data.formats import atomic_output
     with atomic_output(out / f"{name}.json") as tmp:
         tmp.write_text(json.dumps(to_jsonable(record), indent=1))
     if exp.plot is not None:

@@ -22,8 +22,8 @@ from typing import Callable
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from .spread import LEVEL, _t, mean_interval, ratio_interval
+from localpriv.utils.validation import LocalPrivError
+from localpriv.experiments.spread import LEVEL, _t, mean_interval, ratio_interval
 
 __all__ = ["Row", "ROWS", "render", "rewrite_readme", "rewrite_block", "dbsec_tables", "freewill_table1", "freewill_table2", "BEGIN", "END"]
 
@@ -890,7 +890,7 @@ def freewill_table2(rec2: dict) -> str:
 
 def rewrite_block(path, name: str, text: str) -> None:
     """Replace the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` (atomically)."""
-    from ..formats import atomic_output
+    from localpriv.data.formats import atomic_output
 
     path = Path(path)
     doc = path.read_text()
@@ -962,7 +962,7 @@ def render(folder, keep: str | None = None) -> str:
 
 def rewrite_readme(readme, folder, keep_missing: bool = False) -> str:
     """Replace the table between :data:`BEGIN` and :data:`END` in ``readme`` (atomically)."""
-    from ..formats import atomic_output
+    from localpriv.data.formats import atomic_output
 
     path = Path(readme)
     text = path.read_text()

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.concavity import identifiable
-from ..analysis.examples import planar_geometric_truncated_channel
-from ..estimators.em import em, em_step
-from ..mechanisms.base import DenseBlock
-from ..mechanisms.matrix import MatrixMechanism
-from ..metrics import total_variation
-from .runner import Experiment, register_experiment
+from localpriv.analysis.concavity import identifiable
+from localpriv.analysis.examples import planar_geometric_truncated_channel
+from localpriv.estimators.em import em, em_step
+from localpriv.likelihood.blocks import DenseBlock
+from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.inference.metrics import total_variation
+from localpriv.experiments.runner import Experiment, register_experiment
 
 
 # --------------------------------------------------------------------------------------------
@@ -29,8 +29,9 @@ from .runner import Experiment, register_experiment
 def manhattan_window(size: int = 5, cell_km: float = 1.0):
     """The ``size x size`` window of ``cell_km`` cells in the Manhattan box with the most Gowalla
     check-ins: returns ``(GridDomain, theta)``."""
-    from ..datasets import MANHATTAN_BOX, gowalla_manhattan
-    from ..planar import KM_PER_DEG_LAT, GridDomain
+    from localpriv.data.datasets import gowalla_manhattan
+    from localpriv.domains.grid import MANHATTAN_BOX
+    from localpriv.domains.grid import KM_PER_DEG_LAT, GridDomain
 
     df = gowalla_manhattan()
     big = GridDomain.from_box(MANHATTAN_BOX["lat_min"], MANHATTAN_BOX["lat_max"],
@@ -70,7 +71,7 @@ def _fig6_compute(params, rng, progress):
     block = DenseBlock(M, q)
     L_max = float(q[q > 0] @ np.log(q[q > 0]))  # sup of L: reached iff theta_hat M = q
     D = dom.distance_matrix()
-    from ..planar import emd_grid
+    from localpriv.domains.grid import emd_grid
 
     runs = []
     for name, t0 in progress(_starts(M.shape[0], params["random_starts"], rng), "IBU starts"):
@@ -106,7 +107,7 @@ def _fig6_compute(params, rng, progress):
 
 
 def _fig6_plot(results, params, path):
-    from ..plotting import plt, save
+    from localpriv.inference.plotting import plt, save
 
     n = params["size"]
     truth = np.asarray(results["truth"])
@@ -148,7 +149,7 @@ register_experiment(Experiment(
 # fig4
 # --------------------------------------------------------------------------------------------
 def _fig4_compute(params, rng, progress):
-    from ..analysis.bounds import rappor_concavity_frequency, rappor_concavity_lower_bound
+    from localpriv.analysis.bounds import rappor_concavity_frequency, rappor_concavity_lower_bound
 
     k = params["k"]
     ns = list(range(k, params["n_max"] + 1, params["n_step"]))
@@ -165,7 +166,7 @@ def _fig4_compute(params, rng, progress):
 
 
 def _fig4_plot(results, params, path):
-    from ..analysis.bounds import plot_rappor_bound
+    from localpriv.analysis.bounds import plot_rappor_bound
 
     emp = {e: (results["n"], results["empirical"][str(e)]) for e in params["eps"]}
     return plot_rappor_bound(path, k=params["k"], eps_values=params["eps"], n_max=params["n_max"], empirical=emp)
@@ -188,8 +189,8 @@ register_experiment(Experiment(
 # --------------------------------------------------------------------------------------------
 def _simplex_compute(which):
     def compute(params, rng, progress):
-        from ..analysis.concavity import identifiable, strictly_concave
-        from ..analysis.likelihood import EQ4, EQ12, loglik, simplex_grid
+        from localpriv.analysis.concavity import identifiable, strictly_concave
+        from localpriv.analysis.likelihood import EQ4, EQ12, loglik, simplex_grid
 
         M = EQ4 if which == 3 else EQ12
         mech = MatrixMechanism(rows=M.tolist())
@@ -211,8 +212,8 @@ def _simplex_compute(which):
 
 def _simplex_plot(which):
     def plot(results, params, path):
-        from ..analysis.likelihood import EQ4, EQ12, plot_simplex_loglik
-        from ..plotting import plt, save
+        from localpriv.analysis.likelihood import EQ4, EQ12, plot_simplex_loglik
+        from localpriv.inference.plotting import plt, save
 
         M = EQ4 if which == 3 else EQ12
         mech = MatrixMechanism(rows=M.tolist())

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mechanisms.rrba import rrba_epsilon
-from ..multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes,
+from localpriv.mechanisms.rrba import rrba_epsilon
+from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes,
                                   network_edges, structure_metrics, table_js, table_l1)
-from ..multiattr.bif import load_network
-from ..multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
-from ..multiattr.hybrid import hybrid_channel, hybrid_epsilon, hybrid_estimate, truncated_geometric
-from ..multiattr.independence import (laplace_noisy_counts, mc_independence_test, noisy_chi2_test,
+from localpriv.multiattr.bif import load_network
+from localpriv.multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
+from localpriv.multiattr.hybrid import hybrid_channel, hybrid_epsilon, hybrid_estimate, truncated_geometric
+from localpriv.multiattr.independence import (laplace_noisy_counts, mc_independence_test, noisy_chi2_test,
                                       rrba_noisy_counts)
-from ..multiattr.rrba import aggregate_blocks, combination_views, pooled_estimate
-from ..multiattr.tables import Records, normalize_table
-from ..plotting import plt, save
-from .runner import Experiment, register_experiment
-from .spread import mean_interval
+from localpriv.multiattr.rrba import aggregate_blocks, combination_views, pooled_estimate
+from localpriv.multiattr.tables import Records, normalize_table
+from localpriv.inference.plotting import plt, save
+from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.experiments.spread import mean_interval
 
 
 # ------------------------------------------------------------------------------------------
@@ -222,8 +222,8 @@ def _t53_compute(params, rng, progress):
     # who learns a network from a record set: the clean records ("reference_learner") and the
     # synthetic records of each private pipeline ("relearn_learner"); "hill-climbing" is the
     # thesis's way (section 5.3.1: discrete BIC, multiattr.structure), "greedy" GreedyBayes (k)
-    from .._validation import LocalPrivError
-    from ..multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
+    from localpriv.utils.validation import LocalPrivError
+    from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
     for key in ("reference_learner", "relearn_learner"):
         if params[key] not in ("greedy", "hill-climbing"):
             raise LocalPrivError(f"{key} must be 'greedy' or 'hill-climbing', got {params[key]!r}")
@@ -416,7 +416,7 @@ _T42 = {"before_1": [0.1, 0.4, 0.3, 0.2], "before_2": [0.2, 0.4, 0.3, 0.1],
 
 
 def _t42_compute(params, rng, progress):
-    from ..multiattr.rrba import consistent_tables
+    from localpriv.multiattr.rrba import consistent_tables
     b1, b2 = (np.asarray(_T42[k]).reshape(2, 2) for k in ("before_1", "before_2"))
     a1, a2 = (np.asarray(_T42[k]).reshape(2, 2) for k in ("after_1", "after_2"))
 
@@ -573,10 +573,10 @@ register_experiment(Experiment(
 def _s545_compute(params, rng, progress):
     import warnings
 
-    from .._errors import PrivacyWarning
-    from ..estimators.em import em
-    from ..mechanisms.matrix import MatrixMechanism
-    from ..multiattr.hybrid import hybrid_channel, hybrid_epsilon, optimal_mechanism
+    from localpriv.utils.errors import PrivacyWarning
+    from localpriv.estimators.em import em
+    from localpriv.mechanisms.matrix import MatrixMechanism
+    from localpriv.multiattr.hybrid import hybrid_channel, hybrid_epsilon, optimal_mechanism
     net = load_network("survey")
     attrs = params["attributes"]
     p, alpha, s = params["p"], params["alpha"], params["block_size"]
@@ -693,7 +693,7 @@ def _f74_compute(params, rng, progress):
     net = load_network("survey")
     rec = net.sample(params["n"], rng)
     T = rec.table(["O", "S", "R"])
-    from ..multiattr.independence import chi2_test
+    from localpriv.multiattr.independence import chi2_test
     out = {"true_table_rejects_H0": chi2_test(T, params["alpha"]), "n": params["n"], "accept_rate": {}}
     exact = net.joint(["O", "S", "R"])
     out["population_cmi_bits"] = float(

@@ -34,18 +34,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from ..mechanisms.rrba import floor_table
-from ..multiattr.algorithm4 import (algorithm4_epsilon, algorithm4_rows, estimate_joint_mle, estimate_pairs_eq43,
+from localpriv.utils.validation import LocalPrivError
+from localpriv.mechanisms.rrba import floor_table
+from localpriv.multiattr.algorithm4 import (algorithm4_epsilon, algorithm4_rows, estimate_joint_mle, estimate_pairs_eq43,
                                     plan_algorithm4)
-from ..multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes, network_edges,
+from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes, network_edges,
                                   table_js, table_l1)
-from ..multiattr.bif import load_network
-from ..multiattr.rrba import combination_views
-from ..plotting import plt, save
-from .runner import Experiment, register_experiment
-from .spread import mean_interval
-from .thesis import _both, _lookup, _rrba_tables
+from localpriv.multiattr.bif import load_network
+from localpriv.multiattr.rrba import combination_views
+from localpriv.inference.plotting import plt, save
+from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.experiments.spread import mean_interval
+from localpriv.experiments.thesis import _both, _lookup, _rrba_tables
 
 METHODS = ("variant", "algorithm4-eq43", "algorithm4-mle")
 KEYS = ("acc", "sens", "spec", "avg_recall", "skel_acc", "arcs")
@@ -59,7 +59,7 @@ def _score(reference, learned, idx):
 
 
 def _learner(how):
-    from ..multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
+    from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
     if how not in ("greedy", "hill-climbing"):
         raise LocalPrivError(f"learner must be 'greedy' or 'hill-climbing', got {how!r}")
 

@@ -4,22 +4,35 @@
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
-from .base import DenseBlock, LikelihoodBlock, Mechanism, format_spec, parse, register, registered
-from .krr import KRR, krr_mle
-from .matrix import MatrixMechanism
-
-# every other module in this package registers its mechanisms on import
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name not in {"base", "krr", "matrix"}:
-        importlib.import_module(f"{__name__}.{_info.name}")
+# every family module registers its mechanisms on import: importing this package (which any import
+# of one of its modules does first) fills the registry that ``parse`` reads
+from localpriv.mechanisms import (  # noqa: F401
+    cms,
+    duchi,
+    exponential,
+    geometric,
+    hadamard,
+    hashing,
+    hcms,
+    histogram,
+    hybrid,
+    laplace,
+    longitudinal,
+    piecewise,
+    planar,
+    rappor,
+    rrba,
+    shokri,
+    square_wave,
+    subset,
+    unary,
+)
+from localpriv.mechanisms.base import Mechanism, format_spec, parse, register, registered
+from localpriv.mechanisms.krr import KRR, krr_mle
+from localpriv.mechanisms.matrix import MatrixMechanism
 
 __all__ = [
     "Mechanism",
-    "LikelihoodBlock",
-    "DenseBlock",
     "KRR",
     "MatrixMechanism",
     "krr_mle",

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["unit_centres", "signed_centres", "mean_interval", "index_to_value"]
 
@@ -58,7 +58,7 @@ def mean_interval(per_report: np.ndarray, k: int, signed: bool, domain, level: f
     (:func:`index_to_value`; without a domain: ``t`` or ``u`` itself)."""
     from scipy import stats
 
-    from ..uncertainty import Interval, _check_level
+    from localpriv.inference.uncertainty import Interval, _check_level
 
     lv = _check_level(level)
     r = np.asarray(per_report, dtype=float)

@@ -19,8 +19,8 @@ from math import ceil
 
 import numpy as np
 
-from .._validation import LocalPrivError
-from ..rng import spawn_generators
+from localpriv.utils.validation import LocalPrivError
+from localpriv.utils.rng import spawn_generators
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
            "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
@@ -142,7 +142,7 @@ def grr_into(values: np.ndarray, g: int, p_keep: float, rng, out: np.ndarray) ->
     (:mod:`localpriv.mechanisms._client_kernels`) on chunks of at least ``2^14`` users, else (or
     with ``LOCALPRIV_NUMBA=0``) in NumPy: the same integers, the same reports.
     """
-    from . import _client_kernels
+    from localpriv.mechanisms import _client_kernels
 
     g = int(g)
     if not 2 <= g <= 1 << 32:
@@ -510,7 +510,7 @@ def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1
     ``fill`` must write rows ``lo:hi`` only and draw from ``gen`` only. Small calls
     (``n_rows * row_items < 2^21``) run in order with ``rng`` itself. Larger ones spawn
     ``STREAMS`` child generators of the same kind from ``rng``
-    (:func:`localpriv.rng.spawn_generators`: ``SeedSequence.spawn`` for seeded generators, the
+    (:func:`localpriv.utils.rng.spawn_generators`: ``SeedSequence.spawn`` for seeded generators, the
     independent streams NumPy recommends for parallel generation; fresh 256-bit keys for
     cryptographic ones); chunks (then at least ``2^19`` items) go to stream ``c mod STREAMS`` and each
     stream fills its chunks in order, so the result is a function of the seed alone. The streams
@@ -691,7 +691,7 @@ class DigitLaplace:
 
         self._hi, self._lo, self._bits = pack(order)
         # the kernel's tables: shifts, thresholds, and per slot the values of keep / alias
-        from ._client_kernels import DIGIT_OVER
+        from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
         self._local = threading.local()
         self._shifts = (16 - self._bits).astype(np.int64)
@@ -793,7 +793,7 @@ class DigitLaplace:
         """NumPy twin of the compiled kernels (:mod:`localpriv.mechanisms._client_kernels`): the
         same values from the same words (the same tie words, drawn in the same order). Returns
         the overflowed entries ``(index, low bits)``."""
-        from ._client_kernels import DIGIT_OVER
+        from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
         rows, k = out.shape
         n, J = rows * k, self.J
@@ -892,7 +892,7 @@ class DigitLaplace:
     def _float_tables(self, g):
         """The compiled kernel's value tables for grid ``g`` (float32, exact): per top slot and
         side ``(base g, +-g)`` (NaN for the overflow), per digit slot and side ``digit 2^offset``."""
-        from ._client_kernels import DIGIT_OVER
+        from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
         key = float(g)
         if key not in self._ftables:
@@ -920,7 +920,7 @@ class DigitLaplace:
         (:meth:`_overflows`). A compiled kernel (:mod:`localpriv.mechanisms._client_kernels`) and
         its NumPy twin compute the same values from the same words.
         """
-        from . import _client_kernels
+        from localpriv.mechanisms import _client_kernels
 
         if out.ndim != 2 or out.dtype != np.float32 or not out.flags.c_contiguous:
             raise LocalPrivError("rows_into needs a C-contiguous rows x k float32 output")

@@ -10,7 +10,7 @@ A mechanism ``M: X -> Z`` is an object with uniform, vectorized methods, whateve
   distinct reports and how often each was seen: products ``theta @ G`` and ``G @ w`` with
   ``G[x, j] = P(report_j | x)`` (seed 001 Definition 1). Structured mechanisms override it with
   fast products; the EM engine never needs more;
-* ``epsilon_ldp()`` -- its LDP level *computed from its channel* (:mod:`localpriv.privacy`);
+* ``epsilon_ldp()`` -- its LDP level *computed from its channel* (:mod:`localpriv.mechanisms.privacy`);
 * ``str(m)`` -- a spec such as ``krr(k=100,eps=2.0)`` that :func:`localpriv.mechanisms.parse` reads back.
 
 Adding a mechanism means one new class in one file, decorated with :func:`register`.
@@ -29,16 +29,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validation import LocalPrivError, PrivacyWarning, check_int, check_rng
-from ..privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_int, check_rng
+from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock, check_dense_size, dense_cap_override
+from localpriv.mechanisms.privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
 
 __all__ = [
     "Mechanism",
     "Memoized",
-    "LikelihoodBlock",
-    "DenseBlock",
-    "check_dense_size",
-    "MAX_DENSE_ENTRIES",
     "register",
     "parse",
     "registered",
@@ -47,133 +44,6 @@ __all__ = [
     "LARGE_LDP_EPS",
     "k_from_bounds",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# The dense-size cap (issue 15)
-# --------------------------------------------------------------------------------------------
-#: Largest dense matrix (entries) built for a channel or a likelihood: 2*10^8 float64, 1.49 GiB.
-#: The environment variable ``LOCALPRIV_MAX_DENSE_ENTRIES`` overrides it (read at every check).
-MAX_DENSE_ENTRIES = 200_000_000
-
-
-#: A lower cap in force for the current context only (the parse-time privacy check, issue 18).
-_CAP_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("localpriv_dense_cap", default=None)
-
-
-def max_dense_entries() -> int:
-    """The dense-size cap in force: ``LOCALPRIV_MAX_DENSE_ENTRIES`` if set, else :data:`MAX_DENSE_ENTRIES`
-    (and at most the parse-time check's budget while that check runs)."""
-    override = _CAP_OVERRIDE.get()
-    cap = _configured_cap()
-    return cap if override is None else min(cap, override)
-
-
-def _configured_cap() -> int:
-    env = os.environ.get("LOCALPRIV_MAX_DENSE_ENTRIES", "").strip()
-    if not env:
-        return MAX_DENSE_ENTRIES
-    try:
-        cap = int(float(env))
-    except (ValueError, OverflowError):
-        raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be a whole number of entries, got {env[:40]!r}") from None
-    if cap < 1:
-        raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be at least 1, got {env[:40]!r}")
-    return cap
-
-
-def _count(n: int) -> str:
-    return str(n) if n < 10 ** 15 else f"~10^{len(str(n)) - 1}"
-
-
-def check_dense_size(rows, cols, what: str) -> None:
-    """Refuse to build a dense ``rows x cols`` float64 matrix above the cap (:func:`max_dense_entries`).
-
-    Raises a one-line :class:`LocalPrivError` saying what would have been built and how large it
-    would be, e.g. ``k-RR channel would need a 100000 x 100000 dense matrix (74.5 GiB); ...``.
-    Called wherever a channel or a likelihood is materialized, *before* allocating it.
-    """
-    rows, cols = int(rows), int(cols)
-    entries = rows * cols
-    cap = max_dense_entries()
-    if entries > cap:
-        try:
-            size = f"{entries * 8 / 2 ** 30:.3g} GiB"
-        except OverflowError:
-            size = f"~10^{len(str(entries * 8 // 2 ** 30)) - 1} GiB"
-        raise LocalPrivError(f"{what} would need a {_count(rows)} x {_count(cols)} dense matrix ({size}); the "
-                             f"limit is {cap} entries (environment variable LOCALPRIV_MAX_DENSE_ENTRIES)")
-
-
-# --------------------------------------------------------------------------------------------
-# Observation model used by the estimators
-# --------------------------------------------------------------------------------------------
-class LikelihoodBlock:
-    """Distinct reports of one mechanism with their counts, as an operator ``G`` (``k x m``).
-
-    ``G[x, j] = P(report_j | x)``. Estimators only call :meth:`forward` (``theta @ G``, the
-    probability of each report under ``theta``) and :meth:`backward` (``G @ w``).
-    """
-
-    k: int
-    counts: np.ndarray
-    #: ``hessian_diagonal(w) = sum_j w_j G[x, j]^2`` (the diagonal of ``G diag(w) G^T``), offered
-    #: by blocks whose products are linear in ``theta``; it enables the engine's Newton finish
-    #: (:mod:`localpriv.estimators.newton`). ``None``: not offered.
-    hessian_diagonal = None
-
-    def forward(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def backward(self, w: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def dense(self) -> np.ndarray:
-        """``G`` as a dense matrix (for tests and small cases): ``G[:, j] = backward(e_j)``.
-
-        Generic fallback, one product per column; blocks with a closed form override it.
-        Refused above the dense-size cap (:func:`check_dense_size`).
-        """
-        m = self.counts.size
-        check_dense_size(self.k, m, f"the likelihood of {m} reports")
-        out = np.empty((self.k, m))
-        unit = np.zeros(m)
-        for j in range(m):  # one product per distinct report; no m x m identity
-            unit[j] = 1.0
-            out[:, j] = self.backward(unit)
-            unit[j] = 0.0
-        return out
-
-
-class DenseBlock(LikelihoodBlock):
-    """A likelihood block held as a dense ``k x m`` matrix."""
-
-    def __init__(self, G: np.ndarray, counts: np.ndarray):
-        shape = np.shape(G)
-        if len(shape) == 2:
-            check_dense_size(shape[0], shape[1], "a dense likelihood block")
-        self.G = np.ascontiguousarray(G, dtype=float)
-        self.counts = np.asarray(counts, dtype=float)
-        self.k = self.G.shape[0]
-        if self.G.shape[1] != self.counts.size:
-            raise LocalPrivError(
-                f"likelihood matrix has {self.G.shape[1]} columns but there are {self.counts.size} counts"
-            )
-
-    def forward(self, theta):
-        return theta @ self.G
-
-    def backward(self, w):
-        return self.G @ w
-
-    def hessian_diagonal(self, w):
-        sq = getattr(self, "_G2", None)
-        if sq is None:
-            sq = self._G2 = self.G * self.G
-        return sq @ w
-
-    def dense(self):
-        return self.G
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,13 +64,9 @@ def register(cls: type["Mechanism"]) -> type["Mechanism"]:
 
 def registered() -> dict[str, type["Mechanism"]]:
     """The registered mechanism classes by spec name."""
-    _load_all()
     return dict(_REGISTRY)
 
 
-def _load_all():
-    # import the package so every mechanism module registers itself
-    from .. import mechanisms  # noqa: F401
 
 
 def _split_args(body: str) -> list[str]:
@@ -304,7 +170,6 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
     if isinstance(spec, Mechanism):
         mech = spec
     else:
-        _load_all()
         if not isinstance(spec, str):
             raise LocalPrivError(f"a mechanism spec must be a string, got {type(spec).__name__}")
         if not trusted and len(spec) > MAX_UNTRUSTED_SPEC:
@@ -364,20 +229,18 @@ class LargeEpsilonWarning(PrivacyWarning):
 def ldp_level_if_cheap(mech: "Mechanism") -> "float | None":
     """``mech.epsilon_ldp()`` when it needs no dense matrix above :data:`PARSE_CHECK_MAX_ENTRIES`
     entries, else ``None`` (also when the level cannot be computed at all)."""
-    token = _CAP_OVERRIDE.set(PARSE_CHECK_MAX_ENTRIES)
     try:
-        return float(mech.epsilon_ldp())
+        with dense_cap_override(PARSE_CHECK_MAX_ENTRIES):
+            return float(mech.epsilon_ldp())
     except (LocalPrivError, MemoryError, ArithmeticError, NotImplementedError, TypeError, ValueError):
         return None
-    finally:
-        _CAP_OVERRIDE.reset(token)
 
 
 def _warn_if_large(mech: "Mechanism") -> None:
     """One :class:`LargeEpsilonWarning` line when ``mech``'s computed LDP level exceeds 10.
 
     Levels that are ``inf`` or overflow ``e^eps`` already came with the computation's own
-    :class:`PrivacyWarning` (:func:`localpriv.privacy.checked_epsilon`): not repeated."""
+    :class:`PrivacyWarning` (:func:`localpriv.mechanisms.privacy.checked_epsilon`): not repeated."""
     level = ldp_level_if_cheap(mech)
     if level is None or not LARGE_LDP_EPS < level <= LOG_FLOAT_MAX:
         return
@@ -561,11 +424,11 @@ class Mechanism(ABC):
 
     # ---- privacy ----------------------------------------------------------------------------
     def epsilon_ldp(self) -> float:
-        """eps-LDP level computed from the channel (:func:`localpriv.privacy.ldp_epsilon`).
+        """eps-LDP level computed from the channel (:func:`localpriv.mechanisms.privacy.ldp_epsilon`).
 
         Structured mechanisms override it with the same maximum computed from the channel's exact
         structure in log space (never building the channel). ``inf``, and levels whose ``e^eps``
-        overflows float64, come with a :class:`~localpriv._validation.PrivacyWarning`.
+        overflows float64, come with a :class:`~localpriv.utils.validation.PrivacyWarning`.
         """
         return ldp_epsilon(self.channel(), what=str(self))
 

@@ -19,7 +19,7 @@ row hashes two inputs apart (otherwise 0).
 4 bytes holding ``j`` (big-endian unsigned), then ``z`` packed as by :func:`numpy.packbits` (bit
 ``l`` is bit ``7 - l % 8`` of byte ``4 + l // 8``): ``4 + ceil(m/8)`` bytes.
 
-Hashes (cross-language, :mod:`localpriv.stablehash`): ``h_j(x) = XXH64(x as 8 little-endian bytes,
+Hashes (cross-language, :mod:`localpriv.mechanisms.stablehash`): ``h_j(x) = XXH64(x as 8 little-endian bytes,
 seed = j) mod m`` for the domain index ``x``, the same rows as ``hcms``.
 
 Estimators. Apple's debiasing: every report gives ``x~ = (z - q) / (p - q)`` (``= c_eps/2 v + 1/2``
@@ -32,7 +32,7 @@ unbiased over the choice of the hash functions (given them, its mean is ``m/(m-1
 c_xv - 1/m)``, ``c_xv`` the fraction of rows where ``v`` and ``x`` collide:
 :meth:`CountMeanSketch.expected_estimate`); its variance is at most ``(m/(m-1))^2 ((1-q)/(p-q))^2 / n``
 per value. IBU runs on the exact report likelihood above with
-:class:`localpriv.structured.CountSketchBlock` (reports kept packed).
+:class:`localpriv.likelihood.structured.CountSketchBlock` (reports kept packed).
 """
 from __future__ import annotations
 
@@ -41,14 +41,15 @@ from math import ceil
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps, check_rng
-from ..privacy import checked_epsilon
-# the blocks live in localpriv.structured, which imports this package: bound at call time
-from .. import structured as _st
-from ._sampling import bernoulli_bits
-from .base import Mechanism, check_dense_size, register
-from .hcms import DEFAULT_D, DEFAULT_M, SketchHashes, check_sketch
-from .unary import expit, log_bit, sue_logits
+from localpriv.utils.validation import LocalPrivError, check_eps, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+# the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
+from localpriv.likelihood import structured as _st
+from localpriv.mechanisms._sampling import bernoulli_bits
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.hcms import DEFAULT_D, DEFAULT_M, SketchHashes, check_sketch
+from localpriv.mechanisms.unary import expit, log_bit, sue_logits
 
 __all__ = ["CountMeanSketch"]
 
@@ -179,7 +180,7 @@ class CountMeanSketch(Mechanism):
         return self.likelihood(self.encode(idx // 2 ** self.m, bits))
 
     def likelihood_block(self, reports, counts):
-        """:class:`~localpriv.structured.CountSketchBlock` on the packed reports."""
+        """:class:`~localpriv.likelihood.structured.CountSketchBlock` on the packed reports."""
         rows, packed, log_c = self.log_parts(reports)
         return _st.CountSketchBlock(self.hashes.hashing(str(self)), log_c, self.r0, rows, packed, counts)
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..domains import IntegerDomain
-from ..privacy import checked_epsilon
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.domains import IntegerDomain
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 def logsumexp(*args, **kwargs):
     """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
@@ -128,8 +129,8 @@ class Exponential(Mechanism):
         ``A[x, z] = exp(-eps d(x, z) / 2)`` a strictly positive definite kernel matrix (the Laplace
         kernel ``e^{-c ||x - z||}`` on R^d; ``(1-a) I + a 11^T`` with ``a < 1`` for the discrete
         metric), hence invertible. Other domains: ``None``."""
-        from ..domains import CategoricalDomain
-        from ..planar import GridDomain
+        from localpriv.domains import CategoricalDomain
+        from localpriv.domains.grid import GridDomain
 
         if type(self.domain) in (IntegerDomain, CategoricalDomain, GridDomain):
             return self.k, "exact: M = D^-1 A with A = exp(-eps d/2) a strictly positive definite kernel matrix"
@@ -180,7 +181,7 @@ def utility_exponential(utility, eps: float, sensitivity: float | None = None, *
     -------
     MatrixMechanism
     """
-    from .matrix import MatrixMechanism
+    from localpriv.mechanisms.matrix import MatrixMechanism
 
     eps = check_eps(eps)
     u = np.asarray(utility, dtype=float)

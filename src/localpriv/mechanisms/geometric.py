@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
-from .base import Mechanism, check_dense_size, k_from_bounds, register
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
+from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["Geometric", "two_sided_geometric"]
 
@@ -204,8 +205,8 @@ class Geometric(Mechanism):
 
     def likelihood_block(self, reports, counts):
         """Fast products (issue 8): two first-order recurrences, ``O(k + m)``
-        (:class:`~localpriv.structured.ExpKernelBlock`; the clamped end bins as exact columns)."""
-        from ..structured import geometric_block_for
+        (:class:`~localpriv.likelihood.structured.ExpKernelBlock`; the clamped end bins as exact columns)."""
+        from localpriv.likelihood.structured import geometric_block_for
 
         return geometric_block_for(self, self.output_index(reports), counts)
 

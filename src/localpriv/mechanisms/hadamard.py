@@ -35,7 +35,7 @@ Estimators. The unbiased estimator (the paper's, in closed form)::
 ``O(K log b)`` (:meth:`HadamardResponse.unbiased`; also the ``inv-n`` / ``inv-p`` inverse through
 :meth:`HadamardResponse.inverse_counts`). Its variance per value is
 ``(c^2 P(block p) - theta_x^2) / n`` with ``c`` the factor above (:meth:`HadamardResponse.variance`).
-IBU runs on :class:`localpriv.structured.HadamardBlock`, whose products are one transform each.
+IBU runs on :class:`localpriv.likelihood.structured.HadamardBlock`, whose products are one transform each.
 """
 from __future__ import annotations
 
@@ -43,11 +43,12 @@ import math
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..privacy import checked_epsilon
-# the blocks live in localpriv.structured, which imports this package: bound at call time
-from .. import structured as _st
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+# the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
+from localpriv.likelihood import structured as _st
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["HadamardResponse", "hr_blocks"]
 
@@ -153,7 +154,7 @@ class HadamardResponse(Mechanism):
         return np.where(self.in_set(np.arange(self.k)[:, None], y[None, :]), self.hi, self.lo)
 
     def likelihood_block(self, reports, counts):
-        """:class:`~localpriv.structured.HadamardBlock`: ``O(K log b)`` products."""
+        """:class:`~localpriv.likelihood.structured.HadamardBlock`: ``O(K log b)`` products."""
         return _st.HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, self.output_index(reports), counts)
 
     def output_probabilities(self, theta) -> np.ndarray:

@@ -43,13 +43,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import stablehash
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from .base import check_dense_size, register
-from ._sampling import CLIENT_CHUNK, client_inputs
-from ._packed import PackedSupport
-from .krr import grr_floats
-from .unary import PureProtocol
+from localpriv.mechanisms import stablehash
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.mechanisms.base import register
+from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms._sampling import CLIENT_CHUNK, client_inputs
+from localpriv.likelihood.packed import PackedSupport
+from localpriv.mechanisms.krr import grr_floats
+from localpriv.mechanisms.unary import PureProtocol
 
 __all__ = ["LocalHashing", "BLH", "OLH", "hash_values", "cw_hash_values", "grr_sample", "olh_g",
            "HASH_FAMILIES", "DEFAULT_HASH", "LEGACY_HASH", "check_hash"]
@@ -87,7 +88,7 @@ def hash_values(seeds, values, g: int, family: str = DEFAULT_HASH) -> np.ndarray
     """``H_s(x)`` of the family ``family`` (int64 in ``0..g-1``).
 
     ``xxh64``: ``XXH64(8 little-endian bytes of x, seed=s) mod g``
-    (:func:`localpriv.stablehash.hash_keys`, :func:`~localpriv.stablehash.to_range`);
+    (:func:`localpriv.mechanisms.stablehash.hash_keys`, :func:`~localpriv.mechanisms.stablehash.to_range`);
     ``cw``: :func:`cw_hash_values`. ``seeds`` and ``values`` broadcast against each other (e.g.
     ``seeds[:, None]`` and ``values[None, :]`` give the ``reports x k`` table).
     """

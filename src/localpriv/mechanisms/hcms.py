@@ -14,7 +14,7 @@ a finite channel on ``2 d m`` outputs with LDP level ``eps`` as soon as some row
 apart (otherwise 0). **Report**: one int64, ``(j m + l) 2 + [s = +1]`` (decode: ``bit = r % 2``,
 ``l = (r // 2) % m``, ``j = r // (2m)``), as OLH keeps ``(seed, y)`` in one int64.
 
-Hashes (cross-language, :mod:`localpriv.stablehash`): ``h_j(x) = XXH64(x as 8 little-endian bytes,
+Hashes (cross-language, :mod:`localpriv.mechanisms.stablehash`): ``h_j(x) = XXH64(x as 8 little-endian bytes,
 seed = j) mod m`` for the domain index ``x``, i.e. ``to_range(hash_keys(x, seed=j), m)``.
 
 Estimators. Apple's sketch: ``S[j, l] = sum_{reports (j, l, s)} d c_eps s``, ``c_eps = (e^eps + 1)
@@ -26,7 +26,7 @@ It is unbiased over the choice of the hash functions; given the hash functions i
 ``m/(m-1) (sum_v theta_v c_xv - 1/m)`` with ``c_xv`` the fraction of rows where ``v`` and ``x``
 collide (``c_xx = 1``; :meth:`HadamardCMS.expected_estimate`), and its variance is at most
 ``(m/(m-1))^2 c_eps^2 / n`` per value. IBU runs on
-:class:`localpriv.structured.HadamardSketchBlock` (``O(d k + d m log m)`` per product).
+:class:`localpriv.likelihood.structured.HadamardSketchBlock` (``O(d k + d m log m)`` per product).
 """
 from __future__ import annotations
 
@@ -34,12 +34,13 @@ import math
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..privacy import checked_epsilon
-from ..stablehash import hash_keys, to_range
-# the blocks live in localpriv.structured, which imports this package: bound at call time
-from .. import structured as _st
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.stablehash import hash_keys, to_range
+# the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
+from localpriv.likelihood import structured as _st
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["HadamardCMS", "SketchHashes"]
 
@@ -188,7 +189,7 @@ class HadamardCMS(Mechanism):
         return self.likelihood_block(np.arange(n), np.ones(n)).forward(np.asarray(theta, dtype=float))
 
     def likelihood_block(self, reports, counts):
-        """:class:`~localpriv.structured.HadamardSketchBlock`."""
+        """:class:`~localpriv.likelihood.structured.HadamardSketchBlock`."""
         j, l, s = self.decode(reports)
         return _st.HadamardSketchBlock(self.hashes.hashing(str(self)), self.lo, self.hi, j, l, s, counts)
 

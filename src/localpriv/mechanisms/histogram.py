@@ -21,7 +21,7 @@ of the noise scale, so the law is the Laplace law to within that resolution (the
 (every integer up to there is an exact float32; a clamp is post-processing, reached with
 probability ``< 2 e^{-lam 2^23}`` per coordinate, and the likelihood below includes it). Reports
 keep the layout of the float32 version: ``4k`` bytes per report (``n x 4k`` uint8, little-endian float32), so
-they travel through :func:`localpriv.reports.report_table` like bit vectors, and ``+0.0`` is the
+they travel through :func:`localpriv.data.reports.report_table` like bit vectors, and ``+0.0`` is the
 only zero that is ever written (a negative zero would tell a noise-only coordinate apart).
 
 The server estimates ``f = (1/n) sum_i z_i`` (unbiased); we expose it through ``support_counts``
@@ -46,11 +46,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..privacy import checked_epsilon
-from ._sampling import client_inputs, default_grid, digit_laplace, fill_in_streams, power_of_two_grid
-from .base import LikelihoodBlock, Mechanism, register
-from .unary import SupportBlock, UnaryEncoding
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms._sampling import client_inputs, default_grid, digit_laplace, fill_in_streams, power_of_two_grid
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms.unary import SupportBlock, UnaryEncoding
 
 def minimize_scalar(*args, **kwargs):
     """``scipy.optimize.minimize_scalar``, imported on first use (keeps ``import localpriv`` quick)."""

@@ -6,7 +6,7 @@ Seed 001 Eq. (5)::
                1     / (k - 1 + e^eps)   otherwise
 
 It satisfies eps-LDP, and its channel is "a scaled identity plus a constant", so the products the
-EM engine needs cost O(k) (:class:`localpriv.structured.ScaledIdentityBlock`).
+EM engine needs cost O(k) (:class:`localpriv.likelihood.structured.ScaledIdentityBlock`).
 
 Log space (issue 15): with ``N = e^eps + k - 1``, ``log N = logaddexp(eps, log(k-1))`` and the two
 channel values are ``a = exp(eps - log N)``, ``b = exp(-log N)``: no overflow for any finite
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_eps, check_int, check_rng
-from ..privacy import checked_epsilon
-from ._sampling import CLIENT_CHUNK, bernoulli_bits, client_inputs, grr_into
-from .base import LikelihoodBlock, Mechanism, check_dense_size, register
+from localpriv.utils.validation import check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms._sampling import CLIENT_CHUNK, bernoulli_bits, client_inputs, grr_into
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 
 __all__ = ["KRR", "grr_floats"]
 
@@ -138,7 +139,7 @@ class KRR(Mechanism):
 
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
         """``G[x, j] = b + (a - b) [x == z_j]``: O(k + m) products (scaled identity plus a constant)."""
-        from ..structured import ScaledIdentityBlock  # structured imports the mechanisms package
+        from localpriv.likelihood.structured import ScaledIdentityBlock  # structured imports the mechanisms package
 
         return ScaledIdentityBlock(self.k, self.p_keep, self.p_other, self.output_index(reports), counts)
 

@@ -53,10 +53,11 @@ import warnings
 
 import numpy as np
 
-from .._validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
-from ..privacy import checked_epsilon, geo_epsilon, ldp_epsilon, ldp_epsilon_from_logs
-from ._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
-from .base import Mechanism, check_dense_size, k_from_bounds, register
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon, ldp_epsilon_from_logs
+from localpriv.mechanisms._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
+from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["Laplace", "laplace_interval_prob"]
 
@@ -260,9 +261,9 @@ class Laplace(Mechanism):
 
     def likelihood_block(self, reports, counts):
         """Structured products (issue 8): grid reports and unit bins by two first-order
-        recurrences (``O(k + m)``, :class:`~localpriv.structured.ExpKernelBlock`; the clamped
+        recurrences (``O(k + m)``, :class:`~localpriv.likelihood.structured.ExpKernelBlock`; the clamped
         end bins as exact columns); the dense default for other bin widths."""
-        from ..structured import laplace_block_for
+        from localpriv.likelihood.structured import laplace_block_for
 
         block = laplace_block_for(self, self.output_index(reports), counts)
         return block if block is not None else super().likelihood_block(reports, counts)
@@ -319,7 +320,7 @@ class Laplace(Mechanism):
         Grid version with the default metric, from the structure (any ``k``): the target law has
         ``log P(z|x) - log P(z|x') = eps (|z - x'| - |z - x|) <= eps |x - x'|``, attained by
         ``z <= min(x, x')`` (computed at ``z = -1``, ``x, x' = 0, 1``), and the sampler adds at most
-        ``max_{1 <= D <= k-1} excess(D/g) / D``. Otherwise: :func:`~localpriv.privacy.geo_epsilon`
+        ``max_{1 <= D <= k-1} excess(D/g) / D``. Otherwise: :func:`~localpriv.mechanisms.privacy.geo_epsilon`
         of the channel (truncated) or of the likelihood beyond both ends of the inputs, plus
         (grid version) ``max_{x != x'} excess(|x - x'|/g) / d(x, x')``.
         """

@@ -44,12 +44,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import LocalPrivError, check_eps, check_int
-from ..privacy import checked_epsilon
-from .base import Memoized, check_dense_size, register
-from .hashing import DEFAULT_HASH, LocalHashing, grr_logs, grr_sample
-from .krr import grr_floats
-from .unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.base import Memoized, register
+from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.hashing import DEFAULT_HASH, LocalHashing, grr_logs, grr_sample
+from localpriv.mechanisms.krr import grr_floats
+from localpriv.mechanisms.unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
 
 def brentq(*args, **kwargs):
     """``scipy.optimize.brentq``, imported on first use (keeps ``import localpriv`` quick)."""

@@ -3,7 +3,7 @@
 Spec: ``matrix(rows=[[0.9,0.1],[0.2,0.8]])`` or ``matrix(file=channel.npy)`` (a ``.npy`` or a
 ``.csv`` file of the matrix). Validated on construction: a rectangular 2-D table of real numbers
 (ragged rows, text, booleans, complex numbers, NaN and infinities are one-line
-:class:`~localpriv._validation.LocalPrivError` s), non-negative, rows summing to 1 within 1e-9.
+:class:`~localpriv.utils.validation.LocalPrivError` s), non-negative, rows summing to 1 within 1e-9.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_stochastic
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_stochastic
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["MatrixMechanism"]
 

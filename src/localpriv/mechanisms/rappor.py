@@ -6,9 +6,9 @@ filter ``B`` with ``h`` hash functions, then reports it through two randomized r
 
 * **Bloom bits** (our documented, cross-language choice; ``docs/rappor.md``, ``docs/hashing.md``):
   bit ``j`` of ``B`` is set iff ``j = H_{c,i}(key(x)) = XXH64(le64(key(x)), seed = c h + i) mod m``
-  for some ``i < h`` (:func:`localpriv.stablehash.hash_keys`, :func:`~localpriv.stablehash.to_range`).
+  for some ``i < h`` (:func:`localpriv.mechanisms.stablehash.hash_keys`, :func:`~localpriv.mechanisms.stablehash.to_range`).
   ``key(x) = x`` (``keys=index``, the default) or, with ``keys=labels``, the XXH64 (seed 0) of
-  the UTF-8 text of the domain's label of ``x`` (:func:`localpriv.stablehash.hash_strings`), so
+  the UTF-8 text of the domain's label of ``x`` (:func:`localpriv.mechanisms.stablehash.hash_strings`), so
   candidates may be strings. Two of the ``h`` positions may coincide: ``|B| <= h``.
 * **Permanent randomized response** (PRR, memoized per user in the real protocol): each bit
   becomes ``B'_j = 1`` with probability ``f/2``, ``0`` with probability ``f/2``, ``B_j`` otherwise.
@@ -86,10 +86,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import stablehash
-from .._validation import LocalPrivError, check_int
-from ..privacy import checked_epsilon
-from .base import DenseBlock, Mechanism, Memoized, check_dense_size, register
+from localpriv.mechanisms import stablehash
+from localpriv.utils.validation import LocalPrivError, check_int
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.base import Mechanism, Memoized, register
+from localpriv.likelihood.blocks import DenseBlock, check_dense_size
 
 __all__ = ["RAPPOR", "BitCounts", "Decoded", "bloom_positions", "decode", "candidate_keys"]
 
@@ -113,7 +114,7 @@ def _float(v, name: str) -> float:
 
 def candidate_keys(candidates) -> np.ndarray:
     """64-bit keys of candidates: unsigned integers as they are, strings by
-    ``XXH64(UTF-8, seed=0)`` (:func:`localpriv.stablehash.hash_strings`)."""
+    ``XXH64(UTF-8, seed=0)`` (:func:`localpriv.mechanisms.stablehash.hash_strings`)."""
     arr = np.asarray(candidates)
     if arr.dtype.kind in "ui":
         if arr.dtype.kind == "i" and arr.size and int(arr.min()) < 0:
@@ -584,7 +585,7 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
         The mechanism the reports come from.
     reports, counts : arrays, optional
         Distinct reports and how often each was seen (``counts=None``: once each), e.g. a block of
-        :class:`~localpriv.observations.Observations`. ``method="em-exact"`` needs them.
+        :class:`~localpriv.data.observations.Observations`. ``method="em-exact"`` needs them.
     bit_counts : BitCounts, optional
         Per-cohort bit counts instead of reports (``nnls`` and ``em`` only need these).
     candidates : array, optional
@@ -601,7 +602,7 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
         penalty (non-negative least squares), the EM engine on the bitwise composite likelihood of
         the bit counts, or the EM engine on the exact likelihood of the reports (the MLE).
         ``"auto"`` (default): ``"em-exact"`` when the reports are given and their dense likelihood
-        (candidates x distinct reports) fits under :func:`~localpriv.mechanisms.base.max_dense_entries`,
+        (candidates x distinct reports) fits under :func:`~localpriv.likelihood.blocks.max_dense_entries`,
         else ``"ridge"`` -- the MLE had the lower MSE in every round of the benchmark against
         pure-LDP and a better top 10 and top 50 (docs/rappor.md); the regression needs
         only bit counts. ``Decoded.method`` says which ran.
@@ -656,13 +657,13 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
         bloom = mech.bloom() if candidates is None else mech.bloom(candidate_keys(candidates))
     K = bloom.shape[1]
     if method == "auto":
-        from .base import max_dense_entries
+        from localpriv.likelihood.blocks import max_dense_entries
         fits = reports is not None and K * np.asarray(reports).shape[0] <= max_dense_entries()
         method = "em-exact" if fits else "ridge"
     if method == "em-exact":
         if reports is None:
             raise LocalPrivError("rappor decode: em-exact needs the distinct reports and their counts, not bit counts")
-        from ..estimators.em import em
+        from localpriv.estimators.em import em
         r = np.asarray(reports)
         c = np.ones(r.shape[0]) if counts is None else np.asarray(counts, dtype=float)
         check_dense_size(K, r.shape[0], f"{mech} likelihood of {r.shape[0]} reports")
@@ -693,7 +694,7 @@ def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | N
         total = coef.sum()
         dist = coef / total if total > 0 else np.full(K, 1.0 / K)
         return Decoded(method, coef, dist, {"residual": float(resid)})
-    from ..estimators.em import em
+    from localpriv.estimators.em import em
     live = n > 0
     G1 = mech.s0 + (mech.s1 - mech.s0) * X[live]                              # P(bit = 1 | x)
     G = np.concatenate([G1.reshape(-1, K), (1.0 - G1).reshape(-1, K)]).T      # K x 2 (cohorts m)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import LocalPrivError, check_int, check_rng
-from ..privacy import checked_epsilon
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["RRBAMechanism", "rrba_epsilon", "floor_table"]
 

@@ -32,8 +32,9 @@ from functools import lru_cache
 import numpy as np
 from scipy import sparse
 
-from .._validation import LocalPrivError, check_distribution
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_distribution
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 def linprog(*args, **kwargs):
     """``scipy.optimize.linprog``, imported on first use (keeps ``import localpriv`` quick)."""

@@ -33,9 +33,10 @@ import math
 
 import numpy as np
 
-from .._validation import check_eps, check_int
-from ._numeric import unit_centres
-from .base import Mechanism, check_dense_size, register
+from localpriv.utils.validation import check_eps, check_int
+from localpriv.mechanisms._numeric import unit_centres
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = ["SquareWave", "sw_width"]
 

@@ -29,7 +29,7 @@ difference of the per-bit log-odds ``logit p - logit q``; ``eps/2 - (-eps/2)`` f
 ``r1 = 1``, ``r0 = exp(-log(r1/r0))``, with ``log c(z)`` from log-probabilities
 (``log p = -logaddexp(0, -logit p)``). Nothing overflows for any finite ``eps``; probabilities
 below ~1e-308 underflow to 0, and the computed level stays exact. A level that is ``inf`` or
-beyond ``log(max float64)`` comes with a :class:`~localpriv._validation.PrivacyWarning`.
+beyond ``log(max float64)`` comes with a :class:`~localpriv.utils.validation.PrivacyWarning`.
 
 Unary encodings
 ---------------
@@ -47,11 +47,12 @@ from math import ceil
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
-from ..privacy import checked_epsilon
-from ._sampling import bernoulli_bits, client_inputs
-from ._packed import PackedSupport, row_popcounts
-from .base import LikelihoodBlock, Mechanism, check_dense_size, register
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
+from localpriv.likelihood.packed import PackedSupport, row_popcounts
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
            "sue_probabilities", "oue_probabilities", "sue_logits", "oue_logits", "log_bit", "expit",
@@ -163,7 +164,7 @@ def weighted_gram(Z, w) -> np.ndarray:
 
     A sparse ``Z`` is densified by chunks of ``_GRAM_CHUNK`` entries and multiplied by BLAS: the
     sparse-sparse product was 6x slower (10^6 OUE reports at k = 100, measured in issue 16's notes)
-    and memory stays bounded by a chunk. A :class:`~localpriv.mechanisms._packed.PackedSupport`
+    and memory stays bounded by a chunk. A :class:`~localpriv.likelihood.packed.PackedSupport`
     unpacks its own chunks."""
     w = np.asarray(w, dtype=float)
     if isinstance(Z, PackedSupport):
@@ -188,7 +189,7 @@ class SupportBlock(LikelihoodBlock):
     (per report): ``forward(theta) = u * sum(theta) + v * (Z @ theta)`` and
     ``backward(w) = u @ w + Z.T @ (v * w)``: O(nnz(Z) + k + m) each.
     ``Z`` may also be a dense array (histogram encodings, where it holds per-report ratios) or a
-    :class:`~localpriv.mechanisms._packed.PackedSupport` (many reports: 1 bit per entry).
+    :class:`~localpriv.likelihood.packed.PackedSupport` (many reports: 1 bit per entry).
     """
 
     def __init__(self, k, log_c, r0, r1, Z, counts):
@@ -291,7 +292,7 @@ class PureProtocol(Mechanism):
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
         """(*) as a :class:`SupportBlock`. ``Z`` is held dense (BLAS products) up to
         ``DENSE_Z_ENTRIES`` entries when at least 5 % are set; above that as packed bits
-        (:class:`~localpriv.mechanisms._packed.PackedSupport`, ``O(m k / 8)`` per product, 1 bit
+        (:class:`~localpriv.likelihood.packed.PackedSupport`, ``O(m k / 8)`` per product, 1 bit
         per entry) when at least ``PACKED_MIN_DENSITY`` of the entries are set, else sparse."""
         log_c, r0, r1 = self.likelihood_parts(reports)
         m = np.asarray(counts).size

@@ -10,7 +10,7 @@
 * :mod:`.hybrid` -- randomized response + truncated alpha-geometric mechanism;
 * :mod:`.flips` -- how often Laplace noise flips an independence verdict (chapter 7).
 """
-from .bif import BayesNet, load_network, read_bif
-from .tables import Records, marginalize
+from localpriv.multiattr.bif import BayesNet, load_network, read_bif
+from localpriv.multiattr.tables import Records, marginalize
 
 __all__ = ["BayesNet", "Records", "load_network", "marginalize", "read_bif"]

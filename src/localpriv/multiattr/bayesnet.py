@@ -23,8 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.special import rel_entr
 
-from .._validation import LocalPrivError, check_int, check_rng
-from .tables import Records, cell_index, normalize_table
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
+from localpriv.multiattr.tables import Records, cell_index, normalize_table
 
 __all__ = ["mutual_information", "greedy_bayes", "network_edges", "fit_conditionals",
            "ancestral_sample", "structure_metrics", "table_l1", "table_js", "CachedJoint",

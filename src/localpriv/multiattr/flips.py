@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import chi2 as chi2_dist
 
-from .._validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["stack_statistic", "flip_probability", "acceptance_rate", "g2_table_grid", "eq77_as_written",
            "lemma_7_3_1"]

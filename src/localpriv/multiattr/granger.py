@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import chdtrc, fdtrc
 
-from .._validation import LocalPrivError, check_int
+from localpriv.utils.validation import LocalPrivError, check_int
 
 __all__ = ["lagged", "ols_rss", "granger_test", "var_lag_order", "adf_test", "stationarize",
            "granger_matrix", "ljung_box", "MACKINNON_C"]

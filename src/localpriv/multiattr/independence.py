@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 from scipy.stats import chi2 as chi2_dist
 
-from .._validation import LocalPrivError, check_eps, check_rng
+from localpriv.utils.validation import LocalPrivError, check_eps, check_rng
 
 __all__ = ["expected_counts", "chi2_statistic", "g2_statistic", "chi2_test", "two_step_table",
            "rrba_noisy_counts", "laplace_noisy_counts", "TestResult", "mc_independence_test",

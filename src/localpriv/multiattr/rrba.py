@@ -29,11 +29,11 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import norm
 
-from .._validation import LocalPrivError, check_int, check_rng
-from ..estimators.em import em
-from ..mechanisms.matrix import MatrixMechanism
-from ..mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
-from .tables import marginalize
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
+from localpriv.estimators.em import em
+from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
+from localpriv.multiattr.tables import marginalize
 
 __all__ = [
     "pair_views", "combination_views", "rrba_client", "BlockRun", "aggregate_blocks",

@@ -51,8 +51,8 @@ from typing import Sequence
 import numpy as np
 from scipy.special import chdtrc, ndtr
 
-from .._validation import LocalPrivError, check_int
-from .tables import Records
+from localpriv.utils.validation import LocalPrivError, check_int
+from localpriv.multiattr.tables import Records
 
 __all__ = ["DiscreteBIC", "GaussianBIC", "network_score", "hill_climbing", "pc_skeleton",
            "restrictive_maximization", "brute_force", "exact_search", "arcs_of", "adjacency",

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .._validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Records", "marginalize", "cell_index", "cells_to_table", "normalize_table"]
 

@@ -5,7 +5,7 @@ mechanisms' output spaces, and are added to counts per (mechanism, report) in SQ
 PostgreSQL; estimates with intervals are computed from the counts on demand and cached per counts
 version. Modules: :mod:`~localpriv.service.storage` (the database), :mod:`~localpriv.service.policy`
 (what a collection accepts), :mod:`~localpriv.service.core` (the logic), :mod:`~localpriv.service.app`
-(the HTTP API and the dashboard). Clients: :mod:`localpriv.client`. Wire format: ``docs/service.md``.
+(the HTTP API and the dashboard). Clients: :mod:`localpriv.service.client`. Wire format: ``docs/service.md``.
 
 Nothing here is imported by ``import localpriv`` or the command line's start-up (FastAPI loads only
 when a server starts).
@@ -40,9 +40,9 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
     """
     import uvicorn
 
-    from .app import DEFAULT_MAX_BODY, create_app
-    from .core import Collector
-    from .storage import open_store
+    from localpriv.service.app import DEFAULT_MAX_BODY, create_app
+    from localpriv.service.core import Collector
+    from localpriv.service.storage import open_store
 
     token = admin_token or os.environ.get("LOCALPRIV_ADMIN_TOKEN")
     if not token:
@@ -80,10 +80,10 @@ def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
 
     import httpx
 
-    from .._validation import LocalPrivError
+    from localpriv.utils.validation import LocalPrivError
     env = {**os.environ, "LOCALPRIV_ADMIN_TOKEN": admin_token, "OPENBLAS_NUM_THREADS": "1"}
     with open(log, "ab") as err:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli", "serve", "--db", db, "--host", "127.0.0.1",
+        proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli.main", "serve", "--db", db, "--host", "127.0.0.1",
                                  "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -4,13 +4,13 @@ The HTTP layer (:mod:`localpriv.service.app`) only authenticates and translates;
 is the library's own path of the data (``docs/service.md``):
 
 * a batch (the JSON wire format) becomes one Arrow record batch per report group and goes through
-  the same checks as report files (:func:`localpriv.reports._batch_reports`: every report against
+  the same checks as report files (:func:`localpriv.data.reports._batch_reports`: every report against
   its mechanism's output space, the offending positions named), after the collection's
   :class:`~localpriv.service.policy.Policy` has admitted each group's mechanism by its computed
   privacy level;
 * its reports are counted per distinct (mechanism, report) with NumPy (``aggregate._unique``) and
   added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
-* an estimate reads the stored counts (never raw reports) as :class:`~localpriv.observations.Observations`
+* an estimate reads the stored counts (never raw reports) as :class:`~localpriv.data.observations.Observations`
   through the counts-file checks and runs :func:`localpriv.estimators.estimate`; results are cached
   per (collection, counts version, estimator, level).
 """
@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .._errors import LocalPrivError
-from .policy import Policy
-from .storage import BatchResult, Store
+from localpriv.utils.errors import LocalPrivError
+from localpriv.service.policy import Policy
+from localpriv.service.storage import BatchResult, Store
 
 __all__ = ["Collector", "decode_batch", "MAX_BATCH_REPORTS", "BATCH_ID"]
 
@@ -50,7 +50,7 @@ def sha256(text: str) -> str:
 
 def _text(r: np.ndarray) -> list[str]:
     """Reports (``int64``, ``float64`` or ``n x w`` bytes) -> their text form (docs/format.md), vectorized."""
-    from ..formats import hex_strings
+    from localpriv.data.formats import hex_strings
     if r.ndim == 2:
         return hex_strings(r).to_pylist()
     return pa.array(r).cast(pa.string()).to_pylist()
@@ -61,8 +61,8 @@ def decode_batch(data, policy: Policy, domain):
     admitted by ``policy`` and every report checked against its mechanism's output space.
 
     Raises :class:`LocalPrivError` (one line: what, and at which positions of the batch)."""
-    from ..formats import Source
-    from ..reports import _batch_reports
+    from localpriv.data.formats import Source
+    from localpriv.data.reports import _batch_reports
     if not isinstance(data, dict):
         raise LocalPrivError("a batch is a JSON object with batch_id and groups")
     unknown = set(data) - {"batch_id", "groups"}
@@ -151,7 +151,7 @@ class Collector:
     # ---- collections ------------------------------------------------------------------------
     def create(self, name: str, domain: str, policy: dict, keep_raw: bool = False) -> dict:
         """Create a collection; returns its description with the two new tokens (shown once)."""
-        from ..domains import parse_domain
+        from localpriv.domains import parse_domain
         if not isinstance(name, str) or not NAME.match(name):
             raise LocalPrivError("collection name: 1-64 letters, digits, _ or -, starting with a letter or digit")
         if not isinstance(domain, str):
@@ -168,7 +168,7 @@ class Collector:
 
     def _setup(self, name: str):
         """``(row, policy, domain)`` of a collection (policy and domain parsed once)."""
-        from ..domains import parse_domain
+        from localpriv.domains import parse_domain
         col = self.store.collection(name)
         if col is None:
             raise KeyError(name)
@@ -212,7 +212,7 @@ class Collector:
                         and isinstance(g.get("reports"), list)) if isinstance(groups, list) else 0
             self.store.refused(name, total)
             raise
-        from ..aggregate import _unique
+        from localpriv.data.aggregate import _unique
         rows, raw = [], [] if col["keep_raw"] else None
         for mech, r in parts:
             u, c = _unique(r, np.ones(r.shape[0], np.int64))
@@ -235,9 +235,9 @@ class Collector:
     # ---- reading ----------------------------------------------------------------------------
     def observations(self, name: str):
         """``(counts version, Observations or None)`` from the stored counts (one snapshot)."""
-        from ..formats import Source
-        from ..observations import ObservationBlock, Observations
-        from ..reports import _batch_reports
+        from localpriv.data.formats import Source
+        from localpriv.data.observations import ObservationBlock, Observations
+        from localpriv.data.reports import _batch_reports
         _col, _policy, domain = self._setup(name)
         version, rows = self.store.counts(name)
         if not rows:
@@ -281,21 +281,21 @@ class Collector:
     def _estimate(self, obs, estimator):
         import warnings
 
-        from ..estimators import estimate
+        from localpriv.estimators import estimate
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return estimate(obs, estimator)
 
     def figure(self, name: str, estimator: str | None = None, level: float | None = 0.95) -> bytes:
         """A PNG of the estimate with its intervals (bars/line, heatmap on planar grids), cached
-        like :meth:`estimate` (:func:`localpriv.plotting.estimate_figure`)."""
+        like :meth:`estimate` (:func:`localpriv.inference.plotting.estimate_figure`)."""
         level = _check_level(level)
         version, obs = self.observations(name)
         if obs is None:
             raise LocalPrivError(f"collection {name} has no reports yet")
 
         def make():
-            from ..plotting import estimate_figure
+            from localpriv.inference.plotting import estimate_figure
             est = self._estimate(obs, estimator)
             with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp, _PLOT_LOCK:
                 path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,

@@ -3,7 +3,7 @@
 Every submitted spec is parsed as untrusted data (``parse(spec, domain, trusted=False)``: specs
 naming files, ``matrix(file=...)``, are refused) and judged by its **computed** privacy level,
 never by a parameter: ``Mechanism.epsilon_ldp()`` (``max_z max_{x,x'} log(M[x,z] / M[x',z])``,
-:mod:`localpriv.privacy`) and, when the policy caps it, ``Mechanism.epsilon_geo()`` on the
+:mod:`localpriv.mechanisms.privacy`) and, when the policy caps it, ``Mechanism.epsilon_geo()`` on the
 domain's metric. A level within ``1e-9`` (relative) of a bound counts as within it, so
 ``krr(eps=2.0)``, computed 1.9999999999999996, meets ``max_eps = 2``.
 """
@@ -14,7 +14,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-from .._errors import LocalPrivError
+from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Policy"]
 
@@ -37,7 +37,7 @@ class Policy:
     @classmethod
     def from_dict(cls, data) -> "Policy":
         """From JSON data (data, never instructions: unknown keys and wrong types are refused)."""
-        from ..mechanisms.base import registered
+        from localpriv.mechanisms.base import registered
         if not isinstance(data, dict):
             raise LocalPrivError("policy must be an object with mechanisms and max_eps")
         unknown = set(data) - _KEYS
@@ -80,8 +80,8 @@ class Policy:
     def admit(self, spec: str, domain):
         """The mechanism of ``spec`` on ``domain`` if the policy allows it; else a one-line
         :class:`LocalPrivError` saying why. Levels are computed once per spec and remembered."""
-        from ..mechanisms import parse
-        from ..mechanisms.base import _SPEC_RE, _short
+        from localpriv.mechanisms import parse
+        from localpriv.mechanisms.base import _SPEC_RE, _short
         if not isinstance(spec, str) or not spec.strip():
             raise LocalPrivError("a report group has no mechanism spec")
         m = _SPEC_RE.match(spec)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .._errors import LocalPrivError
+from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult"]
 
@@ -77,7 +77,7 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 def _legacy_hash_specs(c) -> None:
     """Append ``hash=cw`` to every stored local-hashing spec that names no hash family."""
-    from ..formats import legacy_spec
+    from localpriv.data.formats import legacy_spec
     for table in ("counts", "raw_reports"):
         specs = [row[0] for row in c.execute(f"SELECT DISTINCT mechanism FROM {table}").fetchall()]
         for spec in specs:

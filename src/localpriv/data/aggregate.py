@@ -1,0 +1,395 @@
+"""Aggregation: reports to counts per (mechanism, report). Its own, swappable step.
+
+Every engine reads its input through :func:`localpriv.data.reports.read_reports`, so all engines accept
+the same inputs and refuse the same way: any mix of report files, counts files (their counts are
+summed: counts are mergeable), globs, folders and hive-partitioned Parquet datasets, or an Arrow
+report table. Every row is counted or refused with one line naming the file and rows.
+
+* :class:`DuckDBAggregator` (the default) runs ``GROUP BY mechanism, report`` inside embedded DuckDB
+  over the checked batches; DuckDB keeps the partial counts and spills to disk under its
+  ``memory_limit``, so inputs larger than memory aggregate in bounded memory.
+* :class:`NumpyAggregator` does the same with ``numpy.unique`` (an independent check).
+
+``aggregate(A + B) == aggregate([aggregate(A), aggregate(B)])`` for any split of the inputs.
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Iterable, Protocol
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from localpriv.utils.validation import LocalPrivError, check_int
+from localpriv.domains import Domain
+from localpriv.data.formats import TableWriter, _one_line
+from localpriv.data.observations import Observations
+from localpriv.data.reports import read_reports
+
+__all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
+           "check_memory_limit", "MAX_TOTAL"]
+
+#: Counts and their totals stay exact in float64 (the estimators' arithmetic) up to 2^53.
+MAX_TOTAL = 2 ** 53
+_MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.I)
+
+
+def check_memory_limit(text: str) -> str:
+    """A DuckDB memory limit such as ``2GB`` or ``512MiB``."""
+    if not isinstance(text, str) or not _MEMORY.match(text):
+        raise LocalPrivError(f"memory limit {text!r} is not a size such as 512MB or 2GB")
+    return text.strip()
+
+
+class Aggregator(Protocol):
+    def counts(self, source) -> pd.DataFrame:
+        """A frame with columns mechanism, report, count (int64), sorted by mechanism and report."""
+
+
+def _kind(reports: np.ndarray) -> str:
+    return "binary" if reports.ndim == 2 else ("float" if reports.dtype.kind == "f" else "int")
+
+
+def _stream(source, domain: Domain | None, fast=None):
+    """``(spec, reports, counts)`` triples from files or an Arrow table, checked."""
+    if isinstance(source, pd.DataFrame):
+        try:
+            source = pa.Table.from_pandas(source, preserve_index=False)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise LocalPrivError(f"cannot read the report frame: {_one_line(exc)}") from None
+    if isinstance(source, pa.Table):
+        missing = [c for c in ("mechanism", "report") if c not in source.column_names]
+        if missing:
+            raise LocalPrivError(f"the report table has no column(s) {', '.join(missing)}; "
+                                 f"columns: {', '.join(source.column_names) or '(none)'}")
+        from localpriv.data.formats import Source
+        from localpriv.data.reports import _batch_reports
+        src = Source("<report table>", "arrow", "counts" if "count" in source.column_names else "reports",
+                     None)
+        first = 1
+        for batch in source.to_batches(max_chunksize=1 << 20):
+            if batch.num_rows:
+                yield from _batch_reports(batch, src, first, domain)
+            first += batch.num_rows
+        return
+    if fast is None:
+        for _, parts in read_reports(source, domain):
+            yield from parts
+        return
+    from localpriv.data.formats import expand_sources
+    from localpriv.data.reports import _batch_reports
+    for src in expand_sources(source):
+        grouped = fast(src) if src.ftype == "parquet" else None
+        if grouped is not None:
+            yield from grouped
+            continue
+        for batch, first in src.batches():
+            if batch.num_rows:
+                yield from _batch_reports(batch, src, first, domain)
+
+
+def _parquet_grouped(con, src, domain):
+    """A Parquet source summed by DuckDB's own scan, checked on its distinct (mechanism, report)
+    pairs: ``[(spec, mech, reports, counts)]``, or ``None`` when anything is off (a missing value,
+    a bad count, a spec or report its mechanism refuses, a text report column), in which case the
+    caller reads the file through the row-by-row checked path, which names the offending rows.
+
+    Same result as the checked path on valid files (the tests compare both), at DuckDB's speed."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from localpriv.data.reports import _mechanism, validate_reports
+    try:
+        schema = pq.ParquetFile(src.path).schema_arrow
+    except (pa.ArrowException, OSError):
+        return None
+    names = schema.names
+    if "report" not in names or not (pa.types.is_integer(schema.field("report").type)
+                                      or pa.types.is_floating(schema.field("report").type)
+                                      or pa.types.is_binary(schema.field("report").type)
+                                      or pa.types.is_fixed_size_binary(schema.field("report").type)):
+        return None
+    if "mechanism" in names:
+        mech_sql = 'CAST("mechanism" AS VARCHAR)'
+    elif "mechanism" in src.constants:
+        mech_sql = "'" + str(src.constants["mechanism"]).replace("'", "''") + "'"
+    else:
+        return None
+    counts = src.kind == "counts"
+    if counts and ("count" not in names or not (pa.types.is_integer(schema.field("count").type)
+                                               or pa.types.is_floating(schema.field("count").type))):
+        return None
+    cnt = '"count"' if counts else "1"
+    bad_count = (f'bool_or({cnt} IS NULL OR {cnt} < 0 OR {cnt} <> floor({cnt}) OR {cnt} > 9007199254740992)'
+                 if counts else "false")
+    path = src.path.replace("'", "''")
+    total = f"SUM({cnt})" if counts else "count(*)"  # count(*): no 128-bit sum of ones per report
+    query = (f"SELECT {mech_sql} AS mechanism, report, {total} AS count, {bad_count} AS bad "
+             f"FROM read_parquet('{path}') GROUP BY 1, 2")
+    try:
+        df = con.execute(query).df()
+    except duckdb.Error:
+        return None
+    if df.empty or df["bad"].any() or df["mechanism"].isna().any() or df["report"].isna().any() \
+            or (df["mechanism"].str.strip() == "").any():
+        return None
+    out = []
+    for spec, grp in df.groupby("mechanism", sort=True):
+        spec = src.read_spec(spec)  # format versions 1-2: local-hashing specs mean hash=cw (formats.py)
+        try:
+            mech = _mechanism(spec, domain, src.path)
+            rep = grp["report"].to_numpy()
+            if rep.dtype == object:
+                widths = {len(v) for v in rep}
+                if len(widths) != 1:
+                    return None
+                rep = np.frombuffer(b"".join(bytes(v) for v in rep), dtype=np.uint8).reshape(len(rep), -1)
+            rep = validate_reports(mech, rep)
+        except LocalPrivError:
+            return None
+        c = grp["count"].to_numpy(dtype=float)
+        if np.any(c > MAX_TOTAL):
+            return None
+        out.append((spec, mech, rep, c.astype(np.int64)))
+    return out
+
+
+def _check_total(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        raise LocalPrivError("no reports to aggregate: the input is empty")
+    totals = df.groupby("mechanism", sort=False)["count"].sum()
+    if (totals > MAX_TOTAL).any() or float(totals.sum()) > MAX_TOTAL:
+        raise LocalPrivError("more than 2^53 reports in all: counts that large are not exact")
+    return df
+
+
+class DuckDBAggregator:
+    """Counts reports with DuckDB (bounded memory via ``memory_limit``; spills to a temporary folder)."""
+
+    def __init__(self, memory_limit: str = "2GB", threads: int | None = None, domain: Domain | None = None,
+                 fast: bool = True):
+        """``fast``: Parquet files are summed by DuckDB's own scan and checked on their distinct
+        pairs (any anomaly falls back to the row-by-row checked reader); ``False`` reads every file
+        through the checked reader."""
+        self.fast = bool(fast)
+        self.memory_limit = check_memory_limit(memory_limit)
+        self.threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
+        self.domain = domain
+
+    def _connect(self, tmp: str):
+        import duckdb
+        con = duckdb.connect()
+        con.execute(f"SET memory_limit='{self.memory_limit}'")
+        con.execute("SET preserve_insertion_order=false")
+        con.execute(f"SET temp_directory='{tmp}'")
+        if self.threads:
+            con.execute(f"SET threads={int(self.threads)}")
+        return con
+
+    def counts(self, source) -> pd.DataFrame:
+        import duckdb
+        types = {"int": "BIGINT", "float": "DOUBLE", "binary": "BLOB"}
+        with tempfile.TemporaryDirectory(prefix="localpriv-duckdb-") as tmp:
+            try:
+                con = self._connect(tmp)
+            except duckdb.Error as exc:
+                raise LocalPrivError(f"cannot start DuckDB: {_one_line(exc)}") from None
+            try:
+                made: set[str] = set()
+                # numeric parts wait here while they are few (Parquet's fast path hands over one
+                # summed part per mechanism and file): merged in memory at the end, without the
+                # round trip through DuckDB's tables; past _PENDING_ROWS they go to DuckDB.
+                pending: list = []
+                held = 0
+
+                def insert(spec, r, c, kind):
+                    if kind not in made:
+                        con.execute(f"CREATE TABLE agg_{kind} (mechanism VARCHAR, report {types[kind]}, "
+                                    "count HUGEINT)")
+                        made.add(kind)
+                    n = r.shape[0]
+                    rep = (pa.FixedSizeBinaryArray.from_buffers(pa.binary(r.shape[1]), n,
+                                                                [None, pa.py_buffer(np.ascontiguousarray(r))])
+                           if kind == "binary" else pa.array(r))
+                    batch = pa.table({
+                        "mechanism": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), [spec]),
+                        "report": rep,
+                        "count": pa.array(np.ones(n, np.int64) if c is None else c, type=pa.int64())})
+                    con.register("batch", batch)
+                    con.execute(f"INSERT INTO agg_{kind} SELECT CAST(mechanism AS VARCHAR), report, "
+                                "SUM(count) FROM batch GROUP BY ALL")
+                    con.unregister("batch")
+
+                fast = None if not self.fast else (lambda src: _parquet_grouped(con, src, self.domain))
+                for spec, _mech, r, c in _stream(source, self.domain, fast):
+                    kind = _kind(r)
+                    if kind != "binary" and held + r.shape[0] <= _PENDING_ROWS:
+                        pending.append((spec, r, c, kind))
+                        held += r.shape[0]
+                        continue
+                    for part in pending:
+                        insert(*part)
+                    pending, held = [], 0
+                    insert(spec, r, c, kind)
+                frames = []
+                if made:
+                    for part in pending:
+                        insert(*part)
+                    pending = []
+                for kind in sorted(made):
+                    df = con.execute(f"SELECT mechanism, report, SUM(count) AS count FROM agg_{kind} "
+                                     "GROUP BY ALL HAVING SUM(count) > 0 ORDER BY mechanism, report").df()
+                    if len(df) and float(df["count"].astype(float).max()) > MAX_TOTAL:
+                        raise LocalPrivError("more than 2^53 reports of one kind: counts that large are not exact")
+                    df["count"] = df["count"].astype(np.int64)
+                    if kind == "binary":
+                        df["report"] = [bytes(v) for v in df["report"]]
+                    frames.append(df)
+                if pending:
+                    frames.append(_merged_in_memory(pending))
+            except duckdb.Error as exc:
+                raise LocalPrivError(f"aggregation failed: {_one_line(exc)}") from None
+            finally:
+                con.close()
+        if not frames:
+            raise LocalPrivError("no reports to aggregate: the input is empty")
+        df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return _check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
+
+
+#: numeric rows (distinct reports of summed parts, or raw reports) merged in memory rather than in
+#: DuckDB's tables when all the input's parts together hold at most this many
+_PENDING_ROWS = 1 << 20
+
+
+def _merged_in_memory(parts) -> pd.DataFrame:
+    """The frame DuckDB's final ``GROUP BY ... HAVING SUM(count) > 0 ORDER BY mechanism, report``
+    gives, for a few numeric parts ``(spec, reports, counts or None, kind)``; kinds in the order
+    the DuckDB path emits them (float before int), each sorted by mechanism and report."""
+    groups: dict = {}
+    for spec, r, c, kind in parts:
+        groups.setdefault((kind, spec), []).append((r, np.ones(r.shape[0], np.int64) if c is None
+                                                    else np.asarray(c, dtype=np.int64)))
+    frames = []
+    for kind, spec in sorted(groups):
+        u, c = _merge([_unique(r, c) for r, c in groups[(kind, spec)]])
+        if c.size and float(c.max()) > MAX_TOTAL:
+            raise LocalPrivError("more than 2^53 reports of one kind: counts that large are not exact")
+        keep = c > 0
+        frames.append(pd.DataFrame({"mechanism": spec, "report": u[keep], "count": c[keep].astype(np.int64)}))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+class NumpyAggregator:
+    """Counts with ``numpy.unique`` per batch, merged per mechanism (memory: distinct reports)."""
+
+    def __init__(self, domain: Domain | None = None):
+        self.domain = domain
+
+    def counts(self, source) -> pd.DataFrame:
+        acc: dict[str, list] = {}
+        for spec, _mech, r, c in _stream(source, self.domain):
+            ones = np.ones(r.shape[0], np.int64) if c is None else c
+            acc.setdefault(spec, []).append(_unique(r, ones))
+            if len(acc[spec]) > 16:
+                acc[spec] = [_merge(acc[spec])]
+        if not acc:
+            raise LocalPrivError("no reports to aggregate: the input is empty")
+        frames = []
+        for spec in sorted(acc):
+            u, c = _merge(acc[spec])
+            keep = c > 0
+            u, c = u[keep], c[keep]
+            rep = [bytes(x) for x in u] if u.ndim == 2 else u
+            frames.append(pd.DataFrame({"mechanism": spec, "report": rep, "count": c.astype(np.int64)}))
+        return _check_total(pd.concat(frames, ignore_index=True))
+
+
+def _unique(r: np.ndarray, c: np.ndarray):
+    if r.ndim == 2:
+        u, inv = np.unique(r, axis=0, return_inverse=True)
+    else:
+        u, inv = np.unique(r, return_inverse=True)
+    return u, np.bincount(inv.ravel(), weights=c, minlength=u.shape[0]).astype(np.int64) \
+        if c.max(initial=0) < 2 ** 50 else _exact_sum(inv.ravel(), c, u.shape[0])
+
+
+def _exact_sum(inv, c, m):
+    out = np.zeros(m, dtype=np.int64)
+    np.add.at(out, inv, c)
+    return out
+
+
+def _merge(parts):
+    if len(parts) == 1:
+        return parts[0]
+    u = np.concatenate([p[0] for p in parts])
+    c = np.concatenate([p[1] for p in parts])
+    return _unique(u, c)
+
+
+def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | None = None) -> Observations:
+    """Aggregate reports and counts (files, globs, folders, datasets, or an Arrow table) to
+    :class:`~localpriv.data.observations.Observations`."""
+    agg = aggregator or DuckDBAggregator(domain=domain)
+    if getattr(agg, "domain", None) is None and domain is not None and hasattr(agg, "domain"):
+        agg.domain = domain
+    obs = Observations.from_frame(agg.counts(source), domain)
+    if not isinstance(source, (pa.Table, pd.DataFrame)):  # files: the values' column they record
+        from localpriv.data.formats import attribute_of
+        attribute = attribute_of(source)
+        if attribute:
+            obs.meta["attribute"] = attribute
+    return obs
+
+
+def write_counts(df: pd.DataFrame, path, inputs: Iterable = (), attribute: str | None = None) -> Path:
+    """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
+
+    Parquet needs one report type per file: numeric reports of different types are stored as
+    ``double`` (exact for output indices below 2^53); bit vectors beside numbers are stored as the
+    CSV text form (``string``), which every reader decodes per mechanism.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Columns ``mechanism``, ``report``, ``count`` (an aggregator's ``counts(...)``).
+    path : str or Path
+        The counts file (``.csv`` or ``.parquet``).
+    inputs : iterable of paths
+        The files counted (the output may not overwrite one of them).
+    attribute : str, optional
+        The name of the values' column, recorded in the file (default: the one the input files
+        record, when they agree; see :func:`localpriv.data.formats.attribute_of`).
+
+    Returns
+    -------
+    Path
+    """
+    reps = df["report"].to_numpy()
+    kinds: set = set()
+    if reps.dtype == object:  # one pass over the distinct reports (not the users' reports)
+        kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
+                  "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}
+    if attribute is None and inputs:
+        from localpriv.data.formats import attribute_of
+        attribute = attribute_of(inputs)
+    with TableWriter(path, "counts", inputs, attribute=attribute) as w:
+        if reps.dtype != object or kinds == {"int"} or kinds == {"float"} or kinds == {"int", "float"}:
+            if reps.dtype == object:
+                reps = reps.astype(np.float64 if "float" in kinds else np.int64)
+            col = pa.array(reps)
+        elif kinds == {"binary"}:
+            widths = {len(v) for v in reps}
+            col = pa.array(list(reps), type=pa.binary(widths.pop())) if len(widths) == 1 else pa.array(
+                list(reps), type=pa.binary())
+        else:  # mixed bit vectors and numbers: the text form
+            col = pa.array([v.hex() if isinstance(v, (bytes, bytearray)) else
+                            (repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))
+                            for v in reps], type=pa.string())
+        w.write(pa.table({"mechanism": pa.array(df["mechanism"].astype(str).to_numpy(), pa.string()),
+                          "report": col, "count": pa.array(df["count"].to_numpy(np.int64))}))
+    return w.path

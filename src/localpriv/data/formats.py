@@ -1,0 +1,786 @@
+"""Files: the versioned report and counts formats, atomic outputs, and checked, streaming readers.
+
+Everything that crosses a file boundary goes through this module, so that every entry point (the
+API, the command line, the service) reads and writes the same way and refuses the same way.
+The format is specified in ``docs/format.md``; in short:
+
+* A **report file** has the columns ``mechanism`` (the mechanism's spec string, e.g.
+  ``krr(k=100,eps=2.0)``) and ``report``; a **counts file** has ``mechanism``, ``report`` and
+  ``count`` (a whole number >= 0). Counts files are mergeable: aggregating counts files sums them.
+* **Parquet**: the schema's key-value metadata holds ``localpriv.format = "3"``,
+  ``localpriv.kind = "reports" | "counts"``, ``localpriv.mechanisms`` (a JSON list of the specs in
+  the file) and, optionally, ``localpriv.attribute`` (the name of the values' column: a label). ``report`` is ``int64`` (output indices), ``double`` (continuous outputs),
+  ``fixed_size_binary`` (bit vectors) or ``string`` (the CSV text form below).
+* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=3 kind=reports``
+  (or ``kind=counts``; optionally `` attribute=NAME``, percent-encoded), then the header line, the rows, and a last line ``#localpriv end rows=N``.
+  A file whose last line is missing was cut short and is refused. ``report`` is written as text:
+  a decimal integer, a float in shortest round-trip form, or lowercase hex for bit vectors.
+  CSV files without the ``#localpriv`` lines (written by another tool) are read without the
+  truncation check, their specs as written. Version 1 files (no attribute) are read as before.
+* **Versions.** 3 (this release): the local-hashing oracles (``blh``, ``olh``, ``lblh``, ``lolh``)
+  hash with XXH64 (``docs/hashing.md``) unless their spec says ``hash=cw``. In files of versions 1
+  and 2 those specs meant the legacy Carter-Wegman family, so the reader adds ``hash=cw`` to them
+  (:func:`legacy_spec`): old files decode to the same estimates. Files without a localpriv marker
+  are read with their specs as written (the current meaning).
+
+Outputs are written under a temporary name in the target folder and renamed on success
+(:func:`atomic_output`): an interrupted or failed command leaves no output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
+from localpriv.utils.validation import LocalPrivError
+
+__all__ = [
+    "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
+    "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
+    "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
+    "spec_for_version",
+]
+
+#: The version of the report and counts formats this release writes.
+FORMAT_VERSION = 3
+#: The versions it reads: 2 adds the optional ``attribute`` (the name of the values' column) to
+#: version 1; a version-1 file is a version-2 file without it. 3 moves the local-hashing oracles
+#: to XXH64 (issue 20): their specs in version 1 and 2 files are read with ``hash=cw``.
+READ_VERSIONS = (1, 2, 3)
+#: Versions whose local-hashing specs without ``hash=`` meant the legacy Carter-Wegman family.
+LEGACY_HASH_VERSIONS = (1, 2)
+#: Spec names whose meaning changed in version 3 (hash family ``xxh64`` by default, ``cw`` before).
+LEGACY_HASH_SPECS = frozenset({"blh", "olh", "lblh", "lolh"})
+_CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)((?: [A-Za-z_]+=\S*)*)\s*$")
+#: the longest attribute name written (it is a label, not a payload)
+MAX_ATTRIBUTE_CHARS = 200
+_CSV_END = re.compile(r"^#localpriv end rows=(\d+)\s*$")
+REPORT_SUFFIXES = (".parquet", ".csv")
+ESTIMATE_SUFFIXES = (".json", ".csv", ".geojson")  # .geojson: estimates on planar grids
+IMAGE_SUFFIXES = (".png",)
+#: CSV read in blocks of this many bytes (memory per block, not per file).
+CSV_BLOCK_BYTES = 1 << 20
+#: Parquet read in batches of this many rows.
+PARQUET_BATCH_ROWS = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------
+def rows_text(rows, total: int | None = None, limit: int = 5, word: str = "row") -> str:
+    """``"rows 3, 17, 42 and 9 more"``: where a problem is, 1-based, the first few."""
+    rows = [int(r) for r in rows]
+    total = len(rows) if total is None else int(total)
+    shown = ", ".join(str(r) for r in rows[:limit])
+    more = f" and {total - min(len(rows), limit)} more" if total > min(len(rows), limit) else ""
+    return f"{word}{'s' if total > 1 else ''} {shown}{more}"
+
+
+def _is_uri(text: str) -> bool:
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) is not None
+
+
+def _suffix(name: str) -> str:
+    low = name.lower()
+    return ".csv" if low.endswith(".csv.gz") else Path(low).suffix
+
+
+def file_type(path: str) -> str:
+    """``"parquet"`` or ``"csv"``, from the file's first bytes, checked against its extension."""
+    suffix = _suffix(path)
+    if _is_uri(path):
+        if suffix in (".parquet", ".pq"):
+            return "parquet"
+        if suffix == ".csv":
+            return "csv"
+        raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .parquet or .csv")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - 4))
+            tail = fh.read(4)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if size == 0:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    if head == b"PAR1":
+        if tail != b"PAR1" or size < 12:
+            raise LocalPrivError(f"{path} is a truncated Parquet file (no footer): it was cut short")
+        return "parquet"
+    if suffix in (".parquet", ".pq"):
+        raise LocalPrivError(f"{path} is not a Parquet file (it does not start with PAR1); "
+                             "if it is CSV, name it .csv")
+    if suffix in (".csv", ".txt", ".tsv") or path.lower().endswith(".csv.gz"):
+        if suffix != ".csv":
+            raise LocalPrivError(f"{path}: unknown file type {suffix!r}; use .csv or .parquet")
+        return "csv"
+    raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .csv or .parquet")
+
+
+def _first_bad_utf8(path: str) -> tuple[int, int, bytes] | None:
+    """``(line, byte offset, bytes)`` of the first bytes of ``path`` that are not UTF-8 (error path)."""
+    compression = "gzip" if path.lower().endswith(".gz") else None
+    line, offset, carry = 1, 0, b""
+    with pa.input_stream(path, compression=compression) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            data = carry + chunk
+            if not data:
+                return None
+            try:
+                data.decode("utf-8")
+                carry = b""
+            except UnicodeDecodeError as exc:
+                if chunk and exc.reason == "unexpected end of data" and exc.start >= len(data) - 3:
+                    carry = data[exc.start:]
+                    data = data[:exc.start]
+                else:
+                    at = exc.start
+                    start = data.rfind(b"\n", 0, at) + 1
+                    return line + data.count(b"\n", 0, at), offset + at, data[max(start, at - 30):at + 8]
+            line += data.count(b"\n")
+            offset += len(data)
+            if not chunk:
+                return None
+
+
+def read_error(path: str, exc: BaseException) -> LocalPrivError:
+    """A one-line error for a file that could not be read; text that is not UTF-8 is located."""
+    text = _one_line(exc)
+    if "utf8" in text.lower().replace("-", "") and _suffix(path) == ".csv":
+        try:
+            bad = _first_bad_utf8(path)
+        except (pa.ArrowException, OSError):  # pragma: no cover - the original message will do
+            bad = None
+        if bad is not None:
+            line, offset, snippet = bad
+            return LocalPrivError(
+                f"{path} is not UTF-8 text: line {line} (byte {offset}) holds {snippet!r}; CSV files "
+                "must be UTF-8 (or UTF-16 with a byte-order mark): convert it, e.g. "
+                "iconv -f latin1 -t utf-8 (Latin-1 and other encodings are refused, not guessed)")
+    return LocalPrivError(f"cannot read {path}: {text}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    return re.sub(r"\s+", " ", first)[:300]
+
+
+# --------------------------------------------------------------------------------------------
+# Format version 3: the hash family of the local-hashing oracles
+# --------------------------------------------------------------------------------------------
+_SPEC_HEAD = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def legacy_spec(spec: str) -> str:
+    """A spec as a version 1 or 2 file meant it: ``olh(k=10,eps=2.0)`` -> ``olh(k=10,eps=2.0,hash=cw)``.
+
+    Only the local-hashing oracles (:data:`LEGACY_HASH_SPECS`) change, and only when they name no
+    ``hash``; anything else (other mechanisms, specs that do not parse) is returned unchanged, for
+    the spec parser to accept or refuse as usual.
+    """
+    if not isinstance(spec, str):
+        return spec
+    m = _SPEC_HEAD.match(spec)
+    if not m or m.group(1) not in LEGACY_HASH_SPECS:
+        return spec
+    from localpriv.mechanisms.base import _split_args
+    body = m.group(2) or ""
+    keys = {part.partition("=")[0].strip() for part in _split_args(body)}
+    if "hash" in keys:
+        return spec
+    return f"{m.group(1)}({body + ',' if body.strip() else ''}hash=cw)"
+
+
+def spec_for_version(spec: str, version: int | None) -> str:
+    """The spec as this release must read it from a file of format ``version`` (``None``: a file
+    without a localpriv marker, read as written)."""
+    return legacy_spec(spec) if version in LEGACY_HASH_VERSIONS else spec
+
+
+def _legacy_column(col: pa.Array) -> pa.Array:
+    """A mechanism column of a version 1/2 file with :func:`legacy_spec` applied (per distinct spec)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return col  # not spec strings: the checked reader refuses it with its own message
+    enc = pc.dictionary_encode(col)
+    specs = enc.dictionary.to_pylist()
+    mapped = [legacy_spec(v) for v in specs]
+    if mapped == specs:
+        return col
+    return pc.take(pa.array(mapped, type=col.type), enc.indices)
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic outputs
+# --------------------------------------------------------------------------------------------
+def _same_file(a: str, b: str) -> bool:
+    if _is_uri(a) or _is_uri(b):
+        return a == b
+    pa_, pb = Path(a), Path(b)
+    try:
+        if pa_.exists() and pb.exists():
+            return os.path.samefile(pa_, pb)
+    except OSError:
+        pass
+    return pa_.resolve() == pb.resolve()
+
+
+def check_output(path, suffixes, inputs=(), what: str = "output") -> Path:
+    """Validate an output path before any work: a known extension, not one of the inputs."""
+    p = Path(path)
+    suffix = _suffix(p.name)
+    if suffix not in suffixes or p.name.lower().endswith(".gz"):
+        raise LocalPrivError(f"{what} {p}: unknown extension {suffix or '(none)'!r}; use "
+                             + " or ".join(suffixes))
+    if p.exists() and p.is_dir():
+        raise LocalPrivError(f"{what} {p} is a folder; give a file name")
+    for src in inputs:
+        if _same_file(str(p), str(src)):
+            raise LocalPrivError(f"{what} {p} is also an input; write to another file")
+        if _read_as_input(p, str(src)):
+            raise LocalPrivError(f"{what} {p} would be read as an input ({src}); write it elsewhere")
+    return p
+
+
+def _read_as_input(out: Path, src: str) -> bool:
+    """Would ``out`` be one of the files the input ``src`` (a glob or a folder) stands for?"""
+    import fnmatch
+    if _is_uri(src) or _is_uri(str(out)) or _suffix(out.name) not in (".parquet", ".pq", ".csv"):
+        return False
+    target = Path(os.path.abspath(out))
+    if any(ch in src for ch in "*?["):
+        pattern = Path(os.path.abspath(src))
+        if "**" in src:
+            return fnmatch.fnmatchcase(str(target), str(pattern))
+        return len(pattern.parts) == len(target.parts) and all(
+            fnmatch.fnmatchcase(t, q) for t, q in zip(target.parts, pattern.parts))
+    folder = Path(src)
+    if not folder.is_dir():
+        return False
+    try:
+        rel = target.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return not any(part.startswith((".", "_")) for part in rel.parts)
+
+
+@contextmanager
+def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
+    """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
+
+    The folder is created if missing. On any exception (or an interrupt, see
+    :func:`interrupt_cleanly`) the temporary file is removed and ``path`` is left as it was.
+    """
+    p = check_output(path, suffixes, inputs, what) if suffixes else Path(path)
+    created = [d for d in (p.parent, *p.parent.parents) if not d.exists()]  # deepest first
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = os.path.join(p.parent, f".{p.name}.{secrets.token_hex(4)}.tmp{p.suffix}")
+    try:  # from the file's creation on, any exit (a signal included) removes it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as usual
+        os.close(fd)
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        raise_if_interrupted()  # a signal whose exception was swallowed still stops the commit
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):  # failed or interrupted: no output, nor the folders made for it
+            os.unlink(tmp)
+            for d in created:
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+def _csv_report_column(arr: pa.Array) -> pa.Array:
+    """The CSV text form of a report column: bit vectors as lowercase hex."""
+    if pa.types.is_fixed_size_binary(arr.type):
+        n, w = len(arr), arr.type.byte_width
+        raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(arr.offset + n) * w)[arr.offset * w:]
+        return hex_strings(raw.reshape(n, w))
+    if pa.types.is_binary(arr.type):
+        vals = arr.to_numpy(zero_copy_only=False)
+        widths = {len(v) for v in vals}
+        if len(widths) == 1:
+            return hex_strings(np.frombuffer(b"".join(vals), dtype=np.uint8).reshape(len(vals), -1))
+        return pa.array([bytes(v).hex() for v in vals], type=pa.string())  # ragged: rare, refused on read
+    return arr
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def hex_strings(rows: np.ndarray) -> pa.Array:
+    """``n x w`` bytes -> ``n`` lowercase hex strings of ``2w`` characters, vectorized."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, w = rows.shape
+    out = np.empty((n, 2 * w), dtype=np.uint8)
+    out[:, 0::2] = _HEX[rows >> 4]
+    out[:, 1::2] = _HEX[rows & 15]
+    offsets = np.arange(0, (n + 1) * 2 * w, 2 * w, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+
+
+def hex_bytes(text: pa.Array, width_chars: int) -> np.ndarray:
+    """Lowercase or uppercase hex strings of ``width_chars`` characters (checked by the caller)
+    -> ``n x width_chars/2`` bytes, vectorized."""
+    n = len(text)
+    text = pa.array(text.to_pylist(), pa.string()) if text.offset or text.null_count else text
+    chars = np.frombuffer(text.buffers()[2], dtype=np.uint8)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[: n + 1]
+    start = int(offsets[0])
+    chars = chars[start:start + n * width_chars].reshape(n, width_chars)
+    val = np.where(chars <= ord("9"), chars - ord("0"), (chars | 0x20) - ord("a") + 10).astype(np.uint8)
+    return (val[:, 0::2] << 4) | val[:, 1::2]
+
+
+class TableWriter:
+    """Stream Arrow tables (``mechanism``, ``report`` [, ``count``]) to a report or counts file,
+    atomically, with the format version and the mechanisms' specs.
+
+    Use as a context manager; the file appears under its name only when the block succeeds.
+    """
+
+    def __init__(self, path, kind: str, inputs=(), attribute: str | None = None):
+        if kind not in ("reports", "counts"):
+            raise ValueError(kind)
+        self.kind = kind
+        self.attribute = _attribute(attribute)
+        self.path = check_output(path, REPORT_SUFFIXES, inputs, what=f"{kind} file")
+        self.rows = 0
+        self.specs: list[str] = []
+        self._ctx = None
+        self._tmp: Path | None = None
+        self._pq = None
+        self._fh = None
+        self._schema = None
+        self._header_done = False
+
+    def __enter__(self):
+        self._ctx = atomic_output(self.path)
+        self._tmp = self._ctx.__enter__()
+        if _suffix(self.path.name) == ".csv":
+            self._fh = open(self._tmp, "wb")
+            head = f"#localpriv format={FORMAT_VERSION} kind={self.kind}"
+            if self.attribute:
+                from urllib.parse import quote
+                head += f" attribute={quote(self.attribute, safe='')}"
+            self._fh.write((head + "\n").encode())
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        need = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        missing = [c for c in need if c not in table.column_names]
+        if missing:
+            raise LocalPrivError(f"cannot write {self.kind}: the table has no column(s) {', '.join(missing)}")
+        mech = table.column("mechanism")
+        if mech.null_count:
+            raise LocalPrivError("cannot write reports without a mechanism")
+        mech = mech.cast(pa.string())
+        for spec in pc.unique(mech).to_pylist():
+            if spec not in self.specs:
+                self.specs.append(spec)
+        cols = {"mechanism": mech, "report": table.column("report")}
+        if self.kind == "counts":
+            cols["count"] = table.column("count").cast(pa.int64())
+        t = pa.table(cols)
+        if self._fh is not None:
+            rep = t.column("report").combine_chunks() if t.num_rows else pa.array([], pa.string())
+            t = t.set_column(1, "report", _csv_report_column(rep))
+            opts = pacsv.WriteOptions(include_header=not self._header_done, quoting_style="needed")
+            pacsv.write_csv(t, self._fh, write_options=opts)
+            self._header_done = True
+        else:
+            if self._pq is None:
+                self._schema = t.schema
+                self._pq = pq.ParquetWriter(self._tmp, t.schema)
+            elif t.schema != self._schema:
+                raise LocalPrivError(f"{self.path}: reports of type {t.schema.field('report').type} cannot join "
+                                     f"reports of type {self._schema.field('report').type} in one Parquet file")
+            self._pq.write_table(t)
+        self.rows += t.num_rows
+
+    def _metadata(self) -> dict:
+        meta = {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
+                "localpriv.mechanisms": json.dumps(self.specs), "localpriv.rows": str(self.rows)}
+        if self.attribute:
+            meta["localpriv.attribute"] = self.attribute
+        return meta
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                if self._fh is not None:
+                    if not self._header_done:
+                        cols = "mechanism,report" + (",count" if self.kind == "counts" else "")
+                        self._fh.write((cols + "\n").encode())
+                    self._fh.write(f"#localpriv end rows={self.rows}\n".encode())
+                else:
+                    if self._pq is None:  # no rows: an empty file with the right columns
+                        fields = [pa.field("mechanism", pa.string()), pa.field("report", pa.int64())]
+                        if self.kind == "counts":
+                            fields.append(pa.field("count", pa.int64()))
+                        self._pq = pq.ParquetWriter(self._tmp, pa.schema(fields))
+                    self._pq.add_key_value_metadata(self._metadata())
+        finally:
+            if self._fh is not None:
+                self._fh.close()
+            if self._pq is not None:
+                self._pq.close()
+        return self._ctx.__exit__(exc_type, exc, tb)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading: sources of reports and counts
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Source:
+    """One file of reports or counts (a part of a dataset keeps its hive partition values)."""
+
+    path: str
+    ftype: str                       # "parquet" | "csv"
+    kind: str                        # "reports" | "counts"
+    version: int | None              # None: written by another tool (no localpriv marker)
+    constants: dict = field(default_factory=dict)  # hive partition values, e.g. {"mechanism": ...}
+    csv_header_lines: int = 0
+    declared_rows: int | None = None
+    attribute: str | None = None     # the values' column name (format version 2), a label
+    declared_specs: list | None = None  # Parquet ``localpriv.mechanisms`` (informative), if any
+
+    @property
+    def legacy_hash(self) -> bool:
+        """Does this file's version read local-hashing specs as ``hash=cw`` (versions 1 and 2)?"""
+        return self.version in LEGACY_HASH_VERSIONS
+
+    @property
+    def needs_spec_rewrite(self) -> bool:
+        """Could :meth:`read_spec` change a spec of this file? (Readers that scan files with
+        another engine route such files through :meth:`batches`, which rewrites them.) True for
+        version 1/2 files unless their declared specs or partition value show no local hashing."""
+        if not self.legacy_hash:
+            return False
+        if "mechanism" in self.constants:
+            return legacy_spec(str(self.constants["mechanism"])) != str(self.constants["mechanism"])
+        if self.declared_specs is None:
+            return True
+        return any(legacy_spec(s) != s for s in self.declared_specs)
+
+    def read_spec(self, spec: str) -> str:
+        """A spec read from this file as this release must understand it (:func:`spec_for_version`)."""
+        return spec_for_version(spec, self.version)
+
+    def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
+        """``(batch, first_row)`` with columns mechanism, report [, count]; ``first_row`` is the
+        1-based data row (CSV: line) of the batch's first row. The specs of version 1 and 2 files
+        come with :func:`legacy_spec` applied."""
+        reader = self._parquet_batches if self.ftype == "parquet" else self._csv_batches
+        try:
+            for batch, first in reader():
+                if self.legacy_hash and batch.num_rows:
+                    i = batch.schema.get_field_index("mechanism")
+                    batch = batch.set_column(i, "mechanism", _legacy_column(batch.column(i)))
+                yield batch, first
+        except LocalPrivError:
+            raise
+        except (pa.ArrowException, OSError, UnicodeError, ValueError) as exc:
+            raise read_error(self.path, exc) from None
+
+    # ---- Parquet ------------------------------------------------------------------------------
+    def _parquet_batches(self):
+        pf = pq.ParquetFile(self.path)
+        want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        names = pf.schema_arrow.names
+        present = [c for c in want if c in names]
+        row = 1
+        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=present):
+            batch = _with_constants(batch, self.constants, want)
+            yield batch, row
+            row += batch.num_rows
+
+    # ---- CSV ----------------------------------------------------------------------------------
+    def _csv_batches(self):
+        want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        invalid: list[tuple[int | None, str]] = []
+
+        def on_invalid(row):
+            invalid.append((row.number, row.text))
+            return "skip"
+
+        stream = _open_text(self.path)
+        reader = pacsv.open_csv(
+            stream,
+            read_options=pacsv.ReadOptions(skip_rows=self.csv_header_lines, block_size=CSV_BLOCK_BYTES,
+                                           use_threads=False),
+            parse_options=pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=on_invalid,
+                                             newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in want}, strings_can_be_null=True, null_values=[""],
+                include_columns=[c for c in want if c not in self.constants],
+                include_missing_columns=False))
+        header = reader.schema.names
+        missing = [c for c in want if c not in header and c not in self.constants]
+        if missing:
+            raise LocalPrivError(f"{self.path} has no column(s) {', '.join(missing)}; "
+                                 f"columns: {', '.join(header) or '(none)'}")
+        line = self.csv_header_lines + 2  # the header line, then data from here
+        total = 0
+        for batch in reader:
+            _check_invalid(invalid, self)
+            yield _with_constants(batch, self.constants, want), line
+            line += batch.num_rows
+            total += batch.num_rows
+        _check_invalid(invalid, self)
+        if self.version is not None:
+            ends = [(n, text) for n, text in invalid if _CSV_END.match(text.strip())]
+            if not ends:
+                raise LocalPrivError(f"{self.path} is incomplete: its last line '#localpriv end rows=N' is "
+                                     f"missing (cut short after {total} rows)")
+            last_line = self.csv_header_lines + 1 + total + 1  # format line(s), header, rows, end line
+            if len(ends) > 1 or (ends[0][0] is not None and ends[0][0] != last_line):
+                raise LocalPrivError(f"{self.path}: the end line '#localpriv end ...' is not the last line "
+                                     f"(line {ends[0][0]})")
+            declared = int(_CSV_END.match(ends[0][1].strip()).group(1))
+            if declared != total:
+                raise LocalPrivError(f"{self.path} says it holds {declared} rows but {total} were read")
+
+
+def _check_invalid(invalid, src: Source) -> None:
+    """Malformed CSV rows are errors; only the end line of a localpriv file is allowed."""
+    bad = [(n, t) for n, t in invalid if not (src.version is not None and _CSV_END.match(t.strip()))]
+    if bad:
+        n, t = bad[0]
+        where = f"line {n}" if n is not None else "a line"
+        cause = "is blank" if not t.strip() else f"has the wrong number of fields: {t[:60]!r}"
+        raise LocalPrivError(f"{src.path}: {where} {cause} ({len(bad)} malformed line(s) so far)")
+
+
+def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> pa.RecordBatch:
+    cols, names = [], []
+    for c in want:
+        if c in batch.schema.names:
+            cols.append(batch.column(c))
+        elif c in constants:
+            cols.append(pa.array([constants[c]] * batch.num_rows, type=pa.string()))
+        else:
+            raise LocalPrivError(f"missing column {c}")
+        names.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _open_text(path: str):
+    """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused."""
+    compression = "gzip" if path.lower().endswith(".gz") else None
+    try:
+        with pa.input_stream(path, compression=compression) as probe:
+            head = probe.read(4096)
+    except (pa.ArrowException, OSError) as exc:
+        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
+        raise LocalPrivError(f"{path} is UTF-32 text; CSV files must be UTF-8 (or UTF-16 with a "
+                             "byte-order mark): save it as UTF-8")
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise LocalPrivError(f"{path} holds NUL bytes: UTF-16 or UTF-32 text without a byte-order mark, or "
+                             "not text at all; CSV files must be UTF-8 (or UTF-16 with a byte-order mark)")
+    if head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff"):
+        return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-16", "utf-8")
+    if head.startswith(b"\xef\xbb\xbf"):
+        return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-8-sig",
+                                           "utf-8")
+    return pa.input_stream(path, compression=compression)
+
+
+def _csv_marker(path: str) -> tuple[int | None, str | None, int, str | None]:
+    """``(version, kind, lines, attribute)`` from a CSV file's first line, ``(None, None, 0, None)``
+    without one."""
+    stream = _open_text(path)
+    try:
+        first = stream.read(4096)
+    finally:
+        stream.close()
+    line = first.split(b"\n", 1)[0].rstrip(b"\r")
+    if not line.startswith(b"#"):
+        return None, None, 0, None
+    text = line.decode("utf-8", "replace")
+    m = _CSV_HEAD.match(text)
+    if not m:
+        raise LocalPrivError(f"{path}: first line {text[:60]!r} is not a localpriv format line "
+                             f"('#localpriv format={FORMAT_VERSION} kind=reports')")
+    version = _check_version(path, m.group(1))
+    fields = dict(item.split("=", 1) for item in m.group(3).split())
+    attribute = _attribute(fields.get("attribute"), quoted=True) if version >= 2 else None
+    return version, m.group(2), 1, attribute
+
+
+def _check_version(path: str, text: str) -> int:
+    if text not in {str(v) for v in READ_VERSIONS}:
+        raise LocalPrivError(f"{path} has localpriv format version {text}; this localpriv reads "
+                             f"version{'s' if len(READ_VERSIONS) > 1 else ''} "
+                             f"{', '.join(map(str, READ_VERSIONS))}")
+    return int(text)
+
+
+def _attribute(value, quoted: bool = False) -> str | None:
+    """The attribute name as stored (percent-encoded in CSV), cut to a label's length; a label
+    only: it names an axis, nothing is done with it."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if quoted:
+        from urllib.parse import unquote
+        value = unquote(value, errors="replace")
+    value = "".join(ch for ch in value if ch.isprintable())[:MAX_ATTRIBUTE_CHARS]
+    return value or None
+
+
+def attribute_of(inputs) -> str | None:
+    """The values' column name recorded in report or counts files (format version 2), when all
+    inputs that record one agree; ``None`` otherwise (or for inputs that are not files)."""
+    try:
+        sources = expand_sources(inputs)
+    except LocalPrivError:
+        return None
+    names = {s.attribute for s in sources if s.attribute}
+    return names.pop() if len(names) == 1 else None
+
+
+def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None, list | None]:
+    try:
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow
+        meta = dict(schema.metadata or {})
+        meta.update(pf.metadata.metadata or {})  # the file's key-value metadata (written at close)
+    except (pa.ArrowException, OSError) as exc:
+        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    version = meta.get(b"localpriv.format")
+    kind = meta.get(b"localpriv.kind")
+    if version is not None:
+        version = _check_version(path, version.decode("utf-8", "replace"))
+    attribute = _attribute(meta.get(b"localpriv.attribute")) if version and version >= 2 else None
+    declared = None
+    try:
+        listed = json.loads(meta[b"localpriv.mechanisms"]) if b"localpriv.mechanisms" in meta else None
+        if isinstance(listed, list) and all(isinstance(v, str) for v in listed):
+            declared = listed
+    except (ValueError, UnicodeError):
+        declared = None
+    return version, None if kind is None else kind.decode(), schema.names, attribute, declared
+
+
+def _csv_columns(path: str, skip: int) -> list[str]:
+    stream = _open_text(path)
+    try:
+        head = stream.read(1 << 16)
+    finally:
+        stream.close()
+    lines = head.split(b"\n")
+    if len(lines) <= skip:
+        return []
+    header = lines[skip].rstrip(b"\r").decode("utf-8", "replace")
+    return [c.strip().strip('"') for c in header.split(",")]
+
+
+def open_source(path: str, constants: dict | None = None) -> Source:
+    """Inspect one report or counts file: its type, format version and kind."""
+    constants = dict(constants or {})
+    ftype = file_type(path)
+    declared = None
+    if ftype == "parquet":
+        version, kind, names, attribute, declared = _parquet_info(path)
+        lines = 0
+    else:
+        try:
+            version, kind, lines, attribute = _csv_marker(path)
+            names = _csv_columns(path, lines)
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    cols = set(names) | set(constants)
+    if kind is None:
+        kind = "counts" if "count" in cols else "reports"
+    if kind not in ("reports", "counts"):
+        raise LocalPrivError(f"{path}: unknown localpriv file kind {kind!r} (reports or counts)")
+    missing = {"mechanism", "report"} - cols
+    if missing:
+        raise LocalPrivError(f"{path} is not a report or counts file: no column(s) "
+                             f"{', '.join(sorted(missing))} (columns: {', '.join(names) or 'none'})")
+    if kind == "counts" and "count" not in cols:
+        raise LocalPrivError(f"{path} is marked as counts but has no count column")
+    return Source(path, ftype, kind, version, constants, lines, attribute=attribute, declared_specs=declared)
+
+
+def _hive_constants(root: Path, file: Path) -> dict:
+    from urllib.parse import unquote
+    out = {}
+    for part in file.relative_to(root).parts[:-1]:
+        key, eq, value = part.partition("=")
+        if eq:
+            out[unquote(key)] = unquote(value)
+    return out
+
+
+def expand_sources(inputs) -> list[Source]:
+    """Report/counts inputs -> sources: files, globs (``'r*.parquet'``), folders and hive-partitioned
+    Parquet datasets (``root/mechanism=.../part-0.parquet``: partition values fill missing columns).
+    Nothing matched is an error; files starting with ``.`` or ``_`` inside folders are ignored."""
+    import glob as _glob
+
+    if isinstance(inputs, (str, os.PathLike)):
+        items = [inputs]
+    elif hasattr(inputs, "__iter__") and not isinstance(inputs, (bytes, dict)):
+        items = list(inputs)
+    else:
+        raise LocalPrivError(f"inputs must be a file name, glob or folder, or a list of them; "
+                             f"got {type(inputs).__name__}")
+    bad = [type(i).__name__ for i in items if not isinstance(i, (str, os.PathLike))]
+    if bad:
+        raise LocalPrivError(f"inputs must be file names, globs or folders; got {bad[0]}")
+    if not items:
+        raise LocalPrivError("no input files given")
+    out: list[Source] = []
+    for item in items:
+        text = str(item)
+        if _is_uri(text):
+            out.append(open_source(text))
+            continue
+        if any(ch in text for ch in "*?["):
+            matches = sorted(_glob.glob(text, recursive=True))
+            if not matches:
+                raise LocalPrivError(f"no file matches {text}")
+            for m in matches:
+                out.extend(expand_sources([m]) if Path(m).is_dir() else [open_source(m)])
+            continue
+        p = Path(text)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.is_file()
+                           and not any(part.startswith((".", "_")) for part in f.relative_to(p).parts)
+                           and _suffix(f.name) in (".parquet", ".pq", ".csv"))
+            if not files:
+                raise LocalPrivError(f"folder {p} holds no .parquet or .csv files")
+            out.extend(open_source(str(f), _hive_constants(p, f)) for f in files)
+            continue
+        if not p.exists():
+            raise LocalPrivError(f"input file {text} not found")
+        out.append(open_source(text))
+    return out

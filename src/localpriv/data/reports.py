@@ -1,0 +1,960 @@
+"""Reports: what leaves the users' devices, and the files that hold them.
+
+A report table has two columns: ``mechanism`` (the spec of the mechanism that produced the report,
+so one file can hold reports of many mechanisms) and ``report``. The ``report`` column is ``int64``
+for index-valued outputs, ``double`` for continuous ones and ``fixed_size_binary`` for bit-packed
+vectors. Files follow the versioned format of :mod:`localpriv.data.formats` (``docs/format.md``).
+
+The path of the data through this module is checked at every step: every value read is either
+turned into a report or refused with one line that says how many and where (row numbers); missing
+values are an error unless the caller asks to drop them, and then they are counted.
+
+Perturbing streams: values are read in chunks and obfuscated in fixed blocks of
+:func:`block_size` values, each block drawing from the caller's generator in turn. The reports
+therefore depend only on the seed (and the mechanism), never on how the input was chunked; for
+inputs of at most one block they are exactly ``mechanism.sample(values, rng)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from localpriv.utils.validation import LocalPrivError, check_rng
+from localpriv.domains import Domain
+from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _csv_columns, _one_line,
+                      _open_text, expand_sources, file_type, read_error, rows_text)
+from localpriv.mechanisms import Mechanism, parse
+
+__all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
+           "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+
+#: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
+BLOCK_BYTES = 8 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# Report tables
+# --------------------------------------------------------------------------------------------
+def _report_array(reports: np.ndarray) -> pa.Array:
+    r = np.asarray(reports)
+    if r.ndim == 2:  # bit-packed vectors, one row per report
+        r = np.ascontiguousarray(r, dtype=np.uint8)
+        width = r.shape[1]
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), r.shape[0],
+                                                    [None, pa.py_buffer(r.tobytes())])
+    if r.dtype.kind == "f":
+        return pa.array(r, type=pa.float64())
+    return pa.array(r.astype(np.int64), type=pa.int64())
+
+
+def report_table(mechanism: Mechanism, reports: np.ndarray) -> pa.Table:
+    """A report table for reports of one mechanism."""
+    arr = _report_array(reports)
+    mech = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(arr), dtype=np.int32)),
+                                          pa.array([str(mechanism)]))
+    return pa.table({"mechanism": mech, "report": arr})
+
+
+def block_size(mechanism: Mechanism) -> int:
+    """Values per perturbation block: ``BLOCK_BYTES`` (8 MiB) of reports, at least 1.
+
+    A report takes 8 bytes (index or float) or, for bit vectors, at most ``4 k`` bytes (SHE's
+    float32 vectors; unary encodings take ``k / 8``): blocks of ``2^20`` values for index-valued
+    mechanisms, ``2^21 / k`` for vector-valued ones. It depends on the mechanism only, so the reports
+    drawn from a seed do not depend on how the input is read.
+    """
+    # a mechanism whose bit-vector width does not grow with k (a sketch) states it: report_bytes
+    width = 8 if mechanism.report_kind != "binary" else int(getattr(mechanism, "report_bytes", 4 * mechanism.k))
+    return max(1, BLOCK_BYTES // width)
+
+
+class _Blocker:
+    """Cuts a stream of index arrays into fixed blocks and samples each with ``rng`` in turn."""
+
+    def __init__(self, mech: Mechanism, rng):
+        self.mech, self.rng = mech, rng
+        self.size = block_size(mech)
+        self.pending: list[np.ndarray] = []
+        self.npending = 0
+
+    def push(self, x: np.ndarray) -> Iterator[np.ndarray]:
+        self.pending.append(x)
+        self.npending += x.size
+        if self.npending < self.size:
+            return
+        buf = np.concatenate(self.pending)
+        full = (buf.size // self.size) * self.size
+        for s in range(0, full, self.size):
+            yield self.mech.sample(buf[s:s + self.size], self.rng)
+        rest = buf[full:]
+        self.pending, self.npending = ([rest], rest.size) if rest.size else ([], 0)
+
+    def flush(self) -> Iterator[np.ndarray]:
+        if self.npending:
+            buf = np.concatenate(self.pending)
+            self.pending, self.npending = [], 0
+            yield self.mech.sample(buf, self.rng)
+
+
+def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "",
+            word: str = "row") -> np.ndarray:
+    """Encode values (domain) or check indices (no domain); errors name the first bad rows."""
+    try:
+        return domain.encode(values) if domain is not None else mech._check_inputs(values)
+    except LocalPrivError as exc:
+        bad = None
+        if domain is not None and hasattr(domain, "invalid"):
+            try:
+                bad = np.flatnonzero(domain.invalid(values))
+            except Exception:  # noqa: BLE001 - the original message is the one to show
+                bad = None
+        if bad is None or bad.size == 0:
+            raise LocalPrivError(f"{where}{exc}") from None
+        raise LocalPrivError(f"{where}{exc} at {rows_text(bad + first_row, word=word)}") from None
+
+
+def _as_values(values, domain: Domain | None) -> np.ndarray:
+    arr = np.asarray(values)
+    two = domain is not None and getattr(domain, "columns", 1) == 2
+    if two:
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise LocalPrivError(f"values for a grid domain must be an n x 2 array of (lat, lon), "
+                                 f"got shape {arr.shape}")
+    elif arr.ndim > 1:
+        raise LocalPrivError(f"values must be a 1-D array (one value per user), got shape {arr.shape}; "
+                             "flatten it yourself if that is what you mean")
+    return arr
+
+
+def perturb(values: Any, mechanism: "str | Mechanism", rng: np.random.Generator,
+            domain: Domain | None = None) -> pa.Table:
+    """Obfuscate raw ``values`` (encoded by ``domain``) with ``mechanism``; returns a report table.
+
+    Reproducible from ``rng``'s seed whatever the size (blocks of :func:`block_size` values drawn in
+    turn); at most one block gives exactly ``mechanism.sample(domain.encode(values), rng)``.
+
+    Parameters
+    ----------
+    values : array-like
+        The users' true values: ``n`` values of ``domain`` (``n x 2`` latitude/longitude pairs
+        for a planar grid), or domain indices when ``domain`` is None.
+    mechanism : str or Mechanism
+        A spec such as ``"krr(eps=2.0)"`` (``k`` filled from the domain) or a mechanism.
+    rng : numpy.random.Generator
+        The source of randomness (:func:`localpriv.make_generator`: seeded for experiments,
+        cryptographically secure for real users).
+    domain : Domain, optional
+        The values' domain.
+
+    Returns
+    -------
+    pyarrow.Table
+        Columns ``mechanism`` and ``report``, one row per value (:func:`write_reports` saves it).
+    """
+    rng = check_rng(rng)
+    mech = parse(mechanism, domain)
+    x = _encode(domain, mech, _as_values(values, domain))
+    blocker = _Blocker(mech, rng)
+    parts = list(blocker.push(x)) + list(blocker.flush())
+    reports = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return report_table(mech, reports)
+
+
+def write_reports(table: pa.Table, path: str | Path, inputs: Any = (), attribute: str | None = None) -> Path:
+    """Write a report table to Parquet (``.parquet``) or CSV (``.csv``), atomically and versioned
+    (see :mod:`localpriv.data.formats`).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Columns ``mechanism`` and ``report`` (:func:`perturb`, :func:`localpriv.perturb_mixed`).
+    path : str or Path
+        The report file; its suffix picks the format.
+    inputs : sequence of paths
+        The files the reports were made from (the output may not overwrite one of them).
+    attribute : str, optional
+        The name of the values' column (recorded in the file: plots label their axis with it).
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    with TableWriter(path, "reports", inputs, attribute=attribute) as w:
+        w.write(table)
+    return w.path
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------
+#: Suffixes of tab-separated values files (read like CSV with a tab delimiter; values only).
+TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
+
+
+def values_format(path: str) -> tuple[str, str]:
+    """``(file type, delimiter)`` of a values file: ``("parquet", "")``, ``("csv", ",")`` or, for
+    ``.tsv``/``.tsv.gz``/``.tab`` files, ``("csv", "\\t")``."""
+    if not str(path).lower().endswith(TSV_SUFFIXES):
+        ftype = file_type(path)
+        return ftype, ("," if ftype == "csv" else "")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not head:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    if head == b"PAR1":
+        raise LocalPrivError(f"{path} is a Parquet file, not tab-separated text; name it .parquet")
+    return "csv", "\t"
+
+
+def _header_names(path: str, delimiter: str = ",") -> list[str]:
+    """The fields of the first line of a CSV/TSV file (its header)."""
+    if delimiter == ",":
+        return _csv_columns(path, 0)
+    stream = _open_text(path)
+    try:
+        head = stream.read(1 << 16)
+    finally:
+        stream.close()
+    first = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+    return [c.strip().strip('"') for c in first.split(delimiter)] if first.strip() else []
+
+
+def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
+                     header: bool) -> tuple[list[str], str]:
+    """The Arrow names of the value columns, and how to name them in messages.
+
+    ``column`` is one column or several separated by commas, each a name or a 1-based number
+    (``3`` is the third column; a column actually named ``3`` wins). Without a header
+    (``header=False``, CSV/TSV only) columns are given by number; the default is the first column.
+    """
+    if ftype == "parquet":
+        if not header:
+            raise LocalPrivError(f"{path}: a Parquet file always names its columns; --no-header is for CSV/TSV")
+        try:
+            names = pq.read_schema(path).names
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+    else:
+        try:
+            names = _header_names(path, delimiter)
+        except (pa.ArrowException, OSError, UnicodeError) as exc:
+            raise read_error(path, exc) from None
+        if not header:
+            names = [f"f{i}" for i in range(len(names))]  # Arrow's generated names
+    if not names:
+        raise LocalPrivError(f"{path} has no columns")
+    tokens = [c.strip() for c in column.split(",")] if column else ["1" if not header else names[0]]
+    cols = []
+    for tok in tokens:
+        if header and tok in names:
+            cols.append(tok)
+        elif tok.isdigit():
+            pos = int(tok)
+            if not 1 <= pos <= len(names):
+                raise LocalPrivError(f"{path} has {len(names)} column(s): there is no column {pos}")
+            cols.append(names[pos - 1])
+        elif not header:
+            raise LocalPrivError(f"{path} has no header (--no-header): give columns by number, 1 for the "
+                                 f"first, e.g. --column 3,4; got {tok[:40]!r}")
+        else:
+            _check_columns(path, [tok], names)  # raises: no such column, and lists them
+    if column and not header:
+        shown = ",".join(tokens)
+    else:
+        shown = ",".join(cols)
+    return cols, shown
+
+
+def value_attribute(path: str | Path, column: str | None = None, header: bool = True) -> str | None:
+    """The name of the value column(s) that :func:`iter_values` reads (``"lat,lon"`` for two),
+    recorded in report files as their attribute; ``None`` for files without a header."""
+    if not header:
+        return None
+    ftype, delimiter = values_format(str(path))
+    cols, shown = _resolve_columns(str(path), ftype, delimiter, column, header)
+    return shown or None
+
+
+def _value_batches(path: str, cols: list[str], delimiter: str = ",",
+                   header: bool = True) -> Iterator[tuple[list[pa.Array], int]]:
+    ftype = "csv" if delimiter == "\t" else file_type(path)
+    if ftype == "parquet":
+        try:
+            pf = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+        names = pf.schema_arrow.names
+        _check_columns(path, cols, names)
+        row = 1
+        for b in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=cols):
+            yield [b.column(c) for c in cols], row
+            row += b.num_rows
+        return
+    bad: list = []
+
+    def on_invalid(r):
+        bad.append((r.number, r.text))
+        return "skip"
+
+    reader = pacsv.open_csv(
+        _open_text(path),
+        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False,
+                                       autogenerate_column_names=not header),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=False,
+                                         invalid_row_handler=on_invalid),
+        convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in cols},
+                                             # only empty cells are missing: "NA" is a label (Namibia)
+                                             strings_can_be_null=True, null_values=[""], include_columns=cols,
+                                             include_missing_columns=True))
+    names = [f.name for f in reader.schema]
+    line = start = 2 if header else 1
+    for b in reader:
+        if bad:
+            n, text = bad[0]
+            cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
+            raise LocalPrivError(f"{path}: line {n} {cause}")
+        if line == start and header:
+            _check_columns(path, cols, _header_names(path, delimiter))
+        yield [b.column(c) for c in cols], line
+        line += b.num_rows
+    if bad:
+        n, text = bad[0]
+        cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
+        raise LocalPrivError(f"{path}: line {n} {cause}")
+
+
+def _check_columns(path, cols, names):
+    for c in cols:
+        if c not in names:
+            raise LocalPrivError(f"{path} has no column {c!r}; columns: {', '.join(map(str, names))}")
+        if list(names).count(c) > 1:
+            raise LocalPrivError(f"{path} has {list(names).count(c)} columns named {c!r}: which one is meant "
+                                 "is ambiguous; rename them")
+
+
+def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
+    """Arrow value columns -> NumPy: numbers for numeric domains (text that is no number stays text,
+    so the domain names it), labels as text."""
+    out = []
+    numeric = domain is None or getattr(domain, "is_numeric", False)
+    for a in arrays:
+        if pa.types.is_dictionary(a.type):
+            a = a.cast(a.type.value_type)
+        if pa.types.is_nested(a.type) or pa.types.is_binary(a.type) or pa.types.is_large_binary(a.type) \
+                or pa.types.is_fixed_size_binary(a.type):
+            raise LocalPrivError(f"a value column holds {a.type} values, not single numbers or labels")
+        if numeric and (pa.types.is_string(a.type) or pa.types.is_large_string(a.type)):
+            text = pc.utf8_trim_whitespace(a)
+            decimal = pc.all(pc.match_substring_regex(text, r"^[+-]?\d+$")).as_py()  # not hex (0x1f)
+            for target in ((pa.int64(), pa.float64()) if decimal else (pa.float64(),)):
+                try:  # whole numbers stay exact (and print as such)
+                    a = pc.cast(text, target)
+                    break
+                except pa.ArrowInvalid:
+                    pass
+        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+            out.append(np.asarray(a.to_numpy(zero_copy_only=False), dtype=object))
+        else:
+            out.append(a.to_numpy(zero_copy_only=False))
+    if len(out) == 1:
+        return out[0]
+    return np.column_stack(out)
+
+
+def iter_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
+                drop_missing: bool = False, stats: dict | None = None,
+                header: bool = True) -> Iterator[tuple[np.ndarray, int]]:
+    """Stream raw values from a CSV, TSV or Parquet file as ``(values, first_row)`` chunks.
+
+    ``column``: one column (default: the first), or several separated by commas (``"lat,lon"`` for
+    a planar grid, returned as ``n x c``), each a name or a 1-based number (``"3,4"``). Files named
+    ``.tsv``, ``.tsv.gz`` or ``.tab`` are tab-separated; ``header=False`` reads a CSV/TSV file whose
+    first line is data (columns then go by number; rows are counted from line 1). Missing values
+    (empty cells, blank lines, nulls) are an error naming their rows, unless ``drop_missing``: then
+    they are left out and counted in ``stats["dropped"]`` (``stats["rows"]`` counts every row read).
+
+    Parameters
+    ----------
+    path : str or Path
+        The values file.
+    column : str, optional
+        The value column(s), by name or 1-based number (default: the first column).
+    domain : Domain, optional
+        Decides whether text is converted to numbers (numeric domains) or kept as labels.
+    drop_missing : bool
+        Drop and count rows with a missing value instead of refusing the file.
+    stats : dict, optional
+        Filled with ``rows`` (read) and ``dropped`` (missing, dropped).
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+
+    Yields
+    ------
+    values : numpy.ndarray
+        One chunk of values (``n`` or ``n x c``).
+    first_row : int
+        The row (Parquet) or line (CSV) number of the chunk's first row.
+    """
+    for vals, _labels, first, _kept in iter_rows(path, column, domain=domain, drop_missing=drop_missing,
+                                                 stats=stats, header=header):
+        yield vals, first
+
+
+def _missing(arrays: list, n: int) -> np.ndarray:
+    """Rows where any of ``arrays`` is null or blank text."""
+    missing = np.zeros(n, dtype=bool)
+    for a in arrays:
+        if a.null_count:
+            missing |= a.is_null().to_numpy(zero_copy_only=False)
+        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+            missing |= pc.equal(pc.utf8_trim_whitespace(a), "").fill_null(True).to_numpy(zero_copy_only=False)
+    return missing
+
+
+def iter_rows(path: str | Path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
+              drop_missing: bool = False, stats: dict | None = None, header: bool = True,
+              ) -> Iterator[tuple[np.ndarray, "tuple[np.ndarray, list[str]] | None", int, "np.ndarray | None"]]:
+    """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
+    mechanism spec or a group per row, for :func:`localpriv.data.freewill.perturb_file_mixed`).
+
+    Yields ``(values, (codes, dictionary) or None, first_row, kept)``: the label of row ``i`` of a
+    chunk is ``dictionary[codes[i]]``, trimmed of surrounding blanks (numbers in Parquet files as
+    text); ``kept`` is ``None`` when no row of the chunk was dropped, else the positions (from
+    ``first_row``) of the rows kept, so that row ``i`` is number ``first_row + kept[i]``.
+    A row whose label is missing counts as a missing value (refused, or dropped with
+    ``drop_missing``).
+    """
+    path = str(path)
+    if not Path(path).exists():
+        raise LocalPrivError(f"input file {path} not found")
+    ftype, delimiter = values_format(path)
+    cols, shown = _resolve_columns(path, ftype, delimiter, column, header)
+    extra: list[str] = []
+    if labels is not None:
+        extra, label_shown = _resolve_columns(path, ftype, delimiter, labels, header)
+        if len(extra) != 1:
+            raise LocalPrivError(f"{path}: give one column of mechanisms or groups, got {labels!r}")
+        if extra[0] in cols:
+            raise LocalPrivError(f"{path}: column {label_shown} cannot hold both the values and the mechanisms")
+    word = "line" if ftype == "csv" else "row"
+    stats = {} if stats is None else stats
+    stats.setdefault("rows", 0)
+    stats.setdefault("dropped", 0)
+    try:
+        for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header):
+            n = len(arrays[0])
+            stats["rows"] += n
+            lab = None
+            if extra:
+                lab = arrays[-1]
+                if pa.types.is_dictionary(lab.type):
+                    lab = lab.cast(lab.type.value_type)
+                if not (pa.types.is_string(lab.type) or pa.types.is_large_string(lab.type)):
+                    try:
+                        lab = pc.cast(lab, pa.string())
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        raise LocalPrivError(f"{path}: column {label_shown} holds {lab.type} values, not "
+                                             "text or numbers") from None
+                lab = pc.utf8_trim_whitespace(lab)
+                arrays = arrays[:-1]
+            missing = _missing(arrays, n)
+            gone = _missing([lab], n) if lab is not None else None
+            if gone is not None and gone.any():
+                missing_values, missing = missing.any(), missing | gone
+            if missing.any():
+                where = np.flatnonzero(missing)
+                if not drop_missing:
+                    named = shown if gone is None or not gone.any() else (
+                        f"{shown} and {label_shown}" if missing_values else label_shown)
+                    raise LocalPrivError(
+                        f"{path}: {where.size} missing value(s) in column {named} at "
+                        f"{rows_text(where + first, word=word)}; "
+                        "fill them, or drop and count them with --drop-missing")
+                stats["dropped"] += int(where.size)
+                keep = pa.array(~missing)
+                arrays = [a.filter(keep) for a in arrays]
+                lab = lab.filter(keep) if lab is not None else None
+            try:
+                vals = _to_numpy(arrays, domain)
+            except LocalPrivError as exc:
+                raise LocalPrivError(f"{path}: column {shown}: {exc}") from None
+            if len(vals):
+                coded = None
+                if lab is not None:
+                    enc = pc.dictionary_encode(lab)
+                    if isinstance(enc, pa.ChunkedArray):
+                        enc = enc.combine_chunks()
+                    coded = (enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                             enc.dictionary.to_pylist())
+                yield vals, coded, first, (np.flatnonzero(~missing) if missing.any() else None)
+    except LocalPrivError:
+        raise
+    except (pa.ArrowException, OSError, UnicodeError) as exc:
+        raise read_error(path, exc) from None
+
+
+def read_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
+                drop_missing: bool = False, header: bool = True) -> np.ndarray:
+    """All values of a CSV, TSV or Parquet file column (see :func:`iter_values`) as one array.
+
+    Parameters
+    ----------
+    path : str or Path
+        The values file (``.csv``, ``.tsv``, ``.tsv.gz``, ``.tab`` or ``.parquet``).
+    column : str, optional
+        The column(s), by name or 1-based number (default: the first; ``"lat,lon"`` for two).
+    domain : Domain, optional
+        Numeric domains read numbers, others labels.
+    drop_missing : bool
+        Drop (and count) missing values instead of refusing the file.
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing,
+                                       header=header)]
+    if not parts:
+        raise LocalPrivError(f"{path} has no values")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+@dataclass
+class PerturbSummary:
+    """What :func:`perturb_file` did: rows read, values dropped (missing), reports written, and for
+    grid domains the points outside the grid (``outside``: dropped with ``outside_action="drop"``,
+    moved to the nearest cell with ``"clamp"``)."""
+
+    rows: int
+    dropped: int
+    reports: int
+    mechanism: str
+    path: Path
+    outside: int = 0
+    outside_action: str = "error"
+    #: reports per mechanism (:func:`localpriv.data.freewill.perturb_file_mixed`; ``None`` for one mechanism)
+    by_mechanism: "dict[str, int] | None" = None
+
+
+def _place(domain, arr: np.ndarray, outside: str, first: int, path: str, word: str):
+    """``domain.place`` on one chunk; points that are no coordinates are refused with their rows."""
+    try:
+        return domain.place(arr, "drop" if outside == "error" else outside)
+    except LocalPrivError as exc:
+        try:
+            bad = np.flatnonzero(domain.unreadable(arr))
+        except LocalPrivError:
+            bad = np.zeros(0, dtype=np.int64)
+        at = f" at {rows_text(bad + first, word=word)}" if bad.size else ""
+        raise LocalPrivError(f"{path}: {exc}{at}") from None
+
+
+def _refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word: str, stats: dict):
+    """Points outside the grid with ``outside="error"``: count them in the rest of the file too
+    (read only, nothing is written), then refuse in one line saying how many and where."""
+    total, first_bad, partial = int(out.sum()), int(np.flatnonzero(out)[0]) + first, False
+    try:
+        for vals, _ in chunks:
+            arr = _as_values(vals, domain)
+            keep = ~domain.unreadable(arr)
+            total += int(domain.place(arr[keep], "drop")[1].sum())
+    except LocalPrivError:  # a later problem (a missing value ...): the count so far is a lower bound
+        partial = True
+    points = stats["rows"] - stats["dropped"]
+    how_many = f"at least {total:,}" if partial else f"{total:,} of {points:,}"
+    raise LocalPrivError(f"{path}: {how_many} points lie outside the grid ({domain.describe()}), the "
+                         f"first at {word} {first_bad}; drop them or move them to the nearest cell, "
+                         f"counted, with --outside drop|clamp")
+
+
+def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechanism", domain: Domain,
+                 rng: np.random.Generator, *, column: str | None = None,
+                 drop_missing: bool = False, progress: Callable[[int], None] | None = None,
+                 header: bool = True, outside: str = "error") -> PerturbSummary:
+    """Stream a values file through ``mechanism`` into a report file, in bounded memory.
+
+    The output is written atomically (nothing appears unless every value was turned into a report)
+    and every row is accounted for: ``rows == reports + dropped`` (+ ``outside`` when those are
+    dropped). ``column`` and ``header``: see :func:`iter_values` (TSV files, columns by number).
+    ``outside`` (grid domains): points outside the grid are an error that says how many and where
+    (``"error"``), dropped (``"drop"``) or moved to the nearest cell (``"clamp"``), and counted in
+    the summary's ``outside``.
+
+    Parameters
+    ----------
+    input : str or Path
+        CSV, TSV or Parquet file of raw values.
+    output : str or Path
+        The report file (``.parquet`` or ``.csv``).
+    mechanism : str or Mechanism
+        The mechanism of every row (for one per row see :func:`localpriv.perturb_file_mixed`).
+    domain : Domain
+        The values' domain.
+    rng : numpy.random.Generator
+        The source of randomness.
+    column : str, optional
+        The value column(s) (default: the first; ``"lat,lon"`` for a grid).
+    drop_missing : bool
+        Drop and count missing values instead of refusing the file.
+    progress : callable, optional
+        Called with the number of rows read so far after every chunk.
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+    outside : {"error", "drop", "clamp"}
+        Grid domains: what to do with points outside the grid.
+
+    Returns
+    -------
+    PerturbSummary
+        Rows read, dropped, reports written, the mechanism and the output path.
+    """
+    from localpriv.domains.grid import OUTSIDE_CHOICES
+    rng = check_rng(rng)
+    mech = parse(mechanism, domain)
+    grid = callable(getattr(domain, "place", None))
+    if outside not in OUTSIDE_CHOICES:
+        raise LocalPrivError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}")
+    if outside != "error" and not grid:
+        raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
+                             f"manhattan), not to {domain}: values outside other domains are always refused")
+    stats: dict = {}
+    blocker = _Blocker(mech, rng)
+    path = str(input)
+    csv = Path(path).exists() and values_format(path)[0] == "csv"
+    word = "line" if csv else "row"
+    n_outside = 0
+    attribute = value_attribute(path, column, header) if Path(path).exists() else None
+    with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
+        chunks = iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats, header=header)
+        for vals, first in chunks:
+            if grid:
+                x, out = _place(domain, _as_values(vals, domain), outside, first, path, word)
+                if out.any():
+                    if outside == "error":
+                        _refuse_outside(domain, chunks, out, first, path, word, stats)
+                    n_outside += int(out.sum())
+                    if outside == "drop":
+                        x = x[~out]
+            else:
+                x = _encode(domain, mech, _as_values(vals, domain), first, where=f"{path}: ", word=word)
+            for rep in blocker.push(x):
+                w.write(report_table(mech, rep))
+            if progress is not None:
+                progress(stats["rows"])
+        for rep in blocker.flush():
+            w.write(report_table(mech, rep))
+        gone = n_outside if outside == "drop" else 0
+        if w.rows == 0:
+            raise LocalPrivError(f"{path} has no values" + (f" ({stats['dropped']} missing, dropped)"
+                                                           if stats.get("dropped") else "")
+                                 + (f" ({gone:,} outside the grid, dropped)" if gone else ""))
+        if w.rows + stats["dropped"] + gone != stats["rows"]:  # pragma: no cover - an internal invariant
+            raise LocalPrivError(f"internal error: {stats['rows']} rows read but {w.rows} reports "
+                                 f"and {stats['dropped'] + gone} dropped")
+    return PerturbSummary(stats["rows"], stats["dropped"], w.rows, str(mech), w.path,
+                          outside=n_outside, outside_action=outside)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading reports and counts back, checked
+# --------------------------------------------------------------------------------------------
+_PARSED: dict = {}
+
+
+def _mechanism(spec: str, domain: Domain | None, where: str) -> Mechanism:
+    key = (spec, None if domain is None else domain.spec())
+    mech = _PARSED.get(key)
+    if mech is None:
+        try:
+            mech = parse(spec, domain, trusted=False)
+        except LocalPrivError as exc:
+            raise LocalPrivError(f"{where}: {exc}") from None
+        if len(_PARSED) > 256:
+            _PARSED.clear()
+        _PARSED[key] = mech
+    return mech
+
+
+def _report_width(mech: Mechanism) -> int:
+    """Bytes of one bit-vector report of ``mech`` (from one draw with a throwaway generator)."""
+    w = getattr(mech, "_report_width_cache", None)
+    if w is None:
+        w = int(np.asarray(mech.sample(np.zeros(1, dtype=np.int64), np.random.default_rng(0))).shape[1])
+        try:
+            mech._report_width_cache = w
+        except AttributeError:  # pragma: no cover - slotted classes
+            pass
+    return w
+
+
+def _locate_bad(check: Callable[[np.ndarray], None], reports: np.ndarray, limit: int = 5) -> list[int]:
+    """Indices of the first rows ``check`` refuses, by bisection (only on the error path)."""
+    found: list[int] = []
+
+    def visit(lo, hi):
+        if len(found) >= limit:
+            return
+        try:
+            check(reports[lo:hi])
+            return
+        except LocalPrivError:
+            if hi - lo == 1:
+                found.append(lo)
+                return
+        mid = (lo + hi) // 2
+        visit(lo, mid)
+        visit(mid, hi)
+
+    visit(0, reports.shape[0])
+    return found
+
+
+def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
+    kind = mech.report_kind
+
+    def check(r: np.ndarray) -> None:
+        if kind == "binary":
+            if r.ndim != 2 or r.dtype != np.uint8:
+                raise LocalPrivError(f"{mech}: reports are bit vectors (bytes), got {r.dtype} values")
+            # every bit-vector report holds at least k bits, unless the mechanism states its width
+            # (sketches: report_bytes); refused before drawing a report of a k the file may inflate
+            stated = getattr(mech, "report_bytes", None)
+            least = int(stated) if stated is not None else -(-int(mech.k) // 8)
+            if r.shape[1] < least:
+                raise LocalPrivError(f"{mech}: reports have at least {least} bytes, got {r.shape[1]}")
+            width = _report_width(mech)
+            if r.shape[1] != width:
+                raise LocalPrivError(f"{mech}: reports have {width} bytes, got {r.shape[1]}")
+            own = getattr(mech, "check_binary_reports", None)  # a mechanism's own checks (rappor)
+            if own is not None and r.shape[0]:
+                own(r)
+            vectors = getattr(mech, "vectors", None)
+            if vectors is not None and r.shape[0]:
+                if not np.all(np.isfinite(vectors(r))):
+                    raise LocalPrivError(f"{mech}: reports hold NaN or infinite entries")
+            return
+        if r.ndim != 1:
+            raise LocalPrivError(f"{mech}: reports must be single values, got shape {r.shape}")
+        if r.dtype.kind == "f" and not np.all(np.isfinite(r)):
+            raise LocalPrivError(f"{mech}: reports contain NaN or infinite values")
+        if kind == "int64" and r.dtype.kind == "f" and np.any(r != np.round(r)):
+            raise LocalPrivError(f"{mech}: reports must be whole numbers (output indices)")
+        if kind == "int64" and r.dtype.kind not in "iuf":
+            raise LocalPrivError(f"{mech}: reports must be integers, got {r.dtype}")
+        if kind == "float64" and r.dtype.kind not in "iuf":
+            raise LocalPrivError(f"{mech}: reports must be numbers, got {r.dtype}")
+        if r.size and kind == "int64":
+            if r.dtype.kind in "fu":  # beyond int64 a cast would wrap: name the values as they are
+                with np.errstate(invalid="ignore"):
+                    big = r[(r >= 2 ** 63) | (r < -(2 ** 63))] if r.dtype.kind == "f" else r[r >= 2 ** 63]
+                if big.size:
+                    raise LocalPrivError(f"{mech}: reports outside the output space (beyond 64-bit integers): "
+                                         f"{np.unique(big)[:5].tolist()}")
+            mech.output_index(r.astype(np.int64) if r.dtype.kind in "fu" else r)
+    return check
+
+
+def validate_reports(mech: Mechanism, reports, where: str = "", first_row: int = 1,
+                     word: str = "row") -> np.ndarray:
+    """Check reports against ``mech``'s output space (kind, width, range, NaN); refuse with the
+    first bad rows named. Returns the reports as a NumPy array (``int64``, ``float64`` or ``n x w``
+    ``uint8``)."""
+    r = np.asarray(reports)
+    if mech.report_kind == "float64" and r.dtype.kind in "iu":
+        r = r.astype(np.float64)
+    check = _check_one(mech)
+    try:
+        check(r)
+    except LocalPrivError as exc:
+        bad = _locate_bad(check, r) if r.ndim >= 1 and r.shape[0] > 0 else []
+        at = f" at {rows_text(np.asarray(bad) + first_row, word=word)}" if bad else ""
+        raise LocalPrivError(f"{where}{exc}{at}") from None
+    if mech.report_kind == "int64" and r.dtype.kind == "f":
+        r = r.astype(np.int64)
+    return r
+
+
+def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: np.ndarray, word: str):
+    """The CSV text form of reports -> typed values for ``mech``."""
+    kind = mech.report_kind
+    text = pc.utf8_trim_whitespace(arr)
+    if kind == "binary":
+        # hex pairs of one length; the odd rows out (not the first row's length) are the ones named
+        lengths = pc.utf8_length(text).to_numpy(zero_copy_only=False)
+        ok = pc.match_substring_regex(text, r"^([0-9a-fA-F]{2})+$").to_numpy(zero_copy_only=False)
+        if ok.any():
+            common, seen = np.unique(lengths[ok], return_counts=True)
+            ok &= lengths == common[np.argmax(seen)]
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            raise LocalPrivError(f"{where}{mech}: bit-vector reports must be hex text of one length, at "
+                                 f"{rows_text(rows[bad] + first, bad.size, word=word)}")
+        n = len(text)
+        if not n:
+            return np.zeros((0, 0), np.uint8)
+        from localpriv.data.formats import hex_bytes
+        if isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        return hex_bytes(text, int(lengths[0]))
+    target = pa.int64() if kind == "int64" else pa.float64()
+    if kind == "int64":  # decimal digits only (Arrow's cast would also take hex such as 0x1f)
+        digits = pc.match_substring_regex(text, r"^[+-]?\d+$").fill_null(False)
+        if pc.all(digits).as_py():
+            text = pc.replace_substring_regex(text, r"^\+", "")  # Arrow's cast refuses a leading +
+            try:
+                return pc.cast(text, target).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:  # digits beyond 64 bits
+                big = np.flatnonzero(np.abs(pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False))
+                                     >= 2.0 ** 63)
+                raise LocalPrivError(f"{where}{mech}: reports outside the output space (beyond 64-bit "
+                                     f"integers), at {rows_text(rows[big] + first, big.size, word=word)}") from None
+    try:
+        if kind == "int64":
+            raise pa.ArrowInvalid("not decimal digits")
+        return pc.cast(text, target).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:
+        ok = pc.match_substring_regex(text, r"^[+-]?\d+$" if kind == "int64" else
+                                      r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan|Infinity|NaN)$")
+        bad = np.flatnonzero(~ok.fill_null(False).to_numpy(zero_copy_only=False))
+        what = "whole numbers (output indices)" if kind == "int64" else "numbers"
+        raise LocalPrivError(f"{where}{mech}: reports must be {what}, at "
+                             f"{rows_text(rows[bad] + first, bad.size, word=word)}") from None
+
+
+def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarray:
+    """A count column -> int64, refusing text, fractions, negatives and values above 2^53."""
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        text = pc.utf8_trim_whitespace(arr)
+        ok = pc.match_substring_regex(text, r"^\+?\d{1,16}$").fill_null(False).to_numpy(zero_copy_only=False)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            raise LocalPrivError(f"{where}counts must be whole numbers >= 0, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        c = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
+    else:
+        v = arr.to_numpy(zero_copy_only=False)
+        if v.dtype.kind not in "iuf":
+            raise LocalPrivError(f"{where}the count column holds {arr.type}, not whole numbers")
+        with np.errstate(invalid="ignore"):
+            okf = np.isfinite(v) & (v == np.round(v)) if v.dtype.kind == "f" else np.ones(v.size, bool)
+        bad = np.flatnonzero(~okf | (v < 0) | (v > 2.0 ** 53))
+        if bad.size:
+            raise LocalPrivError(f"{where}counts must be whole numbers from 0 to 2^53, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        c = v.astype(np.int64)
+    bad = np.flatnonzero((c < 0) | (c > 2 ** 53))
+    if bad.size:
+        raise LocalPrivError(f"{where}counts must be whole numbers from 0 to 2^53, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    return c
+
+
+def _batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None):
+    """One checked batch -> ``[(spec, mech, reports, counts)]`` (counts ``None`` for report files)."""
+    word = "line" if src.ftype == "csv" else "row"
+    where = f"{src.path}: "
+    mech_col = batch.column("mechanism")
+    if pa.types.is_dictionary(mech_col.type):
+        mech_col = mech_col.cast(mech_col.type.value_type)
+    if not (pa.types.is_string(mech_col.type) or pa.types.is_large_string(mech_col.type)):
+        raise LocalPrivError(f"{where}the mechanism column holds {mech_col.type}, not spec strings")
+    empty = mech_col.is_null()
+    empty = pc.or_(empty, pc.equal(pc.utf8_trim_whitespace(mech_col), "").fill_null(True))
+    if pc.any(empty).as_py():
+        bad = np.flatnonzero(empty.to_numpy(zero_copy_only=False))
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no mechanism, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    rep = batch.column("report")
+    if rep.null_count:
+        bad = np.flatnonzero(rep.is_null().to_numpy(zero_copy_only=False))
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no report, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    counts = None
+    if src.kind == "counts":
+        ccol = batch.column("count")
+        if ccol.null_count:
+            bad = np.flatnonzero(ccol.is_null().to_numpy(zero_copy_only=False))
+            raise LocalPrivError(f"{where}{bad.size} row(s) have no count, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        counts = _counts_column(ccol, where, first, word)
+    enc = pc.dictionary_encode(mech_col)
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    specs = enc.dictionary.to_pylist()
+    out = []
+    is_text = pa.types.is_string(rep.type) or pa.types.is_large_string(rep.type)
+    single = len(specs) == 1
+    for i, spec in enumerate(specs):
+        rows = np.arange(batch.num_rows) if single else np.flatnonzero(codes == i)
+        mech = _mechanism(spec, domain, f"{src.path} ({word} {rows[0] + first})")
+        part = rep if single else rep.take(pa.array(rows))
+        if is_text:
+            r = _text_reports(mech, part, where, first, rows, word)
+        elif pa.types.is_fixed_size_binary(part.type) or pa.types.is_binary(part.type):
+            if mech.report_kind != "binary":
+                raise LocalPrivError(f"{where}{mech} reports are numbers but the file holds bit vectors "
+                                     f"({word} {rows[0] + first})")
+            if pa.types.is_fixed_size_binary(part.type):
+                width = part.type.byte_width
+                buf = part.buffers()[1]
+                r = np.frombuffer(buf, dtype=np.uint8, count=(part.offset + len(part)) * width)[
+                    part.offset * width:].reshape(len(part), width).copy()
+            else:
+                vals = part.to_numpy(zero_copy_only=False)
+                lens = {len(v) for v in vals}
+                if len(lens) > 1:
+                    raise LocalPrivError(f"{where}{mech}: bit-vector reports of different lengths")
+                r = np.frombuffer(b"".join(vals), dtype=np.uint8).reshape(len(vals), -1)
+        else:
+            r = part.to_numpy(zero_copy_only=False)
+            if mech.report_kind == "binary":
+                raise LocalPrivError(f"{where}{mech} reports are bit vectors but the file holds "
+                                     f"{part.type} values ({word} {rows[0] + first})")
+        if not single:
+            # rows of this mechanism are not contiguous: name them by their own positions
+            try:
+                r = validate_reports(mech, r, where)
+            except LocalPrivError:
+                chk = _check_one(mech)
+                bad = _locate_bad(chk, np.asarray(r))
+                raise LocalPrivError(f"{where}{mech}: invalid reports at "
+                                     f"{rows_text(rows[bad] + first, len(bad), word=word)}") from None
+        else:
+            r = validate_reports(mech, r, where, first, word)
+        c = None if counts is None else (counts if single else counts[rows])
+        out.append((spec, mech, r, c))
+    return out
+
+
+def read_reports(inputs: Any, domain: Domain | None = None) -> Iterator[tuple[Source, list]]:
+    """Stream checked reports and counts from files, globs, folders and hive-partitioned datasets:
+    yields ``(source, [(spec, mechanism, reports, counts_or_None), ...])`` per batch.
+
+    Every row is either yielded or refused with a one-line :class:`LocalPrivError` naming the file
+    and rows; specs are parsed as untrusted data (``parse(..., trusted=False)``).
+
+    Parameters
+    ----------
+    inputs : str, Path or a list of them
+        Report or counts files, globs, folders or hive-partitioned Parquet datasets.
+    domain : Domain, optional
+        Fills ``k`` of specs that leave it out.
+    """
+    for src in expand_sources(inputs):
+        for batch, first in src.batches():
+            if batch.num_rows:
+                yield src, _batch_reports(batch, src, first, domain)

@@ -1,0 +1,1 @@
+"""Optional integrations that import heavy dependencies of their own (Apache Spark)."""

@@ -1,0 +1,2 @@
+"""Inference: the :class:`Estimate` every estimator returns, its uncertainty, statistics, metrics and
+figures."""

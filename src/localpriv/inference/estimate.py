@@ -1,0 +1,329 @@
+"""The one result type of every estimator."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built, not at start-up
+    import pandas as pd
+
+from localpriv.utils.validation import LocalPrivError
+from localpriv.domains import Domain
+
+__all__ = ["Estimate"]
+
+
+@dataclass
+class Estimate:
+    """An estimated distribution on the input domain, with how it was obtained.
+
+    Attributes
+    ----------
+    distribution : ndarray
+        The estimate (non-negative, sums to 1).
+    domain : Domain or None
+        The domain whose elements the entries refer to (index order).
+    estimator : str
+        e.g. ``"ibu"``, ``"inv-n"``.
+    settings : dict
+        The estimator's settings (tolerance, iteration cap, start, ...).
+    loglik : float or None
+        The log-likelihood of the estimate for the observations (seed 001 Eq. 2), when defined.
+    iterations : int or None
+        Iterations used by iterative estimators.
+    converged : bool or None
+        ``False`` when an iterative estimator stopped at its iteration cap: flagged, not hidden.
+    n : float
+        Number of reports the estimate is based on.
+    extra : dict
+        Estimator-specific diagnostics (e.g. the raw inverse before post-processing).
+    """
+
+    distribution: np.ndarray
+    domain: Domain | None
+    estimator: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    loglik: float | None = None
+    iterations: int | None = None
+    converged: bool | None = None
+    n: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the observations the estimate came from (for its uncertainty; not saved)
+    observations: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def labels(self) -> np.ndarray:
+        if self.domain is None:
+            return np.arange(self.distribution.size)
+        return self.domain.labels
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.distribution, dtype=dtype)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "estimator": self.estimator,
+            "settings": {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
+                         for k, v in self.settings.items()},
+            "loglik": self.loglik,
+            "iterations": self.iterations,
+            "converged": self.converged,
+            "n": self.n,
+            "domain": None if self.domain is None else self.domain.spec(),
+        }
+
+    def to_dict(self, ci: float | None = None, stats=None) -> dict[str, Any]:
+        """The estimate as JSON-ready data; ``ci`` adds per-cell intervals at that level, ``stats``
+        (names, see :meth:`statistics`) adds statistics with their intervals."""
+        d = self.summary()
+        d["labels"] = [x.item() if hasattr(x, "item") else x for x in self.labels]
+        d["distribution"] = self.distribution.tolist()
+        cells = self._cells()
+        if cells is not None:  # planar grid: each cell's row, column and centre (degrees)
+            d.update({key: col.tolist() for key, col in cells.items()})
+        if ci is not None:
+            lo, hi = self.ci(ci)
+            d["ci"] = {"level": float(ci), "method": self.uncertainty().method,
+                       "assumptions": self.uncertainty().assumptions,
+                       "lower": lo.tolist(), "upper": hi.tolist()}
+        if stats:
+            d["statistics"] = {k: v.to_dict() for k, v in
+                               self.statistics(stats, 0.95 if ci is None else ci).items()}
+        return d
+
+    def _cells(self) -> dict | None:
+        """Planar grid domains: ``{"row", "col", "lat", "lon"}`` of every cell (centres in degrees)."""
+        dom = self.domain
+        if dom is None or not callable(getattr(dom, "centres", None)):
+            return None
+        row, col = dom.rows_cols(np.arange(dom.size))
+        lat, lon = dom.centres()
+        return {"row": row, "col": col, "lat": lat, "lon": lon}
+
+    def to_frame(self, ci: float | None = None) -> "pd.DataFrame":
+        """Columns value, probability (and lower, upper with ``ci``); on a planar grid ``value`` is
+        the cell id and the cell's ``row``, ``col`` and centre ``lat``, ``lon`` (degrees) follow
+        (last, so that the other columns keep their places)."""
+        import pandas as pd
+        df = pd.DataFrame({"value": self.labels, "probability": self.distribution})
+        if ci is not None:
+            df["lower"], df["upper"] = self.ci(ci)
+        cells = self._cells()
+        if cells is not None:
+            for key, col in cells.items():
+                df[key] = col
+        return df
+
+    def save(self, path, ci: float | None = None, stats=None) -> Path:
+        """Write as JSON (``.json``: estimate, metadata, intervals with ``ci``, statistics), CSV
+        (value, probability, and lower, upper with ``ci``) or, on a planar grid, GeoJSON
+        (``.geojson``: one polygon per cell, :func:`localpriv.inference.geo_export.estimate_geojson`),
+        atomically."""
+        from localpriv.data.formats import ESTIMATE_SUFFIXES, atomic_output
+
+        path = Path(path)
+        if path.suffix.lower() == ".geojson":
+            from localpriv.inference.geo_export import write_geojson
+            return write_geojson(self, path, ci=ci)
+        payload = self.to_dict(ci, stats) if path.suffix.lower() == ".json" else self.to_frame(ci)
+        with atomic_output(path, ESTIMATE_SUFFIXES, what="estimate file") as tmp:
+            if path.suffix.lower() == ".json":
+                tmp.write_text(json.dumps(payload, indent=2))
+            else:
+                payload.to_csv(tmp, index=False)
+        return path
+
+    def statistics(self, names, level: float = 0.95) -> dict:
+        """Statistics by name with their intervals: ``mean``, ``var``, ``sd``, ``median``,
+        ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``);
+        ``names`` is a list or a comma-separated string."""
+        from localpriv.inference.uncertainty import Interval
+        if isinstance(names, str):
+            names = [t.strip() for t in names.split(",") if t.strip()]
+        out = {}
+        for name in names:
+            low = str(name).lower()
+            if low == "mean":
+                out[name] = self.mean(level)
+            elif low == "var":
+                out[name] = self.var(level)
+            elif low == "sd":
+                v = self.var(level)
+                out[name] = Interval(float(np.sqrt(v.value)), float(np.sqrt(max(v.lower, 0.0))),
+                                     float(np.sqrt(max(v.upper, 0.0))), v.level, v.method)
+            elif low == "median":
+                out[name] = self.quantile(0.5, level)
+            elif low.startswith("p") and low[1:].replace(".", "", 1).isdigit():
+                out[name] = self.quantile(float(low[1:]) / 100.0, level)
+            elif low.startswith("q") and low[1:].replace(".", "", 1).isdigit():
+                out[name] = self.quantile(float(low[1:]), level)
+            else:
+                raise LocalPrivError(f"unknown statistic {name!r}: mean, var, sd, median, pNN (e.g. p90) "
+                                     "or qX (e.g. q0.25)")
+        return out
+
+    def __repr__(self) -> str:
+        conv = "" if self.converged is None else (", converged" if self.converged else ", NOT converged (hit the cap)")
+        it = "" if self.iterations is None else f", {self.iterations} iterations"
+        return f"Estimate({self.estimator}, k={self.distribution.size}, n={self.n:g}{it}{conv})"
+
+    # ---- uncertainty (computed by localpriv.inference.uncertainty, once, on first use) -------------------
+    def uncertainty(self, method: str | None = None, rng=None):
+        """The estimate's :class:`~localpriv.inference.uncertainty.Uncertainty` (cached per method)."""
+        from localpriv.inference.uncertainty import uncertainty
+        cache = self.extra.setdefault("_uncertainty", {})
+        key = method or "default"
+        if key not in cache:
+            cache[key] = uncertainty(self, self.observations, rng=rng, method=method)
+        return cache[key]
+
+    def std_error(self) -> np.ndarray:
+        """Standard error of every cell (see :mod:`localpriv.inference.uncertainty` for the method)."""
+        return self.uncertainty().std_error()
+
+    def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Per-cell confidence intervals ``(lower, upper)`` at ``level``."""
+        return self.uncertainty().cell_intervals(level)
+
+    def functional(self, w, level: float = 0.95):
+        """Any linear functional ``w @ theta`` with its interval."""
+        return self.uncertainty().functional(w, level)
+
+    def _values(self, what: str) -> np.ndarray:
+        dom = self.domain
+        if dom is None or not getattr(dom, "is_numeric", False) or getattr(dom, "columns", 1) != 1:
+            raise LocalPrivError(f"{what} needs an ordered numeric domain (LO..HI), not "
+                                 f"{'none' if dom is None else dom.spec()}")
+        return np.asarray(dom.labels, dtype=float)
+
+    def mean(self, level: float = 0.95):
+        """The mean value ``sum_x x theta_x`` with its interval (ordered domains)."""
+        from localpriv.inference.uncertainty import Interval
+        iv = self.functional(self._values("the mean"), level)
+        return Interval(iv.value, iv.lower, iv.upper, iv.level, iv.method)
+
+    def var(self, level: float = 0.95):
+        """The variance of the values, ``sum_x (x - mu)^2 theta_x``, with its interval (delta method:
+        its gradient in ``theta`` is ``(x - mu)^2`` on the simplex's tangent space)."""
+        x = self._values("the variance")
+        mu = float(x @ self.distribution)
+        return self.functional((x - mu) ** 2, level)
+
+    def cdf(self, level: float = 0.95) -> "pd.DataFrame":
+        """The CDF at every value with a pointwise confidence band (ordered domains)."""
+        x = self._values("the CDF")
+        k = x.size
+        W = np.tril(np.ones((k, k)))
+        u = self.uncertainty()
+        F = np.cumsum(self.distribution)
+        from scipy import stats
+        lv = float(level)
+        if u.method in ("fisher", "anchored"):
+            z = stats.norm.ppf(0.5 + lv / 2)
+            centre, sd, _ = u.gaussian(W)
+            lo, hi = np.minimum(centre - z * sd, F), np.maximum(centre + z * sd, F)
+        else:
+            a = (1 - lv) / 2
+            lo, hi = np.quantile(np.cumsum(u.replicates, axis=1), [a, 1 - a], axis=0)
+        import pandas as pd
+        return pd.DataFrame({"value": self.domain.labels, "cdf": F, "lower": np.clip(lo, 0, 1),
+                             "upper": np.clip(hi, 0, 1)})
+
+    def quantile(self, q: float, level: float = 0.95):
+        """The ``q``-quantile with its interval (ordered domains).
+
+        The CDF is interpolated linearly across every cell: between ``x - 1/2`` and ``x + 1/2``
+        around every integer value ``x`` (``F(t) = sum_{y < x} theta_y + (t - x + 1/2) theta_x``),
+        between the cell's edges on a real interval domain (``interval(lo,hi,bins)``), so quantiles
+        are real numbers in the values' units. Gaussian methods invert the test ``|F(t) - q| <= z sd(F(t))`` at every ``t``
+        (the interval is the set of such ``t``, found on 64 points per value where the band can
+        cross ``q``); replicate methods take percentiles of the replicates' quantiles. ``sd(F(t))`` is
+        the Fisher one, the unbiased inverse's, or, for an MLE on a low-dimensional face, a
+        parametric bootstrap's (:meth:`localpriv.inference.uncertainty.Uncertainty.face_replicates`).
+        """
+        from scipy import stats
+
+        from localpriv.inference.uncertainty import Interval, _check_level
+        q = float(q)
+        if not 0.0 < q < 1.0:
+            raise LocalPrivError(f"quantile level must lie strictly between 0 and 1, got {q}")
+        lv = _check_level(level)
+        x = self._values("a quantile")
+        edges = _edges(self.domain, x)
+        theta = self.distribution
+        value = _cross(x, np.cumsum(theta), q, edges)
+        u = self.uncertainty()
+        if u.method not in ("fisher", "anchored"):
+            reps = np.array([_cross(x, np.cumsum(r), q, edges) for r in u.replicates])  # one per replicate
+            a = (1 - lv) / 2
+            lo, hi = np.quantile(reps, [a, 1 - a])
+            return Interval(value, float(min(lo, value)), float(max(hi, value)), lv, u.method)
+        z = stats.norm.ppf(0.5 + lv / 2)
+        k = x.size
+        W = np.tril(np.ones((k, k)))
+        F, sd, _ = u.gaussian(W)  # the CDF's centres (estimate or unbiased inverse) and sds
+        # cells where the band can reach q: from the first whose right edge has F + z sd >= q to the
+        # first whose right edge has F - z sd >= q (the CDF band at the cells' edges)
+        first = int(np.searchsorted(np.maximum.accumulate(F + z * sd), q))
+        last = int(np.searchsorted(np.maximum.accumulate(F - z * sd), q))
+        cells = np.arange(max(first, 0), min(last, k - 1) + 1)
+        frac = (np.arange(64) + 0.5) / 64
+        rows = np.repeat(cells, frac.size)
+        f = np.tile(frac, cells.size)
+        Wt = (np.arange(k)[None, :] < rows[:, None]).astype(float)
+        Wt[np.arange(rows.size), rows] = f
+        Ft, sdt, use = u.gaussian(Wt)
+        ok = np.abs(Ft - q) <= z * sdt
+        t = edges[rows] + f * (edges[rows + 1] - edges[rows])
+        lo, hi = (float(t[ok].min()), float(t[ok].max())) if ok.any() else (value, value)
+        how = ("inversion" if use.any() else "fisher") + " (test inversion)"
+        inner = u.extra["mle"] if u.method == "anchored" else u
+        if not use.all() and inner.face_replicates() is not None:
+            how = (("inversion and " if use.any() else "") + "fisher, bootstrap sd (low-dimensional face)"
+                   " (test inversion)")
+        if u.method == "anchored":
+            how = f"anchored on the MLE: {how}"
+        return Interval(value, min(lo, value), max(hi, value), lv, how)
+
+    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> "pd.DataFrame":
+        """The ``k`` most probable values with their intervals and rank stability: the share of
+        draws (replicates, or Gaussian draws of the estimate) in which the value is in the top ``k``."""
+        from localpriv.utils.validation import check_int
+        k = check_int(k, "k", minimum=1, maximum=self.distribution.size)
+        order = np.argsort(-self.distribution, kind="stable")[:k]
+        lo, hi = self.ci(level)
+        draws = self.uncertainty().samples(np.random.default_rng(0) if rng is None else rng)
+        ranks = np.argsort(np.argsort(-draws, axis=1, kind="stable"), axis=1, kind="stable")
+        stable = (ranks[:, order] < k).mean(axis=0)
+        import pandas as pd
+        return pd.DataFrame({"rank": np.arange(1, k + 1), "value": self.labels[order],
+                             "probability": self.distribution[order], "lower": lo[order],
+                             "upper": hi[order], "in_top_k": stable})
+
+
+def _edges(domain, x: np.ndarray) -> np.ndarray:
+    """The ``k + 1`` cell edges of an ordered domain: its own (real intervals), else ``x -+ 1/2``."""
+    own = getattr(domain, "cell_edges", None)
+    if callable(own):
+        return np.asarray(own(), dtype=float)
+    return np.concatenate([[x[0] - 0.5], x + 0.5])
+
+
+def _cross(x: np.ndarray, F: np.ndarray, q: float, edges: np.ndarray | None = None) -> float:
+    """Where the CDF ``F`` (at values ``x``, linear within each cell: between ``x -+ 1/2``, or
+    between the given cell ``edges``) first reaches ``q``."""
+    if edges is None:
+        edges = _edges(None, np.asarray(x, dtype=float))
+    Fe = np.concatenate([[0.0], np.maximum.accumulate(np.clip(F, 0, 1))])
+    j = int(np.searchsorted(Fe, q, side="left"))
+    if j <= 0:
+        return float(edges[0])
+    if j >= Fe.size:
+        return float(edges[-1])
+    f0, f1 = Fe[j - 1], Fe[j]
+    t = 0.0 if f1 <= f0 else (q - f0) / (f1 - f0)
+    return float(edges[j - 1] + t * (edges[j] - edges[j - 1]))

@@ -1,0 +1,676 @@
+"""How sure an estimate is: standard errors, confidence intervals and derived statistics.
+
+One module computes the uncertainty of every estimator's :class:`~localpriv.inference.estimate.Estimate`;
+the estimate's methods (``est.ci()``, ``est.std_error()``, ``est.mean()``, ``est.quantile(q)``,
+``est.cdf()``, ``est.top_k(k)``, ``est.functional(w)``) call it. The method depends on the
+estimator, and each states its assumptions (``Uncertainty.assumptions``):
+
+``"fisher"`` -- maximum-likelihood estimates (``ibu``, ``gibu``, ``ibu-exact``, ``ibu-likely``).
+    The observed information of the log-likelihood ``L(theta) = sum_j c_j log (theta @ G)_j``
+    (seed 001 Eq. 2) is ``I = sum_j c_j G_j G_j^T / p_j^2`` with ``p_j = theta @ G_j``. On the face
+    ``S`` of the simplex where the estimate is positive, with the constraint ``sum theta = 1``, the
+    asymptotic covariance is ``Cov_S = B - (B 1)(B 1)^T / (1^T B 1)`` with ``B = I_SS^{-1}``
+    (the constrained inverse information). Cells on the boundary (estimate 0) get a one-sided
+    interval ``[0, u]`` from the quadratic model of the profile log-likelihood: moving mass ``t`` to
+    the cell, the others re-optimized, lowers ``L`` by ``lambda t + t^2 / (2 V)``, where
+    ``lambda = n - dL/dtheta_x >= 0`` is the cell's Karush-Kuhn-Tucker multiplier and ``V`` its
+    variance on the face ``S + {x}``; ``u`` solves ``lambda u + u^2/(2V) = z_{1-a}^2 / 2``
+    (at the boundary the likelihood-ratio statistic is a 50:50 mixture of chi^2_0 and chi^2_1,
+    Self and Liang 1987, so the one-sided quantile applies). Positive cells get Wald intervals
+    ``theta_x +- z sqrt(Cov_xx)`` clipped to ``[0, 1]``. When the MLE sits on a low-dimensional
+    face (at most :data:`FACE_MAX_SHARE` of its cells positive, finite channels) the face's
+    covariance misstates the spread of functionals such as CDF values (the face changes between
+    data sets), and those functionals take the standard deviation of a parametric bootstrap of
+    the MLE instead (:meth:`Uncertainty.face_replicates`).
+``"linear"`` -- the inversion estimators INV (seed 001 section 7) and MI / Rappor (seed 002). The
+    raw inverse ``v`` is linear in the report frequencies, so its covariance is exact:
+    ``Cov(v) = M^{-T} (diag(q) - q q^T) M^{-1} / n`` for INV (``q`` the report frequencies) and
+    ``Cov(v) = Cov(s) / (n (p* - q*)^2)`` for MI with ``s`` a report's support indicator vector
+    (its covariance read from the distinct reports themselves; Wang et al., USENIX Security 2017,
+    give its diagonal). Normalization (N) or projection (P) is not linear: intervals come from the
+    percentiles of ``post(v*)`` over Gaussian draws ``v* ~ N(v, Cov(v))`` (a parametric bootstrap
+    of the post-processing).
+``"anchored"`` -- the regularized estimators (``ems``, ``dirichlet``), the defaults. Their bias is
+    the price of their accuracy, so an interval centred on them (a bootstrap around the
+    regularized fit) under-covers (measured: docs/uncertainty.md, Calibration). Instead the
+    maximum-likelihood estimate of the same observations is computed (``ibu``, certified) with its
+    ``"fisher"`` intervals, and every interval is widened just enough to contain the regularized
+    value: ``[min(l, f(theta_reg)), max(u, f(theta_reg))]`` with ``[l, u]`` the MLE's interval of
+    the same quantity ``f``. It contains the MLE's interval, so it covers at least as often, and it
+    always contains the reported estimate. Standard errors are the MLE's.
+``"bootstrap"`` -- every other estimator: a parametric bootstrap. Counts are redrawn from the
+    fitted model per mechanism (multinomial over the outputs of a finite channel; otherwise users
+    are drawn from the estimate and their reports sampled by the mechanism), the estimator is run
+    again (warm-started where it can be), and intervals are percentiles of the replicates.
+
+Derived statistics are linear functionals ``w @ theta`` (mean, CDF values, cell sums) with
+variance ``w^T Cov w`` (or their replicates), the variance of the values (delta method), and
+quantiles on ordered domains by inverting the confidence band of the CDF: the ``q``-quantile of a
+distribution on ``lo..hi`` is read off the CDF interpolated linearly between the points
+``x - 1/2`` and ``x + 1/2`` around each value (so quantiles are real numbers, and the true one of a
+distribution is defined the same way), and its interval is where the band crosses ``q``.
+
+All intervals are asymptotic (large ``n``); ``localpriv reproduce coverage`` measures how well they
+cover on real data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from localpriv.utils.validation import LocalPrivError
+
+__all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUNDARY"]
+
+#: cells below this estimate are treated as on the boundary of the simplex
+BOUNDARY = 1e-9
+#: a linear functional of a maximum-likelihood estimate takes the interval of the unbiased inverse
+#: when that interval is at most this many times wider than the Fisher (Wald) interval
+INVERSION_MAX_RATIO = 4.0
+#: domains up to this size get the inversion intervals (the covariance is k x k)
+INVERSION_MAX_K = 2000
+#: observations from up to this many mechanisms get them (one k x k covariance per mechanism)
+INVERSION_MAX_BLOCKS = 16
+#: draws of the Gaussian / bootstrap replicates by default
+DRAWS = 2000
+BOOT_REPLICATES = 200
+#: the MLE sits on a low-dimensional face of the simplex (a few spikes) when at most this share of
+#: its cells is positive; there the face's Fisher standard deviations of functionals are replaced
+#: by those of a parametric bootstrap of the MLE (``Uncertainty.face_replicates``)
+FACE_MAX_SHARE = 0.25
+#: refits of that bootstrap (each a certified MLE of counts redrawn from the estimate)
+FACE_REPLICATES = 60
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point value with its confidence interval."""
+
+    value: float
+    lower: float
+    upper: float
+    level: float
+    method: str = ""
+
+    def __iter__(self):
+        return iter((self.value, self.lower, self.upper))
+
+    def __repr__(self) -> str:
+        return f"{self.value:.6g} [{self.lower:.6g}, {self.upper:.6g}] ({self.level:.0%}, {self.method})"
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "lower": self.lower, "upper": self.upper, "level": self.level,
+                "method": self.method}
+
+
+def _quad(W: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``diag(W C W^T)``: the variances of the functionals in the rows of ``W`` (by BLAS)."""
+    return np.einsum("ij,ij->i", W @ C, W)
+
+
+def _check_level(level) -> float:
+    try:
+        lv = float(level)
+    except (TypeError, ValueError):
+        raise LocalPrivError(f"confidence level must be a number in (0, 1), got {level!r}") from None
+    if not 0.0 < lv < 1.0:
+        raise LocalPrivError(f"confidence level must lie strictly between 0 and 1, got {level!r}")
+    return lv
+
+
+# --------------------------------------------------------------------------------------------
+# Observed information
+# --------------------------------------------------------------------------------------------
+def _gram(block, w: np.ndarray) -> np.ndarray:
+    """``G diag(w) G^T`` (k x k) for one likelihood block: its own method where it has one, else
+    ``k`` forward and backward products (one per input)."""
+    own = getattr(block, "gram", None)
+    if own is not None:
+        return np.asarray(own(w), dtype=float)
+    G = getattr(block, "G", None)
+    if G is not None:
+        return (G * w[None, :]) @ G.T
+    k = block.k
+    out = np.empty((k, k))
+    e = np.zeros(k)
+    for x in range(k):  # one product per input (k), never per report
+        e[x] = 1.0
+        out[:, x] = block.backward(w * block.forward(e))
+        e[x] = 0.0
+    return 0.5 * (out + out.T)
+
+
+def fisher_information(blocks, theta) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(I, g, n)``: the observed information ``I = sum_j c_j G_j G_j^T / p_j^2``, the gradient
+    ``g = sum_j c_j G_j / p_j`` of the log-likelihood at ``theta`` and the number of reports."""
+    theta = np.asarray(theta, dtype=float)
+    k = theta.size
+    info = np.zeros((k, k))
+    grad = np.zeros(k)
+    n = 0.0
+    for b in blocks:
+        p = b.forward(theta)
+        c = b.counts
+        live = c > 0
+        if np.any(p[live] <= 0):
+            raise LocalPrivError("the estimate gives probability 0 to an observed report: no information")
+        w1 = np.zeros_like(p)
+        w1[live] = c[live] / p[live]
+        w2 = np.zeros_like(p)
+        w2[live] = c[live] / p[live] ** 2
+        grad += b.backward(w1)
+        info += _gram(b, w2)
+        n += float(c.sum())
+    return info, grad, n
+
+
+def _constrained_cov(info: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Covariance on the face ``S`` under ``sum theta = 1``; also ``B = I_SS^+``, ``a = B 1``, ``1^T B 1``."""
+    A = info[np.ix_(S, S)]
+    B = np.linalg.pinv(0.5 * (A + A.T), hermitian=True)
+    a = B.sum(axis=1)
+    beta = float(a.sum())
+    cov = B - np.outer(a, a) / beta if beta > 0 else B
+    return cov, B, beta, a
+
+
+@dataclass
+class Uncertainty:
+    """The spread of one estimate: a covariance (Gaussian methods) or replicates (bootstrap)."""
+
+    method: str
+    theta: np.ndarray
+    assumptions: str
+    cov: np.ndarray | None = None           # k x k; zero rows/columns on boundary cells
+    boundary: np.ndarray | None = None      # bool, cells at 0 (fisher)
+    kkt: np.ndarray | None = None           # lambda per boundary cell (fisher)
+    face_var: np.ndarray | None = None      # V per boundary cell (fisher)
+    raw: np.ndarray | None = None           # the raw inverse v (linear)
+    raw_cov: np.ndarray | None = None       # Cov(v) (linear)
+    post: str | None = None                 # "n" / "p" post-processing (linear)
+    replicates: np.ndarray | None = None    # R x k (linear: post(v*); bootstrap: refits)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ---- Gaussian intervals of functionals (fisher: the Wald or the inversion interval) --------
+    def gaussian(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Centres, standard deviations and which rows use the inversion interval, for the linear
+        functionals in the rows of ``W`` (Gaussian methods only).
+
+        A functional of a maximum-likelihood estimate is centred on the estimate with its Fisher
+        standard deviation, unless the unbiased inverse ``v`` is available (one mechanism with an
+        invertible channel or a support function) and its standard deviation for that functional
+        is at most :data:`INVERSION_MAX_RATIO` times the Fisher one: then the interval is the
+        inverse's, ``w @ v +- z sqrt(w^T Cov(v) w)``. Near the boundary of the simplex the MLE is
+        biased (the positivity constraint pulls it towards the uniform distribution when the noise
+        is large) and a Wald interval around it does not cover; the inverse is unbiased whatever
+        the truth, its covariance exact (see ``docs/uncertainty.md`` for the measurements). On a
+        low-dimensional face the rows that keep the MLE's interval take the sd of
+        :meth:`face_replicates` instead of the face's Fisher sd.
+        """
+        W = np.atleast_2d(np.asarray(W, dtype=float))
+        if self.method == "anchored":
+            return self.extra["mle"].gaussian(W)
+        if self.method != "fisher":
+            raise LocalPrivError("Gaussian functionals need the fisher method")
+        centre = W @ self.theta
+        sd = np.sqrt(np.clip(_quad(W, self.cov), 0, None))
+        use = np.zeros(W.shape[0], dtype=bool)
+        inv = self._inverse(lambda v, C: (W @ v, _quad(W, C)))
+        if inv is not None:
+            c_inv, sd_inv = inv
+            use = (sd > 0) & (sd_inv <= INVERSION_MAX_RATIO * sd)
+            centre = np.where(use, c_inv, centre)
+            sd = np.where(use, sd_inv, sd)
+        reps = None if use.all() else self.face_replicates()
+        if reps is not None:  # on a low-dimensional face: the bootstrap's sd for the MLE's own rows
+            sd = np.where(use, sd, (reps @ W.T).std(axis=0, ddof=1))
+        return centre, sd, use
+
+    def face_replicates(self) -> np.ndarray | None:
+        """Refits of a parametric bootstrap of the MLE where it sits on a low-dimensional face, else None.
+
+        When at most :data:`FACE_MAX_SHARE` of the MLE's cells are positive (metric mechanisms at
+        small eps: a few spikes), its face changes from one data set to the next and the Fisher
+        covariance *on the face of this data set* misstates the spread of a functional that is not
+        smooth across cells (a CDF value between two spikes has Fisher sd 0 from the cells it skips).
+        There the sd of the functionals that keep the MLE's interval (``use`` False in
+        :meth:`gaussian`) is the sd over :data:`FACE_REPLICATES` refits of the MLE to counts redrawn
+        from it, ``c* ~ Multinomial(n, theta_hat M)`` per mechanism (Efron's parametric bootstrap;
+        the refits land on their own faces, so the face's randomness is in the sd); the interval
+        stays centred on the MLE. Computed once, on first use, only for finite channels whose
+        reports are their output indices (a refit then costs the same at any n).
+        """
+        plan = self.extra.get("face_bootstrap")
+        if plan is None:
+            return None
+        if "replicates" not in plan:
+            plan["replicates"] = _refits(plan["obs"], self.theta, plan["call"], plan["rng"], FACE_REPLICATES)
+        return plan["replicates"]
+
+    def _inverse(self, moments):
+        """``(centres, sds)`` of functionals of the unbiased inverse, or None without one.
+
+        ``moments(v, C)`` gives one mechanism's centres ``W v`` and variances ``diag(W C W^T)``.
+        With several mechanisms (free-will mixtures) each block's inverse is unbiased on its own;
+        they are combined per functional with inverse-variance weights,
+        ``f = sum_A f_A / s_A^2 / sum_A 1 / s_A^2`` with variance ``1 / sum_A 1 / s_A^2``.
+        """
+        parts = self.extra.get("inverse_blocks")
+        if not parts:
+            return None
+        if len(parts) == 1:
+            c, var = moments(*parts[0])
+            return c, np.sqrt(np.clip(var, 0, None))
+        num = den = 0.0
+        for v, C in parts:
+            c, var = moments(v, C)
+            w = 1.0 / np.maximum(var, 1e-300)
+            num, den = num + w * c, den + w
+        return num / den, np.sqrt(1.0 / den)
+
+    def _inverse_cells(self):
+        return self._inverse(lambda v, C: (v, np.diag(C)))
+
+    # ---- per cell ---------------------------------------------------------------------------
+    def std_error(self) -> np.ndarray:
+        """Standard error per cell (boundary cells: ``sqrt(V)``, the curvature scale there)."""
+        if self.method == "anchored":
+            return self.extra["mle"].std_error()
+        if self.method == "fisher":
+            se = self.std_error_fisher()
+            inv = self._inverse_cells()
+            if inv is not None:  # the cells whose interval is the inverse's (see gaussian)
+                se_inv = inv[1]
+                use = se_inv <= INVERSION_MAX_RATIO * se
+                se = np.where(use, se_inv, se)
+            return se
+        return self.replicates.std(axis=0, ddof=1)
+
+    def std_error_fisher(self) -> np.ndarray:
+        """The Fisher standard error per cell (boundary cells: ``sqrt(V)``), before any inversion."""
+        se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+        if self.boundary is not None and self.boundary.any():
+            se[self.boundary] = np.sqrt(self.face_var)
+        return se
+
+    def cell_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        lv = _check_level(level)
+        if self.method == "anchored":
+            lo, hi = self.extra["mle"].cell_intervals(lv)
+            return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
+        if self.method == "fisher":
+            z = stats.norm.ppf(0.5 + lv / 2)
+            se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+            lo = np.clip(self.theta - z * se, 0.0, 1.0)
+            hi = np.clip(self.theta + z * se, 0.0, 1.0)
+            if self.boundary.any():
+                c = stats.norm.ppf(lv) ** 2  # one-sided at the boundary (chi^2 mixture)
+                lam, V = self.kkt, self.face_var
+                u = V * (-lam + np.sqrt(lam * lam + c / V))
+                lo[self.boundary] = 0.0
+                hi[self.boundary] = np.clip(u, 0.0, 1.0)
+            inv = self._inverse_cells()
+            if inv is not None:  # inversion intervals where they apply (see gaussian)
+                se_f = self.std_error_fisher()
+                c_inv, se_inv = inv
+                use = se_inv <= INVERSION_MAX_RATIO * se_f
+                lo = np.where(use, np.clip(c_inv - z * se_inv, 0.0, 1.0), lo)
+                hi = np.where(use, np.clip(c_inv + z * se_inv, 0.0, 1.0), hi)
+                lo, hi = np.minimum(lo, self.theta), np.maximum(hi, self.theta)
+            return lo, hi
+        a = (1 - lv) / 2
+        lo, hi = np.quantile(self.replicates, [a, 1 - a], axis=0)
+        return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
+
+    # ---- functionals ------------------------------------------------------------------------
+    def functional(self, w, level: float = 0.95, name: str = "functional") -> Interval:
+        """``w @ theta`` with its interval (``w`` a length-k vector)."""
+        lv = _check_level(level)
+        w = np.asarray(w, dtype=float)
+        if w.shape != self.theta.shape or not np.all(np.isfinite(w)):
+            raise LocalPrivError(f"weights must be a finite vector of length {self.theta.size}")
+        value = float(w @ self.theta)
+        if self.method == "anchored":
+            iv = self.extra["mle"].functional(w, lv, name)
+            return Interval(value, min(iv.lower, value), max(iv.upper, value), lv,
+                            f"anchored on the MLE: {iv.method}")
+        if self.method == "fisher":
+            c, sd, use = self.gaussian(w[None, :])
+            z = stats.norm.ppf(0.5 + lv / 2)
+            lo, hi = float(c[0] - z * sd[0]), float(c[0] + z * sd[0])
+            if use[0]:  # the inverse's interval, kept within what a distribution allows
+                lo, hi = max(lo, float(w.min())), min(hi, float(w.max()))
+                return Interval(value, min(lo, value), max(hi, value), lv, "inversion (exact covariance)")
+            how = "fisher (delta)" if self.face_replicates() is None else "fisher, bootstrap sd (low-dimensional face)"
+            return Interval(value, lo, hi, lv, how)
+        vals = self.replicates @ w
+        a = (1 - lv) / 2
+        lo, hi = np.quantile(vals, [a, 1 - a])
+        return Interval(value, float(min(lo, value)), float(max(hi, value)), lv, self.method)
+
+    def functional_sd(self, W: np.ndarray) -> np.ndarray:
+        """Standard deviations of several functionals (rows of ``W``)."""
+        if self.method in ("fisher", "anchored"):
+            return self.gaussian(W)[1]
+        return (self.replicates @ W.T).std(axis=0, ddof=1)
+
+    def samples(self, rng, size: int = DRAWS) -> np.ndarray:
+        """Draws that spread like the estimate (replicates, or Gaussian draws projected to the simplex)."""
+        if self.method == "anchored":
+            return self.extra["mle"].samples(rng, size)
+        if self.replicates is not None:
+            return self.replicates
+        from localpriv.utils.simplex import project_simplex
+        k = self.theta.size
+        vals, vecs = np.linalg.eigh(0.5 * (self.cov + self.cov.T))
+        root = vecs * np.sqrt(np.clip(vals, 0, None))
+        draws = self.theta + rng.standard_normal((size, k)) @ root.T
+        return np.apply_along_axis(project_simplex, 1, draws) if k <= 2000 else np.clip(draws, 0, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Methods
+# --------------------------------------------------------------------------------------------
+def _fisher(est, obs, inversion: bool = True, rng=None) -> Uncertainty:
+    theta = np.asarray(est.distribution, dtype=float)
+    blocks = obs.likelihood_blocks()
+    info, grad, n = fisher_information(blocks, theta)
+    k = theta.size
+    boundary = theta < BOUNDARY
+    S = np.flatnonzero(~boundary)
+    cov_S, B, beta, a = _constrained_cov(info, S)
+    cov = np.zeros((k, k))
+    cov[np.ix_(S, S)] = cov_S
+    Z = np.flatnonzero(boundary)
+    kkt = face_var = None
+    if Z.size:
+        # V_x on the face S + {x} by the Schur complement, all boundary cells at once
+        I_SZ = info[np.ix_(S, Z)]
+        U = B @ I_SZ                                   # |S| x |Z|
+        s = np.diag(info)[Z] - np.einsum("sz,sz->z", I_SZ, U)
+        s = np.maximum(s, 1e-300)
+        r = 1.0 - I_SZ.T @ a                           # (A^{-1} 1)_x * s_x
+        tot = beta + r * r / s
+        face_var = np.maximum(1.0 / s - (r / s) ** 2 / tot, 1e-300)
+        kkt = np.maximum(n - grad[Z], 0.0)
+    text = ("asymptotic normality of the MLE on its support face (observed information, sum-to-one "
+            "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
+    raw = raw_cov = None
+    extra = {"support": int(S.size)}
+    call = est.extra.get("call")
+    if (rng is not None and S.size <= FACE_MAX_SHARE * k and k <= INVERSION_MAX_K and call is not None
+            and call[0] in FISHER
+            and all(_multinomial(b.mechanism) for b in obs.blocks)):
+        extra["face_bootstrap"] = {"obs": obs, "rng": rng, "call": call}
+        text += (f"; on a low-dimensional face ({S.size} of {k} cells positive): standard deviations of "
+                 f"functionals from a parametric bootstrap of the MLE ({FACE_REPLICATES} refits of redrawn "
+                 "counts) instead of the face's information")
+    inverse = _unbiased_inverse(obs) if inversion else None
+    if inverse is not None:
+        families = sorted({f.upper() for _, _, f in inverse})
+        extra["inverse_blocks"] = [(v, C) for v, C, _ in inverse]
+        if len(inverse) == 1:
+            raw, raw_cov = inverse[0][0], inverse[0][1]
+        text += ("; functionals whose unbiased-inverse interval is at most "
+                 f"{INVERSION_MAX_RATIO:g}x wider take that interval instead ({'/'.join(families)}: exact "
+                 "covariance, normal approximation"
+                 + ("; mechanisms combined per functional by inverse-variance weights" if len(inverse) > 1
+                    else "") + ")")
+    return Uncertainty("fisher", theta, text, cov=cov, boundary=boundary, kkt=kkt, face_var=face_var,
+                       raw=raw, raw_cov=raw_cov, extra=extra)
+
+
+def _post(v: np.ndarray, post: str) -> np.ndarray:
+    from localpriv.utils.simplex import clip_normalize, project_simplex
+    return clip_normalize(v) if post == "n" else project_simplex(v)
+
+
+def _linear(est, obs, rng) -> Uncertainty:
+    name = est.estimator
+    post = name.rsplit("-", 1)[-1]
+    block = obs.single(name)
+    v, cov, text = _raw_inverse(block, "inv" if name.startswith("inv") else "mi", name)
+    draws = rng.multivariate_normal(v, 0.5 * (cov + cov.T), size=DRAWS, method="eigh")
+    reps = np.apply_along_axis(_post, 1, draws, post)
+    return Uncertainty("linear", np.asarray(est.distribution, float),
+                       text + f"; {'normalization' if post == 'n' else 'projection'} by Gaussian draws",
+                       raw=v, raw_cov=cov, post=post, replicates=reps)
+
+
+def _raw_inverse(block, family: str, name: str = "this estimator"):
+    """The unbiased raw inverse ``v`` of one mechanism's reports, its exact covariance, and the
+    assumptions: ``family="inv"`` (``v = q M^-1``) or ``"mi"`` (support counts, pure protocols)."""
+    mech = block.mechanism
+    n = block.n
+    if family == "inv":
+        counts = block.count_vector()
+        q = counts / counts.sum()
+        from localpriv.estimators.inv import inverse_vector
+        v = inverse_vector(mech, counts)
+        if hasattr(mech, "inverse_counts"):  # closed form: v = (q - b) / (a - b)
+            a_, b_ = mech.p_keep, mech.p_other
+            Cq = (np.diag(q) - np.outer(q, q)) / n
+            cov = Cq / (a_ - b_) ** 2
+        else:
+            M = mech.channel()
+            W = np.linalg.pinv(M)                      # v = q @ W  (M^{-1} or least squares)
+            Cq = (np.diag(q) - np.outer(q, q)) / n
+            cov = W.T @ Cq @ W
+        text = "multinomial report counts; exact covariance of the raw inverse; normal approximation"
+    else:
+        from localpriv.estimators.oracles import mi_vector, pure_parameters
+        p, qs = pure_parameters(mech)
+        v = mi_vector(block)
+        S2 = _support_second_moment(block)             # E[s s^T] over the reports
+        if S2 is None:
+            raise LocalPrivError(f"intervals for {name} need the reports' supports; use ibu")
+        m1 = _support_mean(block)
+        cov = (S2 - np.outer(m1, m1)) / (n * (p - qs) ** 2)
+        text = ("independent reports; exact covariance of the support counts read from the reports; "
+                "normal approximation")
+    return v, cov, text
+
+
+def _unbiased_inverse(obs):
+    """``[(v, Cov(v), family)]`` per mechanism block: the unbiased raw inverse of each, or None where
+    one block has none (no finite invertible channel nor support function) or the domain is too large."""
+    if obs.k > INVERSION_MAX_K or len(obs.blocks) > INVERSION_MAX_BLOCKS:
+        return None
+    out = []
+    for block in obs.blocks:
+        one = _block_inverse(block)
+        if one is None:
+            return None
+        out.append(one)
+    return out
+
+
+def _block_inverse(block):
+    mech = block.mechanism
+    from localpriv.estimators.oracles import pure_parameters
+    from localpriv.mechanisms import KRR
+    try:
+        pure_parameters(mech)
+        family = "inv" if isinstance(mech, KRR) else "mi"
+    except LocalPrivError:
+        family = "inv"
+    if family == "inv":
+        n_out = getattr(mech, "n_outputs", None)
+        if n_out is None or (not hasattr(mech, "inverse_counts") and mech.k * n_out > 4_000_000):
+            return None
+    try:
+        v, cov, _ = _raw_inverse(block, family)
+    except LocalPrivError:  # singular or numerically singular channel: no unbiased inverse
+        return None
+    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(cov))):
+        return None
+    return v, cov, family
+
+
+def _support_mean(block) -> np.ndarray:
+    from localpriv.estimators.oracles import support_counts
+    return support_counts(block) / block.n
+
+
+def _support_second_moment(block) -> np.ndarray | None:
+    """``(1/n) sum_j c_j s_j s_j^T`` with ``s_j`` the support indicator (or vector) of report j."""
+    mech = block.mechanism
+    from localpriv.mechanisms import KRR
+    from localpriv.mechanisms.unary import weighted_gram
+    if isinstance(mech, KRR):
+        return np.diag(block.count_vector() / block.n)
+    from localpriv.likelihood.packed import PackedSupport
+    vectors = getattr(mech, "vectors", None)       # SHE: the noisy vectors themselves
+    packed = getattr(mech, "packed_support", None)  # pure protocols: 0/1 support rows, packed bits
+    supports = getattr(mech, "support", None)
+    if vectors is None and supports is None:
+        return None
+    k = mech.k
+    out = np.zeros((k, k))
+    step = max(1, 2_000_000 // max(k, 1))
+    for s in range(0, block.counts.size, step):  # chunks of distinct reports: memory by chunk
+        c = block.counts[s:s + step]
+        if vectors is not None:
+            Z = vectors(block.reports[s:s + step])
+            out += (Z * c[:, None]).T @ Z
+        elif packed is not None:
+            out += PackedSupport(packed(block.reports[s:s + step]), k).gram(c)
+        else:
+            out += weighted_gram(supports(block.reports[s:s + step]), c)
+    return out / block.n
+
+
+def _refits(obs, theta, call, rng, replicates: int) -> np.ndarray:
+    """``replicates`` refits of the recorded estimator ``call = (method, settings)`` to observations
+    redrawn from ``theta`` (:func:`_redraw`), warm-started near ``theta`` with full support."""
+    from localpriv.estimators import estimate as run
+    method, settings = call
+    settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
+    if "theta0" in _accepted(method):
+        settings["theta0"] = 0.5 * theta + 0.5 / theta.size
+    reps = np.empty((replicates, theta.size))
+    for r in range(replicates):  # one refit per replicate (never a loop over reports)
+        reps[r] = run(_redraw(obs, theta, rng), method, **settings).distribution
+    return reps
+
+
+def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
+    call = est.extra.get("call")
+    if call is None:
+        raise LocalPrivError(f"no record of how {est.estimator} was computed; run it through "
+                             "localpriv.estimate(obs, name) to get intervals")
+    theta = np.asarray(est.distribution, dtype=float)
+    reps = _refits(obs, theta, call, rng, replicates)
+    return Uncertainty("bootstrap", theta,
+                       f"parametric bootstrap, {replicates} replicates redrawn from the fitted model; "
+                       "percentile intervals", replicates=reps)
+
+
+def _anchored(est, obs) -> Uncertainty:
+    """The MLE's fisher uncertainty, widened to contain the regularized estimate (module docstring)."""
+    from localpriv.estimators import estimate as run
+    settings = dict((est.extra.get("call") or (None, {}))[1])
+    keep = {key: settings[key] for key in ("delta", "stop", "max_iter", "accelerate") if key in settings}
+    mle = run(obs, "ibu", **keep)
+    inner = uncertainty(mle, obs)
+    theta = np.asarray(est.distribution, dtype=float)
+    gap = float(np.abs(theta - mle.distribution).sum())
+    text = (f"the maximum-likelihood estimate's intervals ({inner.method}: {inner.assumptions}), each widened "
+            f"to contain this {est.estimator} estimate (L1 distance to the MLE {gap:.3g}); covers at least "
+            "as often as the MLE's")
+    return Uncertainty("anchored", theta, text, extra={"mle": inner, "mle_estimate": mle,
+                                                         "mle_converged": mle.converged})
+
+
+def _accepted(method: str) -> set:
+    import inspect
+    from localpriv.estimators import ESTIMATORS
+    try:
+        return set(inspect.signature(ESTIMATORS[method]).parameters)
+    except (KeyError, TypeError, ValueError):
+        return set()
+
+
+def _reports_are_indices(mech, n_out: int) -> bool:
+    """Whether a report *is* its column of the channel (then counts can be drawn per column);
+    bit vectors, floats and shifted integers are drawn as reports by the mechanism instead."""
+    if getattr(mech, "report_kind", "int64") != "int64":
+        return False
+    cols = np.arange(n_out, dtype=np.int64)
+    try:
+        return bool(np.array_equal(mech.output_index(cols), cols))
+    except LocalPrivError:
+        return False
+
+
+def _multinomial(mech) -> bool:
+    """Whether a mechanism's reports can be redrawn as counts over its outputs (a finite channel of
+    at most 4*10^6 entries whose reports are their column indices)."""
+    try:
+        n_out = mech.n_outputs
+    except LocalPrivError:
+        return False
+    return n_out is not None and mech.k * n_out <= 4_000_000 and _reports_are_indices(mech, n_out)
+
+
+def _redraw(obs, theta, rng):
+    """New observations of the same size per mechanism, drawn from the fitted ``theta``."""
+    from localpriv.data.observations import ObservationBlock, Observations
+    blocks = []
+    for b in obs.blocks:
+        mech, n = b.mechanism, int(round(b.n))
+        n_out = None
+        try:
+            n_out = mech.n_outputs
+        except LocalPrivError:
+            n_out = None
+        if n_out is not None and mech.k * n_out <= 4_000_000 and _reports_are_indices(mech, n_out):
+            p = theta @ mech.channel()
+            p = np.clip(p, 0, None)
+            c = rng.multinomial(n, p / p.sum())
+            keep = np.flatnonzero(c)
+            blocks.append(ObservationBlock(mech, keep, c[keep]))
+        else:
+            x = np.repeat(np.arange(theta.size), rng.multinomial(n, theta / theta.sum()))
+            z = mech.sample(x, rng)
+            u, c = np.unique(z, axis=0, return_counts=True) if np.ndim(z) > 1 else np.unique(z, return_counts=True)
+            blocks.append(ObservationBlock(mech, u, c))
+    return Observations(blocks, obs.domain)
+
+
+FISHER = ("ibu", "gibu", "ibu-exact", "ibu-likely")
+ANCHORED = ("ems", "dirichlet")
+LINEAR = ("inv-n", "inv-p", "mi-n", "mi-p", "rappor-n", "rappor-p")
+
+
+def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncertainty:
+    """The :class:`Uncertainty` of ``est`` (computed from the observations it was estimated from).
+
+    ``method``: ``"fisher"``, ``"linear"``, ``"anchored"`` or ``"bootstrap"``; by default the one
+    that fits the estimator (see the module docstring). ``rng`` drives the draws of the linear and bootstrap
+    methods (default: ``numpy.random.default_rng(0)``, so results are reproducible).
+    """
+    obs = obs if obs is not None else getattr(est, "observations", None)
+    if obs is None:
+        raise LocalPrivError("this estimate does not carry its observations; pass obs=")
+    rng = np.random.default_rng(0) if rng is None else rng
+    name = est.estimator
+    if method is None:
+        method = ("fisher" if name in FISHER else "linear" if name in LINEAR else
+                  "anchored" if name in ANCHORED else "bootstrap")
+    if method in ("fisher", "wald"):
+        if method == "wald" and name not in FISHER:
+            raise LocalPrivError(f"the wald method applies to {', '.join(FISHER)}, not {name}")
+        return _fisher(est, obs, inversion=method == "fisher", rng=rng if method == "fisher" else None)
+    if method == "linear":
+        if name not in LINEAR:
+            raise LocalPrivError(f"the linear method applies to {', '.join(LINEAR)}, not {name}")
+        return _linear(est, obs, rng)
+    if method == "anchored":
+        return _anchored(est, obs)
+    if method == "bootstrap":
+        return _bootstrap(est, obs, rng)
+    raise LocalPrivError(f"unknown uncertainty method {method!r}: fisher, wald, linear, anchored or bootstrap")

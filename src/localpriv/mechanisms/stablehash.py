@@ -1,0 +1,171 @@
+"""Stable, cross-language hashing: XXH64 of strings and of 64-bit keys (issue 20, item 4).
+
+Every hash a client computes and the collector must recompute (sketch rows, Bloom-filter bits,
+heavy-hitter prefixes, string keys) goes through this module, so a client written in another
+language reproduces localpriv's reports from the published definition alone:
+
+* ``hash_strings(values, seed)`` is XXH64 (Collet, xxHash specification v0.1.1) of each value's
+  UTF-8 bytes with the 64-bit ``seed``: the same number as ``xxhash.xxh64_intdigest(s.encode(),
+  seed)`` in Python, ``XXH64(buf, len, seed)`` in C, ``xxhash.Sum64`` (seeded variant) in Go.
+* ``hash_keys(keys, seed)`` is XXH64 of the 8 little-endian bytes of each unsigned 64-bit key,
+  with the 64-bit ``seed``; keys and seeds broadcast, so one call hashes every (user, seed) pair.
+* ``to_range(h, m)`` maps a 64-bit hash onto ``{0, ..., m-1}`` as ``h mod m``; its bias is below
+  ``m / 2^64`` (at most ``2^-34`` for ``m <= 2^30``).
+
+Test vectors (checked by the test suite against the reference ``xxhash`` package) are in
+``docs/hashing.md`` and :data:`TEST_VECTORS`.
+
+The string hash is a compiled loop over the Arrow buffers (numba, :mod:`localpriv.mechanisms._hashkernels`,
+machine code cached between processes; one pass over the bytes, no Python loop over values);
+``hash_keys`` and :func:`hash_to_range` are eleven NumPy passes on small inputs and one compiled
+pass from :data:`COMPILED_MIN` hashes on.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from localpriv.utils.validation import LocalPrivError
+
+__all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "TEST_VECTORS", "SPEC"]
+
+#: name recorded in file metadata for reports whose meaning depends on this module's hashes
+SPEC = "xxh64"
+
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+
+#: (input, seed, XXH64) triples; strings are hashed as UTF-8, ints as 8 little-endian bytes
+TEST_VECTORS = (
+    ("", 0, 0xEF46DB3751D8E999),
+    ("a", 0, 0xD24EC4F1A98C6E5B),
+    ("abc", 0, 0x44BC2CF5AD770999),
+    ("localpriv", 0, 0xBC9B2A840F326CBE),
+    ("Manhattan, NY", 2 ** 32 + 7, 0xB1A9DF76D03E0A3F),
+    ("é中", 1, 0x520C1C60B04CC982),
+    ("The quick brown fox jumps over the lazy dog", 0, 0x0B242D361FDA71BC),
+    (0, 0, 0x34C96ACDCADB1BBB),
+    (1, 0, 0x9F29CB17A2A49995),
+    (2 ** 64 - 1, 12345, 0x839A4A94D61AB9F8),
+)
+
+
+def _rotl(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _round(acc, lane):
+    acc = acc + lane * _P2
+    return _rotl(acc, 31) * _P1
+
+
+def _avalanche(h):
+    h = h ^ (h >> np.uint64(33))
+    h = h * _P2
+    h = h ^ (h >> np.uint64(29))
+    h = h * _P3
+    return h ^ (h >> np.uint64(32))
+
+
+def hash_keys(keys, seed=0) -> np.ndarray:
+    """XXH64 of each key's 8 little-endian bytes with ``seed`` (keys and seeds broadcast).
+
+    For an 8-byte input XXH64 reduces to ``h = seed + P5 + 8``, ``h ^= round(0, key)``,
+    ``h = rotl(h, 27) * P1 + P4`` and the final avalanche (all arithmetic mod ``2^64``).
+    """
+    k = np.asarray(keys)
+    s = np.asarray(seed)
+    for name, a in (("keys", k), ("seed", s)):
+        if a.dtype.kind not in "ui":
+            raise LocalPrivError(f"hash_keys: {name} must be integers, got dtype {a.dtype}")
+        if a.dtype.kind == "i" and a.size and int(a.min()) < 0:
+            raise LocalPrivError(f"hash_keys: {name} must be >= 0 (unsigned 64-bit)")
+    k = k.astype(np.uint64, copy=False)
+    s = s.astype(np.uint64, copy=False)
+    shape = np.broadcast_shapes(k.shape, s.shape)
+    if int(np.prod(shape)) >= COMPILED_MIN:  # one compiled pass instead of eleven NumPy passes
+        kb, sb = (np.ascontiguousarray(np.broadcast_to(a, shape)).ravel() for a in (k, s))
+        out = np.empty(kb.size, dtype=np.uint64)
+        _kernels().xxh64_keys(kb, sb, out)
+        return out.reshape(shape)
+    with np.errstate(over="ignore"):
+        h = s + (_P5 + np.uint64(8))
+        h = h ^ _round(np.uint64(0), k)
+        h = _rotl(h, 27) * _P1 + _P4
+        return _avalanche(h)
+
+
+def to_range(h, m: int) -> np.ndarray:
+    """``h mod m`` as int64: a 64-bit hash onto ``{0, ..., m-1}`` (bias below ``m / 2^64``)."""
+    if not 1 <= int(m) <= 2 ** 62:
+        raise LocalPrivError(f"to_range: m must be in 1..2^62, got {m}")
+    return (np.asarray(h, dtype=np.uint64) % np.uint64(m)).astype(np.int64)
+
+
+def hash_to_range(keys, seed, m: int) -> np.ndarray:
+    """``to_range(hash_keys(keys, seed), m)`` fused in one compiled pass where the table is large
+    (the ``seeds[:, None]`` x ``keys[None, :]`` table of an exact likelihood: no 64-bit
+    temporaries). Same numbers as the two steps."""
+    if not 1 <= int(m) <= 2 ** 62:
+        raise LocalPrivError(f"to_range: m must be in 1..2^62, got {m}")
+    k, s = np.asarray(keys), np.asarray(seed)
+    shape = np.broadcast_shapes(k.shape, s.shape)
+    if int(np.prod(shape)) < COMPILED_MIN or k.dtype.kind not in "ui" or s.dtype.kind not in "ui" \
+            or (k.dtype.kind == "i" and k.size and int(k.min()) < 0) \
+            or (s.dtype.kind == "i" and s.size and int(s.min()) < 0):
+        return to_range(hash_keys(k, s), m)
+    k, s = k.astype(np.uint64, copy=False), s.astype(np.uint64, copy=False)
+    mm = np.uint64(int(m))
+    if len(shape) == 2 and s.shape == (shape[0], 1) and k.shape == (1, shape[1]):
+        out = np.empty(shape, dtype=np.int64)
+        _kernels().xxh64_outer_mod(np.ascontiguousarray(k[0]), np.ascontiguousarray(s[:, 0]), mm, out)
+        return out
+    kb, sb = (np.ascontiguousarray(np.broadcast_to(a, shape)).ravel() for a in (k, s))
+    out = np.empty(kb.size, dtype=np.int64)
+    _kernels().xxh64_keys_mod(kb, sb, mm, out)
+    return out.reshape(shape)
+
+
+#: below this many hashes the NumPy passes are used (no compile, no import of numba)
+COMPILED_MIN = 1 << 14
+
+
+def _kernels():
+    from localpriv.mechanisms import _hashkernels
+    return _hashkernels
+
+
+def hash_strings(values, seed: int = 0) -> np.ndarray:
+    """XXH64 of each string's UTF-8 bytes with ``seed``, as uint64 (one compiled pass).
+
+    ``values``: a sequence or array of ``str`` (or a pyarrow string array). Missing values are
+    refused with their count; non-strings are refused (hash their decimal text explicitly).
+    """
+    import pyarrow as pa
+
+    if not 0 <= int(seed) < 2 ** 64:
+        raise LocalPrivError(f"hash_strings: seed must be in 0..2^64-1, got {seed}")
+    try:
+        arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(
+            np.asarray(values, dtype=object) if not isinstance(values, list) else values,
+            type=pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise LocalPrivError(f"hash_strings: values must be strings ({str(exc).splitlines()[0]})") from None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        raise LocalPrivError(f"hash_strings: values must be strings, got Arrow type {arr.type}")
+    arr = arr.cast(pa.large_string())
+    if arr.null_count:
+        raise LocalPrivError(f"hash_strings: {arr.null_count} of {len(arr)} values are missing")
+    out = np.empty(len(arr), dtype=np.uint64)
+    if len(arr) == 0:
+        return out
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
+            else np.zeros(0, dtype=np.uint8))
+    _kernels().xxh64_strings(offsets, data, np.uint64(int(seed)), out)
+    return out

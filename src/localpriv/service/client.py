@@ -1,0 +1,165 @@
+"""A client of the collector service (``localpriv serve``): perturb on the device, post batches.
+
+Values never leave the client: :meth:`Client.submit` obfuscates them with the mechanism here
+(:func:`localpriv.perturb`, drawing from :func:`localpriv.utils.rng.secure_generator` -- ChaCha20 keyed
+from the OS -- unless a generator is passed, which is for experiments only) and posts the reports
+in batches. Each batch carries a random id; a batch that fails on the way (connection refused or
+cut, a timeout, 429 or 5xx) is posted again with the *same* id, so the server counts it once
+whatever happened to the first attempt (``docs/service.md``). Other refusals (401, 403, 413, 422,
+409) are one-line :class:`~localpriv.LocalPrivError`\\ s with the server's message.
+
+Example::
+
+    from localpriv.service.client import Client
+    c = Client("http://127.0.0.1:8000", "ages", token=INGEST_TOKEN)
+    c.submit(ages, "krr(eps=2.0)", domain="0..99")     # secure randomness, batches of 10,000
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from localpriv.utils.errors import LocalPrivError
+
+__all__ = ["Client", "report_group", "new_batch_id"]
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def new_batch_id() -> str:
+    """A random batch id (128 bits from the OS, hex)."""
+    return secrets.token_hex(16)
+
+
+def wire_reports(reports) -> list:
+    """Reports as the wire format's JSON values: numbers, or lowercase hex for bit vectors."""
+    import numpy as np
+    r = np.asarray(reports)
+    if r.ndim == 2:
+        from localpriv.data.formats import hex_strings
+        return hex_strings(r).to_pylist()
+    return r.tolist()
+
+
+def report_group(values: Any, mechanism, domain=None, rng=None) -> dict:
+    """Perturb ``values`` with ``mechanism`` and return one wire-format group
+    ``{"mechanism": spec, "reports": [...]}`` (see :func:`localpriv.perturb`).
+
+    ``rng`` defaults to :func:`localpriv.utils.rng.secure_generator` (a real deployment); pass a seeded
+    generator only for experiments and tests."""
+    import numpy as np
+
+    from localpriv.domains import Domain, parse_domain
+    from localpriv.data.reports import perturb
+    from localpriv.utils.rng import secure_generator
+    dom = parse_domain(domain) if isinstance(domain, str) else domain
+    if dom is not None and not isinstance(dom, Domain):
+        raise LocalPrivError(f"domain must be a Domain or a domain string, got {type(domain).__name__}")
+    table = perturb(values, mechanism, secure_generator() if rng is None else rng, dom)
+    col = table.column("report").combine_chunks()
+    spec = str(table.column("mechanism")[0]) if table.num_rows else str(mechanism)
+    import pyarrow as pa
+    if pa.types.is_fixed_size_binary(col.type):
+        w = col.type.byte_width
+        raw = np.frombuffer(col.buffers()[1], dtype=np.uint8, count=(col.offset + len(col)) * w)[col.offset * w:]
+        reports = wire_reports(raw.reshape(len(col), w))
+    else:
+        reports = col.to_numpy(zero_copy_only=False).tolist()
+    return {"mechanism": spec, "reports": reports}
+
+
+class Client:
+    """Posts report batches to one collection, with retries (see the module docstring).
+
+    Parameters
+    ----------
+    url : str
+        The server, e.g. ``http://127.0.0.1:8000``.
+    collection : str
+        The collection's name.
+    token : str
+        Its ingest token (or the analyst token, for :meth:`estimate` and :meth:`info`).
+    retries : int
+        Attempts after the first for a batch that failed on the way (default 8).
+    backoff : float
+        Seconds before the first retry, doubled each time up to ``max_backoff``.
+    http : httpx.Client, optional
+        A client to use instead of a new one (e.g. FastAPI's ``TestClient``).
+    """
+
+    def __init__(self, url: str, collection: str, token: str, *, timeout: float = 30.0, retries: int = 8,
+                 backoff: float = 0.25, max_backoff: float = 8.0, http=None):
+        import httpx
+        self.collection, self.token = collection, token
+        self.retries, self.backoff, self.max_backoff = int(retries), float(backoff), float(max_backoff)
+        self.http = http if http is not None else httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+        self.attempts = 0  # requests sent, retries included
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs):
+        import httpx
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        delay, last = self.backoff, None
+        for attempt in range(self.retries + 1):
+            self.attempts += 1
+            try:
+                resp = self.http.request(method, path, headers=headers, **kwargs)
+            except httpx.TransportError as exc:  # refused, cut, timed out: the batch may or may not be in
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code not in RETRY_STATUS:
+                    if resp.status_code >= 400:
+                        try:
+                            msg = resp.json().get("error", resp.text)
+                        except ValueError:
+                            msg = resp.text
+                        raise LocalPrivError(f"server refused ({resp.status_code}): {' '.join(str(msg).split())}")
+                    return resp
+                last = f"HTTP {resp.status_code}"
+            if attempt < self.retries:
+                time.sleep(delay)
+                delay = min(2 * delay, self.max_backoff)
+        raise LocalPrivError(f"{method} {path} failed after {self.retries + 1} attempts: {last}")
+
+    def post_batch(self, groups, batch_id: str | None = None) -> dict:
+        """Post one batch (a group dict or a list of them); retried with the same id until the
+        server acknowledges it (``{"status": "accepted" | "duplicate", ...}``)."""
+        groups = [groups] if isinstance(groups, dict) else list(groups)
+        body = json.dumps({"batch_id": batch_id or new_batch_id(), "groups": groups},
+                          separators=(",", ":")).encode()
+        return self._request("POST", f"/v1/collections/{self.collection}/batches", content=body,
+                             headers={"Content-Type": "application/json"}).json()
+
+    def submit(self, values: Any, mechanism, domain=None, rng=None, batch_size: int = 10_000) -> dict:
+        """Perturb ``values`` here and post them in batches of ``batch_size`` reports; returns
+        ``{"reports": n, "batches": b, "duplicates": d}`` (duplicates: batches the server had
+        already counted when a retry arrived)."""
+        from localpriv.utils.validation import check_int
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=1_000_000)
+        group = report_group(values, mechanism, domain, rng)
+        reps = group["reports"]
+        n = b = d = 0
+        for s in range(0, len(reps), batch_size):
+            part = reps[s:s + batch_size]
+            res = self.post_batch({"mechanism": group["mechanism"], "reports": part})
+            n, b, d = n + len(part), b + 1, d + (res.get("status") == "duplicate")
+        return {"reports": n, "batches": b, "duplicates": d}
+
+    def estimate(self, estimator: str | None = None, level: float = 0.95, stats: str = "") -> dict:
+        """The collection's estimate (needs the analyst token)."""
+        params = {"level": level, **({"estimator": estimator} if estimator else {}), **({"stats": stats} if stats else {})}
+        return self._request("GET", f"/v1/collections/{self.collection}/estimate", params=params).json()
+
+    def info(self) -> dict:
+        """The collection and its ingest statistics (needs the analyst token)."""
+        return self._request("GET", f"/v1/collections/{self.collection}").json()

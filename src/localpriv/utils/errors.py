@@ -1,0 +1,30 @@
+"""The library's error and warning classes, in a module that imports nothing.
+
+They live apart from :mod:`localpriv.utils.validation` (which needs NumPy) so that ``import localpriv``
+and the command line's start-up can name them without loading NumPy (issue 18, item 5).
+:mod:`localpriv.utils.validation` re-exports both; import them from there or from ``localpriv``.
+"""
+from __future__ import annotations
+
+__all__ = ["LocalPrivError", "PrivacyWarning"]
+
+
+class LocalPrivError(ValueError):
+    """A clear, user-facing error of the library (bad input, inapplicable estimator, ...).
+
+    Messages that quote the input are kept short: beyond :attr:`MAX_MESSAGE` characters the
+    middle is cut (the start says what is wrong, the end where)."""
+
+    MAX_MESSAGE = 1000
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str) and len(args[0]) > self.MAX_MESSAGE:
+            text = args[0]
+            cut = len(text) - self.MAX_MESSAGE + 40
+            args = (f"{text[:700]} ...[{cut} characters cut]... {text[len(text) - (self.MAX_MESSAGE - 740):]}",)
+        super().__init__(*args)
+
+
+class PrivacyWarning(UserWarning):
+    """A computed privacy level that protects no one: ``inf``, or so large that ``e^eps``
+    overflows float64 (see :func:`localpriv.mechanisms.privacy.checked_epsilon`)."""
