@@ -55,7 +55,7 @@ def _timed(fn):
 
 
 def _point(obs):
-    from localpriv.estimators import estimate
+    from localpriv.inference import estimate
     return estimate(obs, "ibu", **SETTINGS)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from localpriv.experiments import EXPERIMENTS, run_experiment
 from localpriv.experiments.accuracy import NAME, QUICK, calibrate, dataset, derive_shipped_data
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 
 SHARED = Path("/work/shared/data")

@@ -8,7 +8,8 @@ from scipy.optimize import minimize
 
 from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import IntegerDomain
-from localpriv.estimators import estimate, ibu, inv, log_likelihood
+from localpriv.estimators import ibu, inv, log_likelihood
+from localpriv.inference import estimate
 from localpriv.mechanisms import KRR, MatrixMechanism, krr_mle
 from localpriv.data.observations import Observations
 from localpriv.utils.simplex import clip_normalize, project_simplex

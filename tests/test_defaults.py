@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from _roundoff import U, em_step_rtol
 from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis.likely import estimate_unbounded_integers, ibu_on_subset
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.estimators.combination import gibu, ibu_m
 from localpriv.estimators.em import DEFAULTS, STOPPING_RULES, Penalty, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu

@@ -7,7 +7,7 @@ from scipy import stats
 from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import aggregate
 from localpriv.domains import IntegerDomain
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 import localpriv.estimators.combination as combination
 from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, merge_blocks, rap_m
 from localpriv.estimators.ibu import ibu

@@ -379,7 +379,7 @@ def test_planar_grid_in_spec_for_the_cli():
 def test_unbounded_reports_through_the_pipeline(spec):
     """perturb -> aggregate (DuckDB) -> IBU on float and unbounded integer reports."""
     from localpriv.data.aggregate import aggregate
-    from localpriv.estimators import estimate
+    from localpriv.inference import estimate
     from localpriv.data.reports import perturb
 
     dom = IntegerDomain(0, 9)

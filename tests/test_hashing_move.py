@@ -16,7 +16,7 @@ import xxhash
 
 from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.estimators.em import log_likelihood
 from localpriv.data.formats import FORMAT_VERSION, legacy_spec, spec_for_version
 from localpriv.mechanisms import parse

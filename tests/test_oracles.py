@@ -7,7 +7,7 @@ from scipy import stats
 
 from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import aggregate
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.estimators.em import log_likelihood
 from localpriv.estimators.oracles import exact_loglik, ibu_exact, ibu_support, mi, mi_vector, rappor
 from localpriv.mechanisms import parse

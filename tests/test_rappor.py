@@ -16,7 +16,7 @@ from scipy import stats
 from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import aggregate
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rappor import RAPPOR, BitCounts, decode
 from localpriv.data.observations import Observations

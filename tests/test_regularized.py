@@ -12,7 +12,7 @@ from scipy.linalg import expm
 
 from localpriv import LocalPrivError
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.estimators.em import log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators import regularized as reg

@@ -116,7 +116,7 @@ def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) 
     LocalPrivError
         An unknown estimator or setting, or observations the estimator cannot use.
     """
-    from localpriv.estimators import estimate as _run
+    from localpriv.inference import estimate as _run
     return _run(obs, method, **settings)
 
 

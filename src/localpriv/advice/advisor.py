@@ -541,7 +541,7 @@ def _affordable(mech, n, estimator) -> bool:
 
 def _simulate(mech, domain, theta, n, error, estimator, runs, rng) -> np.ndarray:
     """Errors of ``runs`` simulated data sets estimated by ``estimator`` (module docstring)."""
-    from localpriv.estimators import estimate
+    from localpriv.inference import estimate
     from localpriv.experiments.accuracy import _dense_twin, _observe
     twin = _dense_twin(mech, CHANNEL_BUDGET, prefer=mech.spec_name in _LINE)
     out = []

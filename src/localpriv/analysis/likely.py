@@ -302,7 +302,8 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = No
         obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
     from localpriv.estimators.em import DEFAULTS
     given = {"delta": delta, "max_iter": max_iter, "accelerate": accelerate, "stop": stop}
-    est = ibu(obs, progress=progress, **{key: DEFAULTS[key] if v is None else v for key, v in given.items()})
+    est = Estimate.from_fit(ibu(obs, progress=progress, **{key: DEFAULTS[key] if v is None else v
+                                                           for key, v in given.items()}))
     est.estimator = "ibu-likely"
     est.observations = obs
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}

@@ -385,7 +385,7 @@ def estimate(
 ):
     """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""
     from localpriv.data.aggregate import aggregate as _aggregate
-    from localpriv.estimators import estimate as _estimate
+    from localpriv.inference import estimate as _estimate
     from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, check_output
     if output is not None:
         check_output(output, ESTIMATE_SUFFIXES, inputs, what="estimate file")

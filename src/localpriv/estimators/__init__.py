@@ -1,6 +1,6 @@
 """Estimators of the original distribution from aggregated observations.
 
-Every estimator has the signature ``estimator(observations, **settings) -> Estimate``; the
+Every estimator has the signature ``estimator(observations, **settings) -> Fit``; the
 registry ``ESTIMATORS`` maps the CLI names to them and :func:`estimate` dispatches.
 
 Every IBU variant (``ibu``, ``gibu``, ``ibu-support``, ``ibu-exact``, ``ibu-m``, ``ibu-r``, and
@@ -14,20 +14,20 @@ from __future__ import annotations
 from typing import Callable
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.inference.estimate import Estimate
+from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.inv import inv, inverse_vector
 
-ESTIMATORS: dict[str, Callable[..., Estimate]] = {
+ESTIMATORS: dict[str, Callable[..., Fit]] = {
     "inv-n": lambda obs, **kw: inv(obs, post="n", **kw),
     "inv-p": lambda obs, **kw: inv(obs, post="p", **kw),
     "ibu": ibu,
 }
 
 
-def register_estimator(name: str, func: Callable[..., Estimate]) -> None:
+def register_estimator(name: str, func: Callable[..., Fit]) -> None:
     """Add an estimator under ``name`` (used by the CLI's ``--estimator``)."""
     ESTIMATORS[name] = func
 
@@ -47,9 +47,10 @@ def available_estimators() -> list[str]:
     return sorted(ESTIMATORS)
 
 
-def estimate(obs: Observations, method: str | None = None, **settings) -> Estimate:
+def fit(obs: Observations, method: str | None = None, **settings) -> Fit:
     """Run the estimator named ``method`` (see ``ESTIMATORS``) on ``obs``; ``None`` (default):
-    :func:`default_estimator` of the observations' domain."""
+    :func:`default_estimator` of the observations' domain. :func:`localpriv.estimate` wraps the
+    result into an :class:`~localpriv.inference.Estimate` (with its uncertainty)."""
     _load_plugins()
     if method is None and isinstance(obs, Observations):
         method = default_estimator(obs.domain)
@@ -119,5 +120,5 @@ def _check_settings(settings: dict) -> None:
                              f"{type(settings['callback']).__name__}")
 
 
-__all__ = ["ESTIMATORS", "available_estimators", "default_estimator", "estimate", "register_estimator", "ibu", "inv", "inverse_vector",
+__all__ = ["ESTIMATORS", "Fit", "available_estimators", "default_estimator", "fit", "register_estimator", "ibu", "inv", "inverse_vector",
            "em", "EMResult", "log_likelihood", "gap_bound", "DEFAULTS", "PLAIN_EM"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.inference.estimate import Estimate
+from localpriv.estimators.result import Fit
 from localpriv.likelihood.packed import PackedSupport
 from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock
 from localpriv.data.observations import Observations
@@ -107,7 +107,7 @@ class _Merged(Observations):
         return merge_blocks(self.blocks, keep_batchable=True)
 
 
-def gibu(obs: Observations, *, merge: bool = True, **settings) -> Estimate:
+def gibu(obs: Observations, *, merge: bool = True, **settings) -> Fit:
     """GIBU (seed 003 Algorithm 1): the MLE of ``theta`` from the reports of all mechanisms.
 
     ``theta'_x = sum_A (n^A/n) sum_{z in Z^A} q^A_z theta_x A_xz / sum_u theta_u A_uz``. Runs
@@ -136,10 +136,10 @@ def _post(v: np.ndarray, post: str) -> np.ndarray:
     raise LocalPrivError(f"post-processing must be 'n' (normalize) or 'p' (project), got {post!r}")
 
 
-def _finish(theta, obs, name, settings, extra=None, **kw) -> Estimate:
+def _finish(theta, obs, name, settings, extra=None, **kw) -> Fit:
     """An Estimate whose log-likelihood is the true (GIBU) one over all blocks, for comparison."""
     L = log_likelihood(obs.likelihood_blocks(), theta)
-    return Estimate(theta, obs.domain, name, settings, loglik=L, n=obs.n, extra=extra or {}, **kw)
+    return Fit(theta, obs.domain, name, settings, loglik=L, n=obs.n, extra=extra or {}, **kw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -507,7 +507,7 @@ def unary_statistics(block) -> tuple[np.ndarray, float, float, float]:
     return ones, float(block.counts.sum()), p, q
 
 
-def rap(obs: Observations, *, post: str = "n") -> Estimate:
+def rap(obs: Observations, *, post: str = "n") -> Fit:
     """RAP: ``theta = (s - q) / (p - q)`` for one unary mechanism (seed 003 Eq. 17 with eps[n]=eps).
 
     ``s`` is the mean reported bit vector; post-processed by normalization or projection.
@@ -518,7 +518,7 @@ def rap(obs: Observations, *, post: str = "n") -> Estimate:
     return _finish(_post(v, post), obs, f"rap-{post}", {"post": post}, {"raw_inverse": v})
 
 
-def rap_m(obs: Observations, *, post: str = "n") -> Estimate:
+def rap_m(obs: Observations, *, post: str = "n") -> Fit:
     """[RAP]M, seed 003 Eqs. 16-17: RAP with the user-averaged bit probabilities.
 
     ``theta = (s[n] - qbar) / (pbar - qbar)`` with ``s[n] = (1/n) sum_i V^i``,
@@ -550,7 +550,7 @@ COMBINABLE = {
 }
 
 
-def combine_results(obs: Observations, estimator: str, **settings) -> Estimate:
+def combine_results(obs: Observations, estimator: str, **settings) -> Fit:
     """``[e]R`` (seed 003 Eqs. 7-8): ``theta = sum_A (n^A/n) e(A, D^A)``.
 
     Each block is estimated alone by ``estimator`` (one of ``COMBINABLE``); ``settings`` go to
@@ -599,7 +599,7 @@ def average_mechanism(obs: Observations, estimator: str = "[e]M") -> tuple[np.nd
     return A, counts
 
 
-def inv_m(obs: Observations, *, post: str = "n") -> Estimate:
+def inv_m(obs: Observations, *, post: str = "n") -> Fit:
     """[INV]M, seed 003 Eq. 10: ``theta = q[n] A[n]^{-1}``, then normalization or projection.
 
     Raises when the output alphabets differ or ``A[n]`` is singular (use ``gibu`` or ``ibu-m``).
@@ -621,7 +621,7 @@ def inv_m(obs: Observations, *, post: str = "n") -> Estimate:
 
 def ibu_m(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
           callback=None, accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
-          progress=False) -> Estimate:
+          progress=False) -> Fit:
     """[IBU]M, seed 003 section 5.3: IBU (Eq. 13) on the average mechanism ``A[n]`` and ``q[n]``.
 
     Uses the one EM engine on a single dense block, with its settings and defaults (certified

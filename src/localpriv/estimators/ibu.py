@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from localpriv.inference.estimate import Estimate
+from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
 
@@ -39,7 +39,7 @@ def run_em(blocks, k, *, progress=False, label="ibu", callback=None, **kw):
 
 def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
         callback=None, keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE,
-        stop: str = DEFAULT_STOP, progress=False) -> Estimate:
+        stop: str = DEFAULT_STOP, progress=False) -> Fit:
     """Maximum-likelihood estimate by IBU/GIBU -- by default certified: within ``delta = 1e-9`` of the
     maximum per report.
 
@@ -89,7 +89,7 @@ def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_ite
 
     Returns
     -------
-    Estimate
+    Fit
     """
     blocks = obs.likelihood_blocks()
     name = "ibu" if len(obs.blocks) == 1 else "gibu"
@@ -97,6 +97,6 @@ def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_ite
                  callback=callback, keep_trace=keep_trace, accelerate=accelerate, stop=stop)
     extra = {"trace": np.asarray(res.trace)} if keep_trace else {}
     extra["gap"] = res.gap
-    return Estimate(res.theta, obs.domain, name, em_settings(res, delta, max_iter, theta0),
+    return Fit(res.theta, obs.domain, name, em_settings(res, delta, max_iter, theta0),
                     loglik=res.loglik, iterations=res.iterations, converged=res.converged,
                     n=obs.n, extra=extra)

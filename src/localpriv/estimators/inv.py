@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.inference.estimate import Estimate
+from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.estimators.em import log_likelihood
@@ -39,7 +39,7 @@ def inverse_vector(mechanism, counts) -> np.ndarray:
     return v
 
 
-def inv(obs: Observations, *, post: str = "n") -> Estimate:
+def inv(obs: Observations, *, post: str = "n") -> Fit:
     """INV-N (``post="n"``) or INV-P (``post="p"``) on the counts of a single finite mechanism.
 
     Parameters
@@ -52,7 +52,7 @@ def inv(obs: Observations, *, post: str = "n") -> Estimate:
 
     Returns
     -------
-    Estimate
+    Fit
         The raw inverse is kept in ``extra["raw_inverse"]``.
     """
     post = post.lower()
@@ -63,5 +63,5 @@ def inv(obs: Observations, *, post: str = "n") -> Estimate:
     v = inverse_vector(block.mechanism, counts)
     theta = clip_normalize(v) if post == "n" else project_simplex(v)
     L = log_likelihood([block.likelihood_block()], theta)
-    return Estimate(theta, obs.domain, f"inv-{post}", {"post": post}, loglik=L, n=obs.n,
+    return Fit(theta, obs.domain, f"inv-{post}", {"post": post}, loglik=L, n=obs.n,
                     extra={"raw_inverse": v})

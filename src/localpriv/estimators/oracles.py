@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.inference.estimate import Estimate
+from localpriv.estimators.result import Fit
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.data.observations import ObservationBlock, Observations
@@ -88,16 +88,16 @@ def _maybe_loglik(obs, theta, with_loglik):
     return exact_loglik(obs, theta) if with_loglik else None
 
 
-def mi(obs: Observations, *, post: str = "n", loglik: bool = False) -> Estimate:
+def mi(obs: Observations, *, post: str = "n", loglik: bool = False) -> Fit:
     """MI-N / MI-P: the pure-protocol matrix inversion on support counts (seed 002)."""
     block = obs.single(f"mi-{post}")
     v = mi_vector(block)
     post, theta = _post(v, post)
-    return Estimate(theta, obs.domain, f"mi-{post}", {"post": post},
+    return Fit(theta, obs.domain, f"mi-{post}", {"post": post},
                     loglik=_maybe_loglik(obs, theta, loglik), n=obs.n, extra={"raw_inverse": v})
 
 
-def rappor(obs: Observations, *, post: str = "n", loglik: bool = False) -> Estimate:
+def rappor(obs: Observations, *, post: str = "n", loglik: bool = False) -> Fit:
     """Rappor's estimator for basic one-time RAPPOR (symmetric unary encoding, ``q* = 1 - p*``):
     ``f_v = (C_v/n - q*)/(p* - q*)`` on the bit counts, then N or P (seed 001 section 7.5)."""
     block = obs.single(f"rappor-{post}")
@@ -106,13 +106,13 @@ def rappor(obs: Observations, *, post: str = "n", loglik: bool = False) -> Estim
         raise LocalPrivError(f"Rappor's estimator needs basic RAPPOR reports (sue), got {mech}; use mi-n")
     v = mi_vector(block)
     post, theta = _post(v, post)
-    return Estimate(theta, obs.domain, f"rappor-{post}", {"post": post},
+    return Fit(theta, obs.domain, f"rappor-{post}", {"post": post},
                     loglik=_maybe_loglik(obs, theta, loglik), n=obs.n, extra={"raw_inverse": v})
 
 
 def ibu_support(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
                 loglik: bool = True, keep_trace: bool = False, callback=None,
-                accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP, progress=False) -> Estimate:
+                accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP, progress=False) -> Fit:
     """IBU on support counts with ``A = (p* - q*) I + q*`` (seed 002), by the one EM engine.
 
     Same settings, defaults and stopping rules as :func:`~localpriv.estimators.ibu.ibu` (certified
@@ -136,7 +136,7 @@ def ibu_support(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA,
     extra = {"support_loglik": res.loglik, "gap": res.gap}
     if keep_trace:
         extra["trace"] = np.asarray(res.trace)
-    return Estimate(res.theta, obs.domain, "ibu-support",
+    return Fit(res.theta, obs.domain, "ibu-support",
                     {**em_settings(res, delta, max_iter, theta0),
                      "model": "support counts, A = p* on the diagonal, q* elsewhere"},
                     loglik=_maybe_loglik(obs, res.theta, loglik), iterations=res.iterations,
@@ -164,7 +164,7 @@ def support_mle(C, p: float, q: float) -> np.ndarray:
 
 def ibu_exact(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
               keep_trace: bool = False, callback=None, accelerate: str | None = DEFAULT_ACCELERATE,
-              stop: str = DEFAULT_STOP, progress=False) -> Estimate:
+              stop: str = DEFAULT_STOP, progress=False) -> Fit:
     """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``.
 
     Same settings, defaults and stopping rules as :func:`~localpriv.estimators.ibu.ibu`: by default
@@ -177,7 +177,7 @@ def ibu_exact(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, m
     offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
     extra = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
     extra["gap"] = res.gap
-    return Estimate(res.theta, obs.domain, "ibu-exact",
+    return Fit(res.theta, obs.domain, "ibu-exact",
                     {**em_settings(res, delta, max_iter, theta0), "model": "exact report likelihood",
                      "accelerate": res.scheme},
                     loglik=res.loglik + offset, iterations=res.iterations, converged=res.converged,

@@ -124,7 +124,7 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_rng
 from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain
-from localpriv.inference.estimate import Estimate
+from localpriv.estimators.result import Fit
 from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.data.observations import Observations
 from localpriv.estimators import register_estimator
@@ -344,14 +344,14 @@ def split_counts(counts: Sequence[np.ndarray], folds: int, rng) -> list[list[np.
     return out
 
 
-Fit = Callable[[Sequence[LikelihoodBlock], float, "np.ndarray | None"], EMResult]
+FitFn = Callable[[Sequence[LikelihoodBlock], float, "np.ndarray | None"], EMResult]
 
 
 #: EMS's default sweep rule (``select_strength(decline=...)``; notes/issue-17-ems.md)
 EMS_DECLINE = "significant"
 
 
-def select_strength(blocks: Sequence[LikelihoodBlock], fit: Fit, candidates: Sequence[float], *,
+def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: Sequence[float], *,
                     folds: int = FOLDS, rng=0, extend_up: Callable[[float], float | None] | None = None,
                     extend_down: Callable[[float], float | None] | None = None,
                     patience: int = PATIENCE, decline: str = "strict") -> dict:
@@ -489,7 +489,7 @@ def _seed_label(rng) -> int | str:
 
 def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, extend_down, *, folds, rng,
          theta0, delta, max_iter, callback, keep_trace, accelerate, stop, progress, meaning: str,
-         grid_rule: str, decline: str = "strict", cv_floor: float = 0.0) -> Estimate:
+         grid_rule: str, decline: str = "strict", cv_floor: float = 0.0) -> Fit:
     """Select the strength (unless given; ``decline`` as for :func:`select_strength`; the selection's
     fits stop at ``max(delta, cv_floor)``), refit on all reports from the start, build the Estimate."""
     from localpriv.utils.progress import EMProgress, em_progress
@@ -557,7 +557,7 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
     # what the bootstrap reruns: the chosen strength, no new selection
     extra["call"] = (name, {"strength": float(strength), "delta": delta, "max_iter": max_iter,
                             "accelerate": accelerate, "stop": stop})
-    return Estimate(res.theta, obs.domain, name, settings, loglik=loglik, iterations=res.iterations,
+    return Fit(res.theta, obs.domain, name, settings, loglik=loglik, iterations=res.iterations,
                     converged=res.converged, n=obs.n, extra=extra)
 
 
@@ -567,7 +567,7 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
 def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng=0, theta0=None,
         delta: float = EMS_DELTA, max_iter: int = DEFAULT_MAX_ITER, callback=None, keep_trace: bool = False,
         accelerate: str | None = DEFAULT_ACCELERATE, stop: str = "max_abs", progress=False,
-        decline: str = EMS_DECLINE) -> Estimate:
+        decline: str = EMS_DECLINE) -> Fit:
     """EMS: EM with a smoothing step on a line or a planar grid (see the module docstring).
 
     ``theta' = S_h(theta * grad / n)`` (Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić, SIGMOD 2020)
@@ -617,7 +617,7 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
 def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng=0, theta0=None,
               delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER, callback=None,
               keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
-              progress=False) -> Estimate:
+              progress=False) -> Fit:
     """MAP estimate under a symmetric Dirichlet prior (see the module docstring), any domain.
 
     Maximizes the concave ``Phi(theta) = L(theta) + a sum_x log theta_x`` by the M-step

@@ -64,7 +64,8 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.estimators import available_estimators, estimate
+from localpriv.estimators import available_estimators
+from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.inference.metrics import emd_line, mse, total_variation
 from localpriv.data.observations import ObservationBlock, Observations

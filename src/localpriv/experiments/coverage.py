@@ -37,7 +37,7 @@ from localpriv.utils.validation import LocalPrivError
 from localpriv.data.datasets import adult_ages, adult_education
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.inference.estimate import _cross
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save

@@ -6,7 +6,7 @@ import numpy as np
 from localpriv.data.aggregate import aggregate
 from localpriv.data.datasets import adult_ages
 from localpriv.domains import IntegerDomain
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.inference.metrics import emd_line
 from localpriv.inference.plotting import distributions_figure
 from localpriv.data.reports import perturb

@@ -45,7 +45,7 @@ import numpy as np
 
 from localpriv.data.datasets import adult_ages
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.estimators import estimate
+from localpriv.inference import estimate
 from localpriv.estimators.em import PLAIN_EM, em, gap_bound, log_likelihood
 from localpriv.estimators.newton import supports_newton
 from localpriv.mechanisms import parse

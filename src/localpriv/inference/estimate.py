@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,69 +12,25 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built, not at start-up
     import pandas as pd
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.domains import Domain
+from localpriv.estimators.result import Fit
 
 __all__ = ["Estimate"]
 
 
-@dataclass
-class Estimate:
-    """An estimated distribution on the input domain, with how it was obtained.
+@dataclass(repr=False)
+class Estimate(Fit):
+    """A :class:`~localpriv.estimators.result.Fit` with its uncertainty: intervals, standard errors
+    and statistics (:mod:`localpriv.inference.uncertainty`), tables, files and figures.
 
-    Attributes
-    ----------
-    distribution : ndarray
-        The estimate (non-negative, sums to 1).
-    domain : Domain or None
-        The domain whose elements the entries refer to (index order).
-    estimator : str
-        e.g. ``"ibu"``, ``"inv-n"``.
-    settings : dict
-        The estimator's settings (tolerance, iteration cap, start, ...).
-    loglik : float or None
-        The log-likelihood of the estimate for the observations (seed 001 Eq. 2), when defined.
-    iterations : int or None
-        Iterations used by iterative estimators.
-    converged : bool or None
-        ``False`` when an iterative estimator stopped at its iteration cap: flagged, not hidden.
-    n : float
-        Number of reports the estimate is based on.
-    extra : dict
-        Estimator-specific diagnostics (e.g. the raw inverse before post-processing).
+    Returned by :func:`localpriv.estimate`; ``Estimate.from_fit(fit)`` wraps any estimator's result.
     """
 
-    distribution: np.ndarray
-    domain: Domain | None
-    estimator: str
-    settings: dict[str, Any] = field(default_factory=dict)
-    loglik: float | None = None
-    iterations: int | None = None
-    converged: bool | None = None
-    n: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: the observations the estimate came from (for its uncertainty; not saved)
-    observations: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def labels(self) -> np.ndarray:
-        if self.domain is None:
-            return np.arange(self.distribution.size)
-        return self.domain.labels
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.distribution, dtype=dtype)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "estimator": self.estimator,
-            "settings": {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
-                         for k, v in self.settings.items()},
-            "loglik": self.loglik,
-            "iterations": self.iterations,
-            "converged": self.converged,
-            "n": self.n,
-            "domain": None if self.domain is None else self.domain.spec(),
-        }
+    @classmethod
+    def from_fit(cls, fit: Fit) -> "Estimate":
+        """The estimate of an estimator's :class:`Fit` (the same object when it is one already)."""
+        if isinstance(fit, cls):
+            return fit
+        return cls(**{f.name: getattr(fit, f.name) for f in fields(fit)})
 
     def to_dict(self, ci: float | None = None, stats=None) -> dict[str, Any]:
         """The estimate as JSON-ready data; ``ci`` adds per-cell intervals at that level, ``stats``
@@ -165,11 +121,6 @@ class Estimate:
                 raise LocalPrivError(f"unknown statistic {name!r}: mean, var, sd, median, pNN (e.g. p90) "
                                      "or qX (e.g. q0.25)")
         return out
-
-    def __repr__(self) -> str:
-        conv = "" if self.converged is None else (", converged" if self.converged else ", NOT converged (hit the cap)")
-        it = "" if self.iterations is None else f", {self.iterations} iterations"
-        return f"Estimate({self.estimator}, k={self.distribution.size}, n={self.n:g}{it}{conv})"
 
     # ---- uncertainty (computed by localpriv.inference.uncertainty, once, on first use) -------------------
     def uncertainty(self, method: str | None = None, rng=None):

@@ -546,7 +546,7 @@ def _support_second_moment(block) -> np.ndarray | None:
 def _refits(obs, theta, call, rng, replicates: int) -> np.ndarray:
     """``replicates`` refits of the recorded estimator ``call = (method, settings)`` to observations
     redrawn from ``theta`` (:func:`_redraw`), warm-started near ``theta`` with full support."""
-    from localpriv.estimators import estimate as run
+    from localpriv.estimators import fit as run
     method, settings = call
     settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
     if "theta0" in _accepted(method):
@@ -571,7 +571,7 @@ def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
 
 def _anchored(est, obs) -> Uncertainty:
     """The MLE's fisher uncertainty, widened to contain the regularized estimate (module docstring)."""
-    from localpriv.estimators import estimate as run
+    from localpriv.estimators import fit as run
     settings = dict((est.extra.get("call") or (None, {}))[1])
     keep = {key: settings[key] for key in ("delta", "stop", "max_iter", "accelerate") if key in settings}
     mle = run(obs, "ibu", **keep)

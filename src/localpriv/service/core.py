@@ -281,7 +281,7 @@ class Collector:
     def _estimate(self, obs, estimator):
         import warnings
 
-        from localpriv.estimators import estimate
+        from localpriv.inference import estimate
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return estimate(obs, estimator)
