@@ -20,7 +20,7 @@ on odd ones; seeds ``r``), each library obfuscating the same ``n`` values:
   report and ``estimate`` (its regression: ridge-penalized non-negative least squares,
   ``ElasticNet(positive=True, alpha=0.025 f, l1_ratio=0)``; no lasso at this ``K``); estimates
   divided by ``n`` (they are counts, not normalized);
-* ours: ``mech.sample`` on all values at once, then :func:`localpriv.mechanisms.rappor.decode`
+* ours: ``mech.sample`` on all values at once, then :func:`localpriv.estimators.rappor.decode`
   with ``ridge`` (the same penalized non-negative regression as pure-LDP's, its strength chosen
   from the data by leave-one-cohort-out cross-validation; the chosen strength is recorded),
   ``nnls`` (RAPPOR's regression, non-negative least squares), ``em`` (the EM engine on the
@@ -90,7 +90,8 @@ from _common import emit, load, machine, now, quick_flag, version  # noqa: E402
 from large_domains import DATA, _compat_shims  # noqa: E402
 
 from localpriv.mechanisms import parse  # noqa: E402
-from localpriv.mechanisms.rappor import bloom_positions, decode  # noqa: E402
+from localpriv.estimators.rappor import decode  # noqa: E402
+from localpriv.mechanisms.rappor import bloom_positions  # noqa: E402
 
 K_PLACES = 500
 M, H, COHORTS = 128, 2, 8

@@ -40,7 +40,7 @@ def test_perturb_aggregate_roundtrip_parquet_and_csv(tmp_path, rng):
     assert aggregate([tmp_path / "b.csv"], dom).n == 1000
     # counts survive save/load
     obs2.save(tmp_path / "c.csv")
-    back = Observations.load(tmp_path / "c.csv", dom)
+    back = aggregate(tmp_path / "c.csv", dom)
     assert back.n == 6000 and len(back.blocks) == 2
 
 

@@ -18,7 +18,8 @@ from localpriv.data.aggregate import aggregate
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.rappor import RAPPOR, BitCounts, decode
+from localpriv.estimators.rappor import decode
+from localpriv.mechanisms.rappor import RAPPOR, BitCounts
 from localpriv.data.observations import Observations
 from localpriv.mechanisms.privacy import ldp_epsilon
 from localpriv.data.reports import perturb, write_reports
@@ -265,7 +266,7 @@ def test_reports_through_files(tmp_path):
         assert obs.mechanisms == [mech]
         np.testing.assert_array_equal(obs.blocks[0].reports, ref.blocks[0].reports)
         np.testing.assert_array_equal(obs.blocks[0].counts, ref.blocks[0].counts)
-    assert isinstance(Observations.load(tmp_path / "r.csv").mechanisms[0], RAPPOR)
+    assert isinstance(aggregate(tmp_path / "r.csv").mechanisms[0], RAPPOR)
 
 
 def test_documented_bloom_vectors():
@@ -281,7 +282,7 @@ def test_documented_bloom_vectors():
 def test_wide_filters_are_bit_vector_reports_through_files_and_estimators(tmp_path):
     # the paper's m = 128 with 64 cohorts does not fit one int64: 2 + 16 bytes per report
     import localpriv as lp
-    from localpriv.mechanisms.rappor import decode
+    from localpriv.estimators.rappor import decode
     dom = lp.IntegerDomain(0, 9)
     mech = lp.parse("rappor(k=10,m=128,h=2,cohorts=64)", dom)
     assert mech.report_kind == "binary" and mech.report_bytes == 18

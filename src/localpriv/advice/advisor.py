@@ -128,6 +128,23 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
+from localpriv.domains import IntegerDomain
+from localpriv.domains.grid import GridDomain
+from localpriv.inference.metrics import emd_line, total_variation
+from localpriv.domains.grid import emd_grid
+from localpriv.inference.estimate import _cross
+from localpriv.estimators.oracles import pure_parameters
+from localpriv.mechanisms.hashing import LocalHashing
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.subset import SS
+from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.utils.simplex import project_simplex
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import LargeEpsilonWarning
+from localpriv.inference import estimate
+from localpriv.domains import Domain, parse_domain
+from localpriv.estimators import default_estimator
+from localpriv.mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
 
 __all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_prior", "goal_error",
            "mi_covariance", "pair_probabilities"]
@@ -302,8 +319,6 @@ class Advice:
 # errors of an estimate, per goal
 # --------------------------------------------------------------------------------------------
 def _kind(domain) -> str:
-    from localpriv.domains import IntegerDomain
-    from localpriv.domains.grid import GridDomain
     if isinstance(domain, IntegerDomain):
         return "line"
     if isinstance(domain, GridDomain):
@@ -336,7 +351,6 @@ def default_prior(domain) -> tuple[np.ndarray, str]:
 def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray], float]:
     """The error function of ``goal`` against the truth ``theta`` on ``domain`` (module docstring):
     ``f(estimate) -> float``. Refuses a goal the domain cannot answer (one-line error)."""
-    from localpriv.inference.metrics import emd_line, total_variation
     theta = np.asarray(theta, dtype=float)
     kind = _kind(domain)
     if goal not in GOALS:
@@ -361,7 +375,6 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     if goal == "emd":
         if kind == "line":
             return lambda est: emd_line(theta, est)
-        from localpriv.domains.grid import emd_grid
         D = domain.distance_matrix()
         return lambda est: emd_grid(theta, est, D)
     if goal == "mean":
@@ -375,7 +388,6 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     # quantiles
     if kind != "line":
         raise LocalPrivError("goal 'quantiles' needs an integer line (LO..HI); on a grid use emd or mean")
-    from localpriv.inference.estimate import _cross
     x = np.arange(theta.size, dtype=float)
     true_q = np.array([_cross(x, np.cumsum(theta), a) for a in QUANTILE_LEVELS])
 
@@ -392,11 +404,6 @@ def pair_probabilities(mech) -> tuple[float, float, float, float]:
     """``(p*, q*, a, c)`` of a pure oracle: ``p* = P(x in S | x)``, ``q* = P(v in S | x)``,
     ``a = P(x in S, w in S | x)`` and ``c = P(v in S, w in S | x)`` for distinct ``v, w != x``
     (module docstring; ``S`` the support of one report)."""
-    from localpriv.estimators.oracles import pure_parameters
-    from localpriv.mechanisms.hashing import LocalHashing
-    from localpriv.mechanisms.krr import KRR
-    from localpriv.mechanisms.subset import SS
-    from localpriv.mechanisms.unary import UnaryEncoding
     p, q = pure_parameters(mech)
     if isinstance(mech, KRR):
         return p, q, 0.0, 0.0
@@ -425,7 +432,6 @@ def mi_covariance(mech, theta, n: int) -> np.ndarray:
 
 def _analytic(mech, theta, n, error, draws, rng) -> np.ndarray:
     """Errors of MI-P under the normal law of the unbiased MI vector (``draws`` of them)."""
-    from localpriv.utils.simplex import project_simplex
     cov = mi_covariance(mech, theta, n)
     w, V = np.linalg.eigh(cov)
     L = V * np.sqrt(np.clip(w, 0.0, None))
@@ -458,8 +464,6 @@ def _step_down(x: float, digits: int = 4) -> float:
 def _quiet_parse(spec, domain):
     """:func:`~localpriv.mechanisms.parse` without the parse-time warning for large levels (the
     calibration brackets parameters far above the target on purpose)."""
-    from localpriv.mechanisms import parse
-    from localpriv.mechanisms.base import LargeEpsilonWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LargeEpsilonWarning)
         return parse(spec, domain)
@@ -495,7 +499,6 @@ def _parameter(name, fmt, domain, eps_ldp, eps_metric, metric, d_min):
         if eps_ldp is not None:
             from localpriv.experiments.accuracy import calibrate
             with warnings.catch_warnings():
-                from localpriv.mechanisms.base import LargeEpsilonWarning
                 warnings.simplefilter("ignore", LargeEpsilonWarning)
                 bounds.append(calibrate(fmt, domain, float(eps_ldp))[0])
         if eps_metric is not None:
@@ -541,7 +544,6 @@ def _affordable(mech, n, estimator) -> bool:
 
 def _simulate(mech, domain, theta, n, error, estimator, runs, rng) -> np.ndarray:
     """Errors of ``runs`` simulated data sets estimated by ``estimator`` (module docstring)."""
-    from localpriv.inference import estimate
     from localpriv.experiments.accuracy import _dense_twin, _observe
     twin = _dense_twin(mech, CHANNEL_BUDGET, prefer=mech.spec_name in _LINE)
     out = []
@@ -676,8 +678,6 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
     >>> print(adv)                                  # the ranked rows and the reason  # doctest: +SKIP
     >>> adv.recommended.spec, adv.recommended.eps_ldp                                 # doctest: +SKIP
     """
-    from localpriv.domains import Domain, parse_domain
-    from localpriv.estimators import default_estimator
     if isinstance(domain, str):
         domain = parse_domain(domain)
     if not isinstance(domain, Domain):
@@ -806,7 +806,6 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
     unit = {"line": "units", "grid": "km"}.get(kind, "") if goal in ("emd", "mean", "quantiles") else ""
     metric_unit = {"line": "unit", "grid": "km"}.get(kind)
     best = rows[0]
-    from localpriv.mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
     if best.eps_ldp > LARGE_LDP_EPS:  # what reading the spec will say, said now
         why = ("it meets the metric target only; give eps_ldp too to bound it" if eps_ldp is None
                else f"within the LDP target {eps_ldp:g}, itself above {LARGE_LDP_EPS:g}")

@@ -15,6 +15,10 @@ import numpy as np
 
 from localpriv.utils.validation import PrivacyWarning
 from localpriv.mechanisms import Mechanism
+from localpriv.analysis.bounds import geometric_inv_lower_bound, inv_matrix, krr_inv_upper_bound
+from localpriv.analysis.concavity import identifiable
+from localpriv.analysis.consistency import dominance
+from localpriv.domains import IntegerDomain
 
 __all__ = ["analyze_report"]
 
@@ -93,9 +97,6 @@ def analyze_report(mech: Mechanism, domain=None) -> dict[str, Any]:
 
 
 def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
-    from localpriv.analysis.bounds import geometric_inv_lower_bound, inv_matrix, krr_inv_upper_bound
-    from localpriv.analysis.concavity import identifiable
-    from localpriv.analysis.consistency import dominance
 
     k = mech.k
     out: dict[str, Any] = {"spec": str(mech), "inputs": k}
@@ -132,7 +133,6 @@ def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
     metric = dom is not None and getattr(dom, "is_metric", False)
     if metric or mech.spec_name == "geometric":
         key = "epsilon_geo (from channel)"
-        from localpriv.domains import IntegerDomain
         structural = mech.spec_name == "geometric" and (dom is None or type(dom) is IntegerDomain)
         try:
             if structural:  # |x - x'| in index units: the mechanism's own (closed-form) computation

@@ -18,6 +18,11 @@ import numpy as np
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
 from localpriv.mechanisms import parse
 from localpriv.analysis.concavity import strictly_concave
+from localpriv.analysis.concavity import rank_test
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.inference.plotting import plt, save
 
 __all__ = [
     "krr_inv_upper_bound",
@@ -82,7 +87,6 @@ def inv_matrix(mech, domain=None) -> np.ndarray:
     """
     M = _channel(mech, domain)
     k, m = M.shape
-    from localpriv.analysis.concavity import rank_test
 
     rt = rank_test(M, required=k)
     if not rt.holds:
@@ -143,7 +147,6 @@ def worked_example(k: int = 100, eps_krr: float = 2.0, eps_geo: float = 0.05, th
     (227.28 and 7238), and the exact INV errors (coefficients of ``1/n``) for ``theta`` (uniform by
     default) under k-RR and under the geometric mechanism truncated to ``0..k-1`` (Eq. 7).
     """
-    from localpriv.mechanisms.krr import KRR
 
     theta = np.full(k, 1.0 / k) if theta is None else np.asarray(theta, dtype=float)
     krr = KRR(k, eps_krr)
@@ -173,11 +176,9 @@ def worked_example(k: int = 100, eps_krr: float = 2.0, eps_geo: float = 0.05, th
 def _truncated_geometric(k: int, eps: float):
     """Geometric mechanism on ``0..k-1`` truncated to the same range (seed 001 Eq. 7)."""
     try:
-        from localpriv.mechanisms.geometric import Geometric
 
         return Geometric(k, eps, lo=0, hi=k - 1)
     except ImportError:  # pragma: no cover - the geo issue provides it
-        from localpriv.mechanisms.matrix import MatrixMechanism
 
         x = np.arange(k)
         a = np.exp(-eps)
@@ -250,7 +251,6 @@ def plot_rappor_bound(path, k: int = 10, eps_values=(0.5, 1.0, 2.0, 4.0), n_max:
     """Fig. 4: the Theorem 4.4 lower bound against ``n`` for several ``eps`` (``|X| = 10``), with
     empirical frequencies of strict concavity as markers when given
     (``empirical = {eps: (n_values, frequencies)}``)."""
-    from localpriv.inference.plotting import plt, save
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
     n = np.arange(k, n_max + 1)

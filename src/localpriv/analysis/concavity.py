@@ -29,6 +29,7 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_rng
 from localpriv.mechanisms import Mechanism, parse
+from localpriv.analysis.likelihood import EQ12, loglik, eq12_mechanism
 
 __all__ = [
     "RankTest",
@@ -198,7 +199,6 @@ def section51_counterexample() -> dict:
     ``(1,0,0) -> (0,0,1)``; adding reports 1 and 3 makes the maximizers a whole segment.
     Returns the rank tests and the numbers behind these statements.
     """
-    from localpriv.analysis.likelihood import EQ12, loglik, eq12_mechanism
 
     mech = eq12_mechanism()
     a = np.array([1, 1, 1, 1])  # report "2" is index 1

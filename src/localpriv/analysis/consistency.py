@@ -29,6 +29,12 @@ import numpy as np
 from localpriv.utils.validation import check_distribution, check_rng
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.analysis.concavity import identifiable
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.estimators.ibu import ibu
+from localpriv.data.observations import Observations
+from localpriv.estimators.em import em
+from localpriv.likelihood.blocks import DenseBlock
 
 __all__ = ["dominance", "convergence_study", "asymptotic_error", "consistency_report", "fit_loglog_slope", "default_theta"]
 
@@ -46,17 +52,9 @@ def dominance(mech, domain=None, max_dense: int = 16_000_000) -> dict:
     Returns ``{"holds": True | False | None, "reason": str}`` (``None``: undecided).
     """
     mech = parse(mech, domain)
-    try:
-        from localpriv.mechanisms.geometric import Geometric
-    except ImportError:  # pragma: no cover
-        Geometric = ()
     if isinstance(mech, Geometric) and not mech.truncated:
         return {"holds": True, "reason": "untruncated linear geometric: d(z) = eps(|z-a|+l) - log c has "
                                          "finite mean (seed 001 Prop. 6.4)"}
-    try:
-        from localpriv.mechanisms.unary import UnaryEncoding
-    except ImportError:  # pragma: no cover
-        UnaryEncoding = ()
     if isinstance(mech, UnaryEncoding) and np.isfinite(mech.log_level()):  # 0 < q, p < 1
         return {"holds": True, "reason": "unary encoding (basic Rappor when symmetric): finitely many bit vectors, "
                                          "each of positive probability under every input (bit probabilities p, q in (0,1)), "
@@ -130,8 +128,6 @@ def convergence_study(mech, theta=None, ns=(1000, 4000, 16000, 64000), runs: int
     fitted log-log slope (``-1`` expected for a consistent estimator with ``1/n`` variance; near
     ``0`` when the error does not vanish).
     """
-    from localpriv.estimators.ibu import ibu
-    from localpriv.data.observations import Observations
 
     mech = parse(mech, domain)
     rng = check_rng(rng)
@@ -161,8 +157,6 @@ def asymptotic_error(mech, theta, max_iter: int = 20_000, delta: float = 1e-13):
     fixed Dirichlet(1) draws). Near 0 for identifiable mechanisms; a positive floor shows MLEs
     that do not converge to ``theta``. ``None`` when
     the channel cannot be enumerated."""
-    from localpriv.estimators.em import em
-    from localpriv.likelihood.blocks import DenseBlock
 
     try:
         n_out = mech.n_outputs

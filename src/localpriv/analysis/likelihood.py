@@ -17,6 +17,7 @@ import numpy as np
 from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.inference.plotting import plt, save
 
 __all__ = [
     "EQ4",
@@ -135,7 +136,6 @@ def plot_simplex_loglik(mech, reports, path=None, ax=None, title: str | None = N
     theta_3``, as in the seed. The grid points of maximal ``L`` (within 1e-9 relative) are
     marked, which makes a flat ridge of maximizers (a non-unique MLE) visible.
     """
-    from localpriv.inference.plotting import plt, save
 
     mech = parse(mech)
     if mech.k != 3:

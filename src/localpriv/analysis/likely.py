@@ -31,6 +31,11 @@ from localpriv.domains import IntegerDomain
 from localpriv.inference.estimate import Estimate
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.data.observations import Observations
+from localpriv.estimators.em import DEFAULTS
+from localpriv.estimators.ibu import em_settings, run_em
+from localpriv.estimators.ibu import ibu
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.data.observations import ObservationBlock
 
 __all__ = [
     "dominance_likely",
@@ -226,8 +231,6 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float | None
     (:func:`localpriv.estimators.em.em`) runs on the rest, with its defaults for the settings left
     at ``None`` (the certified maximum: ``stop="gap"``, ``delta=1e-9`` per report, Newton finish).
     """
-    from localpriv.estimators.em import DEFAULTS
-    from localpriv.estimators.ibu import em_settings, run_em
 
     delta = DEFAULTS["delta"] if delta is None else delta
     max_iter = DEFAULTS["max_iter"] if max_iter is None else max_iter
@@ -278,8 +281,6 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = No
     counts : array of int, optional
         How often each entry of ``reports`` was seen (then ``reports`` are distinct values).
     """
-    from localpriv.estimators.ibu import ibu
-    from localpriv.mechanisms.geometric import Geometric
 
     eps = check_eps(eps)
     z = np.asarray(reports)
@@ -298,9 +299,7 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = No
     if counts is None:
         obs = Observations.from_reports(mech, z - xmin, domain)
     else:  # distinct reports with their counts (what aggregation gives): memory by distinct reports
-        from localpriv.data.observations import ObservationBlock
         obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
-    from localpriv.estimators.em import DEFAULTS
     given = {"delta": delta, "max_iter": max_iter, "accelerate": accelerate, "stop": stop}
     est = Estimate.from_fit(ibu(obs, progress=progress, **{key: DEFAULTS[key] if v is None else v
                                                            for key, v in given.items()}))

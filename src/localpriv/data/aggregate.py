@@ -28,6 +28,11 @@ from localpriv.domains import Domain
 from localpriv.data.formats import TableWriter, _one_line
 from localpriv.data.observations import Observations
 from localpriv.data.reports import read_reports
+from localpriv.data.formats import Source
+from localpriv.data.reports import _batch_reports
+from localpriv.data.formats import expand_sources
+from localpriv.data.reports import _mechanism, validate_reports
+from localpriv.data.formats import attribute_of, write_counts
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
            "check_memory_limit", "MAX_TOTAL"]
@@ -65,8 +70,6 @@ def _stream(source, domain: Domain | None, fast=None):
         if missing:
             raise LocalPrivError(f"the report table has no column(s) {', '.join(missing)}; "
                                  f"columns: {', '.join(source.column_names) or '(none)'}")
-        from localpriv.data.formats import Source
-        from localpriv.data.reports import _batch_reports
         src = Source("<report table>", "arrow", "counts" if "count" in source.column_names else "reports",
                      None)
         first = 1
@@ -79,8 +82,6 @@ def _stream(source, domain: Domain | None, fast=None):
         for _, parts in read_reports(source, domain):
             yield from parts
         return
-    from localpriv.data.formats import expand_sources
-    from localpriv.data.reports import _batch_reports
     for src in expand_sources(source):
         grouped = fast(src) if src.ftype == "parquet" else None
         if grouped is not None:
@@ -101,7 +102,6 @@ def _parquet_grouped(con, src, domain):
     import duckdb
     import pyarrow.parquet as pq
 
-    from localpriv.data.reports import _mechanism, validate_reports
     try:
         schema = pq.ParquetFile(src.path).schema_arrow
     except (pa.ArrowException, OSError):
@@ -339,57 +339,7 @@ def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | Non
         agg.domain = domain
     obs = Observations.from_frame(agg.counts(source), domain)
     if not isinstance(source, (pa.Table, pd.DataFrame)):  # files: the values' column they record
-        from localpriv.data.formats import attribute_of
         attribute = attribute_of(source)
         if attribute:
             obs.meta["attribute"] = attribute
     return obs
-
-
-def write_counts(df: pd.DataFrame, path, inputs: Iterable = (), attribute: str | None = None) -> Path:
-    """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
-
-    Parquet needs one report type per file: numeric reports of different types are stored as
-    ``double`` (exact for output indices below 2^53); bit vectors beside numbers are stored as the
-    CSV text form (``string``), which every reader decodes per mechanism.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        Columns ``mechanism``, ``report``, ``count`` (an aggregator's ``counts(...)``).
-    path : str or Path
-        The counts file (``.csv`` or ``.parquet``).
-    inputs : iterable of paths
-        The files counted (the output may not overwrite one of them).
-    attribute : str, optional
-        The name of the values' column, recorded in the file (default: the one the input files
-        record, when they agree; see :func:`localpriv.data.formats.attribute_of`).
-
-    Returns
-    -------
-    Path
-    """
-    reps = df["report"].to_numpy()
-    kinds: set = set()
-    if reps.dtype == object:  # one pass over the distinct reports (not the users' reports)
-        kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
-                  "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}
-    if attribute is None and inputs:
-        from localpriv.data.formats import attribute_of
-        attribute = attribute_of(inputs)
-    with TableWriter(path, "counts", inputs, attribute=attribute) as w:
-        if reps.dtype != object or kinds == {"int"} or kinds == {"float"} or kinds == {"int", "float"}:
-            if reps.dtype == object:
-                reps = reps.astype(np.float64 if "float" in kinds else np.int64)
-            col = pa.array(reps)
-        elif kinds == {"binary"}:
-            widths = {len(v) for v in reps}
-            col = pa.array(list(reps), type=pa.binary(widths.pop())) if len(widths) == 1 else pa.array(
-                list(reps), type=pa.binary())
-        else:  # mixed bit vectors and numbers: the text form
-            col = pa.array([v.hex() if isinstance(v, (bytes, bytearray)) else
-                            (repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))
-                            for v in reps], type=pa.string())
-        w.write(pa.table({"mechanism": pa.array(df["mechanism"].astype(str).to_numpy(), pa.string()),
-                          "report": col, "count": pa.array(df["count"].to_numpy(np.int64))}))
-    return w.path

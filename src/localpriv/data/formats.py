@@ -35,7 +35,7 @@ import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -43,10 +43,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
 from localpriv.utils.validation import LocalPrivError
+from localpriv.mechanisms.base import _split_args
 
 __all__ = [
+    "write_counts",
     "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
@@ -200,7 +205,6 @@ def legacy_spec(spec: str) -> str:
     m = _SPEC_HEAD.match(spec)
     if not m or m.group(1) not in LEGACY_HASH_SPECS:
         return spec
-    from localpriv.mechanisms.base import _split_args
     body = m.group(2) or ""
     keys = {part.partition("=")[0].strip() for part in _split_args(body)}
     if "hash" in keys:
@@ -784,3 +788,51 @@ def expand_sources(inputs) -> list[Source]:
             raise LocalPrivError(f"input file {text} not found")
         out.append(open_source(text))
     return out
+
+
+def write_counts(df: "pd.DataFrame", path, inputs: Iterable = (), attribute: str | None = None) -> Path:
+    """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
+
+    Parquet needs one report type per file: numeric reports of different types are stored as
+    ``double`` (exact for output indices below 2^53); bit vectors beside numbers are stored as the
+    CSV text form (``string``), which every reader decodes per mechanism.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Columns ``mechanism``, ``report``, ``count`` (an aggregator's ``counts(...)``).
+    path : str or Path
+        The counts file (``.csv`` or ``.parquet``).
+    inputs : iterable of paths
+        The files counted (the output may not overwrite one of them).
+    attribute : str, optional
+        The name of the values' column, recorded in the file (default: the one the input files
+        record, when they agree; see :func:`localpriv.data.formats.attribute_of`).
+
+    Returns
+    -------
+    Path
+    """
+    reps = df["report"].to_numpy()
+    kinds: set = set()
+    if reps.dtype == object:  # one pass over the distinct reports (not the users' reports)
+        kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
+                  "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}
+    if attribute is None and inputs:
+        attribute = attribute_of(inputs)
+    with TableWriter(path, "counts", inputs, attribute=attribute) as w:
+        if reps.dtype != object or kinds == {"int"} or kinds == {"float"} or kinds == {"int", "float"}:
+            if reps.dtype == object:
+                reps = reps.astype(np.float64 if "float" in kinds else np.int64)
+            col = pa.array(reps)
+        elif kinds == {"binary"}:
+            widths = {len(v) for v in reps}
+            col = pa.array(list(reps), type=pa.binary(widths.pop())) if len(widths) == 1 else pa.array(
+                list(reps), type=pa.binary())
+        else:  # mixed bit vectors and numbers: the text form
+            col = pa.array([v.hex() if isinstance(v, (bytes, bytearray)) else
+                            (repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))
+                            for v in reps], type=pa.string())
+        w.write(pa.table({"mechanism": pa.array(df["mechanism"].astype(str).to_numpy(), pa.string()),
+                          "report": col, "count": pa.array(df["count"].to_numpy(np.int64))}))
+    return w.path

@@ -35,6 +35,13 @@ from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import PerturbSummary, report_table
+from localpriv.data.reports import block_size
+from localpriv.data.reports import _report_width
+from localpriv.utils.rng import spawn_generators
+from localpriv.data.reports import _report_array
+from localpriv.data.formats import TableWriter
+from localpriv.domains.grid import OUTSIDE_CHOICES
+from localpriv.data.reports import _as_values, _encode, _place, _refuse_outside, iter_rows, value_attribute, values_format
 
 __all__ = ["perturb_mixed", "perturb_file_mixed", "Policy", "load_policy", "mixed_block_rows",
            "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
@@ -276,7 +283,6 @@ def mixed_block_rows(first: Mechanism) -> int:
     are cut at fixed row positions, so the reports depend on the seed and the file only, never on
     how the file is read in chunks.
     """
-    from localpriv.data.reports import block_size
     return block_size(first)
 
 
@@ -286,7 +292,6 @@ class _Mixture:
 
     def __init__(self, domain: Domain, rng: np.random.Generator, path: str, label_col: str,
                  policy: Policy | None):
-        from localpriv.data.reports import _report_width
         self.domain, self.rng, self.path, self.label_col, self.policy = domain, rng, path, label_col, policy
         self._width = _report_width
         self.ids: dict[str, int] = {}          # canonical spec -> id
@@ -326,7 +331,6 @@ class _Mixture:
                                  "into one file per kind and aggregate the files together")
         if len(self.mechs) >= MAX_MECHANISMS:
             raise LocalPrivError(f"more than {MAX_MECHANISMS:,} distinct mechanisms")
-        from localpriv.utils.rng import spawn_generators
         child = spawn_generators(self.rng, 1)
         self.ids[canon] = len(self.mechs)
         self.mechs.append(mech)
@@ -367,7 +371,6 @@ class _Mixture:
 
     def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table:
         """One block: the rows of each mechanism sampled in one call from its own stream."""
-        from localpriv.data.reports import _report_array
         order = np.argsort(g, kind="stable")
         gs = g[order]
         cuts = np.flatnonzero(np.diff(gs)) + 1
@@ -434,9 +437,6 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     PerturbSummary
         With ``by_mechanism``: the number of reports of each mechanism.
     """
-    from localpriv.data.formats import TableWriter
-    from localpriv.domains.grid import OUTSIDE_CHOICES
-    from localpriv.data.reports import _as_values, _encode, _place, _refuse_outside, iter_rows, value_attribute, values_format
     rng = check_rng(rng)
     if (mechanism_column is None) == (policy is None):
         raise LocalPrivError("give either a mechanism column or a policy (not both)")

@@ -17,6 +17,8 @@ from localpriv.utils.validation import LocalPrivError, check_counts
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.data.reports import validate_reports
+from localpriv.data.formats import write_counts
 
 __all__ = ["ObservationBlock", "Observations"]
 
@@ -35,7 +37,6 @@ class ObservationBlock:
     counts: np.ndarray
 
     def __post_init__(self):
-        from localpriv.data.reports import validate_reports  # reports imports this module's siblings only
 
         self.mechanism = parse(self.mechanism)
         self.counts = check_counts(self.counts, name=f"counts of {self.mechanism}")
@@ -140,7 +141,6 @@ class Observations:
     def save(self, path, inputs=()) -> Path:
         """Write the counts as a versioned counts file (``.csv`` or ``.parquet``), atomically
         (:mod:`localpriv.data.formats`); counts files are mergeable inputs of :func:`~localpriv.data.aggregate`."""
-        from localpriv.data.aggregate import write_counts
         df = self.to_frame()
         df["count"] = np.round(df["count"].to_numpy(float)).astype(np.int64) if np.all(
             df["count"].to_numpy(float) == np.round(df["count"].to_numpy(float))) else _fractional(df)
@@ -164,9 +164,3 @@ class Observations:
                 rep = rep.astype(np.float64 if mech.report_kind == "float64" else np.int64)
             blocks.append(ObservationBlock(mech, rep, grp["count"].to_numpy(dtype=float)))
         return cls(blocks, domain)
-
-    @classmethod
-    def load(cls, path, domain: Domain | None = None) -> "Observations":
-        """Read counts (or reports: they are aggregated) from files, globs or folders."""
-        from localpriv.data.aggregate import aggregate
-        return aggregate(path, domain)

@@ -31,6 +31,8 @@ from localpriv.domains import Domain
 from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _csv_columns, _one_line,
                       _open_text, expand_sources, file_type, read_error, rows_text)
 from localpriv.mechanisms import Mechanism, parse
+from localpriv.domains.grid import OUTSIDE_CHOICES
+from localpriv.data.formats import hex_bytes
 
 __all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
            "read_reports", "validate_reports", "block_size", "PerturbSummary"]
@@ -623,7 +625,6 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
     PerturbSummary
         Rows read, dropped, reports written, the mechanism and the output path.
     """
-    from localpriv.domains.grid import OUTSIDE_CHOICES
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
     grid = callable(getattr(domain, "place", None))
@@ -807,7 +808,6 @@ def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: 
         n = len(text)
         if not n:
             return np.zeros((0, 0), np.uint8)
-        from localpriv.data.formats import hex_bytes
         if isinstance(text, pa.ChunkedArray):
             text = text.combine_chunks()
         return hex_bytes(text, int(lengths[0]))

@@ -32,14 +32,14 @@ import os
 
 import numpy as np
 
+from localpriv.utils.jit import numba_enabled
+
 __all__ = ["kernels", "enabled"]
 
 _KERNELS = None
 
 
-def enabled() -> bool:
-    """False when ``LOCALPRIV_NUMBA`` is ``0``/``no``/``off`` (compiled paths disabled)."""
-    return os.environ.get("LOCALPRIV_NUMBA", "1").strip().lower() not in ("0", "no", "off", "false")
+enabled = numba_enabled
 
 
 def _exp_rows(r, theta):

@@ -9,6 +9,7 @@ import numpy as np
 from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
+from localpriv.utils.progress import EMProgress, chain, em_progress
 
 __all__ = ["ibu", "em_settings", "run_em"]
 
@@ -29,7 +30,6 @@ def run_em(blocks, k, *, progress=False, label="ibu", callback=None, **kw):
     a ``callback`` is called too. Quiet unless asked."""
     if not progress:
         return em(blocks, k, callback=callback, **kw)
-    from localpriv.utils.progress import EMProgress, chain, em_progress
     bar = progress if isinstance(progress, EMProgress) else em_progress(label)
     with bar:
         res = em(blocks, k, callback=chain(bar, callback), **kw)

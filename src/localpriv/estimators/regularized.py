@@ -130,6 +130,9 @@ from localpriv.data.observations import Observations
 from localpriv.estimators import register_estimator
 from localpriv.estimators.em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, EMResult,
                  Penalty, em, log_likelihood)
+from localpriv.domains.grid import GridDomain
+from localpriv.utils.progress import EMProgress, em_progress
+from localpriv.estimators.ibu import em_settings, run_em
 
 __all__ = ["ems", "dirichlet", "smooth", "SmoothingPenalty", "DirichletPenalty", "split_counts",
            "select_strength", "ordered_shape", "FOLDS", "PATIENCE"]
@@ -165,7 +168,6 @@ DENSE_AXIS = 1024
 # --------------------------------------------------------------------------------------------
 def ordered_shape(domain, estimator: str = "ems") -> tuple[int, ...]:
     """``(k,)`` for an integer line, ``(nrows, ncols)`` for a planar grid; refuses the rest."""
-    from localpriv.domains.grid import GridDomain
     if isinstance(domain, GridDomain):
         return (int(domain.nrows), int(domain.ncols))
     if isinstance(domain, (IntegerDomain, IntervalDomain)):  # a line of cells (issue 20: real intervals too)
@@ -492,8 +494,6 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
          grid_rule: str, decline: str = "strict", cv_floor: float = 0.0) -> Fit:
     """Select the strength (unless given; ``decline`` as for :func:`select_strength`; the selection's
     fits stop at ``max(delta, cv_floor)``), refit on all reports from the start, build the Estimate."""
-    from localpriv.utils.progress import EMProgress, em_progress
-    from localpriv.estimators.ibu import em_settings, run_em
     k = obs.k
     blocks = obs.likelihood_blocks()
     bar = None

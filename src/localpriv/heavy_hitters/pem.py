@@ -102,6 +102,8 @@ import numpy as np
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
 from localpriv.mechanisms.stablehash import _P1, _P2, _P3, _P4, _P5, hash_keys, to_range  # XXH64's primes
+from localpriv.data.formats import atomic_output
+from localpriv.data.reports import iter_values
 
 __all__ = ["heavy_hitters", "read_strings", "HeavyHitters", "StringEncoding", "PEMPlan", "PEMReports", "pem_perturb",
            "pem_identify", "treehist_identify", "prefix_keys", "olh_g", "ALPHABETS", "FORMAT", "FORMAT_VERSION",
@@ -594,7 +596,6 @@ class HeavyHitters:
 
     def save(self, path, extra: dict | None = None) -> Path:
         """Write :meth:`to_dict` (plus ``extra``) as JSON, atomically."""
-        from localpriv.data.formats import atomic_output
         d = self.to_dict()
         if extra:
             d.update(extra)
@@ -816,7 +817,6 @@ def read_strings(path, column: str | None = None, *, header: bool = True,
     other non-text columns are refused. Returns ``(values, stats)``: the values as an Arrow
     string array, with ``stats["rows"]`` read and
     ``stats["dropped"]``."""
-    from localpriv.data.reports import iter_values
     stats: dict = {}
     parts = []
     for vals, first in iter_values(path, column, domain=_Text(), drop_missing=drop_missing, stats=stats,

@@ -13,6 +13,11 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built, not at start-up
 
 from localpriv.utils.validation import LocalPrivError
 from localpriv.estimators.result import Fit
+from localpriv.data.formats import ESTIMATE_SUFFIXES, atomic_output
+from localpriv.inference.geo_export import write_geojson
+from localpriv.inference.uncertainty import uncertainty
+from localpriv.utils.interval import Interval, check_level
+from localpriv.utils.validation import check_int
 
 __all__ = ["Estimate"]
 
@@ -79,11 +84,9 @@ class Estimate(Fit):
         (value, probability, and lower, upper with ``ci``) or, on a planar grid, GeoJSON
         (``.geojson``: one polygon per cell, :func:`localpriv.inference.geo_export.estimate_geojson`),
         atomically."""
-        from localpriv.data.formats import ESTIMATE_SUFFIXES, atomic_output
 
         path = Path(path)
         if path.suffix.lower() == ".geojson":
-            from localpriv.inference.geo_export import write_geojson
             return write_geojson(self, path, ci=ci)
         payload = self.to_dict(ci, stats) if path.suffix.lower() == ".json" else self.to_frame(ci)
         with atomic_output(path, ESTIMATE_SUFFIXES, what="estimate file") as tmp:
@@ -97,7 +100,6 @@ class Estimate(Fit):
         """Statistics by name with their intervals: ``mean``, ``var``, ``sd``, ``median``,
         ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``);
         ``names`` is a list or a comma-separated string."""
-        from localpriv.inference.uncertainty import Interval
         if isinstance(names, str):
             names = [t.strip() for t in names.split(",") if t.strip()]
         out = {}
@@ -125,7 +127,6 @@ class Estimate(Fit):
     # ---- uncertainty (computed by localpriv.inference.uncertainty, once, on first use) -------------------
     def uncertainty(self, method: str | None = None, rng=None):
         """The estimate's :class:`~localpriv.inference.uncertainty.Uncertainty` (cached per method)."""
-        from localpriv.inference.uncertainty import uncertainty
         cache = self.extra.setdefault("_uncertainty", {})
         key = method or "default"
         if key not in cache:
@@ -153,7 +154,6 @@ class Estimate(Fit):
 
     def mean(self, level: float = 0.95):
         """The mean value ``sum_x x theta_x`` with its interval (ordered domains)."""
-        from localpriv.inference.uncertainty import Interval
         iv = self.functional(self._values("the mean"), level)
         return Interval(iv.value, iv.lower, iv.upper, iv.level, iv.method)
 
@@ -198,11 +198,10 @@ class Estimate(Fit):
         """
         from scipy import stats
 
-        from localpriv.inference.uncertainty import Interval, _check_level
         q = float(q)
         if not 0.0 < q < 1.0:
             raise LocalPrivError(f"quantile level must lie strictly between 0 and 1, got {q}")
-        lv = _check_level(level)
+        lv = check_level(level)
         x = self._values("a quantile")
         edges = _edges(self.domain, x)
         theta = self.distribution
@@ -243,7 +242,6 @@ class Estimate(Fit):
     def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> "pd.DataFrame":
         """The ``k`` most probable values with their intervals and rank stability: the share of
         draws (replicates, or Gaussian draws of the estimate) in which the value is in the top ``k``."""
-        from localpriv.utils.validation import check_int
         k = check_int(k, "k", minimum=1, maximum=self.distribution.size)
         order = np.argsort(-self.distribution, kind="stable")[:k]
         lo, hi = self.ci(level)

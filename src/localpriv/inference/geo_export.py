@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
+from localpriv.data.formats import atomic_output
 
 __all__ = ["estimate_geojson", "write_geojson", "GEOJSON_SUFFIXES"]
 
@@ -85,7 +86,6 @@ def estimate_geojson(est, ci: float | None = None) -> dict:
 
 def write_geojson(est, path, ci: float | None = None) -> Path:
     """Write :func:`estimate_geojson` to ``path`` (``.geojson``), atomically: one feature a line."""
-    from localpriv.data.formats import atomic_output
 
     path = Path(path)
     doc = estimate_geojson(est, ci)  # before the file is opened: a refused estimate leaves nothing

@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from localpriv.data.formats import atomic_output
 
 __all__ = ["plt", "distributions_figure", "estimate_figure", "grid_figure", "save"]
 
@@ -15,7 +16,6 @@ __all__ = ["plt", "distributions_figure", "estimate_figure", "grid_figure", "sav
 def save(fig, path) -> Path:
     """Save ``fig`` as PNG (or the extension's format) atomically: nothing appears at ``path``
     unless the whole image was written (:func:`localpriv.data.formats.atomic_output`)."""
-    from localpriv.data.formats import atomic_output
 
     path = Path(path)
     try:

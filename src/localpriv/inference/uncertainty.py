@@ -62,6 +62,19 @@ import numpy as np
 from scipy import stats
 
 from localpriv.utils.validation import LocalPrivError
+from localpriv.utils.interval import Interval, check_level
+from localpriv.utils.simplex import project_simplex
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.estimators.inv import inverse_vector
+from localpriv.estimators.oracles import mi_vector, pure_parameters
+from localpriv.estimators.oracles import pure_parameters
+from localpriv.mechanisms import KRR
+from localpriv.estimators.oracles import support_counts
+from localpriv.mechanisms.unary import weighted_gram
+from localpriv.likelihood.packed import PackedSupport
+from localpriv.estimators import fit as run
+from localpriv.estimators import ESTIMATORS
+from localpriv.data.observations import ObservationBlock, Observations
 
 __all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUNDARY"]
 
@@ -85,40 +98,9 @@ FACE_MAX_SHARE = 0.25
 FACE_REPLICATES = 60
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A point value with its confidence interval."""
-
-    value: float
-    lower: float
-    upper: float
-    level: float
-    method: str = ""
-
-    def __iter__(self):
-        return iter((self.value, self.lower, self.upper))
-
-    def __repr__(self) -> str:
-        return f"{self.value:.6g} [{self.lower:.6g}, {self.upper:.6g}] ({self.level:.0%}, {self.method})"
-
-    def to_dict(self) -> dict:
-        return {"value": self.value, "lower": self.lower, "upper": self.upper, "level": self.level,
-                "method": self.method}
-
-
 def _quad(W: np.ndarray, C: np.ndarray) -> np.ndarray:
     """``diag(W C W^T)``: the variances of the functionals in the rows of ``W`` (by BLAS)."""
     return np.einsum("ij,ij->i", W @ C, W)
-
-
-def _check_level(level) -> float:
-    try:
-        lv = float(level)
-    except (TypeError, ValueError):
-        raise LocalPrivError(f"confidence level must be a number in (0, 1), got {level!r}") from None
-    if not 0.0 < lv < 1.0:
-        raise LocalPrivError(f"confidence level must lie strictly between 0 and 1, got {level!r}")
-    return lv
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,7 +279,7 @@ class Uncertainty:
         return se
 
     def cell_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        lv = _check_level(level)
+        lv = check_level(level)
         if self.method == "anchored":
             lo, hi = self.extra["mle"].cell_intervals(lv)
             return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
@@ -328,7 +310,7 @@ class Uncertainty:
     # ---- functionals ------------------------------------------------------------------------
     def functional(self, w, level: float = 0.95, name: str = "functional") -> Interval:
         """``w @ theta`` with its interval (``w`` a length-k vector)."""
-        lv = _check_level(level)
+        lv = check_level(level)
         w = np.asarray(w, dtype=float)
         if w.shape != self.theta.shape or not np.all(np.isfinite(w)):
             raise LocalPrivError(f"weights must be a finite vector of length {self.theta.size}")
@@ -363,7 +345,6 @@ class Uncertainty:
             return self.extra["mle"].samples(rng, size)
         if self.replicates is not None:
             return self.replicates
-        from localpriv.utils.simplex import project_simplex
         k = self.theta.size
         vals, vecs = np.linalg.eigh(0.5 * (self.cov + self.cov.T))
         root = vecs * np.sqrt(np.clip(vals, 0, None))
@@ -424,7 +405,6 @@ def _fisher(est, obs, inversion: bool = True, rng=None) -> Uncertainty:
 
 
 def _post(v: np.ndarray, post: str) -> np.ndarray:
-    from localpriv.utils.simplex import clip_normalize, project_simplex
     return clip_normalize(v) if post == "n" else project_simplex(v)
 
 
@@ -448,7 +428,6 @@ def _raw_inverse(block, family: str, name: str = "this estimator"):
     if family == "inv":
         counts = block.count_vector()
         q = counts / counts.sum()
-        from localpriv.estimators.inv import inverse_vector
         v = inverse_vector(mech, counts)
         if hasattr(mech, "inverse_counts"):  # closed form: v = (q - b) / (a - b)
             a_, b_ = mech.p_keep, mech.p_other
@@ -461,7 +440,6 @@ def _raw_inverse(block, family: str, name: str = "this estimator"):
             cov = W.T @ Cq @ W
         text = "multinomial report counts; exact covariance of the raw inverse; normal approximation"
     else:
-        from localpriv.estimators.oracles import mi_vector, pure_parameters
         p, qs = pure_parameters(mech)
         v = mi_vector(block)
         S2 = _support_second_moment(block)             # E[s s^T] over the reports
@@ -490,8 +468,6 @@ def _unbiased_inverse(obs):
 
 def _block_inverse(block):
     mech = block.mechanism
-    from localpriv.estimators.oracles import pure_parameters
-    from localpriv.mechanisms import KRR
     try:
         pure_parameters(mech)
         family = "inv" if isinstance(mech, KRR) else "mi"
@@ -511,18 +487,14 @@ def _block_inverse(block):
 
 
 def _support_mean(block) -> np.ndarray:
-    from localpriv.estimators.oracles import support_counts
     return support_counts(block) / block.n
 
 
 def _support_second_moment(block) -> np.ndarray | None:
     """``(1/n) sum_j c_j s_j s_j^T`` with ``s_j`` the support indicator (or vector) of report j."""
     mech = block.mechanism
-    from localpriv.mechanisms import KRR
-    from localpriv.mechanisms.unary import weighted_gram
     if isinstance(mech, KRR):
         return np.diag(block.count_vector() / block.n)
-    from localpriv.likelihood.packed import PackedSupport
     vectors = getattr(mech, "vectors", None)       # SHE: the noisy vectors themselves
     packed = getattr(mech, "packed_support", None)  # pure protocols: 0/1 support rows, packed bits
     supports = getattr(mech, "support", None)
@@ -546,7 +518,6 @@ def _support_second_moment(block) -> np.ndarray | None:
 def _refits(obs, theta, call, rng, replicates: int) -> np.ndarray:
     """``replicates`` refits of the recorded estimator ``call = (method, settings)`` to observations
     redrawn from ``theta`` (:func:`_redraw`), warm-started near ``theta`` with full support."""
-    from localpriv.estimators import fit as run
     method, settings = call
     settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
     if "theta0" in _accepted(method):
@@ -571,7 +542,6 @@ def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
 
 def _anchored(est, obs) -> Uncertainty:
     """The MLE's fisher uncertainty, widened to contain the regularized estimate (module docstring)."""
-    from localpriv.estimators import fit as run
     settings = dict((est.extra.get("call") or (None, {}))[1])
     keep = {key: settings[key] for key in ("delta", "stop", "max_iter", "accelerate") if key in settings}
     mle = run(obs, "ibu", **keep)
@@ -587,7 +557,6 @@ def _anchored(est, obs) -> Uncertainty:
 
 def _accepted(method: str) -> set:
     import inspect
-    from localpriv.estimators import ESTIMATORS
     try:
         return set(inspect.signature(ESTIMATORS[method]).parameters)
     except (KeyError, TypeError, ValueError):
@@ -618,7 +587,6 @@ def _multinomial(mech) -> bool:
 
 def _redraw(obs, theta, rng):
     """New observations of the same size per mechanism, drawn from the fitted ``theta``."""
-    from localpriv.data.observations import ObservationBlock, Observations
     blocks = []
     for b in obs.blocks:
         mech, n = b.mechanism, int(round(b.n))

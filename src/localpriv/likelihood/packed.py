@@ -25,6 +25,7 @@ observed information, :mod:`localpriv.inference.uncertainty`) unpacks chunks of 
 from __future__ import annotations
 
 import numpy as np
+from localpriv.utils.jit import numba_enabled
 
 __all__ = ["PackedSupport", "BIT_TABLE", "POPCOUNT", "last_byte_mask", "row_popcounts"]
 
@@ -89,8 +90,7 @@ def _kernels():
 
 
 def _compiled() -> bool:
-    from localpriv.estimators._kernels import enabled
-    return enabled()
+    return numba_enabled()
 
 
 class _Transposed:

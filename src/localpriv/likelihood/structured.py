@@ -31,6 +31,7 @@ from scipy import fft as sfft
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int
 from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.likelihood.rfft import RfftClampedBlock
+from localpriv.likelihood.blocks import check_dense_size
 
 __all__ = [
     "ScaledIdentityBlock",
@@ -596,7 +597,6 @@ class HadamardBlock(LikelihoodBlock):
         return self.lo ** 2 * w.sum() + (self.hi ** 2 - self.lo ** 2) * self._set_sums(w)
 
     def dense(self):
-        from localpriv.likelihood.blocks import check_dense_size
 
         check_dense_size(self.k, self.outputs.size, f"the likelihood of {self.outputs.size} reports")
         p, t = self._cell // self.b, self._cell % self.b
@@ -739,7 +739,6 @@ class CountSketchBlock(LikelihoodBlock):
         return self.r0 ** 2 * c2w.sum() + (1.0 - self.r0 ** 2) * self._spread(c2w)
 
     def dense(self):
-        from localpriv.likelihood.blocks import check_dense_size
 
         n = self.counts.size
         check_dense_size(self.k, n, f"the likelihood of {n} reports")

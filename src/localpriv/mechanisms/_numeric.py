@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
+from localpriv.utils.interval import Interval, check_level
 
 __all__ = ["unit_centres", "signed_centres", "mean_interval", "index_to_value"]
 
@@ -58,9 +59,8 @@ def mean_interval(per_report: np.ndarray, k: int, signed: bool, domain, level: f
     (:func:`index_to_value`; without a domain: ``t`` or ``u`` itself)."""
     from scipy import stats
 
-    from localpriv.inference.uncertainty import Interval, _check_level
 
-    lv = _check_level(level)
+    lv = check_level(level)
     r = np.asarray(per_report, dtype=float)
     n = r.size
     if n < 2:

@@ -21,6 +21,8 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
 from localpriv.utils.rng import spawn_generators
+from localpriv.mechanisms import _client_kernels
+from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
            "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
@@ -142,7 +144,6 @@ def grr_into(values: np.ndarray, g: int, p_keep: float, rng, out: np.ndarray) ->
     (:mod:`localpriv.mechanisms._client_kernels`) on chunks of at least ``2^14`` users, else (or
     with ``LOCALPRIV_NUMBA=0``) in NumPy: the same integers, the same reports.
     """
-    from localpriv.mechanisms import _client_kernels
 
     g = int(g)
     if not 2 <= g <= 1 << 32:
@@ -691,7 +692,6 @@ class DigitLaplace:
 
         self._hi, self._lo, self._bits = pack(order)
         # the kernel's tables: shifts, thresholds, and per slot the values of keep / alias
-        from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
         self._local = threading.local()
         self._shifts = (16 - self._bits).astype(np.int64)
@@ -793,7 +793,6 @@ class DigitLaplace:
         """NumPy twin of the compiled kernels (:mod:`localpriv.mechanisms._client_kernels`): the
         same values from the same words (the same tie words, drawn in the same order). Returns
         the overflowed entries ``(index, low bits)``."""
-        from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
         rows, k = out.shape
         n, J = rows * k, self.J
@@ -892,7 +891,6 @@ class DigitLaplace:
     def _float_tables(self, g):
         """The compiled kernel's value tables for grid ``g`` (float32, exact): per top slot and
         side ``(base g, +-g)`` (NaN for the overflow), per digit slot and side ``digit 2^offset``."""
-        from localpriv.mechanisms._client_kernels import DIGIT_OVER
 
         key = float(g)
         if key not in self._ftables:
@@ -920,7 +918,6 @@ class DigitLaplace:
         (:meth:`_overflows`). A compiled kernel (:mod:`localpriv.mechanisms._client_kernels`) and
         its NumPy twin compute the same values from the same words.
         """
-        from localpriv.mechanisms import _client_kernels
 
         if out.ndim != 2 or out.dtype != np.float32 or not out.flags.c_contiguous:
             raise LocalPrivError("rows_into needs a C-contiguous rows x k float32 output")

@@ -32,6 +32,9 @@ from localpriv.domains import IntegerDomain
 from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.domains import CategoricalDomain
+from localpriv.domains.grid import GridDomain
+from localpriv.mechanisms.matrix import MatrixMechanism
 
 def logsumexp(*args, **kwargs):
     """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
@@ -129,8 +132,6 @@ class Exponential(Mechanism):
         ``A[x, z] = exp(-eps d(x, z) / 2)`` a strictly positive definite kernel matrix (the Laplace
         kernel ``e^{-c ||x - z||}`` on R^d; ``(1-a) I + a 11^T`` with ``a < 1`` for the discrete
         metric), hence invertible. Other domains: ``None``."""
-        from localpriv.domains import CategoricalDomain
-        from localpriv.domains.grid import GridDomain
 
         if type(self.domain) in (IntegerDomain, CategoricalDomain, GridDomain):
             return self.k, "exact: M = D^-1 A with A = exp(-eps d/2) a strictly positive definite kernel matrix"
@@ -181,7 +182,6 @@ def utility_exponential(utility, eps: float, sensitivity: float | None = None, *
     -------
     MatrixMechanism
     """
-    from localpriv.mechanisms.matrix import MatrixMechanism
 
     eps = check_eps(eps)
     u = np.asarray(utility, dtype=float)

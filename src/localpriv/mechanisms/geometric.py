@@ -35,6 +35,7 @@ from localpriv.utils.validation import LocalPrivError, check_eps, check_int, che
 from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
 from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.structured import geometric_block_for
 
 __all__ = ["Geometric", "two_sided_geometric"]
 
@@ -206,7 +207,6 @@ class Geometric(Mechanism):
     def likelihood_block(self, reports, counts):
         """Fast products (issue 8): two first-order recurrences, ``O(k + m)``
         (:class:`~localpriv.likelihood.structured.ExpKernelBlock`; the clamped end bins as exact columns)."""
-        from localpriv.likelihood.structured import geometric_block_for
 
         return geometric_block_for(self, self.output_index(reports), counts)
 

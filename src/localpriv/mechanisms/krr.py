@@ -23,6 +23,7 @@ from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.mechanisms._sampling import CLIENT_CHUNK, bernoulli_bits, client_inputs, grr_into
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.likelihood.structured import ScaledIdentityBlock
 
 __all__ = ["KRR", "grr_floats"]
 
@@ -139,7 +140,6 @@ class KRR(Mechanism):
 
     def likelihood_block(self, reports, counts) -> LikelihoodBlock:
         """``G[x, j] = b + (a - b) [x == z_j]``: O(k + m) products (scaled identity plus a constant)."""
-        from localpriv.likelihood.structured import ScaledIdentityBlock  # structured imports the mechanisms package
 
         return ScaledIdentityBlock(self.k, self.p_keep, self.p_other, self.output_index(reports), counts)
 

@@ -58,6 +58,7 @@ from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsil
 from localpriv.mechanisms._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
 from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.structured import laplace_block_for
 
 __all__ = ["Laplace", "laplace_interval_prob"]
 
@@ -263,7 +264,6 @@ class Laplace(Mechanism):
         """Structured products (issue 8): grid reports and unit bins by two first-order
         recurrences (``O(k + m)``, :class:`~localpriv.likelihood.structured.ExpKernelBlock`; the clamped
         end bins as exact columns); the dense default for other bin widths."""
-        from localpriv.likelihood.structured import laplace_block_for
 
         block = laplace_block_for(self, self.output_index(reports), counts)
         return block if block is not None else super().likelihood_block(reports, counts)

@@ -58,6 +58,8 @@ import numpy as np
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.domains.grid import GridDomain
+from localpriv.likelihood.structured import clamped_block_for
 
 __all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel"]
 
@@ -142,7 +144,6 @@ class _PlanarBase(Mechanism):
 
     def __init__(self, eps: float, domain=None, k: int | None = None, nrows: int | None = None,
                  ncols: int | None = None, cell_km: float | None = None):
-        from localpriv.domains.grid import GridDomain
 
         self.eps = check_eps(eps)
         shape = (nrows, ncols, cell_km)
@@ -207,7 +208,6 @@ class _PlanarBase(Mechanism):
         280-cell Manhattan grid) use the exact dense block instead: there a matrix product is
         tens to thousands of times cheaper than FFTs padded by the kernel's reach.
         """
-        from localpriv.likelihood.structured import clamped_block_for
 
         outputs = self.output_index(reports)
         if self.k * np.unique(outputs).size <= DENSE_BLOCK_MAX:

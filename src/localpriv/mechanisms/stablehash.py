@@ -22,6 +22,8 @@ pass from :data:`COMPILED_MIN` hashes on.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
@@ -133,8 +135,8 @@ COMPILED_MIN = 1 << 14
 
 
 def _kernels():
-    from localpriv.mechanisms import _hashkernels
-    return _hashkernels
+    # the compiled backend imports numba (seconds to load): loaded by name on first use only
+    return importlib.import_module("localpriv.mechanisms._hashkernels")
 
 
 def hash_strings(values, seed: int = 0) -> np.ndarray:

@@ -97,6 +97,8 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 from localpriv.multiattr.tables import cell_index, marginalize
+from localpriv.estimators.em import DEFAULT_DELTA, DEFAULT_MAX_ITER, em
+from localpriv.mechanisms.matrix import MatrixMechanism
 
 __all__ = ["ViewPart", "Step", "Algorithm4", "plan_algorithm4", "algorithm4_rows", "fake_probability",
            "row_channel", "algorithm4_epsilon", "estimate_pairs_eq43", "estimate_joint_mle", "MAX_DOMAIN"]
@@ -349,8 +351,6 @@ def estimate_joint_mle(r: np.ndarray, plan: Algorithm4, *, delta: float | None =
     """Maximum-likelihood joint over ``plan.attrs`` from the whole emitted rows and the channel
     (A4.1), by the one EM engine with its certified defaults (Newton-accelerated, stopped on the
     likelihood gap ``delta``); returns ``(joint table, {pair: its marginal}, EMResult)``."""
-    from localpriv.estimators.em import DEFAULT_DELTA, DEFAULT_MAX_ITER, em
-    from localpriv.mechanisms.matrix import MatrixMechanism
     r = np.asarray(r, dtype=np.int64)
     if len(r) == 0:
         raise LocalPrivError("no rows to estimate from")

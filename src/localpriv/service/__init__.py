@@ -15,6 +15,10 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from localpriv.service.app import DEFAULT_MAX_BODY, create_app
+from localpriv.service.core import Collector
+from localpriv.service.storage import open_store
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["serve", "launch", "free_port", "DEFAULT_DB"]
 
@@ -40,9 +44,6 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
     """
     import uvicorn
 
-    from localpriv.service.app import DEFAULT_MAX_BODY, create_app
-    from localpriv.service.core import Collector
-    from localpriv.service.storage import open_store
 
     token = admin_token or os.environ.get("LOCALPRIV_ADMIN_TOKEN")
     if not token:
@@ -80,7 +81,6 @@ def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
 
     import httpx
 
-    from localpriv.utils.validation import LocalPrivError
     env = {**os.environ, "LOCALPRIV_ADMIN_TOKEN": admin_token, "OPENBLAS_NUM_THREADS": "1"}
     with open(log, "ab") as err:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli.main", "serve", "--db", db, "--host", "127.0.0.1",

@@ -22,6 +22,11 @@ import time
 from typing import Any
 
 from localpriv.utils.errors import LocalPrivError
+from localpriv.data.formats import hex_strings
+from localpriv.domains import Domain, parse_domain
+from localpriv.data.reports import perturb
+from localpriv.utils.rng import secure_generator
+from localpriv.utils.validation import check_int
 
 __all__ = ["Client", "report_group", "new_batch_id"]
 
@@ -38,7 +43,6 @@ def wire_reports(reports) -> list:
     import numpy as np
     r = np.asarray(reports)
     if r.ndim == 2:
-        from localpriv.data.formats import hex_strings
         return hex_strings(r).to_pylist()
     return r.tolist()
 
@@ -51,9 +55,6 @@ def report_group(values: Any, mechanism, domain=None, rng=None) -> dict:
     generator only for experiments and tests."""
     import numpy as np
 
-    from localpriv.domains import Domain, parse_domain
-    from localpriv.data.reports import perturb
-    from localpriv.utils.rng import secure_generator
     dom = parse_domain(domain) if isinstance(domain, str) else domain
     if dom is not None and not isinstance(dom, Domain):
         raise LocalPrivError(f"domain must be a Domain or a domain string, got {type(domain).__name__}")
@@ -144,7 +145,6 @@ class Client:
         """Perturb ``values`` here and post them in batches of ``batch_size`` reports; returns
         ``{"reports": n, "batches": b, "duplicates": d}`` (duplicates: batches the server had
         already counted when a retry arrived)."""
-        from localpriv.utils.validation import check_int
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=1_000_000)
         group = report_group(values, mechanism, domain, rng)
         reps = group["reports"]

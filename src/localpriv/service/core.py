@@ -33,6 +33,14 @@ import pyarrow as pa
 from localpriv.utils.errors import LocalPrivError
 from localpriv.service.policy import Policy
 from localpriv.service.storage import BatchResult, Store
+from localpriv.data.formats import hex_strings
+from localpriv.data.formats import Source
+from localpriv.data.reports import _batch_reports
+from localpriv.domains import parse_domain
+from localpriv.data.aggregate import _unique
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference import estimate
+from localpriv.inference.plotting import estimate_figure
 
 __all__ = ["Collector", "decode_batch", "MAX_BATCH_REPORTS", "BATCH_ID"]
 
@@ -50,7 +58,6 @@ def sha256(text: str) -> str:
 
 def _text(r: np.ndarray) -> list[str]:
     """Reports (``int64``, ``float64`` or ``n x w`` bytes) -> their text form (docs/format.md), vectorized."""
-    from localpriv.data.formats import hex_strings
     if r.ndim == 2:
         return hex_strings(r).to_pylist()
     return pa.array(r).cast(pa.string()).to_pylist()
@@ -61,8 +68,6 @@ def decode_batch(data, policy: Policy, domain):
     admitted by ``policy`` and every report checked against its mechanism's output space.
 
     Raises :class:`LocalPrivError` (one line: what, and at which positions of the batch)."""
-    from localpriv.data.formats import Source
-    from localpriv.data.reports import _batch_reports
     if not isinstance(data, dict):
         raise LocalPrivError("a batch is a JSON object with batch_id and groups")
     unknown = set(data) - {"batch_id", "groups"}
@@ -151,7 +156,6 @@ class Collector:
     # ---- collections ------------------------------------------------------------------------
     def create(self, name: str, domain: str, policy: dict, keep_raw: bool = False) -> dict:
         """Create a collection; returns its description with the two new tokens (shown once)."""
-        from localpriv.domains import parse_domain
         if not isinstance(name, str) or not NAME.match(name):
             raise LocalPrivError("collection name: 1-64 letters, digits, _ or -, starting with a letter or digit")
         if not isinstance(domain, str):
@@ -168,7 +172,6 @@ class Collector:
 
     def _setup(self, name: str):
         """``(row, policy, domain)`` of a collection (policy and domain parsed once)."""
-        from localpriv.domains import parse_domain
         col = self.store.collection(name)
         if col is None:
             raise KeyError(name)
@@ -212,7 +215,6 @@ class Collector:
                         and isinstance(g.get("reports"), list)) if isinstance(groups, list) else 0
             self.store.refused(name, total)
             raise
-        from localpriv.data.aggregate import _unique
         rows, raw = [], [] if col["keep_raw"] else None
         for mech, r in parts:
             u, c = _unique(r, np.ones(r.shape[0], np.int64))
@@ -235,9 +237,6 @@ class Collector:
     # ---- reading ----------------------------------------------------------------------------
     def observations(self, name: str):
         """``(counts version, Observations or None)`` from the stored counts (one snapshot)."""
-        from localpriv.data.formats import Source
-        from localpriv.data.observations import ObservationBlock, Observations
-        from localpriv.data.reports import _batch_reports
         _col, _policy, domain = self._setup(name)
         version, rows = self.store.counts(name)
         if not rows:
@@ -281,7 +280,6 @@ class Collector:
     def _estimate(self, obs, estimator):
         import warnings
 
-        from localpriv.inference import estimate
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return estimate(obs, estimator)
@@ -295,7 +293,6 @@ class Collector:
             raise LocalPrivError(f"collection {name} has no reports yet")
 
         def make():
-            from localpriv.inference.plotting import estimate_figure
             est = self._estimate(obs, estimator)
             with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp, _PLOT_LOCK:
                 path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,

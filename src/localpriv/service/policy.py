@@ -15,6 +15,9 @@ import warnings
 from dataclasses import dataclass, field
 
 from localpriv.utils.errors import LocalPrivError
+from localpriv.mechanisms.base import registered
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import _SPEC_RE, _short
 
 __all__ = ["Policy"]
 
@@ -37,7 +40,6 @@ class Policy:
     @classmethod
     def from_dict(cls, data) -> "Policy":
         """From JSON data (data, never instructions: unknown keys and wrong types are refused)."""
-        from localpriv.mechanisms.base import registered
         if not isinstance(data, dict):
             raise LocalPrivError("policy must be an object with mechanisms and max_eps")
         unknown = set(data) - _KEYS
@@ -80,8 +82,6 @@ class Policy:
     def admit(self, spec: str, domain):
         """The mechanism of ``spec`` on ``domain`` if the policy allows it; else a one-line
         :class:`LocalPrivError` saying why. Levels are computed once per spec and remembered."""
-        from localpriv.mechanisms import parse
-        from localpriv.mechanisms.base import _SPEC_RE, _short
         if not isinstance(spec, str) or not spec.strip():
             raise LocalPrivError("a report group has no mechanism spec")
         m = _SPEC_RE.match(spec)

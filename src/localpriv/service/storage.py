@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from localpriv.utils.errors import LocalPrivError
+from localpriv.data.formats import legacy_spec
 
 __all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult"]
 
@@ -77,7 +78,6 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 def _legacy_hash_specs(c) -> None:
     """Append ``hash=cw`` to every stored local-hashing spec that names no hash family."""
-    from localpriv.data.formats import legacy_spec
     for table in ("counts", "raw_reports"):
         specs = [row[0] for row in c.execute(f"SELECT DISTINCT mechanism FROM {table}").fetchall()]
         for spec in specs:

@@ -62,6 +62,8 @@ import warnings
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_rng
+from localpriv.mechanisms import Mechanism, parse
+from localpriv.mechanisms.privacy import ldp_epsilon
 
 __all__ = ["check_mechanism", "ConformanceError", "CHECKS"]
 
@@ -137,8 +139,6 @@ def check_mechanism(mech, rng, *, domain=None, eps_ldp: float | None = None, eps
     """
     from scipy import stats
 
-    from localpriv.mechanisms import Mechanism, parse
-    from localpriv.mechanisms.privacy import ldp_epsilon
 
     rng = check_rng(rng)
     ran: list[str] = []
