@@ -1,105 +1,68 @@
-"""The conformance suite (issue 20, item 6): ``check_mechanism`` on every registered mechanism.
+"""The conformance suite: every named check on every example of every registered mechanism.
 
-``CASES`` is the one table of representative small parameters. A registered mechanism without an
-entry fails ``test_every_registered_mechanism_has_a_case``; one failing a check fails its case.
-Promised levels are the papers' (``ldp``: the LDP level; ``geo``: per index unit or km), and
-``tight`` says the computed level must equal the promise.
+The examples are the ones each mechanism class declares (``examples``, read by
+:func:`localpriv.testing.mechanisms.mechanism_examples`); a registered mechanism without one fails
+``test_every_registered_mechanism_declares_examples``. Test ids name the instance and the
+property, e.g. ``krr(k=4,eps=1.0)-check_channel_rows_sum_to_one``.
 """
-import math
-import warnings
+import ast
 
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import PrivacyWarning
-from localpriv.domains import IntegerDomain
-from localpriv.mechanisms import KRR, parse, registered
+from localpriv.likelihood.blocks import DenseBlock
+from localpriv.mechanisms import KRR, registered
 from localpriv.mechanisms.piecewise import Piecewise
-from localpriv.domains.grid import GridDomain
-from localpriv.testing.mechanisms import CHECKS, ConformanceError, check_mechanism
+from localpriv.testing import mechanisms as conformance
+from localpriv.testing.mechanisms import (
+    ALL_CHECKS,
+    CHECKS,
+    ConformanceError,
+    check_mechanism,
+    mechanism_checks,
+    mechanism_examples,
+)
 
-GRID = GridDomain(40.70, -74.00, 2, 2, 1.0)
-LINE4 = IntegerDomain(0, 3)
-
-#: spec -> (domain for parse, promised levels); one row per registered spec name at least
-CASES = {
-    "krr(k=4,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "matrix(rows=[[0.7,0.3],[0.4,0.6]])": (None, dict(eps_ldp=math.log(0.6 / 0.3), tight=True)),
-    "sue(k=4,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "oue(k=4,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "ue(k=4,p=0.7,q=0.2)": (None, dict(eps_ldp=math.log(0.7 * 0.8 / (0.3 * 0.2)), tight=True)),
-    "blh(k=4,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "olh(k=4,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "ss(k=4,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "the(k=4,eps=1.0)": (None, dict(eps_ldp=1.0)),
-    "she(k=4,eps=1.0)": (None, dict(eps_ldp=1.0)),
-    "lgrr(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "lsue(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "loue(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "lsoue(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0)),
-    "losue(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0)),
-    "lblh(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "lolh(k=4,eps_perm=2.0,eps_1=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "geometric(k=5,eps=0.5)": (None, dict(eps_ldp=2.0, tight=True, eps_geo=0.5)),
-    "geometric(k=5,eps=0.5,lo=0,hi=4)": (None, dict(eps_ldp=2.0, eps_geo=0.5)),
-    "laplace(k=5,eps=0.5)": (None, dict(eps_ldp=2.0, eps_geo=0.5)),
-    "laplace(k=5,eps=0.5,bins=1.0,lo=0,hi=4)": (None, dict(eps_ldp=2.0, eps_geo=0.5)),
-    "laplace(k=4,eps=0.5,bins=0.5)": (None, dict(eps_ldp=1.5, eps_geo=0.5)),
-    "exponential(k=4,eps=1.0)": (None, dict(eps_ldp=3.0, eps_geo=1.0)),
-    "planar-geometric(eps=1.0)": (GRID, dict(eps_geo=1.0)),
-    "planar-laplace(eps=1.0)": (GRID, dict(eps_geo=1.0)),
-    "shokri(q=0.8)": (LINE4, dict()),
-    "rrba(p=0.5,cells=4)": (None, dict(eps_ldp=math.log(5.0), tight=True)),
-    # numeric attributes (issue 20): cells of [0, 1] / [-1, 1] perturbed at their centres
-    "sw(k=5,eps=1.0,buckets=8)": (None, dict(eps_ldp=1.0, tight=True)),
-    "pm(k=5,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "hm(k=5,eps=2.0)": (None, dict(eps_ldp=2.0, tight=True)),
-    "hm(k=5,eps=0.5)": (None, dict(eps_ldp=0.5)),  # below eps* ~ 0.61: Duchi's part alone
-    "duchi(k=5,eps=1.0)": (None, dict(eps_ldp=1.0)),  # centres +-0.8, not +-1: below eps
-    # large domains (issue 20, item 2): Hadamard response, count-mean sketches (small m, d)
-    "hr(k=5,eps=1.0)": (None, dict(eps_ldp=1.0, tight=True)),
-    "hr(k=6,eps=2.0)": (None, dict(eps_ldp=2.0, tight=True)),  # general HR: 4 blocks of width 4
-    "hcms(k=5,eps=1.0,m=4,d=3)": (None, dict(eps_ldp=1.0, tight=True)),
-    "cms(k=5,eps=2.0,m=4,d=3)": (None, dict(eps_ldp=2.0, tight=True)),
-    # Bloom-filter RAPPOR (issue 20): 2 cohorts x 2^4 bit vectors (enumerable channel); the promise is
-    # the paper's eps_1 = h (logit s1 - logit s0), attained here (two inputs with disjoint filters)
-    # (s1, s0 = 0.6875, 0.5625 and 0.6875, 0.3125); the second is not enumerable (4 x 2^40 outputs)
-    "rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.5,q=0.75)": (
-        None, dict(eps_ldp=2 * math.log(0.6875 * 0.4375 / (0.3125 * 0.5625)), tight=True)),
-    "rappor(k=5,m=40,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)": (
-        None, dict(eps_ldp=2 * math.log(0.6875 * 0.6875 / (0.3125 * 0.3125)), tight=True)),
-    # without the IRR (p = 0, q = 1: pure-LDP's protocol; the client draws nothing for it): the
-    # PRR's eps_inf = 2 h log((1 - f/2) / (f/2)) = 4 log 3 at f = 0.5
-    "rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.0,q=1.0)": (None, dict(eps_ldp=4 * math.log(3.0), tight=True)),
-    # a filter too wide for one int64 (m + bits(cohorts-1) > 62): bit-vector reports of 2 + 16 bytes
-    "rappor(k=5,m=128,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)": (
-        None, dict(eps_ldp=2 * math.log(0.6875 * 0.6875 / (0.3125 * 0.3125)), tight=True)),
-}
+SEED = 20
 
 
-def _build(spec, domain):
-    with warnings.catch_warnings():  # shokri's LP channel has zeros: its LDP level is inf (a warning)
-        warnings.simplefilter("ignore", PrivacyWarning)
-        return parse(spec, domain)
+def _cases():
+    out = []
+    for ex in mechanism_examples():
+        mech = ex.build()
+        for name, check in mechanism_checks(mech, SEED, domain=ex.domain, **ex.promise):
+            out.append(pytest.param(check, id=f"{ex.spec}-{name}"))
+    return out
 
 
-@pytest.mark.parametrize("spec", sorted(CASES))
-def test_conformance(spec):
-    domain, promise = CASES[spec]
-    mech = _build(spec, domain)
-    ran = check_mechanism(mech, rng=np.random.default_rng(20), domain=domain, **promise)
-    assert "samples-vs-likelihood" in ran and "privacy" in ran
+@pytest.mark.parametrize("check", _cases())
+def test_conformance(check):
+    check()
 
 
-def test_every_registered_mechanism_has_a_case():
-    covered = {s.partition("(")[0] for s in CASES}
-    missing = sorted(set(registered()) - covered)
-    assert not missing, f"registered mechanisms without a conformance case in CASES: {missing}"
+def test_every_registered_mechanism_declares_examples():
+    missing = sorted(name for name in registered() if not mechanism_examples(name))
+    assert not missing, f"registered mechanisms without examples (declare `examples` on the class): {missing}"
+
+
+def test_examples_build_and_are_distinct():
+    specs = [ex.spec for ex in mechanism_examples()]
+    assert len(specs) == len(set(specs))
+    for ex in mechanism_examples():
+        assert str(ex.build()) == ex.spec  # the declared spec is the canonical one (test ids name it)
+
+
+def test_every_check_runs_somewhere():
+    """No check is gated away from every example (each property is tested on some mechanism)."""
+    ran = set()
+    for ex in mechanism_examples():
+        ran |= {name for name, _ in mechanism_checks(ex.build(), SEED, domain=ex.domain, **ex.promise)}
+    assert ran == set(ALL_CHECKS)
 
 
 # ---- the suite catches broken mechanisms (each failure names its check) ----------------------
 class _Broken(KRR):
-    """k-RR with one defect chosen by ``bug``; registered only inside the test that uses it."""
+    """k-RR with one defect chosen by ``bug``."""
 
     spec_name = "broken-krr"
 
@@ -113,18 +76,32 @@ class _Broken(KRR):
     def sample(self, x, rng):
         if self.bug in ("sampler", "sampler-unenumerable"):  # draws at a larger eps than its channel says
             return KRR(self.k, self.eps * 1.3).sample(x, rng)
+        if self.bug == "biased":  # one input's reports lean towards output 0
+            z = super().sample(x, rng)
+            x = np.asarray(x)
+            flip = (x == 1) & (rng.random(z.size) < 0.05)
+            return np.where(flip, 0, z)
         if self.bug == "clips":  # clips instead of refusing indices outside the domain
             x = np.clip(np.asarray(x, dtype=np.int64), 0, self.k - 1)
         if self.bug == "dtype":
             return super().sample(x, rng).astype(np.int32)
+        if self.bug == "unseeded":  # ignores the generator it is given
+            return super().sample(x, np.random.default_rng())
         return super().sample(x, rng)
 
     @property
     def n_outputs(self):
         return None if self.bug == "sampler-unenumerable" else self.k
 
+    def channel(self):
+        M = super().channel()
+        if self.bug == "rows":  # rows sum to 1.05
+            M = M.copy()
+            M[:, 0] += 0.05
+        return M
+
     def likelihood(self, reports):
-        if self.bug == "sampler-unenumerable":
+        if self.bug in ("sampler-unenumerable", "rows"):
             z = np.asarray(reports, dtype=np.int64)
             G = np.full((self.k, z.size), self.p_other)
             G[z, np.arange(z.size)] = self.p_keep
@@ -133,12 +110,10 @@ class _Broken(KRR):
 
     def likelihood_block(self, reports, counts):
         if self.bug == "block":
-            from localpriv.likelihood.blocks import DenseBlock
             G = self.likelihood(reports).copy()
             G[0, 0] *= 1.01
             return DenseBlock(G, counts)
-        if self.bug == "sampler-unenumerable":
-            from localpriv.likelihood.blocks import DenseBlock
+        if self.bug in ("sampler-unenumerable", "rows"):
             return DenseBlock(self.likelihood(reports), counts)
         return super().likelihood_block(reports, counts)
 
@@ -153,30 +128,6 @@ class _Unparsable(_Broken):
         return {"k": self.k, "eps": self.eps, "bug": self.bug, "extra": 1}
 
 
-@pytest.mark.parametrize("bug,check", [("sampler", "samples-vs-channel"), ("clips", "bad-inputs"),
-                                       ("dtype", "shapes"), ("block", "likelihood-block"),
-                                       ("privacy", "privacy"),
-                                       ("sampler-unenumerable", "samples-vs-likelihood")])
-def test_check_names_the_failing_check(monkeypatch, bug, check):
-    from localpriv.mechanisms import base
-    monkeypatch.setitem(base._REGISTRY, "broken-krr", _Broken)
-    with pytest.raises(ConformanceError, match=f"check '{check}' failed") as info:
-        check_mechanism(_Broken(4, 1.0, bug), rng=np.random.default_rng(20), eps_ldp=1.0)
-    assert info.value.check == check and isinstance(info.value, AssertionError)
-    assert "broken-krr(k=4,eps=1.0,bug=" in str(info.value)
-    check_mechanism(_Broken(4, 1.0), rng=np.random.default_rng(20), eps_ldp=1.0, tight=True)  # the sound one
-
-
-def test_check_refuses_spec_that_does_not_round_trip(monkeypatch):
-    from localpriv.mechanisms import base
-    monkeypatch.setitem(base._REGISTRY, "unparsable-krr", _Unparsable)
-    with pytest.raises(ConformanceError, match="check 'spec' failed"):
-        check_mechanism(_Unparsable(4, 1.0), rng=np.random.default_rng(20))
-    with pytest.raises(ConformanceError, match="check 'privacy' failed.*promised"):
-        check_mechanism(KRR(4, 1.0), rng=np.random.default_rng(20), eps_ldp=0.9)
-    assert CHECKS[0] == "spec"
-
-
 class _BrokenPM(Piecewise):
     """Piecewise whose client draws at 1.5 eps while its likelihood says eps (real-valued reports:
     only the likelihood-ratio check can see it)."""
@@ -187,8 +138,99 @@ class _BrokenPM(Piecewise):
         return Piecewise(self.k, 1.5 * self.eps).perturb(t, rng)
 
 
-def test_likelihood_check_catches_a_real_valued_sampler_at_the_wrong_eps(monkeypatch):
-    from localpriv.mechanisms import base
-    monkeypatch.setitem(base._REGISTRY, "broken-pm", _BrokenPM)
-    with pytest.raises(ConformanceError, match="check 'samples-vs-likelihood' failed"):
-        check_mechanism(_BrokenPM(4, 1.0), rng=np.random.default_rng(20), eps_ldp=1.0)
+def _parse_broken(real_parse):
+    """``parse`` that also reads the specs of the broken classes (kept out of the registry, which
+    every other suite iterates over)."""
+    classes = {cls.spec_name: cls for cls in (_Broken, _Unparsable, _BrokenPM)}
+
+    def parse(spec, domain=None):
+        name, _, body = str(spec).partition("(")
+        if name not in classes:
+            return real_parse(spec, domain)
+        params = {}
+        for part in body.rstrip(")").split(","):
+            key, _, value = part.partition("=")
+            try:
+                params[key] = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                params[key] = value
+        return classes[name].from_params(params, domain)
+    return parse
+
+
+@pytest.fixture
+def broken_registered(monkeypatch):
+    """The spec round trip of the conformance checks reads the broken classes' specs back."""
+    monkeypatch.setattr(conformance, "parse", _parse_broken(conformance.parse))
+
+
+def _failures(mech, **promise):
+    """``{check name: group}`` of the checks ``mech`` fails."""
+    out = {}
+    for name, check in mechanism_checks(mech, SEED, **promise):
+        try:
+            check()
+        except ConformanceError as exc:
+            assert exc.name == name and isinstance(exc, AssertionError)
+            assert str(mech) in str(exc) and name in str(exc)
+            out[name] = exc.check
+    return out
+
+
+@pytest.mark.parametrize("bug,expected", [
+    ("biased", {"check_sample_matches_channel": "samples-vs-channel",
+                "check_sample_matches_likelihood": "samples-vs-likelihood"}),
+    ("sampler", {"check_sample_matches_channel": "samples-vs-channel",
+                 "check_sample_matches_likelihood": "samples-vs-likelihood"}),
+    ("sampler-unenumerable", {"check_sample_matches_likelihood": "samples-vs-likelihood"}),
+    ("rows", {"check_channel_rows_sum_to_one": "channel", "check_likelihood_matches_channel": "channel",
+              "check_output_probabilities_match_channel": "channel",
+              "check_sample_matches_channel": "samples-vs-channel",
+              "check_sample_matches_likelihood": "samples-vs-likelihood"}),
+    ("privacy", {"check_epsilon_computed_from_channel": "privacy",
+                 "check_sampled_likelihood_ratios_within_level": "privacy",
+                 "check_epsilon_ldp_within_promise": "privacy"}),
+    ("clips", {"check_refuses_values_outside_the_domain_in_one_line": "bad-inputs",
+               "check_refuses_non_integer_inputs": "bad-inputs"}),  # 0.5 cast to 0 on the way
+    ("dtype", {"check_vectorized_sample_shape": "shapes", "check_sample_of_one_input": "shapes"}),
+    ("unseeded", {"check_sample_deterministic_for_a_seed": "shapes",
+                  "check_sample_accepts_lists_and_narrow_ints": "shapes",
+                  "check_refuses_rng_none": "bad-inputs"}),
+    ("block", {"check_likelihood_block_matches_likelihood": "likelihood-block"}),
+])
+def test_broken_mechanisms_fail_the_named_checks(broken_registered, bug, expected):
+    assert _failures(_Broken(4, 1.0, bug), eps_ldp=1.0, tight=True) == expected
+
+
+def test_the_sound_variant_passes_and_check_mechanism_names_the_first_failure(broken_registered):
+    assert not _failures(_Broken(4, 1.0), eps_ldp=1.0, tight=True)
+    ran = check_mechanism(_Broken(4, 1.0), rng=np.random.default_rng(SEED), eps_ldp=1.0, tight=True)
+    assert ran == CHECKS
+    with pytest.raises(ConformanceError, match=r"check 'samples-vs-channel' failed \(check_sample_matches_channel\)"
+                       ) as info:
+        check_mechanism(_Broken(4, 1.0, "biased"), rng=np.random.default_rng(SEED), eps_ldp=1.0)
+    assert info.value.check == "samples-vs-channel" and "broken-krr(k=4,eps=1.0,bug=biased)" in str(info.value)
+
+
+def test_unenumerable_mechanisms_skip_the_channel_checks(broken_registered):
+    names = {name for name, _ in mechanism_checks(_Broken(4, 1.0), SEED, max_channel=3)}
+    assert "check_sample_matches_likelihood" in names and "check_samples_in_output_space" in names
+    assert not names & {"check_channel_rows_sum_to_one", "check_sample_matches_channel",
+                        "check_epsilon_computed_from_channel"}
+    ran = check_mechanism(_Broken(4, 1.0), rng=SEED, max_channel=3)
+    assert "channel" not in ran and "samples-vs-channel" not in ran and "privacy" in ran
+
+
+def test_spec_that_does_not_round_trip_and_broken_promises(broken_registered):
+    assert _failures(_Unparsable(4, 1.0)) == {"check_spec_round_trip": "spec"}
+    with pytest.raises(ConformanceError, match="check 'privacy' failed.*promised"):
+        check_mechanism(KRR(4, 1.0), rng=np.random.default_rng(SEED), eps_ldp=0.9)
+    assert _failures(KRR(4, 1.0), eps_ldp=1.5, tight=True) == {"check_epsilon_ldp_within_promise": "privacy"}
+    with pytest.raises(ConformanceError, match="check 'spec' failed.*not a localpriv Mechanism"):
+        check_mechanism("krr(k=4,eps=1.0)")
+    assert CHECKS[0] == "spec" and ALL_CHECKS[0] == "check_is_a_mechanism"
+
+
+def test_likelihood_check_catches_a_real_valued_sampler_at_the_wrong_eps(broken_registered):
+    assert _failures(_BrokenPM(4, 1.0), eps_ldp=1.0) == {
+        "check_sample_matches_likelihood": "samples-vs-likelihood"}

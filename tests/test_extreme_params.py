@@ -7,15 +7,16 @@ build a likelihood block of the samples. Every step must end in a valid result o
 :class:`LocalPrivError`; an infinite privacy level must come with a :class:`PrivacyWarning`. No
 ZeroDivisionError, OverflowError, MemoryError or raw NumPy error.
 
-Mechanisms whose spec is not ``name(k=..,eps=..)`` (or ``name(k=..,eps_perm=..,eps_1=..)``) are
-built from :data:`SPECIAL` -- a new mechanism with another signature makes
-:func:`test_every_mechanism_has_a_builder` fail until it gets an entry there.
+Each mechanism is its first declared example (``examples`` on its class, the table every suite
+reads) with ``k`` and ``eps`` (or ``eps_perm``, ``eps_1``) replaced; mechanisms whose spec has no
+``k`` and ``eps`` say in :data:`SPECIAL` how the two map onto their parameters -- a new mechanism
+with another signature makes :func:`test_every_mechanism_has_a_builder` fail until it gets an
+entry there.
 
 The dense-vs-structure agreement of the closed-form privacy levels is tested at the end.
 """
 from __future__ import annotations
 
-import inspect
 import warnings
 
 import numpy as np
@@ -23,9 +24,10 @@ import pytest
 
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 from localpriv.domains import IntegerDomain
-from localpriv.mechanisms import parse, registered
+from localpriv.mechanisms import format_spec, parse, registered
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.privacy import ldp_epsilon
+from localpriv.testing.mechanisms import mechanism_examples
 
 EPS = [1e-12, 1e-6, 50.0, 700.0, 1e4, 1e300]
 KS = [2, 3, 10**6]
@@ -37,45 +39,56 @@ def _expit_q(eps: float) -> float:
     return float(np.exp(-np.logaddexp(0.0, eps)))
 
 
-def _krr_rows(k: int, eps: float) -> str:
+def _krr_rows(k: int, eps: float) -> list[list[float]]:
     a = float(np.exp(-np.log1p((k - 1) * np.exp(-eps))))
     b = float(np.exp(-eps - np.log1p((k - 1) * np.exp(-eps))))
-    rows = [[a if i == j else b for j in range(k)] for i in range(k)]
-    return repr(rows).replace(" ", "")
+    return [[a if i == j else b for j in range(k)] for i in range(k)]
 
 
-# name -> (builder(k, eps) -> (spec, domain), the k values for which it is cheap, why not others)
+# how (k, eps) map onto the parameters of the mechanisms whose spec has no k and eps (the other
+# parameters are the mechanism's first declared example's): name -> (overrides(k, eps) -> (params,
+# domain), the k values for which it is cheap, why not others)
 SPECIAL = {
-    "ue": (lambda k, e: (f"ue(k={k},p=0.5,q={_expit_q(e)!r})", None), KS, ""),
-    "matrix": (lambda k, e: (f"matrix(rows={_krr_rows(k, e)})", None), [2, 3],
-               "a 10^6 x 10^6 matrix spec is not a spec"),
-    "rrba": (lambda k, e: (f"rrba(p={float(-np.expm1(-min(e, 745.0)))!r},cells={k})", None), KS, ""),
-    "shokri": (lambda k, e: (f"shokri(q={e!r})", IntegerDomain(0, k - 1)), [2, 3],
-               "a linear program with k^2 variables"),
-    "planar-geometric": (lambda k, e: (f"planar-geometric(eps={e!r},nrows=1,ncols={k},cell_km=1.0)", None),
-                         [2, 3], "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
-    "planar-laplace": (lambda k, e: (f"planar-laplace(eps={e!r},nrows=1,ncols={k},cell_km=1.0)", None),
-                       [2, 3], "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
-    # issue 20: RAPPOR's PRR at eps_inf = 2h log((1-f/2)/(f/2)) = e, i.e. f = 2/(1+e^{e/4}) with h = 2
-    "rappor": (lambda k, e: (f"rappor(k={k},m=8,h=2,cohorts=2,f={float(2 * np.exp(-np.logaddexp(0.0, e / 4)))!r},"
-                             "p=0.25,q=0.75)", None), KS, ""),
+    "ue": (lambda k, e: ({"k": k, "p": 0.5, "q": _expit_q(e)}, None), KS, ""),
+    "matrix": (lambda k, e: ({"rows": _krr_rows(k, e)}, None), [2, 3], "a 10^6 x 10^6 matrix spec is not a spec"),
+    "rrba": (lambda k, e: ({"p": float(-np.expm1(-min(e, 745.0))), "cells": k}, None), KS, ""),
+    "shokri": (lambda k, e: ({"q": e}, IntegerDomain(0, k - 1)), [2, 3], "a linear program with k^2 variables"),
+    "planar-geometric": (lambda k, e: ({"eps": e, "nrows": 1, "ncols": k, "cell_km": 1.0}, None), [2, 3],
+                         "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
+    "planar-laplace": (lambda k, e: ({"eps": e, "nrows": 1, "ncols": k, "cell_km": 1.0}, None), [2, 3],
+                       "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
+    # RAPPOR's PRR at eps_inf = 2h log((1-f/2)/(f/2)) = e, i.e. f = 2/(1+e^{e/4}) with h = 2
+    "rappor": (lambda k, e: ({"k": k, "h": 2, "f": float(2 * np.exp(-np.logaddexp(0.0, e / 4)))}, None), KS, ""),
 }
 
 
-def _params(cls) -> set[str]:
-    return set(inspect.signature(cls.__init__).parameters) - {"self"}
+def _example_params(name: str) -> dict:
+    """The spec parameters of the mechanism's first declared example."""
+    return _example_mech(name).params()
+
+
+def _example_mech(name: str):
+    return mechanism_examples(name)[0].build()
 
 
 def _builder(name: str):
-    cls = registered()[name]
+    """``(build(k, eps) -> (spec, domain), the k values, why not others)``, or ``None``."""
+    if not mechanism_examples(name):
+        return None
+    base = _example_params(name)
     if name in SPECIAL:
-        return SPECIAL[name]
-    ps = _params(cls)
-    if {"k", "eps_perm", "eps_1"} <= ps:
-        return (lambda k, e: (f"{name}(k={k},eps_perm={2 * e!r},eps_1={e!r})", None), KS, "")
-    if {"k", "eps"} <= ps:
-        return (lambda k, e: (f"{name}(k={k},eps={e!r})", None), KS, "")
-    return None
+        overrides, ks, why = SPECIAL[name]
+    elif {"k", "eps_perm", "eps_1"} <= set(base):
+        overrides, ks, why = (lambda k, e: ({"k": k, "eps_perm": 2 * e, "eps_1": e}, None)), KS, ""
+    elif {"k", "eps"} <= set(base):
+        overrides, ks, why = (lambda k, e: ({"k": k, "eps": e}, None)), KS, ""
+    else:
+        return None
+
+    def build(k, e):
+        params, dom = overrides(k, e)
+        return format_spec(name, {**base, **params}), dom
+    return build, ks, why
 
 
 def _cases():
@@ -91,7 +104,7 @@ def _cases():
 
 def test_every_mechanism_has_a_builder():
     missing = [n for n in registered() if _builder(n) is None]
-    assert not missing, f"add example specs to SPECIAL for {missing}"
+    assert not missing, f"declare examples for {missing} (and add them to SPECIAL if their spec has no k and eps)"
 
 
 def _unique_rows(r):
@@ -128,7 +141,7 @@ def _step(fn):
 @pytest.mark.parametrize("name,k,eps", _cases())
 def test_extreme_parameters(name, k, eps):
     build = _builder(name)
-    assert build is not None, f"add an example spec for {name} to SPECIAL"
+    assert build is not None, f"declare examples for {name} (and add it to SPECIAL if its spec has no k and eps)"
     spec, dom = build[0](k, eps)
     ok, mech = _step(lambda: parse(spec, dom))
     if not ok:
@@ -360,14 +373,9 @@ def test_structural_rank_other_domains_and_geometric():
     assert parse("olh(k=9,eps=1.0)").rank_from_structure() is None  # finite seed family: SVD only
 
 
-def _example(name):
-    return _builder(name)[0](3, 1.0)
-
-
 def _without_channel(name, monkeypatch):
-    """A small instance of mechanism ``name`` whose ``channel()`` fails the test if called."""
-    spec, dom = _example(name)
-    mech = parse(spec, dom)
+    """The first declared example of mechanism ``name``, whose ``channel()`` fails the test if called."""
+    mech = _example_mech(name)
 
     def refuse(self):
         raise AssertionError("channel() built")

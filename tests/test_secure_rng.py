@@ -8,56 +8,13 @@ import pytest
 from randomgen import AESCounter, ChaCha
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.domains import IntegerDomain
-from localpriv.mechanisms import parse, registered
+from localpriv.mechanisms import parse
+from localpriv.testing.mechanisms import mechanism_examples
 from localpriv.utils.rng import is_secure, make_generator, secure_generator, spawn_generators
 
-K = 6
-#: a small instance of every registered mechanism (spec, domain); a new mechanism needs an entry
-BUILD = {
-    "krr": ("krr(k=6,eps=1.0)", None),
-    "oue": ("oue(k=6,eps=1.0)", None),
-    "sue": ("sue(k=6,eps=1.0)", None),
-    "ue": ("ue(k=6,p=0.7,q=0.2)", None),
-    "ss": ("ss(k=6,eps=1.0)", None),
-    "the": ("the(k=6,eps=1.0)", None),
-    "she": ("she(k=6,eps=1.0)", None),
-    "blh": ("blh(k=6,eps=1.0)", None),
-    "olh": ("olh(k=6,eps=1.0)", None),
-    "lgrr": ("lgrr(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "lsue": ("lsue(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "loue": ("loue(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "lsoue": ("lsoue(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "losue": ("losue(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "lblh": ("lblh(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "lolh": ("lolh(k=6,eps_perm=2.0,eps_1=1.0)", None),
-    "geometric": ("geometric(k=6,eps=0.5,lo=0,hi=5)", None),
-    "laplace": ("laplace(k=6,eps=0.5)", None),
-    "exponential": ("exponential(k=6,eps=0.5)", None),
-    "planar-geometric": ("planar-geometric(eps=1.0,nrows=3,ncols=2,cell_km=1.0)", None),
-    "planar-laplace": ("planar-laplace(eps=1.0,nrows=3,ncols=2,cell_km=1.0)", None),
-    "matrix": ("matrix(rows=[[0.7,0.3],[0.2,0.8]])", None),
-    "rrba": ("rrba(p=0.5,cells=6)", None),
-    "shokri": ("shokri(q=0.5)", IntegerDomain(0, K - 1)),
-    # issue 20: numeric attributes
-    "sw": ("sw(k=6,eps=1.0)", None),
-    "pm": ("pm(k=6,eps=1.0)", None),
-    "hm": ("hm(k=6,eps=1.0)", None),
-    "duchi": ("duchi(k=6,eps=1.0)", None),
-    # issue 20: large domains
-    "hr": ("hr(k=6,eps=1.0)", None),
-    "cms": ("cms(k=6,eps=1.0,m=8,d=4)", None),
-    "hcms": ("hcms(k=6,eps=1.0,m=8,d=4)", None),
-    # issue 20: Bloom-filter RAPPOR
-    "rappor": ("rappor(k=6,m=16,h=2,cohorts=4)", None),
-}
-#: more variants for mechanisms whose versions sample differently
-EXTRA = ["geometric(k=6,eps=0.5)", "laplace(k=6,eps=0.5,bins=1.0,lo=0,hi=5)", "laplace(k=6,eps=0.5,bins=1.0)"]
-
-
-def test_every_mechanism_has_an_instance():
-    missing = sorted(set(registered()) - set(BUILD))
-    assert not missing, f"add a small instance to BUILD for {missing}"
+#: every example every registered mechanism declares (a new mechanism is covered once it declares
+#: its examples, which the conformance suite requires)
+EXAMPLES = mechanism_examples()
 
 
 def _check_reports(mech, reports, n):
@@ -76,11 +33,10 @@ def _check_reports(mech, reports, n):
     assert np.all(np.isfinite(fwd)) and np.all(fwd > 0)
 
 
-@pytest.mark.parametrize("spec,domain", [BUILD[name] for name in sorted(BUILD)] + [(s, None) for s in EXTRA],
-                         ids=sorted(BUILD) + EXTRA)
+@pytest.mark.parametrize("example", EXAMPLES, ids=[ex.spec for ex in EXAMPLES])
 @pytest.mark.parametrize("kind", ["chacha", "aes"])
-def test_every_mechanism_samples_with_a_secure_generator(spec, domain, kind):
-    mech = parse(spec, domain)
+def test_every_mechanism_samples_with_a_secure_generator(example, kind):
+    mech = example.build()
     x = np.arange(300) % mech.k
     rng = secure_generator() if kind == "chacha" else np.random.Generator(AESCounter())
     assert is_secure(rng)

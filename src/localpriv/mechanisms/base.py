@@ -282,6 +282,11 @@ class Mechanism(ABC):
     spec_name: ClassVar[str] = ""
     #: dtype of a report as produced by :meth:`sample` ("int64", "float64" or "binary")
     report_kind: ClassVar[str] = "int64"
+    #: Small instances the conformance suites test (:mod:`localpriv.testing.mechanisms`), declared by
+    #: each registered class itself (not inherited): dicts with ``spec`` and optionally ``domain``
+    #: (a domain string, as on the command line) and the levels its paper promises, ``eps_ldp``
+    #: (with ``tight=True`` when attained) and ``eps_geo``.
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ()
 
     k: int
 

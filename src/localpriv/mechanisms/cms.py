@@ -77,6 +77,7 @@ class CountMeanSketch(Mechanism):
     """
 
     spec_name = "cms"
+    examples = (dict(spec="cms(k=5,eps=2.0,m=4,d=3)", eps_ldp=2.0, tight=True),)
     report_kind = "binary"
 
     def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D):

@@ -47,6 +47,7 @@ class Duchi(Mechanism):
     """
 
     spec_name = "duchi"
+    examples = (dict(spec="duchi(k=5,eps=1.0)", eps_ldp=1.0),)  # centres +-0.8, not +-1: below eps
 
     def __init__(self, k: int, eps: float):
         self.k = check_int(k, "k", minimum=1)

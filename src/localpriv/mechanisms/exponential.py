@@ -62,6 +62,7 @@ class Exponential(Mechanism):
     """
 
     spec_name = "exponential"
+    examples = (dict(spec="exponential(k=4,eps=1.0)", eps_ldp=3.0, eps_geo=1.0),)
 
     def __init__(self, k: int, eps: float, domain=None):
         self.k = check_int(k, "k", minimum=1)

@@ -72,6 +72,8 @@ class Geometric(Mechanism):
     """
 
     spec_name = "geometric"
+    examples = (dict(spec="geometric(k=5,eps=0.5)", eps_ldp=2.0, tight=True, eps_geo=0.5),
+                dict(spec="geometric(k=5,eps=0.5,lo=0,hi=4)", eps_ldp=2.0, eps_geo=0.5))
 
     def __init__(self, k: int, eps: float, lo: int | None = None, hi: int | None = None):
         self.k = check_int(k, "k", minimum=1)

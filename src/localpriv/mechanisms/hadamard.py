@@ -79,6 +79,8 @@ class HadamardResponse(Mechanism):
     """
 
     spec_name = "hr"
+    examples = (dict(spec="hr(k=5,eps=1.0)", eps_ldp=1.0, tight=True),
+                dict(spec="hr(k=6,eps=2.0)", eps_ldp=2.0, tight=True))  # general HR: 4 blocks of width 4
 
     def __init__(self, k: int, eps: float, blocks: int | None = None):
         self.k = check_int(k, "k", minimum=2, maximum=MAX_K)

@@ -290,6 +290,7 @@ class BLH(LocalHashing):
     ``cw`` (legacy), see the module docstring."""
 
     spec_name = "blh"
+    examples = (dict(spec="blh(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32, hash: str = DEFAULT_HASH):  # noqa: A002
         self.eps = check_eps(eps)
@@ -306,6 +307,7 @@ class OLH(LocalHashing):
     ``hash=xxh64`` (default) or ``cw`` (legacy), see the module docstring."""
 
     spec_name = "olh"
+    examples = (dict(spec="olh(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32, hash: str = DEFAULT_HASH):  # noqa: A002
         self.eps = check_eps(eps)

@@ -135,6 +135,7 @@ class HadamardCMS(Mechanism):
     """
 
     spec_name = "hcms"
+    examples = (dict(spec="hcms(k=5,eps=1.0,m=4,d=3)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D):
         self.eps = check_eps(eps)

@@ -83,6 +83,7 @@ class THE(UnaryEncoding):
     """Thresholding with histogram encoding, reported as thresholded bits (see module doc)."""
 
     spec_name = "the"
+    examples = (dict(spec="the(k=4,eps=1.0)", eps_ldp=1.0),)
 
     def __init__(self, k: int, eps: float, theta: float | None = None):
         self.eps = check_eps(eps)
@@ -113,6 +114,7 @@ class SHE(Mechanism):
     """
 
     spec_name = "she"
+    examples = (dict(spec="she(k=4,eps=1.0)", eps_ldp=1.0),)
     report_kind = "binary"
     p_star = 1.0
     q_star = 0.0

@@ -55,6 +55,8 @@ class Hybrid(Mechanism):
     """
 
     spec_name = "hm"
+    examples = (dict(spec="hm(k=5,eps=2.0)", eps_ldp=2.0, tight=True),
+                dict(spec="hm(k=5,eps=0.5)", eps_ldp=0.5))  # below eps* ~ 0.61: Duchi's part alone
     report_kind = "float64"
 
     def __init__(self, k: int, eps: float):

@@ -51,6 +51,7 @@ class KRR(Mechanism):
     """k-RR on ``k`` inputs at privacy level ``eps`` (seed 001 Eq. 5)."""
 
     spec_name = "krr"
+    examples = (dict(spec="krr(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float):
         self.k = check_int(k, "k", minimum=2)

@@ -96,6 +96,10 @@ class Laplace(Mechanism):
     """
 
     spec_name = "laplace"
+    examples = (dict(spec="laplace(k=5,eps=0.5)", eps_ldp=2.0, eps_geo=0.5),
+                dict(spec="laplace(k=5,eps=0.5,bins=1.0,lo=0,hi=4)", eps_ldp=2.0, eps_geo=0.5),
+                dict(spec="laplace(k=5,eps=0.5,bins=1.0)", eps_ldp=2.0, eps_geo=0.5),
+                dict(spec="laplace(k=4,eps=0.5,bins=0.5)", eps_ldp=1.5, eps_geo=0.5))
     #: ``|z / g|`` is clamped to this (float64 holds every integer up to 2^53 exactly)
     CLAMP = 1 << 53
     #: smallest grid exponent

@@ -173,6 +173,7 @@ class LGRR(_Longitudinal, PureProtocol):
     """L-GRR: GRR at ``eps_perm`` memoized, then GRR at the solved ``eps_2`` per report."""
 
     spec_name = "lgrr"
+    examples = (dict(spec="lgrr(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps_perm: float, eps_1: float):
         self.k = check_int(k, "k", minimum=2)
@@ -254,6 +255,7 @@ class _LUE(_Longitudinal, UnaryEncoding):
 class LSUE(_LUE):
     """L-SUE = RAPPOR's permanent (SUE at eps_perm) + instantaneous (SUE) randomized response."""
     spec_name = "lsue"
+    examples = (dict(spec="lsue(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
     kinds = ("sue", "sue")
 
 
@@ -261,6 +263,7 @@ class LSUE(_LUE):
 class LOUE(_LUE):
     """L-OUE: OUE memoized, OUE per report."""
     spec_name = "loue"
+    examples = (dict(spec="loue(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
     kinds = ("oue", "oue")
 
 
@@ -268,6 +271,7 @@ class LOUE(_LUE):
 class LSOUE(_LUE):
     """L-SOUE: SUE memoized, OUE per report."""
     spec_name = "lsoue"
+    examples = (dict(spec="lsoue(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0),)
     kinds = ("sue", "oue")
 
 
@@ -275,6 +279,7 @@ class LSOUE(_LUE):
 class LOSUE(_LUE):
     """L-OSUE: OUE memoized, SUE per report."""
     spec_name = "losue"
+    examples = (dict(spec="losue(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0),)
     kinds = ("oue", "sue")
 
 
@@ -311,6 +316,7 @@ class LBLH(_LLH):
     """L-BLH: binary local hashing (``g = 2``) with memoization; ``hash=xxh64`` (default) or ``cw``
     (legacy), as BLH (:mod:`localpriv.mechanisms.hashing`)."""
     spec_name = "lblh"
+    examples = (dict(spec="lblh(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32,
                  hash: str = DEFAULT_HASH):  # noqa: A002
@@ -335,6 +341,7 @@ class LOLH(_LLH):
     """L-OLH: local hashing with the variance-optimal ``g`` (see module doc) and memoization;
     ``hash=xxh64`` (default) or ``cw`` (legacy), as OLH (:mod:`localpriv.mechanisms.hashing`)."""
     spec_name = "lolh"
+    examples = (dict(spec="lolh(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32,
                  hash: str = DEFAULT_HASH):  # noqa: A002

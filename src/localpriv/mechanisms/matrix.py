@@ -59,6 +59,7 @@ class MatrixMechanism(Mechanism):
     """Any finite mechanism ``M`` (``k x m``, ``M[x, z] = P(z | x)``)."""
 
     spec_name = "matrix"
+    examples = (dict(spec="matrix(rows=[[0.7,0.3],[0.4,0.6]])", eps_ldp=0.6931471805599453, tight=True),)  # log 2
 
     def __init__(self, rows=None, file=None):
         if (rows is None) == (file is None):

@@ -54,6 +54,7 @@ class Piecewise(Mechanism):
     """
 
     spec_name = "pm"
+    examples = (dict(spec="pm(k=5,eps=1.0)", eps_ldp=1.0, tight=True),)
     report_kind = "float64"
 
     def __init__(self, k: int, eps: float):

@@ -241,6 +241,8 @@ class PlanarGeometric(_PlanarBase):
     """
 
     spec_name = "planar-geometric"
+    examples = (dict(spec="planar-geometric(eps=1.0)", eps_geo=1.0,
+                     domain="grid(lat0=40.7,lon0=-74.0,nrows=2,ncols=2,cell_km=1.0)"),)
 
     def _make_kernel(self):
         R = self.R
@@ -298,6 +300,8 @@ class PlanarLaplace(_PlanarBase):
     """
 
     spec_name = "planar-laplace"
+    examples = (dict(spec="planar-laplace(eps=1.0)", eps_geo=1.0,
+                     domain="grid(lat0=40.7,lon0=-74.0,nrows=2,ncols=2,cell_km=1.0)"),)
 
     #: Gauss-Legendre nodes per axis and per cell for the kernel
     QUAD = 10

@@ -155,6 +155,17 @@ class RAPPOR(Memoized, Mechanism):
     """
 
     spec_name = "rappor"
+    examples = (
+        # 2 cohorts x 2^4 bit vectors (an enumerable channel); the level is the paper's
+        # eps_1 = h (logit s1 - logit s0), attained (two inputs with disjoint filters)
+        dict(spec="rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.5,q=0.75)", eps_ldp=1.074285864166728, tight=True),
+        # 4 x 2^40 outputs: not enumerable
+        dict(spec="rappor(k=5,m=40,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)", eps_ldp=3.1538294414570807, tight=True),
+        # without the IRR (p = 0, q = 1): the PRR's 2 h log((1 - f/2) / (f/2)) = 4 log 3 at f = 0.5
+        dict(spec="rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.0,q=1.0)", eps_ldp=4.394449154672439, tight=True),
+        # a filter too wide for one int64: bit-vector reports of 2 + 16 bytes
+        dict(spec="rappor(k=5,m=128,h=2,cohorts=4,f=0.25,p=0.25,q=0.75)", eps_ldp=3.1538294414570807, tight=True),
+    )
     report_kind = "int64"
 
     def __init__(self, k: int, m: int = 32, h: int = 2, cohorts: int = 8, f: float = 0.5, p: float = 0.5,

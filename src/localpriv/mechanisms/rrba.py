@@ -85,6 +85,7 @@ class RRBAMechanism(Mechanism):
     """
 
     spec_name = "rrba"
+    examples = (dict(spec="rrba(p=0.5,cells=4)", eps_ldp=1.6094379124341003, tight=True),)  # log 5
 
     def __init__(self, p=0.5, cells=None, table=None, floor=0.0, k=None):
         p = float(p)

@@ -163,6 +163,7 @@ class ShokriMechanism(Mechanism):
     """
 
     spec_name = "shokri"
+    examples = (dict(spec="shokri(q=0.8)", domain="0..3"),)
 
     def __init__(self, q: float, domain=None, prior="uniform", loss: str = "distance"):
         if domain is None or not getattr(domain, "is_metric", False):

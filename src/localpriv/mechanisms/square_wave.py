@@ -64,6 +64,7 @@ class SquareWave(Mechanism):
     """
 
     spec_name = "sw"
+    examples = (dict(spec="sw(k=5,eps=1.0,buckets=8)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, buckets: int | None = None):
         self.k = check_int(k, "k", minimum=1)

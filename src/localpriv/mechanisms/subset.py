@@ -53,6 +53,7 @@ class SS(PureProtocol):
     """Subset selection on ``k`` inputs at level ``eps`` (subset size ``omega``, optimal by default)."""
 
     spec_name = "ss"
+    examples = (dict(spec="ss(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
     report_kind = "binary"
 
     def __init__(self, k: int, eps: float, omega: int | None = None):

@@ -342,6 +342,7 @@ class UnaryEncoding(PureProtocol):
     """
 
     spec_name = "ue"
+    examples = (dict(spec="ue(k=4,p=0.7,q=0.2)", eps_ldp=2.2335922215070942, tight=True),)  # log(0.7 * 0.8 / (0.3 * 0.2))
     report_kind = "binary"
 
     def __init__(self, k: int, p: float, q: float):
@@ -469,6 +470,7 @@ class SUE(UnaryEncoding):
     """Symmetric unary encoding = basic one-time RAPPOR (seed 001 section 4.4, Lemma 4.4)."""
 
     spec_name = "sue"
+    examples = (dict(spec="sue(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float):
         self.k = check_int(k, "k", minimum=2)
@@ -484,6 +486,7 @@ class OUE(UnaryEncoding):
     """Optimized unary encoding (Wang et al. 2017): ``p = 1/2``, ``q = 1/(e^eps+1)``."""
 
     spec_name = "oue"
+    examples = (dict(spec="oue(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float):
         self.k = check_int(k, "k", minimum=2)

@@ -1,94 +1,264 @@
-"""The conformance suite for mechanisms (issue 20, item 6): :func:`check_mechanism`.
+"""The conformance suite for mechanisms: many small named checks, one property each.
 
-In the spirit of scikit-learn's ``check_estimator``: one call runs every check the
-:class:`~localpriv.mechanisms.Mechanism` protocol implies, on one mechanism object, and raises one
-:class:`ConformanceError` (an :class:`AssertionError`) naming the first check that fails. The test
-suite runs it on every registered mechanism (``tests/test_conformance.py``); third parties run it
-on theirs::
+In the style of scikit-learn's ``parametrize_with_checks``: :func:`mechanism_checks` yields
+``(check_name, callable)`` for every check that applies to one mechanism object, each testing one
+property of the :class:`~localpriv.mechanisms.Mechanism` protocol and raising a
+:class:`ConformanceError` (an :class:`AssertionError`) that names it; :func:`check_mechanism`
+runs them all and raises on the first failure. The test suite runs every check on every example
+of every registered mechanism (``tests/test_conformance.py``); third parties run them on theirs::
 
     import numpy as np
     from localpriv.testing.mechanisms import check_mechanism
     check_mechanism(MyMechanism(k=4, eps=1.0), rng=np.random.default_rng(0), eps_ldp=1.0)
 
-The checks, in order (their names appear in the error):
+The examples (small instances, with the levels their papers promise) are declared once, by each
+mechanism class in its ``examples`` attribute; :func:`mechanism_examples` reads them for every
+suite that iterates over mechanisms.
 
-``spec``
-    ``str(m)`` is a spec string and ``parse(str(m), domain)`` gives back an equal mechanism with
-    the same spec.
-``shapes``
-    ``sample`` returns one report per input (``int64`` 1-D, ``float64`` 1-D or ``uint8`` 2-D
-    packed bits, as ``report_kind`` says), accepts lists and narrow integer dtypes, and is
-    reproducible from the generator's seed.
-``bad-inputs``
-    indices outside ``0..k-1``, fractions, NaN, an empty input and ``rng=None`` are refused with a
-    :class:`~localpriv.LocalPrivError` (not another exception, not silently).
-``channel``
-    where the outputs can be enumerated (``n_outputs`` finite and ``k * n_outputs`` at most
-    ``max_channel``): the channel is ``k x n_outputs``, non-negative, rows sum to 1;
-    ``output_probabilities(theta) = theta @ M``; ``likelihood(reports)`` equals the channel's
-    columns ``output_index(reports)``.
-``samples-vs-channel``
-    (finite channels) ``n`` samples per input follow their channel row: Pearson's chi-square per
-    row (cells with expected count below 5 pooled), Bonferroni over the rows at level ``alpha``;
-    an output of probability 0 that is sampled fails at once.
-``samples-vs-likelihood``
-    (every mechanism, the only sampling check where outputs cannot be enumerated) for reports
-    ``z`` drawn from input ``x``, ``E[G[x', z] / G[x, z]] = sum_z P(z | x') = 1`` for every
-    ``x'`` (the supports agree when the level is finite; with densities the same identity holds
-    for the integral). The sample mean of each ratio must be within ``t`` standard errors of 1,
-    ``t`` the normal quantile at ``alpha / (2 k^2)`` (Bonferroni), the standard error from the
-    sample. A report with likelihood 0 under the input that produced it fails at once.
-``likelihood-block``
-    ``likelihood_block(reports, counts)`` on distinct sampled reports: ``forward(theta)`` and
-    ``backward(w)`` equal ``theta @ G`` and ``G @ w`` for the dense ``G = likelihood(reports)``
-    (relative ``1e-8``), likewise ``hessian_diagonal(w) = (G * G) @ w`` where offered and
-    ``dense()``.
-``privacy``
-    ``epsilon_ldp()`` equals ``ldp_epsilon(channel())`` where the channel is enumerable (the
-    structural formula against the dense one, relative ``1e-9``); no sampled report has a
-    likelihood ratio between two inputs above ``e^epsilon_ldp()`` (an empirical audit of the
-    computed level); the computed level is at most the promised ``eps_ldp`` (and equal to it with
-    ``tight=True``), and ``epsilon_geo()`` at most the promised ``eps_geo``.
+Checks are grouped under the names of :data:`CHECKS` (the ``check`` attribute of the error) and
+gated by tags (:func:`mechanism_tags`) derived from the mechanism and the promises:
+
+``enumerable``
+    ``n_outputs`` is finite and ``k * n_outputs`` at most ``max_channel``: the dense channel is
+    built and the channel checks run; otherwise (``structured``) only the checks through the
+    likelihood do.
+``memoized``
+    a permanent part per user (:class:`~localpriv.mechanisms.base.Memoized`): ``sample_rounds``.
+``numeric-output``, ``binary-output``
+    real-valued or packed-bit reports (``report_kind``).
+``promised-ldp``, ``promised-geo``
+    a promised LDP or metric (geo-indistinguishability) level to compare the computed one with.
 
 Every tolerance is either a rounding bound (``1e-8`` to ``1e-9`` relative) or derived from the
-test's distribution at level ``alpha`` (default ``1e-6``); with a fixed ``rng`` seed the result is
-deterministic, and a correct mechanism fails with probability at most about ``alpha`` per check.
+test's distribution at level ``alpha`` (default ``1e-6``, Bonferroni-corrected inside a check);
+each check draws from its own generator seeded from the run's seed and its name, so with a fixed
+seed the outcome is deterministic and does not depend on which checks run or in which order, and a
+correct mechanism fails a statistical check with probability at most about ``alpha``.
 """
 from __future__ import annotations
 
 import math
 import warnings
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from typing import Any
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_rng
-from localpriv.mechanisms import Mechanism, parse
+from localpriv.domains import Domain
+from localpriv.domains.parse import parse_domain
+from localpriv.mechanisms import Mechanism, parse, registered
+from localpriv.mechanisms.base import Memoized
 from localpriv.mechanisms.privacy import ldp_epsilon
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_rng
 
-__all__ = ["check_mechanism", "ConformanceError", "CHECKS"]
+__all__ = [
+    "check_mechanism",
+    "mechanism_checks",
+    "mechanism_tags",
+    "mechanism_examples",
+    "Example",
+    "CheckContext",
+    "ConformanceError",
+    "CHECKS",
+    "ALL_CHECKS",
+]
 
-#: The checks :func:`check_mechanism` runs, in order.
+#: The groups of checks, in the order :func:`check_mechanism` runs them.
 CHECKS = ("spec", "shapes", "bad-inputs", "channel", "samples-vs-channel", "samples-vs-likelihood",
           "likelihood-block", "privacy")
 
 _KIND_DTYPE = {"int64": (np.int64, 1), "float64": (np.float64, 1), "binary": (np.uint8, 2)}
+_EXAMPLE_KEYS = frozenset({"spec", "domain", "eps_ldp", "eps_geo", "tight"})
 
 
 class ConformanceError(AssertionError):
-    """A mechanism failed a conformance check; the message names the check and the mechanism."""
+    """A mechanism failed a conformance check.
 
-    def __init__(self, check: str, mech, detail: str):
+    Parameters
+    ----------
+    check : str
+        The group of the check (one of :data:`CHECKS`), kept as ``check``.
+    mech : object
+        The mechanism under test (its spec appears in the message).
+    detail : str
+        What went wrong.
+    name : str, optional
+        The check function's name (e.g. ``check_channel_rows_sum_to_one``), kept as ``name``.
+    """
+
+    def __init__(self, check: str, mech: Any, detail: str, name: str | None = None):
         self.check = check
-        super().__init__(f"check_mechanism({mech}): check {check!r} failed: {detail}")
+        self.name = name or check
+        where = f" ({name})" if name else ""
+        super().__init__(f"check_mechanism({mech}): check {check!r} failed{where}: {detail}")
 
 
-def _distinct(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct reports (rows for packed-bit reports) and how often each was seen."""
-    if z.ndim == 2:
-        u, c = np.unique(z, axis=0, return_counts=True)
-    else:
-        u, c = np.unique(z, return_counts=True)
-    return u, c
+# --------------------------------------------------------------------------------------------
+# The examples every suite reads
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Example:
+    """One small instance of a mechanism, as its class declares it in ``examples``.
+
+    Attributes
+    ----------
+    spec : str
+        The mechanism's spec, e.g. ``krr(k=4,eps=1.0)``.
+    domain : Domain or None
+        Passed to ``parse`` (mechanisms whose spec leaves out what the domain implies).
+    eps_ldp, eps_geo : float or None
+        The levels its paper promises (LDP; metric, per index unit or km).
+    tight : bool
+        The computed LDP level must equal ``eps_ldp``.
+    """
+
+    spec: str
+    domain: Domain | None = None
+    eps_ldp: float | None = None
+    eps_geo: float | None = None
+    tight: bool = False
+
+    @property
+    def name(self) -> str:
+        """The spec name (``krr``)."""
+        return self.spec.partition("(")[0]
+
+    @property
+    def promise(self) -> dict[str, Any]:
+        """The promised levels as keyword arguments of :func:`check_mechanism`."""
+        out: dict[str, Any] = {"tight": self.tight}
+        if self.eps_ldp is not None:
+            out["eps_ldp"] = self.eps_ldp
+        if self.eps_geo is not None:
+            out["eps_geo"] = self.eps_geo
+        return out
+
+    def build(self) -> Mechanism:
+        """The mechanism (levels that protect no one are the privacy checks' concern, not a warning)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            return parse(self.spec, self.domain)
+
+
+def _example(cls: type, entry: dict[str, Any]) -> Example:
+    if not isinstance(entry, dict) or "spec" not in entry or set(entry) - _EXAMPLE_KEYS:
+        raise LocalPrivError(f"{cls.__name__}.examples: each example is a dict with 'spec' and optionally "
+                             f"{sorted(_EXAMPLE_KEYS - {'spec'})}, got {entry!r}")
+    ex = Example(spec=str(entry["spec"]),
+                 domain=parse_domain(entry["domain"]) if entry.get("domain") is not None else None,
+                 eps_ldp=entry.get("eps_ldp"), eps_geo=entry.get("eps_geo"), tight=bool(entry.get("tight", False)))
+    if ex.name != cls.spec_name:
+        raise LocalPrivError(f"{cls.__name__}.examples: example {ex.spec!r} is not a {cls.spec_name!r} spec")
+    return ex
+
+
+def mechanism_examples(name: str | None = None) -> list[Example]:
+    """The examples registered mechanisms declare (their class's own ``examples``, not inherited).
+
+    Parameters
+    ----------
+    name : str, optional
+        One spec name; all registered mechanisms (sorted by name) when left out.
+
+    Returns
+    -------
+    list of Example
+        Empty for a mechanism that declares none (the suites refuse that).
+    """
+    classes = registered()
+    names = sorted(classes) if name is None else [name]
+    out = []
+    for n in names:
+        cls = classes[n]
+        out.extend(_example(cls, e) for e in cls.__dict__.get("examples", ()))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The context the checks of one mechanism share
+# --------------------------------------------------------------------------------------------
+@dataclass
+class CheckContext:
+    """Settings of one conformance run and the samples its checks share (drawn once, lazily).
+
+    Attributes
+    ----------
+    mech : Mechanism
+        The mechanism under test.
+    seed : int
+        Every check's randomness comes from ``seed`` and the check's name.
+    domain : Domain or None
+        Passed to ``parse`` for the spec round trip.
+    eps_ldp, eps_geo : float or None
+        The promised levels.
+    tight : bool
+        The computed LDP level must equal ``eps_ldp`` (relative ``1e-6``).
+    n : int
+        Samples per input for the sampling checks.
+    alpha : float
+        Level of each statistical check.
+    max_channel : int
+        Largest channel (entries) enumerated.
+    """
+
+    mech: Any
+    seed: int = 20
+    domain: Domain | None = None
+    eps_ldp: float | None = None
+    eps_geo: float | None = None
+    tight: bool = False
+    n: int = 20000
+    alpha: float = 1e-6
+    max_channel: int = 1_000_000
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def rng(self, purpose: str) -> np.random.Generator:
+        """A generator for one check, from the run's seed and ``purpose``."""
+        return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
+
+    @property
+    def k(self) -> int:
+        """The number of inputs."""
+        return int(self.mech.k)
+
+    @cached_property
+    def enumerable(self) -> bool:
+        """Whether the outputs are enumerated (a dense channel of at most ``max_channel`` entries)."""
+        n_out = self.mech.n_outputs
+        return n_out is not None and self.k * int(n_out) <= self.max_channel
+
+    @cached_property
+    def x(self) -> np.ndarray:
+        """``n`` copies of every input, input by input."""
+        return np.repeat(np.arange(self.k, dtype=np.int64), self.n)
+
+    @cached_property
+    def z(self) -> np.ndarray:
+        """One report per entry of :attr:`x` (the samples the checks share)."""
+        return self.mech.sample(self.x, self.rng("sample"))
+
+    @cached_property
+    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct sampled reports (rows for packed bits) and how often each was seen."""
+        z = self.z
+        if z.ndim == 2:
+            return np.unique(z, axis=0, return_counts=True)
+        return np.unique(z, return_counts=True)
+
+    @cached_property
+    def channel(self) -> np.ndarray:
+        """The dense channel (enumerable mechanisms only)."""
+        return np.asarray(self.mech.channel(), dtype=float)
+
+    @cached_property
+    def level(self) -> float:
+        """The computed ``epsilon_ldp()``."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            return float(self.mech.epsilon_ldp())
 
 
 def _close(a, b, rtol: float) -> bool:
@@ -99,184 +269,255 @@ def _close(a, b, rtol: float) -> bool:
     return bool(np.all(np.abs(a - b) <= rtol * (np.abs(b) + scale)))
 
 
-def check_mechanism(mech, rng, *, domain=None, eps_ldp: float | None = None, eps_geo: float | None = None,
-                    tight: bool = False, n: int = 20000, alpha: float = 1e-6,
-                    max_channel: int = 1_000_000) -> tuple[str, ...]:
-    """Run the conformance checks (module docstring) on ``mech``; raise on the first failure.
-
-    Parameters
-    ----------
-    mech : Mechanism
-        The mechanism under test (small ``k`` keeps it fast: the checks cost ``O(k^2 n)``).
-    rng : numpy.random.Generator or int
-        All randomness; a fixed seed makes the outcome deterministic.
-    domain : Domain, optional
-        Passed to ``parse`` for the spec round trip (mechanisms whose spec leaves out what the
-        domain implies, e.g. planar grids).
-    eps_ldp, eps_geo : float, optional
-        The promised levels: the computed ``epsilon_ldp()`` / ``epsilon_geo()`` must not exceed
-        them (relative ``1e-9``).
-    tight : bool
-        The computed LDP level must also equal ``eps_ldp`` (relative ``1e-6``).
-    n : int
-        Samples per input for the sampling checks.
-    alpha : float
-        Level of each statistical check (Bonferroni-corrected inside it).
-    max_channel : int
-        Largest channel (entries) enumerated for the channel checks.
-
-    Returns
-    -------
-    tuple of str
-        The names of the checks that ran (``channel`` and ``samples-vs-channel`` only where the
-        outputs can be enumerated).
-
-    Raises
-    ------
-    ConformanceError
-        Naming the failing check, e.g. ``check_mechanism(krr(k=4,eps=1.0)): check
-        'samples-vs-channel' failed: ...``.
-    """
-    from scipy import stats
+def _fail(ctx: CheckContext, group: str, name: str, detail: str):
+    raise ConformanceError(group, ctx.mech, detail, name)
 
 
-    rng = check_rng(rng)
-    ran: list[str] = []
-
-    def fail(check, detail):
-        raise ConformanceError(check, mech, detail)
-
+# --------------------------------------------------------------------------------------------
+# spec
+# --------------------------------------------------------------------------------------------
+def check_is_a_mechanism(ctx: CheckContext) -> None:
+    """A :class:`Mechanism` with a positive integer ``k`` and a known ``report_kind``."""
+    mech, name = ctx.mech, "check_is_a_mechanism"
     if not isinstance(mech, Mechanism):
-        raise ConformanceError("spec", mech, f"not a localpriv Mechanism but {type(mech).__name__}")
-    k = mech.k
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        fail("spec", f"k must be a positive int, got {k!r}")
-    k = int(k)
+        _fail(ctx, "spec", name, f"not a localpriv Mechanism but {type(mech).__name__}")
+    if not isinstance(mech.k, (int, np.integer)) or mech.k < 1:
+        _fail(ctx, "spec", name, f"k must be a positive int, got {mech.k!r}")
+    if mech.report_kind not in _KIND_DTYPE:
+        _fail(ctx, "spec", name, f"report_kind must be one of {sorted(_KIND_DTYPE)}, got {mech.report_kind!r}")
 
-    # ---- spec -----------------------------------------------------------------------------
-    spec = str(mech)
+
+def check_spec_round_trip(ctx: CheckContext) -> None:
+    """``parse(str(m), domain)`` gives back an equal mechanism with the same spec and ``k``."""
+    spec, name = str(ctx.mech), "check_spec_round_trip"
     try:
-        with warnings.catch_warnings():  # levels that protect no one are the privacy check's concern
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyWarning)
-            back = parse(spec, domain)
+            back = parse(spec, ctx.domain)
     except LocalPrivError as exc:
-        fail("spec", f"parse(str(m)) refused its own spec {spec!r}: {exc}")
-    if back != mech or str(back) != spec or back.k != k:
-        fail("spec", f"parse({spec!r}) gave {back} (k={back.k})")
-    ran.append("spec")
+        _fail(ctx, "spec", name, f"parse(str(m)) refused its own spec {spec!r}: {exc}")
+    if back != ctx.mech or str(back) != spec or back.k != ctx.k:
+        _fail(ctx, "spec", name, f"parse({spec!r}) gave {back} (k={back.k})")
 
-    # ---- shapes ---------------------------------------------------------------------------
-    kind = mech.report_kind
-    if kind not in _KIND_DTYPE:
-        fail("shapes", f"report_kind must be one of {sorted(_KIND_DTYPE)}, got {kind!r}")
+
+# --------------------------------------------------------------------------------------------
+# shapes
+# --------------------------------------------------------------------------------------------
+def check_vectorized_sample_shape(ctx: CheckContext) -> None:
+    """``sample`` of ``n k`` inputs returns one report per input, of the dtype ``report_kind`` says."""
+    kind = ctx.mech.report_kind
     dtype, ndim = _KIND_DTYPE[kind]
-    x = np.repeat(np.arange(k, dtype=np.int64), n)
-    seed = int(rng.integers(2 ** 62))
-    z = mech.sample(x, np.random.default_rng(seed))
+    z, x = ctx.z, ctx.x
     if not isinstance(z, np.ndarray) or z.dtype != dtype or z.ndim != ndim or z.shape[0] != x.size:
-        fail("shapes", f"sample of {x.size} inputs gave {type(z).__name__} "
-                       f"{getattr(z, 'dtype', '?')} {getattr(z, 'shape', '?')}, expected {np.dtype(dtype)} "
-                       f"with {ndim} dimension(s) and {x.size} rows (report_kind {kind!r})")
-    small = x[:: max(1, n // 7)][:50]
-    a = mech.sample(small, np.random.default_rng(seed + 1))
-    b = mech.sample(small.astype(np.int32).tolist(), np.random.default_rng(seed + 1))
-    c = mech.sample(small.astype(np.int32), np.random.default_rng(seed + 1))
-    if not (np.array_equal(a, b, equal_nan=kind == "float64") and np.array_equal(a, c, equal_nan=kind == "float64")):
-        fail("shapes", "the same seed gave different reports for the same inputs as an int64 array, "
-                       "an int32 array and a list")
-    one = mech.sample(np.array([k - 1]), np.random.default_rng(seed))
-    if one.shape[0] != 1 or one.dtype != dtype:
-        fail("shapes", f"sample of one input gave {one.dtype} {one.shape}")
-    ran.append("shapes")
+        _fail(ctx, "shapes", "check_vectorized_sample_shape",
+              f"sample of {x.size} inputs gave {type(z).__name__} {getattr(z, 'dtype', '?')} "
+              f"{getattr(z, 'shape', '?')}, expected {np.dtype(dtype)} with {ndim} dimension(s) and "
+              f"{x.size} rows (report_kind {kind!r})")
 
-    # ---- bad inputs -----------------------------------------------------------------------
-    bad_inputs = {"index k": [k], "index -1": [-1], "a fraction": [0.5], "NaN": [np.nan],
-                  "an empty input": np.array([], dtype=np.int64)}
-    for what, bad in bad_inputs.items():
+
+def check_sample_of_one_input(ctx: CheckContext) -> None:
+    """One input gives one report of the right dtype."""
+    dtype, _ = _KIND_DTYPE[ctx.mech.report_kind]
+    one = ctx.mech.sample(np.array([ctx.k - 1]), ctx.rng("one"))
+    if not isinstance(one, np.ndarray) or one.shape[0] != 1 or one.dtype != dtype:
+        _fail(ctx, "shapes", "check_sample_of_one_input",
+              f"sample of one input gave {getattr(one, 'dtype', '?')} {getattr(one, 'shape', '?')}")
+
+
+def _small_inputs(ctx: CheckContext) -> np.ndarray:
+    return ctx.x[:: max(1, ctx.n // 7)][:50]
+
+
+def check_sample_deterministic_for_a_seed(ctx: CheckContext) -> None:
+    """The same seed gives the same reports."""
+    small, nan = _small_inputs(ctx), ctx.mech.report_kind == "float64"
+    a = ctx.mech.sample(small, ctx.rng("deterministic"))
+    b = ctx.mech.sample(small, ctx.rng("deterministic"))
+    if not np.array_equal(a, b, equal_nan=nan):
+        _fail(ctx, "shapes", "check_sample_deterministic_for_a_seed",
+              "two generators of the same seed gave different reports for the same inputs")
+
+
+def check_sample_accepts_lists_and_narrow_ints(ctx: CheckContext) -> None:
+    """Inputs as an ``int64`` array, an ``int32`` array and a list give the same reports."""
+    small, nan = _small_inputs(ctx), ctx.mech.report_kind == "float64"
+    a = ctx.mech.sample(small, ctx.rng("inputs"))
+    b = ctx.mech.sample(small.astype(np.int32).tolist(), ctx.rng("inputs"))
+    c = ctx.mech.sample(small.astype(np.int32), ctx.rng("inputs"))
+    if not (np.array_equal(a, b, equal_nan=nan) and np.array_equal(a, c, equal_nan=nan)):
+        _fail(ctx, "shapes", "check_sample_accepts_lists_and_narrow_ints",
+              "the same seed gave different reports for the same inputs as an int64 array, an int32 "
+              "array and a list")
+
+
+# --------------------------------------------------------------------------------------------
+# bad inputs
+# --------------------------------------------------------------------------------------------
+def _refused(ctx: CheckContext, name: str, bad: dict[str, Any], rng_factory=None) -> None:
+    for what, value in bad.items():
+        rng = ctx.rng("bad") if rng_factory is None else rng_factory()
         try:
-            mech.sample(np.asarray(bad), np.random.default_rng(0))
-        except LocalPrivError:
+            ctx.mech.sample(value, rng)
+        except LocalPrivError as exc:
+            if "\n" in str(exc) or not str(exc).strip():
+                _fail(ctx, "bad-inputs", name, f"{what} was refused with a message that is not one line: {exc!s:.200}")
             continue
         except Exception as exc:  # noqa: BLE001 - the point is which exception
-            fail("bad-inputs", f"{what} raised {type(exc).__name__} ({exc}), not LocalPrivError")
-        fail("bad-inputs", f"{what} was accepted")
+            _fail(ctx, "bad-inputs", name, f"{what} raised {type(exc).__name__} ({exc}), not LocalPrivError")
+        _fail(ctx, "bad-inputs", name, f"{what} was accepted")
+
+
+def check_refuses_values_outside_the_domain_in_one_line(ctx: CheckContext) -> None:
+    """Indices ``k`` and ``-1`` raise a one-line :class:`LocalPrivError` (not clipped, not another error)."""
+    _refused(ctx, "check_refuses_values_outside_the_domain_in_one_line",
+             {"index k": np.asarray([ctx.k]), "index -1": np.asarray([-1])})
+
+
+def check_refuses_non_integer_inputs(ctx: CheckContext) -> None:
+    """A fraction and NaN raise a one-line :class:`LocalPrivError`."""
+    _refused(ctx, "check_refuses_non_integer_inputs", {"a fraction": np.asarray([0.5]), "NaN": np.asarray([np.nan])})
+
+
+def check_refuses_an_empty_input(ctx: CheckContext) -> None:
+    """An empty input raises a one-line :class:`LocalPrivError`."""
+    _refused(ctx, "check_refuses_an_empty_input", {"an empty input": np.array([], dtype=np.int64)})
+
+
+def check_refuses_rng_none(ctx: CheckContext) -> None:
+    """``rng=None`` is refused: randomness comes from an explicit generator."""
+    name = "check_refuses_rng_none"
     try:
-        mech.sample(np.array([0]), None)
+        ctx.mech.sample(np.array([0]), None)
     except LocalPrivError:
-        pass
+        return
     except Exception as exc:  # noqa: BLE001
-        fail("bad-inputs", f"rng=None raised {type(exc).__name__}, not LocalPrivError")
-    else:
-        fail("bad-inputs", "rng=None was accepted (randomness must come from an explicit generator)")
-    ran.append("bad-inputs")
+        _fail(ctx, "bad-inputs", name, f"rng=None raised {type(exc).__name__}, not LocalPrivError")
+    _fail(ctx, "bad-inputs", name, "rng=None was accepted (randomness must come from an explicit generator)")
 
-    # ---- channel --------------------------------------------------------------------------
-    n_out = mech.n_outputs
-    M = None
-    uz, cz = _distinct(z)
-    if n_out is not None and k * int(n_out) <= max_channel:
-        M = np.asarray(mech.channel(), dtype=float)
-        if M.shape != (k, n_out):
-            fail("channel", f"channel() has shape {M.shape}, expected ({k}, {n_out})")
-        if not np.all(np.isfinite(M)) or M.min() < 0:
-            fail("channel", "channel() has negative or non-finite entries")
-        rows = M.sum(axis=1)
-        if not np.allclose(rows, 1.0, rtol=0, atol=1e-9):
-            fail("channel", f"rows of channel() sum to {rows.min():.12g}..{rows.max():.12g}, not 1")
-        theta = rng.dirichlet(np.ones(k))
-        if not _close(mech.output_probabilities(theta), theta @ M, 1e-9):
-            fail("channel", "output_probabilities(theta) differs from theta @ channel()")
-        cols = mech.output_index(uz)
-        if np.any(cols < 0) or np.any(cols >= n_out):
-            fail("channel", "output_index of sampled reports fell outside 0..n_outputs-1")
-        if not _close(mech.likelihood(uz), M[:, cols], 1e-9):
-            fail("channel", "likelihood(reports) differs from the channel's columns output_index(reports)")
-        ran.append("channel")
 
-        # ---- samples vs channel -----------------------------------------------------------
-        idx = mech.output_index(z)
-        pvals = []
-        for xv in range(k):  # one test per input row (k is small): not a loop over users
-            counts = np.bincount(idx[x == xv], minlength=n_out).astype(float)
-            expected = M[xv] * n
-            dead = expected <= 0
-            if counts[dead].sum() > 0:
-                fail("samples-vs-channel", f"input {xv} produced an output of probability 0 "
-                                           f"(columns {np.flatnonzero(dead & (counts > 0))[:5].tolist()})")
-            live = ~dead
-            obs_l, exp_l = counts[live], expected[live]
-            small_cells = exp_l < 5
-            if small_cells.any():  # pool the cells of small expected count into one
-                obs_l = np.r_[obs_l[~small_cells], obs_l[small_cells].sum()]
-                exp_l = np.r_[exp_l[~small_cells], exp_l[small_cells].sum()]
-            if exp_l.size < 2:
-                continue
-            exp_l = exp_l * obs_l.sum() / exp_l.sum()  # the row's mass to rounding
-            pvals.append((stats.chisquare(obs_l, exp_l).pvalue, xv))
-        if pvals:
-            p, xv = min(pvals)
-            if p * len(pvals) < alpha:
-                fail("samples-vs-channel", f"the reports of input {xv} do not follow row {xv} of the channel "
-                                           f"(chi-square p = {p:.3g}, Bonferroni over {len(pvals)} rows, "
-                                           f"level {alpha:g})")
-        ran.append("samples-vs-channel")
+# --------------------------------------------------------------------------------------------
+# channel (enumerable)
+# --------------------------------------------------------------------------------------------
+def check_channel_shape(ctx: CheckContext) -> None:
+    """``channel()`` is ``k x n_outputs``."""
+    shape, want = ctx.channel.shape, (ctx.k, int(ctx.mech.n_outputs))
+    if shape != want:
+        _fail(ctx, "channel", "check_channel_shape", f"channel() has shape {shape}, expected {want}")
 
-    # ---- samples vs likelihood ----------------------------------------------------------
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)
-        level = float(mech.epsilon_ldp())
-    t = float(stats.norm.isf(alpha / (2.0 * k * k)))
+
+def check_channel_entries_are_probabilities(ctx: CheckContext) -> None:
+    """Every entry of ``channel()`` is finite and non-negative."""
+    M = ctx.channel
+    if not np.all(np.isfinite(M)) or M.min() < 0:
+        _fail(ctx, "channel", "check_channel_entries_are_probabilities", "channel() has negative or non-finite entries")
+
+
+def check_channel_rows_sum_to_one(ctx: CheckContext) -> None:
+    """Every row of ``channel()`` sums to 1 (to ``1e-9``)."""
+    rows = ctx.channel.sum(axis=1)
+    if not np.allclose(rows, 1.0, rtol=0, atol=1e-9):
+        _fail(ctx, "channel", "check_channel_rows_sum_to_one",
+              f"rows of channel() sum to {rows.min():.12g}..{rows.max():.12g}, not 1")
+
+
+def check_output_probabilities_match_channel(ctx: CheckContext) -> None:
+    """``output_probabilities(theta) = theta @ channel()`` (relative ``1e-9``)."""
+    theta = ctx.rng("theta").dirichlet(np.ones(ctx.k))
+    if not _close(ctx.mech.output_probabilities(theta), theta @ ctx.channel, 1e-9):
+        _fail(ctx, "channel", "check_output_probabilities_match_channel",
+              "output_probabilities(theta) differs from theta @ channel()")
+
+
+def check_samples_in_output_space(ctx: CheckContext) -> None:
+    """Every sampled report is one its input can produce: a column ``0..n_outputs-1`` of positive
+    probability in its input's row (enumerable), or of positive, finite likelihood under its input."""
+    name = "check_samples_in_output_space"
+    if ctx.enumerable:
+        idx = ctx.mech.output_index(ctx.z)
+        n_out = int(ctx.mech.n_outputs)
+        if np.any(idx < 0) or np.any(idx >= n_out):
+            _fail(ctx, "channel", name, "output_index of sampled reports fell outside 0..n_outputs-1")
+        dead = ctx.channel[ctx.x, idx] <= 0
+        if dead.any():
+            j = int(np.flatnonzero(dead)[0])
+            _fail(ctx, "samples-vs-channel", name,
+                  f"input {int(ctx.x[j])} produced output {int(idx[j])}, of probability 0")
+        return
+    for xv in range(ctx.k):
+        own = np.asarray(ctx.mech.likelihood(ctx.z[ctx.x == xv]), dtype=float)[xv]
+        bad = ~((own > 0) & np.isfinite(own))
+        if bad.any():
+            _fail(ctx, "samples-vs-likelihood", name,
+                  f"a report drawn from input {xv} has likelihood {own[bad][0]!r} under input {xv}")
+
+
+def check_likelihood_matches_channel(ctx: CheckContext) -> None:
+    """``likelihood(reports)`` equals the channel's columns ``output_index(reports)``."""
+    uz = ctx.distinct[0]
+    cols = ctx.mech.output_index(uz)
+    if not _close(ctx.mech.likelihood(uz), ctx.channel[:, cols], 1e-9):
+        _fail(ctx, "channel", "check_likelihood_matches_channel",
+              "likelihood(reports) differs from the channel's columns output_index(reports)")
+
+
+# --------------------------------------------------------------------------------------------
+# sampling
+# --------------------------------------------------------------------------------------------
+def check_sample_matches_channel(ctx: CheckContext) -> None:
+    """The ``n`` reports of each input follow its channel row: Pearson's chi-square per row (cells
+    of expected count below 5 pooled), Bonferroni over the rows at level ``alpha``; a sampled output
+    of probability 0 fails at once."""
+    from scipy import stats
+
+    name, M, n = "check_sample_matches_channel", ctx.channel, ctx.n
+    idx = ctx.mech.output_index(ctx.z)
+    n_out = M.shape[1]
+    pvals = []
+    for xv in range(ctx.k):  # one test per input row (k is small): not a loop over users
+        counts = np.bincount(idx[ctx.x == xv], minlength=n_out).astype(float)
+        expected = M[xv] * n
+        dead = expected <= 0
+        if counts[dead].sum() > 0:
+            _fail(ctx, "samples-vs-channel", name, f"input {xv} produced an output of probability 0 "
+                  f"(columns {np.flatnonzero(dead & (counts > 0))[:5].tolist()})")
+        obs_l, exp_l = counts[~dead], expected[~dead]
+        small = exp_l < 5
+        if small.any():  # pool the cells of small expected count into one
+            obs_l = np.r_[obs_l[~small], obs_l[small].sum()]
+            exp_l = np.r_[exp_l[~small], exp_l[small].sum()]
+        if exp_l.size < 2:
+            continue
+        exp_l = exp_l * obs_l.sum() / exp_l.sum()  # the row's mass to rounding
+        pvals.append((stats.chisquare(obs_l, exp_l).pvalue, xv))
+    if pvals:
+        p, xv = min(pvals)
+        if p * len(pvals) < ctx.alpha:
+            _fail(ctx, "samples-vs-channel", name,
+                  f"the reports of input {xv} do not follow row {xv} of the channel (chi-square p = {p:.3g}, "
+                  f"Bonferroni over {len(pvals)} rows, level {ctx.alpha:g})")
+
+
+def _ratio_test(ctx: CheckContext, x: np.ndarray, z: np.ndarray, name: str, group: str) -> None:
+    """For reports ``z`` drawn from inputs ``x``: ``E[G[x', z] / G[x, z]] = P_x'(support of P_x)``,
+    1 where the supports agree, within ``t`` standard errors (normal quantile at
+    ``alpha / (2 k^2)``, Bonferroni)."""
+    from scipy import stats
+
+    k = ctx.k
+    M = ctx.channel if ctx.enumerable else None
+    level = ctx.level
+    t = float(stats.norm.isf(ctx.alpha / (2.0 * k * k)))
     with np.errstate(divide="ignore", invalid="ignore"):
         for xv in range(k):
             zx = z[x == xv]
-            G = np.asarray(mech.likelihood(zx), dtype=float)
+            G = np.asarray(ctx.mech.likelihood(zx), dtype=float)
             if G.shape != (k, zx.shape[0]):
-                fail("samples-vs-likelihood", f"likelihood of {zx.shape[0]} reports has shape {G.shape}, "
-                                              f"expected ({k}, {zx.shape[0]})")
+                _fail(ctx, group, name, f"likelihood of {zx.shape[0]} reports has shape {G.shape}, "
+                      f"expected ({k}, {zx.shape[0]})")
             own = G[xv]
             if np.any(~(own > 0)):
-                fail("samples-vs-likelihood", f"a report drawn from input {xv} has likelihood "
-                                              f"{own[~(own > 0)][0]!r} under input {xv}")
+                _fail(ctx, group, name, f"a report drawn from input {xv} has likelihood {own[~(own > 0)][0]!r} "
+                      f"under input {xv}")
             ratio = G / own
             mean = ratio.mean(axis=1)
             se = ratio.std(axis=1, ddof=1) / math.sqrt(zx.shape[0])
@@ -291,56 +532,266 @@ def check_mechanism(mech, rng, *, domain=None, eps_ldp: float | None = None, eps
                 off = mean - 1.0 > t * se + 1e-9
             if off.any():
                 xo = int(np.flatnonzero(off)[0])
-                fail("samples-vs-likelihood", f"reports drawn from input {xv}: mean of G[{xo}, z] / G[{xv}, z] "
-                                              f"is {mean[xo]:.6g} +- {se[xo]:.2g}, expected {expect[xo]:.6g} "
-                                              f"(within {t:.2f} standard errors): the sampler and the likelihood "
-                                              "disagree")
-    ran.append("samples-vs-likelihood")
+                _fail(ctx, group, name, f"reports drawn from input {xv}: mean of G[{xo}, z] / G[{xv}, z] is "
+                      f"{mean[xo]:.6g} +- {se[xo]:.2g}, expected {expect[xo]:.6g} (within {t:.2f} standard "
+                      "errors): the sampler and the likelihood disagree")
 
-    # ---- likelihood block ---------------------------------------------------------------
+
+def check_sample_matches_likelihood(ctx: CheckContext) -> None:
+    """The sampler and the likelihood agree (every mechanism; the only sampling check where the
+    outputs cannot be enumerated): the mean likelihood ratio ``G[x', z] / G[x, z]`` over reports
+    drawn from ``x`` is ``sum_z P(z | x') = 1``, within ``t`` standard errors."""
+    _ratio_test(ctx, ctx.x, ctx.z, "check_sample_matches_likelihood", "samples-vs-likelihood")
+
+
+def check_sample_rounds_share_the_memo(ctx: CheckContext) -> None:
+    """(memoized) ``sample_rounds(x, rng, r)`` gives ``r`` arrays of one report per input, the first
+    equal to ``sample(x, rng)`` at the same seed; a later round's reports, each drawn from the same
+    memoized part, follow the likelihood marginally (the likelihood-ratio test)."""
+    name, mech = "check_sample_rounds_share_the_memo", ctx.mech
+    small = _small_inputs(ctx)
+    rounds = mech.sample_rounds(small, ctx.rng("rounds"), 3)
+    first = mech.sample(small, ctx.rng("rounds"))
+    if len(rounds) != 3 or any(np.shape(r)[0] != small.size for r in rounds):
+        _fail(ctx, "shapes", name, f"sample_rounds of {small.size} inputs, 3 rounds, gave "
+              f"{[np.shape(r) for r in rounds]}")
+    if not np.array_equal(rounds[0], first, equal_nan=mech.report_kind == "float64"):
+        _fail(ctx, "shapes", name, "the first round differs from sample() at the same seed")
+    second = mech.sample_rounds(ctx.x, ctx.rng("rounds-many"), 2)[1]
+    _ratio_test(ctx, ctx.x, second, name, "samples-vs-likelihood")
+
+
+# --------------------------------------------------------------------------------------------
+# likelihood block
+# --------------------------------------------------------------------------------------------
+def check_likelihood_block_matches_likelihood(ctx: CheckContext) -> None:
+    """On distinct sampled reports, ``likelihood_block(reports, counts)``: ``forward(theta)``,
+    ``backward(w)``, ``hessian_diagonal(w)`` (where offered) and ``dense()`` equal ``theta @ G``,
+    ``G @ w``, ``(G * G) @ w`` and ``G`` for ``G = likelihood(reports)`` (relative ``1e-8``)."""
+    name = "check_likelihood_block_matches_likelihood"
+    rng = ctx.rng("block")
+    uz, cz = ctx.distinct
     take = np.sort(rng.choice(uz.shape[0], size=min(uz.shape[0], 200), replace=False))
-    reports = uz[take]
-    counts = cz[take].astype(float)
-    G = np.asarray(mech.likelihood(reports), dtype=float)
-    block = mech.likelihood_block(reports, counts)
-    if block.k != k or not np.array_equal(np.asarray(block.counts, dtype=float), counts):
-        fail("likelihood-block", f"block has k={block.k} and counts of size {np.size(block.counts)}")
-    theta = rng.dirichlet(np.ones(k))
+    reports, counts = uz[take], cz[take].astype(float)
+    G = np.asarray(ctx.mech.likelihood(reports), dtype=float)
+    block = ctx.mech.likelihood_block(reports, counts)
+    if block.k != ctx.k or not np.array_equal(np.asarray(block.counts, dtype=float), counts):
+        _fail(ctx, "likelihood-block", name, f"block has k={block.k} and counts of size {np.size(block.counts)}")
+    theta = rng.dirichlet(np.ones(ctx.k))
     w = rng.random(reports.shape[0])
     if not _close(block.forward(theta), theta @ G, 1e-8):
-        fail("likelihood-block", "forward(theta) differs from theta @ likelihood(reports)")
+        _fail(ctx, "likelihood-block", name, "forward(theta) differs from theta @ likelihood(reports)")
     if not _close(block.backward(w), G @ w, 1e-8):
-        fail("likelihood-block", "backward(w) differs from likelihood(reports) @ w")
+        _fail(ctx, "likelihood-block", name, "backward(w) differs from likelihood(reports) @ w")
     if block.hessian_diagonal is not None and not _close(block.hessian_diagonal(w), (G * G) @ w, 1e-8):
-        fail("likelihood-block", "hessian_diagonal(w) differs from (G * G) @ w")
+        _fail(ctx, "likelihood-block", name, "hessian_diagonal(w) differs from (G * G) @ w")
     if not _close(block.dense(), G, 1e-8):
-        fail("likelihood-block", "dense() differs from likelihood(reports)")
-    ran.append("likelihood-block")
+        _fail(ctx, "likelihood-block", name, "dense() differs from likelihood(reports)")
 
-    # ---- privacy ------------------------------------------------------------------------
+
+# --------------------------------------------------------------------------------------------
+# privacy
+# --------------------------------------------------------------------------------------------
+def check_epsilon_computed_from_channel(ctx: CheckContext) -> None:
+    """``epsilon_ldp()`` (the structural formula) equals ``ldp_epsilon(channel())`` (relative ``1e-9``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
-        if M is not None:
-            dense = float(ldp_epsilon(M))
-            if not (level == dense or abs(level - dense) <= 1e-9 * max(1.0, abs(dense))):
-                fail("privacy", f"epsilon_ldp() = {level!r} but the dense channel gives {dense!r}")
-        Gu = np.asarray(mech.likelihood(uz), dtype=float)
-        with np.errstate(divide="ignore"):
-            logs = np.log(Gu)
+        dense = float(ldp_epsilon(ctx.channel))
+    level = ctx.level
+    if not (level == dense or abs(level - dense) <= 1e-9 * max(1.0, abs(dense))):
+        _fail(ctx, "privacy", "check_epsilon_computed_from_channel",
+              f"epsilon_ldp() = {level!r} but the dense channel gives {dense!r}")
+
+
+def check_sampled_likelihood_ratios_within_level(ctx: CheckContext) -> None:
+    """No sampled report has a likelihood ratio between two inputs above ``e^epsilon_ldp()`` (an
+    empirical audit of the computed level)."""
+    level = ctx.level
+    Gu = np.asarray(ctx.mech.likelihood(ctx.distinct[0]), dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(Gu)
         spread = np.max(logs, axis=0) - np.min(logs, axis=0)
-        worst = float(np.max(spread))
-        if worst > level + 1e-9 * max(1.0, abs(level)):
-            j = int(np.argmax(spread))
-            fail("privacy", f"a sampled report (distinct report {j}) has likelihood ratio e^{worst:.6g} between "
-                            f"two inputs, above the computed level {level:.6g}")
-        if eps_ldp is not None:
-            if level > eps_ldp * (1 + 1e-9) + 1e-12:
-                fail("privacy", f"computed epsilon_ldp() = {level:.10g} exceeds the promised {eps_ldp:g}")
-            if tight and abs(level - eps_ldp) > 1e-6 * max(1.0, eps_ldp):
-                fail("privacy", f"computed epsilon_ldp() = {level:.10g}, promised exactly {eps_ldp:g}")
-        if eps_geo is not None:
-            geo = float(mech.epsilon_geo())
-            if geo > eps_geo * (1 + 1e-9) + 1e-12:
-                fail("privacy", f"computed epsilon_geo() = {geo:.10g} exceeds the promised {eps_geo:g}")
-    ran.append("privacy")
-    return tuple(ran)
+    worst = float(np.max(spread))
+    if worst > level + 1e-9 * max(1.0, abs(level)):
+        j = int(np.argmax(spread))
+        _fail(ctx, "privacy", "check_sampled_likelihood_ratios_within_level",
+              f"a sampled report (distinct report {j}) has likelihood ratio e^{worst:.6g} between two inputs, "
+              f"above the computed level {level:.6g}")
+
+
+def check_epsilon_ldp_within_promise(ctx: CheckContext) -> None:
+    """The computed LDP level is at most the promised ``eps_ldp`` (and equal to it when ``tight``)."""
+    level, eps = ctx.level, ctx.eps_ldp
+    if level > eps * (1 + 1e-9) + 1e-12:
+        _fail(ctx, "privacy", "check_epsilon_ldp_within_promise",
+              f"computed epsilon_ldp() = {level:.10g} exceeds the promised {eps:g}")
+    if ctx.tight and abs(level - eps) > 1e-6 * max(1.0, eps):
+        _fail(ctx, "privacy", "check_epsilon_ldp_within_promise",
+              f"computed epsilon_ldp() = {level:.10g}, promised exactly {eps:g}")
+
+
+def check_epsilon_geo_within_promise(ctx: CheckContext) -> None:
+    """(metric privacy) The computed ``epsilon_geo()`` is at most the promised ``eps_geo``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        geo = float(ctx.mech.epsilon_geo())
+    if geo > ctx.eps_geo * (1 + 1e-9) + 1e-12:
+        _fail(ctx, "privacy", "check_epsilon_geo_within_promise",
+              f"computed epsilon_geo() = {geo:.10g} exceeds the promised {ctx.eps_geo:g}")
+
+
+# --------------------------------------------------------------------------------------------
+# the registry of checks
+# --------------------------------------------------------------------------------------------
+#: Every check: ``(function, group, tags it needs)``, in the order :func:`check_mechanism` runs them.
+_TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] = tuple(
+    (fn, group, frozenset(needs)) for fn, group, needs in (
+        (check_is_a_mechanism, "spec", ()),
+        (check_spec_round_trip, "spec", ()),
+        (check_vectorized_sample_shape, "shapes", ()),
+        (check_sample_accepts_lists_and_narrow_ints, "shapes", ()),
+        (check_sample_deterministic_for_a_seed, "shapes", ()),
+        (check_sample_of_one_input, "shapes", ()),
+        (check_refuses_values_outside_the_domain_in_one_line, "bad-inputs", ()),
+        (check_refuses_non_integer_inputs, "bad-inputs", ()),
+        (check_refuses_an_empty_input, "bad-inputs", ()),
+        (check_refuses_rng_none, "bad-inputs", ()),
+        (check_channel_shape, "channel", ("enumerable",)),
+        (check_channel_entries_are_probabilities, "channel", ("enumerable",)),
+        (check_channel_rows_sum_to_one, "channel", ("enumerable",)),
+        (check_output_probabilities_match_channel, "channel", ("enumerable",)),
+        (check_samples_in_output_space, "samples-vs-likelihood", ()),
+        (check_likelihood_matches_channel, "channel", ("enumerable",)),
+        (check_sample_matches_channel, "samples-vs-channel", ("enumerable",)),
+        (check_sample_matches_likelihood, "samples-vs-likelihood", ()),
+        (check_sample_rounds_share_the_memo, "samples-vs-likelihood", ("memoized",)),
+        (check_likelihood_block_matches_likelihood, "likelihood-block", ()),
+        (check_epsilon_computed_from_channel, "privacy", ("enumerable",)),
+        (check_sampled_likelihood_ratios_within_level, "privacy", ()),
+        (check_epsilon_ldp_within_promise, "privacy", ("promised-ldp",)),
+        (check_epsilon_geo_within_promise, "privacy", ("promised-geo",)),
+    ))
+
+#: The name of every check, in the order :func:`check_mechanism` runs them.
+ALL_CHECKS = tuple(fn.__name__ for fn, _, _ in _TABLE)
+
+
+def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
+    """The tags that gate the checks (module docstring), derived from the mechanism and the promises.
+
+    Parameters
+    ----------
+    ctx : CheckContext
+        The mechanism and the settings of the run.
+
+    Returns
+    -------
+    frozenset of str
+        ``mechanism`` (a :class:`Mechanism` with a positive ``k``, else no other tag), ``enumerable``
+        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``promised-ldp``,
+        ``promised-geo``.
+    """
+    mech = ctx.mech
+    if not isinstance(mech, Mechanism) or not isinstance(mech.k, (int, np.integer)) or mech.k < 1:
+        return frozenset()
+    tags = {"mechanism", "enumerable" if ctx.enumerable else "structured"}
+    if isinstance(mech, Memoized):
+        tags.add("memoized")
+    tags.add({"float64": "numeric-output", "binary": "binary-output"}.get(mech.report_kind, "index-output"))
+    if ctx.eps_ldp is not None:
+        tags.add("promised-ldp")
+    if ctx.eps_geo is not None:
+        tags.add("promised-geo")
+    return frozenset(tags)
+
+
+def _context(mech, rng=None, *, domain=None, eps_ldp=None, eps_geo=None, tight=False, n=20000, alpha=1e-6,
+             max_channel=1_000_000) -> CheckContext:
+    seed = 20 if rng is None else int(check_rng(rng).integers(2 ** 62))
+    return CheckContext(mech, seed=seed, domain=domain, eps_ldp=eps_ldp, eps_geo=eps_geo, tight=tight, n=n,
+                        alpha=alpha, max_channel=max_channel)
+
+
+def _checks(ctx: CheckContext) -> Iterator[tuple[str, str, Callable[[], None]]]:
+    tags = mechanism_tags(ctx)
+    if "mechanism" not in tags:  # only the check that says why
+        yield "check_is_a_mechanism", "spec", partial(check_is_a_mechanism, ctx)
+        return
+    for fn, group, needs in _TABLE:
+        if needs <= tags:
+            yield fn.__name__, group, partial(fn, ctx)
+
+
+def mechanism_checks(mech, rng=None, *, domain: Domain | None = None, eps_ldp: float | None = None,
+                     eps_geo: float | None = None, tight: bool = False, n: int = 20000, alpha: float = 1e-6,
+                     max_channel: int = 1_000_000) -> Iterator[tuple[str, Callable[[], None]]]:
+    """The checks that apply to ``mech``, as ``(check_name, callable)``; each callable raises a
+    :class:`ConformanceError` naming its check when the property fails.
+
+    The checks share one context: the samples are drawn once, by the first check that needs them.
+
+    Parameters
+    ----------
+    mech : Mechanism
+        The mechanism under test (small ``k`` keeps it fast: the sampling checks cost ``O(k^2 n)``).
+    rng : numpy.random.Generator or int, optional
+        One draw from it seeds every check (a fixed seed makes the outcome deterministic); seed 20
+        when left out.
+    domain : Domain, optional
+        Passed to ``parse`` for the spec round trip.
+    eps_ldp, eps_geo : float, optional
+        The promised levels: the computed ``epsilon_ldp()`` / ``epsilon_geo()`` must not exceed them.
+    tight : bool
+        The computed LDP level must also equal ``eps_ldp`` (relative ``1e-6``).
+    n : int
+        Samples per input for the sampling checks.
+    alpha : float
+        Level of each statistical check (Bonferroni-corrected inside it).
+    max_channel : int
+        Largest channel (entries) enumerated for the channel checks.
+
+    Yields
+    ------
+    tuple of (str, callable)
+        The check's name (e.g. ``check_channel_rows_sum_to_one``) and a function of no argument.
+    """
+    ctx = _context(mech, rng, domain=domain, eps_ldp=eps_ldp, eps_geo=eps_geo, tight=tight, n=n, alpha=alpha,
+                   max_channel=max_channel)
+    for name, _, fn in _checks(ctx):
+        yield name, fn
+
+
+def check_mechanism(mech, rng=None, *, domain: Domain | None = None, eps_ldp: float | None = None,
+                    eps_geo: float | None = None, tight: bool = False, n: int = 20000, alpha: float = 1e-6,
+                    max_channel: int = 1_000_000) -> tuple[str, ...]:
+    """Run every applicable check (:func:`mechanism_checks`) on ``mech``; raise on the first failure.
+
+    Parameters
+    ----------
+    mech : Mechanism
+        The mechanism under test.
+    rng : numpy.random.Generator or int, optional
+        One draw from it seeds every check; seed 20 when left out.
+    domain, eps_ldp, eps_geo, tight, n, alpha, max_channel
+        As in :func:`mechanism_checks`.
+
+    Returns
+    -------
+    tuple of str
+        The groups (:data:`CHECKS`) of the checks that ran, in order (``channel`` and
+        ``samples-vs-channel`` only where the outputs can be enumerated).
+
+    Raises
+    ------
+    ConformanceError
+        Naming the failing group and check, e.g. ``check_mechanism(krr(k=4,eps=1.0)): check
+        'samples-vs-channel' failed (check_sample_matches_channel): ...``.
+    """
+    ctx = _context(mech, rng, domain=domain, eps_ldp=eps_ldp, eps_geo=eps_geo, tight=tight, n=n, alpha=alpha,
+                   max_channel=max_channel)
+    ran: list[str] = []
+    for _, group, fn in _checks(ctx):
+        fn()
+        if group not in ran:
+            ran.append(group)
+    return tuple(g for g in CHECKS if g in ran)
