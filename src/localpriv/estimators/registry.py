@@ -198,7 +198,7 @@ class Setting:
         if not isinstance(text, str):
             raise LocalPrivError(f"{where}: expected text, got {type(text).__name__}")
         t = text.strip()
-        if self.nullable and t.lower() == "none":
+        if self.nullable and t.lower() == "none" and not (self.choices and t in self.choices):
             return None
         if self.kind == "float":
             if not _FLOAT_TEXT.fullmatch(t):
