@@ -6,7 +6,8 @@ settings); ``ESTIMATORS`` maps the names to the functions and :func:`fit` dispat
 settings against the declaration. Importing this package registers every estimator.
 
 Every IBU variant (``ibu``, ``gibu``, ``ibu-support``, ``ibu-exact``, ``ibu-m``, ``ibu-r``, and
-``ibu-likely`` in :mod:`localpriv.analysis.likely`) runs the one EM engine with its defaults
+the likely-subset IBU of :mod:`localpriv.analysis.likely`, whose estimates are named ``ibu-likely``
+but which is not a registered estimator) runs the one EM engine with its defaults
 (``DEFAULTS``): the certified, accelerated maximum-likelihood estimate -- ``stop="gap"`` with
 ``delta = 1e-9`` per report, ``accelerate="newton"``, at most 100,000 EM evaluations
 (``docs/convergence.md``). ``PLAIN_EM`` holds seed 001's plain capped EM, which reproductions pin.

@@ -24,6 +24,7 @@ import re
 import secrets
 import tempfile
 import threading
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import pyarrow as pa
 
 from localpriv.utils.errors import LocalPrivError
 from localpriv.estimators import default_estimator, parse_settings
+from localpriv.inference import estimate as estimate_with_uncertainty
 from localpriv.service.policy import Policy
 from localpriv.service.storage import BatchResult, Store
 
@@ -285,12 +287,9 @@ class Collector:
         return {**value, "cached": hit}
 
     def _estimate(self, obs, estimator, settings=None):
-        import warnings
-
-        from localpriv.inference import estimate
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return estimate(obs, estimator, **(settings or {}))
+            return estimate_with_uncertainty(obs, estimator, **(settings or {}))
 
     def figure(self, name: str, estimator: str | None = None, level: float | None = 0.95) -> bytes:
         """A PNG of the estimate with its intervals (bars/line, heatmap on planar grids), cached
