@@ -35,7 +35,7 @@ from localpriv.likelihood.packed import PackedSupport
 from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock
 from localpriv.data.observations import Observations
 from localpriv.utils.simplex import clip_normalize, project_simplex
-from localpriv.estimators import register_estimator
+from localpriv.estimators.registry import NO_SETTINGS, Setting, em_settings_declared, register_estimator
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
 from localpriv.estimators.ibu import em_settings, ibu, run_em
 from localpriv.estimators.inv import inv
@@ -639,13 +639,35 @@ def ibu_m(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_i
 
 
 # --------------------------------------------------------------------------------------------
-register_estimator("gibu", gibu)
-register_estimator("rap-n", lambda obs, **kw: rap(obs, post="n", **kw))
-register_estimator("rap-p", lambda obs, **kw: rap(obs, post="p", **kw))
+_MIX = {"mixture"}
+register_estimator("gibu", gibu, tags={"mle", "iterative", "mixture"},
+                   settings=em_settings_declared() + (Setting("merge", "bool", True, "merge the blocks of small "
+                                                              "finite-channel mechanisms into dense chunks"),),
+                   summary="GIBU: the maximum-likelihood estimate from the reports of all mechanisms")
+register_estimator("rap-n", lambda obs, **kw: rap(obs, post="n", **kw), settings=NO_SETTINGS,
+                   tags={"single-mechanism", "unary"},
+                   summary="RAP: (s - q) / (p - q) on the mean bit vector of one unary encoding, normalized")
+register_estimator("rap-p", lambda obs, **kw: rap(obs, post="p", **kw), settings=NO_SETTINGS,
+                   tags={"single-mechanism", "unary"},
+                   summary="RAP: (s - q) / (p - q) on the mean bit vector of one unary encoding, projected")
+_R_TAGS = {"inv-n": {"finite-channel"}, "inv-p": {"finite-channel"}, "ibu": {"iterative"},
+           "rap-n": {"unary"}, "rap-p": {"unary"}}
 for _e in COMBINABLE:
-    register_estimator(f"{_e}-r", lambda obs, _e=_e, **kw: combine_results(obs, _e, **kw))
-register_estimator("inv-n-m", lambda obs, **kw: inv_m(obs, post="n", **kw))
-register_estimator("inv-p-m", lambda obs, **kw: inv_m(obs, post="p", **kw))
-register_estimator("ibu-m", ibu_m)
-register_estimator("rap-n-m", lambda obs, **kw: rap_m(obs, post="n", **kw))
-register_estimator("rap-p-m", lambda obs, **kw: rap_m(obs, post="p", **kw))
+    register_estimator(f"{_e}-r", lambda obs, _e=_e, **kw: combine_results(obs, _e, **kw),
+                       settings=em_settings_declared() if _e == "ibu" else NO_SETTINGS, tags=_MIX | _R_TAGS[_e],
+                       summary=f"[{_e}]R: {_e} on each mechanism's reports alone, averaged with weights n^A / n")
+register_estimator("inv-n-m", lambda obs, **kw: inv_m(obs, post="n", **kw), settings=NO_SETTINGS,
+                   tags=_MIX | {"shared-alphabet", "finite-channel"},
+                   summary="[INV]M: inversion of the average mechanism on the pooled counts, normalized")
+register_estimator("inv-p-m", lambda obs, **kw: inv_m(obs, post="p", **kw), settings=NO_SETTINGS,
+                   tags=_MIX | {"shared-alphabet", "finite-channel"},
+                   summary="[INV]M: inversion of the average mechanism on the pooled counts, projected")
+register_estimator("ibu-m", ibu_m, settings=em_settings_declared(keep_trace=False),
+                   tags=_MIX | {"shared-alphabet", "iterative"},
+                   summary="[IBU]M: IBU on the average mechanism and the pooled counts (not the MLE)")
+register_estimator("rap-n-m", lambda obs, **kw: rap_m(obs, post="n", **kw), settings=NO_SETTINGS,
+                   tags=_MIX | {"unary"},
+                   summary="[RAP]M: RAP with the user-averaged bit probabilities, normalized")
+register_estimator("rap-p-m", lambda obs, **kw: rap_m(obs, post="p", **kw), settings=NO_SETTINGS,
+                   tags=_MIX | {"unary"},
+                   summary="[RAP]M: RAP with the user-averaged bit probabilities, projected")

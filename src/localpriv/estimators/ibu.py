@@ -10,6 +10,7 @@ from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
 from localpriv.utils.progress import EMProgress, chain, em_progress
+from localpriv.estimators.registry import em_settings_declared, register_estimator
 
 __all__ = ["ibu", "em_settings", "run_em"]
 
@@ -100,3 +101,8 @@ def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_ite
     return Fit(res.theta, obs.domain, name, em_settings(res, delta, max_iter, theta0),
                     loglik=res.loglik, iterations=res.iterations, converged=res.converged,
                     n=obs.n, extra=extra)
+
+
+register_estimator("ibu", ibu, settings=em_settings_declared(),
+                   summary="maximum-likelihood estimate by IBU/GIBU (EM), certified within delta per report",
+                   tags={"mle", "iterative", "mixture"})

@@ -13,6 +13,7 @@ from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.estimators.em import log_likelihood
+from localpriv.estimators.registry import NO_SETTINGS, register_estimator
 
 __all__ = ["inv", "inverse_vector"]
 
@@ -65,3 +66,11 @@ def inv(obs: Observations, *, post: str = "n") -> Fit:
     L = log_likelihood([block.likelihood_block()], theta)
     return Fit(theta, obs.domain, f"inv-{post}", {"post": post}, loglik=L, n=obs.n,
                     extra={"raw_inverse": v})
+
+
+register_estimator("inv-n", lambda obs, **kw: inv(obs, post="n", **kw), settings=NO_SETTINGS,
+                   summary="matrix inversion q M^-1, negatives set to 0 and renormalized (one finite mechanism)",
+                   tags={"single-mechanism", "finite-channel"})
+register_estimator("inv-p", lambda obs, **kw: inv(obs, post="p", **kw), settings=NO_SETTINGS,
+                   summary="matrix inversion q M^-1, projected onto the simplex (one finite mechanism)",
+                   tags={"single-mechanism", "finite-channel"})

@@ -36,7 +36,7 @@ from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.likelihood.structured import ScaledIdentityBlock
-from localpriv.estimators import register_estimator
+from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
 from localpriv.estimators.ibu import em_settings, run_em
 
@@ -184,9 +184,20 @@ def ibu_exact(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, m
                     n=obs.n, extra=extra)
 
 
-register_estimator("mi-n", lambda obs, **kw: mi(obs, post="n", **kw))
-register_estimator("mi-p", lambda obs, **kw: mi(obs, post="p", **kw))
-register_estimator("rappor-n", lambda obs, **kw: rappor(obs, post="n", **kw))
-register_estimator("rappor-p", lambda obs, **kw: rappor(obs, post="p", **kw))
-register_estimator("ibu-support", ibu_support)
-register_estimator("ibu-exact", ibu_exact)
+_LOGLIK = Setting("loglik", "bool", False, "also compute the exact log-likelihood of the reports at the estimate")
+_PURE = {"single-mechanism", "pure-oracle"}
+register_estimator("mi-n", lambda obs, **kw: mi(obs, post="n", **kw), settings=(_LOGLIK,), tags=_PURE,
+                   summary="pure-protocol matrix inversion on the support counts, normalized")
+register_estimator("mi-p", lambda obs, **kw: mi(obs, post="p", **kw), settings=(_LOGLIK,), tags=_PURE,
+                   summary="pure-protocol matrix inversion on the support counts, projected onto the simplex")
+register_estimator("rappor-n", lambda obs, **kw: rappor(obs, post="n", **kw), settings=(_LOGLIK,),
+                   tags=_PURE | {"unary", "symmetric-unary"},
+                   summary="Rappor's estimator on the bit counts of basic RAPPOR, normalized")
+register_estimator("rappor-p", lambda obs, **kw: rappor(obs, post="p", **kw), settings=(_LOGLIK,),
+                   tags=_PURE | {"unary", "symmetric-unary"},
+                   summary="Rappor's estimator on the bit counts of basic RAPPOR, projected onto the simplex")
+register_estimator("ibu-support", ibu_support, tags=_PURE | {"iterative"},
+                   settings=em_settings_declared() + (Setting("loglik", "bool", True, _LOGLIK.help),),
+                   summary="IBU on the support counts (seed 002), a pseudo-likelihood maximum")
+register_estimator("ibu-exact", ibu_exact, settings=em_settings_declared(), tags={"mle", "iterative", "mixture"},
+                   summary="maximum-likelihood estimate by EM on the exact likelihood of the individual reports")

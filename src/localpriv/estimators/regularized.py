@@ -127,7 +127,7 @@ from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain
 from localpriv.estimators.result import Fit
 from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.data.observations import Observations
-from localpriv.estimators import register_estimator
+from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
 from localpriv.estimators.em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, EMResult,
                  Penalty, em, log_likelihood)
 from localpriv.domains.grid import GridDomain
@@ -652,5 +652,24 @@ def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = 
                           f"{DIRICHLET_PER_DECADE} per decade")
 
 
-register_estimator("ems", ems)
-register_estimator("dirichlet", dirichlet)
+def _regularized_settings(strength_help: str) -> tuple[Setting, ...]:
+    return (Setting("strength", "float", None, strength_help + "; None: chosen by cross-validation of the held-out "
+                    "log-likelihood; 0: the maximum-likelihood estimate", low=0.0, nullable=True),
+            Setting("folds", "int", FOLDS, "folds of the cross-validation choosing the strength", low=2),
+            Setting("rng", "rng", 0, "seed or generator of the cross-validation split"))
+
+
+register_estimator(
+    "ems", ems, summary="EM with a smoothing step (EMS) on a line or a planar grid, bandwidth chosen by "
+                        "cross-validation",
+    tags={"regularized", "iterative", "cross-validated", "mixture", "ordered-domain"},
+    settings=_regularized_settings("bandwidth h of the smoothing kernel, cells")
+    + em_settings_declared(delta=EMS_DELTA, stop="max_abs", stop_help="max_abs unless strength=0")
+    + (Setting("decline", "str", EMS_DECLINE, "stopping rule of the strength sweep: significant crosses flat "
+               "stretches of the held-out curve, strict stops at the first decline",
+               choices=("significant", "strict"), noun="sweep rule"),))
+register_estimator(
+    "dirichlet", dirichlet, summary="MAP estimate under a symmetric Dirichlet prior, its pseudo-count chosen by "
+                                    "cross-validation",
+    tags={"regularized", "iterative", "cross-validated", "mixture"},
+    settings=_regularized_settings("pseudo-count a per cell (prior Dirichlet(1 + a))") + em_settings_declared())

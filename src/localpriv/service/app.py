@@ -58,6 +58,22 @@ class BatchIn(BaseModel):
     groups: list[GroupIn]
 
 
+#: the query parameters of the estimate endpoint that are not estimator settings
+ESTIMATE_PARAMETERS = ("estimator", "level", "stats", "token")
+
+
+def _estimator_settings(request: Request) -> dict[str, str]:
+    """The estimator settings of an estimate request: its other query parameters, each given once."""
+    out: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key in ESTIMATE_PARAMETERS:
+            continue
+        if key in out:
+            raise LocalPrivError(f"the setting {key} is given twice in the query")
+        out[key] = value
+    return out
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": " ".join(str(message).split())}, status_code=status)
 
@@ -186,7 +202,9 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
         return {"status": res.status, "reports": res.reports, "counts_version": res.version}
 
     @app.get("/v1/collections/{name}/estimate", summary="the estimate with intervals (analyst or admin)",
-             description="Cached per counts version: an unchanged collection is never re-estimated.")
+             description="Cached per counts version: an unchanged collection is never re-estimated. Any "
+                         "other query parameter is a setting of the estimator (e.g. strength=0, stop=gap, "
+                         "delta=1e-9), read by its declared kind; unknown settings are refused (422).")
     def get_estimate(name: str, request: Request,
                      estimator: str | None = Query(None, description="e.g. ibu, gibu, inv-p; default: the "
                                                    "domain's default (ems or dirichlet)"),
@@ -194,7 +212,7 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
                      stats: str = Query("", description="comma-separated statistics, e.g. mean,median")):
         need(name, _token(request), ("analyst", "admin"))
         names = tuple(s.strip() for s in stats.split(",") if s.strip())
-        return collector.estimate(name, estimator, level, names)
+        return collector.estimate(name, estimator, level, names, _estimator_settings(request))
 
     @app.get("/v1/collections/{name}/counts", summary="the counts as a counts file (analyst or admin)",
              description="The versioned counts file format of docs/format.md (CSV or Parquet): mergeable "

@@ -24,6 +24,7 @@ import re
 import secrets
 import tempfile
 import threading
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 
@@ -31,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 from localpriv.utils.errors import LocalPrivError
+from localpriv.estimators import default_estimator, parse_settings
+from localpriv.inference import estimate as estimate_with_uncertainty
 from localpriv.service.policy import Policy
 from localpriv.service.storage import BatchResult, Store
 from localpriv.data.formats import hex_strings
@@ -261,28 +264,33 @@ class Collector:
         return value, False
 
     def estimate(self, name: str, estimator: str | None = None, level: float | None = 0.95,
-                 stats: tuple[str, ...] = ()) -> dict:
+                 stats: tuple[str, ...] = (), settings: dict[str, str] | None = None) -> dict:
         """The estimate of a collection as JSON data (:meth:`Estimate.to_dict`) with its counts
-        version; cached per (collection, counts version, estimator, level, statistics)."""
+        version; cached per (collection, counts version, estimator, settings, level, statistics).
+
+        ``settings`` are the estimator's settings as text (query-string values), read by their
+        declared kind (:func:`localpriv.estimators.parse_settings`); unknown settings are refused."""
         level = _check_level(level)
         version, obs = self.observations(name)
         if obs is None:
             raise LocalPrivError(f"collection {name} has no reports yet")
-        key = ("estimate", name, version, estimator, level, tuple(stats))
+        method = default_estimator(obs.domain) if estimator is None else estimator
+        given = parse_settings(method, settings or {})
+        key = ("estimate", name, version, method, tuple(sorted(given.items())), level, tuple(stats))
 
         def make():
-            est = self._estimate(obs, estimator)
+            est = self._estimate(obs, method, given)
             d = est.to_dict(ci=level, stats=list(stats) or None)
             return _finite({"collection": name, "counts_version": version, **d})
         value, hit = self._cached(key, make)
         return {**value, "cached": hit}
 
-    def _estimate(self, obs, estimator):
+    def _estimate(self, obs, estimator, settings=None):
         import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return estimate(obs, estimator)
+            return estimate_with_uncertainty(obs, estimator, **(settings or {}))
 
     def figure(self, name: str, estimator: str | None = None, level: float | None = 0.95) -> bytes:
         """A PNG of the estimate with its intervals (bars/line, heatmap on planar grids), cached
