@@ -43,3 +43,22 @@ def test_checks_listed_for_every_engine():
 def test_unknown_engine_is_one_line_listing_the_known():
     with pytest.raises(LocalPrivError, match=r"^unknown aggregation engine 'nope'; known: duckdb, numpy, spark$"):
         aggregate("x.parquet", engine="nope")
+
+
+def test_spark_observations_estimate_on_spark_like_local(spark_session, tmp_path):
+    import numpy as np
+
+    from localpriv import parse
+    from localpriv.data.reports import report_table, write_reports
+    from localpriv.inference import estimate
+    mech = parse("krr(k=5,eps=1.0)")
+    x = np.random.default_rng(50).integers(0, 5, 400)
+    write_reports(report_table(mech, mech.sample(x, np.random.default_rng(51))), tmp_path / "r.parquet")
+    obs = aggregate(tmp_path / "r.parquet", engine="spark")
+    assert obs.frame is not None
+    on_spark = estimate(obs, "ibu", engine="spark", local_max=0)
+    local = estimate(obs, "ibu")
+    assert on_spark.settings["engine"] == "spark"
+    np.testing.assert_allclose(on_spark.distribution, local.distribution, atol=1e-9)
+    with pytest.raises(LocalPrivError, match=r"^unknown estimation engine 'gpu'; known: local, spark$"):
+        estimate(obs, engine="gpu")
