@@ -120,7 +120,8 @@ def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) 
     return _run(obs, method, **settings)
 
 
-def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = None) -> "Observations":
+def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = None, *,
+              engine: "str | None" = None) -> "Observations":
     """Count reports per (mechanism, report): the :class:`Observations` every estimator reads.
 
     Every row is counted or refused with one line naming the file and rows (see
@@ -136,14 +137,16 @@ def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = Non
         The domain of the values (fills ``k`` of specs that leave it out, e.g. planar mechanisms
         perturbed on a grid; gives estimates their labels).
     aggregator : DuckDBAggregator or NumpyAggregator, optional
-        The engine (default :class:`DuckDBAggregator`: bounded memory, spills to disk).
+        The engine as an object (default :class:`DuckDBAggregator`: bounded memory, spills to disk).
+    engine : {"duckdb", "numpy", "spark"}, optional
+        The engine by name (``localpriv.data.aggregate.ENGINES``); not with ``aggregator``.
 
     Returns
     -------
     Observations
     """
     from localpriv.data.aggregate import aggregate as _run
-    return _run(source, domain, aggregator)
+    return _run(source, domain, aggregator, engine=engine)
 
 
 def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | None" = None, n: int,

@@ -9,6 +9,13 @@ report table. Every row is counted or refused with one line naming the file and 
   over the checked batches; DuckDB keeps the partial counts and spills to disk under its
   ``memory_limit``, so inputs larger than memory aggregate in bounded memory.
 * :class:`NumpyAggregator` does the same with ``numpy.unique`` (an independent check).
+* ``"spark"``: :class:`localpriv.extras.spark.SparkAggregator` (the same counts and refusals on a
+  Spark cluster; its observations keep a reference to the distributed counts, which
+  ``localpriv.estimate(obs, engine="spark")`` estimates without collecting them).
+
+:func:`aggregate` picks the engine by name from :data:`ENGINES`, a table of factories written as
+``"module:function"`` strings: an engine that lives above this layer (Spark, in ``localpriv.extras``)
+is imported only when it is asked for (:func:`engine_aggregator`), so this module never imports it.
 
 ``aggregate(A + B) == aggregate([aggregate(A), aggregate(B)])`` for any split of the inputs.
 """
@@ -17,7 +24,8 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
-from typing import Iterable, Protocol
+import importlib
+from typing import Callable, Iterable, Protocol
 
 import numpy as np
 import pandas as pd
@@ -35,7 +43,8 @@ from localpriv.data.reports import _mechanism, validate_reports
 from localpriv.data.formats import attribute_of, write_counts
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
-           "check_memory_limit", "MAX_TOTAL"]
+           "check_memory_limit", "MAX_TOTAL", "ENGINES", "DEFAULT_ENGINE", "engine_aggregator", "check_total",
+           "unique_counts", "report_kind"]
 
 #: Counts and their totals stay exact in float64 (the estimators' arithmetic) up to 2^53.
 MAX_TOTAL = 2 ** 53
@@ -50,11 +59,16 @@ def check_memory_limit(text: str) -> str:
 
 
 class Aggregator(Protocol):
+    """What :func:`aggregate` asks of an engine: the checked counts of ``source`` as a frame.
+
+    An engine may also offer ``observations(source) -> Observations`` (see :func:`aggregate`)."""
+
     def counts(self, source) -> pd.DataFrame:
         """A frame with columns mechanism, report, count (int64), sorted by mechanism and report."""
 
 
-def _kind(reports: np.ndarray) -> str:
+def report_kind(reports: np.ndarray) -> str:
+    """``"binary"`` (bit-vector rows), ``"float"`` or ``"int"``: the kind of an array of reports."""
     return "binary" if reports.ndim == 2 else ("float" if reports.dtype.kind == "f" else "int")
 
 
@@ -157,7 +171,8 @@ def _parquet_grouped(con, src, domain):
     return out
 
 
-def _check_total(df: pd.DataFrame) -> pd.DataFrame:
+def check_total(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` itself, refused when empty or when its counts add up to more than 2^53 (not exact)."""
     if df.empty:
         raise LocalPrivError("no reports to aggregate: the input is empty")
     totals = df.groupby("mechanism", sort=False)["count"].sum()
@@ -225,7 +240,7 @@ class DuckDBAggregator:
 
                 fast = None if not self.fast else (lambda src: _parquet_grouped(con, src, self.domain))
                 for spec, _mech, r, c in _stream(source, self.domain, fast):
-                    kind = _kind(r)
+                    kind = report_kind(r)
                     if kind != "binary" and held + r.shape[0] <= _PENDING_ROWS:
                         pending.append((spec, r, c, kind))
                         held += r.shape[0]
@@ -257,7 +272,7 @@ class DuckDBAggregator:
         if not frames:
             raise LocalPrivError("no reports to aggregate: the input is empty")
         df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        return _check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
+        return check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
 
 
 #: numeric rows (distinct reports of summed parts, or raw reports) merged in memory rather than in
@@ -275,7 +290,7 @@ def _merged_in_memory(parts) -> pd.DataFrame:
                                                     else np.asarray(c, dtype=np.int64)))
     frames = []
     for kind, spec in sorted(groups):
-        u, c = _merge([_unique(r, c) for r, c in groups[(kind, spec)]])
+        u, c = _merge([unique_counts(r, c) for r, c in groups[(kind, spec)]])
         if c.size and float(c.max()) > MAX_TOTAL:
             raise LocalPrivError("more than 2^53 reports of one kind: counts that large are not exact")
         keep = c > 0
@@ -293,7 +308,7 @@ class NumpyAggregator:
         acc: dict[str, list] = {}
         for spec, _mech, r, c in _stream(source, self.domain):
             ones = np.ones(r.shape[0], np.int64) if c is None else c
-            acc.setdefault(spec, []).append(_unique(r, ones))
+            acc.setdefault(spec, []).append(unique_counts(r, ones))
             if len(acc[spec]) > 16:
                 acc[spec] = [_merge(acc[spec])]
         if not acc:
@@ -305,16 +320,21 @@ class NumpyAggregator:
             u, c = u[keep], c[keep]
             rep = [bytes(x) for x in u] if u.ndim == 2 else u
             frames.append(pd.DataFrame({"mechanism": spec, "report": rep, "count": c.astype(np.int64)}))
-        return _check_total(pd.concat(frames, ignore_index=True))
+        return check_total(pd.concat(frames, ignore_index=True))
 
 
-def _unique(r: np.ndarray, c: np.ndarray):
+def unique_counts(r: np.ndarray, c: np.ndarray):
+    """The distinct reports of ``r`` (rows for bit vectors) and their summed counts ``c``."""
     if r.ndim == 2:
         u, inv = np.unique(r, axis=0, return_inverse=True)
     else:
         u, inv = np.unique(r, return_inverse=True)
     return u, np.bincount(inv.ravel(), weights=c, minlength=u.shape[0]).astype(np.int64) \
         if c.max(initial=0) < 2 ** 50 else _exact_sum(inv.ravel(), c, u.shape[0])
+
+
+#: the former private name (other modules still import it)
+_unique = unique_counts
 
 
 def _exact_sum(inv, c, m):
@@ -328,16 +348,79 @@ def _merge(parts):
         return parts[0]
     u = np.concatenate([p[0] for p in parts])
     c = np.concatenate([p[1] for p in parts])
-    return _unique(u, c)
+    return unique_counts(u, c)
 
 
-def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | None = None) -> Observations:
+#: The aggregation engines by name: ``"module:function"`` of a factory ``f(domain) -> Aggregator``.
+#: A string, not the function, so that an engine above this layer (Spark, in ``localpriv.extras``)
+#: is imported only when asked for; :func:`engine_aggregator` imports and calls it.
+ENGINES: dict[str, str] = {
+    "duckdb": "localpriv.data.aggregate:duckdb_engine",
+    "numpy": "localpriv.data.aggregate:numpy_engine",
+    "spark": "localpriv.extras.spark:spark_engine",
+}
+#: The engine of :func:`aggregate` when none is named.
+DEFAULT_ENGINE = "duckdb"
+
+
+def duckdb_engine(domain: Domain | None = None) -> "DuckDBAggregator":
+    """The ``"duckdb"`` engine: :class:`DuckDBAggregator` with its defaults."""
+    return DuckDBAggregator(domain=domain)
+
+
+def numpy_engine(domain: Domain | None = None) -> "NumpyAggregator":
+    """The ``"numpy"`` engine: :class:`NumpyAggregator`."""
+    return NumpyAggregator(domain=domain)
+
+
+def engine_aggregator(engine: str, domain: Domain | None = None) -> Aggregator:
+    """The aggregator of the engine named ``engine`` (a key of :data:`ENGINES`), for ``domain``.
+
+    Raises a one-line :class:`LocalPrivError` for an unknown name, listing the known ones, or when
+    the engine's module cannot be imported (e.g. ``"spark"`` without pyspark).
+    """
+    target = ENGINES.get(engine) if isinstance(engine, str) else None
+    if target is None:
+        raise LocalPrivError(f"unknown aggregation engine {engine!r}; known: {', '.join(ENGINES)}")
+    module, _, name = target.partition(":")
+    try:
+        factory: Callable[..., Aggregator] = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise LocalPrivError(f"aggregation engine {engine!r} is not available: {_one_line(exc)}") from None
+    return factory(domain)
+
+
+def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | None = None, *,
+              engine: str | None = None) -> Observations:
     """Aggregate reports and counts (files, globs, folders, datasets, or an Arrow table) to
-    :class:`~localpriv.data.observations.Observations`."""
-    agg = aggregator or DuckDBAggregator(domain=domain)
+    :class:`~localpriv.data.observations.Observations`.
+
+    Parameters
+    ----------
+    source : path, list of paths, pyarrow.Table or pandas.DataFrame
+        The reports and counts files (see the module docstring).
+    domain : Domain, optional
+        Fills ``k`` of specs that leave it out; labels the estimates.
+    aggregator : Aggregator, optional
+        An engine object (e.g. ``DuckDBAggregator(memory_limit="8GB")``); not with ``engine``.
+    engine : str, optional
+        An engine by name, a key of :data:`ENGINES`: ``"duckdb"`` (default), ``"numpy"``,
+        ``"spark"`` (the active Spark session, or a local one).
+
+    Returns
+    -------
+    Observations
+        The counts per mechanism. An engine that offers ``observations(source)`` (Spark) builds
+        them itself: Spark's keep a reference to their distributed counts (``Observations.frame``).
+    """
+    if aggregator is not None and engine is not None:
+        raise LocalPrivError("give aggregate() an aggregator object or an engine name, not both")
+    agg = aggregator if aggregator is not None else engine_aggregator(
+        DEFAULT_ENGINE if engine is None else engine, domain)
     if getattr(agg, "domain", None) is None and domain is not None and hasattr(agg, "domain"):
         agg.domain = domain
-    obs = Observations.from_frame(agg.counts(source), domain)
+    build = getattr(agg, "observations", None)
+    obs = build(source) if build is not None else Observations.from_frame(agg.counts(source), domain)
     if not isinstance(source, (pa.Table, pd.DataFrame)):  # files: the values' column they record
         attribute = attribute_of(source)
         if attribute:

@@ -70,6 +70,10 @@ class Observations:
     blocks: list[ObservationBlock]
     domain: Domain | None = None
     meta: dict = field(default_factory=dict)
+    #: where the counts also live when an engine keeps them distributed (the persisted Spark
+    #: DataFrame of ``aggregate(..., engine="spark")``), for estimators that run there
+    #: (``localpriv.estimate(obs, engine="spark")``); ``None`` for counts held only here
+    frame: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.blocks:

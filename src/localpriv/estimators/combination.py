@@ -184,7 +184,7 @@ def batch_blocks(blocks) -> list:
     groups: dict = {}
     order: list = []
     for b in blocks:
-        fam = _family(b) if b.counts.size else None
+        fam = _family(b) if b.size else None
         key = None if fam is None else (fam, int(b.k))
         if key is None or key not in groups:
             order.append(key if key is not None else b)

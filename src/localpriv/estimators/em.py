@@ -118,12 +118,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_distribution
-from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
 from localpriv.estimators.newton import KKT_TOL, newton_finish, supports_newton
 
 __all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
            "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
-           "gap_bound", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER"]
+           "gap_bound", "loglik_from", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER"]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
 SCHEMES = ("none", "squarem", "newton")
@@ -247,49 +247,30 @@ def _forward_all(blocks: Sequence[LikelihoodBlock], theta: np.ndarray) -> list[n
     return [b.forward(theta) for b in blocks]
 
 
-def _live(b) -> np.ndarray | None:
-    """Indices of the reports with a positive count (``None`` when all are), cached on the block."""
-    cached = getattr(b, "_em_live", False)
-    if cached is False or getattr(b, "_em_live_n", -1) != b.counts.size:
-        pos = b.counts > 0
-        cached = None if pos.all() else np.flatnonzero(pos)
-        try:
-            b._em_live, b._em_live_n = cached, b.counts.size
-        except AttributeError:  # pragma: no cover - blocks with __slots__
-            pass
-    return cached
-
-
-def _loglik_from(blocks, probs) -> float:
-    """``sum_j c_j log p_j`` over the reports seen; ``-inf`` if one of them has probability <= 0.
+def loglik_from(blocks: Sequence[LikelihoodBlock], probs) -> float:
+    """``sum_j c_j log p_j`` over the reports seen, from the blocks' evaluations ``probs``; ``-inf``
+    if one of them has probability <= 0 (:func:`localpriv.likelihood.blocks.total_loglik`).
 
     Callers inside the engine run under ``np.errstate(divide="ignore", invalid="ignore")``: a zero
     probability gives ``log 0 = -inf`` (a negative one ``nan``), both mapped to ``-inf``.
     """
-    total = 0.0
-    for b, p in zip(blocks, probs):
-        live = _live(b)
-        c = b.counts if live is None else b.counts[live]
-        pl = p if live is None else p[live]
-        if pl.size == 0:
-            continue
-        total += float(c @ np.log(pl))
-    return -math.inf if math.isnan(total) else total
+    return total_loglik(blocks, probs)
+
 
 
 def log_likelihood(blocks: Sequence[LikelihoodBlock], theta) -> float:
     """``L(theta)`` of seed 001 Eq. (2) for the observations in ``blocks``."""
     theta = np.asarray(theta, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _loglik_from(blocks, _forward_all(blocks, theta))
+        return loglik_from(blocks, _forward_all(blocks, theta))
 
 
 def _check_observable(blocks, probs):
     for b, p in zip(blocks, probs):
-        impossible = (b.counts > 0) & (p <= 0)
-        if impossible.any():
+        impossible = b.impossible(p)
+        if impossible:
             raise LocalPrivError(
-                f"{int(impossible.sum())} observed report(s) have probability 0 under the mechanism "
+                f"{impossible} observed report(s) have probability 0 under the mechanism "
                 "for every input: the reports do not come from this mechanism"
             )
 
@@ -298,13 +279,7 @@ def _gradient(blocks, probs):
     """``grad_x = sum_A sum_j c_j G^A[x, j] / p_j`` (the E-step; ``dL/dtheta``)."""
     grad = None
     for b, p in zip(blocks, probs):
-        live = _live(b)
-        if live is None:
-            w = b.counts / p
-        else:
-            w = np.zeros_like(p)
-            w[live] = b.counts[live] / p[live]
-        g = b.backward(w)
+        g = b.gradient(p)
         grad = g if grad is None else grad + g
     return grad
 
@@ -316,7 +291,7 @@ def gap_bound(blocks: Sequence[LikelihoodBlock], theta) -> float:
     Zero exactly at a maximum; costs one forward and one backward product.
     """
     theta = np.asarray(theta, dtype=float)
-    n = float(sum(b.counts.sum() for b in blocks))
+    n = float(sum(b.total for b in blocks))
     with np.errstate(divide="ignore", invalid="ignore"):
         grad = _gradient(blocks, _forward_all(blocks, theta))
     return float((grad.max() - theta @ grad) / n)
@@ -433,7 +408,7 @@ def _compiled(blocks, penalty, callback, keep_trace, stop):
     if not _kernels.enabled():
         return None
     rule = {"gap": 0, "loglik": 1, "max_abs": 2}[stop]
-    live = _live(b)
+    live = b.live()
     live = np.zeros(0, dtype=np.int64) if live is None else live.astype(np.int64)
     return (_kernels,) + args + (np.ascontiguousarray(b.counts, dtype=float), live, rule)
 
@@ -509,7 +484,7 @@ def em(
 def _em(blocks, k, theta, delta, max_iter, callback, keep_trace, scheme, stop, penalty) -> EMResult:
     """The body of :func:`em` on validated arguments and the blocks as given (``em`` passes them
     through :func:`_prepare` and pins BLAS first; tests call this to evaluate block by block)."""
-    n = float(sum(b.counts.sum() for b in blocks))
+    n = float(sum(b.total for b in blocks))
     probs = _forward_all(blocks, theta)
     _check_observable(blocks, probs)
     trace = []
@@ -556,11 +531,11 @@ def _em(blocks, k, theta, delta, max_iter, callback, keep_trace, scheme, stop, p
 def _objective(blocks, penalty):
     """``(theta, probs) -> L``, or the penalized ``L + penalty.value(theta)``."""
     if penalty is None:
-        return lambda theta, probs: _loglik_from(blocks, probs)
+        return lambda theta, probs: loglik_from(blocks, probs)
 
     def penalized(theta, probs):
         v = penalty.value(theta)
-        return _loglik_from(blocks, probs) + (0.0 if v is None else float(v))
+        return loglik_from(blocks, probs) + (0.0 if v is None else float(v))
     return penalized
 
 
@@ -669,8 +644,7 @@ class _Path:
 
     def __init__(self, blocks, p0, p1):
         self.blocks, self.p0 = blocks, p0
-        self.costly = [bool(getattr(b, "costly_forward", False)) and hasattr(b, "sparse_forward")
-                       for b in blocks]
+        self.costly = [bool(b.costly_forward) for b in blocks]
         self.mr = [q1 - q0 if c else None for c, q0, q1 in zip(self.costly, p0, p1)]
         self.mv = None
         self.tol = ROUNDOFF * min((float(q.max()) for c, q in zip(self.costly, p1) if c and q.size),
@@ -710,7 +684,7 @@ class _Path:
         sparse enough for one of them."""
         if not self.few(idx):
             return None
-        return [None if not c else b.sparse_forward(idx, d[idx]) if idx.size else np.zeros(b.counts.size)
+        return [None if not c else b.sparse_forward(idx, d[idx]) if idx.size else np.zeros(b.size)
                 for b, c in zip(self.blocks, self.costly)]
 
     def products(self, cand, d, s, alpha, idx=None):
@@ -782,7 +756,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
     rejected, costs one more forward product. The step cap
     regrows by :data:`GROWTH_COSTLY` instead of 4 (fewer such trials fail). ``L`` still never
     decreases: ``L(theta3) >= L(theta') >= L(theta1) >= L(theta)``, ``L(theta3)`` from an FFT."""
-    lazy = any(getattr(b, "costly_forward", False) for b in blocks)
+    lazy = any(b.costly_forward for b in blocks)
     bufs = None
     t = 0
     cycles = 0

@@ -54,6 +54,8 @@ from typing import Sequence
 
 import numpy as np
 
+from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
+
 __all__ = ["newton_finish", "NewtonFinish", "supports_newton", "DENSE_DIAGONAL_MAX"]
 
 #: a certified point has ``f_x <= 1 + KKT_TOL`` at every zero coordinate
@@ -98,13 +100,12 @@ def supports_newton(blocks: Sequence) -> bool:
     their dense ``G`` (:meth:`dense`, computed once, at the first attempt) when ``k m`` is at most
     :data:`DENSE_DIAGONAL_MAX` entries.
     """
-    return all(getattr(b, "hessian_diagonal", None) is not None
-               or b.k * b.counts.size <= DENSE_DIAGONAL_MAX for b in blocks)
+    return all(b.hessian_diagonal is not None or b.hessian_by_matrix
+               or b.k * b.size <= DENSE_DIAGONAL_MAX for b in blocks)
 
 
-def _dense_of(b) -> np.ndarray:
-    G = getattr(b, "G", None)
-    return np.asarray(G if G is not None else b.dense(), dtype=float)
+def _dense_of(b: LikelihoodBlock) -> np.ndarray:
+    return np.asarray(b.dense(), dtype=float)
 
 
 def _dense_matrices(blocks) -> list:
@@ -142,18 +143,18 @@ def _face_solve(A, g, idx):
 
 
 def _matrix_newton(blocks, w2, g, free):
-    """The Newton system from the blocks' own ``-H`` matrices (``hessian_matrix(w)``, ``k x k``:
-    blocks whose products are costly passes over distributed reports, :mod:`localpriv.extras.spark`,
-    return ``G diag(w) G^T`` summed in the same pass as ``L`` and the gradient) and, for the other
-    blocks, from their dense ``G``; ``(None, None)`` if a block has neither."""
+    """The Newton system from the ``-H`` matrices of blocks with ``hessian_by_matrix``
+    (:meth:`~localpriv.likelihood.blocks.LikelihoodBlock.hessian_matrix`, ``k x k``: blocks whose
+    products are costly passes over distributed reports, :mod:`localpriv.extras.spark`, return
+    ``G diag(w) G^T`` summed in the same pass as ``L`` and the gradient) and, for the other blocks,
+    from their dense ``G``; ``(None, None)`` if a block is too large for that."""
     idx = np.flatnonzero(free)
     A = np.zeros((idx.size, idx.size))
     for b, w in zip(blocks, w2):
-        own = getattr(b, "hessian_matrix", None)
-        if own is not None:
-            A += np.asarray(own(w), dtype=float)[np.ix_(idx, idx)]
+        if b.hessian_by_matrix:
+            A += np.asarray(b.hessian_matrix(w), dtype=float)[np.ix_(idx, idx)]
             continue
-        if b.k * b.counts.size > DENSE_DIAGONAL_MAX:
+        if b.k * b.size > DENSE_DIAGONAL_MAX:
             return None, None
         Gf = _dense_of(b)[idx]
         A += (Gf * w) @ Gf.T
@@ -162,18 +163,11 @@ def _matrix_newton(blocks, w2, g, free):
 
 def _hessian_diagonal(b, w) -> np.ndarray:
     """``sum_j w_j G[x, j]^2``: the block's own, or from its dense ``G`` (cached on the block)."""
-    own = getattr(b, "hessian_diagonal", None)
-    if own is not None:
-        return own(w)
-    sq = getattr(b, "_newton_G2", None)
-    if sq is None or sq.shape[1] != b.counts.size:
-        G = np.asarray(b.dense(), dtype=float)
-        sq = G * G
-        try:
-            b._newton_G2 = sq
-        except AttributeError:  # pragma: no cover - blocks with __slots__
-            pass
-    return sq @ w
+    if b.hessian_diagonal is not None:
+        return b.hessian_diagonal(w)
+    if b.hessian_by_matrix:
+        return np.diag(b.hessian_matrix(w)).copy()
+    return b.dense_squares() @ w
 
 
 class _Counter:
@@ -185,6 +179,15 @@ class _Counter:
         self.products += 1
         return [b.forward(theta) for b in self.blocks]
 
+    def gradient(self, probs):
+        """``sum_A G^A (c^A / p^A)`` (one backward product of every block)."""
+        self.products += 1
+        out = None
+        for b, p in zip(self.blocks, probs):
+            v = b.gradient(p)
+            out = v if out is None else out + v
+        return out
+
     def backward(self, ws):
         self.products += 1
         out = None
@@ -194,18 +197,9 @@ class _Counter:
         return out
 
 
-def _weights(blocks, probs, power):
-    out = []
-    for b, p in zip(blocks, probs):
-        own = getattr(b, "newton_weights", None)  # distributed blocks: lazy stand-ins
-        if own is not None:
-            out.append(own(p, power))
-            continue
-        w = np.zeros_like(p)
-        pos = b.counts > 0
-        w[pos] = b.counts[pos] / p[pos] ** power
-        out.append(w)
-    return out
+def _weights(blocks, probs) -> list:
+    """The blocks' weights ``c / p^2`` of ``-H`` (:meth:`LikelihoodBlock.hessian_weights`)."""
+    return [b.hessian_weights(p) for b, p in zip(blocks, probs)]
 
 
 def _pcg(apply, rhs, diag, free, max_iter, rtol):
@@ -244,24 +238,22 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
     engine's ``stop="gap"`` rule, which passes ``kkt_tol = min(KKT_TOL, delta / 2)``.
     ``callback(theta, L)``, if given, is called after every Newton step (progress displays).
 
-    Blocks that offer ``hessian_matrix(w)`` (the ``k x k`` matrix ``G diag(w) G^T``; Spark's
-    blocks, whose every product is a pass over the reports) are solved with that matrix directly
-    instead of conjugate gradients: one product (pass) per Newton step and line-search trial.
-    Their ``begin_newton()`` / ``end_newton()`` hooks bracket the attempt.
+    With a block whose ``hessian_by_matrix`` is set (the ``k x k`` matrix ``G diag(w) G^T`` of
+    :meth:`~localpriv.likelihood.blocks.LikelihoodBlock.hessian_matrix`; Spark's blocks, whose every
+    product is a pass over the reports) the system is solved with those matrices directly instead
+    of conjugate gradients: one product (pass) per Newton step and line-search trial. Every
+    block's ``begin_newton()`` / ``end_newton()`` bracket the attempt.
     """
-    hooks = [b for b in blocks if hasattr(b, "begin_newton")]
-    for b in hooks:
+    for b in blocks:
         b.begin_newton()
     try:
         return _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback)
     finally:
-        for b in hooks:
+        for b in blocks:
             b.end_newton()
 
 
 def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) -> NewtonFinish:
-    from localpriv.estimators.em import _loglik_from as _loglik  # the engine's L (seed 001 Eq. 2); em imports us
-
     ops = _Counter(blocks)
     k = theta.size
     steps = 0
@@ -274,22 +266,22 @@ def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) ->
     th /= th.sum()
     revive = np.zeros(k, dtype=bool)  # zeros found to violate the KKT conditions
     # the dense fallback of the Newton system (built at the first need): small problems only
-    dense = True if k <= DENSE_SOLVE_MAX_K and sum(b.k * b.counts.size for b in blocks) <= DENSE_DIAGONAL_MAX \
+    dense = True if k <= DENSE_SOLVE_MAX_K and sum(b.k * b.size for b in blocks) <= DENSE_DIAGONAL_MAX \
         else None
     use_dense = False
-    by_matrix = any(hasattr(b, "hessian_matrix") for b in blocks)
+    by_matrix = any(b.hessian_by_matrix for b in blocks)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        L0 = _loglik(blocks, ops.forward(np.asarray(theta, dtype=float)))
+        L0 = total_loglik(blocks, ops.forward(np.asarray(theta, dtype=float)))
         probs = ops.forward(th)
-        L = _loglik(blocks, probs)
+        L = total_loglik(blocks, probs)
         if not (math.isfinite(L) and math.isfinite(L0)):
             return failed()
-        g = ops.backward(_weights(blocks, probs, 1))
+        g = ops.gradient(probs)
         while True:
             if ops.products > max_products:
                 return failed()
             free = (th > 0) | revive
-            w2 = _weights(blocks, probs, 2)
+            w2 = _weights(blocks, probs)
             diag = sum(_hessian_diagonal(b, w) for b, w in zip(blocks, w2))
             if np.any(diag[free] <= 0):
                 return failed()
@@ -326,7 +318,7 @@ def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) ->
                 cand = np.maximum(th + t * s, 0.0)
                 cand /= cand.sum()
                 pc = ops.forward(cand)
-                Lc = _loglik(blocks, pc)
+                Lc = total_loglik(blocks, pc)
                 if Lc >= L + ARMIJO * float(g @ (cand - th)) or (dec <= small and Lc >= L - small):
                     break
                 t *= 0.5
@@ -337,7 +329,7 @@ def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) ->
             if callback is not None:
                 callback(th, L)
             revive[:] = False
-            g = ops.backward(_weights(blocks, probs, 1))
+            g = ops.gradient(probs)
             if dec > 1e3 * small or t < 1.0:
                 continue
             # at the resolution of L: Karush-Kuhn-Tucker conditions (f = g / n)

@@ -313,9 +313,7 @@ class _Recounted(LikelihoodBlock):
         self.block = block
         self.k = block.k
         self.counts = np.asarray(counts, dtype=float)
-        hd = getattr(block, "hessian_diagonal", None)
-        if hd is not None:
-            self.hessian_diagonal = hd
+        self.hessian_diagonal = block.hessian_diagonal  # the original's capability (or None)
 
     def forward(self, theta):
         return self.block.forward(theta)

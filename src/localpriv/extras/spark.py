@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 from urllib.parse import unquote, urlparse
@@ -31,12 +32,21 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from localpriv.utils.rng import make_generator, secure_generator
 from localpriv.utils.validation import LocalPrivError
-from localpriv.data.aggregate import MAX_TOTAL, _check_total, _kind, _unique
-from localpriv.data.formats import _is_uri, _one_line, expand_sources, rows_text
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms import parse
+from localpriv.data.aggregate import MAX_TOTAL, check_total, report_kind, unique_counts, write_counts
+from localpriv.data.formats import REPORT_SUFFIXES, _is_uri, _one_line, check_output, expand_sources, rows_text
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.data.reports import (_batch_reports, _Blocker, _check_one, _encode, _locate_bad, _mechanism,
+                                    _report_array, validate_reports)
+from localpriv.estimators.em import em
+from localpriv.estimators.ibu import em_settings
+from localpriv.inference.estimate import Estimate
 
 __all__ = ["session", "SparkAggregator", "perturb_column", "partition_generator", "ibu", "spark_blocks",
-           "SparkBlock"]
+           "SparkBlock", "SparkPass", "spark_engine", "spark_estimate", "SPARK_METHODS"]
 
 #: log4j2 settings of :func:`session`: errors only, and no "Setting default log level" banner
 _LOG4J = ("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
@@ -200,7 +210,6 @@ def _check_grouped(batches: Iterator[pa.RecordBatch], domain, raw_kind: str) -> 
     problem rows (the checks of :func:`localpriv.data.reports.validate_reports` and the spec parser)."""
     import pyarrow.compute as pc
 
-    from localpriv.data.reports import _check_one, _locate_bad, _mechanism, validate_reports
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -246,7 +255,7 @@ def _check_grouped(batches: Iterator[pa.RecordBatch], domain, raw_kind: str) -> 
                 for j in _locate_bad(_check_one(mech), r)[:5]:
                     yield _problem(spec, str(exc).split(" at row")[0], r[j], raw_kind)
                 continue
-            yield _canonical_batch(spec, _kind(r), r, counts[rows])
+            yield _canonical_batch(spec, report_kind(r), r, counts[rows])
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,20 +428,19 @@ class SparkAggregator:
 
     def _driver_counts(self, sources):
         """Sources read by the driver's checked reader (CSV, text reports...), as a canonical frame."""
-        from localpriv.data.reports import _batch_reports
         acc: dict = {}
         for src in sources:
             for batch, first in src.batches():
                 if batch.num_rows:
                     for spec, _m, r, c in _batch_reports(batch, src, first, self.domain):
                         ones = np.ones(r.shape[0], np.int64) if c is None else c
-                        acc.setdefault(spec, []).append(_unique(r, ones))
+                        acc.setdefault(spec, []).append(unique_counts(r, ones))
         batches = []
         for spec, parts in acc.items():
             u = np.concatenate([p[0] for p in parts])
             c = np.concatenate([p[1] for p in parts])
-            u, c = _unique(u, c)
-            batches.append(_canonical_batch(spec, _kind(u), u, np.minimum(c, MAX_TOTAL + 1)))
+            u, c = unique_counts(u, c)
+            batches.append(_canonical_batch(spec, report_kind(u), u, np.minimum(c, MAX_TOTAL + 1)))
         schema = self.spark.createDataFrame([], CANONICAL).schema
         if not batches:
             return self.spark.createDataFrame([], schema)
@@ -461,7 +469,6 @@ class SparkAggregator:
 
         from pyspark.sql import functions as F
 
-        from localpriv.data.reports import _batch_reports
         probs = problems.to_pylist()
         order = {}
         files = []
@@ -535,6 +542,16 @@ class SparkAggregator:
         df.unpersist()
         return out
 
+    def observations(self, source) -> Observations:
+        """The :class:`~localpriv.data.observations.Observations` of ``source`` (the same as every
+        engine's, ``tests/test_aggregator_conformance.py``), whose ``frame`` is the persisted,
+        checked counts frame (:meth:`counts_frame`): ``localpriv.estimate(obs, engine="spark")``
+        estimates from it on the executors."""
+        frame = self.counts_frame(source)
+        obs = Observations.from_frame(_canonical_to_pandas(_collect_arrow(frame)), self.domain)
+        obs.frame = frame
+        return obs
+
     def counts(self, source) -> pd.DataFrame:
         """A frame with columns mechanism, report, count (int64), as
         :meth:`DuckDBAggregator.counts <localpriv.data.aggregate.DuckDBAggregator.counts>` returns it."""
@@ -571,7 +588,7 @@ def _canonical_to_pandas(table: pa.Table) -> pd.DataFrame:
     if not frames:
         raise LocalPrivError("no reports to aggregate: the input is empty")
     df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    return _check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
+    return check_total(df.sort_values(["mechanism"], kind="stable").reset_index(drop=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,9 +600,7 @@ def partition_generator(seed: int | None, partition: int) -> np.random.Generator
     independent streams); with ``seed=None`` a secure generator keyed from the OS
     (:func:`localpriv.utils.rng.secure_generator`), different on every run and task attempt."""
     if seed is None:
-        from localpriv.utils.rng import secure_generator
         return secure_generator()
-    from localpriv.utils.rng import make_generator
     make_generator(seed)  # the same checks of the seed
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(seed), spawn_key=(int(partition),))))
 
@@ -593,7 +608,6 @@ def partition_generator(seed: int | None, partition: int) -> np.random.Generator
 def _perturb_batches(batches, column, mech, domain, seed, keep):
     from pyspark import TaskContext
 
-    from localpriv.data.reports import _Blocker, _encode, _report_array
     pid = TaskContext.get().partitionId()
     blocker = _Blocker(mech, partition_generator(seed, pid))
     spec = str(mech)
@@ -661,8 +675,6 @@ def perturb_column(df, column: str, mechanism, seed: int | None = None, domain=N
     """
     from functools import partial
 
-    from localpriv.mechanisms import parse
-    from localpriv.utils.rng import make_generator
     mech = parse(mechanism, domain)
     if seed is not None:
         make_generator(seed)
@@ -686,7 +698,6 @@ def perturb_column(df, column: str, mechanism, seed: int | None = None, domain=N
 def _chunk_hessian(block, w2) -> np.ndarray:
     """``G diag(w2) G^T`` (``k x k``) of one chunk's block: from its closed-form dense ``G`` where
     the block has one, else row by row (``G[x] = forward(e_x)``, ``k`` products of the chunk)."""
-    from localpriv.likelihood.blocks import LikelihoodBlock
     if type(block).dense is not LikelihoodBlock.dense:
         G = np.asarray(block.dense(), dtype=float)
     else:
@@ -700,7 +711,6 @@ def _evaluate_batches(batches, theta, specs, domain, hessian=False):
     ``hessian``, also ``G diag(c / p^2) G^T`` (``k x k``, for the Newton finish)."""
     from pyspark import TaskContext
 
-    from localpriv.data.reports import _mechanism
     pid = TaskContext.get().partitionId()
     k = theta.size
     acc = {}
@@ -730,7 +740,7 @@ def _evaluate_batches(batches, theta, specs, domain, hessian=False):
                     a[1] += block.backward(c / p)
                     if hessian:
                         a[4] += _chunk_hessian(block, np.where(c > 0, c / (p * p), 0.0))
-                a[3] += float(getattr(block, "log_offset", 0.0))
+                a[3] += float(block.log_offset)
     for spec, (ll, grad, impossible, offset, hess) in acc.items():
         yield pa.RecordBatch.from_pydict({
             "partition": pa.array([pid], pa.int32()), "mechanism": pa.array([spec], pa.string()),
@@ -770,120 +780,85 @@ def _kind_of(mech) -> str:
     return {"binary": "binary", "float64": "float"}.get(mech.report_kind, "int")
 
 
-class _Mask:
-    def __init__(self, count: int):
-        self.count = int(count)
+@dataclass
+class SparkPass:
+    """What one pass over the partitions computed for one mechanism at ``theta``: the evaluation
+    a :class:`SparkBlock` returns from :meth:`SparkBlock.forward` (the engine hands it back to the
+    block's other methods and never reads it itself).
 
-    def __and__(self, other):
-        return other if isinstance(other, _Mask) and self.count < 0 else self
+    ``loglik = sum_j c_j log p_j`` (``-inf`` if a seen report has ``p_j <= 0``), ``grad = G (c / p)``,
+    ``impossible`` the seen reports with ``p_j <= 0``, ``offset`` the blocks' log offsets, and
+    ``hessian = G diag(c / p^2) G^T`` when the pass was run for the Newton finish (else ``None``).
+    """
 
-    def any(self):
-        return self.count > 0
-
-    def all(self):
-        return self.count < 0  # "all true" is stored as -1
-
-    def sum(self):
-        return max(self.count, 0)
-
-
-class _Probs:
-    """``theta @ G`` of a distributed block: the pass that computed it, read through the few
-    NumPy operations the engine applies (``np.log``, ``<= 0``, ``counts / p``)."""
-
-    def __init__(self, block, result):
-        self.block, self.result = block, result
-        self.size = block.m
-
-    def __le__(self, other):
-        return _Mask(self.result[2])
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if ufunc is np.log and method == "__call__":
-            return _LogProbs(self.result)
-        if ufunc is np.isfinite and method == "__call__":
-            return _Mask(-1)
-        return NotImplemented
+    loglik: float
+    grad: np.ndarray
+    impossible: int
+    offset: float
+    hessian: np.ndarray | None
 
 
-class _LogProbs:
-    def __init__(self, result):
-        self.result = result
-
-
-class _Weights:
-    """``counts / p ** power`` of a distributed block: stands for the pass's result."""
-
-    def __init__(self, result, power: int = 1):
-        self.result, self.power = result, int(power)
-
-
-class _Counts:
-    """The counts of a distributed block: their number and sum on the driver, the rest lazily."""
-
-    __array_ufunc__ = None
-
-    def __init__(self, m: int, total: float):
-        self.size, self.total = int(m), float(total)
-
-    def sum(self):
-        return self.total
-
-    def __gt__(self, other):
-        return _Mask(-1)  # counts frames hold positive counts only
-
-    def __truediv__(self, probs):
-        return _Weights(probs.result)
-
-    def __matmul__(self, logp):
-        return logp.result[0]
-
-
-class SparkBlock:
+class SparkBlock(LikelihoodBlock):
     """A likelihood block whose reports stay in a Spark DataFrame (``G[x, j] = P(z_j | x)`` of
     one mechanism's distinct reports, counts ``c_j``).
 
-    The EM engine asks it for ``forward(theta)`` and then ``backward(counts / p)``; each
-    ``forward`` is one Spark job over the partitions that computes, for every mechanism of the
-    frame at once, ``L = sum_j c_j log p_j`` and ``grad = G (c / p)`` with ``p = theta @ G`` from
-    the mechanism's own likelihood block on each chunk of reports (exact likelihood:
-    :meth:`Mechanism.likelihood_block`); ``backward`` then reads ``grad`` from that job. The
-    results reach the engine through a few lazy stand-ins for the per-report vectors (never
-    materialized on the driver). Sums over partitions are taken in partition order: the same
-    numbers on every run for a given partitioning.
+    It implements the engine's protocol (:class:`~localpriv.likelihood.blocks.LikelihoodBlock`) by
+    passes over the partitions: :meth:`forward` runs (or reuses) one Spark job that computes, for
+    every mechanism of the frame at once, ``L = sum_j c_j log p_j``, ``grad = G (c / p)`` and the
+    number of impossible reports, with ``p = theta @ G`` from the mechanism's own likelihood block
+    on each chunk of reports (exact likelihood: :meth:`Mechanism.likelihood_block`), and returns
+    those numbers (:class:`SparkPass`); :meth:`loglik`, :meth:`gradient` and :meth:`impossible`
+    read them. During the Newton finish (``hessian_by_matrix``) the passes also sum
+    ``-H = G diag(c / p^2) G^T`` (``k x k``), read by :meth:`hessian_matrix`. Sums over partitions
+    are taken in partition order: the same numbers on every run for a given partitioning. The
+    per-report probabilities never reach the driver, so :meth:`backward` is refused.
     """
+
+    #: the Newton finish solves with the k x k matrix summed by the pass (k <= NEWTON_MAX_K)
+    hessian_by_matrix = True
 
     def __init__(self, evaluator, spec: str, k: int, m: int, n: float):
         self.evaluator, self.spec, self.k, self.m = evaluator, spec, int(k), int(m)
-        self.counts = _Counts(m, n)
+        self.n = float(n)
         if self.k > NEWTON_MAX_K:  # k x k Hessians per partition: the Newton finish is not offered
-            self.hessian_diagonal = None
-            self.hessian_matrix = None
+            self.hessian_by_matrix = False
 
-    def forward(self, theta):
-        return _Probs(self, self.evaluator(np.asarray(theta, dtype=float))[self.spec])
+    @property
+    def size(self) -> int:
+        return self.m
+
+    @property
+    def total(self) -> float:
+        return self.n
+
+    def forward(self, theta) -> SparkPass:
+        return self.evaluator(np.asarray(theta, dtype=float))[self.spec]
+
+    def loglik(self, p: SparkPass) -> float:
+        return p.loglik
+
+    def impossible(self, p: SparkPass) -> int:
+        return p.impossible
+
+    def gradient(self, p: SparkPass) -> np.ndarray:
+        return p.grad.copy()
 
     def backward(self, w):
-        if not isinstance(w, _Weights) or w.power != 1:
-            raise LocalPrivError("a Spark block only takes the engine's weights counts / p")
-        return w.result[1].copy()
+        raise LocalPrivError("a Spark block computes G (c / p) on the executors: use gradient(forward(theta))")
 
     # ---- the Newton finish (estimators.newton): -H = G diag(c / p^2) G^T from the same pass ----
-    def newton_weights(self, probs, power):
-        return _Weights(probs.result, power)
+    def hessian_weights(self, p: SparkPass) -> SparkPass:
+        return p
 
-    def hessian_matrix(self, w):
-        if not isinstance(w, _Weights) or w.power != 2 or w.result[4] is None:
+    def hessian_matrix(self, w: SparkPass) -> np.ndarray:
+        if not isinstance(w, SparkPass) or w.hessian is None:
             raise LocalPrivError("a Spark block's Hessian comes from a pass run for the Newton finish")
-        return w.result[4]
+        return w.hessian
 
-    def hessian_diagonal(self, w):
-        return np.diag(self.hessian_matrix(w)).copy()
+    def begin_newton(self) -> None:
+        self.evaluator.with_hessian = self.hessian_by_matrix
 
-    def begin_newton(self):
-        self.evaluator.with_hessian = True
-
-    def end_newton(self):
+    def end_newton(self) -> None:
         self.evaluator.with_hessian = False
 
     def dense(self):  # pragma: no cover - never asked: hessian_matrix serves the Newton finish
@@ -927,8 +902,9 @@ class _Evaluator:
         for a in out.values():
             if a[2]:
                 a[0] = -np.inf
-        self.last = (key, out)
-        return out
+        passes = {s: SparkPass(float(a[0]), a[1], int(a[2]), float(a[3]), a[4]) for s, a in out.items()}
+        self.last = (key, passes)
+        return passes
 
 
 def spark_blocks(frame, domain=None, local_max: int = 1 << 20):
@@ -938,8 +914,6 @@ def spark_blocks(frame, domain=None, local_max: int = 1 << 20):
     evaluation. Returns ``(blocks, k, observations_or_None, evaluator)``."""
     from pyspark.sql import functions as F
 
-    from localpriv.data.observations import ObservationBlock
-    from localpriv.data.reports import _mechanism
     sizes = frame.groupBy("mechanism").agg(F.count(F.lit(1)).alias("m"), F.sum("count").alias("n")).collect()
     if not sizes:
         raise LocalPrivError("no observations: the reports are empty")
@@ -1003,17 +977,14 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
         ``extra["spark_passes"]``: the Spark jobs run by the EM (``extra["spark_hessian_passes"]``
         of them also summed the Hessian).
     """
-    from localpriv.inference.estimate import Estimate
-    from localpriv.estimators.em import em
-    from localpriv.estimators.ibu import em_settings
     if accelerate not in ("newton", "squarem", "none"):
         raise LocalPrivError(f"accelerate={accelerate!r} on Spark: use 'newton' (default), 'squarem' or 'none'")
     blocks, k, evaluator = spark_blocks(frame, domain, local_max)
     res = em(blocks, k, theta0=theta0, delta=delta, max_iter=max_iter, accelerate=accelerate, stop=stop)
-    offset = sum(float(getattr(b, "log_offset", 0.0)) for b in blocks if not isinstance(b, SparkBlock))
+    offset = sum(float(b.log_offset) for b in blocks if not isinstance(b, SparkBlock))
     if evaluator is not None and evaluator.last[1] is not None:
-        offset += sum(v[3] for v in evaluator.last[1].values())
-    n = float(sum(b.counts.sum() for b in blocks))
+        offset += sum(v.offset for v in evaluator.last[1].values())
+    n = float(sum(b.total for b in blocks))
     name = "ibu" if len(blocks) == 1 else "gibu"
     return Estimate(res.theta, domain, name, {**em_settings(res, delta, max_iter, theta0), "engine": "spark"},
                     loglik=res.loglik + offset, iterations=res.iterations, converged=res.converged, n=n,
@@ -1024,8 +995,6 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
 def aggregate_command(inputs, output, master: str, domain, status, say) -> None:
     """``localpriv aggregate --engine spark``: the DuckDB command's checks and outputs, counted by
     Spark (a session at ``master`` is made, or the active one reused; one it made is stopped)."""
-    from localpriv.data.aggregate import write_counts
-    from localpriv.data.formats import REPORT_SUFFIXES, check_output
     check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
     try:
         from pyspark.sql import SparkSession
@@ -1043,3 +1012,45 @@ def aggregate_command(inputs, output, master: str, domain, status, say) -> None:
             spark.stop()
     say(f"{int(df['count'].sum()):,} reports, {df['mechanism'].nunique():,} mechanism(s), "
         f"{len(df):,} distinct (mechanism, report) pairs -> {output} (Spark {master})")
+
+
+# --------------------------------------------------------------------------------------------
+# The engines behind localpriv.aggregate(engine="spark") and localpriv.estimate(engine="spark")
+# --------------------------------------------------------------------------------------------
+#: the estimators ``spark_estimate`` runs (the IBU family: the one EM engine)
+SPARK_METHODS = ("ibu", "gibu")
+#: the settings ``spark_estimate`` takes (those of :func:`ibu`)
+_SPARK_SETTINGS = ("delta", "max_iter", "accelerate", "stop", "theta0", "local_max")
+
+
+def spark_engine(domain=None) -> SparkAggregator:
+    """The ``"spark"`` aggregation engine (``localpriv.data.aggregate.ENGINES``): a
+    :class:`SparkAggregator` on the active Spark session, else on a new local one (:func:`session`)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise LocalPrivError("engine 'spark' needs pyspark: pip install 'localpriv[spark]'") from None
+    return SparkAggregator(SparkSession.getActiveSession() or session(), domain)
+
+
+def spark_estimate(obs: Observations, method: str | None = None, **settings) -> Estimate:
+    """The ``"spark"`` estimation engine (``localpriv.inference.ESTIMATION_ENGINES``): :func:`ibu`
+    on the distributed counts ``obs.frame`` that ``aggregate(..., engine="spark")`` attached.
+
+    ``method``: ``"ibu"`` (default) or ``"gibu"`` (the same EM); settings as :func:`ibu`. The
+    estimate keeps ``obs`` as its observations, so its uncertainty is computed as usual.
+    """
+    if method is None:
+        method = "ibu"
+    if method not in SPARK_METHODS:
+        raise LocalPrivError(f"engine 'spark' runs {', '.join(SPARK_METHODS)}, not {method!r}")
+    if not isinstance(obs, Observations) or obs.frame is None:
+        raise LocalPrivError("engine 'spark' estimates observations from aggregate(..., engine='spark')")
+    unknown = sorted(set(settings) - set(_SPARK_SETTINGS))
+    if unknown:
+        raise LocalPrivError(f"{method} on Spark: unknown setting {unknown[0]}; known: {', '.join(_SPARK_SETTINGS)}")
+    est = ibu(obs.frame, obs.domain, **settings)
+    est.observations = obs
+    est.extra.setdefault("call", (method, dict(settings)))
+    return est
+

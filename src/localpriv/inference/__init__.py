@@ -2,19 +2,45 @@
 standard errors, statistics), metrics and figures."""
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, Callable
 
+from localpriv.utils.validation import LocalPrivError
 from localpriv.data.observations import Observations
 from localpriv.estimators import fit
 from localpriv.inference.estimate import Estimate
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "estimate", "ESTIMATION_ENGINES", "local_engine"]
+
+#: Where estimators run, by name: ``"module:function"`` of ``f(obs, method, **settings) -> Fit``.
+#: Strings, so that an engine above this layer (Spark, in ``localpriv.extras``) is imported only
+#: when asked for. ``"spark"`` estimates the counts where ``aggregate(..., engine="spark")`` left
+#: them (``Observations.frame``), by the same EM engine with blocks evaluated on the executors.
+ESTIMATION_ENGINES: dict[str, str] = {
+    "local": "localpriv.inference:local_engine",
+    "spark": "localpriv.extras.spark:spark_estimate",
+}
 
 
-def estimate(obs: Observations, method: str | None = None, **settings: Any) -> Estimate:
+def local_engine(obs: Observations, method: str | None = None, **settings: Any):
+    """The ``"local"`` engine: the registered estimator on this machine (:func:`localpriv.estimators.fit`)."""
+    return fit(obs, method, **settings)
+
+
+def estimate(obs: Observations, method: str | None = None, engine: str = "local", **settings: Any) -> Estimate:
     """Estimate the users' distribution from aggregated reports: :func:`localpriv.estimate`.
 
-    Runs the registered estimator ``method`` (:func:`localpriv.estimators.fit`) and returns its
-    result as an :class:`Estimate`, whose methods give the estimate's uncertainty.
+    Runs the registered estimator ``method`` (:func:`localpriv.estimators.fit`) on the engine named
+    ``engine`` (a key of :data:`ESTIMATION_ENGINES`: ``"local"``, default, or ``"spark"``, which
+    needs observations from ``aggregate(..., engine="spark")`` and runs the IBU family only) and
+    returns its result as an :class:`Estimate`, whose methods give the estimate's uncertainty.
     """
-    return Estimate.from_fit(fit(obs, method, **settings))
+    target = ESTIMATION_ENGINES.get(engine) if isinstance(engine, str) else None
+    if target is None:
+        raise LocalPrivError(f"unknown estimation engine {engine!r}; known: {', '.join(ESTIMATION_ENGINES)}")
+    module, _, name = target.partition(":")
+    try:
+        run: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise LocalPrivError(f"estimation engine {engine!r} is not available: {str(exc).splitlines()[0]}") from None
+    return Estimate.from_fit(run(obs, method, **settings))

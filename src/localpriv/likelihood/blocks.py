@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 from collections.abc import Iterator
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["LikelihoodBlock", "DenseBlock", "check_dense_size", "max_dense_entries", "dense_cap_override",
+__all__ = ["LikelihoodBlock", "DenseBlock", "total_loglik", "check_dense_size", "max_dense_entries", "dense_cap_override",
            "MAX_DENSE_ENTRIES"]
 
 
@@ -92,22 +93,166 @@ def check_dense_size(rows, cols, what: str) -> None:
 class LikelihoodBlock:
     """Distinct reports of one mechanism with their counts, as an operator ``G`` (``k x m``).
 
-    ``G[x, j] = P(report_j | x)``. Estimators only call :meth:`forward` (``theta @ G``, the
-    probability of each report under ``theta``) and :meth:`backward` (``G @ w``).
+    ``G[x, j] = P(report_j | x)``, report ``j`` seen ``c_j`` times. This class is the whole
+    protocol between a block and the EM engine (:mod:`localpriv.estimators.em`, its Newton finish
+    :mod:`localpriv.estimators.newton`, the regularized estimators and the observed information):
+    the engine calls only the methods and reads only the attributes declared here, and every
+    method returns plain numbers or NumPy arrays. Subclasses implement :meth:`forward` and
+    :meth:`backward`; the defaults of everything else derive from them and from ``counts``.
+
+    The engine's quantities, with ``p = theta @ G`` (the probability of each report)::
+
+        L(theta)      = sum_{j: c_j > 0} c_j log p_j                       (loglik)
+        grad(theta)   = G (c / p)          = dL / dtheta                   (gradient)
+        -H(theta)     = G diag(c / p^2) G^T                                (hessian_matrix)
+        diag(-H)      = sum_j (c_j / p_j^2) G[x, j]^2                       (hessian_diagonal)
+
+    :meth:`forward` returns the block's *evaluation* at ``theta``; for a block that holds its
+    reports it is the array ``p``. The engine hands that value back, unchanged, to the same block's
+    :meth:`loglik`, :meth:`impossible`, :meth:`gradient` and :meth:`hessian_weights`, and does
+    arithmetic on it only for blocks with ``costly_forward`` (where it must be the array ``p``).
+    A block whose reports live elsewhere (a Spark DataFrame, :mod:`localpriv.extras.spark`)
+    returns a record of the numbers it computed there and implements those methods by reading it.
+
+    Capabilities (class attributes; the engine reads them, never probes for methods):
+
+    ``hessian_diagonal``
+        ``None`` (default) or a method ``w -> sum_j w_j G[x, j]^2``: a closed form, offered by
+        blocks whose diagonal costs about one product. Without it the Newton finish tabulates
+        the diagonal from :meth:`dense` for small blocks only.
+    ``hessian_by_matrix``
+        ``True`` when the Newton finish should solve with :meth:`hessian_matrix` (``k x k``)
+        instead of conjugate gradients over products: blocks whose every product is costly (a
+        pass over distributed reports). The engine then brackets the finish with
+        :meth:`begin_newton` and :meth:`end_newton`.
+    ``costly_forward``
+        ``True`` when :meth:`forward` is costly (an FFT pair): the SQUAREM cycles derive forward
+        products of trial points from earlier ones and :meth:`sparse_forward` (at most
+        ``sparse_limit`` cells).
+    ``log_offset``
+        A constant added to :meth:`loglik` to give the mechanism's true log-likelihood (blocks
+        that rescale their columns; EM is invariant to it).
     """
 
     k: int
     counts: np.ndarray
     #: ``hessian_diagonal(w) = sum_j w_j G[x, j]^2`` (the diagonal of ``G diag(w) G^T``), offered
-    #: by blocks whose products are linear in ``theta``; it enables the engine's Newton finish
+    #: by blocks with a closed form; it preconditions the engine's Newton finish
     #: (:mod:`localpriv.estimators.newton`). ``None``: not offered.
     hessian_diagonal = None
+    #: the Newton finish solves with :meth:`hessian_matrix` (see the class docstring)
+    hessian_by_matrix: bool = False
+    #: a forward product costs an FFT pair (see the class docstring)
+    costly_forward: bool = False
+    #: most cells :meth:`sparse_forward` sums directly
+    sparse_limit: int = 0
+    #: constant of the log-likelihood left out of :meth:`loglik`
+    log_offset: float = 0.0
 
-    def forward(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+    # ---- the products --------------------------------------------------------------------
+    def forward(self, theta: np.ndarray):  # pragma: no cover - abstract
+        """The block's evaluation at ``theta``: ``p = theta @ G`` (``m`` probabilities)."""
         raise NotImplementedError
 
     def backward(self, w: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        """``G @ w`` (``k`` numbers) for weights ``w`` on the reports."""
         raise NotImplementedError
+
+    def sparse_forward(self, cells: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``theta @ G`` for ``theta`` zero outside ``cells`` (``weights`` there)."""
+        theta = np.zeros(self.k)
+        theta[cells] = weights
+        return self.forward(theta)
+
+    # ---- sizes ------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """``m``, the number of distinct reports."""
+        return int(self.counts.size)
+
+    @property
+    def total(self) -> float:
+        """``n = sum_j c_j``, the number of reports."""
+        return float(self.counts.sum())
+
+    def live(self) -> np.ndarray | None:
+        """Indices of the reports with a positive count (``None`` when all are), cached."""
+        cache = self.__dict__.get("_live_cache")
+        if cache is None or cache[0] != self.counts.size:
+            pos = self.counts > 0
+            cache = (self.counts.size, None if pos.all() else np.flatnonzero(pos))
+            try:
+                self._live_cache = cache
+            except AttributeError:  # pragma: no cover - blocks with __slots__
+                pass
+        return cache[1]
+
+    # ---- what the engine reads of an evaluation ---------------------------------------------
+    def loglik(self, p) -> float:
+        """``sum_{j: c_j > 0} c_j log p_j`` (``-inf`` or ``nan`` when a seen report has
+        ``p_j <= 0``; the engine calls it under ``np.errstate(divide="ignore", invalid="ignore")``)."""
+        live = self.live()
+        c = self.counts if live is None else self.counts[live]
+        pl = p if live is None else p[live]
+        if pl.size == 0:
+            return 0.0
+        return float(c @ np.log(pl))
+
+    def impossible(self, p) -> int:
+        """How many seen reports have probability ``p_j <= 0`` (reports not from this mechanism)."""
+        return int(((self.counts > 0) & (p <= 0)).sum())
+
+    def gradient(self, p) -> np.ndarray:
+        """``grad = G (c / p)`` over the seen reports: the E-step, ``dL / dtheta``."""
+        live = self.live()
+        if live is None:
+            w = self.counts / p
+        else:
+            w = np.zeros_like(p)
+            w[live] = self.counts[live] / p[live]
+        return self.backward(w)
+
+    def loglik_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(L(theta), grad(theta))`` from one evaluation."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = self.forward(np.asarray(theta, dtype=float))
+            return self.loglik(p), self.gradient(p)
+
+    def hessian_weights(self, p):
+        """The weights ``c / p^2`` of ``-H = G diag(c / p^2) G^T`` (zero where ``c_j = 0``), as
+        :meth:`hessian_product`, :meth:`hessian_matrix` and ``hessian_diagonal`` take them."""
+        w = np.zeros_like(p)
+        pos = self.counts > 0
+        w[pos] = self.counts[pos] / p[pos] ** 2
+        return w
+
+    def hessian_product(self, w, v: np.ndarray) -> np.ndarray:
+        """``G diag(w) G^T v`` (one forward and one backward product)."""
+        return self.backward(w * self.forward(v))
+
+    def hessian_matrix(self, w) -> np.ndarray:
+        """``G diag(w) G^T`` (``k x k``), from :meth:`dense`."""
+        G = np.asarray(self.dense(), dtype=float)
+        return (G * w) @ G.T
+
+    def dense_squares(self) -> np.ndarray:
+        """``G * G`` elementwise from :meth:`dense` (kept on the block): the Newton finish's
+        diagonal ``(G * G) @ w`` for small blocks without a closed-form ``hessian_diagonal``."""
+        sq = self.__dict__.get("_dense_squares")
+        if sq is None or sq.shape[1] != self.counts.size:
+            G = np.asarray(self.dense(), dtype=float)
+            sq = G * G
+            try:
+                self._dense_squares = sq
+            except AttributeError:  # pragma: no cover - blocks with __slots__
+                pass
+        return sq
+
+    def begin_newton(self) -> None:
+        """Called before a Newton finish (blocks with ``hessian_by_matrix`` prepare its passes)."""
+
+    def end_newton(self) -> None:
+        """Called after a Newton finish."""
 
     def dense(self) -> np.ndarray:
         """``G`` as a dense matrix (for tests and small cases): ``G[:, j] = backward(e_j)``.
@@ -124,6 +269,15 @@ class LikelihoodBlock:
             out[:, j] = self.backward(unit)
             unit[j] = 0.0
         return out
+
+
+def total_loglik(blocks, evaluations) -> float:
+    """``L = sum_A L_A``: the blocks' :meth:`~LikelihoodBlock.loglik` of their evaluations, ``-inf``
+    when one is ``nan`` (a negative probability) or ``-inf`` (a seen report of probability 0)."""
+    total = 0.0
+    for b, p in zip(blocks, evaluations):
+        total += b.loglik(p)
+    return -math.inf if math.isnan(total) else total
 
 
 class DenseBlock(LikelihoodBlock):

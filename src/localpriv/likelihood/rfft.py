@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 
 __all__ = ["RfftClampedBlock"]
 
@@ -11,7 +11,7 @@ __all__ = ["RfftClampedBlock"]
 # --------------------------------------------------------------------------------------------
 # The planar FFT block as the EM engine evaluates it (issue 22)
 # --------------------------------------------------------------------------------------------
-class RfftClampedBlock:
+class RfftClampedBlock(LikelihoodBlock):
     """A grid kernel clamped onto an ``R x C`` grid (seed 003 section 2.3), with real 2-D FFTs on
     reused padded buffers: the products of :class:`localpriv.likelihood.structured.ClampedConvBlock` (forward
     floored at the smallest normal float, as the planar mechanisms' block), one real FFT pair each.
@@ -31,7 +31,7 @@ class RfftClampedBlock:
 
     ``scipy.fft`` with ``workers = structured.FFT_WORKERS`` (1 by default).
     A likelihood block in the sense of :class:`localpriv.likelihood.blocks.LikelihoodBlock` (same
-    methods; not a subclass, so that importing this module stays light). ``costly_forward`` tells
+    protocol). ``costly_forward`` tells
     the EM engine that a forward product is an FFT pair, so that its SQUAREM
     cycles make one forward product per EM evaluation (:func:`localpriv.estimators.em.em`).
     """
