@@ -24,7 +24,6 @@ from localpriv.estimators.registry import (ESTIMATORS, REGISTRY, EstimatorSpec, 
                                            estimators_tagged, parse_settings, register_estimator)
 # the estimator modules: each registers its estimators when imported
 from localpriv.estimators.inv import inv, inverse_vector
-from localpriv.domains import CategoricalDomain
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators import combination, oracles, regularized  # noqa: F401  (registrations)
 
