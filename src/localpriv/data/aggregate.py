@@ -33,13 +33,13 @@ import pyarrow as pa
 
 from localpriv.utils.validation import LocalPrivError, check_int
 from localpriv.domains import Domain
-from localpriv.data.formats import TableWriter, _one_line
+from localpriv.data.formats import TableWriter, one_line
 from localpriv.data.observations import Observations
 from localpriv.data.reports import read_reports
 from localpriv.data.formats import Source
-from localpriv.data.reports import _batch_reports
+from localpriv.data.reports import batch_reports
 from localpriv.data.formats import expand_sources
-from localpriv.data.reports import _mechanism, validate_reports
+from localpriv.data.reports import parse_file_spec, validate_reports
 from localpriv.data.formats import attribute_of, write_counts
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
@@ -78,7 +78,7 @@ def _stream(source, domain: Domain | None, fast=None):
         try:
             source = pa.Table.from_pandas(source, preserve_index=False)
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise LocalPrivError(f"cannot read the report frame: {_one_line(exc)}") from None
+            raise LocalPrivError(f"cannot read the report frame: {one_line(exc)}") from None
     if isinstance(source, pa.Table):
         missing = [c for c in ("mechanism", "report") if c not in source.column_names]
         if missing:
@@ -89,7 +89,7 @@ def _stream(source, domain: Domain | None, fast=None):
         first = 1
         for batch in source.to_batches(max_chunksize=1 << 20):
             if batch.num_rows:
-                yield from _batch_reports(batch, src, first, domain)
+                yield from batch_reports(batch, src, first, domain)
             first += batch.num_rows
         return
     if fast is None:
@@ -103,7 +103,7 @@ def _stream(source, domain: Domain | None, fast=None):
             continue
         for batch, first in src.batches():
             if batch.num_rows:
-                yield from _batch_reports(batch, src, first, domain)
+                yield from batch_reports(batch, src, first, domain)
 
 
 def _parquet_grouped(con, src, domain):
@@ -154,7 +154,7 @@ def _parquet_grouped(con, src, domain):
     for spec, grp in df.groupby("mechanism", sort=True):
         spec = src.read_spec(spec)  # format versions 1-2: local-hashing specs mean hash=cw (formats.py)
         try:
-            mech = _mechanism(spec, domain, src.path)
+            mech = parse_file_spec(spec, domain, src.path)
             rep = grp["report"].to_numpy()
             if rep.dtype == object:
                 widths = {len(v) for v in rep}
@@ -211,7 +211,7 @@ class DuckDBAggregator:
             try:
                 con = self._connect(tmp)
             except duckdb.Error as exc:
-                raise LocalPrivError(f"cannot start DuckDB: {_one_line(exc)}") from None
+                raise LocalPrivError(f"cannot start DuckDB: {one_line(exc)}") from None
             try:
                 made: set[str] = set()
                 # numeric parts wait here while they are few (Parquet's fast path hands over one
@@ -266,7 +266,7 @@ class DuckDBAggregator:
                 if pending:
                     frames.append(_merged_in_memory(pending))
             except duckdb.Error as exc:
-                raise LocalPrivError(f"aggregation failed: {_one_line(exc)}") from None
+                raise LocalPrivError(f"aggregation failed: {one_line(exc)}") from None
             finally:
                 con.close()
         if not frames:
@@ -334,7 +334,6 @@ def unique_counts(r: np.ndarray, c: np.ndarray):
 
 
 #: the former private name (other modules still import it)
-_unique = unique_counts
 
 
 def _exact_sum(inv, c, m):
@@ -386,7 +385,7 @@ def engine_aggregator(engine: str, domain: Domain | None = None) -> Aggregator:
     try:
         factory: Callable[..., Aggregator] = getattr(importlib.import_module(module), name)
     except ImportError as exc:
-        raise LocalPrivError(f"aggregation engine {engine!r} is not available: {_one_line(exc)}") from None
+        raise LocalPrivError(f"aggregation engine {engine!r} is not available: {one_line(exc)}") from None
     return factory(domain)
 
 

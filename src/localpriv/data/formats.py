@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
 from localpriv.utils.validation import LocalPrivError
-from localpriv.mechanisms.base import _split_args
+from localpriv.mechanisms.base import split_spec_args
 
 __all__ = [
     "write_counts",
@@ -93,7 +93,7 @@ def rows_text(rows, total: int | None = None, limit: int = 5, word: str = "row")
     return f"{word}{'s' if total > 1 else ''} {shown}{more}"
 
 
-def _is_uri(text: str) -> bool:
+def is_uri(text: str) -> bool:
     return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) is not None
 
 
@@ -105,7 +105,7 @@ def _suffix(name: str) -> str:
 def file_type(path: str) -> str:
     """``"parquet"`` or ``"csv"``, from the file's first bytes, checked against its extension."""
     suffix = _suffix(path)
-    if _is_uri(path):
+    if is_uri(path):
         if suffix in (".parquet", ".pq"):
             return "parquet"
         if suffix == ".csv":
@@ -166,7 +166,7 @@ def _first_bad_utf8(path: str) -> tuple[int, int, bytes] | None:
 
 def read_error(path: str, exc: BaseException) -> LocalPrivError:
     """A one-line error for a file that could not be read; text that is not UTF-8 is located."""
-    text = _one_line(exc)
+    text = one_line(exc)
     if "utf8" in text.lower().replace("-", "") and _suffix(path) == ".csv":
         try:
             bad = _first_bad_utf8(path)
@@ -181,7 +181,7 @@ def read_error(path: str, exc: BaseException) -> LocalPrivError:
     return LocalPrivError(f"cannot read {path}: {text}")
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
     return re.sub(r"\s+", " ", first)[:300]
@@ -206,7 +206,7 @@ def legacy_spec(spec: str) -> str:
     if not m or m.group(1) not in LEGACY_HASH_SPECS:
         return spec
     body = m.group(2) or ""
-    keys = {part.partition("=")[0].strip() for part in _split_args(body)}
+    keys = {part.partition("=")[0].strip() for part in split_spec_args(body)}
     if "hash" in keys:
         return spec
     return f"{m.group(1)}({body + ',' if body.strip() else ''}hash=cw)"
@@ -236,7 +236,7 @@ def _legacy_column(col: pa.Array) -> pa.Array:
 # Atomic outputs
 # --------------------------------------------------------------------------------------------
 def _same_file(a: str, b: str) -> bool:
-    if _is_uri(a) or _is_uri(b):
+    if is_uri(a) or is_uri(b):
         return a == b
     pa_, pb = Path(a), Path(b)
     try:
@@ -267,7 +267,7 @@ def check_output(path, suffixes, inputs=(), what: str = "output") -> Path:
 def _read_as_input(out: Path, src: str) -> bool:
     """Would ``out`` be one of the files the input ``src`` (a glob or a folder) stands for?"""
     import fnmatch
-    if _is_uri(src) or _is_uri(str(out)) or _suffix(out.name) not in (".parquet", ".pq", ".csv"):
+    if is_uri(src) or is_uri(str(out)) or _suffix(out.name) not in (".parquet", ".pq", ".csv"):
         return False
     target = Path(os.path.abspath(out))
     if any(ch in src for ch in "*?["):
@@ -532,7 +532,7 @@ class Source:
             invalid.append((row.number, row.text))
             return "skip"
 
-        stream = _open_text(self.path)
+        stream = open_text(self.path)
         reader = pacsv.open_csv(
             stream,
             read_options=pacsv.ReadOptions(skip_rows=self.csv_header_lines, block_size=CSV_BLOCK_BYTES,
@@ -593,14 +593,14 @@ def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> 
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _open_text(path: str):
+def open_text(path: str):
     """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused."""
     compression = "gzip" if path.lower().endswith(".gz") else None
     try:
         with pa.input_stream(path, compression=compression) as probe:
             head = probe.read(4096)
     except (pa.ArrowException, OSError) as exc:
-        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+        raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
         raise LocalPrivError(f"{path} is UTF-32 text; CSV files must be UTF-8 (or UTF-16 with a "
                              "byte-order mark): save it as UTF-8")
@@ -618,7 +618,7 @@ def _open_text(path: str):
 def _csv_marker(path: str) -> tuple[int | None, str | None, int, str | None]:
     """``(version, kind, lines, attribute)`` from a CSV file's first line, ``(None, None, 0, None)``
     without one."""
-    stream = _open_text(path)
+    stream = open_text(path)
     try:
         first = stream.read(4096)
     finally:
@@ -677,7 +677,7 @@ def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | N
         meta = dict(schema.metadata or {})
         meta.update(pf.metadata.metadata or {})  # the file's key-value metadata (written at close)
     except (pa.ArrowException, OSError) as exc:
-        raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+        raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     version = meta.get(b"localpriv.format")
     kind = meta.get(b"localpriv.kind")
     if version is not None:
@@ -693,8 +693,8 @@ def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | N
     return version, None if kind is None else kind.decode(), schema.names, attribute, declared
 
 
-def _csv_columns(path: str, skip: int) -> list[str]:
-    stream = _open_text(path)
+def csv_columns(path: str, skip: int) -> list[str]:
+    stream = open_text(path)
     try:
         head = stream.read(1 << 16)
     finally:
@@ -717,9 +717,9 @@ def open_source(path: str, constants: dict | None = None) -> Source:
     else:
         try:
             version, kind, lines, attribute = _csv_marker(path)
-            names = _csv_columns(path, lines)
+            names = csv_columns(path, lines)
         except (pa.ArrowException, OSError) as exc:
-            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+            raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     cols = set(names) | set(constants)
     if kind is None:
         kind = "counts" if "count" in cols else "reports"
@@ -765,7 +765,7 @@ def expand_sources(inputs) -> list[Source]:
     out: list[Source] = []
     for item in items:
         text = str(item)
-        if _is_uri(text):
+        if is_uri(text):
             out.append(open_source(text))
             continue
         if any(ch in text for ch in "*?["):

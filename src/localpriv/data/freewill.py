@@ -36,12 +36,12 @@ from localpriv.mechanisms import Mechanism, parse
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import PerturbSummary, report_table
 from localpriv.data.reports import block_size
-from localpriv.data.reports import _report_width
+from localpriv.data.reports import report_width
 from localpriv.utils.rng import spawn_generators
-from localpriv.data.reports import _report_array
+from localpriv.data.reports import report_array
 from localpriv.data.formats import TableWriter
 from localpriv.domains.grid import OUTSIDE_CHOICES
-from localpriv.data.reports import _as_values, _encode, _place, _refuse_outside, iter_rows, value_attribute, values_format
+from localpriv.data.reports import as_values, encode_values, place_values, refuse_outside, iter_rows, value_attribute, values_format
 
 __all__ = ["perturb_mixed", "perturb_file_mixed", "Policy", "load_policy", "mixed_block_rows",
            "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
@@ -293,7 +293,7 @@ class _Mixture:
     def __init__(self, domain: Domain, rng: np.random.Generator, path: str, label_col: str,
                  policy: Policy | None):
         self.domain, self.rng, self.path, self.label_col, self.policy = domain, rng, path, label_col, policy
-        self._width = _report_width
+        self._width = report_width
         self.ids: dict[str, int] = {}          # canonical spec -> id
         self.label_ids: dict[str, int] = {}    # label as read -> id
         self.mechs: list[Mechanism] = []
@@ -383,7 +383,7 @@ class _Mixture:
         reports = parts[0] if len(parts) == 1 else np.concatenate(parts)
         mech = pa.DictionaryArray.from_arrays(pa.array(gs.astype(np.int32)),
                                               pa.array([str(m) for m in self.mechs], pa.string()))
-        return pa.table({"mechanism": mech, "report": _report_array(reports)})
+        return pa.table({"mechanism": mech, "report": report_array(reports)})
 
 
 def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
@@ -467,17 +467,17 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
         for vals, coded, first, kept in chunks:
             g = mix.codes(coded, first, kept, word, chunks)
             size = size or mixed_block_rows(mix.mechs[int(g[0])])
-            arr = _as_values(vals, domain)
+            arr = as_values(vals, domain)
             if grid:
-                x, out = _place(domain, arr, outside, first, path, word)
+                x, out = place_values(domain, arr, outside, first, path, word)
                 if out.any():
                     if outside == "error":
-                        _refuse_outside(domain, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
+                        refuse_outside(domain, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
                     n_outside += int(out.sum())
                     if outside == "drop":
                         x, g = x[~out], g[~out]
             else:
-                x = _encode(domain, mix.mechs[int(g[0])], arr, first, where=f"{path}: ", word=word)
+                x = encode_values(domain, mix.mechs[int(g[0])], arr, first, where=f"{path}: ", word=word)
             pend_x.append(x)
             pend_g.append(g)
             npend += x.size

@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 
 from localpriv.utils.validation import LocalPrivError, check_rng
 from localpriv.domains import Domain
-from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _csv_columns, _one_line,
-                      _open_text, expand_sources, file_type, read_error, rows_text)
+from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, csv_columns, one_line,
+                      open_text, expand_sources, file_type, read_error, rows_text)
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.domains.grid import OUTSIDE_CHOICES
 from localpriv.data.formats import hex_bytes
@@ -44,7 +44,7 @@ BLOCK_BYTES = 8 << 20
 # --------------------------------------------------------------------------------------------
 # Report tables
 # --------------------------------------------------------------------------------------------
-def _report_array(reports: np.ndarray) -> pa.Array:
+def report_array(reports: np.ndarray) -> pa.Array:
     r = np.asarray(reports)
     if r.ndim == 2:  # bit-packed vectors, one row per report
         r = np.ascontiguousarray(r, dtype=np.uint8)
@@ -58,7 +58,7 @@ def _report_array(reports: np.ndarray) -> pa.Array:
 
 def report_table(mechanism: Mechanism, reports: np.ndarray) -> pa.Table:
     """A report table for reports of one mechanism."""
-    arr = _report_array(reports)
+    arr = report_array(reports)
     mech = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(arr), dtype=np.int32)),
                                           pa.array([str(mechanism)]))
     return pa.table({"mechanism": mech, "report": arr})
@@ -77,7 +77,7 @@ def block_size(mechanism: Mechanism) -> int:
     return max(1, BLOCK_BYTES // width)
 
 
-class _Blocker:
+class Blocker:
     """Cuts a stream of index arrays into fixed blocks and samples each with ``rng`` in turn."""
 
     def __init__(self, mech: Mechanism, rng):
@@ -105,7 +105,7 @@ class _Blocker:
             yield self.mech.sample(buf, self.rng)
 
 
-def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "",
+def encode_values(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "",
             word: str = "row") -> np.ndarray:
     """Encode values (domain) or check indices (no domain); errors name the first bad rows."""
     try:
@@ -122,7 +122,7 @@ def _encode(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, 
         raise LocalPrivError(f"{where}{exc} at {rows_text(bad + first_row, word=word)}") from None
 
 
-def _as_values(values, domain: Domain | None) -> np.ndarray:
+def as_values(values, domain: Domain | None) -> np.ndarray:
     arr = np.asarray(values)
     two = domain is not None and getattr(domain, "columns", 1) == 2
     if two:
@@ -162,8 +162,8 @@ def perturb(values: Any, mechanism: "str | Mechanism", rng: np.random.Generator,
     """
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
-    x = _encode(domain, mech, _as_values(values, domain))
-    blocker = _Blocker(mech, rng)
+    x = encode_values(domain, mech, as_values(values, domain))
+    blocker = Blocker(mech, rng)
     parts = list(blocker.push(x)) + list(blocker.flush())
     reports = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return report_table(mech, reports)
@@ -224,8 +224,8 @@ def values_format(path: str) -> tuple[str, str]:
 def _header_names(path: str, delimiter: str = ",") -> list[str]:
     """The fields of the first line of a CSV/TSV file (its header)."""
     if delimiter == ",":
-        return _csv_columns(path, 0)
-    stream = _open_text(path)
+        return csv_columns(path, 0)
+    stream = open_text(path)
     try:
         head = stream.read(1 << 16)
     finally:
@@ -248,7 +248,7 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
         try:
             names = pq.read_schema(path).names
         except (pa.ArrowException, OSError) as exc:
-            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+            raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     else:
         try:
             names = _header_names(path, delimiter)
@@ -297,7 +297,7 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",",
         try:
             pf = pq.ParquetFile(path)
         except (pa.ArrowException, OSError) as exc:
-            raise LocalPrivError(f"cannot read {path}: {_one_line(exc)}") from None
+            raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
         names = pf.schema_arrow.names
         _check_columns(path, cols, names)
         row = 1
@@ -312,7 +312,7 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",",
         return "skip"
 
     reader = pacsv.open_csv(
-        _open_text(path),
+        open_text(path),
         read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False,
                                        autogenerate_column_names=not header),
         parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=False,
@@ -553,7 +553,7 @@ class PerturbSummary:
     by_mechanism: "dict[str, int] | None" = None
 
 
-def _place(domain, arr: np.ndarray, outside: str, first: int, path: str, word: str):
+def place_values(domain, arr: np.ndarray, outside: str, first: int, path: str, word: str):
     """``domain.place`` on one chunk; points that are no coordinates are refused with their rows."""
     try:
         return domain.place(arr, "drop" if outside == "error" else outside)
@@ -566,13 +566,13 @@ def _place(domain, arr: np.ndarray, outside: str, first: int, path: str, word: s
         raise LocalPrivError(f"{path}: {exc}{at}") from None
 
 
-def _refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word: str, stats: dict):
+def refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word: str, stats: dict):
     """Points outside the grid with ``outside="error"``: count them in the rest of the file too
     (read only, nothing is written), then refuse in one line saying how many and where."""
     total, first_bad, partial = int(out.sum()), int(np.flatnonzero(out)[0]) + first, False
     try:
         for vals, _ in chunks:
-            arr = _as_values(vals, domain)
+            arr = as_values(vals, domain)
             keep = ~domain.unreadable(arr)
             total += int(domain.place(arr[keep], "drop")[1].sum())
     except LocalPrivError:  # a later problem (a missing value ...): the count so far is a lower bound
@@ -634,7 +634,7 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
         raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
                              f"manhattan), not to {domain}: values outside other domains are always refused")
     stats: dict = {}
-    blocker = _Blocker(mech, rng)
+    blocker = Blocker(mech, rng)
     path = str(input)
     csv = Path(path).exists() and values_format(path)[0] == "csv"
     word = "line" if csv else "row"
@@ -644,15 +644,15 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
         chunks = iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats, header=header)
         for vals, first in chunks:
             if grid:
-                x, out = _place(domain, _as_values(vals, domain), outside, first, path, word)
+                x, out = place_values(domain, as_values(vals, domain), outside, first, path, word)
                 if out.any():
                     if outside == "error":
-                        _refuse_outside(domain, chunks, out, first, path, word, stats)
+                        refuse_outside(domain, chunks, out, first, path, word, stats)
                     n_outside += int(out.sum())
                     if outside == "drop":
                         x = x[~out]
             else:
-                x = _encode(domain, mech, _as_values(vals, domain), first, where=f"{path}: ", word=word)
+                x = encode_values(domain, mech, as_values(vals, domain), first, where=f"{path}: ", word=word)
             for rep in blocker.push(x):
                 w.write(report_table(mech, rep))
             if progress is not None:
@@ -677,7 +677,7 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
 _PARSED: dict = {}
 
 
-def _mechanism(spec: str, domain: Domain | None, where: str) -> Mechanism:
+def parse_file_spec(spec: str, domain: Domain | None, where: str) -> Mechanism:
     key = (spec, None if domain is None else domain.spec())
     mech = _PARSED.get(key)
     if mech is None:
@@ -691,7 +691,7 @@ def _mechanism(spec: str, domain: Domain | None, where: str) -> Mechanism:
     return mech
 
 
-def _report_width(mech: Mechanism) -> int:
+def report_width(mech: Mechanism) -> int:
     """Bytes of one bit-vector report of ``mech`` (from one draw with a throwaway generator)."""
     w = getattr(mech, "_report_width_cache", None)
     if w is None:
@@ -703,7 +703,7 @@ def _report_width(mech: Mechanism) -> int:
     return w
 
 
-def _locate_bad(check: Callable[[np.ndarray], None], reports: np.ndarray, limit: int = 5) -> list[int]:
+def locate_bad_reports(check: Callable[[np.ndarray], None], reports: np.ndarray, limit: int = 5) -> list[int]:
     """Indices of the first rows ``check`` refuses, by bisection (only on the error path)."""
     found: list[int] = []
 
@@ -725,7 +725,7 @@ def _locate_bad(check: Callable[[np.ndarray], None], reports: np.ndarray, limit:
     return found
 
 
-def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
+def check_one_report(mech: Mechanism) -> Callable[[np.ndarray], None]:
     kind = mech.report_kind
 
     def check(r: np.ndarray) -> None:
@@ -738,7 +738,7 @@ def _check_one(mech: Mechanism) -> Callable[[np.ndarray], None]:
             least = int(stated) if stated is not None else -(-int(mech.k) // 8)
             if r.shape[1] < least:
                 raise LocalPrivError(f"{mech}: reports have at least {least} bytes, got {r.shape[1]}")
-            width = _report_width(mech)
+            width = report_width(mech)
             if r.shape[1] != width:
                 raise LocalPrivError(f"{mech}: reports have {width} bytes, got {r.shape[1]}")
             own = getattr(mech, "check_binary_reports", None)  # a mechanism's own checks (rappor)
@@ -778,11 +778,11 @@ def validate_reports(mech: Mechanism, reports, where: str = "", first_row: int =
     r = np.asarray(reports)
     if mech.report_kind == "float64" and r.dtype.kind in "iu":
         r = r.astype(np.float64)
-    check = _check_one(mech)
+    check = check_one_report(mech)
     try:
         check(r)
     except LocalPrivError as exc:
-        bad = _locate_bad(check, r) if r.ndim >= 1 and r.shape[0] > 0 else []
+        bad = locate_bad_reports(check, r) if r.ndim >= 1 and r.shape[0] > 0 else []
         at = f" at {rows_text(np.asarray(bad) + first_row, word=word)}" if bad else ""
         raise LocalPrivError(f"{where}{exc}{at}") from None
     if mech.report_kind == "int64" and r.dtype.kind == "f":
@@ -864,7 +864,7 @@ def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarr
     return c
 
 
-def _batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None):
+def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None):
     """One checked batch -> ``[(spec, mech, reports, counts)]`` (counts ``None`` for report files)."""
     word = "line" if src.ftype == "csv" else "row"
     where = f"{src.path}: "
@@ -900,7 +900,7 @@ def _batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domai
     single = len(specs) == 1
     for i, spec in enumerate(specs):
         rows = np.arange(batch.num_rows) if single else np.flatnonzero(codes == i)
-        mech = _mechanism(spec, domain, f"{src.path} ({word} {rows[0] + first})")
+        mech = parse_file_spec(spec, domain, f"{src.path} ({word} {rows[0] + first})")
         part = rep if single else rep.take(pa.array(rows))
         if is_text:
             r = _text_reports(mech, part, where, first, rows, word)
@@ -929,8 +929,8 @@ def _batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domai
             try:
                 r = validate_reports(mech, r, where)
             except LocalPrivError:
-                chk = _check_one(mech)
-                bad = _locate_bad(chk, np.asarray(r))
+                chk = check_one_report(mech)
+                bad = locate_bad_reports(chk, np.asarray(r))
                 raise LocalPrivError(f"{where}{mech}: invalid reports at "
                                      f"{rows_text(rows[bad] + first, len(bad), word=word)}") from None
         else:
@@ -957,4 +957,4 @@ def read_reports(inputs: Any, domain: Domain | None = None) -> Iterator[tuple[So
     for src in expand_sources(inputs):
         for batch, first in src.batches():
             if batch.num_rows:
-                yield src, _batch_reports(batch, src, first, domain)
+                yield src, batch_reports(batch, src, first, domain)

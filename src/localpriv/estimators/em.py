@@ -118,6 +118,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_distribution
+from localpriv.estimators import _kernels
+from localpriv.estimators.batch import batch_blocks
 from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
 from localpriv.estimators.newton import KKT_TOL, newton_finish, supports_newton
 
@@ -389,7 +391,6 @@ def _prepare(blocks) -> list:
     (:func:`localpriv.likelihood.structured.clamped_block_for`)."""
     blocks = list(blocks)
     if len(blocks) > 1:
-        from localpriv.estimators.combination import batch_blocks
         blocks = batch_blocks(blocks)
     return blocks
 
@@ -404,7 +405,6 @@ def _compiled(blocks, penalty, callback, keep_trace, stop):
     if structured is None or type(b) is not structured.ScaledIdentityBlock:
         return None
     args = (float(b.a - b.b), float(b.b), np.ascontiguousarray(b.outputs, dtype=np.int64))
-    from localpriv.estimators import _kernels
     if not _kernels.enabled():
         return None
     rule = {"gap": 0, "loglik": 1, "max_abs": 2}[stop]

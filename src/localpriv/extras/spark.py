@@ -37,10 +37,10 @@ from localpriv.utils.validation import LocalPrivError
 from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.mechanisms import parse
 from localpriv.data.aggregate import MAX_TOTAL, check_total, report_kind, unique_counts, write_counts
-from localpriv.data.formats import REPORT_SUFFIXES, _is_uri, _one_line, check_output, expand_sources, rows_text
+from localpriv.data.formats import REPORT_SUFFIXES, is_uri, one_line, check_output, expand_sources, rows_text
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import (_batch_reports, _Blocker, _check_one, _encode, _locate_bad, _mechanism,
-                                    _report_array, validate_reports)
+from localpriv.data.reports import (batch_reports, Blocker, check_one_report, encode_values, locate_bad_reports, parse_file_spec,
+                                    report_array, validate_reports)
 from localpriv.estimators.em import em
 from localpriv.estimators.ibu import em_settings
 from localpriv.inference.estimate import Estimate
@@ -126,7 +126,7 @@ def session(master: str = "local[2]", app_name: str = "localpriv", config: dict 
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Java missing, port taken...: one line
-        raise LocalPrivError(f"cannot start Spark ({master}): {_one_line(exc)}") from None
+        raise LocalPrivError(f"cannot start Spark ({master}): {one_line(exc)}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -144,7 +144,7 @@ def _spark_error(exc: BaseException) -> LocalPrivError:
     python = re.findall(r"^(\w+(?:Error|Exception)): (.*)$", text, re.M)  # a Python worker's own error
     if python:
         return LocalPrivError(f"Spark job failed: {python[-1][0]}: {python[-1][1][:300]}")
-    return LocalPrivError(f"Spark job failed: {_one_line(exc)}")
+    return LocalPrivError(f"Spark job failed: {one_line(exc)}")
 
 
 def _collect_arrow(df) -> pa.Table:
@@ -240,7 +240,7 @@ def _check_grouped(batches: Iterator[pa.RecordBatch], domain, raw_kind: str) -> 
         for spec in pd.unique(specs):
             rows = np.flatnonzero(specs == spec)
             try:
-                mech = _mechanism(spec, domain, "")
+                mech = parse_file_spec(spec, domain, "")
             except LocalPrivError as exc:
                 yield _problem(spec, str(exc).lstrip(": "))
                 continue
@@ -252,7 +252,7 @@ def _check_grouped(batches: Iterator[pa.RecordBatch], domain, raw_kind: str) -> 
             try:
                 r = validate_reports(mech, r)
             except LocalPrivError as exc:
-                for j in _locate_bad(_check_one(mech), r)[:5]:
+                for j in locate_bad_reports(check_one_report(mech), r)[:5]:
                     yield _problem(spec, str(exc).split(" at row")[0], r[j], raw_kind)
                 continue
             yield _canonical_batch(spec, report_kind(r), r, counts[rows])
@@ -289,7 +289,7 @@ def _spark_type(t: pa.DataType) -> str | None:
 
 def _spark_path(path: str) -> str:
     """A local path for Spark's reader (absolute; glob characters escaped)."""
-    if _is_uri(path):
+    if is_uri(path):
         return path
     out = os.path.abspath(path)
     for ch in "\\[]{}*?":
@@ -329,8 +329,8 @@ class SparkAggregator:
         odd types: read by the checked reader, as DuckDB's fast path falls back to it), URIs."""
         import pyarrow.parquet as pq
         items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-        uris = [str(i) for i in items if isinstance(i, (str, os.PathLike)) and _is_uri(str(i))]
-        local = [i for i in items if not (isinstance(i, (str, os.PathLike)) and _is_uri(str(i)))]
+        uris = [str(i) for i in items if isinstance(i, (str, os.PathLike)) and is_uri(str(i))]
+        local = [i for i in items if not (isinstance(i, (str, os.PathLike)) and is_uri(str(i)))]
         groups: dict = {}
         driver = []
         for src in (expand_sources(local) if local else []):
@@ -387,7 +387,7 @@ class SparkAggregator:
             return (self.spark.read.schema(schema) if schema else self.spark.read).parquet(*paths)
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends: one line
             raise LocalPrivError(f"cannot read {paths[0]}{' and more' if len(paths) > 1 else ''}: "
-                                 f"{_one_line(exc)}") from None
+                                 f"{one_line(exc)}") from None
 
     def _parts(self, source):
         """Checked canonical frames (Spark DataFrames), the raw frames (to locate problems) and
@@ -432,7 +432,7 @@ class SparkAggregator:
         for src in sources:
             for batch, first in src.batches():
                 if batch.num_rows:
-                    for spec, _m, r, c in _batch_reports(batch, src, first, self.domain):
+                    for spec, _m, r, c in batch_reports(batch, src, first, self.domain):
                         ones = np.ones(r.shape[0], np.int64) if c is None else c
                         acc.setdefault(spec, []).append(unique_counts(r, ones))
         batches = []
@@ -514,7 +514,7 @@ class SparkAggregator:
             if src is not None:  # the checked reader names the rows exactly as DuckDB's fallback does
                 for batch, first in src.batches():
                     if batch.num_rows:
-                        _batch_reports(batch, src, first, self.domain)
+                        batch_reports(batch, src, first, self.domain)
             text = probs[0]["problem"]
             raise LocalPrivError(f"{src.path if src else path}: {text}, at "
                                  f"{rows_text([r + 1 for r in rows[:5]], len(rows))}")
@@ -609,7 +609,7 @@ def _perturb_batches(batches, column, mech, domain, seed, keep):
     from pyspark import TaskContext
 
     pid = TaskContext.get().partitionId()
-    blocker = _Blocker(mech, partition_generator(seed, pid))
+    blocker = Blocker(mech, partition_generator(seed, pid))
     spec = str(mech)
     pending: list = []
     row = 1
@@ -624,7 +624,7 @@ def _perturb_batches(batches, column, mech, domain, seed, keep):
             rest = held.slice(n)
             pending = rest.to_batches() if rest.num_rows else []
         cols["mechanism"] = pa.array([spec] * n, pa.string())
-        arr = _report_array(reports)
+        arr = report_array(reports)
         cols["report"] = _binary_array(reports) if reports.ndim == 2 else arr
         return pa.RecordBatch.from_pydict(cols)
 
@@ -636,7 +636,7 @@ def _perturb_batches(batches, column, mech, domain, seed, keep):
             bad = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
             raise LocalPrivError(f"partition {pid}: {bad.size} missing value(s) in column {column} at "
                                  f"{rows_text(bad + row, bad.size)} of the partition; filter them first")
-        x = _encode(domain, mech, col.to_numpy(zero_copy_only=False), row, f"partition {pid}: ")
+        x = encode_values(domain, mech, col.to_numpy(zero_copy_only=False), row, f"partition {pid}: ")
         row += batch.num_rows
         if keep:
             pending.append(batch.select(list(keep)))
@@ -721,7 +721,7 @@ def _evaluate_batches(batches, theta, specs, domain, hessian=False):
         for spec in pd.unique(mechs):
             if spec not in specs:
                 continue
-            mech = _mechanism(spec, domain, "")
+            mech = parse_file_spec(spec, domain, "")
             rows = np.flatnonzero(mechs == spec)
             sel = batch.take(pa.array(rows))
             kind = _kind_of(mech)
@@ -918,7 +918,7 @@ def spark_blocks(frame, domain=None, local_max: int = 1 << 20):
     if not sizes:
         raise LocalPrivError("no observations: the reports are empty")
     sizes = sorted((r["mechanism"], int(r["m"]), float(r["n"])) for r in sizes)
-    mechs = {spec: _mechanism(spec, domain, "") for spec, _, _ in sizes}
+    mechs = {spec: parse_file_spec(spec, domain, "") for spec, _, _ in sizes}
     ks = {m.k for m in mechs.values()}
     if len(ks) != 1:
         raise LocalPrivError(f"mechanisms disagree on the input domain size: {sorted(ks)}")

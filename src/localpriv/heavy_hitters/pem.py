@@ -101,7 +101,7 @@ import numpy as np
 
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
-from localpriv.mechanisms.stablehash import _P1, _P2, _P3, _P4, _P5, hash_keys, to_range  # XXH64's primes
+from localpriv.mechanisms.stablehash import P1, P2, P3, P4, P5, hash_keys, to_range  # XXH64's primes
 from localpriv.data.formats import atomic_output
 from localpriv.data.reports import iter_values
 
@@ -472,8 +472,8 @@ def pem_perturb(values, plan: PEMPlan, rng) -> PEMReports:
 def _key_lanes(keys: np.ndarray) -> np.ndarray:
     """The key's part of XXH64 of 8 bytes: ``round(0, key) = rotl(key * P2, 31) * P1``."""
     with np.errstate(over="ignore"):
-        k = np.asarray(keys, dtype=np.uint64) * _P2
-        return ((k << np.uint64(31)) | (k >> np.uint64(33))) * _P1
+        k = np.asarray(keys, dtype=np.uint64) * P2
+        return ((k << np.uint64(31)) | (k >> np.uint64(33))) * P1
 
 
 def _olh_hits(seed: np.ndarray, lanes: np.ndarray, y: np.ndarray, g: int) -> np.ndarray:
@@ -483,13 +483,13 @@ def _olh_hits(seed: np.ndarray, lanes: np.ndarray, y: np.ndarray, g: int) -> np.
     ``h = seed + P5 + 8; h ^= round(0, key); h = rotl(h, 27) * P1 + P4``, then the avalanche, with
     the key's and the seed's parts computed once each and the pair's steps done in place."""
     with np.errstate(over="ignore"):
-        h = np.bitwise_xor((seed + (_P5 + np.uint64(8)))[:, None], lanes[None, :])
+        h = np.bitwise_xor((seed + (P5 + np.uint64(8)))[:, None], lanes[None, :])
         t = h >> np.uint64(37)
         h <<= np.uint64(27)
         h |= t
-        h *= _P1
-        h += _P4
-        for shift, mult in ((33, _P2), (29, _P3), (32, None)):  # the avalanche
+        h *= P1
+        h += P4
+        for shift, mult in ((33, P2), (29, P3), (32, None)):  # the avalanche
             np.right_shift(h, np.uint64(shift), out=t)
             h ^= t
             if mult is not None:

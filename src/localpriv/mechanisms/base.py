@@ -50,7 +50,7 @@ __all__ = [
 # Spec strings
 # --------------------------------------------------------------------------------------------
 _REGISTRY: dict[str, type["Mechanism"]] = {}
-_SPEC_RE = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*(?:\((.*)\))?\s*$", re.S)
+SPEC_RE = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*(?:\((.*)\))?\s*$", re.S)
 
 
 def register(cls: type["Mechanism"]) -> type["Mechanism"]:
@@ -69,7 +69,7 @@ def registered() -> dict[str, type["Mechanism"]]:
 
 
 
-def _split_args(body: str) -> list[str]:
+def split_spec_args(body: str) -> list[str]:
     parts, depth, cur = [], 0, []
     quote = None
     for ch in body:
@@ -175,9 +175,9 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
         if not trusted and len(spec) > MAX_UNTRUSTED_SPEC:
             raise LocalPrivError(f"mechanism spec of {len(spec)} characters refused (at most "
                                  f"{MAX_UNTRUSTED_SPEC} from a file)")
-        m = _SPEC_RE.match(str(spec))
+        m = SPEC_RE.match(str(spec))
         if not m:
-            raise LocalPrivError(f"cannot read mechanism spec {_short(spec)}: expected NAME(key=value,...)")
+            raise LocalPrivError(f"cannot read mechanism spec {short_spec(spec)}: expected NAME(key=value,...)")
         name, body = m.group(1), m.group(2) or ""
         cls = _REGISTRY.get(name)
         if cls is None:
@@ -185,15 +185,15 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
                 f"unknown mechanism {name!r}; known: {', '.join(sorted(_REGISTRY))}"
             )
         params: dict[str, Any] = {}
-        for part in _split_args(body):
+        for part in split_spec_args(body):
             key, eq, val = part.partition("=")
             if not eq or not key.strip().isidentifier():
-                raise LocalPrivError(f"cannot read argument {part.strip()[:40]!r} of spec {_short(spec)}: expected key=value")
+                raise LocalPrivError(f"cannot read argument {part.strip()[:40]!r} of spec {short_spec(spec)}: expected key=value")
             key = key.strip()
             if key in params:
-                raise LocalPrivError(f"spec {_short(spec)} gives {key} twice")
+                raise LocalPrivError(f"spec {short_spec(spec)} gives {key} twice")
             if not trusted and key in FILE_PARAMETERS:
-                raise LocalPrivError(f"spec {_short(spec)} names a file ({key}=...): specs read from "
+                raise LocalPrivError(f"spec {short_spec(spec)} names a file ({key}=...): specs read from "
                                      "files cannot open files; give such a mechanism on the command line")
             params[key] = _parse_value(val)
         try:
@@ -201,7 +201,7 @@ def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mec
         except LocalPrivError:
             raise
         except (TypeError, ValueError, ArithmeticError) as exc:  # a parameter of the wrong type
-            raise LocalPrivError(f"cannot build {_short(spec)}: {exc}") from None
+            raise LocalPrivError(f"cannot build {short_spec(spec)}: {exc}") from None
         if domain is None or mech.k == domain.size:
             _warn_if_large(mech)
     if domain is not None and mech.k != domain.size:
@@ -268,7 +268,7 @@ def k_from_bounds(name: str, lo, hi) -> int:
     return hi + 1
 
 
-def _short(spec: str, limit: int = 80) -> str:
+def short_spec(spec: str, limit: int = 80) -> str:
     text = str(spec)
     return repr(text if len(text) <= limit else text[:limit] + "...")
 

@@ -33,11 +33,11 @@ __all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "TEST_VECTO
 #: name recorded in file metadata for reports whose meaning depends on this module's hashes
 SPEC = "xxh64"
 
-_P1 = np.uint64(0x9E3779B185EBCA87)
-_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_P3 = np.uint64(0x165667B19E3779F9)
-_P4 = np.uint64(0x85EBCA77C2B2AE63)
-_P5 = np.uint64(0x27D4EB2F165667C5)
+P1 = np.uint64(0x9E3779B185EBCA87)
+P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+P3 = np.uint64(0x165667B19E3779F9)
+P4 = np.uint64(0x85EBCA77C2B2AE63)
+P5 = np.uint64(0x27D4EB2F165667C5)
 
 #: (input, seed, XXH64) triples; strings are hashed as UTF-8, ints as 8 little-endian bytes
 TEST_VECTORS = (
@@ -59,15 +59,15 @@ def _rotl(x, r):
 
 
 def _round(acc, lane):
-    acc = acc + lane * _P2
-    return _rotl(acc, 31) * _P1
+    acc = acc + lane * P2
+    return _rotl(acc, 31) * P1
 
 
 def _avalanche(h):
     h = h ^ (h >> np.uint64(33))
-    h = h * _P2
+    h = h * P2
     h = h ^ (h >> np.uint64(29))
-    h = h * _P3
+    h = h * P3
     return h ^ (h >> np.uint64(32))
 
 
@@ -93,9 +93,9 @@ def hash_keys(keys, seed=0) -> np.ndarray:
         _kernels().xxh64_keys(kb, sb, out)
         return out.reshape(shape)
     with np.errstate(over="ignore"):
-        h = s + (_P5 + np.uint64(8))
+        h = s + (P5 + np.uint64(8))
         h = h ^ _round(np.uint64(0), k)
-        h = _rotl(h, 27) * _P1 + _P4
+        h = _rotl(h, 27) * P1 + P4
         return _avalanche(h)
 
 

@@ -4,11 +4,11 @@ The HTTP layer (:mod:`localpriv.service.app`) only authenticates and translates;
 is the library's own path of the data (``docs/service.md``):
 
 * a batch (the JSON wire format) becomes one Arrow record batch per report group and goes through
-  the same checks as report files (:func:`localpriv.data.reports._batch_reports`: every report against
+  the same checks as report files (:func:`localpriv.data.reports.batch_reports`: every report against
   its mechanism's output space, the offending positions named), after the collection's
   :class:`~localpriv.service.policy.Policy` has admitted each group's mechanism by its computed
   privacy level;
-* its reports are counted per distinct (mechanism, report) with NumPy (``aggregate._unique``) and
+* its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
   added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
 * an estimate reads the stored counts (never raw reports) as :class:`~localpriv.data.observations.Observations`
   through the counts-file checks and runs :func:`localpriv.estimators.estimate`; results are cached
@@ -38,9 +38,9 @@ from localpriv.service.policy import Policy
 from localpriv.service.storage import BatchResult, Store
 from localpriv.data.formats import hex_strings
 from localpriv.data.formats import Source
-from localpriv.data.reports import _batch_reports
+from localpriv.data.reports import batch_reports
 from localpriv.domains import parse_domain
-from localpriv.data.aggregate import _unique
+from localpriv.data.aggregate import unique_counts
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference import estimate
 from localpriv.inference.plotting import estimate_figure
@@ -106,7 +106,7 @@ def decode_batch(data, policy: Policy, domain):
         rb = pa.RecordBatch.from_arrays(
             [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([str(mech)])), col],
             names=["mechanism", "report"])
-        parts = _batch_reports(rb, src, first, domain)
+        parts = batch_reports(rb, src, first, domain)
         for _spec, m, r, _c in parts:
             out.append((m, r))
         first += n
@@ -220,7 +220,7 @@ class Collector:
             raise
         rows, raw = [], [] if col["keep_raw"] else None
         for mech, r in parts:
-            u, c = _unique(r, np.ones(r.shape[0], np.int64))
+            u, c = unique_counts(r, np.ones(r.shape[0], np.int64))
             spec = str(mech)
             rows.extend(zip([spec] * len(c), _text(u), c.tolist()))
             if raw is not None:
@@ -248,7 +248,7 @@ class Collector:
         rb = pa.RecordBatch.from_arrays([pa.array(mechs, pa.string()), pa.array(reps, pa.string()),
                                          pa.array(cnts, pa.int64())], names=["mechanism", "report", "count"])
         src = Source(f"collection {name} (stored counts)", "json", "counts", 1)
-        blocks = [ObservationBlock(m, r, c) for _s, m, r, c in _batch_reports(rb, src, 1, domain)]
+        blocks = [ObservationBlock(m, r, c) for _s, m, r, c in batch_reports(rb, src, 1, domain)]
         return version, Observations(blocks, domain)
 
     def _cached(self, key, make):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from localpriv.utils.errors import LocalPrivError
 from localpriv.mechanisms.base import registered
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import _SPEC_RE, _short
+from localpriv.mechanisms.base import SPEC_RE, short_spec
 
 __all__ = ["Policy"]
 
@@ -84,10 +84,10 @@ class Policy:
         :class:`LocalPrivError` saying why. Levels are computed once per spec and remembered."""
         if not isinstance(spec, str) or not spec.strip():
             raise LocalPrivError("a report group has no mechanism spec")
-        m = _SPEC_RE.match(spec)
+        m = SPEC_RE.match(spec)
         name = m.group(1) if m else None
         if name not in self.mechanisms:
-            raise LocalPrivError(f"mechanism {_short(spec)} is not allowed by the collection's policy "
+            raise LocalPrivError(f"mechanism {short_spec(spec)} is not allowed by the collection's policy "
                                  f"(allowed: {', '.join(self.mechanisms)})")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
