@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -32,11 +32,11 @@ import pandas as pd
 import pyarrow as pa
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.data.aggregate import MAX_TOTAL, _check_total, _kind, _unique
+from localpriv.data.aggregate import MAX_TOTAL, _check_total, _kind, _unique, write_counts
 from localpriv.data.formats import _is_uri, _one_line, expand_sources, rows_text
 
 __all__ = ["session", "SparkAggregator", "perturb_column", "partition_generator", "ibu", "spark_blocks",
-           "SparkBlock"]
+           "SparkBlock", "count_files_spark"]
 
 #: log4j2 settings of :func:`session`: errors only, and no "Setting default log level" banner
 _LOG4J = ("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
@@ -1021,12 +1021,12 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
                            "spark_hessian_passes": 0 if evaluator is None else evaluator.hessian_passes})
 
 
-def aggregate_command(inputs, output, master: str, domain, status, say) -> None:
-    """``localpriv aggregate --engine spark``: the DuckDB command's checks and outputs, counted by
-    Spark (a session at ``master`` is made, or the active one reused; one it made is stopped)."""
+def count_files_spark(inputs, output, master: str = "local[2]", domain=None,
+                      stage: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Count reports with Spark and write the counts file (what ``localpriv aggregate --engine
+    spark`` runs through :func:`localpriv.data.aggregate.count_files`): a session at ``master`` is
+    made, or the active one reused; one it made is stopped. Returns the counts frame."""
     from localpriv.data.aggregate import write_counts
-    from localpriv.data.formats import REPORT_SUFFIXES, check_output
-    check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -1034,12 +1034,11 @@ def aggregate_command(inputs, output, master: str, domain, status, say) -> None:
     active = SparkSession.getActiveSession()
     spark = active or session(master)
     try:
-        with status("aggregate", f"counting the reports with Spark ({master})") as st:
-            df = SparkAggregator(spark, domain).counts(inputs)
-            st.stage(f"writing {output}")
-            write_counts(df, output, inputs)
+        df = SparkAggregator(spark, domain).counts(inputs)
+        if stage is not None:
+            stage(f"writing {output}")
+        write_counts(df, output, inputs)
     finally:
         if active is None:
             spark.stop()
-    say(f"{int(df['count'].sum()):,} reports, {df['mechanism'].nunique():,} mechanism(s), "
-        f"{len(df):,} distinct (mechanism, report) pairs -> {output} (Spark {master})")
+    return df
