@@ -34,9 +34,10 @@ from localpriv.utils.validation import LocalPrivError, check_distribution, check
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import PerturbSummary, perturb_rows, report_table
+from localpriv.data.formats import REPORT_SUFFIXES, check_output
+from localpriv.data.reports import PerturbSummary, perturb_file, perturb_rows, report_table
 
-__all__ = ["perturb_mixed", "perturb_file_mixed", "Policy", "load_policy", "mixed_block_rows",
+__all__ = ["perturb_mixed", "perturb_file_mixed", "perturb_values_file", "Policy", "load_policy", "mixed_block_rows",
            "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
            "inv_m_krr_bound", "inv_m_krr_exact", "rap_m_bound", "rappor_observations", "split_users"]
 
@@ -445,6 +446,25 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     mix = _Mixture(domain, rng, str(input), repr(str(label_col)), policy)
     return perturb_rows(input, output, domain, mix, label_column=str(label_col), column=column,
                         drop_missing=drop_missing, header=header, outside=outside, progress=progress)
+
+
+def perturb_values_file(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
+                        mechanism: "str | Mechanism | None" = None, mechanism_column: str | None = None,
+                        policy: "Policy | str | Path | None" = None, column: str | None = None,
+                        drop_missing: bool = False, header: bool = True, outside: str = "error",
+                        progress: Callable[[int], None] | None = None) -> PerturbSummary:
+    """Obfuscate a values file into a report file, checked first (``.parquet`` or ``.csv``, not an
+    input): every row with ``mechanism`` (:func:`localpriv.data.reports.perturb_file`), or each row
+    its own (``mechanism_column`` or ``policy``: :func:`perturb_file_mixed`); give exactly one."""
+    check_output(output, REPORT_SUFFIXES, [input], what="report file")
+    if sum(v is not None for v in (mechanism, mechanism_column, policy)) != 1:
+        raise LocalPrivError("give one of mechanism (every row), mechanism_column or policy (each row its own)")
+    if mechanism is not None:
+        return perturb_file(input, output, mechanism, domain, rng, column=column, drop_missing=drop_missing,
+                            header=header, outside=outside, progress=progress)
+    return perturb_file_mixed(input, output, domain, rng, mechanism_column=mechanism_column, policy=policy,
+                              column=column, drop_missing=drop_missing, header=header, outside=outside,
+                              progress=progress)
 
 
 def split_users(n: int, n_mechanisms: int, rng=None, *, random: bool = False) -> np.ndarray:

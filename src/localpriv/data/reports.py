@@ -26,8 +26,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_rng
 from localpriv.domains import Domain
+from localpriv.domains.grid import OUTSIDE_CHOICES
 from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, _csv_columns, _one_line,
                       _open_text, expand_sources, file_type, read_error, rows_text)
 from localpriv.mechanisms import Mechanism, parse
@@ -662,10 +664,9 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
     ``sample_block(x, g)``, ``mechs`` and ``counts``). The summary's ``by_mechanism`` holds the
     reports per mechanism; ``mechanism`` names the one mechanism, or how many there are.
     """
-    from localpriv.domains.grid import OUTSIDE_CHOICES
     grid = callable(getattr(domain, "place", None))
     if outside not in OUTSIDE_CHOICES:
-        raise LocalPrivError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}")
+        raise SettingError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}", "outside")
     if outside != "error" and not grid:
         raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
                              f"manhattan), not to {domain}: values outside other domains are always refused")
