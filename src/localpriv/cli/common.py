@@ -167,7 +167,7 @@ def message(exc: BaseException) -> str:
     if isinstance(exc, LocalPrivError):
         return str(exc)
     if isinstance(exc, OSError):
-        return _osmessage(exc)
+        return os_message(exc)
     if isinstance(exc, MemoryError):
         return "out of memory"
     return f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"

@@ -106,7 +106,7 @@ def main(argv: Optional[list[str]] = None) -> None:  # entry point
             traceback.print_exc()
         hint = f" (see localpriv {exc.ctx.info_name} --help)" if exc.ctx is not None and \
             exc.ctx.info_name not in (None, "localpriv") else " (see localpriv --help)"
-        say(f"error: {usagemessage(exc)}{hint}")
+        say(f"error: {usage_message(exc)}{hint}")
         sys.exit(2)
     except typer.Abort:
         say("error: interrupted")
