@@ -144,10 +144,11 @@ from localpriv.mechanisms.base import LargeEpsilonWarning
 from localpriv.inference import estimate
 from localpriv.domains import Domain, parse_domain
 from localpriv.estimators import default_estimator
-from localpriv.mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
+from localpriv.mechanisms.base import LARGE_LDP_EPS
+from localpriv.data.reports import read_values
 
 __all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_prior", "goal_error",
-           "mi_covariance", "pair_probabilities"]
+           "mi_covariance", "pair_probabilities", "values_prior"]
 
 #: what the user wants to learn
 GOALS = ("emd", "tv", "mean", "quantiles", "topk")
@@ -617,7 +618,7 @@ def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: Optional[s
 def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[float] = None, n: int,
            goal: str = "emd", theta=None, rng=0, runs: int = 5, top: int = 10, method: str = "auto",
            mechanisms: Optional[Iterable[str]] = None, truth: Optional[str] = None,
-           progress: Optional[Callable] = None) -> Advice:
+           progress: Optional[Callable] = None, values=None, column: Optional[str] = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
 
     Parameters
@@ -657,6 +658,10 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
     progress : callable, optional
         ``progress(iterable, description)`` yielding the items (e.g.
         :meth:`localpriv.utils.progress.Status.track`); default silent.
+    values : str or Path, optional
+        A file of values like the users' (CSV, TSV or Parquet; ``column`` as in
+        :func:`localpriv.data.reports.read_values`): ``theta`` is their distribution
+        (:func:`values_prior`); not with ``theta``.
 
     Returns
     -------
@@ -682,6 +687,11 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
         domain = parse_domain(domain)
     if not isinstance(domain, Domain):
         raise LocalPrivError(f"domain must be a Domain or its text (e.g. '0..99'), got {type(domain).__name__}")
+    if values is not None:
+        if theta is not None:
+            raise LocalPrivError("give the prior as theta or as a values file, not both")
+        theta, described = values_prior(values, domain, column)
+        truth = truth or described
     k = int(domain.size)
     if k < 2:
         raise LocalPrivError(f"the domain {domain.spec()} has {k} value: nothing to hide")
@@ -816,3 +826,11 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
                   metric_unit=metric_unit, estimator=estimator, truth=truth, rows=rows, recommended=rows[0],
                   reason=_reason(rows, goal, unit, metric_unit, (runs - 1) / (runs + 1)),
                   skipped=skipped, seed=base, runs=runs)
+
+
+def values_prior(values, domain, column: Optional[str] = None) -> tuple[np.ndarray, str]:
+    """The distribution of a values file on ``domain`` (a prior for :func:`advise`) and its
+    description, e.g. ``"the distribution of ages.csv (48,842 values)"``."""
+    idx = domain.encode(read_values(values, column, domain=domain))
+    theta = np.bincount(idx, minlength=domain.size) / idx.size
+    return theta, f"the distribution of {values} ({idx.size:,} values)"

@@ -21,19 +21,21 @@ is imported only when it is asked for (:func:`engine_aggregator`), so this modul
 """
 from __future__ import annotations
 
+import importlib
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-import importlib
 from typing import Callable, Iterable, Protocol
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_int
 from localpriv.domains import Domain
-from localpriv.data.formats import TableWriter, one_line
+from localpriv.data.formats import REPORT_SUFFIXES, TableWriter, check_output, one_line
 from localpriv.data.observations import Observations
 from localpriv.data.reports import read_reports
 from localpriv.data.formats import Source
@@ -44,7 +46,8 @@ from localpriv.data.formats import attribute_of, write_counts
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
            "check_memory_limit", "MAX_TOTAL", "ENGINES", "DEFAULT_ENGINE", "engine_aggregator", "check_total",
-           "unique_counts", "report_kind"]
+           "unique_counts", "report_kind", "make_aggregator", "CountsSummary",
+           "count_files"]
 
 #: Counts and their totals stay exact in float64 (the estimators' arithmetic) up to 2^53.
 MAX_TOTAL = 2 ** 53
@@ -54,7 +57,7 @@ _MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", r
 def check_memory_limit(text: str) -> str:
     """A DuckDB memory limit such as ``2GB`` or ``512MiB``."""
     if not isinstance(text, str) or not _MEMORY.match(text):
-        raise LocalPrivError(f"memory limit {text!r} is not a size such as 512MB or 2GB")
+        raise SettingError(f"memory limit {text!r} is not a size such as 512MB or 2GB", "memory_limit")
     return text.strip()
 
 
@@ -425,3 +428,47 @@ def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | Non
         if attribute:
             obs.meta["attribute"] = attribute
     return obs
+
+
+def make_aggregator(engine: str = "duckdb", *, memory_limit: str = "2GB", domain: Domain | None = None) -> Aggregator:
+    """The local aggregator of ``engine`` (``duckdb`` or ``numpy``; Spark runs through
+    :func:`count_files`)."""
+    if engine == "duckdb":
+        return DuckDBAggregator(memory_limit=check_memory_limit(memory_limit), domain=domain)
+    if engine == "numpy":
+        return NumpyAggregator(domain=domain)
+    raise SettingError(f"unknown engine {engine!r}: duckdb, numpy or spark", "engine")
+
+
+@dataclass(frozen=True)
+class CountsSummary:
+    """What :func:`count_files` wrote: the counts file and its totals."""
+
+    path: Path
+    reports: int
+    mechanisms: int
+    pairs: int
+    engine: str
+
+
+def count_files(inputs: Iterable, output: str | Path, *, engine: str = "duckdb", memory_limit: str = "2GB",
+                domain: Domain | None = None, master: str = "local[2]",
+                stage: Callable[[str], None] | None = None) -> CountsSummary:
+    """Count the reports of ``inputs`` (report or counts files, globs, folders, datasets) per
+    (mechanism, report) with ``engine`` and write a counts file, atomically.
+
+    ``engine``: ``duckdb`` (default, bounded memory under ``memory_limit``), ``numpy``, or
+    ``spark`` (``pip install 'localpriv[spark]'``; a session at ``master`` is made, or the active one
+    reused). ``stage`` is told when counting ends and writing starts."""
+    inputs = list(inputs) if not isinstance(inputs, (str, Path)) else [inputs]
+    check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
+    if engine == "spark":  # pyspark loads with the extras module only
+        spark = importlib.import_module("localpriv.extras.spark")
+        df = spark.count_files_spark(inputs, output, master=master, domain=domain, stage=stage)
+    else:
+        agg = make_aggregator(engine, memory_limit=memory_limit, domain=domain)
+        df = agg.counts(inputs)
+        if stage is not None:
+            stage(f"writing {output}")
+        write_counts(df, output, inputs)
+    return CountsSummary(Path(output), int(df["count"].sum()), int(df["mechanism"].nunique()), len(df), engine)

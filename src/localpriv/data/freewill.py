@@ -34,16 +34,12 @@ from localpriv.utils.validation import LocalPrivError, check_distribution, check
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import PerturbSummary, report_table
-from localpriv.data.reports import block_size
-from localpriv.data.reports import report_width
+from localpriv.data.formats import REPORT_SUFFIXES, check_output
+from localpriv.data.reports import (PerturbSummary, block_size, perturb_file, perturb_rows, report_array, report_table,
+                                    report_width)
 from localpriv.utils.rng import spawn_generators
-from localpriv.data.reports import report_array
-from localpriv.data.formats import TableWriter
-from localpriv.domains.grid import OUTSIDE_CHOICES
-from localpriv.data.reports import as_values, encode_values, place_values, refuse_outside, iter_rows, value_attribute, values_format
 
-__all__ = ["perturb_mixed", "perturb_file_mixed", "Policy", "load_policy", "mixed_block_rows",
+__all__ = ["perturb_mixed", "perturb_file_mixed", "perturb_values_file", "Policy", "load_policy", "mixed_block_rows",
            "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
            "inv_m_krr_bound", "inv_m_krr_exact", "rap_m_bound", "rappor_observations", "split_users"]
 
@@ -445,64 +441,28 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     if policy is not None and not isinstance(policy, Policy):
         policy = load_policy(policy)
     label_col = mechanism_column if policy is None else policy.column
-    grid = callable(getattr(domain, "place", None))
-    if outside not in OUTSIDE_CHOICES:
-        raise LocalPrivError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}")
-    if outside != "error" and not grid:
-        raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
-                             f"manhattan), not to {domain}: values outside other domains are always refused")
-    path = str(input)
-    word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
-    mix = _Mixture(domain, rng, path, repr(str(label_col)), policy)
-    size = 0  # rows per block: fixed by the first row's mechanism
-    stats: dict = {}
-    n_outside = 0
-    pend_x: list[np.ndarray] = []
-    pend_g: list[np.ndarray] = []
-    npend = 0
-    attribute = value_attribute(path, column, header) if Path(path).exists() else None
-    with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
-        chunks = iter_rows(path, column, str(label_col), domain=domain, drop_missing=drop_missing, stats=stats,
-                           header=header)
-        for vals, coded, first, kept in chunks:
-            g = mix.codes(coded, first, kept, word, chunks)
-            size = size or mixed_block_rows(mix.mechs[int(g[0])])
-            arr = as_values(vals, domain)
-            if grid:
-                x, out = place_values(domain, arr, outside, first, path, word)
-                if out.any():
-                    if outside == "error":
-                        refuse_outside(domain, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
-                    n_outside += int(out.sum())
-                    if outside == "drop":
-                        x, g = x[~out], g[~out]
-            else:
-                x = encode_values(domain, mix.mechs[int(g[0])], arr, first, where=f"{path}: ", word=word)
-            pend_x.append(x)
-            pend_g.append(g)
-            npend += x.size
-            if npend >= size:
-                bx, bg = np.concatenate(pend_x), np.concatenate(pend_g)
-                full = (bx.size // size) * size
-                for s0 in range(0, full, size):
-                    w.write(mix.sample_block(bx[s0:s0 + size], bg[s0:s0 + size]))
-                pend_x, pend_g, npend = [bx[full:]], [bg[full:]], bx.size - full
-            if progress is not None:
-                progress(stats["rows"])
-        if npend:
-            w.write(mix.sample_block(np.concatenate(pend_x), np.concatenate(pend_g)))
-        gone = n_outside if outside == "drop" else 0
-        if w.rows == 0:
-            raise LocalPrivError(f"{path} has no values" + (f" ({stats['dropped']} missing, dropped)"
-                                                           if stats.get("dropped") else "")
-                                 + (f" ({gone:,} outside the grid, dropped)" if gone else ""))
-        if w.rows + stats["dropped"] + gone != stats["rows"]:  # pragma: no cover - an internal invariant
-            raise LocalPrivError(f"internal error: {stats['rows']} rows read but {w.rows} reports "
-                                 f"and {stats['dropped'] + gone} dropped")
-    by = {str(m): c for m, c in zip(mix.mechs, mix.counts)}
-    return PerturbSummary(stats["rows"], stats["dropped"], w.rows,
-                          f"{len(by)} mechanism(s)" if len(by) != 1 else next(iter(by)), w.path,
-                          outside=n_outside, outside_action=outside, by_mechanism=by)
+    mix = _Mixture(domain, rng, str(input), repr(str(label_col)), policy)
+    return perturb_rows(input, output, domain, mix, label_column=str(label_col), column=column,
+                        drop_missing=drop_missing, header=header, outside=outside, progress=progress)
+
+
+def perturb_values_file(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
+                        mechanism: "str | Mechanism | None" = None, mechanism_column: str | None = None,
+                        policy: "Policy | str | Path | None" = None, column: str | None = None,
+                        drop_missing: bool = False, header: bool = True, outside: str = "error",
+                        progress: Callable[[int], None] | None = None) -> PerturbSummary:
+    """Obfuscate a values file into a report file, checked first (``.parquet`` or ``.csv``, not an
+    input): every row with ``mechanism`` (:func:`localpriv.data.reports.perturb_file`), or each row
+    its own (``mechanism_column`` or ``policy``: :func:`perturb_file_mixed`); give exactly one."""
+    check_output(output, REPORT_SUFFIXES, [input], what="report file")
+    if sum(v is not None for v in (mechanism, mechanism_column, policy)) != 1:
+        raise LocalPrivError("give one of mechanism (every row), mechanism_column or policy (each row its own)")
+    if mechanism is not None:
+        return perturb_file(input, output, mechanism, domain, rng, column=column, drop_missing=drop_missing,
+                            header=header, outside=outside, progress=progress)
+    return perturb_file_mixed(input, output, domain, rng, mechanism_column=mechanism_column, policy=policy,
+                              column=column, drop_missing=drop_missing, header=header, outside=outside,
+                              progress=progress)
 
 
 def split_users(n: int, n_mechanisms: int, rng=None, *, random: bool = False) -> np.ndarray:

@@ -26,15 +26,16 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_rng
 from localpriv.domains import Domain
+from localpriv.domains.grid import OUTSIDE_CHOICES
 from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, csv_columns, one_line,
                       open_text, expand_sources, file_type, read_error, rows_text)
 from localpriv.mechanisms import Mechanism, parse
-from localpriv.domains.grid import OUTSIDE_CHOICES
 from localpriv.data.formats import hex_bytes
 
-__all__ = ["perturb", "perturb_file", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
+__all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
            "read_reports", "validate_reports", "block_size", "PerturbSummary"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
@@ -627,38 +628,90 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
     """
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
+    res = perturb_rows(input, output, domain, OneMechanism(mech, rng), column=column, drop_missing=drop_missing,
+                       header=header, outside=outside, progress=progress)
+    return PerturbSummary(res.rows, res.dropped, res.reports, str(mech), res.path, outside=res.outside,
+                          outside_action=res.outside_action)
+
+
+class OneMechanism:
+    """The assignment of :func:`perturb_rows` where every row applies one mechanism (the one-entry
+    case of a free-will policy): blocks are sampled from the caller's generator itself."""
+
+    def __init__(self, mech: Mechanism, rng: np.random.Generator):
+        self.mechs, self.rng, self.counts = [mech], rng, [0]
+
+    def codes(self, coded, first: int, kept, word: str, rest: Iterator) -> np.ndarray:
+        """Mechanism ids of a chunk's rows: all zero (``coded`` is ``None``: no label column)."""
+        raise LocalPrivError("internal error: one mechanism reads no label column")  # pragma: no cover
+
+    def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table:
+        """One block of reports, sampled in one call."""
+        self.counts[0] += int(x.size)
+        return report_table(self.mechs[0], self.mechs[0].sample(x, self.rng))
+
+
+def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, assignment: Any, *,
+                 label_column: str | None = None, column: str | None = None, drop_missing: bool = False,
+                 header: bool = True, outside: str = "error",
+                 progress: Callable[[int], None] | None = None) -> PerturbSummary:
+    """The file perturbation pipeline of :func:`perturb_file` and
+    :func:`localpriv.data.freewill.perturb_file_mixed`: stream a values file, place or encode its
+    values, cut them into fixed blocks (:func:`block_size` of the first mechanism) and sample each
+    block with ``assignment`` into one report file, written atomically, every row accounted for.
+
+    ``assignment`` gives each row its mechanism: :class:`OneMechanism` (every row the same; no
+    ``label_column``) or a free-will mixture reading ``label_column`` (``codes(...)`` of the labels,
+    ``sample_block(x, g)``, ``mechs`` and ``counts``). The summary's ``by_mechanism`` holds the
+    reports per mechanism; ``mechanism`` names the one mechanism, or how many there are.
+    """
     grid = callable(getattr(domain, "place", None))
     if outside not in OUTSIDE_CHOICES:
-        raise LocalPrivError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}")
+        raise SettingError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}", "outside")
     if outside != "error" and not grid:
         raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
                              f"manhattan), not to {domain}: values outside other domains are always refused")
-    stats: dict = {}
-    blocker = Blocker(mech, rng)
     path = str(input)
-    csv = Path(path).exists() and values_format(path)[0] == "csv"
-    word = "line" if csv else "row"
+    word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
+    size = 0  # rows per block: fixed by the first row's mechanism
+    stats: dict = {}
     n_outside = 0
+    pend_x: list[np.ndarray] = []
+    pend_g: list[np.ndarray] = []
+    npend = 0
     attribute = value_attribute(path, column, header) if Path(path).exists() else None
     with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
-        chunks = iter_values(path, column, domain=domain, drop_missing=drop_missing, stats=stats, header=header)
-        for vals, first in chunks:
+        chunks = iter_rows(path, column, label_column, domain=domain, drop_missing=drop_missing, stats=stats,
+                           header=header)
+        for vals, coded, first, kept in chunks:
+            g = np.zeros(len(vals), dtype=np.int64) if label_column is None else \
+                assignment.codes(coded, first, kept, word, chunks)
+            size = size or block_size(assignment.mechs[int(g[0])] if g.size else assignment.mechs[0])
+            arr = as_values(vals, domain)
             if grid:
-                x, out = place_values(domain, as_values(vals, domain), outside, first, path, word)
+                x, out = place_values(domain, arr, outside, first, path, word)
                 if out.any():
                     if outside == "error":
-                        refuse_outside(domain, chunks, out, first, path, word, stats)
+                        refuse_outside(domain, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
                     n_outside += int(out.sum())
                     if outside == "drop":
-                        x = x[~out]
+                        x, g = x[~out], g[~out]
             else:
-                x = encode_values(domain, mech, as_values(vals, domain), first, where=f"{path}: ", word=word)
-            for rep in blocker.push(x):
-                w.write(report_table(mech, rep))
+                x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
+                            where=f"{path}: ", word=word)
+            pend_x.append(x)
+            pend_g.append(g)
+            npend += x.size
+            if npend >= size:
+                bx, bg = np.concatenate(pend_x), np.concatenate(pend_g)
+                full = (bx.size // size) * size
+                for s0 in range(0, full, size):
+                    w.write(assignment.sample_block(bx[s0:s0 + size], bg[s0:s0 + size]))
+                pend_x, pend_g, npend = [bx[full:]], [bg[full:]], bx.size - full
             if progress is not None:
                 progress(stats["rows"])
-        for rep in blocker.flush():
-            w.write(report_table(mech, rep))
+        if npend:
+            w.write(assignment.sample_block(np.concatenate(pend_x), np.concatenate(pend_g)))
         gone = n_outside if outside == "drop" else 0
         if w.rows == 0:
             raise LocalPrivError(f"{path} has no values" + (f" ({stats['dropped']} missing, dropped)"
@@ -667,8 +720,10 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechan
         if w.rows + stats["dropped"] + gone != stats["rows"]:  # pragma: no cover - an internal invariant
             raise LocalPrivError(f"internal error: {stats['rows']} rows read but {w.rows} reports "
                                  f"and {stats['dropped'] + gone} dropped")
-    return PerturbSummary(stats["rows"], stats["dropped"], w.rows, str(mech), w.path,
-                          outside=n_outside, outside_action=outside)
+    by = {str(m): c for m, c in zip(assignment.mechs, assignment.counts)}
+    return PerturbSummary(stats["rows"], stats["dropped"], w.rows,
+                          f"{len(by)} mechanism(s)" if len(by) != 1 else next(iter(by)), w.path,
+                          outside=n_outside, outside_action=outside, by_mechanism=by)
 
 
 # --------------------------------------------------------------------------------------------

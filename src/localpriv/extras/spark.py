@@ -25,7 +25,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -46,7 +46,7 @@ from localpriv.estimators.ibu import em_settings
 from localpriv.inference.estimate import Estimate
 
 __all__ = ["session", "SparkAggregator", "perturb_column", "partition_generator", "ibu", "spark_blocks",
-           "SparkBlock", "SparkPass", "spark_engine", "spark_estimate", "SPARK_METHODS"]
+           "SparkBlock", "SparkPass", "spark_engine", "spark_estimate", "SPARK_METHODS", "count_files_spark"]
 
 #: log4j2 settings of :func:`session`: errors only, and no "Setting default log level" banner
 _LOG4J = ("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
@@ -992,10 +992,11 @@ def ibu(frame, domain=None, *, delta: float = 1e-9, max_iter: int = 100_000, acc
                            "spark_hessian_passes": 0 if evaluator is None else evaluator.hessian_passes})
 
 
-def aggregate_command(inputs, output, master: str, domain, status, say) -> None:
-    """``localpriv aggregate --engine spark``: the DuckDB command's checks and outputs, counted by
-    Spark (a session at ``master`` is made, or the active one reused; one it made is stopped)."""
-    check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
+def count_files_spark(inputs, output, master: str = "local[2]", domain=None,
+                      stage: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Count reports with Spark and write the counts file (what ``localpriv aggregate --engine
+    spark`` runs through :func:`localpriv.data.aggregate.count_files`): a session at ``master`` is
+    made, or the active one reused; one it made is stopped. Returns the counts frame."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -1003,15 +1004,14 @@ def aggregate_command(inputs, output, master: str, domain, status, say) -> None:
     active = SparkSession.getActiveSession()
     spark = active or session(master)
     try:
-        with status("aggregate", f"counting the reports with Spark ({master})") as st:
-            df = SparkAggregator(spark, domain).counts(inputs)
-            st.stage(f"writing {output}")
-            write_counts(df, output, inputs)
+        df = SparkAggregator(spark, domain).counts(inputs)
+        if stage is not None:
+            stage(f"writing {output}")
+        write_counts(df, output, inputs)
     finally:
         if active is None:
             spark.stop()
-    say(f"{int(df['count'].sum()):,} reports, {df['mechanism'].nunique():,} mechanism(s), "
-        f"{len(df):,} distinct (mechanism, report) pairs -> {output} (Spark {master})")
+    return df
 
 
 # --------------------------------------------------------------------------------------------

@@ -99,7 +99,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.data.formats import check_output
 from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
 from localpriv.mechanisms.stablehash import P1, P2, P3, P4, P5, hash_keys, to_range  # XXH64's primes
 from localpriv.data.formats import atomic_output
@@ -107,7 +109,7 @@ from localpriv.data.reports import iter_values
 
 __all__ = ["heavy_hitters", "read_strings", "HeavyHitters", "StringEncoding", "PEMPlan", "PEMReports", "pem_perturb",
            "pem_identify", "treehist_identify", "prefix_keys", "olh_g", "ALPHABETS", "FORMAT", "FORMAT_VERSION",
-           "METHODS"]
+           "METHODS", "HeavyHittersRun", "heavy_hitters_file"]
 
 #: the ``format`` field of the JSON written by :meth:`HeavyHitters.save`
 FORMAT = "localpriv-heavy-hitters"
@@ -832,3 +834,38 @@ def read_strings(path, column: str | None = None, *, header: bool = True,
                                                         if stats.get("dropped") else ""))
     import pyarrow as pa
     return (parts[0] if len(parts) == 1 else pa.concat_arrays(parts)), stats
+
+
+@dataclass(frozen=True)
+class HeavyHittersRun:
+    """What :func:`heavy_hitters_file` found and did: the result, the plan of its rounds, and the
+    rows read (``stats``: ``rows``, ``dropped``)."""
+
+    result: HeavyHitters
+    plan: PEMPlan
+    stats: dict
+
+
+def heavy_hitters_file(input: str | Path, k: int, eps: float, rng, method: str = "pem", *,
+                       column: str | None = None, header: bool = True, drop_missing: bool = False,
+                       max_length: int = 8, alphabet: str | None = None, start_bits: int | None = None,
+                       bits_per_round: int | None = None, level: float = 0.95, output: str | Path | None = None,
+                       extra: dict | None = None, stage: Callable[[str], None] | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> HeavyHittersRun:
+    """:func:`heavy_hitters` of the strings of a file's column (:func:`read_strings`; users
+    simulated from the file), the plan checked before reading; with ``output`` the result is
+    written as JSON (with ``extra`` and the rows read). ``stage`` is told what runs."""
+    if output is not None:
+        check_output(output, (".json",), [input], what="heavy-hitters file")
+    if method not in METHODS:
+        raise SettingError(f"{method!r} is not one of {', '.join(METHODS)}", "method")
+    plan = PEMPlan(eps, StringEncoding(max_length, alphabet), start_bits, bits_per_round,
+                   final_group=method == "treehist")  # refuse before reading
+    values, stats = read_strings(input, column, header=header, drop_missing=drop_missing)
+    if stage is not None:
+        stage(f"{method}: {len(values):,} users")
+    res = heavy_hitters(values, k, eps, rng, method, max_length=max_length, alphabet=alphabet, start_bits=start_bits,
+                        bits_per_round=bits_per_round, level=level, progress=progress, where=str(input))
+    if output is not None:
+        res.save(output, extra={**(extra or {}), "rows": stats["rows"], "dropped_missing": stats["dropped"]})
+    return HeavyHittersRun(res, plan, stats)

@@ -64,10 +64,9 @@ from scipy import stats
 from localpriv.utils.validation import LocalPrivError
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.simplex import project_simplex
-from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.utils.simplex import clip_normalize
 from localpriv.estimators.inv import inverse_vector
 from localpriv.estimators.oracles import mi_vector, pure_parameters
-from localpriv.estimators.oracles import pure_parameters
 from localpriv.mechanisms import KRR
 from localpriv.estimators.oracles import support_counts
 from localpriv.mechanisms.unary import weighted_gram

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["RfftClampedBlock"]
 

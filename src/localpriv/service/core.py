@@ -286,7 +286,6 @@ class Collector:
         return {**value, "cached": hit}
 
     def _estimate(self, obs, estimator, settings=None):
-        import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -6,7 +6,7 @@ and the command line's start-up can name them without loading NumPy (issue 18, i
 """
 from __future__ import annotations
 
-__all__ = ["LocalPrivError", "PrivacyWarning"]
+__all__ = ["LocalPrivError", "SettingError", "PrivacyWarning"]
 
 
 class LocalPrivError(ValueError):
@@ -23,6 +23,15 @@ class LocalPrivError(ValueError):
             cut = len(text) - self.MAX_MESSAGE + 40
             args = (f"{text[:700]} ...[{cut} characters cut]... {text[len(text) - (self.MAX_MESSAGE - 740):]}",)
         super().__init__(*args)
+
+
+class SettingError(LocalPrivError):
+    """A bad value of one named setting of a library call (``setting``: its parameter name, e.g.
+    ``memory_limit``); the command line reports it as a usage error of the matching option."""
+
+    def __init__(self, message: str, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class PrivacyWarning(UserWarning):

@@ -1,0 +1,66 @@
+"""``localpriv advise``: rank the mechanisms that meet a privacy target by predicted error."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from localpriv.advice.advisor import advise as advise_mechanisms
+from localpriv.cli.common import DOMAIN_HELP, Table, console, fmt_number, friendly, print_json, status_of
+
+
+@friendly
+def advise(
+    domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
+    n: int = typer.Option(..., "--n", min=1, help="number of users"),
+    eps: Optional[float] = typer.Option(None, "--eps",
+                                        help="LDP target: each spec's LDP eps, computed from the mechanism, is at most "
+                                             "this"),
+    metric_eps: Optional[float] = typer.Option(None, "--metric-eps",
+                                               help="metric target per unit of distance (per value on LO..HI, per km "
+                                                    "on a grid); with --eps both hold"),
+    goal: str = typer.Option("emd", "--goal", help="what the estimate is for: emd | tv | mean | quantiles | topk"),
+    values: Optional[Path] = typer.Option(None, "--values",
+                                          help="a file of values like yours (CSV, TSV or Parquet): predictions assume "
+                                               "their distribution (default: Zipf on labels, a bell on "
+                                               "LO..HI and grids)"),
+    column: Optional[str] = typer.Option(None, "--column", "-c",
+                                         help="--values: the column by name or number (default: the first); "
+                                              "'lat,lon' for a grid"),
+    top: int = typer.Option(10, "--top", min=1, help="--goal topk: how many of the most frequent values"),
+    runs: int = typer.Option(5, "--runs", min=2, help="simulated data sets per mechanism"),
+    method: str = typer.Option("auto", "--method",
+                               help="auto (simulate where affordable, else analytic) | simulation | analytic"),
+    seed: int = typer.Option(0, "--seed", min=0, help="seed of the simulations"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
+) -> None:
+    """Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."""
+    with status_of("advise", "calibrating and simulating") as status:
+        adv = advise_mechanisms(domain, eps_ldp=eps, eps_metric=metric_eps, n=n, goal=goal, values=values,
+                                column=column, rng=seed, runs=runs, top=top, method=method, progress=status.track)
+    if as_json:
+        print_json(adv.to_dict())
+        return
+    unit = f" ({adv.unit})" if adv.unit else ""
+    table = Table(title=f"{goal} error{unit} for n={adv.n:,}; truth: {adv.truth}", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("mechanism spec", overflow="fold")
+    table.add_column("LDP eps", justify="right")
+    if adv.metric_unit is not None:
+        table.add_column(f"metric eps /{adv.metric_unit}", justify="right")
+    table.add_column("predicted", justify="right")
+    table.add_column(f"{adv.level:.0%} range", justify="right")
+    table.add_column("estimator")
+    table.add_column("how")
+    for i, r in enumerate(adv.rows, 1):
+        cells = [str(i), r.spec, fmt_number(r.eps_ldp)]
+        if adv.metric_unit is not None:
+            cells.append(fmt_number(r.eps_metric))
+        cells += [fmt_number(r.error), f"{fmt_number(r.lower)}-{fmt_number(r.upper)}", r.estimator,
+                  f"{r.how} ({r.runs})"]
+        table.add_row(*cells)
+    console.print(table)
+    for name, why in adv.skipped.items():
+        console.print(f"not evaluated: {name} ({why})", highlight=False, soft_wrap=True)
+    console.print(f"recommended: {adv.recommended.spec} -- {adv.reason}", highlight=False, soft_wrap=True)

@@ -1,0 +1,177 @@
+"""``localpriv estimate``: estimate the original distribution from reports or counts (with --ci and
+--stat: how sure). :func:`estimator_settings` maps the options to the estimator's settings."""
+from __future__ import annotations
+
+import importlib
+import math
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from localpriv.utils.errors import LocalPrivError
+from localpriv.utils.progress import EMProgress
+from localpriv.domains import Domain
+from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
+from localpriv.estimators import default_estimator
+from localpriv.inference.estimate import Estimate
+from localpriv.analysis.files import estimate_files
+from localpriv.cli.common import DOMAIN_HELP, console, err, fmt_number, friendly, inputs_text, say, status_of
+from localpriv.cli.options import domain_option
+
+#: the estimators run by the EM engine, which take --delta, --stop, --max-iter, --accelerate/--plain
+EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r", "ems", "dirichlet")
+#: ... of which these are regularized and take --strength
+REGULARIZED = ("ems", "dirichlet")
+STOP_CHOICES = ("gap", "loglik", "max_abs")
+
+
+@friendly
+def estimate(
+    inputs: list[str] = typer.Argument(..., help="reports or counts (files, globs, folders; counts are summed)"),
+    domain: Optional[str] = typer.Option(
+        None, "--domain", "-d",
+        help=DOMAIN_HELP + "; omit it for untruncated geometric reports: IBU then runs on the likely "
+             "subset of the integers (seed 001 section 8)"),
+    estimator: Optional[str] = typer.Option(
+        None, "--estimator", "-e",
+        help="ems | ibu | dirichlet | inv-p | inv-n | mi-p | ibu-exact | ... (`localpriv list estimators`). "
+             "Default: ems on ordered domains (lines, grids), dirichlet on categorical ones (docs/estimators.md)"),
+    strength: Optional[float] = typer.Option(
+        None, "--strength",
+        help="ems/dirichlet: the regularization strength (ems: bandwidth in cells; dirichlet: prior "
+             "pseudo-count); default: chosen by 5-fold held-out log-likelihood; 0 gives the MLE"),
+    output: Optional[Path] = typer.Option(None, "--out", "-o",
+                                          help="estimate file (.csv or .json; on a grid the cells' lat/lon "
+                                               "centres are included; .geojson: cell polygons for GIS tools)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band "
+                                                             "or error bars; on a grid a lat/lon heatmap)"),
+    label: Optional[str] = typer.Option(None, "--label",
+                                        help="--plot: the axis label, the column and its unit, e.g. 'age (years)'"),
+    delta: Optional[float] = typer.Option(
+        None, help="IBU variants: tolerance of the stopping rule (default 1e-9: with --stop gap, the "
+                   "per-report log-likelihood is within DELTA of the maximum)"),
+    stop: Optional[str] = typer.Option(
+        None, "--stop",
+        help="IBU variants: stopping rule. gap (default; certified: max_x g_x - 1 < delta with g the EM "
+             "multiplier, which bounds the per-report distance to the maximum log-likelihood), loglik "
+             "(seed 001: |L(t)-L(t-1)| < delta, total log-likelihood) or max_abs "
+             "(max|theta(t)-theta(t-1)| < delta)"),
+    max_iter: Optional[int] = typer.Option(None, min=1,
+                                           help="IBU variants: cap on EM evaluations (default 100000)"),
+    accelerate: Optional[bool] = typer.Option(
+        None, "--accelerate/--plain",
+        help="IBU variants: --accelerate (default) runs SQUAREM with the certified Newton finish where the "
+             "blocks allow it (same maximum, far fewer iterations); --plain runs plain EM (seed 001 "
+             "Algorithm 1)"),
+    ci: Optional[float] = typer.Option(None, "--ci",
+                                       help="confidence level, e.g. 0.95: per-cell intervals (lower, upper) in "
+                                            "the output and on the plot"),
+    stat: Optional[str] = typer.Option(None, "--stat",
+                                       help="statistics with their intervals, e.g. mean,median,p90 "
+                                            "(mean, var, sd, median, pNN, qX)"),
+) -> None:
+    """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""
+    if output is not None:
+        check_output(output, ESTIMATE_SUFFIXES, inputs, what="estimate file")
+    if plot is not None:
+        check_output(plot, IMAGE_SUFFIXES, inputs, what="plot")
+    if ci is not None and not 0.0 < ci < 1.0:
+        raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
+    dom = domain_option(domain)
+    if output is not None and output.suffix.lower() == ".geojson" and not hasattr(dom, "edges"):
+        raise LocalPrivError(f"--out {output}: GeoJSON needs a planar grid domain (--domain bbox(...), grid(...) "
+                             "or manhattan); write .csv or .json instead")
+    estimator, settings = estimator_settings(dom, estimator, strength=strength, delta=delta, stop=stop,
+                                             max_iter=max_iter, accelerate=accelerate)
+    est = estimate_files(inputs, dom, estimator,
+                         counting=lambda: status_of("estimate", f"counting the reports of {inputs_text(inputs)}"),
+                         **settings)
+    with ExitStack() as outputs:  # both outputs appear, or neither (a failed plot drops the estimate)
+        out_tmp = outputs.enter_context(atomic_output(output)) if output else None
+        plot_tmp = outputs.enter_context(atomic_output(plot)) if plot else None
+        stats = est.statistics(stat, ci if ci is not None else 0.95) if stat else {}
+        if out_tmp is not None:
+            est.save(out_tmp, ci=ci, stats=list(stats) or None)
+        if plot_tmp is not None:  # matplotlib loads with the plotting module only
+            plotting = importlib.import_module("localpriv.inference.plotting")
+            plotting.estimate_figure(est, plot_tmp, level=ci, xlabel=label or recorded_attribute(inputs))
+    if est.converged is False:
+        say(cap_warning(est))
+    if not output:
+        console.print(estimate_text(est.to_frame(ci)), highlight=False, soft_wrap=True)
+    for name, iv in stats.items():
+        console.print(f"{name}: {fmt_number(iv.value)} [{fmt_number(iv.lower)}, {fmt_number(iv.upper)}] "
+                      f"({iv.level:.0%}, {iv.method})", highlight=False, soft_wrap=True)
+    gap = est.settings.get("gap_reached")
+    cert = f"; within {gap:.1g} per report of the maximum log-likelihood" \
+        if est.converged and isinstance(gap, float) and gap == gap else ""
+    say((f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est)) + cert)
+    wrote = ([f"the estimate ({len(est.distribution):,} values) -> {output}"] if output else []) + \
+        ([f"its plot -> {plot}"] if plot else [])
+    if wrote:
+        say("wrote " + ", ".join(wrote))
+
+
+def estimator_settings(domain: Optional[Domain], estimator: Optional[str], *, strength: Optional[float] = None,
+                       delta: Optional[float] = None, stop: Optional[str] = None, max_iter: Optional[int] = None,
+                       accelerate: Optional[bool] = None) -> tuple[str, dict[str, Any]]:
+    """The estimator (default: the domain's) and its settings from the estimate command's options;
+    options an estimator does not take are refused. What is not given keeps the library's defaults
+    (the certified, accelerated maximum). EM estimators get a progress display."""
+    if stop is not None and stop not in STOP_CHOICES:
+        raise typer.BadParameter(f"unknown stopping rule {stop!r}: {', '.join(STOP_CHOICES)}", param_hint="'--stop'")
+    if delta is not None and (not math.isfinite(delta) or delta <= 0):
+        raise typer.BadParameter(f"{delta} is not a number > 0", param_hint="'--delta'")
+    if strength is not None and (not math.isfinite(strength) or strength < 0):
+        raise typer.BadParameter(f"{strength} is not a number >= 0", param_hint="'--strength'")
+    if estimator is None:
+        estimator = default_estimator(domain)
+    is_em = estimator in EM_ESTIMATORS
+    given = {"delta": delta, "max_iter": max_iter, "stop": stop,
+             "accelerate": None if accelerate is None else ("newton" if accelerate else "none"),
+             "strength": strength}
+    flags = {"delta": "--delta", "max_iter": "--max-iter", "stop": "--stop",
+             "accelerate": "--accelerate" if accelerate else "--plain", "strength": "--strength"}
+    for key, value in given.items():
+        if value is not None and (not is_em or (key == "strength" and estimator not in REGULARIZED)):
+            takers = REGULARIZED if key == "strength" else EM_ESTIMATORS
+            raise LocalPrivError(f"{flags[key]} applies to {'/'.join(takers)}, not to {estimator}")
+    settings: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    if is_em:  # progress of long estimates: a bar on a terminal, a status line every ~10 s otherwise
+        settings["progress"] = EMProgress(estimator, console=err)
+    return estimator, settings
+
+
+def recorded_attribute(inputs: list[str]) -> Optional[str]:
+    """The values' column that the report files record (format version 2), as a plot label
+    (``$`` escaped: a label is text, never mathtext)."""
+    name = attribute_of(inputs)
+    return None if name is None else name.replace("$", r"\$")
+
+
+def estimate_text(df: Any) -> str:
+    """An estimate table for people: probabilities and bounds to 4 significant digits, cell
+    centres to 6 decimals (about 0.1 m), the files keep full precision."""
+    formatters = {col: (lambda v: f"{v:.6f}") for col in ("lat", "lon") if col in df.columns}
+    for col in ("probability", "lower", "upper"):
+        if col in df.columns:
+            formatters[col] = lambda v: fmt_number(v)
+    if "value" in df.columns and df["value"].dtype.kind == "f":
+        formatters["value"] = lambda v: fmt_number(v, 6)
+    return df.to_string(index=False, formatters=formatters)
+
+
+def cap_warning(est: Estimate) -> str:
+    """One line: the estimate stopped at its cap, and what to do about it."""
+    s = est.settings
+    cap = s.get("max_iter", est.iterations)
+    gap = s.get("gap_reached")
+    where = f" (certified only to {gap:.2g} per report)" if isinstance(gap, float) and gap == gap else ""
+    if s.get("acceleration", "none") == "none":
+        todo = "drop --plain (accelerated EM converges in far fewer iterations) or raise --max-iter"
+    else:
+        todo = f"raise --max-iter (now {cap}) or loosen --delta"
+    return (f"warning: {est.estimator} stopped at the iteration cap ({est.iterations} EM evaluations) before "
+            f"meeting its tolerance{where}: NOT converged; {todo}")

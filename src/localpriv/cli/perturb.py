@@ -1,0 +1,67 @@
+"""``localpriv perturb``: obfuscate a column of values into a report file (one mechanism, or each
+row its own: free will)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typer._click.exceptions import UsageError
+
+from localpriv.cli.common import DOMAIN_HELP, friendly, say, status_of
+from localpriv.cli.options import domain_option, generator, rows_hint
+from localpriv.data.freewill import perturb_values_file
+
+
+@friendly
+def perturb(
+    input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz) or Parquet file of raw values"),
+    output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", "-m",
+                                            help="mechanism spec of every row, e.g. 'krr(eps=2.0)'"),
+    domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
+    mechanism_column: Optional[str] = typer.Option(
+        None, "--mechanism-column",
+        help="free will: the column holding each row's own mechanism spec (e.g. krr(eps=0.5)); rows are "
+             "grouped by spec and the report file names each report's mechanism"),
+    policy: Optional[Path] = typer.Option(
+        None, "--policy",
+        help="free will: a .json/.toml file mapping the values of a group column to specs (keys: column, specs, "
+             "default, version; docs/freewill.md)"),
+    column: Optional[str] = typer.Option(None, "--column", "-c",
+                                         help="column of values by name or number (1 = first; default: the "
+                                              "first); two for a grid, latitude first: 'lat,lon' or '3,4'"),
+    header: bool = typer.Option(True, "--header/--no-header",
+                                help="--no-header: the CSV/TSV file's first line is data (give --column by number)"),
+    outside: str = typer.Option("error", "--outside",
+                                help="grid domains: points outside the grid are an error (error), dropped (drop) "
+                                     "or moved to the nearest cell (clamp); dropped or moved points are counted"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0,
+                                       help="seed for a reproducible experiment; without it a cryptographically "
+                                            "secure generator seeded by the OS (use that for real users)"),
+    drop_missing: bool = typer.Option(False, "--drop-missing",
+                                      help="drop missing values (counted and reported) instead of failing"),
+) -> None:
+    """Obfuscate a column of values: one report per value (streamed in bounded memory); with
+    --mechanism-column or --policy each row applies its own mechanism (free will)."""
+    given = [flag for flag, v in (("--mechanism", mechanism), ("--mechanism-column", mechanism_column),
+                                  ("--policy", policy)) if v is not None]
+    if len(given) != 1:
+        raise UsageError("give one of --mechanism (every row), --mechanism-column or --policy (each row its own)"
+                         + (f", not {' and '.join(given)}" if given else ""))
+    dom = domain_option(domain)
+    with status_of("perturb", f"reading {input}") as status:
+        rows = status.task("rows", rows_hint(input), "read")
+        res = perturb_values_file(input, output, dom, generator(seed), mechanism=mechanism,
+                                  mechanism_column=mechanism_column, policy=policy, column=column,
+                                  drop_missing=drop_missing, header=header, outside=outside, progress=rows.update)
+    if res.outside:
+        did, to = ("dropped", "") if res.outside_action == "drop" else ("moved", " to the nearest cell")
+        say(f"{did} {res.outside:,} of {res.rows - res.dropped:,} points outside the grid{to} ({input})")
+    dropped = f", {res.dropped:,} missing value(s) dropped" if res.dropped else ""
+    what = res.mechanism
+    if res.by_mechanism and len(res.by_mechanism) > 1:
+        shown = sorted(res.by_mechanism.items(), key=lambda kv: -kv[1])
+        what = f"{len(shown)} mechanisms (" + ", ".join(f"{n:,} {m}" for m, n in shown[:4]) + \
+            (f", {len(shown) - 4} more" if len(shown) > 4 else "") + ")"
+    say(f"wrote {res.reports:,} reports of {what} to {res.path} ({res.rows:,} rows read{dropped})")

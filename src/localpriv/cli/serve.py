@@ -1,0 +1,27 @@
+"""``localpriv serve``: the collector service (FastAPI and uvicorn load when it starts)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from localpriv.service import serve as run_service
+from localpriv.cli.common import friendly
+
+
+@friendly
+def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
+                                 help="postgresql://... or an SQLite file (created if missing)"),
+          host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: loopback only)"),
+          port: int = typer.Option(8000, "--port", help="TCP port"),
+          max_body: int = typer.Option(8 << 20, "--max-body", help="bytes: larger request bodies are refused (413)"),
+          admin_token_file: Optional[Path] = typer.Option(
+              None, "--admin-token-file", help="file holding the admin token (default: $LOCALPRIV_ADMIN_TOKEN, "
+                                               "else a new token printed once)")) -> None:
+    """Run the collector service: HTTP API, counts in SQLite or PostgreSQL, estimates, a dashboard
+    (docs/service.md)."""
+    token = None
+    if admin_token_file is not None:
+        token = admin_token_file.read_text(encoding="utf-8").strip()
+    run_service(db, host, port, token, max_body)
