@@ -253,7 +253,7 @@ def test_thesis_tables_count_every_user(monkeypatch):
     # the thesis reproductions aggregate every user of every view: one table per user in the
     # modified protocol (so the runs' users add up to the records), every table of its view in
     # the original one
-    import localpriv.experiments.thesis as thesis
+    import reproductions.thesis as thesis
 
     runs = []
     real = thesis.aggregate_blocks

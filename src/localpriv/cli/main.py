@@ -20,6 +20,7 @@ import typer
 # typer >= 0.25 vendors click: its exceptions live here (no separate click package)
 from typer._click.exceptions import UsageError
 
+from localpriv.utils.checkout import load_reproductions
 from localpriv.utils.errors import LocalPrivError
 
 
@@ -37,6 +38,7 @@ class _OnFirstUse:
 
 np = _OnFirstUse("numpy")
 json = _OnFirstUse("json")
+_demo = _OnFirstUse("localpriv.inference.demo")
 
 
 class _LazyConsole:
@@ -178,19 +180,18 @@ def _say(text: str) -> None:
 
 
 def rich_progress(status=None):
-    """An experiments' progress adapter (:class:`localpriv.experiments.runner.Progress`): every
+    """An experiments' progress callable (what ``reproductions.runner.Progress`` wraps): every
     ``progress(items, "label")`` of an experiment becomes a counted task of ``status`` (a
     :class:`localpriv.utils.progress.Status`: a bar on a terminal, a status line every ~10 s otherwise);
     without one, each loop gets its own."""
-    from localpriv.experiments.runner import Progress as _P
 
-    def factory(iterable, description, total):
+    def progress(iterable, description="", total=None):
         if status is not None:
             yield from status.track(iterable, description, total)
             return
         with _status(description or "progress") as own:
             yield from own.track(iterable, description, total)
-    return _P(factory)
+    return progress
 
 
 DOMAIN_HELP = ("LO..HI, comma-separated labels, bbox(lat0,lon0,lat1,lon1,cell_km) (a grid of cell_km-km cells "
@@ -767,13 +768,14 @@ def reproduce(
     quick: bool = typer.Option(False, "--quick", help="small, fast configuration (used by the tests)"),
 ):
     """Rerun one of the seeds' experiments: writes OUT/NAME.json and OUT/NAME.png."""
-    from localpriv.experiments import EXPERIMENTS, run_experiment
+    repro = load_reproductions("localpriv reproduce")
     if name == "list":
-        for n, e in sorted(EXPERIMENTS.items()):
+        for n, e in sorted(repro.EXPERIMENTS.items()):
             console.print(f"{n:24s} {e.description}", highlight=False)
         return
     with _status(f"reproduce {name}") as status:
-        rec = run_experiment(name, out, runs=runs, seed=seed, quick=quick, progress=rich_progress(status))
+        rec = repro.run_experiment(name, out, runs=runs, seed=seed, quick=quick,
+                                   progress=repro.Progress(rich_progress(status)))
     _say(f"{name}: {rec['elapsed_seconds']:.1f} s; wrote {_written(out, name)}")
 
 
@@ -783,9 +785,8 @@ def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o",
                                   help="folder of the outputs (demo.json: every number; demo.png: the figure)"),
          seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator (same seed, same numbers)")):
     """The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."""
-    from localpriv.experiments import run_experiment
     with _status("demo") as status:
-        rec = run_experiment("demo", out, seed=seed, progress=rich_progress(status))
+        rec = _demo.run_demo(out, seed=seed, progress=rich_progress(status))
     res = rec["results"]
     table = Table(title=f"UCI Adult ages (n={res['n']:,}), {rec['params']['mechanism']}, seed {seed}")
     table.add_column("distribution")
@@ -902,10 +903,13 @@ def heavy_hitters_(
 def list_(what: str = typer.Argument("all", help="mechanisms | estimators | experiments | all")):
     """List the registered mechanisms (spec names), estimators and reproducible experiments."""
     from localpriv.estimators import available_estimators
-    from localpriv.experiments import EXPERIMENTS
     from localpriv.mechanisms.base import registered
+    try:  # the reproductions of a source checkout; none in an installed package
+        experiments = sorted(load_reproductions("localpriv list experiments").EXPERIMENTS)
+    except LocalPrivError:
+        experiments = []
     groups = {"mechanisms": sorted(registered()), "estimators": available_estimators(),
-              "experiments": sorted(EXPERIMENTS)}
+              "experiments": experiments}
     if what != "all" and what not in groups:
         raise LocalPrivError(f"unknown list {what!r}: choose mechanisms, estimators, experiments or all")
     for name, items in groups.items():

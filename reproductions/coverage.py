@@ -41,7 +41,8 @@ from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment, to_jsonable
+from localpriv.inference.simulation import simulate_block
+from reproductions.runner import Experiment, register_experiment, to_jsonable
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
@@ -94,26 +95,11 @@ def _data(name: str):
     return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
 
 
-def _block(mech, theta, n, rng) -> ObservationBlock:
-    n_out = mech.n_outputs
-    if mech.report_kind != "binary" and n_out is not None and mech.k * n_out <= 4_000_000:
-        p = np.clip(theta @ mech.channel(), 0.0, None)
-        c = rng.multinomial(n, p / p.sum())
-        keep = np.flatnonzero(c)
-        return ObservationBlock(mech, keep, c[keep])
-    x = np.repeat(np.arange(theta.size), rng.multinomial(n, theta))
-    z = mech.sample(x, rng)
-    if z.ndim == 1:
-        u, c = np.unique(z, return_counts=True)
-        return ObservationBlock(mech, u, c)
-    return ObservationBlock(mech, z, np.ones(z.shape[0]))  # distinct or not, the likelihood is the same
-
-
 def _one(setting, dom, theta, values, n, levels, rng, true_median):
     mechs = [parse(s, dom) for s in setting["mechanisms"]]
     shares = np.full(len(mechs), n // len(mechs))
     shares[: n - shares.sum()] += 1
-    obs = Observations([_block(m, theta, int(s), rng) for m, s in zip(mechs, shares)], dom)
+    obs = Observations([simulate_block(m, theta, int(s), rng) for m, s in zip(mechs, shares)], dom)
     method = setting.get("estimator", "ibu")
     est = estimate(obs, method, **({"accelerate": "newton"} if method == "ibu" else {}))
     out = {}
@@ -237,7 +223,7 @@ def merge(paths, out, replace: bool = False) -> dict:
     in the record) and the replacement is listed in ``merged_replaced``. Merging into a merged record
     keeps its history: its ``merged_from`` and ``merged_replaced`` entries come first."""
     from localpriv.data.formats import atomic_output
-    from localpriv.experiments.runner import load_records, merged_sources
+    from reproductions.runner import load_records, merged_sources
     recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
     settings, results, replaced = [], {"settings": {}}, []
@@ -327,7 +313,7 @@ def table_markdown(record: dict) -> str:
 def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md") -> None:
     """Regenerate docs/uncertainty.md's coverage table (between its ``coverage`` markers) from the
     committed JSON (``make coverage-docs``)."""
-    from localpriv.experiments.table import rewrite_block
+    from reproductions.table import rewrite_block
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
 
 

@@ -39,8 +39,8 @@ from localpriv.multiattr.structure import (GaussianBIC, arcs_of, brute_force, ex
                                    markov_equivalent, network_score, parents_of,
                                    restrictive_maximization)
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
 
 __all__ = ["shared_data_dir", "adult_numeric", "gowalla_band_series", "derive_ch6_data", "link_collection",
            "cv_rmse", "causal_effect", "vif", "fuel_saving"]

@@ -20,8 +20,8 @@ from localpriv.multiattr.independence import (laplace_noisy_counts, mc_independe
 from localpriv.multiattr.rrba import aggregate_blocks, combination_views, pooled_estimate
 from localpriv.multiattr.tables import Records, normalize_table
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
 
 
 # ------------------------------------------------------------------------------------------

@@ -43,9 +43,9 @@ from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_con
 from localpriv.multiattr.bif import load_network
 from localpriv.multiattr.rrba import combination_views
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
-from localpriv.experiments.thesis import _both, _lookup, _rrba_tables
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
+from reproductions.thesis import _both, _lookup, _rrba_tables
 
 METHODS = ("variant", "algorithm4-eq43", "algorithm4-mle")
 KEYS = ("acc", "sens", "spec", "avg_recall", "skel_acc", "arcs")

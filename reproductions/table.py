@@ -6,7 +6,7 @@ and ``<!-- reproductions:end -->`` markers) with :func:`render` of those JSON fi
 in the table can be older than the code. Each row is a :class:`Row`: the experiment(s) it reads,
 what it reproduces, the paper's numbers (fixed: they are the paper's), and two functions of the
 JSON records that write "ours" and the verdict, every number with its runs and its 95 % interval
-over the runs (:mod:`localpriv.experiments.spread`); a verdict near a threshold says so.
+over the runs (:mod:`reproductions.spread`); a verdict near a threshold says so.
 
 Rows whose JSON is missing are refused (:func:`render` names them) unless ``keep`` is given: then
 the README's current row is kept and marked "(not rerun)", so a partial run cannot pass for a full
@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.experiments.spread import LEVEL, _t, mean_interval, ratio_interval
+from reproductions.spread import LEVEL, _t, mean_interval, ratio_interval
 
 __all__ = ["Row", "ROWS", "render", "rewrite_readme", "rewrite_block", "dbsec_tables", "freewill_table1", "freewill_table2", "BEGIN", "END"]
 

@@ -27,7 +27,7 @@ Data:
   law of obfuscating each record once), or every record's report sampled by the mechanism when the
   channel is too large to tabulate;
 * ``resample`` -- ``n`` users drawn with replacement from the data set's empirical distribution and
-  obfuscated: ``Multinomial(n, theta M)`` (``localpriv.experiments.coverage._block``; per-user
+  obfuscated: ``Multinomial(n, theta M)`` (``localpriv.inference.simulation.simulate_block``; per-user
   sampling for vector mechanisms);
 * ``zipf`` -- a synthetic categorical truth ``theta_i ~ i^-s`` on ``k`` labels, resampled as above;
 * ``demo`` -- the data of ``make demo`` (``perturb`` + ``aggregate`` of every Adult age under k-RR
@@ -52,8 +52,8 @@ from localpriv.mechanisms import parse
 from localpriv.inference.metrics import emd_line, l1
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.coverage import _block
-from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.inference.simulation import simulate_block
+from reproductions.runner import Experiment, register_experiment
 
 __all__ = ["DEFAULTS", "QUICK", "NAME"]
 
@@ -217,7 +217,7 @@ def _observations(case, base: int, run: int = 0, demo_seed: int = 0):
     mech = parse(case["mechanism"], dom)
     rng = _case_rng(base, case["name"], run)
     if case.get("sample", "population") == "resample":
-        block = _block(mech, truth, int(case["n"]), rng)
+        block = simulate_block(mech, truth, int(case["n"]), rng)
     else:
         block = _population_block(mech, counts * int(case.get("tile", 1)), rng)
     return Observations([block], dom), truth
@@ -499,7 +499,7 @@ def _categorical(params, base, progress):
         per = {"inv-p": [], "mle": [], "dirichlet": []}
         tau = []
         for run in range(runs):
-            obs = Observations([_block(mech, truth, n, _case_rng(base, name, run))], dom)
+            obs = Observations([simulate_block(mech, truth, n, _case_rng(base, name, run))], dom)
             per["inv-p"].append(l1(truth, estimate(obs, "inv-p").distribution))
             per["mle"].append(l1(truth, estimate(obs, "ibu").distribution))
             dr = estimate(obs, "dirichlet")
@@ -534,7 +534,7 @@ def _boundary(params, base, progress):
         noise = None
         for run in progress(range(runs), case["name"]):
             rng = _case_rng(base, case["name"], run)
-            obs = Observations([_block(mech, truth, int(case["n"]), rng)], dom)
+            obs = Observations([simulate_block(mech, truth, int(case["n"]), rng)], dom)
             est = estimate(obs, "ibu")
             u = est.uncertainty()
             m = float(values @ est.distribution)

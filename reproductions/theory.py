@@ -20,7 +20,7 @@ from localpriv.estimators.em import em, em_step
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.inference.metrics import total_variation
-from localpriv.experiments.runner import Experiment, register_experiment
+from reproductions.runner import Experiment, register_experiment
 
 
 # --------------------------------------------------------------------------------------------
