@@ -71,7 +71,10 @@ from localpriv.inference.metrics import emd_line, mse, total_variation
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
 from localpriv.inference.simulation import calibrate, dense_twin, simulate_observations
-from reproductions.runner import Experiment, register_experiment
+from reproductions.runner import Experiment, register_experiment, load_records, merged_sources, to_jsonable
+from localpriv.domains.grid import emd_grid, GridDomain
+from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid, manhattan_cells, NYC_GRID
+from localpriv.data.formats import atomic_output
 
 __all__ = ["SETTINGS", "ESTIMATORS", "QUICK", "MEDIUM", "EVIDENCE", "calibrate", "dataset", "derive_shipped_data",
            "merge", "write_tables"]
@@ -225,7 +228,6 @@ class _Data:
         return "emd" if self.ordered else "tv"
 
     def errors(self, est: np.ndarray) -> dict:
-        from localpriv.domains.grid import emd_grid
         out = {"tv": total_variation(self.theta, est), "mse": mse(self.theta, est)}
         if self.kind == "line":
             out["emd"] = emd_line(self.theta, est)
@@ -241,8 +243,6 @@ class _Data:
 @lru_cache(maxsize=None)
 def dataset(name: str) -> _Data:
     """The data set ``name`` (ages, education, manhattan, nyc) as shipped with the package."""
-    from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid
-    from localpriv.data.datasets import manhattan_cells
     if name == "ages":
         dom = IntegerDomain(0, 99)
         return _Data(name, dom, np.bincount(dom.encode(adult_ages()), minlength=dom.size), "line", "years",
@@ -275,8 +275,6 @@ def derive_shipped_data(shared_dir="/work/shared/data", out_dir=None) -> dict[st
     """
     import pandas as pd
 
-    from localpriv.data.datasets import NYC_GRID
-    from localpriv.domains.grid import GridDomain
     shared = Path(shared_dir)
     counts: dict[tuple[str, int], int] = {}
     for fname in ("adult.data", "adult.test"):
@@ -539,8 +537,6 @@ def merge(paths, out) -> dict:
     the data-set's truth; a cell present in two records is refused. Claims and the skipped
     summary are recomputed over the merged cells.
     """
-    from localpriv.data.formats import atomic_output
-    from reproductions.runner import load_records, merged_sources, to_jsonable
     recs = load_records(paths, ("runs", "estimators", "dense_max"))
     first = recs[0]
     cells, keys, levels, datasets, settings = [], set(), [], {}, []

@@ -44,6 +44,11 @@ import zlib
 import numpy as np
 
 from reproductions.runner import Experiment, register_experiment
+from localpriv.advice.advisor import simulate_errors, goal_error, median_precision, advise
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import LargeEpsilonWarning
+from reproductions.accuracy import dataset
+from localpriv.inference.plotting import plt, save
 
 NAME = "advise-check"
 
@@ -100,9 +105,6 @@ def _seed(base: int, key: str) -> list[int]:
 
 def _check_row(row, data, goal, n, params, base, key):
     """Measure one advised row: ``runs`` data sets through its spec and estimator."""
-    from localpriv.advice.advisor import simulate_errors, goal_error
-    from localpriv.mechanisms import parse
-    from localpriv.mechanisms.base import LargeEpsilonWarning
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LargeEpsilonWarning)
@@ -110,7 +112,6 @@ def _check_row(row, data, goal, n, params, base, key):
     error = goal_error(goal, data.domain, data.theta)
     t0 = time.perf_counter()
     gen = np.random.default_rng(_seed(base, f"measure|{key}|{row.spec}"))
-    from localpriv.advice.advisor import median_precision
     runs = int(params["runs"])
     measured = simulate_errors(mech, data.domain, data.theta, n, error, row.estimator, runs, gen)
     while (measured.size < int(params.get("max_runs", runs))
@@ -129,8 +130,6 @@ def _check_row(row, data, goal, n, params, base, key):
 
 
 def _compute(params, rng, progress):
-    from localpriv.advice.advisor import advise
-    from reproductions.accuracy import dataset
     base = int(rng.integers(2 ** 32))
     plan = [(c, eps, n) for c in params["cases"] for eps in c["eps_ldp"] for n in c["n"]]
     cases = []
@@ -184,7 +183,6 @@ def _compute(params, rng, progress):
 
 
 def _plot(results, params, path):
-    from localpriv.inference.plotting import plt, save
     rows = [(c, r) for c in results["cases"] for r in c["checked"]]
     fig, ax = plt.subplots(figsize=(5.5, 5))
     styles = {"emd": ("tab:blue", "o"), "tv": ("tab:green", "s"), "mean": ("tab:red", "^"),

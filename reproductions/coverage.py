@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.data.datasets import adult_ages, adult_education
+from localpriv.data.datasets import adult_ages, adult_education, manhattan_cells
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.inference.estimate import _cross
 from localpriv.inference import estimate
@@ -42,7 +42,9 @@ from localpriv.mechanisms import parse
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
 from localpriv.inference.simulation import simulate_block
-from reproductions.runner import Experiment, register_experiment, to_jsonable
+from reproductions.runner import Experiment, register_experiment, to_jsonable, load_records, merged_sources
+from localpriv.data.formats import atomic_output
+from reproductions.table import rewrite_block
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
@@ -90,7 +92,6 @@ def _data(name: str):
         dom = IntegerDomain(0, 99)
         x = dom.encode(adult_ages())
         return dom, np.bincount(x, minlength=dom.size) / x.size, dom.labels.astype(float)
-    from localpriv.data.datasets import manhattan_cells
     dom, cells = manhattan_cells(0.5)
     return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
 
@@ -222,8 +223,6 @@ def merge(paths, out, replace: bool = False) -> dict:
     record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
     in the record) and the replacement is listed in ``merged_replaced``. Merging into a merged record
     keeps its history: its ``merged_from`` and ``merged_replaced`` entries come first."""
-    from localpriv.data.formats import atomic_output
-    from reproductions.runner import load_records, merged_sources
     recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
     settings, results, replaced = [], {"settings": {}}, []
@@ -313,7 +312,6 @@ def table_markdown(record: dict) -> str:
 def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md") -> None:
     """Regenerate docs/uncertainty.md's coverage table (between its ``coverage`` markers) from the
     committed JSON (``make coverage-docs``)."""
-    from reproductions.table import rewrite_block
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
 
 
