@@ -767,7 +767,9 @@ def reproduce(
     seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator"),
     quick: bool = typer.Option(False, "--quick", help="small, fast configuration (used by the tests)"),
 ):
-    """Rerun one of the seeds' experiments: writes OUT/NAME.json and OUT/NAME.png."""
+    """Rerun one of the seeds' experiments: writes OUT/NAME.json and OUT/NAME.png.
+
+    Runs from a source checkout: the experiments live in its reproductions/, which is not installed."""
     repro = load_reproductions("localpriv reproduce")
     if name == "list":
         for n, e in sorted(repro.EXPERIMENTS.items()):
