@@ -114,11 +114,11 @@ bench-import: $(STAMP)
 # issue 16's calibration (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
 coverage: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
-	$(PY) -c "from localpriv.experiments.coverage import rewrite_docs; rewrite_docs()"
+	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # docs/uncertainty.md's coverage table from the committed docs/results/coverage.json
 coverage-docs: $(STAMP)
-	$(PY) -c "from localpriv.experiments.coverage import rewrite_docs; rewrite_docs()"
+	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # the measured numbers of docs/convergence.md, docs/regularized.md and docs/uncertainty.md
 # (house rule: numbers in the docs come from this JSON; about 10 minutes on one core)
@@ -127,8 +127,8 @@ docs-numbers: $(STAMP)
 
 # issue 17's evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
 estimator-evidence: $(STAMP)
-	OPENBLAS_NUM_THREADS=1 $(PY) -c "from localpriv.experiments import run_experiment; \
-	from localpriv.experiments.accuracy import EVIDENCE; \
+	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
+	from reproductions.accuracy import EVIDENCE; \
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
 
 clean:

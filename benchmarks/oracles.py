@@ -38,11 +38,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's reproductions/
 from _common import clock, machine, now, quick_flag, rounds_arg, spread  # noqa: E402
 
 from localpriv.estimators.em import em  # noqa: E402
 from localpriv.estimators.oracles import pure_parameters  # noqa: E402
-from localpriv.experiments.oracles import _DiagBlock  # noqa: E402
+from reproductions.oracles import DiagBlock  # noqa: E402
 from localpriv.mechanisms import parse  # noqa: E402
 from localpriv.utils.simplex import clip_normalize  # noqa: E402
 
@@ -130,7 +131,7 @@ def _ours(name, spec):
         return {"raw": raw, "clip-normalized": clip_normalize(raw), "_counts": C}
 
     def ibu(C):
-        res = em([_DiagBlock(p, q, C)], K, max_iter=100_000, accelerate="newton", stop="loglik", delta=1e-6)
+        res = em([DiagBlock(p, q, C)], K, max_iter=100_000, accelerate="newton", stop="loglik", delta=1e-6)
         return res.theta, res.iterations
 
     return client, estimate, ibu, state

@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from localpriv.experiments import EXPERIMENTS, run_experiment
-from localpriv.experiments.accuracy import NAME, QUICK, calibrate, dataset, derive_shipped_data
+from reproductions import EXPERIMENTS, run_experiment
+from reproductions.accuracy import NAME, QUICK, dataset, derive_shipped_data
+from localpriv.inference.simulation import calibrate, merge_equal_columns, simulate_block
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 
@@ -106,7 +107,7 @@ def _check_split_runs_merge_into_the_whole(rec, tmp_path):
     """A run split by setting merges (accuracy.merge) into the whole run's cells, number for
     number; the same cell in two records is refused."""
     from localpriv import LocalPrivError
-    from localpriv.experiments.accuracy import merge
+    from reproductions.accuracy import merge
     geo = [s for s in QUICK["settings"] if s["data"] == "ages" and s["mechanism"] == "geometric"]
     run_experiment(NAME, tmp_path / "geo", quick=True, seed=0, overrides={"settings": geo, "status": False})
     merged = merge([tmp_path / f"{NAME}.json", tmp_path / "geo" / f"{NAME}.json"], tmp_path / "merged")
@@ -182,14 +183,12 @@ def test_reports_with_equal_likelihood_columns_are_merged_exactly(spec):
     """On the 16 education levels the per-user reports of a pure protocol are merged by support
     (they had silently stopped merging when the likelihood parts became per-report arrays): far
     fewer rows, the same counts, the same likelihood block products and the same MLE."""
-    from localpriv.experiments.accuracy import _merge, dataset
-    from localpriv.experiments.coverage import _block
     from localpriv.data.observations import Observations
 
     D = dataset("education")
     mech = parse(spec, D.domain)
-    block = _block(mech, D.theta, 100_000, np.random.default_rng(3))
-    merged = _merge(block)
+    block = simulate_block(mech, D.theta, 100_000, np.random.default_rng(3))
+    merged = merge_equal_columns(block)
     assert merged.counts.size < block.counts.size and merged.counts.sum() == block.counts.sum()
     if spec.startswith("oue"):
         assert merged.counts.size <= 2 ** 16 and merged.counts.size < 0.5 * block.counts.size

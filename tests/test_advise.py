@@ -5,7 +5,7 @@ Every privacy level a row claims is recomputed here from its spec (``parse(spec,
 must be at most the target (+1e-9). The predictions are checked against independent simulations:
 the analytic model's covariance against sampled reports, its predicted error against per-user
 simulation, and the quick ``advise-check`` reproduction (predicted within 25 % of the median of 20
-measured runs; see the module docstring of localpriv.experiments.advise_check for why 25 % holds
+measured runs; see the module docstring of reproductions.advise_check for why 25 % holds
 for EMD and TV at these sizes).
 """
 from __future__ import annotations
@@ -185,18 +185,18 @@ def test_support_covariance_matches_sampled_reports(spec):
 
 def test_analytic_prediction_matches_per_user_simulation():
     """MI-P's error under the normal model against 60 per-user simulations of MI-P (median TV)."""
-    from localpriv.advice.advisor import _analytic, _simulate
+    from localpriv.advice.advisor import _analytic, simulate_errors
     dom = parse_domain("0..29")
     theta, _ = default_prior(dom)
     mech = parse("oue(eps=1.0)", dom)
     err = goal_error("tv", dom, theta)
     model = np.median(_analytic(mech, theta, 5000, err, 400, np.random.default_rng(0)))
-    sim = np.median(_simulate(mech, dom, theta, 5000, err, "mi-p", 60, np.random.default_rng(1)))
+    sim = np.median(simulate_errors(mech, dom, theta, 5000, err, "mi-p", 60, np.random.default_rng(1)))
     assert model == pytest.approx(sim, rel=0.15)
 
 
 def test_quick_advise_check_predicts_within_25_percent(tmp_path):
-    from localpriv.experiments import run_experiment
+    from reproductions import run_experiment
     rec = run_experiment("advise-check", tmp_path, quick=True, overrides={"status": False})
     assert (tmp_path / "advise-check.json").exists()
     assert (tmp_path / "advise-check.png").read_bytes()[:4] == b"\x89PNG"

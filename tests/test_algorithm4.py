@@ -123,7 +123,7 @@ def test_estimators_recover_a_known_joint():
 
 
 def test_experiment_quick_runs(tmp_path):
-    from localpriv.experiments import run_experiment
+    from reproductions import run_experiment
     rec = run_experiment("thesis-algorithm4", tmp_path, quick=True, overrides={"runs": 1, "n": 400})
     res = rec["results"]
     for m in ("variant", "algorithm4-eq43", "algorithm4-mle"):

@@ -6,7 +6,7 @@ import pytest
 
 from localpriv.analysis.consistency import asymptotic_error, consistency_report, default_theta, dominance, fit_loglog_slope
 from localpriv.analysis.examples import basic_rappor_mechanism, section64_mechanism
-from localpriv.experiments.runner import run_experiment
+from reproductions.runner import run_experiment
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR

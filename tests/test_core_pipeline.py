@@ -13,7 +13,7 @@ from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
 from localpriv.cli.main import app
 from localpriv.domains import IntegerDomain
-from localpriv.experiments import run_experiment
+from reproductions import run_experiment
 from localpriv.mechanisms import KRR
 from localpriv.inference.metrics import emd_line, jensen_shannon, kl, l1, l2, mae, mse, total_variation
 from localpriv.data.observations import Observations

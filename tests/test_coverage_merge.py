@@ -5,8 +5,8 @@ import json
 import pytest
 
 from localpriv import LocalPrivError
-from localpriv.experiments import coverage as C
-from localpriv.experiments import run_experiment
+from reproductions import coverage as C
+from reproductions import run_experiment
 
 
 def test_runs_split_by_n_merge_into_the_whole_run_and_replace_only_when_asked(tmp_path):

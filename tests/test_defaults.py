@@ -390,7 +390,7 @@ def test_cli_estimate_help_is_true():
 
 # ---- reproductions pin their settings ------------------------------------------------------------
 def test_demo_pins_plain_em_and_keeps_its_numbers(tmp_path):
-    from localpriv.experiments import run_experiment
+    from reproductions import run_experiment
     rec = run_experiment("demo", tmp_path, seed=0)
     d = rec["results"]["details"]["ibu"]
     assert d["settings"]["acceleration"] == "none" and d["settings"]["stopping"] == "|L(t)-L(t-1)| < delta"

@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from localpriv.experiments import EXPERIMENTS, run_experiment
-from localpriv.experiments import docs_numbers as dn
+from reproductions import EXPERIMENTS, run_experiment
+from reproductions import docs_numbers as dn
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@ import json
 
 import numpy as np
 
-import localpriv.experiments.freewill  # noqa: F401  (registers the experiments)
-from localpriv.experiments.freewill import verdict
-from localpriv.experiments.runner import run_experiment
+import reproductions.freewill  # noqa: F401  (registers the experiments)
+from reproductions.freewill import verdict
+from reproductions.runner import run_experiment
 
 
 def test_table1_quick(tmp_path):

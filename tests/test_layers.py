@@ -26,7 +26,6 @@ LAYERS = {
     "service": 9,
     "cli": 10,
     "extras": 11,
-    "experiments": 12,  # leaving the package (reproductions/)
 }
 
 

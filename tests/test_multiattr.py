@@ -253,7 +253,7 @@ def test_thesis_tables_count_every_user(monkeypatch):
     # the thesis reproductions aggregate every user of every view: one table per user in the
     # modified protocol (so the runs' users add up to the records), every table of its view in
     # the original one
-    import localpriv.experiments.thesis as thesis
+    import reproductions.thesis as thesis
 
     runs = []
     real = thesis.aggregate_blocks
@@ -270,12 +270,12 @@ def test_thesis_tables_count_every_user(monkeypatch):
     for n in (1, 37, 500, 1003):
         rec = net.sample(n, rng)
         runs.clear()
-        thesis._rrba_tables(rec, [[f] for f in fams], 0.5, rng, 2, 1e-3)
+        thesis.rrba_tables(rec, [[f] for f in fams], 0.5, rng, 2, 1e-3)
         assert all(run.n_users == size for size, run in runs)
         assert sum(run.n_users for _, run in runs) == n
         runs.clear()
         views = thesis._pack(fams)
-        thesis._rrba_tables(rec, views, 0.5, rng, 2, 1e-3)
+        thesis.rrba_tables(rec, views, 0.5, rng, 2, 1e-3)
         per_view = [len(v) for v in views]
         assert all(run.n_users == size for size, run in runs)
         assert sum(run.n_users for _, run in runs) <= n * max(per_view)

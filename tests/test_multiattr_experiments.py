@@ -3,8 +3,8 @@ import json
 
 import numpy as np
 
-import localpriv.experiments.thesis  # noqa: F401
-from localpriv.experiments.runner import run_experiment
+import reproductions.thesis  # noqa: F401
+from reproductions.runner import run_experiment
 
 
 def _load(tmp_path, name):
@@ -87,7 +87,7 @@ def test_fig46_convergence_rule_and_levels(tmp_path):
     for every table of two or more cells; tuples at first convergence are whole blocks."""
     from types import SimpleNamespace
 
-    from localpriv.experiments.thesis import _convergence_blocks
+    from reproductions.thesis import _convergence_blocks
     est = [np.array([0.5, 0.5]), np.array([0.9, 0.1]), np.array([0.9, 0.1]), np.array([0.2, 0.8]),
            np.array([0.2, 0.8]), np.array([0.2, 0.8])]
     run = SimpleNamespace(estimates=est, sizes=[100] * 6)

@@ -8,9 +8,9 @@ import pytest
 
 from localpriv.estimators.em import em
 from localpriv.estimators.oracles import support_mle
-from localpriv.experiments.oracles import (_DiagBlock, equal_width_bins, notebook_bins, seed_ibu, summary_markdown,
+from reproductions.oracles import (DiagBlock, equal_width_bins, notebook_bins, seed_ibu, summary_markdown,
                                            summarize, users)
-from localpriv.experiments.runner import run_experiment
+from reproductions.runner import run_experiment
 
 from _roundoff import em_rtol
 
@@ -55,7 +55,7 @@ def test_seed_ibu_stacked_equals_separate_runs():
     est, capped = seed_ibu(C, p, q, max_iter=300)
     assert capped.all()
     for b in range(3):
-        alone = em([_DiagBlock(p[b], q[b], C[b])], k, delta=1e-12, max_iter=300, stop="max_abs", accelerate="none")
+        alone = em([DiagBlock(p[b], q[b], C[b])], k, delta=1e-12, max_iter=300, stop="max_abs", accelerate="none")
         assert alone.iterations == 300 and not alone.converged  # same number of updates as the stack
         # the stack normalizes over 3k coordinates, a lone run over k: the same updates rounded
         # differently, <= em_rtol relative after 300 of them (see _roundoff; ~1.4e-11, measured
@@ -76,7 +76,7 @@ def test_support_mle_is_the_ibu_fixed_point():
     lam = grad[f > 0]
     assert np.ptp(lam) < 1e-9 * lam.max() and np.all(grad[f == 0] <= lam.max() + 1e-9)
     # a long IBU run approaches it (slowly: the maximum is on the simplex's boundary)
-    r = em([_DiagBlock(p, q, C)], k, delta=1e-14, max_iter=200_000, accelerate="squarem", stop="max_abs")
+    r = em([DiagBlock(p, q, C)], k, delta=1e-14, max_iter=200_000, accelerate="squarem", stop="max_abs")
     assert np.abs(r.theta - f).max() < 1e-4
     # interior case (k-RR counts): the unclipped matrix inversion
     C = np.array([400.0, 350.0, 250.0])
@@ -126,7 +126,7 @@ def test_fig11_fig12_quick(tmp_path):
 
 
 def test_gain_intervals_bootstrap_over_runs():
-    from localpriv.experiments.oracles import gain_intervals
+    from reproductions.oracles import gain_intervals
 
     def row(d, m, mi, ibu):
         return {"dist": d, "mechanism": m, "mi_runs": mi, "ibu_runs": ibu}

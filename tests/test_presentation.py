@@ -299,7 +299,7 @@ def test_cli_commands_write_status_lines_and_say_what_they_wrote(tmp_path):
 
 
 def test_reproduce_reports_progress_and_its_files(tmp_path, monkeypatch):
-    from localpriv.experiments.runner import EXPERIMENTS, Experiment
+    from reproductions.runner import EXPERIMENTS, Experiment
 
     def compute(params, rng, progress):
         total = 0

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.experiments import run_experiment
-from localpriv.experiments.table import BEGIN, END, ROWS, render, rewrite_readme
+from reproductions import run_experiment
+from reproductions.table import BEGIN, END, ROWS, render, rewrite_readme
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -21,7 +21,7 @@ def quick_runs(tmp_path_factory):
 
 
 def test_every_row_names_a_registered_experiment():
-    from localpriv.experiments import EXPERIMENTS
+    from reproductions import EXPERIMENTS
     names = [n for row in ROWS for n in row.names]
     assert names and set(names) <= set(EXPERIMENTS)
     assert len({row.label for row in ROWS}) == len(ROWS)
@@ -77,7 +77,7 @@ def test_readme_table_is_what_the_committed_json_renders():
 
 def test_generated_doc_blocks_match_their_json():
     import json
-    from localpriv.experiments.table import dbsec_tables, freewill_table1, freewill_table2
+    from reproductions.table import dbsec_tables, freewill_table1, freewill_table2
 
     def block(path, name):
         doc = path.read_text()
@@ -114,13 +114,13 @@ def test_generated_doc_blocks_match_their_json():
     ({"mean": 0.5, "lo": 0.5, "hi": 0.5, "runs": 1}, "0.500"),
 ])
 def test_interval_prints_no_digit_the_runs_do_not_support(d, text):
-    from localpriv.experiments.table import _iv
+    from reproductions.table import _iv
     assert _iv(d) == text
 
 
 def test_printed_mean_stays_inside_its_interval():
     from hypothesis import given, strategies as st
-    from localpriv.experiments.table import _iv
+    from reproductions.table import _iv
 
     @given(st.floats(-1e4, 1e4), st.floats(1e-6, 1e3))
     def check(c, half):

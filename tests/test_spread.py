@@ -3,8 +3,8 @@ import math
 
 import numpy as np
 
-from localpriv.experiments.freewill import VERDICT_BANDS, _verdict_cell
-from localpriv.experiments.spread import banded_verdict, mean_interval, ratio_interval
+from reproductions.freewill import VERDICT_BANDS, _verdict_cell
+from reproductions.spread import banded_verdict, mean_interval, ratio_interval
 
 
 def test_mean_interval_is_student_t():

@@ -193,7 +193,7 @@ def test_coverage_experiment_quick(tmp_path, monkeypatch):
     """`localpriv reproduce coverage --quick` writes every coverage as a share in [0, 1] and a PNG
     (few bootstrap refits for the geometric MLE's face: this checks the record, not calibration)."""
     from localpriv.inference import uncertainty
-    from localpriv.experiments import run_experiment
+    from reproductions import run_experiment
     monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)
     rec = run_experiment("coverage", tmp_path, quick=True)
     settings = rec["results"]["settings"]
@@ -331,8 +331,8 @@ def test_free_will_mixture_combines_the_mechanisms_inverses():
 
 def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path, monkeypatch):
     from localpriv.inference import uncertainty
-    from localpriv.experiments import coverage as C
-    from localpriv.experiments import run_experiment
+    from reproductions import coverage as C
+    from reproductions import run_experiment
     monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)  # the record's bookkeeping, not calibration
     S = [C.SETTINGS[0], C.SETTINGS[4]]
     kw = {"n": [500], "runs": 3}

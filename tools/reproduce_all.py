@@ -5,7 +5,7 @@
 
 Each experiment runs with its defaults (the paper's settings) through the one runner, writing
 ``OUT/NAME.json`` and ``OUT/NAME.png``; then the README's table between its markers is rewritten
-from every JSON in OUT (:mod:`localpriv.experiments.table`). ``--keep-missing`` keeps the old row,
+from every JSON in OUT (:mod:`reproductions.table`). ``--keep-missing`` keeps the old row,
 marked "(not rerun)", for experiments that have no JSON yet.
 """
 from __future__ import annotations
@@ -16,9 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.experiments import run_experiment
-from localpriv.experiments.table import ROWS, dbsec_tables, freewill_table1, freewill_table2, rewrite_block, rewrite_readme
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's reproductions/
+from localpriv.utils.validation import LocalPrivError  # noqa: E402
+from reproductions import run_experiment  # noqa: E402
+from reproductions.table import ROWS, dbsec_tables, freewill_table1, freewill_table2, rewrite_block, rewrite_readme  # noqa: E402
 
 
 def main(argv=None) -> int:

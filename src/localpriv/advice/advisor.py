@@ -24,7 +24,7 @@ parameter:
   not ``x'``). The parameter is ``min(eps_ldp, eps_metric * d_min)``.
 * a metric mechanism's parameter is *calibrated*: Brent's method on its logarithm until the LDP
   level computed from the channel equals the LDP target
-  (:func:`localpriv.experiments.accuracy.calibrate`), and, for a metric target, scaled until the
+  (:func:`localpriv.inference.simulation.calibrate`), and, for a metric target, scaled until the
   metric level computed by ``mech.epsilon_geo()`` is at most the target; the smaller of the two
   is kept. Every parameter is then rounded *down* to 4 significant digits (a readable spec whose
   levels are at most the targets, checked again after rounding: up to :data:`LEVEL_RTOL`, the
@@ -127,6 +127,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
+from localpriv.inference import estimate
+from localpriv.inference.simulation import calibrate, dense_twin, simulate_observations
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
 from localpriv.domains import IntegerDomain
 from localpriv.domains.grid import GridDomain
@@ -148,7 +150,7 @@ from localpriv.mechanisms.base import LARGE_LDP_EPS
 from localpriv.data.reports import read_values
 
 __all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_prior", "goal_error",
-           "mi_covariance", "pair_probabilities", "values_prior"]
+           "mi_covariance", "pair_probabilities", "values_prior", "simulate_errors"]
 
 #: what the user wants to learn
 GOALS = ("emd", "tv", "mean", "quantiles", "topk")
@@ -498,7 +500,6 @@ def _parameter(name, fmt, domain, eps_ldp, eps_metric, metric, d_min):
     else:
         bounds = []
         if eps_ldp is not None:
-            from localpriv.experiments.accuracy import calibrate
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LargeEpsilonWarning)
                 bounds.append(calibrate(fmt, domain, float(eps_ldp))[0])
@@ -543,13 +544,38 @@ def _affordable(mech, n, estimator) -> bool:
     return distinct * mech.k <= SIMULATION_BUDGET.get(estimator, SIMULATION_BUDGET["default"])
 
 
-def _simulate(mech, domain, theta, n, error, estimator, runs, rng) -> np.ndarray:
-    """Errors of ``runs`` simulated data sets estimated by ``estimator`` (module docstring)."""
-    from localpriv.experiments.accuracy import _dense_twin, _observe
-    twin = _dense_twin(mech, CHANNEL_BUDGET, prefer=mech.spec_name in _LINE)
+def simulate_errors(mech, domain, theta: np.ndarray, n: int, error: Callable[[np.ndarray], float], estimator: str,
+                    runs: int, rng: np.random.Generator) -> np.ndarray:
+    """Errors of ``runs`` simulated data sets estimated by ``estimator`` (module docstring).
+
+    Parameters
+    ----------
+    mech : Mechanism
+        The mechanism every user runs.
+    domain : Domain
+        Its domain.
+    theta : numpy.ndarray
+        The users' distribution.
+    n : int
+        Users per data set.
+    error : callable
+        The goal's error of an estimated distribution (:func:`goal_error`).
+    estimator : str
+        Registered estimator name.
+    runs : int
+        Number of data sets.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    numpy.ndarray
+        One error per run.
+    """
+    twin = dense_twin(mech, CHANNEL_BUDGET, prefer=mech.spec_name in _LINE)
     out = []
     for _ in range(runs):
-        obs = _observe(mech, twin, theta, int(n), rng, domain)
+        obs = simulate_observations(mech, twin, theta, int(n), rng, domain)
         kw = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet") else {}
         out.append(error(estimate(obs, estimator, **kw).distribution))
     return np.asarray(out, dtype=float)
@@ -776,7 +802,7 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
                 errors = _analytic(mech, theta, n, error, draws, gen)
                 count = draws
             else:
-                errors = _simulate(mech, domain, theta, n, error, est_name, runs, gen)
+                errors = simulate_errors(mech, domain, theta, n, error, est_name, runs, gen)
                 count = runs
         except LocalPrivError as exc:
             skipped[_NAMES[name]] = f"{est_name} failed: {exc}"
@@ -798,10 +824,10 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
         mech, name = how_to_rerun.pop(id(row))
         t0 = time.perf_counter()
         gen = _candidate_rng(base, name + "|confirm")
-        errors = _simulate(mech, domain, theta, n, error, row.estimator, runs, gen)
+        errors = simulate_errors(mech, domain, theta, n, error, row.estimator, runs, gen)
         while errors.size < CONFIRM_FACTOR * runs and (errors.size < CONFIRM_MIN_BATCHES * runs
                                                        or median_precision(errors) > CONFIRM_PRECISION):
-            errors = np.concatenate([errors, _simulate(mech, domain, theta, n, error, row.estimator, runs, gen)])
+            errors = np.concatenate([errors, simulate_errors(mech, domain, theta, n, error, row.estimator, runs, gen)])
         row.ranked_on = row.error
         row.error, row.lower, row.upper = _summary(errors, runs)
         row.runs = int(errors.size)

@@ -180,19 +180,18 @@ def say(text: str) -> None:
 
 
 def rich_progress(status: Optional[Status] = None) -> Any:
-    """An experiments' progress adapter (:class:`localpriv.experiments.runner.Progress`): every
+    """An experiments' progress callable (what ``reproductions.runner.Progress`` wraps): every
     ``progress(items, "label")`` of an experiment becomes a counted task of ``status`` (a
     :class:`localpriv.utils.progress.Status`: a bar on a terminal, a status line every ~10 s otherwise);
     without one, each loop gets its own."""
-    progress = importlib.import_module("localpriv.experiments.runner").Progress
 
-    def factory(iterable, description, total):
+    def progress(iterable, description="", total=None):
         if status is not None:
             yield from status.track(iterable, description, total)
             return
         with status_of(description or "progress") as own:
             yield from own.track(iterable, description, total)
-    return progress(factory)
+    return progress
 
 
 DOMAIN_HELP = ("LO..HI, comma-separated labels, bbox(lat0,lon0,lat1,lon1,cell_km) (a grid of cell_km-km cells "

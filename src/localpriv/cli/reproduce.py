@@ -7,6 +7,8 @@ from typing import Optional
 import typer
 
 from localpriv.cli.common import Table, console, fmt_number, friendly, rich_progress, say, status_of
+from localpriv.inference.demo import run_demo
+from localpriv.utils.checkout import load_reproductions
 
 
 @friendly
@@ -17,14 +19,17 @@ def reproduce(
     seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator"),
     quick: bool = typer.Option(False, "--quick", help="small, fast configuration (used by the tests)"),
 ) -> None:
-    """Rerun one of the seeds' experiments: writes OUT/NAME.json and OUT/NAME.png."""
-    from localpriv.experiments import EXPERIMENTS, run_experiment
+    """Rerun one of the seeds' experiments: writes OUT/NAME.json and OUT/NAME.png.
+
+    Runs from a source checkout: the experiments live in its reproductions/, which is not installed."""
+    repro = load_reproductions("localpriv reproduce")
     if name == "list":
-        for n, e in sorted(EXPERIMENTS.items()):
+        for n, e in sorted(repro.EXPERIMENTS.items()):
             console.print(f"{n:24s} {e.description}", highlight=False)
         return
     with status_of(f"reproduce {name}") as status:
-        rec = run_experiment(name, out, runs=runs, seed=seed, quick=quick, progress=rich_progress(status))
+        rec = repro.run_experiment(name, out, runs=runs, seed=seed, quick=quick,
+                                   progress=repro.Progress(rich_progress(status)))
     say(f"{name}: {rec['elapsed_seconds']:.1f} s; wrote {_written(out, name)}")
 
 
@@ -33,9 +38,8 @@ def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o",
                                   help="folder of the outputs (demo.json: every number; demo.png: the figure)"),
          seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator (same seed, same numbers)")) -> None:
     """The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."""
-    from localpriv.experiments import run_experiment
     with status_of("demo") as status:
-        rec = run_experiment("demo", out, seed=seed, progress=rich_progress(status))
+        rec = run_demo(out, seed=seed, progress=rich_progress(status))
     res = rec["results"]
     table = Table(title=f"UCI Adult ages (n={res['n']:,}), {rec['params']['mechanism']}, seed {seed}")
     table.add_column("distribution")

@@ -10,7 +10,7 @@
   city (``gowalla_nyc_grid.csv``: 0.5-km cells, only the non-empty ones).
 
 The two count files were derived from the shared reference copies by
-:func:`localpriv.experiments.accuracy.derive_shipped_data` (nothing dropped, no rounding).
+``reproductions.accuracy.derive_shipped_data`` of a source checkout (nothing dropped, no rounding).
 """
 from __future__ import annotations
 

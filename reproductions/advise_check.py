@@ -24,7 +24,7 @@ many measured runs fall inside the predicted range (``(R-1)/(R+1)`` of them when
 right, 67 % for R = 5). With ``default_prior`` the same spec is also predicted with advise's
 default prior (what a user without data gets), for comparison.
 
-Data: Adult ages on 0..99 (EMD, mean; :func:`localpriv.experiments.accuracy.dataset`) and Adult
+Data: Adult ages on 0..99 (EMD, mean; :func:`reproductions.accuracy.dataset`) and Adult
 education, 16 levels (TV). Output: ``advise-check.json`` and ``advise-check.png`` (predicted against
 measured, log-log, with the +-25 % band).
 
@@ -43,7 +43,12 @@ import zlib
 
 import numpy as np
 
-from localpriv.experiments.runner import Experiment, register_experiment
+from reproductions.runner import Experiment, register_experiment
+from localpriv.advice.advisor import simulate_errors, goal_error, median_precision, advise
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import LargeEpsilonWarning
+from reproductions.accuracy import dataset
+from localpriv.inference.plotting import plt, save
 
 NAME = "advise-check"
 
@@ -100,9 +105,6 @@ def _seed(base: int, key: str) -> list[int]:
 
 def _check_row(row, data, goal, n, params, base, key):
     """Measure one advised row: ``runs`` data sets through its spec and estimator."""
-    from localpriv.advice.advisor import _simulate, goal_error
-    from localpriv.mechanisms import parse
-    from localpriv.mechanisms.base import LargeEpsilonWarning
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LargeEpsilonWarning)
@@ -110,12 +112,11 @@ def _check_row(row, data, goal, n, params, base, key):
     error = goal_error(goal, data.domain, data.theta)
     t0 = time.perf_counter()
     gen = np.random.default_rng(_seed(base, f"measure|{key}|{row.spec}"))
-    from localpriv.advice.advisor import median_precision
     runs = int(params["runs"])
-    measured = _simulate(mech, data.domain, data.theta, n, error, row.estimator, runs, gen)
+    measured = simulate_errors(mech, data.domain, data.theta, n, error, row.estimator, runs, gen)
     while (measured.size < int(params.get("max_runs", runs))
            and median_precision(measured) > float(params.get("precision", 0.0))):
-        measured = np.concatenate([measured, _simulate(mech, data.domain, data.theta, n, error, row.estimator,
+        measured = np.concatenate([measured, simulate_errors(mech, data.domain, data.theta, n, error, row.estimator,
                                                        runs, gen)])
     q10, med, q90 = (float(v) for v in np.quantile(measured, [0.1, 0.5, 0.9]))
     ratio = row.error / med if med > 0 else float("inf")
@@ -129,8 +130,6 @@ def _check_row(row, data, goal, n, params, base, key):
 
 
 def _compute(params, rng, progress):
-    from localpriv.advice.advisor import advise
-    from localpriv.experiments.accuracy import dataset
     base = int(rng.integers(2 ** 32))
     plan = [(c, eps, n) for c in params["cases"] for eps in c["eps_ldp"] for n in c["n"]]
     cases = []
@@ -184,7 +183,6 @@ def _compute(params, rng, progress):
 
 
 def _plot(results, params, path):
-    from localpriv.inference.plotting import plt, save
     rows = [(c, r) for c in results["cases"] for r in c["checked"]]
     fig, ax = plt.subplots(figsize=(5.5, 5))
     styles = {"emd": ("tab:blue", "o"), "tv": ("tab:green", "s"), "mean": ("tab:red", "^"),

@@ -16,7 +16,7 @@ The error is the earth mover's distance (seed 003 section 7): |x - y| on the lin
 Verdicts, per space: ratio of an estimator's mean EMD to GIBU's at the largest n: <= 1.25
 Excellent, <= 2 Good, else Bad (the better post-processing of N/P is used for INV and RAP); NA
 when the estimator does not apply (singular channel). Every ratio carries its 95 % run-to-run
-interval (paired runs, :mod:`localpriv.experiments.spread`); a verdict whose interval straddles
+interval (paired runs, :mod:`reproductions.spread`); a verdict whose interval straddles
 1.25 or 2 is reported as ``undecided (...)`` (issue 21), the point verdict kept beside it.
 """
 from __future__ import annotations
@@ -37,8 +37,8 @@ from localpriv.mechanisms import parse
 from localpriv.inference.metrics import emd_line
 from localpriv.domains.grid import GridDomain
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import banded_verdict, ratio_interval
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import banded_verdict, ratio_interval
 
 # ---- the seed's mechanism tables (Appendix A) -------------------------------------------------
 TABLE_IV = {"high": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
@@ -158,7 +158,7 @@ VERDICT_BANDS = [(1.25, "Excellent"), (2.0, "Good"), (float("inf"), "Bad")]
 
 def _verdict_cell(runs: dict, names) -> dict:
     """Ratio of the better of ``names`` (lower mean EMD over the runs) to GIBU's, with its
-    run-to-run interval (:func:`localpriv.experiments.spread.ratio_interval`, paired runs) and
+    run-to-run interval (:func:`reproductions.spread.ratio_interval`, paired runs) and
     the verdict of the whole interval; ``undecided (...)`` when it straddles 1.25 or 2."""
     means = {nm: _mean_or_none(runs[nm]) for nm in names if nm in runs}
     means = {nm: v for nm, v in means.items() if v is not None}

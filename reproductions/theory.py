@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.analysis.concavity import identifiable
+from localpriv.analysis.concavity import identifiable, strictly_concave
 from localpriv.analysis.examples import planar_geometric_truncated_channel
 from localpriv.estimators.em import em, em_step
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.inference.metrics import total_variation
-from localpriv.experiments.runner import Experiment, register_experiment
+from reproductions.runner import Experiment, register_experiment
+from localpriv.data.datasets import gowalla_manhattan
+from localpriv.domains.grid import MANHATTAN_BOX, KM_PER_DEG_LAT, GridDomain, emd_grid
+from localpriv.inference.plotting import plt, save
+from localpriv.analysis.bounds import rappor_concavity_frequency, rappor_concavity_lower_bound, plot_rappor_bound
+from localpriv.analysis.likelihood import EQ4, EQ12, loglik, simplex_grid, plot_simplex_loglik
 
 
 # --------------------------------------------------------------------------------------------
@@ -29,9 +34,6 @@ from localpriv.experiments.runner import Experiment, register_experiment
 def manhattan_window(size: int = 5, cell_km: float = 1.0):
     """The ``size x size`` window of ``cell_km`` cells in the Manhattan box with the most Gowalla
     check-ins: returns ``(GridDomain, theta)``."""
-    from localpriv.data.datasets import gowalla_manhattan
-    from localpriv.domains.grid import MANHATTAN_BOX
-    from localpriv.domains.grid import KM_PER_DEG_LAT, GridDomain
 
     df = gowalla_manhattan()
     big = GridDomain.from_box(MANHATTAN_BOX["lat_min"], MANHATTAN_BOX["lat_max"],
@@ -71,7 +73,6 @@ def _fig6_compute(params, rng, progress):
     block = DenseBlock(M, q)
     L_max = float(q[q > 0] @ np.log(q[q > 0]))  # sup of L: reached iff theta_hat M = q
     D = dom.distance_matrix()
-    from localpriv.domains.grid import emd_grid
 
     runs = []
     for name, t0 in progress(_starts(M.shape[0], params["random_starts"], rng), "IBU starts"):
@@ -107,7 +108,6 @@ def _fig6_compute(params, rng, progress):
 
 
 def _fig6_plot(results, params, path):
-    from localpriv.inference.plotting import plt, save
 
     n = params["size"]
     truth = np.asarray(results["truth"])
@@ -149,7 +149,6 @@ register_experiment(Experiment(
 # fig4
 # --------------------------------------------------------------------------------------------
 def _fig4_compute(params, rng, progress):
-    from localpriv.analysis.bounds import rappor_concavity_frequency, rappor_concavity_lower_bound
 
     k = params["k"]
     ns = list(range(k, params["n_max"] + 1, params["n_step"]))
@@ -166,7 +165,6 @@ def _fig4_compute(params, rng, progress):
 
 
 def _fig4_plot(results, params, path):
-    from localpriv.analysis.bounds import plot_rappor_bound
 
     emp = {e: (results["n"], results["empirical"][str(e)]) for e in params["eps"]}
     return plot_rappor_bound(path, k=params["k"], eps_values=params["eps"], n_max=params["n_max"], empirical=emp)
@@ -189,8 +187,6 @@ register_experiment(Experiment(
 # --------------------------------------------------------------------------------------------
 def _simplex_compute(which):
     def compute(params, rng, progress):
-        from localpriv.analysis.concavity import identifiable, strictly_concave
-        from localpriv.analysis.likelihood import EQ4, EQ12, loglik, simplex_grid
 
         M = EQ4 if which == 3 else EQ12
         mech = MatrixMechanism(rows=M.tolist())
@@ -212,8 +208,6 @@ def _simplex_compute(which):
 
 def _simplex_plot(which):
     def plot(results, params, path):
-        from localpriv.analysis.likelihood import EQ4, EQ12, plot_simplex_loglik
-        from localpriv.inference.plotting import plt, save
 
         M = EQ4 if which == 3 else EQ12
         mech = MatrixMechanism(rows=M.tolist())

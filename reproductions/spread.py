@@ -17,13 +17,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-__all__ = ["mean_interval", "ratio_interval", "banded_verdict", "LEVEL"]
+__all__ = ["mean_interval", "ratio_interval", "banded_verdict", "t_quantile", "LEVEL"]
 
 #: two-sided level of every interval the reproductions print
 LEVEL = 0.95
 
 
-def _t(m: int, level: float) -> float:
+def t_quantile(m: int, level: float) -> float:
+    """The two-sided ``level`` quantile of Student's t with ``m - 1`` degrees of freedom (0 for one run)."""
     return float(stats.t.ppf(0.5 + level / 2, m - 1)) if m > 1 else 0.0
 
 
@@ -35,7 +36,7 @@ def mean_interval(runs, level: float = LEVEL) -> dict:
         return {"mean": None, "lo": None, "hi": None, "sd": None, "runs": 0}
     mean = float(a.mean())
     sd = float(a.std(ddof=1)) if m > 1 else 0.0
-    half = _t(m, level) * sd / np.sqrt(m)
+    half = t_quantile(m, level) * sd / np.sqrt(m)
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "sd": sd, "runs": int(m)}
 
 
@@ -55,7 +56,7 @@ def ratio_interval(num_runs, den_runs, level: float = LEVEL) -> dict:
         return {"ratio": None, "lo": None, "hi": None, "runs": int(m)}
     r = float(a.mean()) / mb
     sd = float(np.std(a - r * b, ddof=1)) if m > 1 else 0.0
-    half = _t(m, level) * sd / (np.sqrt(m) * mb)
+    half = t_quantile(m, level) * sd / (np.sqrt(m) * mb)
     return {"ratio": r, "lo": r - half, "hi": r + half, "runs": int(m)}
 
 

@@ -39,8 +39,10 @@ from localpriv.multiattr.structure import (GaussianBIC, arcs_of, brute_force, ex
                                    markov_equivalent, network_score, parents_of,
                                    restrictive_maximization)
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
+from localpriv.data.datasets import data_path
+from localpriv.data.formats import atomic_output
 
 __all__ = ["shared_data_dir", "adult_numeric", "gowalla_band_series", "derive_ch6_data", "link_collection",
            "cv_rmse", "causal_effect", "vif", "fuel_saving"]
@@ -78,7 +80,6 @@ def _adult_raw(data_dir=None) -> np.ndarray:
     from ``adult.data`` + ``adult.test`` in ``data_dir``, else the shipped copy."""
     import pandas as pd
     if data_dir is None:
-        from localpriv.data.datasets import data_path
         with data_path(ADULT_FILE).open("rb") as fh:
             df = pd.read_csv(fh, compression="gzip")
         if list(df.columns) != _ADULT_RAW:
@@ -127,7 +128,6 @@ def _band_counts(data_dir, bands: int, start: str):
 
 def _shipped_band_counts():
     import json
-    from localpriv.data.datasets import data_path
     rec = json.loads(data_path(BANDS_FILE).read_text())
     if rec.get("format_version") != 1:
         raise LocalPrivError(f"{BANDS_FILE}: format_version {rec.get('format_version')!r} is not 1")
@@ -177,8 +177,6 @@ def derive_ch6_data(shared_dir=None, out_dir=None) -> dict[str, str]:
     import io
     import json
 
-    from localpriv.data.datasets import data_path
-    from localpriv.data.formats import atomic_output
     out = Path(out_dir) if out_dir is not None else Path(str(data_path("")))
     out.mkdir(parents=True, exist_ok=True)
     R = _adult_raw(shared_data_dir(shared_dir))

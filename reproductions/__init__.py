@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from localpriv.experiments.runner import EXPERIMENTS, Experiment, Progress, register_experiment, run_experiment
+from reproductions.runner import EXPERIMENTS, Experiment, Progress, register_experiment, run_experiment
 
 for _info in pkgutil.iter_modules(__path__):
     if _info.name != "runner":

@@ -18,12 +18,12 @@ Mechanisms: the LDP oracles k-RR, OUE, OLH, SS at ``eps`` = each of ``eps_ldp``;
 (geometric, Laplace rounded to whole years, exponential on the line; planar geometric and planar
 Laplace on grids) *calibrated* so that the LDP level computed from their channel
 (``mechanism.epsilon_ldp()``) equals each of ``eps_ldp`` (bisection on the metric parameter,
-:func:`calibrate`), and also at the seeds' metric levels (``seed_eps``: 0.05 per year, seed 001
+:func:`localpriv.inference.simulation.calibrate`), and also at the seeds' metric levels (``seed_eps``: 0.05 per year, seed 001
 Fig. 1; 1.0 per km, Fig. 8).
 
 Reports: finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (the exact
 law of ``n`` users drawn from ``theta`` and obfuscated one by one); OUE, OLH and SS draw every
-user's report with the mechanism's sampler (both via :func:`localpriv.experiments.coverage._block`).
+user's report with the mechanism's sampler (both via :func:`localpriv.inference.simulation.simulate_block`).
 Reports with the same likelihood column (same support and same ``c(z)``, checked) are merged with
 their counts summed when ``k <= 64`` -- exact for every likelihood-based estimator, and it makes
 the 16-level education column cheap at any ``n``. Finite channels whose structured likelihood block
@@ -70,8 +70,11 @@ from localpriv.mechanisms import parse
 from localpriv.inference.metrics import emd_line, mse, total_variation
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.coverage import _block
-from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.inference.simulation import calibrate, dense_twin, simulate_observations
+from reproductions.runner import Experiment, register_experiment, load_records, merged_sources, to_jsonable
+from localpriv.domains.grid import emd_grid, GridDomain
+from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid, manhattan_cells, NYC_GRID
+from localpriv.data.formats import atomic_output
 
 __all__ = ["SETTINGS", "ESTIMATORS", "QUICK", "MEDIUM", "EVIDENCE", "calibrate", "dataset", "derive_shipped_data",
            "merge", "write_tables"]
@@ -225,7 +228,6 @@ class _Data:
         return "emd" if self.ordered else "tv"
 
     def errors(self, est: np.ndarray) -> dict:
-        from localpriv.domains.grid import emd_grid
         out = {"tv": total_variation(self.theta, est), "mse": mse(self.theta, est)}
         if self.kind == "line":
             out["emd"] = emd_line(self.theta, est)
@@ -241,8 +243,6 @@ class _Data:
 @lru_cache(maxsize=None)
 def dataset(name: str) -> _Data:
     """The data set ``name`` (ages, education, manhattan, nyc) as shipped with the package."""
-    from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid
-    from localpriv.data.datasets import manhattan_cells
     if name == "ages":
         dom = IntegerDomain(0, 99)
         return _Data(name, dom, np.bincount(dom.encode(adult_ages()), minlength=dom.size), "line", "years",
@@ -275,8 +275,6 @@ def derive_shipped_data(shared_dir="/work/shared/data", out_dir=None) -> dict[st
     """
     import pandas as pd
 
-    from localpriv.data.datasets import NYC_GRID
-    from localpriv.domains.grid import GridDomain
     shared = Path(shared_dir)
     counts: dict[tuple[str, int], int] = {}
     for fname in ("adult.data", "adult.test"):
@@ -304,98 +302,10 @@ def derive_shipped_data(shared_dir="/work/shared/data", out_dir=None) -> dict[st
 
 
 # --------------------------------------------------------------------------------------------
-# mechanisms: calibration and reports
+# mechanisms: specs at a parameter
 # --------------------------------------------------------------------------------------------
 def _spec(fmt: str, eps: float) -> str:
     return fmt.format(eps=repr(float(eps)))
-
-
-def calibrate(fmt: str, domain, target: float, rtol: float = 1e-9) -> tuple[float, float]:
-    """The metric parameter ``e`` for which ``parse(fmt.format(eps=e), domain).epsilon_ldp()``
-    equals ``target``, by bracketing and Brent's bisection on ``log e``; returns ``(e, computed)``.
-
-    The LDP level of a metric mechanism increases with its parameter and is at most ``e`` times
-    the domain's diameter (equal for the truncated geometric on a line), so the bracket starts at
-    ``target / diameter`` and moves by factors of 2. (Starting near the answer matters: far below
-    it the planar Laplace kernel's truncated tail makes the computed level wrong and not
-    monotone; see notes/issue-17-accuracy.md.)"""
-    from scipy.optimize import brentq
-
-    cache = {}
-
-    def f(log_e):
-        if log_e not in cache:
-            cache[log_e] = parse(_spec(fmt, math.exp(log_e)), domain).epsilon_ldp() - target
-        return cache[log_e]
-
-    diameter = float(np.max(domain.distance_matrix()))
-    step = math.log(2.0)
-    lo = hi = math.log(target / diameter)
-    for _ in range(60):
-        if f(lo) <= 0:
-            break
-        hi, lo = lo, lo - step
-    for _ in range(60):
-        if f(hi) >= 0:
-            break
-        lo, hi = hi, hi + step
-    if not (f(lo) <= 0 <= f(hi)):
-        raise LocalPrivError(f"{NAME}: cannot bracket LDP eps = {target} for {fmt}")
-    if f(lo) == 0 or f(hi) == 0:
-        x = lo if f(lo) == 0 else hi
-    else:
-        x = brentq(f, lo, hi, xtol=1e-12, maxiter=200)
-    e = math.exp(x)
-    computed = parse(_spec(fmt, e), domain).epsilon_ldp()
-    if abs(computed - target) > rtol * target:
-        raise LocalPrivError(f"{NAME}: calibration of {fmt} reached LDP eps {computed!r}, not {target}")
-    return e, float(computed)
-
-
-def _dense_twin(mech, dense_max: int, prefer: bool = False):
-    """The ``matrix`` mechanism with ``mech``'s channel (same likelihood, a ``DenseBlock``) when the
-    channel has at most ``dense_max`` entries and either ``prefer`` (the setting asks for it: at
-    k = 100 dense products are ~3x faster than the linear mechanisms' structured blocks) or the
-    native likelihood block offers no Newton finish; else ``None``."""
-    from localpriv.likelihood.blocks import DenseBlock
-    from localpriv.mechanisms.matrix import MatrixMechanism
-    n_out = mech.n_outputs
-    if mech.report_kind == "binary" or n_out is None or mech.k * n_out > dense_max:
-        return None
-    probe = mech.likelihood_block(np.arange(n_out), np.ones(n_out))
-    if isinstance(probe, DenseBlock) or not (prefer or not hasattr(probe, "hessian_diagonal")):
-        return None
-    return MatrixMechanism(mech.channel())
-
-
-def _merge(block: ObservationBlock) -> ObservationBlock:
-    """Merge reports with identical likelihood columns (same support, same ``c(z)``) of a pure
-    protocol on ``k <= 64`` inputs; exact for every likelihood-based estimator and for MI."""
-    mech = block.mechanism
-    if not hasattr(mech, "support") or mech.k > 64 or block.counts.size < 2:
-        return block
-    S = mech.support(block.reports).tocsr()
-    bits = np.left_shift(np.uint64(1), S.indices.astype(np.uint64))
-    cs = np.concatenate([np.zeros(1, np.uint64), np.cumsum(bits, dtype=np.uint64)])
-    key = cs[S.indptr[1:]] - cs[S.indptr[:-1]]  # modulo 2^64: exact (distinct bits per row)
-    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    # the likelihood column is c_j (r0_j + (r1_j - r0_j) Z[j, x]): equal supports and equal
-    # (c, r0, r1) -- scalars or one value per report -- give equal columns
-    for part in mech.likelihood_parts(block.reports):
-        part = np.broadcast_to(np.asarray(part, dtype=float), key.shape)
-        if not np.array_equal(part, part[first][inv]):
-            return block
-    counts = np.bincount(inv, weights=block.counts, minlength=uniq.size)
-    return ObservationBlock(mech, block.reports[first], counts)
-
-
-def _observe(mech, twin, theta, n, rng, domain) -> Observations:
-    block = _block(mech, theta, n, rng)
-    if twin is not None:
-        block = ObservationBlock(twin, block.reports, block.counts)
-    else:
-        block = _merge(block)
-    return Observations([block], domain)
 
 
 # --------------------------------------------------------------------------------------------
@@ -459,7 +369,7 @@ def _run_cell(lv, n, params, base, registered):
     s = lv["setting"]
     data = dataset(s["data"])
     mech = parse(lv["spec"], data.domain)
-    twin = _dense_twin(mech, int(params["dense_max"]), bool(s.get("dense")))
+    twin = dense_twin(mech, int(params["dense_max"]), bool(s.get("dense")))
     key = f"{s['data']}|{s['mechanism']}|{lv['spec']}|n={n}"
     rng = _cell_rng(base, key)
     specs = params["estimators"]
@@ -482,7 +392,7 @@ def _run_cell(lv, n, params, base, registered):
     t_draw, t0, last = 0.0, time.perf_counter(), time.perf_counter()
     for r in range(int(params["runs"])):
         t = time.perf_counter()
-        obs = _observe(mech, twin, data.theta, int(n), rng, data.domain)
+        obs = simulate_observations(mech, twin, data.theta, int(n), rng, data.domain)
         t_draw += time.perf_counter() - t
         for e in live:
             lab = e["label"]
@@ -627,8 +537,6 @@ def merge(paths, out) -> dict:
     the data-set's truth; a cell present in two records is refused. Claims and the skipped
     summary are recomputed over the merged cells.
     """
-    from localpriv.data.formats import atomic_output
-    from localpriv.experiments.runner import load_records, merged_sources, to_jsonable
     recs = load_records(paths, ("runs", "estimators", "dense_max"))
     first = recs[0]
     cells, keys, levels, datasets, settings = [], set(), [], {}, []

@@ -46,7 +46,7 @@ from localpriv.inference.metrics import emd_line
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
 from localpriv.utils.simplex import clip_normalize
-from localpriv.experiments.runner import Experiment, register_experiment
+from reproductions.runner import Experiment, register_experiment
 
 DISTRIBUTIONS = ["gauss", "exp", "unif", "poiss", "triang", "real"]
 ONE_TIME = {"GRR": "krr(k={k},eps={e})", "SUE": "sue(k={k},eps={e})", "OUE": "oue(k={k},eps={e})",
@@ -143,7 +143,7 @@ def users(name: str, k: int, n: int, data: str, seed) -> np.ndarray:
     raise ValueError(f"data must be 'notebook', 'binned' or 'pmf', got {data!r}")
 
 
-class _DiagBlock(LikelihoodBlock):
+class DiagBlock(LikelihoodBlock):
     """Seed 002's support-count model ``A = (p* - q*) I + q*`` for ``B`` independent count vectors
     at once: a block-diagonal channel on ``B`` stacked ``k``-vectors, O(Bk) per product.
 
@@ -181,7 +181,7 @@ def seed_ibu(C, p, q, *, max_iter: int = 10_000, tol: float = 1e-12) -> tuple[np
     B, k = C.shape
     share = C.sum(axis=1) / C.sum()
     theta0 = np.repeat(share / k, k)
-    res = em([_DiagBlock(p, q, C)], B * k, theta0=theta0, delta=tol * float(share.min()), max_iter=max_iter,
+    res = em([DiagBlock(p, q, C)], B * k, theta0=theta0, delta=tol * float(share.min()), max_iter=max_iter,
              stop="max_abs", accelerate="none")  # seed 002's plain IBU, pinned (issue 17)
     est = res.theta.reshape(B, k)
     return est / est.sum(axis=1, keepdims=True), np.full(B, not res.converged)

@@ -27,7 +27,7 @@ Data:
   law of obfuscating each record once), or every record's report sampled by the mechanism when the
   channel is too large to tabulate;
 * ``resample`` -- ``n`` users drawn with replacement from the data set's empirical distribution and
-  obfuscated: ``Multinomial(n, theta M)`` (``localpriv.experiments.coverage._block``; per-user
+  obfuscated: ``Multinomial(n, theta M)`` (``localpriv.inference.simulation.simulate_block``; per-user
   sampling for vector mechanisms);
 * ``zipf`` -- a synthetic categorical truth ``theta_i ~ i^-s`` on ``k`` labels, resampled as above;
 * ``demo`` -- the data of ``make demo`` (``perturb`` + ``aggregate`` of every Adult age under k-RR
@@ -43,7 +43,7 @@ import zlib
 
 import numpy as np
 
-from localpriv.data.datasets import adult_ages
+from localpriv.data.datasets import adult_ages, manhattan_cells
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.inference import estimate
 from localpriv.estimators.em import PLAIN_EM, em, gap_bound, log_likelihood
@@ -52,8 +52,13 @@ from localpriv.mechanisms import parse
 from localpriv.inference.metrics import emd_line, l1
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.coverage import _block
-from localpriv.experiments.runner import Experiment, register_experiment
+from localpriv.inference.simulation import simulate_block
+from reproductions.runner import Experiment, register_experiment
+from localpriv.data.aggregate import aggregate
+from localpriv.data.reports import perturb
+from localpriv.mechanisms.krr import KRR, krr_mle
+from localpriv.domains.grid import emd_grid
+from localpriv.estimators.regularized import EMS_DELTA, SmoothingPenalty, ordered_shape
 
 __all__ = ["DEFAULTS", "QUICK", "NAME"]
 
@@ -175,7 +180,6 @@ def _source(case):
     if case["data"] == "ages":
         return _ages()
     if case["data"] == "manhattan":
-        from localpriv.data.datasets import manhattan_cells
         dom, cells = manhattan_cells(float(case.get("cell_km", 0.5)))
         return dom, np.bincount(cells, minlength=dom.size)
     raise ValueError(f"{NAME}: unknown data set {case['data']!r}")
@@ -207,8 +211,6 @@ def _case_rng(base: int, name: str, run: int = 0) -> np.random.Generator:
 def _observations(case, base: int, run: int = 0, demo_seed: int = 0):
     """``(observations, truth)`` of one run of a case (see the module docstring)."""
     if case["data"] == "demo":
-        from localpriv.data.aggregate import aggregate
-        from localpriv.data.reports import perturb
         dom, counts = _ages()
         table = perturb(adult_ages(), case["mechanism"], np.random.default_rng(demo_seed), dom)
         return aggregate(table, dom), counts / counts.sum()
@@ -217,7 +219,7 @@ def _observations(case, base: int, run: int = 0, demo_seed: int = 0):
     mech = parse(case["mechanism"], dom)
     rng = _case_rng(base, case["name"], run)
     if case.get("sample", "population") == "resample":
-        block = _block(mech, truth, int(case["n"]), rng)
+        block = simulate_block(mech, truth, int(case["n"]), rng)
     else:
         block = _population_block(mech, counts * int(case.get("tile", 1)), rng)
     return Observations([block], dom), truth
@@ -343,7 +345,6 @@ def _floor(params, base, progress):
     tolerances below the default the engine still certifies (``em`` with ``delta`` in
     ``floor_deltas``, at most ``floor_cap`` evaluations), against the first-order rounding bound
     ``2 (m + 2k + 4) u`` of the two sums the certificate subtracts (tests/_roundoff.py)."""
-    from localpriv.mechanisms.krr import KRR, krr_mle
     out = []
     cap = int(params["floor_cap"])
     for case in progress(params["floor_cases"], "round-off floor"):
@@ -363,7 +364,6 @@ def _floor(params, base, progress):
 
 
 def _old_new(params, base, progress):
-    from localpriv.mechanisms.krr import KRR, krr_mle
     out = []
     for case in progress(params["old_new_cases"], "old default against new"):
         for run in range(_runs(params, case.get("runs", 1))):
@@ -411,7 +411,6 @@ CAPPED = dict(PLAIN_EM)  # seed 001 Algorithm 1: plain EM, |dL| < 1e-6, at most 
 
 
 def _regularized(params, base, progress):
-    from localpriv.domains.grid import emd_grid
     out = []
     for case in params["regularized_cases"]:
         runs = _runs(params, case["runs"])
@@ -475,7 +474,6 @@ def _regularized(params, base, progress):
 def _ems_acceleration(case, base, h):
     """EM-map evaluations of one EMS fit (run 0, its chosen bandwidth): plain iterations against
     SQUAREM on the residual (the engine's default for EMS), both stopped on max_abs < 1e-7."""
-    from localpriv.estimators.regularized import EMS_DELTA, SmoothingPenalty, ordered_shape
     obs, _ = _observations(case, base, 0)
     blocks, k = obs.likelihood_blocks(), obs.k
     pen = SmoothingPenalty(ordered_shape(obs.domain), h)
@@ -499,7 +497,7 @@ def _categorical(params, base, progress):
         per = {"inv-p": [], "mle": [], "dirichlet": []}
         tau = []
         for run in range(runs):
-            obs = Observations([_block(mech, truth, n, _case_rng(base, name, run))], dom)
+            obs = Observations([simulate_block(mech, truth, n, _case_rng(base, name, run))], dom)
             per["inv-p"].append(l1(truth, estimate(obs, "inv-p").distribution))
             per["mle"].append(l1(truth, estimate(obs, "ibu").distribution))
             dr = estimate(obs, "dirichlet")
@@ -534,7 +532,7 @@ def _boundary(params, base, progress):
         noise = None
         for run in progress(range(runs), case["name"]):
             rng = _case_rng(base, case["name"], run)
-            obs = Observations([_block(mech, truth, int(case["n"]), rng)], dom)
+            obs = Observations([simulate_block(mech, truth, int(case["n"]), rng)], dom)
             est = estimate(obs, "ibu")
             u = est.uncertainty()
             m = float(values @ est.distribution)

@@ -43,9 +43,10 @@ from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_con
 from localpriv.multiattr.bif import load_network
 from localpriv.multiattr.rrba import combination_views
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
-from localpriv.experiments.thesis import _both, _lookup, _rrba_tables
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
+from reproductions.thesis import link_metrics, lookup_tables, rrba_tables
+from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
 
 METHODS = ("variant", "algorithm4-eq43", "algorithm4-mle")
 KEYS = ("acc", "sens", "spec", "avg_recall", "skel_acc", "arcs")
@@ -53,13 +54,12 @@ KEYS = ("acc", "sens", "spec", "avg_recall", "skel_acc", "arcs")
 
 def _score(reference, learned, idx):
     """Table 5.2's metrics (directed and skeleton) plus the number of learned arcs."""
-    m = _both(reference, learned, idx)
+    m = link_metrics(reference, learned, idx)
     m["arcs"] = len(learned)
     return m
 
 
 def _learner(how):
-    from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
     if how not in ("greedy", "hill-climbing"):
         raise LocalPrivError(f"learner must be 'greedy' or 'hill-climbing', got {how!r}")
 
@@ -99,15 +99,15 @@ def _compute(params, rng, progress):
         m1 = int(params["structure_fraction"] * n)
         perm = rng.permutation(n)
         part1, part2 = rec.subset(perm[:m1]), rec.subset(perm[m1:])
-        tabs1, e1 = _rrba_tables(part1, triples, p, rng, params["block_factor"], floor)
+        tabs1, e1 = rrba_tables(part1, triples, p, rng, params["block_factor"], floor)
         eps["phase1"].append(e1)
-        know = _lookup(tabs1)
+        know = lookup_tables(tabs1)
         g1 = greedy_bayes(know, idx, k, first=first)
         est = {}
         # the variant (thesis-table5.3's "modified"): one maximal AP table per user, RRBA
         fams = [tuple(sorted((a, *pi))) for a, pi in g1 if pi]
         fams = [f for f in fams if not any(set(f) < set(h) for h in fams)]
-        est["variant"], e2 = _rrba_tables(part2, [[f] for f in fams], p, rng, params["block_factor"], floor)
+        est["variant"], e2 = rrba_tables(part2, [[f] for f in fams], p, rng, params["block_factor"], floor)
         eps["variant_phase2"].append(e2)
         # Algorithm 4 as written: Omega = the AP pairs with k parents, views = their tables
         omega = [(a, *pi) for a, pi in g1 if len(pi) == k]
@@ -122,7 +122,7 @@ def _compute(params, rng, progress):
         _, est["algorithm4-mle"], fit = estimate_joint_mle(r, plan, delta=params["em_delta"], max_iter=params["em_max_iter"])
         em_unconverged += int(not fit.converged)
         for m in METHODS:
-            look = _lookup(est[m])
+            look = lookup_tables(est[m])
             cpts = fit_conditionals(g1, look)
             syn = ancestral_sample(g1, cpts, idx, n, rng)
             g2 = re_learn(syn, idx, k, first, order)

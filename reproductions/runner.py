@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from localpriv.data.formats import atomic_output
+from localpriv.utils.jsonable import to_jsonable
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Experiment", "EXPERIMENTS", "Progress", "register_experiment", "run_experiment", "to_jsonable"]
@@ -56,23 +58,6 @@ def register_experiment(exp: Experiment) -> Experiment:
         raise ValueError(f"experiment {exp.name!r} registered twice")
     EXPERIMENTS[exp.name] = exp
     return exp
-
-
-def to_jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if np.isfinite(v) else (None if np.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    return obj
 
 
 def load_records(paths, params: tuple[str, ...]) -> list[dict]:
@@ -136,7 +121,6 @@ def run_experiment(name: str, out, *, runs: int | None = None, seed: int = 0, qu
     }
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    from localpriv.data.formats import atomic_output
     with atomic_output(out / f"{name}.json") as tmp:
         tmp.write_text(json.dumps(to_jsonable(record), indent=1))
     if exp.plot is not None:

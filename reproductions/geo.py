@@ -42,8 +42,8 @@ from localpriv.domains.grid import emd_grid
 from localpriv.data.datasets import manhattan_cells
 from localpriv.inference.plotting import distributions_figure, plt, save
 from localpriv.utils.simplex import clip_normalize, project_simplex
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
 
 __all__ = ["run_once", "inv_vector", "ESTIMATORS"]
 

@@ -34,14 +34,17 @@ from pathlib import Path
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.data.datasets import adult_ages, adult_education
+from localpriv.data.datasets import adult_ages, adult_education, manhattan_cells
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.inference.estimate import _cross
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment, to_jsonable
+from localpriv.inference.simulation import simulate_block
+from reproductions.runner import Experiment, register_experiment, to_jsonable, load_records, merged_sources
+from localpriv.data.formats import atomic_output
+from reproductions.table import rewrite_block
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
@@ -89,31 +92,15 @@ def _data(name: str):
         dom = IntegerDomain(0, 99)
         x = dom.encode(adult_ages())
         return dom, np.bincount(x, minlength=dom.size) / x.size, dom.labels.astype(float)
-    from localpriv.data.datasets import manhattan_cells
     dom, cells = manhattan_cells(0.5)
     return dom, np.bincount(cells, minlength=dom.size) / cells.size, dom.centres_km()[:, 0]
-
-
-def _block(mech, theta, n, rng) -> ObservationBlock:
-    n_out = mech.n_outputs
-    if mech.report_kind != "binary" and n_out is not None and mech.k * n_out <= 4_000_000:
-        p = np.clip(theta @ mech.channel(), 0.0, None)
-        c = rng.multinomial(n, p / p.sum())
-        keep = np.flatnonzero(c)
-        return ObservationBlock(mech, keep, c[keep])
-    x = np.repeat(np.arange(theta.size), rng.multinomial(n, theta))
-    z = mech.sample(x, rng)
-    if z.ndim == 1:
-        u, c = np.unique(z, return_counts=True)
-        return ObservationBlock(mech, u, c)
-    return ObservationBlock(mech, z, np.ones(z.shape[0]))  # distinct or not, the likelihood is the same
 
 
 def _one(setting, dom, theta, values, n, levels, rng, true_median):
     mechs = [parse(s, dom) for s in setting["mechanisms"]]
     shares = np.full(len(mechs), n // len(mechs))
     shares[: n - shares.sum()] += 1
-    obs = Observations([_block(m, theta, int(s), rng) for m, s in zip(mechs, shares)], dom)
+    obs = Observations([simulate_block(m, theta, int(s), rng) for m, s in zip(mechs, shares)], dom)
     method = setting.get("estimator", "ibu")
     est = estimate(obs, method, **({"accelerate": "newton"} if method == "ibu" else {}))
     out = {}
@@ -236,8 +223,6 @@ def merge(paths, out, replace: bool = False) -> dict:
     record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
     in the record) and the replacement is listed in ``merged_replaced``. Merging into a merged record
     keeps its history: its ``merged_from`` and ``merged_replaced`` entries come first."""
-    from localpriv.data.formats import atomic_output
-    from localpriv.experiments.runner import load_records, merged_sources
     recs = load_records(paths, ("runs", "levels"))
     first = recs[0]
     settings, results, replaced = [], {"settings": {}}, []
@@ -327,7 +312,6 @@ def table_markdown(record: dict) -> str:
 def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md") -> None:
     """Regenerate docs/uncertainty.md's coverage table (between its ``coverage`` markers) from the
     committed JSON (``make coverage-docs``)."""
-    from localpriv.experiments.table import rewrite_block
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
 
 

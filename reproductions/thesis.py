@@ -14,14 +14,20 @@ from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_con
                                   network_edges, structure_metrics, table_js, table_l1)
 from localpriv.multiattr.bif import load_network
 from localpriv.multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
-from localpriv.multiattr.hybrid import hybrid_channel, hybrid_epsilon, hybrid_estimate, truncated_geometric
+from localpriv.multiattr.hybrid import hybrid_channel, hybrid_epsilon, hybrid_estimate, truncated_geometric, optimal_mechanism
 from localpriv.multiattr.independence import (laplace_noisy_counts, mc_independence_test, noisy_chi2_test,
                                       rrba_noisy_counts)
-from localpriv.multiattr.rrba import aggregate_blocks, combination_views, pooled_estimate
+from localpriv.multiattr.rrba import aggregate_blocks, combination_views, pooled_estimate, consistent_tables
 from localpriv.multiattr.tables import Records, normalize_table
 from localpriv.inference.plotting import plt, save
-from localpriv.experiments.runner import Experiment, register_experiment
-from localpriv.experiments.spread import mean_interval
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
+from localpriv.utils.validation import LocalPrivError
+from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
+from localpriv.utils.errors import PrivacyWarning
+from localpriv.estimators.em import em
+from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.multiattr.independence import chi2_test
 
 
 # ------------------------------------------------------------------------------------------
@@ -61,7 +67,7 @@ def _by_view(rec: Records, views, rng, answer):
     return out, eps_user
 
 
-def _rrba_tables(rec: Records, views, p, rng, block_factor, floor):
+def rrba_tables(rec: Records, views, p, rng, block_factor, floor):
     """RRBA (block aggregation, pooled MLE per table); see :func:`_by_view`.
 
     Blocks of ``block_factor`` users per cell; every user of the view reports and counts (the last
@@ -93,7 +99,7 @@ def _laplace_tables(rec, combos, eps, rng):
     return {c: normalize_table(laplace_noisy_counts(rec.table(c), eps, rng)) for c in combos}
 
 
-def _lookup(tables):
+def lookup_tables(tables):
     """``joint_of`` over any subset of a stored combination (marginalized)."""
     def source(attrs):
         for combo, t in tables.items():
@@ -197,7 +203,7 @@ register_experiment(Experiment(
 # ------------------------------------------------------------------------------------------
 # Table 5.3 (structure)
 # ------------------------------------------------------------------------------------------
-def _both(truth, learned, idx):
+def link_metrics(truth, learned, idx):
     """Directed link metrics (the thesis's L = d(d-1)) plus skeleton metrics (``skel_*``)."""
     m = structure_metrics(truth, learned, idx)
     u = structure_metrics(truth, learned, idx, directed=False)
@@ -222,8 +228,6 @@ def _t53_compute(params, rng, progress):
     # who learns a network from a record set: the clean records ("reference_learner") and the
     # synthetic records of each private pipeline ("relearn_learner"); "hill-climbing" is the
     # thesis's way (section 5.3.1: discrete BIC, multiattr.structure), "greedy" GreedyBayes (k)
-    from localpriv.utils.validation import LocalPrivError
-    from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
     for key in ("reference_learner", "relearn_learner"):
         if params[key] not in ("greedy", "hill-climbing"):
             raise LocalPrivError(f"{key} must be 'greedy' or 'hill-climbing', got {params[key]!r}")
@@ -243,34 +247,34 @@ def _t53_compute(params, rng, progress):
             syn = ancestral_sample(g, cpts, idx, n_syn, rng)
             J = CachedJoint(lambda a: syn.table(list(a), True))
             g2 = learned(syn, J, params["relearn_learner"], first)
-            metrics[name].append(_both(truth, g2, idx))
-            vs_clean[name].append(_both(ref["clean"], g2, idx))
+            metrics[name].append(link_metrics(truth, g2, idx))
+            vs_clean[name].append(link_metrics(ref["clean"], g2, idx))
 
         clean = CachedJoint(lambda a: rec.table(list(a), True))
         ref["clean"] = learned(rec, clean, params["reference_learner"], first)
-        metrics["clean"].append(_both(truth, ref["clean"], idx))
+        metrics["clean"].append(link_metrics(truth, ref["clean"], idx))
         # original protocol: (k+1)-combination views, every user answers one view
-        tabs, e = _rrba_tables(rec, triples, p, rng, params["block_factor"], params["floor"])
+        tabs, e = rrba_tables(rec, triples, p, rng, params["block_factor"], params["floor"])
         eps_used["rr"].append(e)
-        learn_and_score(_lookup(tabs), n, "rr")
+        learn_and_score(lookup_tables(tabs), n, "rr")
         # modified: a fraction learns the structure, the rest answer one AP table each
         m1 = int(params["structure_fraction"] * n)
         perm = rng.permutation(n)
         part1, part2 = rec.subset(perm[:m1]), rec.subset(perm[m1:])
-        tabs1, e1 = _rrba_tables(part1, triples, p, rng, params["block_factor"], params["floor"])
-        g1 = greedy_bayes(_lookup(tabs1), idx, k, first=first)
+        tabs1, e1 = rrba_tables(part1, triples, p, rng, params["block_factor"], params["floor"])
+        g1 = greedy_bayes(lookup_tables(tabs1), idx, k, first=first)
         fams = [tuple(sorted((a, *pi))) for a, pi in g1 if len(pi) == min(k, len(pi)) and pi]
         fams = [f for f in fams if not any(set(f) < set(h) for h in fams)]
-        tabs2, e2 = _rrba_tables(part2, [[f] for f in fams], p, rng, params["block_factor"], params["floor"])
+        tabs2, e2 = rrba_tables(part2, [[f] for f in fams], p, rng, params["block_factor"], params["floor"])
         eps_used["modified"].append(max(e1, e2))
-        cpts = fit_conditionals(g1, _lookup(tabs2))
+        cpts = fit_conditionals(g1, lookup_tables(tabs2))
         syn = ancestral_sample(g1, cpts, idx, n, rng)
         J = CachedJoint(lambda a: syn.table(list(a), True))
         g_mod = learned(syn, J, params["relearn_learner"], first)
-        metrics["modified"].append(_both(truth, g_mod, idx))
-        vs_clean["modified"].append(_both(ref["clean"], g_mod, idx))
+        metrics["modified"].append(link_metrics(truth, g_mod, idx))
+        vs_clean["modified"].append(link_metrics(ref["clean"], g_mod, idx))
         # Laplace baseline (central Lap(2/eps) per cell)
-        learn_and_score(_lookup(_laplace_tables(rec, all_combos, eps, rng)), n, "laplace")
+        learn_and_score(lookup_tables(_laplace_tables(rec, all_combos, eps, rng)), n, "laplace")
     keys = ["acc", "sens", "spec", "avg_recall", "skel_acc", "skel_sens", "skel_spec", "skel_avg_recall"]
 
     def summarize(table):  # per-run values kept for the thesis's histograms (Fig. 5.4)
@@ -337,9 +341,9 @@ def _t54_compute(params, rng, progress):
             rec = net.sample(n, rng)
             truth = {f: rec.table(list(f), True) for f in fams}
             est = {}
-            est["rr"], e = _rrba_tables(rec, views, p, rng, params["block_factor"], params["floor"])
+            est["rr"], e = rrba_tables(rec, views, p, rng, params["block_factor"], params["floor"])
             eps_user["rr"] = max(eps_user["rr"], e)
-            est["modified"], e = _rrba_tables(rec, [[f] for f in fams], p, rng, params["block_factor"], params["floor"])
+            est["modified"], e = rrba_tables(rec, [[f] for f in fams], p, rng, params["block_factor"], params["floor"])
             eps_user["modified"] = max(eps_user["modified"], e)
             est["geometric"], e = _hybrid_tables(rec, views, p, alpha, rng)
             eps_user["geometric"] = max(eps_user["geometric"], e)
@@ -416,7 +420,6 @@ _T42 = {"before_1": [0.1, 0.4, 0.3, 0.2], "before_2": [0.2, 0.4, 0.3, 0.1],
 
 
 def _t42_compute(params, rng, progress):
-    from localpriv.multiattr.rrba import consistent_tables
     b1, b2 = (np.asarray(_T42[k]).reshape(2, 2) for k in ("before_1", "before_2"))
     a1, a2 = (np.asarray(_T42[k]).reshape(2, 2) for k in ("after_1", "after_2"))
 
@@ -573,10 +576,6 @@ register_experiment(Experiment(
 def _s545_compute(params, rng, progress):
     import warnings
 
-    from localpriv.utils.errors import PrivacyWarning
-    from localpriv.estimators.em import em
-    from localpriv.mechanisms.matrix import MatrixMechanism
-    from localpriv.multiattr.hybrid import hybrid_channel, hybrid_epsilon, optimal_mechanism
     net = load_network("survey")
     attrs = params["attributes"]
     p, alpha, s = params["p"], params["alpha"], params["block_size"]
@@ -693,7 +692,6 @@ def _f74_compute(params, rng, progress):
     net = load_network("survey")
     rec = net.sample(params["n"], rng)
     T = rec.table(["O", "S", "R"])
-    from localpriv.multiattr.independence import chi2_test
     out = {"true_table_rejects_H0": chi2_test(T, params["alpha"]), "n": params["n"], "accept_rate": {}}
     exact = net.joint(["O", "S", "R"])
     out["population_cmi_bits"] = float(

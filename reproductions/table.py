@@ -6,7 +6,7 @@ and ``<!-- reproductions:end -->`` markers) with :func:`render` of those JSON fi
 in the table can be older than the code. Each row is a :class:`Row`: the experiment(s) it reads,
 what it reproduces, the paper's numbers (fixed: they are the paper's), and two functions of the
 JSON records that write "ours" and the verdict, every number with its runs and its 95 % interval
-over the runs (:mod:`localpriv.experiments.spread`); a verdict near a threshold says so.
+over the runs (:mod:`reproductions.spread`); a verdict near a threshold says so.
 
 Rows whose JSON is missing are refused (:func:`render` names them) unless ``keep`` is given: then
 the README's current row is kept and marked "(not rerun)", so a partial run cannot pass for a full
@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 
 from localpriv.utils.validation import LocalPrivError
-from localpriv.experiments.spread import LEVEL, _t, mean_interval, ratio_interval
+from reproductions.spread import LEVEL, t_quantile, mean_interval, ratio_interval
+from localpriv.data.formats import atomic_output
 
 __all__ = ["Row", "ROWS", "render", "rewrite_readme", "rewrite_block", "dbsec_tables", "freewill_table1", "freewill_table2", "BEGIN", "END"]
 
@@ -254,7 +255,7 @@ def _rel_gain_iv(a: dict, b: dict) -> str:
     from scipy import stats
     z = float(stats.norm.ppf(0.5 + LEVEL / 2))
     r = a["mean"] / b["mean"]
-    se_a, se_b = ((d["hi"] - d["lo"]) / (2 * _t(d["runs"], LEVEL)) for d in (a, b))
+    se_a, se_b = ((d["hi"] - d["lo"]) / (2 * t_quantile(d["runs"], LEVEL)) for d in (a, b))
     se = abs(r) * math.hypot(se_a / a["mean"], se_b / b["mean"])
     return _iv({"mean": 100 * (1 - r), "lo": 100 * (1 - r - z * se), "hi": 100 * (1 - r + z * se),
                 "runs": a["runs"]}, 2)
@@ -890,7 +891,6 @@ def freewill_table2(rec2: dict) -> str:
 
 def rewrite_block(path, name: str, text: str) -> None:
     """Replace the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` (atomically)."""
-    from localpriv.data.formats import atomic_output
 
     path = Path(path)
     doc = path.read_text()
@@ -962,7 +962,6 @@ def render(folder, keep: str | None = None) -> str:
 
 def rewrite_readme(readme, folder, keep_missing: bool = False) -> str:
     """Replace the table between :data:`BEGIN` and :data:`END` in ``readme`` (atomically)."""
-    from localpriv.data.formats import atomic_output
 
     path = Path(readme)
     text = path.read_text()
