@@ -36,7 +36,7 @@ import numpy as np
 from localpriv.utils.validation import LocalPrivError
 from localpriv.data.datasets import adult_ages, adult_education, manhattan_cells
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.inference.estimate import _cross
+from localpriv.inference.estimate import quantile_crossing
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.data.observations import ObservationBlock, Observations
@@ -132,7 +132,7 @@ def _compute(params, rng, progress):
         dom, theta, values = _data(setting["data"])
         ordered = setting["data"] == "ages"
         has_mean = values is not None
-        true_median = _cross(values, np.cumsum(theta), 0.5) if ordered else None
+        true_median = quantile_crossing(values, np.cumsum(theta), 0.5) if ordered else None
         per_n = {}
         for n in params["n"]:
             t0 = time.perf_counter()

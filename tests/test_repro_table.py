@@ -1,4 +1,4 @@
-"""The README's reproduction table is generated from the runs' JSON (issue 21, item 4)."""
+"""The reproduction table of docs/reproductions.md is generated from the runs' JSON."""
 import math
 import shutil
 from pathlib import Path
@@ -9,7 +9,8 @@ from localpriv.utils.validation import LocalPrivError
 from reproductions import run_experiment
 from reproductions.table import BEGIN, END, ROWS, render, rewrite_readme
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "docs" / "reproductions.md"
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_readme_without_markers_is_refused(tmp_path, quick_runs):
         rewrite_readme(readme, quick_runs)
 
 
-REPRO = README.parent / "docs" / "results" / "repro"
+REPRO = ROOT / "docs" / "results" / "repro"
 
 
 def test_readme_table_is_what_the_committed_json_renders():
@@ -88,7 +89,7 @@ def test_generated_doc_blocks_match_their_json():
     for name in ("dbsec-one-time", "dbsec-longitudinal"):
         rec = REPRO / f"{name}.json"
         if rec.exists():
-            assert block(README.parent / "docs" / "oracles.md", name) == dbsec_tables(json.loads(rec.read_text()))
+            assert block(ROOT / "docs" / "oracles.md", name) == dbsec_tables(json.loads(rec.read_text()))
             checked += 1
     for i, render_table in ((1, freewill_table1), (2, freewill_table2)):
         rec = REPRO / f"freewill-table{i}.json"
@@ -96,8 +97,8 @@ def test_generated_doc_blocks_match_their_json():
             assert block(README, f"freewill-table{i}") == render_table(json.loads(rec.read_text()))
             checked += 1
     # every generated block exists in the docs, whether or not its JSON is committed yet
-    for path, name in ((README.parent / "docs" / "oracles.md", "dbsec-one-time"),
-                       (README.parent / "docs" / "oracles.md", "dbsec-longitudinal"),
+    for path, name in ((ROOT / "docs" / "oracles.md", "dbsec-one-time"),
+                       (ROOT / "docs" / "oracles.md", "dbsec-longitudinal"),
                        (README, "freewill-table1"), (README, "freewill-table2")):
         assert block(path, name)
     assert checked >= 2  # dbsec-one-time and freewill-table2 are committed

@@ -93,8 +93,8 @@ def test_coverage_of_the_mean_and_cells(spec, method):
     rng = np.random.default_rng(3)
     R, n, level = 200, 4000, 0.90
     x = np.arange(5.0)
-    from localpriv.inference.estimate import _cross
-    true_median = _cross(x, np.cumsum(THETA5), 0.5)
+    from localpriv.inference.estimate import quantile_crossing
+    true_median = quantile_crossing(x, np.cumsum(THETA5), 0.5)
     hit_mean, hit_median, hit_cells = 0, 0, np.zeros(5)
     for _ in range(R):
         est = estimate(_obs(spec, THETA5, n, rng), method, **({"accelerate": "newton"} if method == "ibu" else {}))
@@ -137,8 +137,8 @@ def test_quantiles_are_interpolated_and_bracketed(rng):
     assert med.value == pytest.approx(x - 0.5 + (0.5 - below) / est.distribution[x], abs=1e-12)
     assert med.lower < med.value < med.upper
     # a distribution's own median, e.g. of THETA5: F(1.5) = 0.4, F(2.5) = 0.65 -> 1.9
-    from localpriv.inference.estimate import _cross
-    assert _cross(np.arange(5.0), np.cumsum(THETA5), 0.5) == pytest.approx(1.9)
+    from localpriv.inference.estimate import quantile_crossing
+    assert quantile_crossing(np.arange(5.0), np.cumsum(THETA5), 0.5) == pytest.approx(1.9)
     band = est.cdf(0.95)
     assert np.all(band["lower"] <= band["cdf"]) and np.all(band["cdf"] <= band["upper"])
     with pytest.raises(LocalPrivError, match="strictly between"):

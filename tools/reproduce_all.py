@@ -1,7 +1,7 @@
-"""Run every reproduction of the README's table and regenerate the table (issue 21, item 4).
+"""Run every reproduction of docs/reproductions.md's table and regenerate the table.
 
     python tools/reproduce_all.py [--out docs/results/repro] [--only NAME ...] [--table-only]
-                                  [--keep-missing] [--readme README.md]
+                                  [--keep-missing] [--readme docs/reproductions.md]
 
 Each experiment runs with its defaults (the paper's settings) through the one runner, writing
 ``OUT/NAME.json`` and ``OUT/NAME.png``; then the README's table between its markers is rewritten
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--keep-missing", action="store_true")
-    ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--readme", default="docs/reproductions.md")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     names = [n for row in ROWS for n in row.names]
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         for name in ("dbsec-one-time", "dbsec-longitudinal"):  # docs/oracles.md's tables
             path = Path(a.out) / f"{name}.json"
             if path.exists():
-                rewrite_block(Path(a.readme).parent / "docs" / "oracles.md", name,
+                rewrite_block(Path(a.readme).parent / "oracles.md", name,
                               dbsec_tables(json.loads(path.read_text())))
     except LocalPrivError as exc:
         print(f"error: {exc}", file=sys.stderr)

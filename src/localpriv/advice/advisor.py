@@ -134,7 +134,7 @@ from localpriv.domains import IntegerDomain
 from localpriv.domains.grid import GridDomain
 from localpriv.inference.metrics import emd_line, total_variation
 from localpriv.domains.grid import emd_grid
-from localpriv.inference.estimate import _cross
+from localpriv.inference.estimate import quantile_crossing
 from localpriv.estimators.oracles import pure_parameters
 from localpriv.mechanisms.hashing import LocalHashing
 from localpriv.mechanisms.krr import KRR
@@ -392,11 +392,11 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     if kind != "line":
         raise LocalPrivError("goal 'quantiles' needs an integer line (LO..HI); on a grid use emd or mean")
     x = np.arange(theta.size, dtype=float)
-    true_q = np.array([_cross(x, np.cumsum(theta), a) for a in QUANTILE_LEVELS])
+    true_q = np.array([quantile_crossing(x, np.cumsum(theta), a) for a in QUANTILE_LEVELS])
 
     def quantiles(est):
         F = np.cumsum(np.asarray(est, dtype=float))
-        return float(np.mean(np.abs([_cross(x, F, a) - t for a, t in zip(QUANTILE_LEVELS, true_q)])))
+        return float(np.mean(np.abs([quantile_crossing(x, F, a) - t for a, t in zip(QUANTILE_LEVELS, true_q)])))
     return quantiles
 
 

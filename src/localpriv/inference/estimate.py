@@ -19,7 +19,7 @@ from localpriv.inference.uncertainty import uncertainty
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.validation import check_int
 
-__all__ = ["Estimate"]
+__all__ = ["Estimate", "quantile_crossing"]
 
 
 @dataclass(repr=False)
@@ -205,10 +205,10 @@ class Estimate(Fit):
         x = self._values("a quantile")
         edges = _edges(self.domain, x)
         theta = self.distribution
-        value = _cross(x, np.cumsum(theta), q, edges)
+        value = quantile_crossing(x, np.cumsum(theta), q, edges)
         u = self.uncertainty()
         if u.method not in ("fisher", "anchored"):
-            reps = np.array([_cross(x, np.cumsum(r), q, edges) for r in u.replicates])  # one per replicate
+            reps = np.array([quantile_crossing(x, np.cumsum(r), q, edges) for r in u.replicates])  # one per replicate
             a = (1 - lv) / 2
             lo, hi = np.quantile(reps, [a, 1 - a])
             return Interval(value, float(min(lo, value)), float(max(hi, value)), lv, u.method)
@@ -262,7 +262,7 @@ def _edges(domain, x: np.ndarray) -> np.ndarray:
     return np.concatenate([[x[0] - 0.5], x + 0.5])
 
 
-def _cross(x: np.ndarray, F: np.ndarray, q: float, edges: np.ndarray | None = None) -> float:
+def quantile_crossing(x: np.ndarray, F: np.ndarray, q: float, edges: np.ndarray | None = None) -> float:
     """Where the CDF ``F`` (at values ``x``, linear within each cell: between ``x -+ 1/2``, or
     between the given cell ``edges``) first reaches ``q``."""
     if edges is None:
