@@ -130,9 +130,9 @@ def jit_cost() -> dict:
 
 def gibu_1000(quick: bool) -> dict:
     import localpriv.estimators.em as _  # noqa: F401
+    from localpriv.data.observations import ObservationBlock, Observations
     from localpriv.mechanisms.geometric import Geometric
     from localpriv.mechanisms.krr import KRR
-    from localpriv.data.observations import ObservationBlock, Observations
     em_mod = sys.modules["localpriv.estimators.em"]
 
     K, n_mech, per = 100, (100 if quick else 1000), 100_000

@@ -42,9 +42,9 @@ def mechanisms(mix: str) -> list[str]:
 
 
 def run(quick: bool = False) -> dict:
+    from localpriv.data.freewill import simulate_counts
     from localpriv.domains import IntegerDomain
     from localpriv.estimators.combination import gibu
-    from localpriv.data.freewill import simulate_counts
     from localpriv.inference.metrics import emd_line
 
     dom = IntegerDomain(0, K - 1)

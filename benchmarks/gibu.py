@@ -26,10 +26,10 @@ ROUNDS = 5
 
 
 def run(quick: bool = False, rounds: int | None = None) -> dict:
+    from localpriv.data.observations import ObservationBlock, Observations
     from localpriv.estimators.ibu import ibu
     from localpriv.mechanisms.geometric import Geometric
     from localpriv.mechanisms.krr import KRR
-    from localpriv.data.observations import ObservationBlock, Observations
 
     n_mech = 100 if quick else 1000
     rounds = rounds or (2 if quick else ROUNDS)

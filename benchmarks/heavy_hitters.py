@@ -52,8 +52,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, quick_flag  # noqa: E402
 
-from localpriv.heavy_hitters.pem import (PEMPlan, StringEncoding, pem_identify, pem_perturb,  # noqa: E402
-                                     treehist_identify)
+from localpriv.heavy_hitters.pem import PEMPlan, StringEncoding, pem_identify, pem_perturb, treehist_identify  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "data" / "gowalla_nyc_checkins.tsv.gz"

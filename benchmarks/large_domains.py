@@ -46,8 +46,8 @@ sys.path.insert(0, str(HERE))
 from _common import emit, machine, quick_flag, version  # noqa: E402
 
 from localpriv import estimate  # noqa: E402
-from localpriv.mechanisms import parse  # noqa: E402
 from localpriv.data.observations import ObservationBlock, Observations  # noqa: E402
+from localpriv.mechanisms import parse  # noqa: E402
 
 DATA = Path(os.environ.get("LOCALPRIV_SHARED_DATA", HERE.parent.parent / "shared" / "data")) / "gowalla_nyc_checkins.tsv.gz"
 EPS = (1.0, 4.0)

@@ -43,9 +43,9 @@ from _common import clock, machine, now, quick_flag, rounds_arg, spread  # noqa:
 
 from localpriv.estimators.em import em  # noqa: E402
 from localpriv.estimators.oracles import pure_parameters  # noqa: E402
-from reproductions.oracles import DiagBlock  # noqa: E402
 from localpriv.mechanisms import parse  # noqa: E402
 from localpriv.utils.simplex import clip_normalize  # noqa: E402
+from reproductions.oracles import DiagBlock  # noqa: E402
 
 K, EPS = 100, 1.0
 ROUNDS = 5
@@ -162,16 +162,20 @@ def _mfl(name):
 
 def _pure_ldp(name):
     if name == "GRR":
-        from pure_ldp.frequency_oracles.direct_encoding import DEClient as C, DEServer as S
+        from pure_ldp.frequency_oracles.direct_encoding import DEClient as C
+        from pure_ldp.frequency_oracles.direct_encoding import DEServer as S
         ckw = skw = {}
     elif name in ("SUE", "OUE"):
-        from pure_ldp.frequency_oracles.unary_encoding import UEClient as C, UEServer as S
+        from pure_ldp.frequency_oracles.unary_encoding import UEClient as C
+        from pure_ldp.frequency_oracles.unary_encoding import UEServer as S
         ckw = skw = {"use_oue": name == "OUE"}
     elif name in ("BLH", "OLH"):
-        from pure_ldp.frequency_oracles.local_hashing import LHClient as C, LHServer as S
+        from pure_ldp.frequency_oracles.local_hashing import LHClient as C
+        from pure_ldp.frequency_oracles.local_hashing import LHServer as S
         ckw = skw = {"use_olh": name == "OLH"}  # g = 2 (BLH) by default
     elif name == "THE":
-        from pure_ldp.frequency_oracles.histogram_encoding import HEClient as C, HEServer as S
+        from pure_ldp.frequency_oracles.histogram_encoding import HEClient as C
+        from pure_ldp.frequency_oracles.histogram_encoding import HEServer as S
         ckw, skw = {}, {"use_the": True}
     else:
         return None

@@ -35,8 +35,8 @@ ROUNDS = 3
 def grid_users(side: int, n: int, rng):
     """The benchmark's data: ``n`` users from 8 Gaussian clusters on a ``side x side`` grid of
     0.1 km cells, and the planar geometric mechanism at ``EPS`` per km (also benchmarks/planar_cpu.py)."""
-    from localpriv.mechanisms.planar import PlanarGeometric
     from localpriv.domains.grid import GridDomain
+    from localpriv.mechanisms.planar import PlanarGeometric
 
     dom = GridDomain(40.70, -74.02, side, side, CELL)
     centres = rng.random((8, 2)) * side
@@ -48,8 +48,8 @@ def grid_users(side: int, n: int, rng):
 
 def one(side: int, n: int = N, max_iter: int = 10_000) -> dict:
     import localpriv.likelihood.structured as structured
-    from localpriv.estimators.ibu import ibu
     from localpriv.data.observations import ObservationBlock, Observations
+    from localpriv.estimators.ibu import ibu
 
     structured.FFT_WORKERS = FFT_WORKERS
     rng = np.random.default_rng(side)

@@ -42,8 +42,8 @@ def main():
                     help="new block, but SQUAREM's eager theta2 forward product (costly_forward off)")
     args = ap.parse_args()
 
-    import localpriv.mechanisms  # noqa: F401  (before structured: the mechanisms import it)
     import localpriv.likelihood.structured as structured
+    import localpriv.mechanisms  # noqa: F401  (before structured: the mechanisms import it)
     from localpriv.estimators.em import em
     from localpriv.likelihood.rfft import RfftClampedBlock
 

@@ -89,8 +89,8 @@ sys.path.insert(0, str(HERE))
 from _common import emit, load, machine, now, quick_flag, version  # noqa: E402
 from large_domains import DATA, _compat_shims  # noqa: E402
 
-from localpriv.mechanisms import parse  # noqa: E402
 from localpriv.estimators.rappor import decode  # noqa: E402
+from localpriv.mechanisms import parse  # noqa: E402
 from localpriv.mechanisms.rappor import bloom_positions  # noqa: E402
 
 K_PLACES = 500

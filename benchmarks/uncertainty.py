@@ -36,9 +36,9 @@ SETTINGS = {"delta": 1e-9, "max_iter": 100_000, "accelerate": "newton", "stop": 
 
 def _data(spec: str, n: int, rng):
     from localpriv.data.datasets import adult_ages
+    from localpriv.data.observations import Observations
     from localpriv.domains import IntegerDomain
     from localpriv.mechanisms import parse
-    from localpriv.data.observations import Observations
     dom = IntegerDomain(0, 99)
     x = dom.encode(adult_ages())
     theta = np.bincount(x, minlength=dom.size) / x.size

@@ -57,24 +57,23 @@ import math
 import sys
 import time
 import zlib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.data.datasets import NYC_GRID, adult_ages, adult_education, gowalla_nyc_grid, manhattan_cells
+from localpriv.data.formats import atomic_output
 from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.domains.grid import GridDomain, emd_grid
 from localpriv.estimators import available_estimators
 from localpriv.inference import estimate
-from localpriv.mechanisms import parse
 from localpriv.inference.metrics import emd_line, mse, total_variation
-from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
 from localpriv.inference.simulation import calibrate, dense_twin, simulate_observations
-from reproductions.runner import Experiment, register_experiment, load_records, merged_sources, to_jsonable
-from localpriv.domains.grid import emd_grid, GridDomain
-from localpriv.data.datasets import adult_ages, adult_education, gowalla_nyc_grid, manhattan_cells, NYC_GRID
-from localpriv.data.formats import atomic_output
+from localpriv.mechanisms import parse
+from localpriv.utils.validation import LocalPrivError
+from reproductions.runner import Experiment, load_records, merged_sources, register_experiment, to_jsonable
 
 __all__ = ["SETTINGS", "ESTIMATORS", "QUICK", "MEDIUM", "EVIDENCE", "calibrate", "dataset", "derive_shipped_data",
            "merge", "write_tables"]
@@ -240,7 +239,7 @@ class _Data:
                 "support": int(np.count_nonzero(self.theta)), "source": self.source}
 
 
-@lru_cache(maxsize=None)
+@cache
 def dataset(name: str) -> _Data:
     """The data set ``name`` (ages, education, manhattan, nyc) as shipped with the package."""
     if name == "ages":

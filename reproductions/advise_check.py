@@ -43,12 +43,12 @@ import zlib
 
 import numpy as np
 
-from reproductions.runner import Experiment, register_experiment
-from localpriv.advice.advisor import simulate_errors, goal_error, median_precision, advise
+from localpriv.advice.advisor import advise, goal_error, median_precision, simulate_errors
+from localpriv.inference.plotting import plt, save
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.base import LargeEpsilonWarning
 from reproductions.accuracy import dataset
-from localpriv.inference.plotting import plt, save
+from reproductions.runner import Experiment, register_experiment
 
 NAME = "advise-check"
 

@@ -33,17 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.datasets import adult_ages, adult_education, manhattan_cells
+from localpriv.data.formats import atomic_output
+from localpriv.data.observations import Observations
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.inference.estimate import quantile_crossing
 from localpriv.inference import estimate
-from localpriv.mechanisms import parse
-from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.inference.estimate import quantile_crossing
 from localpriv.inference.plotting import plt, save
 from localpriv.inference.simulation import simulate_block
-from reproductions.runner import Experiment, register_experiment, to_jsonable, load_records, merged_sources
-from localpriv.data.formats import atomic_output
+from localpriv.mechanisms import parse
+from localpriv.utils.validation import LocalPrivError
+from reproductions.runner import Experiment, load_records, merged_sources, register_experiment, to_jsonable
 from reproductions.table import rewrite_block
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct

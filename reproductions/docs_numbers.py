@@ -43,22 +43,22 @@ import zlib
 
 import numpy as np
 
+from localpriv.data.aggregate import aggregate
 from localpriv.data.datasets import adult_ages, manhattan_cells
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.data.reports import perturb
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.inference import estimate
+from localpriv.domains.grid import emd_grid
 from localpriv.estimators.em import PLAIN_EM, em, gap_bound, log_likelihood
 from localpriv.estimators.newton import supports_newton
-from localpriv.mechanisms import parse
+from localpriv.estimators.regularized import EMS_DELTA, SmoothingPenalty, ordered_shape
+from localpriv.inference import estimate
 from localpriv.inference.metrics import emd_line, l1
-from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
 from localpriv.inference.simulation import simulate_block
-from reproductions.runner import Experiment, register_experiment
-from localpriv.data.aggregate import aggregate
-from localpriv.data.reports import perturb
+from localpriv.mechanisms import parse
 from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.domains.grid import emd_grid
-from localpriv.estimators.regularized import EMS_DELTA, SmoothingPenalty, ordered_shape
+from reproductions.runner import Experiment, register_experiment
 
 __all__ = ["DEFAULTS", "QUICK", "NAME"]
 

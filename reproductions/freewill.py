@@ -27,16 +27,15 @@ import numpy as np
 import ot
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.datasets import gowalla_manhattan
-from localpriv.domains.grid import MANHATTAN_BOX
-from localpriv.domains import IntegerDomain
-from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, rap_m
 from localpriv.data.freewill import rappor_observations, simulate_counts, split_users
-from localpriv.mechanisms import parse
+from localpriv.domains import IntegerDomain
+from localpriv.domains.grid import MANHATTAN_BOX, GridDomain
+from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, rap_m
 from localpriv.inference.metrics import emd_line
-from localpriv.domains.grid import GridDomain
 from localpriv.inference.plotting import plt, save
+from localpriv.mechanisms import parse
+from localpriv.utils.validation import LocalPrivError
 from reproductions.runner import Experiment, register_experiment
 from reproductions.spread import banded_verdict, ratio_interval
 

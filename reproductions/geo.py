@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.data.datasets import adult_ages
+from localpriv.data.datasets import adult_ages, manhattan_cells
+from localpriv.data.observations import Observations
 from localpriv.domains import IntegerDomain
+from localpriv.domains.grid import emd_grid
 from localpriv.estimators.em import em
+from localpriv.inference.metrics import emd_line
+from localpriv.inference.plotting import distributions_figure, plt, save
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms import parse
-from localpriv.inference.metrics import emd_line
-from localpriv.data.observations import Observations
-from localpriv.domains.grid import emd_grid
-from localpriv.data.datasets import manhattan_cells
-from localpriv.inference.plotting import distributions_figure, plt, save
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from reproductions.runner import Experiment, register_experiment
 from reproductions.spread import mean_interval

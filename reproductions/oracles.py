@@ -36,15 +36,15 @@ import numpy as np
 from scipy import stats
 
 from localpriv.data.datasets import adult_ages
+from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.estimators.em import em
 from localpriv.estimators.oracles import exact_loglik, ibu_exact, pure_parameters, rappor, support_mle
-from localpriv.mechanisms.krr import KRR
-from localpriv.mechanisms import parse
-from localpriv.likelihood.blocks import LikelihoodBlock
-from localpriv.mechanisms.unary import pack_bits
 from localpriv.inference.metrics import emd_line
-from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.inference.plotting import plt, save
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.unary import pack_bits
 from localpriv.utils.simplex import clip_normalize
 from reproductions.runner import Experiment, register_experiment
 

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from reproductions.spread import LEVEL, t_quantile, mean_interval, ratio_interval
 from localpriv.data.formats import atomic_output
+from localpriv.utils.validation import LocalPrivError
+from reproductions.spread import LEVEL, mean_interval, ratio_interval, t_quantile
 
 __all__ = ["Row", "ROWS", "render", "rewrite_readme", "rewrite_block", "dbsec_tables", "freewill_table1", "freewill_table2", "BEGIN", "END"]
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from localpriv.analysis.bounds import plot_rappor_bound, rappor_concavity_frequency, rappor_concavity_lower_bound
 from localpriv.analysis.concavity import identifiable, strictly_concave
 from localpriv.analysis.examples import planar_geometric_truncated_channel
+from localpriv.analysis.likelihood import EQ4, EQ12, loglik, plot_simplex_loglik, simplex_grid
+from localpriv.data.datasets import gowalla_manhattan
+from localpriv.domains.grid import KM_PER_DEG_LAT, MANHATTAN_BOX, GridDomain, emd_grid
 from localpriv.estimators.em import em, em_step
+from localpriv.inference.metrics import total_variation
+from localpriv.inference.plotting import plt, save
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms.matrix import MatrixMechanism
-from localpriv.inference.metrics import total_variation
 from reproductions.runner import Experiment, register_experiment
-from localpriv.data.datasets import gowalla_manhattan
-from localpriv.domains.grid import MANHATTAN_BOX, KM_PER_DEG_LAT, GridDomain, emd_grid
-from localpriv.inference.plotting import plt, save
-from localpriv.analysis.bounds import rappor_concavity_frequency, rappor_concavity_lower_bound, plot_rappor_bound
-from localpriv.analysis.likelihood import EQ4, EQ12, loglik, simplex_grid, plot_simplex_loglik
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,25 +9,43 @@ from __future__ import annotations
 
 import numpy as np
 
+from localpriv.estimators.em import em
+from localpriv.inference.plotting import plt, save
+from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.mechanisms.rrba import rrba_epsilon
-from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes,
-                                  network_edges, structure_metrics, table_js, table_l1)
+from localpriv.multiattr.bayesnet import (
+    CachedJoint,
+    ancestral_sample,
+    fit_conditionals,
+    greedy_bayes,
+    network_edges,
+    structure_metrics,
+    table_js,
+    table_l1,
+)
 from localpriv.multiattr.bif import load_network
 from localpriv.multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
-from localpriv.multiattr.hybrid import hybrid_channel, hybrid_epsilon, hybrid_estimate, truncated_geometric, optimal_mechanism
-from localpriv.multiattr.independence import (laplace_noisy_counts, mc_independence_test, noisy_chi2_test,
-                                      rrba_noisy_counts)
-from localpriv.multiattr.rrba import aggregate_blocks, combination_views, pooled_estimate, consistent_tables
+from localpriv.multiattr.hybrid import (
+    hybrid_channel,
+    hybrid_epsilon,
+    hybrid_estimate,
+    optimal_mechanism,
+    truncated_geometric,
+)
+from localpriv.multiattr.independence import (
+    chi2_test,
+    laplace_noisy_counts,
+    mc_independence_test,
+    noisy_chi2_test,
+    rrba_noisy_counts,
+)
+from localpriv.multiattr.rrba import aggregate_blocks, combination_views, consistent_tables, pooled_estimate
+from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
 from localpriv.multiattr.tables import Records, normalize_table
-from localpriv.inference.plotting import plt, save
+from localpriv.utils.errors import PrivacyWarning
+from localpriv.utils.validation import LocalPrivError
 from reproductions.runner import Experiment, register_experiment
 from reproductions.spread import mean_interval
-from localpriv.utils.validation import LocalPrivError
-from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
-from localpriv.utils.errors import PrivacyWarning
-from localpriv.estimators.em import em
-from localpriv.mechanisms.matrix import MatrixMechanism
-from localpriv.multiattr.independence import chi2_test
 
 
 # ------------------------------------------------------------------------------------------

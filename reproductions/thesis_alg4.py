@@ -34,19 +34,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.inference.plotting import plt, save
 from localpriv.mechanisms.rrba import floor_table
-from localpriv.multiattr.algorithm4 import (algorithm4_epsilon, algorithm4_rows, estimate_joint_mle, estimate_pairs_eq43,
-                                    plan_algorithm4)
-from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, fit_conditionals, greedy_bayes, network_edges,
-                                  table_js, table_l1)
+from localpriv.multiattr.algorithm4 import (
+    algorithm4_epsilon,
+    algorithm4_rows,
+    estimate_joint_mle,
+    estimate_pairs_eq43,
+    plan_algorithm4,
+)
+from localpriv.multiattr.bayesnet import (
+    CachedJoint,
+    ancestral_sample,
+    fit_conditionals,
+    greedy_bayes,
+    network_edges,
+    table_js,
+    table_l1,
+)
 from localpriv.multiattr.bif import load_network
 from localpriv.multiattr.rrba import combination_views
-from localpriv.inference.plotting import plt, save
+from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
+from localpriv.utils.validation import LocalPrivError
 from reproductions.runner import Experiment, register_experiment
 from reproductions.spread import mean_interval
 from reproductions.thesis import link_metrics, lookup_tables, rrba_tables
-from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
 
 METHODS = ("variant", "algorithm4-eq43", "algorithm4-mle")
 KEYS = ("acc", "sens", "spec", "avg_recall", "skel_acc", "arcs")

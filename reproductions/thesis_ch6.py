@@ -32,17 +32,25 @@ from pathlib import Path
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.multiattr.bayesnet import structure_metrics
-from localpriv.multiattr.granger import granger_matrix, ljung_box, stationarize
-from localpriv.multiattr.structure import (GaussianBIC, arcs_of, brute_force, exact_search, hill_climbing,
-                                   markov_equivalent, network_score, parents_of,
-                                   restrictive_maximization)
-from localpriv.inference.plotting import plt, save
-from reproductions.runner import Experiment, register_experiment
-from reproductions.spread import mean_interval
 from localpriv.data.datasets import data_path
 from localpriv.data.formats import atomic_output
+from localpriv.inference.plotting import plt, save
+from localpriv.multiattr.bayesnet import structure_metrics
+from localpriv.multiattr.granger import granger_matrix, ljung_box, stationarize
+from localpriv.multiattr.structure import (
+    GaussianBIC,
+    arcs_of,
+    brute_force,
+    exact_search,
+    hill_climbing,
+    markov_equivalent,
+    network_score,
+    parents_of,
+    restrictive_maximization,
+)
+from localpriv.utils.validation import LocalPrivError
+from reproductions.runner import Experiment, register_experiment
+from reproductions.spread import mean_interval
 
 __all__ = ["shared_data_dir", "adult_numeric", "gowalla_band_series", "derive_ch6_data", "link_collection",
            "cv_rmse", "causal_effect", "vif", "fuel_saving"]

@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from localpriv.inference import estimate
+from localpriv.inference.simulation import calibrate, merge_equal_columns, simulate_block
+from localpriv.mechanisms import parse
 from reproductions import EXPERIMENTS, run_experiment
 from reproductions.accuracy import NAME, QUICK, dataset, derive_shipped_data
-from localpriv.inference.simulation import calibrate, merge_equal_columns, simulate_block
-from localpriv.inference import estimate
-from localpriv.mechanisms import parse
 
 SHARED = Path("/work/shared/data")
 

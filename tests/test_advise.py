@@ -20,8 +20,16 @@ import numpy as np
 import pytest
 
 from localpriv import LocalPrivError, advise, parse_domain
-from localpriv.advice.advisor import (Advice, _round_down, _step_down, default_prior, goal_error, median_precision,
-                              mi_covariance, pair_probabilities)
+from localpriv.advice.advisor import (
+    Advice,
+    _round_down,
+    _step_down,
+    default_prior,
+    goal_error,
+    median_precision,
+    mi_covariance,
+    pair_probabilities,
+)
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
 

@@ -3,8 +3,14 @@ import numpy as np
 from scipy import stats
 
 from localpriv.mechanisms.rrba import rrba_epsilon
-from localpriv.multiattr.algorithm4 import (algorithm4_epsilon, algorithm4_rows, estimate_joint_mle,
-                                            estimate_pairs_eq43, plan_algorithm4, row_channel)
+from localpriv.multiattr.algorithm4 import (
+    algorithm4_epsilon,
+    algorithm4_rows,
+    estimate_joint_mle,
+    estimate_pairs_eq43,
+    plan_algorithm4,
+    row_channel,
+)
 from localpriv.multiattr.tables import cell_index
 
 CARDS = {"a": 2, "b": 3, "c": 2, "d": 2}

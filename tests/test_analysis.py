@@ -3,27 +3,44 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis import analyze_report
 from localpriv.analysis.bounds import (
-    geometric_inv_lower_bound, inv_expected_squared_error, inv_squared_error_monte_carlo,
-    krr_inv_upper_bound, rappor_concavity_frequency, rappor_concavity_lower_bound,
-    rappor_likelihood_matrix, rappor_sample, worked_example)
+    geometric_inv_lower_bound,
+    inv_expected_squared_error,
+    inv_squared_error_monte_carlo,
+    krr_inv_upper_bound,
+    rappor_concavity_frequency,
+    rappor_concavity_lower_bound,
+    rappor_likelihood_matrix,
+    rappor_sample,
+    worked_example,
+)
 from localpriv.analysis.concavity import (
-    concavity_witness, identifiable, rank_test, section51_counterexample, strictly_concave)
-from localpriv.analysis.examples import (
-    basic_rappor_channel, planar_geometric_truncated_channel, section64_mechanism)
+    concavity_witness,
+    identifiable,
+    rank_test,
+    section51_counterexample,
+    strictly_concave,
+)
+from localpriv.analysis.examples import basic_rappor_channel, planar_geometric_truncated_channel, section64_mechanism
 from localpriv.analysis.likelihood import EQ4, eq4_mechanism, eq12_mechanism, loglik, simplex_grid
 from localpriv.analysis.likely import (
-    dominance_likely, estimate_unbounded_integers, ibu_on_subset, likely_lattice_planar,
-    likely_subset_krr, likely_subset_linear, likely_subset_planar)
+    dominance_likely,
+    estimate_unbounded_integers,
+    ibu_on_subset,
+    likely_lattice_planar,
+    likely_subset_krr,
+    likely_subset_linear,
+    likely_subset_planar,
+)
+from localpriv.data.observations import Observations
 from localpriv.estimators.em import em, log_likelihood
 from localpriv.estimators.ibu import ibu
-from localpriv.mechanisms import parse
 from localpriv.likelihood.blocks import DenseBlock
+from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric, two_sided_geometric
 from localpriv.mechanisms.krr import KRR
-from localpriv.data.observations import Observations
+from localpriv.utils.validation import LocalPrivError
 
 #: plain EM on seed 001's rule, the defaults before issue 17 (pinned where a test relies on them)
 PLAIN = {"accelerate": "none", "stop": "loglik"}
@@ -165,8 +182,8 @@ def test_basic_rappor_channel_lemma43_and_samples():
 
 
 def test_section64_channel_agrees_with_planar_geometric():
-    from localpriv.mechanisms.planar import PlanarGeometric
     from localpriv.domains.grid import GridDomain
+    from localpriv.mechanisms.planar import PlanarGeometric
 
     dom = GridDomain(40.7, -74.0, 5, 5, 1.0)
     ours = planar_geometric_truncated_channel(0.5, 5, 5, 5, 5, 1.0)
@@ -183,7 +200,7 @@ def test_likely_linear_equals_full_alphabet_ibu():
     x = rng.integers(25, 45, 1500)
     obs = Observations.from_reports(mech, mech.sample(x, rng))
     lo, hi = likely_subset_linear(obs.blocks[0].reports, 0, k - 1)
-    assert 0 < lo and hi < k - 1
+    assert lo > 0 and hi < k - 1
     G = mech.likelihood(obs.blocks[0].reports)
     mask = dominance_likely(G)
     assert not mask[:lo].any() and not mask[hi + 1:].any()  # outside = unlikely (Definition 2)

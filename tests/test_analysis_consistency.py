@@ -4,12 +4,18 @@ import json
 import numpy as np
 import pytest
 
-from localpriv.analysis.consistency import asymptotic_error, consistency_report, default_theta, dominance, fit_loglog_slope
+from localpriv.analysis.consistency import (
+    asymptotic_error,
+    consistency_report,
+    default_theta,
+    dominance,
+    fit_loglog_slope,
+)
 from localpriv.analysis.examples import basic_rappor_mechanism, section64_mechanism
-from reproductions.runner import run_experiment
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
+from reproductions.runner import run_experiment
 
 
 def test_fit_loglog_slope_exact_and_propagated_se():

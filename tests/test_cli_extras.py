@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from localpriv import LocalPrivError
 from localpriv.cli.main import app
+from localpriv.data.reports import read_values
 from localpriv.domains import parse_domain
 from localpriv.domains.grid import GridDomain, manhattan_grid
-from localpriv.data.reports import read_values
 
 
 def test_parse_domain_planar_grids_round_trip():

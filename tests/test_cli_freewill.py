@@ -15,8 +15,8 @@ import pytest
 import localpriv
 from localpriv import LocalPrivError
 from localpriv.data.aggregate import aggregate
-from localpriv.domains import parse_domain
 from localpriv.data.freewill import Policy, load_policy, mixed_block_rows, perturb_file_mixed
+from localpriv.domains import parse_domain
 
 SPECS = ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]
 CANON = {s: s.replace("krr(", "krr(k=100,") for s in SPECS}

@@ -11,9 +11,9 @@ import pytest
 from randomgen import ChaCha
 from scipy.stats import chisquare
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms import parse
 from localpriv.mechanisms._sampling import CLIENT_CHUNK, bernoulli_bits, grr_into
+from localpriv.utils.validation import LocalPrivError
 
 
 def _within(freq, p, m, z=5.0):

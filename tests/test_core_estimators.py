@@ -6,13 +6,13 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.data.observations import Observations
 from localpriv.domains import IntegerDomain
 from localpriv.estimators import ibu, inv, log_likelihood
 from localpriv.inference import estimate
 from localpriv.mechanisms import KRR, MatrixMechanism, krr_mle
-from localpriv.data.observations import Observations
 from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.utils.validation import LocalPrivError
 
 
 def krr_counts(k, eps, n, rng, theta=None):

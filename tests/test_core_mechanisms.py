@@ -5,10 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import CategoricalDomain, IntegerDomain, parse_domain
 from localpriv.mechanisms import KRR, MatrixMechanism, parse
 from localpriv.mechanisms.privacy import geo_epsilon, ldp_epsilon
+from localpriv.utils.validation import LocalPrivError
 
 
 def chi2_matches(samples_by_input, channel, alpha=1e-4):

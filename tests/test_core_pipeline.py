@@ -9,15 +9,14 @@ import pytest
 from scipy.stats import wasserstein_distance
 from typer.testing import CliRunner
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
 from localpriv.cli.main import app
-from localpriv.domains import IntegerDomain
-from reproductions import run_experiment
-from localpriv.mechanisms import KRR
-from localpriv.inference.metrics import emd_line, jensen_shannon, kl, l1, l2, mae, mse, total_variation
-from localpriv.data.observations import Observations
+from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
 from localpriv.data.reports import perturb, write_reports
+from localpriv.domains import IntegerDomain
+from localpriv.inference.metrics import emd_line, jensen_shannon, kl, l1, l2, mae, mse, total_variation
+from localpriv.mechanisms import KRR
+from localpriv.utils.validation import LocalPrivError
+from reproductions import run_experiment
 
 
 def test_perturb_aggregate_roundtrip_parquet_and_csv(tmp_path, rng):
@@ -137,8 +136,9 @@ def test_duckdb_in_memory_merge_equals_its_tables(tmp_path, rng, monkeypatch, wi
     """Few numeric parts are merged in memory (no round trip through DuckDB's tables); the frame
     is the one the tables give: overlapping files, a counts file with a zero, int and float
     reports, several mechanisms (and a bit-vector mechanism, which sends everything to DuckDB)."""
-    import localpriv.data.aggregate  # noqa: F401  (the name `aggregate` is also a function)
     import sys
+
+    import localpriv.data.aggregate  # noqa: F401  (the name `aggregate` is also a function)
 
     agg_mod = sys.modules["localpriv.data.aggregate"]
     dom = IntegerDomain(0, 9)

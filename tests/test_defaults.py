@@ -10,24 +10,25 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from _roundoff import U, em_step_rtol
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from _roundoff import U, em_step_rtol
-from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis.likely import estimate_unbounded_integers, ibu_on_subset
-from localpriv.inference import estimate
+from localpriv.data.freewill import simulate_counts
+from localpriv.data.observations import Observations
 from localpriv.estimators.combination import gibu, ibu_m
 from localpriv.estimators.em import DEFAULTS, STOPPING_RULES, Penalty, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.oracles import ibu_exact, ibu_support, support_counts, support_mle
-from localpriv.data.freewill import simulate_counts
+from localpriv.inference import estimate
+from localpriv.likelihood.structured import ScaledIdentityBlock
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import two_sided_geometric
 from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.data.observations import Observations
 from localpriv.utils.progress import EMProgress
-from localpriv.likelihood.structured import ScaledIdentityBlock
+from localpriv.utils.validation import LocalPrivError
 
 DELTA = DEFAULTS["delta"]
 
@@ -316,6 +317,7 @@ def test_library_is_quiet_by_default(capsys):
 # ---- the command line ---------------------------------------------------------------------------
 def _reports(tmp_path, spec="krr(eps=1.0)", n=5000):
     import pandas as pd
+
     from localpriv.cli.main import app
     rng = np.random.default_rng(3)
     pd.DataFrame({"v": np.minimum(rng.geometric(0.1, n) - 1, 29)}).to_csv(tmp_path / "v.csv", index=False)
@@ -402,8 +404,8 @@ def test_demo_pins_plain_em_and_keeps_its_numbers(tmp_path):
 
 def test_library_default_estimator_follows_the_domain():
     import localpriv
-    from localpriv.domains import CategoricalDomain, IntegerDomain
     from localpriv.data.observations import ObservationBlock, Observations
+    from localpriv.domains import CategoricalDomain, IntegerDomain
     rng = np.random.default_rng(5)
     for dom, want in ((IntegerDomain(0, 9), "ems"), (CategoricalDomain(list("abcdefghij")), "dirichlet")):
         mech = localpriv.parse("krr(eps=2.0)", dom)
@@ -418,8 +420,8 @@ def test_regularized_intervals_are_anchored_on_the_mle(tmp_path):
     """The defaults' intervals are the MLE's widened to contain the regularized estimate: they
     contain both, per cell and for functionals (a bootstrap around EMS under-covered)."""
     import localpriv
-    from localpriv.domains import IntegerDomain
     from localpriv.data.observations import ObservationBlock, Observations
+    from localpriv.domains import IntegerDomain
     dom = IntegerDomain(0, 29)
     rng = np.random.default_rng(11)
     mech = localpriv.parse("geometric(eps=0.2,lo=0,hi=29)", dom)

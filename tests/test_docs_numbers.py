@@ -134,7 +134,7 @@ def test_regularized_against_the_mle(record):
     assert row["ems_below_mle_runs"] == row["runs"]
     # the certified MLE is spiky: fewer cells than the truth has; EMS keeps the truth's support
     assert max(row["mle_support"]) < row["truth_support"] <= min(row["ems_support"])
-    assert all(0 < h for h in row["ems_bandwidth"])
+    assert all(h > 0 for h in row["ems_bandwidth"])
     # run 0's cross-validation curve: the chosen bandwidth is the best held-out score, and run 0's
     cv = row["ems_cv_run0"]
     assert cv["chosen"] == row["ems_bandwidth"][0]
@@ -157,7 +157,7 @@ def test_boundary_bias_and_coverage(record):
     row = rows[0]
     assert row["case"].startswith("k-RR eps=1")
     R = row["runs"]
-    assert R == dn.QUICK["boundary_runs"]
+    assert dn.QUICK["boundary_runs"] == R
     for key in ("wald_coverage", "inv_coverage", "library_coverage", "library_inversion_share"):
         assert 0.0 <= row[key] <= 1.0
     # the MLE's mean is pulled towards the uniform distribution's (49.5): biased upwards by more than

@@ -9,14 +9,29 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.estimators import (ESTIMATORS, REGISTRY, Setting, available_estimators, describe_estimators,
-                                  estimator_settings, fit, parse_settings, register_estimator)
+from localpriv.estimators import (
+    ESTIMATORS,
+    REGISTRY,
+    Setting,
+    available_estimators,
+    describe_estimators,
+    estimator_settings,
+    fit,
+    parse_settings,
+    register_estimator,
+)
 from localpriv.estimators.inv import inv
 from localpriv.estimators.result import Fit
-from localpriv.testing.estimators import (CHECKS, EstimatorConformanceError, check_estimator,
-                                          check_invariant_to_report_order, check_sums_to_one_and_nonnegative,
-                                          estimator_checks, example_observations)
+from localpriv.testing.estimators import (
+    CHECKS,
+    EstimatorConformanceError,
+    check_estimator,
+    check_invariant_to_report_order,
+    check_sums_to_one_and_nonnegative,
+    estimator_checks,
+    example_observations,
+)
+from localpriv.utils.validation import LocalPrivError
 
 CASES = [(name, check_name, run) for name in available_estimators() for check_name, run in estimator_checks(name)]
 

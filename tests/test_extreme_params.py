@@ -22,12 +22,12 @@ import warnings
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 from localpriv.domains import IntegerDomain
-from localpriv.mechanisms import format_spec, parse, registered
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms import format_spec, parse, registered
 from localpriv.mechanisms.privacy import ldp_epsilon
 from localpriv.testing.mechanisms import mechanism_examples
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
 EPS = [1e-12, 1e-6, 50.0, 700.0, 1e4, 1e300]
 KS = [2, 3, 10**6]

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare, kstest, laplace
 
-from localpriv.mechanisms import parse
+from localpriv.mechanisms import _sampling, parse
 from localpriv.mechanisms import subset as subset_module
-from localpriv.mechanisms.subset import SS
-from localpriv.mechanisms import _sampling
 from localpriv.mechanisms._sampling import DiscreteLaplace, bernoulli_bits, fill_in_streams
+from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms.unary import OUE, unpack_bits
 from localpriv.utils.validation import LocalPrivError
 

@@ -1,14 +1,15 @@
 """Accelerated EM (SQUAREM) in the one EM engine (issue 8)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.data.observations import Observations
 from localpriv.estimators.em import em, log_likelihood
 from localpriv.estimators.ibu import ibu
-from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.data.observations import Observations
 from localpriv.likelihood.structured import ScaledIdentityBlock, linear_geometric_block
+from localpriv.mechanisms.krr import KRR, krr_mle
+from localpriv.utils.validation import LocalPrivError
 
 
 def _krr_counts(k, eps, n, seed):

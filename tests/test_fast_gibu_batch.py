@@ -4,13 +4,19 @@ import sys
 import numpy as np
 import pytest
 
-from localpriv.estimators.combination import (BatchedExpKernelBlock, BatchedScaledIdentityBlock,
-                                              BatchedSupportBlock, batch_blocks, gibu, merge_blocks)
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.estimators.combination import (
+    BatchedExpKernelBlock,
+    BatchedScaledIdentityBlock,
+    BatchedSupportBlock,
+    batch_blocks,
+    gibu,
+    merge_blocks,
+)
 from localpriv.estimators.em import em
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
-from localpriv.data.observations import ObservationBlock, Observations
 
 EM = sys.modules["localpriv.estimators.em"]
 K = 24

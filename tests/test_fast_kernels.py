@@ -5,11 +5,11 @@ import sys
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.estimators import _kernels
 from localpriv.estimators.em import em
-from localpriv.mechanisms.krr import KRR, krr_mle
 from localpriv.likelihood.structured import ScaledIdentityBlock
+from localpriv.mechanisms.krr import KRR, krr_mle
+from localpriv.utils.validation import LocalPrivError
 
 EM = sys.modules["localpriv.estimators.em"]
 

@@ -1,16 +1,17 @@
 """The certified Newton finish of the EM engine (accelerate="newton", issue 8)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from localpriv.data.observations import Observations
 from localpriv.estimators.em import em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.newton import newton_finish, supports_newton
-from localpriv.mechanisms import parse
 from localpriv.likelihood.blocks import DenseBlock
-from localpriv.mechanisms.krr import KRR, krr_mle
-from localpriv.data.observations import Observations
 from localpriv.likelihood.structured import ScaledIdentityBlock, linear_geometric_block
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.krr import KRR, krr_mle
 
 
 def _krr_counts(k, eps, n, seed):

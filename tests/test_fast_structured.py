@@ -1,9 +1,10 @@
 """Structured likelihood blocks equal the dense products (issue 8)."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from _roundoff import U, em_rtol
+from hypothesis import given
+from hypothesis import strategies as st
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.likelihood.structured import (
     ClampedConvBlock,
@@ -13,8 +14,7 @@ from localpriv.likelihood.structured import (
     planar_geometric_block,
     planar_geometric_kernel,
 )
-
-from _roundoff import U, em_rtol
+from localpriv.utils.validation import LocalPrivError
 
 RTOL = 1e-12
 
@@ -143,8 +143,8 @@ def test_dense_block_reference_agrees_with_structured_in_em():
 @pytest.mark.parametrize("k,eps,lo,hi", [(6, 0.7, 0, 5), (8, 0.3, -3, 10), (9, 1.1, 2, 6), (5, 0.5, 0, 1),
                                          (7, 0.9, None, None)])
 def test_laplace_unit_bins_block_equals_exact_likelihood(k, eps, lo, hi):
-    from localpriv.mechanisms.laplace import Laplace
     from localpriv.likelihood.structured import laplace_block_for
+    from localpriv.mechanisms.laplace import Laplace
 
     rng = np.random.default_rng(k)
     mech = Laplace(k, eps, bins=1.0, lo=lo, hi=hi)
@@ -221,8 +221,8 @@ def test_laplace_density_block_equals_the_density(k, eps, seed):
 
 def test_laplace_density_block_in_ibu_and_errors():
     from localpriv.estimators.em import em
-    from localpriv.mechanisms.laplace import Laplace
     from localpriv.likelihood.structured import discrete_laplace_block
+    from localpriv.mechanisms.laplace import Laplace
 
     rng = np.random.default_rng(1)
     mech = Laplace(40, 0.4)

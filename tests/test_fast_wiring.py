@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from localpriv.mechanisms.geometric import Geometric
-from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace
 from localpriv.domains.grid import GridDomain
 from localpriv.likelihood.structured import ClampedConvBlock, ExpKernelBlock
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace
 
 
 def _same(block, G, rng):

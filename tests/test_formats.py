@@ -189,10 +189,9 @@ def test_missing_values_refused_or_counted(tmp_path):
 
 
 def test_atomic_output_on_failure(tmp_path):
-    with pytest.raises(RuntimeError):
-        with TableWriter(tmp_path / "r.csv", "reports") as w:
-            w.write(_reports(10))
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), TableWriter(tmp_path / "r.csv", "reports") as w:
+        w.write(_reports(10))
+        raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -263,9 +262,8 @@ def test_a_swallowed_interrupt_still_stops_the_commit(tmp_path, monkeypatch):
     end; the output is still not committed and the exit code is the signal's."""
     from localpriv.utils import signals as _signals
     monkeypatch.setattr(_signals, "_received", [signal.SIGTERM])
-    with pytest.raises(SystemExit) as info:
-        with TableWriter(tmp_path / "r.csv", "reports") as w:
-            w.write(_reports(10))
+    with pytest.raises(SystemExit) as info, TableWriter(tmp_path / "r.csv", "reports") as w:
+        w.write(_reports(10))
     assert info.value.code == 128 + signal.SIGTERM
     assert list(tmp_path.iterdir()) == []
 

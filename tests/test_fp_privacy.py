@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms import parse
 from localpriv.mechanisms._sampling import DiscreteLaplace, default_grid, power_of_two_grid
 from localpriv.mechanisms.privacy import ldp_epsilon
+from localpriv.utils.validation import LocalPrivError
 
 
 def _mantissa_events(z: np.ndarray) -> dict:

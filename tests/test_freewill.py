@@ -2,26 +2,35 @@
 import numpy as np
 import pyarrow as pa
 import pytest
+from _roundoff import U, em_rtol, stop_margin
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.data.aggregate import aggregate
-from localpriv.domains import IntegerDomain
-from localpriv.inference import estimate
 import localpriv.estimators.combination as combination
+from localpriv.data.aggregate import aggregate
+from localpriv.data.freewill import (
+    inv_m_krr_bound,
+    inv_m_krr_exact,
+    krr_average_eps,
+    naive_gibu,
+    perturb_mixed,
+    rap_m_bound,
+    rappor_average_eps,
+    rappor_observations,
+    simulate_counts,
+    split_users,
+)
+from localpriv.data.observations import Observations
+from localpriv.domains import IntegerDomain
 from localpriv.estimators.combination import combine_results, gibu, ibu_m, inv_m, merge_blocks, rap_m
 from localpriv.estimators.ibu import ibu
-from localpriv.data.freewill import (inv_m_krr_bound, inv_m_krr_exact, krr_average_eps, naive_gibu, perturb_mixed,
-                                rap_m_bound, rappor_average_eps, rappor_observations, simulate_counts, split_users)
-from localpriv.mechanisms import parse
+from localpriv.inference import estimate
 from localpriv.likelihood.blocks import DenseBlock
+from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.mechanisms.unary import SUE, unpack_bits
-from localpriv.data.observations import Observations
-
-from _roundoff import U, em_rtol, stop_margin
+from localpriv.utils.validation import LocalPrivError
 
 
 def _binom(k):

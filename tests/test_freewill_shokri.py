@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import IntegerDomain
+from localpriv.domains.grid import GridDomain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.shokri import ShokriMechanism, adversary_loss, quality_loss, shokri_lp
-from localpriv.domains.grid import GridDomain
+from localpriv.utils.validation import LocalPrivError
 
 
 def _line(k):

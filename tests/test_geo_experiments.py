@@ -3,8 +3,8 @@ import json
 
 import numpy as np
 
-from reproductions.runner import run_experiment
 import reproductions.geo  # noqa: F401  (registers the experiments)
+from reproductions.runner import run_experiment
 
 
 def _load(tmp_path, name):

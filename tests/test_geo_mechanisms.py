@@ -3,17 +3,17 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis import analyze_report
+from localpriv.data.observations import Observations
 from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.domains.grid import GridDomain
 from localpriv.estimators.ibu import ibu
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.exponential import Exponential
 from localpriv.mechanisms.geometric import Geometric, two_sided_geometric
 from localpriv.mechanisms.laplace import Laplace, laplace_interval_prob
 from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace, clamp_channel
-from localpriv.data.observations import Observations
-from localpriv.domains.grid import GridDomain
+from localpriv.utils.validation import LocalPrivError
 
 P_MIN = 1e-4
 
@@ -379,8 +379,8 @@ def test_planar_grid_in_spec_for_the_cli():
 def test_unbounded_reports_through_the_pipeline(spec):
     """perturb -> aggregate (DuckDB) -> IBU on float and unbounded integer reports."""
     from localpriv.data.aggregate import aggregate
-    from localpriv.inference import estimate
     from localpriv.data.reports import perturb
+    from localpriv.inference import estimate
 
     dom = IntegerDomain(0, 9)
     theta = np.r_[np.full(5, 0.16), np.full(5, 0.04)]

@@ -5,10 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.inference.metrics import emd_line
-from localpriv.domains.grid import GridDomain, emd_grid, manhattan_grid
 from localpriv.data.datasets import manhattan_cells
+from localpriv.domains.grid import GridDomain, emd_grid, manhattan_grid
+from localpriv.inference.metrics import emd_line
+from localpriv.utils.validation import LocalPrivError
 
 GRID = GridDomain(40.0, -74.0, 2, 2, 1.0)
 

@@ -3,9 +3,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from localpriv.multiattr.granger import adf_test, granger_matrix, granger_test, ljung_box, stationarize, var_lag_order
 from localpriv.utils.validation import LocalPrivError
-from localpriv.multiattr.granger import (adf_test, granger_matrix, granger_test, ljung_box, stationarize,
-                                         var_lag_order)
 
 
 def _var(T, rng, lag=1):

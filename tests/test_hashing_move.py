@@ -14,15 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 import xxhash
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import DuckDBAggregator, NumpyAggregator, aggregate
-from localpriv.inference import estimate
-from localpriv.estimators.em import log_likelihood
 from localpriv.data.formats import FORMAT_VERSION, legacy_spec, spec_for_version
-from localpriv.mechanisms import parse
-from localpriv.mechanisms.hashing import cw_hash_values, hash_values
 from localpriv.data.observations import Observations
 from localpriv.data.reports import report_table, write_reports
+from localpriv.estimators.em import log_likelihood
+from localpriv.inference import estimate
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.hashing import cw_hash_values, hash_values
+from localpriv.utils.validation import LocalPrivError
 
 #: OLH-level test vectors of docs/hashing.md: (seed s, input index x, hash range g, H_s(x))
 OLH_VECTORS = (

@@ -4,15 +4,29 @@ estimator's variance."""
 from __future__ import annotations
 
 import json
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from localpriv import LocalPrivError
 from localpriv.cli.main import app
-from localpriv.heavy_hitters.pem import (FORMAT, FORMAT_VERSION, PEMPlan, StringEncoding, _olh_hits, _key_lanes,
-                                     _prefix, _set_bits, _valid, heavy_hitters, pem_identify, pem_perturb,
-                                     prefix_keys, treehist_identify)
+from localpriv.heavy_hitters.pem import (
+    FORMAT,
+    FORMAT_VERSION,
+    PEMPlan,
+    StringEncoding,
+    _key_lanes,
+    _olh_hits,
+    _prefix,
+    _set_bits,
+    _valid,
+    heavy_hitters,
+    pem_identify,
+    pem_perturb,
+    prefix_keys,
+    treehist_identify,
+)
 from localpriv.mechanisms.stablehash import hash_keys, to_range
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -13,13 +13,13 @@ import xxhash
 from scipy import stats
 
 from localpriv import estimate
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning
-from localpriv.estimators.em import em
-from localpriv.mechanisms import parse
 from localpriv.data.observations import Observations
+from localpriv.estimators.em import em
+from localpriv.likelihood.structured import fwht
+from localpriv.mechanisms import parse
 from localpriv.mechanisms.privacy import ldp_epsilon
 from localpriv.mechanisms.stablehash import hash_keys, to_range
-from localpriv.likelihood.structured import fwht
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
 ALPHA = 1e-6
 

@@ -21,10 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from localpriv import LocalPrivError, PrivacyWarning, aggregate, estimate, parse_domain
+from localpriv.data.reports import perturb, perturb_file, read_reports, read_values
+from localpriv.domains.grid import KM_PER_DEG_LAT, MAX_CELLS, GridDomain
 from localpriv.inference.estimate import Estimate
 from localpriv.inference.geo_export import estimate_geojson, write_geojson
-from localpriv.domains.grid import KM_PER_DEG_LAT, MAX_CELLS, GridDomain
-from localpriv.data.reports import perturb, perturb_file, read_reports, read_values
 
 SHARED = Path("/work/shared/data")  # the shared data of every dev/CI machine (as in test_accuracy_experiment)
 GOWALLA = SHARED / "gowalla_nyc_checkins.tsv.gz"

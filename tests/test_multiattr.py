@@ -1,26 +1,45 @@
 """Issue 7: tables, BIF networks, RRBA mechanism and protocol, hybrid, independence, flips."""
 from fractions import Fraction
-from itertools import combinations, product
+from itertools import combinations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import chi2 as chi2_dist
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.analysis import analyze_report
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
 from localpriv.multiattr import load_network, read_bif
 from localpriv.multiattr.flips import flip_probability, g2_table_grid, stack_statistic
-from localpriv.multiattr.hybrid import (hybrid_channel, hybrid_epsilon, hybrid_estimate,
-                                        optimal_mechanism, truncated_geometric)
-from localpriv.multiattr.independence import (chi2_statistic, chi2_test, expected_counts,
-                                              g2_statistic, mc_independence_test,
-                                              rrba_noisy_counts, two_step_table)
-from localpriv.multiattr.rrba import (aggregate_blocks, block_convergence, combination_views,
-                                      consistent_tables, pair_views, pooled_estimate, view_epsilon)
+from localpriv.multiattr.hybrid import (
+    hybrid_channel,
+    hybrid_epsilon,
+    hybrid_estimate,
+    optimal_mechanism,
+    truncated_geometric,
+)
+from localpriv.multiattr.independence import (
+    chi2_statistic,
+    chi2_test,
+    expected_counts,
+    g2_statistic,
+    mc_independence_test,
+    rrba_noisy_counts,
+    two_step_table,
+)
+from localpriv.multiattr.rrba import (
+    aggregate_blocks,
+    block_convergence,
+    combination_views,
+    consistent_tables,
+    pair_views,
+    pooled_estimate,
+    view_epsilon,
+)
 from localpriv.multiattr.tables import Records, marginalize
+from localpriv.utils.validation import LocalPrivError
 
 
 def _chi2_gof(samples, probs, k):
@@ -408,7 +427,8 @@ def test_flip_probability_limits():
 
 
 # ------------------------------------------------------------------------- property-based
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st
 
 
 @given(st.lists(st.floats(-50, 200), min_size=2, max_size=12), st.floats(1, 500), st.floats(0, 0.95))

@@ -2,12 +2,20 @@
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.multiattr import load_network
-from localpriv.multiattr.bayesnet import (CachedJoint, ancestral_sample, conditional_mi,
-                                          fit_conditionals, greedy_bayes, mutual_information,
-                                          network_edges, prune_skeleton, structure_metrics,
-                                          table_js, table_l1)
+from localpriv.multiattr.bayesnet import (
+    CachedJoint,
+    ancestral_sample,
+    conditional_mi,
+    fit_conditionals,
+    greedy_bayes,
+    mutual_information,
+    prune_skeleton,
+    structure_metrics,
+    table_js,
+    table_l1,
+)
+from localpriv.utils.validation import LocalPrivError
 
 
 @pytest.fixture(scope="module")

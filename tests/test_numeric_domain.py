@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from localpriv import aggregate, estimate, perturb
-from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain, parse_domain
 from localpriv.estimators.regularized import ordered_shape
 from localpriv.mechanisms import parse
+from localpriv.utils.validation import LocalPrivError
 
 
 def test_cells_encode_decode_and_edges():

@@ -11,10 +11,10 @@ import pytest
 from scipy import stats
 
 from localpriv import datasets, estimate, numeric
+from localpriv.data.observations import Observations
 from localpriv.domains import IntervalDomain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.hybrid import HM_EPS_STAR
-from localpriv.data.observations import Observations
 
 ALPHA = 1e-6
 
@@ -51,7 +51,7 @@ def test_pm_reports_follow_the_papers_density_and_its_level(eps):
     k, n = 4, 100_000
     mech = parse(f"pm(k={k},eps={eps})")
     C, p, window = pm_paper(eps)
-    assert mech.C == pytest.approx(C, rel=1e-12) and mech.p_in == pytest.approx(p, rel=1e-12)
+    assert pytest.approx(C, rel=1e-12) == mech.C and mech.p_in == pytest.approx(p, rel=1e-12)
     edges = np.linspace(-C, C, 41)
     masses = []
     rng = np.random.default_rng(11)
@@ -79,7 +79,7 @@ def test_pm_reports_follow_the_papers_density_and_its_level(eps):
 def test_hm_reports_follow_the_mixture(eps):
     k, n = 4, 100_000
     mech = parse(f"hm(k={k},eps={eps})")
-    assert HM_EPS_STAR == pytest.approx(0.61, abs=0.005)
+    assert pytest.approx(0.61, abs=0.005) == HM_EPS_STAR
     alpha = 1 - math.exp(-eps / 2) if eps > HM_EPS_STAR else 0.0
     assert mech.alpha == pytest.approx(alpha, rel=1e-12)
     B = (math.exp(eps) + 1) / (math.exp(eps) - 1)
@@ -90,7 +90,7 @@ def test_hm_reports_follow_the_mixture(eps):
     for x, t in enumerate(centres(k)):
         z = mech.sample(np.full(n, x), rng)
         atom = np.abs(z) == mech.duchi.B
-        assert mech.duchi.B == pytest.approx(B, rel=1e-12)
+        assert pytest.approx(B, rel=1e-12) == mech.duchi.B
         plus = 0.5 + t * (math.exp(eps) - 1) / (2 * (math.exp(eps) + 1))
         lo, hi = window(t)
         cont = alpha * interval_masses(edges, p, p / math.exp(eps), lo, hi)

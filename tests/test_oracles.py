@@ -5,16 +5,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import aggregate
-from localpriv.inference import estimate
+from localpriv.data.observations import Observations
+from localpriv.data.reports import report_table
 from localpriv.estimators.em import log_likelihood
 from localpriv.estimators.oracles import exact_loglik, ibu_exact, ibu_support, mi, mi_vector, rappor
+from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.hashing import hash_values
-from localpriv.data.observations import Observations
 from localpriv.mechanisms.privacy import ldp_epsilon
-from localpriv.data.reports import report_table
+from localpriv.utils.validation import LocalPrivError
 
 SMALL = [
     "sue(k=4,eps=1.0)", "oue(k=3,eps=2.0)", "ss(k=4,eps=1.0)", "ss(k=5,eps=0.5)", "the(k=3,eps=1.5)",

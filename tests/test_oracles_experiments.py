@@ -5,14 +5,20 @@ import json
 
 import numpy as np
 import pytest
+from _roundoff import em_rtol
 
 from localpriv.estimators.em import em
 from localpriv.estimators.oracles import support_mle
-from reproductions.oracles import (DiagBlock, equal_width_bins, notebook_bins, seed_ibu, summary_markdown,
-                                           summarize, users)
+from reproductions.oracles import (
+    DiagBlock,
+    equal_width_bins,
+    notebook_bins,
+    seed_ibu,
+    summarize,
+    summary_markdown,
+    users,
+)
 from reproductions.runner import run_experiment
-
-from _roundoff import em_rtol
 
 
 def test_dbsec_one_time_quick(tmp_path):

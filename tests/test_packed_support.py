@@ -5,15 +5,16 @@ import os
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import localpriv.mechanisms.unary as U
 from localpriv import estimate
-from localpriv.mechanisms import parse
-from localpriv.estimators.combination import BatchedSupportBlock
-from localpriv.likelihood.packed import PackedSupport, row_popcounts
 from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.estimators.combination import BatchedSupportBlock
 from localpriv.inference.uncertainty import fisher_information
+from localpriv.likelihood.packed import PackedSupport, row_popcounts
+from localpriv.mechanisms import parse
 
 
 def _dense_case(rng, m, k, density):

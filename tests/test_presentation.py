@@ -150,9 +150,9 @@ def test_data_docs_list_every_bundled_file():
 
 
 def test_plot_axis_names_the_column_and_its_unit(tmp_path, monkeypatch):
-    from localpriv.inference import plotting
-    from localpriv.domains import IntegerDomain
     from localpriv.data.reports import perturb, write_reports
+    from localpriv.domains import IntegerDomain
+    from localpriv.inference import plotting
     dom = IntegerDomain(0, 9)
     write_reports(perturb(np.arange(10).repeat(50), "krr(eps=2.0)", np.random.default_rng(0), dom),
                   tmp_path / "r.parquet")
@@ -173,8 +173,9 @@ def test_plot_axis_defaults_to_the_recorded_column(tmp_path, monkeypatch):
     """Without --label the axis names the values' column that perturb recorded in the reports
     (format version 2), '$' escaped so that matplotlib draws it as text; the table printed to the
     terminal has 4 significant digits."""
-    from localpriv.inference import plotting
     import pandas as pd
+
+    from localpriv.inference import plotting
     pd.DataFrame({"id": range(400), "income $k": np.arange(400) % 10}).to_csv(tmp_path / "v.csv", index=False)
     r = invoke("perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.csv"), "-m", "krr(k=10,eps=2.0)",
                "-d", "0..9", "--column", "income $k", "--seed", "1")
@@ -284,8 +285,8 @@ def test_background_thread_writes_without_progress_calls():
 
 
 def test_cli_commands_write_status_lines_and_say_what_they_wrote(tmp_path):
-    from localpriv.domains import IntegerDomain
     from localpriv.data.reports import perturb, write_reports
+    from localpriv.domains import IntegerDomain
     write_reports(perturb(np.arange(10).repeat(20), "krr(eps=2.0)", np.random.default_rng(0), IntegerDomain(0, 9)),
                   tmp_path / "r.csv")
     env = dict(os.environ, LOCALPRIV_STATUS_INTERVAL="0", OPENBLAS_NUM_THREADS="1")

@@ -13,16 +13,15 @@ import pytest
 import xxhash
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.aggregate import aggregate
+from localpriv.data.reports import perturb, write_reports
 from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.estimators.rappor import decode
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
-from localpriv.estimators.rappor import decode
-from localpriv.mechanisms.rappor import RAPPOR, BitCounts
-from localpriv.data.observations import Observations
 from localpriv.mechanisms.privacy import ldp_epsilon
-from localpriv.data.reports import perturb, write_reports
+from localpriv.mechanisms.rappor import RAPPOR, BitCounts
+from localpriv.utils.validation import LocalPrivError
 
 SMALL = "rappor(k=4,m=4,h=2,cohorts=2,f=0.5,p=0.5,q=0.75)"
 
@@ -241,7 +240,7 @@ def test_string_candidates_and_a_decoy():
     dom = CategoricalDomain(labels)
     mech = parse("rappor(m=12,h=2,cohorts=4,f=0.25,p=0.25,q=0.75,keys=labels)", dom)
     assert str(mech) == "rappor(k=5,m=12,h=2,cohorts=4,f=0.25,p=0.25,q=0.75,keys=labels)"
-    key = xxhash.xxh64_intdigest("cherry".encode(), 0)
+    key = xxhash.xxh64_intdigest(b"cherry", 0)
     assert set(np.flatnonzero(mech.bloom()[3, 2])) == _ref_bloom(key, 3, 2, 12)
     theta = np.array([0.35, 0.25, 0.2, 0.12, 0.08])
     rng = np.random.default_rng(21)
@@ -296,7 +295,7 @@ def test_wide_filters_are_bit_vector_reports_through_files_and_estimators(tmp_pa
     # the IRR bit frequencies match s1 on the users' Bloom bits and s0 elsewhere
     B = mech.bloom()[cohort, x]
     for on, s in ((True, mech.s1), (False, mech.s0)):
-        sel = B == on
+        sel = on == B
         freq = bits[sel].mean()
         assert abs(freq - s) < 5 * np.sqrt(s * (1 - s) / sel.sum())
     # privacy computed from the structure is the paper's eps_1 for h = 2

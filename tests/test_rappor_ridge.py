@@ -8,10 +8,11 @@ estimate to ``nnls``'s) as the noise vanishes; refusals.
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.estimators.rappor import RIDGE_GRID, decode
+from localpriv.estimators.rappor import ridge_criteria as _ridge_criteria
 from localpriv.mechanisms import parse
-from localpriv.estimators.rappor import RIDGE_GRID, decode, ridge_criteria as _ridge_criteria
 from localpriv.mechanisms.rappor import BitCounts
+from localpriv.utils.validation import LocalPrivError
 
 THETA = np.array([0.3, 0.25, 0.18, 0.12, 0.1, 0.05])
 SPEC = "rappor(k=6,m=10,h=2,cohorts=4,f=0.5,p=0.5,q=0.75)"

@@ -11,17 +11,24 @@ import pytest
 from scipy.linalg import expm
 
 from localpriv import LocalPrivError
+from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.inference import estimate
+from localpriv.domains.grid import GridDomain, emd_grid
+from localpriv.estimators import regularized as reg
 from localpriv.estimators.em import log_likelihood
 from localpriv.estimators.ibu import ibu
-from localpriv.estimators import regularized as reg
-from localpriv.estimators.regularized import (DirichletPenalty, SmoothingPenalty, _Smoother, dirichlet, ems,
-                                              smooth, split_counts)
-from localpriv.mechanisms import KRR, MatrixMechanism, parse, krr_mle
+from localpriv.estimators.regularized import (
+    DirichletPenalty,
+    SmoothingPenalty,
+    _Smoother,
+    dirichlet,
+    ems,
+    smooth,
+    split_counts,
+)
+from localpriv.inference import estimate
 from localpriv.inference.metrics import emd_line
-from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.domains.grid import GridDomain, emd_grid
+from localpriv.mechanisms import KRR, MatrixMechanism, krr_mle, parse
 
 
 def _bump(k):

@@ -78,6 +78,7 @@ def test_readme_table_is_what_the_committed_json_renders():
 
 def test_generated_doc_blocks_match_their_json():
     import json
+
     from reproductions.table import dbsec_tables, freewill_table1, freewill_table2
 
     def block(path, name):
@@ -120,7 +121,9 @@ def test_interval_prints_no_digit_the_runs_do_not_support(d, text):
 
 
 def test_printed_mean_stays_inside_its_interval():
-    from hypothesis import given, strategies as st
+    from hypothesis import given
+    from hypothesis import strategies as st
+
     from reproductions.table import _iv
 
     @given(st.floats(-1e4, 1e4), st.floats(1e-6, 1e3))

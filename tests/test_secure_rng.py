@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from randomgen import AESCounter, ChaCha
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms import parse
 from localpriv.testing.mechanisms import mechanism_examples
 from localpriv.utils.rng import is_secure, make_generator, secure_generator, spawn_generators
+from localpriv.utils.validation import LocalPrivError
 
 #: every example every registered mechanism declares (a new mechanism is covered once it declares
 #: its examples, which the conformance suite requires)

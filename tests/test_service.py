@@ -21,10 +21,10 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 import localpriv as lp
-from localpriv.service.client import Client, report_group
 from localpriv.domains import parse_domain
 from localpriv.service import free_port
 from localpriv.service.app import create_app
+from localpriv.service.client import Client, report_group
 from localpriv.service.core import Collector
 from localpriv.service.storage import SCHEMA_VERSION, open_store
 
@@ -125,6 +125,7 @@ def test_counts_match_local_aggregate_and_export(svc, tmp_path):
 def _table(groups):
     """The groups' reports aggregated locally by the library (Observations)."""
     import pyarrow as pa
+
     from localpriv.data.formats import hex_bytes
     tables = []
     for g in groups:
@@ -425,8 +426,8 @@ def test_dashboard_in_headless_chromium(tmp_path):
     browser stamp): its screenshot is a PNG with the estimates' coloured figures in it."""
     assert os.path.exists(CHROMIUM), "chromium is missing: run `make browser` (the test target installs it)"
     import httpx
-    from PIL import Image
     import uvicorn
+    from PIL import Image
     port = free_port()
     tc, collector = _service(str(tmp_path / "dash.sqlite"))
     server = uvicorn.Server(uvicorn.Config(tc.app, host="127.0.0.1", port=port, log_level="warning",

@@ -11,7 +11,6 @@ from localpriv import IntegerDomain, LocalPrivError, parse
 from localpriv.data.aggregate import DuckDBAggregator, write_counts
 from localpriv.data.observations import Observations
 from localpriv.data.reports import perturb, report_table, write_reports
-
 from localpriv.extras import spark as lps
 
 # pyspark 3.5 compares versions with distutils' LooseVersion: its own deprecation, not ours

@@ -3,10 +3,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.mechanisms.stablehash import TEST_VECTORS, hash_keys, hash_strings, to_range
+from localpriv.utils.validation import LocalPrivError
 
 
 def _ref(value, seed):

@@ -2,13 +2,24 @@
 import numpy as np
 import pytest
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.multiattr.bif import load_network
-from localpriv.multiattr.structure import (DiscreteBIC, GaussianBIC, adjacency, arcs_of, brute_force,
-                                           exact_search, hill_climbing, is_dag, markov_equivalent,
-                                           network_score, pc_skeleton, restrictive_maximization,
-                                           v_structures)
+from localpriv.multiattr.structure import (
+    DiscreteBIC,
+    GaussianBIC,
+    adjacency,
+    arcs_of,
+    brute_force,
+    exact_search,
+    hill_climbing,
+    is_dag,
+    markov_equivalent,
+    network_score,
+    pc_skeleton,
+    restrictive_maximization,
+    v_structures,
+)
 from localpriv.multiattr.tables import Records
+from localpriv.utils.validation import LocalPrivError
 
 
 def _truth(net):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import reproductions.thesis_ch6  # noqa: F401
+from localpriv.multiattr.structure import adjacency
 from reproductions.runner import run_experiment
 from reproductions.thesis_ch6 import causal_effect, fuel_saving, link_collection, vif
-from localpriv.multiattr.structure import adjacency
 
 
 def _load(tmp_path, name):
@@ -84,8 +84,7 @@ def test_chapter6_data_are_shipped_and_equal_to_the_reference_copies(tmp_path):
     """The package data behind adult_numeric() and gowalla_band_series()'s defaults equal what the
     reference copies give, and derive_ch6_data() rewrites them byte for byte."""
     from localpriv.data.datasets import data_path
-    from reproductions.thesis_ch6 import (ADULT_FILE, BANDS_FILE, adult_numeric, derive_ch6_data,
-                                                  gowalla_band_series)
+    from reproductions.thesis_ch6 import ADULT_FILE, BANDS_FILE, adult_numeric, derive_ch6_data, gowalla_band_series
     shared = "/work/shared/data"
     X, names = adult_numeric()
     X0, _ = adult_numeric(shared)

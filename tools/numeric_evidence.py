@@ -4,11 +4,15 @@ Run by `make numeric-evidence` (about 8 minutes on a shared 2-core machine): wri
 docs/results/numeric.json (atomically) and prints it. Seeds 0..RUNS-1; the data are the shared
 Adult files.
 """
-import json, time
-import numpy as np, pandas as pd
-from localpriv import parse, estimate, numeric
-from localpriv.domains import parse_domain
+import json
+import time
+
+import numpy as np
+import pandas as pd
+
+from localpriv import estimate, numeric, parse
 from localpriv.data.observations import Observations
+from localpriv.domains import parse_domain
 
 cols = pd.concat([pd.read_csv(f"/work/shared/data/{f}", header=None, skipinitialspace=True, usecols=[0, 12])
                   for f in ("adult.data", "adult.test")])
@@ -47,7 +51,9 @@ for attr, (values, spec) in data.items():
         print(attr, eps, flush=True)
     out[attr] = res
 import pathlib
+
 from localpriv.data.formats import atomic_output
+
 with atomic_output(pathlib.Path("docs/results/numeric.json")) as tmp:
     tmp.write_text(json.dumps(out, indent=1))
 print(json.dumps(out, indent=1))

@@ -61,7 +61,7 @@ _ALSO = {
 __all__ = ["LocalPrivError", "PrivacyWarning", "estimate", "aggregate", "advise", *_WHERE]
 
 
-def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) -> "Estimate":
+def estimate(obs: Observations, method: str | None = None, **settings: Any) -> Estimate:
     """Estimate the distribution of the users' true values from their aggregated reports.
 
     Runs the estimator named ``method`` (:func:`localpriv.estimators.estimate`); every estimator
@@ -120,8 +120,8 @@ def estimate(obs: "Observations", method: "str | None" = None, **settings: Any) 
     return _run(obs, method, **settings)
 
 
-def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = None, *,
-              engine: "str | None" = None) -> "Observations":
+def aggregate(source: Any, domain: Domain | None = None, aggregator: Any = None, *,
+              engine: str | None = None) -> Observations:
     """Count reports per (mechanism, report): the :class:`Observations` every estimator reads.
 
     Every row is counted or refused with one line naming the file and rows (see
@@ -149,9 +149,9 @@ def aggregate(source: Any, domain: "Domain | None" = None, aggregator: Any = Non
     return _run(source, domain, aggregator, engine=engine)
 
 
-def advise(domain: Any, *, eps_ldp: "float | None" = None, eps_metric: "float | None" = None, n: int,
+def advise(domain: Any, *, eps_ldp: float | None = None, eps_metric: float | None = None, n: int,
            goal: str = "emd", theta: Any = None, rng: Any = 0, runs: int = 5, top: int = 10, method: str = "auto",
-           mechanisms: Any = None, truth: "str | None" = None, progress: Any = None) -> Any:
+           mechanisms: Any = None, truth: str | None = None, progress: Any = None) -> Any:
     """Rank the mechanisms that meet a privacy target by their predicted error; recommend one.
 
     :func:`localpriv.advice.advisor.advise` (its docstring has the formulas and references).

@@ -121,33 +121,30 @@ import math
 import time
 import warnings
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import numpy as np
 
-from localpriv.inference import estimate
-from localpriv.inference.simulation import calibrate, dense_twin, simulate_observations
-from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
-from localpriv.domains import IntegerDomain
-from localpriv.domains.grid import GridDomain
-from localpriv.inference.metrics import emd_line, total_variation
-from localpriv.domains.grid import emd_grid
-from localpriv.inference.estimate import quantile_crossing
+from localpriv.data.reports import read_values
+from localpriv.domains import Domain, IntegerDomain, parse_domain
+from localpriv.domains.grid import GridDomain, emd_grid
+from localpriv.estimators import default_estimator
 from localpriv.estimators.oracles import pure_parameters
+from localpriv.inference import estimate
+from localpriv.inference.estimate import quantile_crossing
+from localpriv.inference.metrics import emd_line, total_variation
+from localpriv.inference.simulation import calibrate, dense_twin, simulate_observations
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import LARGE_LDP_EPS, LargeEpsilonWarning
 from localpriv.mechanisms.hashing import LocalHashing
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.utils.simplex import project_simplex
-from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import LargeEpsilonWarning
-from localpriv.inference import estimate
-from localpriv.domains import Domain, parse_domain
-from localpriv.estimators import default_estimator
-from localpriv.mechanisms.base import LARGE_LDP_EPS
-from localpriv.data.reports import read_values
+from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
 
 __all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_prior", "goal_error",
            "mi_covariance", "pair_probabilities", "values_prior", "simulate_errors"]
@@ -233,7 +230,7 @@ class Candidate:
     name: str
     spec: str
     eps_ldp: float
-    eps_metric: Optional[float]
+    eps_metric: float | None
     estimator: str
     error: float
     lower: float
@@ -242,7 +239,7 @@ class Candidate:
     runs: int
     seconds: float = 0.0
     note: str = ""
-    ranked_on: Optional[float] = None
+    ranked_on: float | None = None
 
 
 @dataclass
@@ -281,9 +278,9 @@ class Advice:
     goal: str
     unit: str
     n: int
-    eps_ldp: Optional[float]
-    eps_metric: Optional[float]
-    metric_unit: Optional[str]
+    eps_ldp: float | None
+    eps_metric: float | None
+    metric_unit: str | None
     estimator: str
     truth: str
     rows: list[Candidate]
@@ -363,7 +360,7 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     if goal == "topk":
         k = theta.size
         K = check_int(top, "top", minimum=1)
-        if K >= k:
+        if k <= K:
             raise LocalPrivError(f"top={K} must be smaller than the domain's {k} values")
         threshold = np.sort(theta)[::-1][K - 1]
         true_top = theta >= threshold  # ties with the K-th value count as top values
@@ -472,7 +469,7 @@ def _quiet_parse(spec, domain):
         return parse(spec, domain)
 
 
-def _levels(mech, metric: bool, d_min: float) -> tuple[float, Optional[float]]:
+def _levels(mech, metric: bool, d_min: float) -> tuple[float, float | None]:
     ldp = float(mech.epsilon_ldp())
     if not metric:
         return ldp, None
@@ -623,7 +620,7 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: Optional[str], level: float) -> str:
+def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: str | None, level: float) -> str:
     best = rows[0]
     u = f" {unit}" if unit else ""
     text = (f"lowest predicted {_GOAL_LABEL[goal]} ({_fmt(best.error)}{u}, {level:.0%} range {_fmt(best.lower)}-"
@@ -641,10 +638,10 @@ def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: Optional[s
     return text
 
 
-def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[float] = None, n: int,
+def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = None, n: int,
            goal: str = "emd", theta=None, rng=0, runs: int = 5, top: int = 10, method: str = "auto",
-           mechanisms: Optional[Iterable[str]] = None, truth: Optional[str] = None,
-           progress: Optional[Callable] = None, values=None, column: Optional[str] = None) -> Advice:
+           mechanisms: Iterable[str] | None = None, truth: str | None = None,
+           progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
 
     Parameters
@@ -854,7 +851,7 @@ def advise(domain, *, eps_ldp: Optional[float] = None, eps_metric: Optional[floa
                   skipped=skipped, seed=base, runs=runs)
 
 
-def values_prior(values, domain, column: Optional[str] = None) -> tuple[np.ndarray, str]:
+def values_prior(values, domain, column: str | None = None) -> tuple[np.ndarray, str]:
     """The distribution of a values file on ``domain`` (a prior for :func:`advise`) and its
     description, e.g. ``"the distribution of ages.csv (48,842 values)"``."""
     idx = domain.encode(read_values(values, column, domain=domain))

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from localpriv.utils.validation import PrivacyWarning
-from localpriv.mechanisms import Mechanism
 from localpriv.analysis.bounds import geometric_inv_lower_bound, inv_matrix, krr_inv_upper_bound
 from localpriv.analysis.concavity import identifiable
 from localpriv.analysis.consistency import dominance
 from localpriv.domains import IntegerDomain
+from localpriv.mechanisms import Mechanism
+from localpriv.utils.validation import PrivacyWarning
 
 __all__ = ["analyze_report"]
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
-from localpriv.mechanisms import parse
-from localpriv.analysis.concavity import strictly_concave
-from localpriv.analysis.concavity import rank_test
-from localpriv.mechanisms.krr import KRR
-from localpriv.mechanisms.geometric import Geometric
-from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.analysis.concavity import rank_test, strictly_concave
 from localpriv.inference.plotting import plt, save
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
 
 __all__ = [
     "krr_inv_upper_bound",

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_rng
+from localpriv.analysis.likelihood import EQ12, eq12_mechanism, loglik
 from localpriv.mechanisms import Mechanism, parse
-from localpriv.analysis.likelihood import EQ12, loglik, eq12_mechanism
+from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = [
     "RankTest",

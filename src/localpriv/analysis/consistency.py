@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import check_distribution, check_rng
-from localpriv.mechanisms import Mechanism, parse
 from localpriv.analysis.concavity import identifiable
-from localpriv.mechanisms.geometric import Geometric
-from localpriv.mechanisms.unary import UnaryEncoding
-from localpriv.estimators.ibu import ibu
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import em
+from localpriv.estimators.ibu import ibu
 from localpriv.likelihood.blocks import DenseBlock
+from localpriv.mechanisms import Mechanism, parse
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.utils.validation import check_distribution, check_rng
 
 __all__ = ["dominance", "convergence_study", "asymptotic_error", "consistency_report", "fit_loglog_slope", "default_theta"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int
 from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int
 
 __all__ = ["basic_rappor_channel", "basic_rappor_mechanism", "planar_geometric_truncated_channel",
            "section64_mechanism"]

@@ -7,20 +7,21 @@ can be estimated: IBU on the likely subset ``[min z, max z]`` of the integers
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.domains import Domain
-from localpriv.mechanisms import parse
-from localpriv.mechanisms.geometric import Geometric
+from localpriv.analysis.likely import estimate_unbounded_integers
 from localpriv.data.aggregate import DuckDBAggregator, aggregate
+from localpriv.domains import Domain
 from localpriv.estimators import default_estimator
 from localpriv.inference import estimate
 from localpriv.inference.estimate import Estimate
-from localpriv.analysis.likely import estimate_unbounded_integers
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["estimate_files", "estimate_without_domain", "UNBOUNDED_SETTINGS"]
 

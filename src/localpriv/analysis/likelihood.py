@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.inference.plotting import plt, save
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.matrix import MatrixMechanism
-from localpriv.inference.plotting import plt, save
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = [
     "EQ4",

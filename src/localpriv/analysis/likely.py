@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps
+from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import IntegerDomain
+from localpriv.estimators.em import DEFAULTS
+from localpriv.estimators.ibu import em_settings, ibu, run_em
 from localpriv.inference.estimate import Estimate
 from localpriv.likelihood.blocks import DenseBlock
-from localpriv.data.observations import Observations
-from localpriv.estimators.em import DEFAULTS
-from localpriv.estimators.ibu import em_settings, run_em
-from localpriv.estimators.ibu import ibu
 from localpriv.mechanisms.geometric import Geometric
-from localpriv.data.observations import ObservationBlock
+from localpriv.utils.validation import LocalPrivError, check_eps
 
 __all__ = [
     "dominance_likely",

@@ -3,16 +3,16 @@ and, on request, the consistency report of seed 001 section 6 with its empirical
 (and a log-log figure of the error against ``n``)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
-from localpriv.domains import Domain
-from localpriv.mechanisms import Mechanism
-from localpriv.data.formats import atomic_output
 from localpriv.analysis import analyze_report
 from localpriv.analysis.consistency import consistency_report
+from localpriv.data.formats import atomic_output
+from localpriv.domains import Domain
+from localpriv.mechanisms import Mechanism
 
 __all__ = ["analyze_mechanism", "plot_convergence"]
 
@@ -20,7 +20,7 @@ __all__ = ["analyze_mechanism", "plot_convergence"]
 STUDY_KEYS = ("n", "mse", "mse_se", "runs", "slope", "slope_se", "not_converged", "asymptotic_error")
 
 
-def analyze_mechanism(mech: Mechanism, domain: Optional[Domain] = None, *, consistency: bool = False,
+def analyze_mechanism(mech: Mechanism, domain: Domain | None = None, *, consistency: bool = False,
                       runs: int = 20, seed: int = 0, plot: str | Path | None = None,
                       stage: Callable[[str], None] | None = None) -> dict:
     """:func:`analyze_report` of ``mech``; with ``consistency``, also the consistency verdict and

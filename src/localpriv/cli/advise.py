@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,18 +13,18 @@ from localpriv.cli.common import DOMAIN_HELP, Table, console, fmt_number, friend
 def advise(
     domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
     n: int = typer.Option(..., "--n", min=1, help="number of users"),
-    eps: Optional[float] = typer.Option(None, "--eps",
+    eps: float | None = typer.Option(None, "--eps",
                                         help="LDP target: each spec's LDP eps, computed from the mechanism, is at most "
                                              "this"),
-    metric_eps: Optional[float] = typer.Option(None, "--metric-eps",
+    metric_eps: float | None = typer.Option(None, "--metric-eps",
                                                help="metric target per unit of distance (per value on LO..HI, per km "
                                                     "on a grid); with --eps both hold"),
     goal: str = typer.Option("emd", "--goal", help="what the estimate is for: emd | tv | mean | quantiles | topk"),
-    values: Optional[Path] = typer.Option(None, "--values",
+    values: Path | None = typer.Option(None, "--values",
                                           help="a file of values like yours (CSV, TSV or Parquet): predictions assume "
                                                "their distribution (default: Zipf on labels, a bell on "
                                                "LO..HI and grids)"),
-    column: Optional[str] = typer.Option(None, "--column", "-c",
+    column: str | None = typer.Option(None, "--column", "-c",
                                          help="--values: the column by name or number (default: the first); "
                                               "'lat,lon' for a grid"),
     top: int = typer.Option(10, "--top", min=1, help="--goal topk: how many of the most frequent values"),

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -21,7 +20,7 @@ def aggregate(
                                                          "(pip install 'localpriv[spark]'; docs/scale.md)"),
     master: str = typer.Option("local[2]", "--master", help="Spark master with --engine spark: local[N], "
                                                             "spark://host:7077, yarn..."),
-    domain: Optional[str] = typer.Option(
+    domain: str | None = typer.Option(
         None, "--domain", "-d",
         help="the values' domain, for reports whose mechanism spec leaves it out (planar mechanisms "
              "perturbed with --domain bbox(...), grid(...) or manhattan): " + DOMAIN_HELP),

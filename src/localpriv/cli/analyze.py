@@ -3,23 +3,22 @@ identifiability and error bounds (with --consistency, an empirical convergence s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import typer
 
-from localpriv.data.formats import IMAGE_SUFFIXES, check_output
-from localpriv.mechanisms import parse
 from localpriv.analysis import analyze_report
 from localpriv.analysis.report import analyze_mechanism
 from localpriv.cli.common import DOMAIN_HELP, console, friendly, print_json, report_table, say, status_of
 from localpriv.cli.options import domain_option
+from localpriv.data.formats import IMAGE_SUFFIXES, check_output
+from localpriv.mechanisms import parse
 
 
 @friendly
 def mechanism(
     spec: str = typer.Argument(..., help="mechanism spec, e.g. 'krr(k=10,eps=1.0)'"),
-    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="LO..HI or labels (fills k)"),
+    domain: str | None = typer.Option(None, "--domain", "-d", help="LO..HI or labels (fills k)"),
     show: bool = typer.Option(False, "--show", help="print the channel matrix too"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
 ) -> None:
@@ -42,12 +41,12 @@ def mechanism(
 @friendly
 def analyze(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="mechanism spec"),
-    domain: Optional[str] = typer.Option(None, "--domain", "-d", help=DOMAIN_HELP),
+    domain: str | None = typer.Option(None, "--domain", "-d", help=DOMAIN_HELP),
     consistency: bool = typer.Option(False, "--consistency",
                                      help="also run the empirical convergence study of IBU (error against n)"),
     runs: int = typer.Option(20, "--runs", min=1, help="--consistency: data sets per n"),
     seed: int = typer.Option(0, "--seed", min=0, help="--consistency: seed of the random generator"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="--consistency: PNG of error against n (log-log)"),
+    plot: Path | None = typer.Option(None, "--plot", help="--consistency: PNG of error against n (log-log)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
 ) -> None:
     """Privacy level (LDP or metric), identifiability and the error bounds that apply; with

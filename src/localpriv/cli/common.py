@@ -14,8 +14,9 @@ import math
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import typer
 
@@ -24,6 +25,7 @@ from typer._click.exceptions import UsageError
 
 from localpriv.utils.errors import LocalPrivError, SettingError
 from localpriv.utils.progress import Status
+
 
 class LazyConsole:
     """A ``rich.console.Console`` made on first use (importing Rich's console is a good part of the
@@ -99,7 +101,7 @@ class Command(typer.core.TyperCommand):
 class App(typer.Typer):
     """Every command is a :class:`Command` (tidy --help pages, whoever adds the command)."""
 
-    def command(self, name: Optional[str] = None, *, cls: Any = None, **kwargs: Any) -> Callable:
+    def command(self, name: str | None = None, *, cls: Any = None, **kwargs: Any) -> Callable:
         return super().command(name, cls=cls or Command, **kwargs)
 
 
@@ -179,7 +181,7 @@ def say(text: str) -> None:
     sys.stderr.flush()
 
 
-def rich_progress(status: Optional[Status] = None) -> Any:
+def rich_progress(status: Status | None = None) -> Any:
     """An experiments' progress callable (what ``reproductions.runner.Progress`` wraps): every
     ``progress(items, "label")`` of an experiment becomes a counted task of ``status`` (a
     :class:`localpriv.utils.progress.Status`: a bar on a terminal, a status line every ~10 s otherwise);

@@ -6,19 +6,19 @@ import importlib
 import math
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
-from localpriv.utils.errors import LocalPrivError
-from localpriv.utils.progress import EMProgress
-from localpriv.domains import Domain
-from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
-from localpriv.estimators import default_estimator
-from localpriv.inference.estimate import Estimate
 from localpriv.analysis.files import estimate_files
 from localpriv.cli.common import DOMAIN_HELP, console, err, fmt_number, friendly, inputs_text, say, status_of
 from localpriv.cli.options import domain_option
+from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
+from localpriv.domains import Domain
+from localpriv.estimators import default_estimator
+from localpriv.inference.estimate import Estimate
+from localpriv.utils.errors import LocalPrivError
+from localpriv.utils.progress import EMProgress
 
 #: the estimators run by the EM engine, which take --delta, --stop, --max-iter, --accelerate/--plain
 EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r", "ems", "dirichlet")
@@ -30,45 +30,45 @@ STOP_CHOICES = ("gap", "loglik", "max_abs")
 @friendly
 def estimate(
     inputs: list[str] = typer.Argument(..., help="reports or counts (files, globs, folders; counts are summed)"),
-    domain: Optional[str] = typer.Option(
+    domain: str | None = typer.Option(
         None, "--domain", "-d",
         help=DOMAIN_HELP + "; omit it for untruncated geometric reports: IBU then runs on the likely "
              "subset of the integers (seed 001 section 8)"),
-    estimator: Optional[str] = typer.Option(
+    estimator: str | None = typer.Option(
         None, "--estimator", "-e",
         help="ems | ibu | dirichlet | inv-p | inv-n | mi-p | ibu-exact | ... (`localpriv list estimators`). "
              "Default: ems on ordered domains (lines, grids), dirichlet on categorical ones (docs/estimators.md)"),
-    strength: Optional[float] = typer.Option(
+    strength: float | None = typer.Option(
         None, "--strength",
         help="ems/dirichlet: the regularization strength (ems: bandwidth in cells; dirichlet: prior "
              "pseudo-count); default: chosen by 5-fold held-out log-likelihood; 0 gives the MLE"),
-    output: Optional[Path] = typer.Option(None, "--out", "-o",
+    output: Path | None = typer.Option(None, "--out", "-o",
                                           help="estimate file (.csv or .json; on a grid the cells' lat/lon "
                                                "centres are included; .geojson: cell polygons for GIS tools)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band "
+    plot: Path | None = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band "
                                                              "or error bars; on a grid a lat/lon heatmap)"),
-    label: Optional[str] = typer.Option(None, "--label",
+    label: str | None = typer.Option(None, "--label",
                                         help="--plot: the axis label, the column and its unit, e.g. 'age (years)'"),
-    delta: Optional[float] = typer.Option(
+    delta: float | None = typer.Option(
         None, help="IBU variants: tolerance of the stopping rule (default 1e-9: with --stop gap, the "
                    "per-report log-likelihood is within DELTA of the maximum)"),
-    stop: Optional[str] = typer.Option(
+    stop: str | None = typer.Option(
         None, "--stop",
         help="IBU variants: stopping rule. gap (default; certified: max_x g_x - 1 < delta with g the EM "
              "multiplier, which bounds the per-report distance to the maximum log-likelihood), loglik "
              "(seed 001: |L(t)-L(t-1)| < delta, total log-likelihood) or max_abs "
              "(max|theta(t)-theta(t-1)| < delta)"),
-    max_iter: Optional[int] = typer.Option(None, min=1,
+    max_iter: int | None = typer.Option(None, min=1,
                                            help="IBU variants: cap on EM evaluations (default 100000)"),
-    accelerate: Optional[bool] = typer.Option(
+    accelerate: bool | None = typer.Option(
         None, "--accelerate/--plain",
         help="IBU variants: --accelerate (default) runs SQUAREM with the certified Newton finish where the "
              "blocks allow it (same maximum, far fewer iterations); --plain runs plain EM (seed 001 "
              "Algorithm 1)"),
-    ci: Optional[float] = typer.Option(None, "--ci",
+    ci: float | None = typer.Option(None, "--ci",
                                        help="confidence level, e.g. 0.95: per-cell intervals (lower, upper) in "
                                             "the output and on the plot"),
-    stat: Optional[str] = typer.Option(None, "--stat",
+    stat: str | None = typer.Option(None, "--stat",
                                        help="statistics with their intervals, e.g. mean,median,p90 "
                                             "(mean, var, sd, median, pNN, qX)"),
 ) -> None:
@@ -114,9 +114,9 @@ def estimate(
         say("wrote " + ", ".join(wrote))
 
 
-def estimator_settings(domain: Optional[Domain], estimator: Optional[str], *, strength: Optional[float] = None,
-                       delta: Optional[float] = None, stop: Optional[str] = None, max_iter: Optional[int] = None,
-                       accelerate: Optional[bool] = None) -> tuple[str, dict[str, Any]]:
+def estimator_settings(domain: Domain | None, estimator: str | None, *, strength: float | None = None,
+                       delta: float | None = None, stop: str | None = None, max_iter: int | None = None,
+                       accelerate: bool | None = None) -> tuple[str, dict[str, Any]]:
     """The estimator (default: the domain's) and its settings from the estimate command's options;
     options an estimator does not take are refused. What is not given keeps the library's defaults
     (the certified, accelerated maximum). EM estimators get a progress display."""
@@ -144,7 +144,7 @@ def estimator_settings(domain: Optional[Domain], estimator: Optional[str], *, st
     return estimator, settings
 
 
-def recorded_attribute(inputs: list[str]) -> Optional[str]:
+def recorded_attribute(inputs: list[str]) -> str | None:
     """The values' column that the report files record (format version 2), as a plot label
     (``$`` escaped: a label is text, never mathtext)."""
     name = attribute_of(inputs)

@@ -3,20 +3,19 @@ frequencies and intervals."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from localpriv.heavy_hitters.pem import heavy_hitters_file
 from localpriv.cli.common import Table, console, fmt_number, friendly, say, status_of
 from localpriv.cli.options import generator
+from localpriv.heavy_hitters.pem import heavy_hitters_file
 
 
 @friendly
 def heavy_hitters_(
     input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz) or Parquet file of string values, "
                                            "one per user"),
-    column: Optional[str] = typer.Option(None, "--column", "-c",
+    column: str | None = typer.Option(None, "--column", "-c",
                                          help="column of values by name or number (1 = first; default: the first)"),
     k: int = typer.Option(10, "--k", min=1, help="number of heavy hitters to find"),
     eps: float = typer.Option(..., "--eps", help="each user's LDP level (one report per user)"),
@@ -26,18 +25,18 @@ def heavy_hitters_(
     max_length: int = typer.Option(8, "--max-length", min=1,
                                    help="symbols kept per value (UTF-8 bytes, or characters with --alphabet); "
                                         "longer values are cut and counted"),
-    alphabet: Optional[str] = typer.Option(None, "--alphabet",
+    alphabet: str | None = typer.Option(None, "--alphabet",
                                            help="the values' characters, for a compact encoding: digits, hex, "
                                                 "lower, alnum or the characters themselves (default: UTF-8 bytes)"),
-    bits_per_round: Optional[int] = typer.Option(None, "--bits-per-round", min=1, max=20,
+    bits_per_round: int | None = typer.Option(None, "--bits-per-round", min=1, max=20,
                                                  help="bits added per round (default: the whole symbols that "
                                                       "fit in 8 bits)"),
-    start_bits: Optional[int] = typer.Option(None, "--start-bits", min=0,
+    start_bits: int | None = typer.Option(None, "--start-bits", min=0,
                                              help="bits before the first round (default: 0 for bytes, one "
                                                   "symbol for an alphabet)"),
     ci: float = typer.Option(0.95, "--ci", help="confidence level of the intervals"),
-    output: Optional[Path] = typer.Option(None, "--out", "-o", help="result file (.json)"),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0,
+    output: Path | None = typer.Option(None, "--out", "-o", help="result file (.json)"),
+    seed: int | None = typer.Option(None, "--seed", min=0,
                                        help="seed for a reproducible experiment; without it a cryptographically "
                                             "secure generator seeded by the OS"),
     header: bool = typer.Option(True, "--header/--no-header",

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import typer
 
-from localpriv.utils.errors import LocalPrivError
-from localpriv.mechanisms.base import registered
-from localpriv.estimators import available_estimators
 from localpriv.cli.common import console, friendly
+from localpriv.estimators import available_estimators
+from localpriv.mechanisms.base import registered
 from localpriv.utils.checkout import load_reproductions
+from localpriv.utils.errors import LocalPrivError
 
 
 @friendly

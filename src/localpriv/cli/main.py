@@ -14,16 +14,14 @@ import importlib
 import sys
 import traceback
 import warnings
-from typing import Optional
 
 import typer
 
 # typer >= 0.25 vendors click: its exceptions live here (no separate click package)
 from typer._click.exceptions import UsageError
 
+from localpriv.cli.common import STATE, App, LazyGroup, fmt_number, message, say, show_warning, usage_message
 from localpriv.utils.signals import interrupt_cleanly, pending_exit
-from localpriv.cli.common import (STATE, App, LazyGroup, fmt_number, message, say, show_warning,
-                                  usage_message)
 
 __all__ = ["app", "main", "COMMANDS", "fmt_number"]
 
@@ -82,7 +80,7 @@ def _main_options(debug: bool = typer.Option(False, "--debug", help="show traceb
     STATE["debug"] = debug
 
 
-def main(argv: Optional[list[str]] = None) -> None:  # entry point
+def main(argv: list[str] | None = None) -> None:  # entry point
     """Run the command line: one-line errors, exit 1 for bad input and 2 for bad usage."""
     interrupt_cleanly()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)

@@ -3,7 +3,6 @@ generators, size hints of input files (these load NumPy, so only the commands im
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -11,18 +10,18 @@ from localpriv.domains import Domain, parse_domain
 from localpriv.utils.rng import make_generator
 
 
-def domain_option(text: Optional[str]) -> Optional[Domain]:
+def domain_option(text: str | None) -> Domain | None:
     """``--domain`` text to a domain (``None`` when not given)."""
     return None if text is None else parse_domain(text)
 
 
-def generator(seed: Optional[int]) -> np.random.Generator:
+def generator(seed: int | None) -> np.random.Generator:
     """``--seed`` gives a reproducible PCG64 stream (experiments); without it, a cryptographically
     secure generator seeded from the operating system (what a real client must use)."""
     return make_generator(seed)
 
 
-def rows_hint(path: Path) -> Optional[int]:
+def rows_hint(path: Path) -> int | None:
     """Rows of a Parquet file from its footer (the bar's total); None for text files."""
     if str(path).lower().endswith(".parquet"):
         try:

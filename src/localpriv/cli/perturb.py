@@ -3,7 +3,6 @@ row its own: free will)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from typer._click.exceptions import UsageError
@@ -17,18 +16,18 @@ from localpriv.data.freewill import perturb_values_file
 def perturb(
     input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz) or Parquet file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", "-m",
+    mechanism: str | None = typer.Option(None, "--mechanism", "-m",
                                             help="mechanism spec of every row, e.g. 'krr(eps=2.0)'"),
     domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
-    mechanism_column: Optional[str] = typer.Option(
+    mechanism_column: str | None = typer.Option(
         None, "--mechanism-column",
         help="free will: the column holding each row's own mechanism spec (e.g. krr(eps=0.5)); rows are "
              "grouped by spec and the report file names each report's mechanism"),
-    policy: Optional[Path] = typer.Option(
+    policy: Path | None = typer.Option(
         None, "--policy",
         help="free will: a .json/.toml file mapping the values of a group column to specs (keys: column, specs, "
              "default, version; docs/freewill.md)"),
-    column: Optional[str] = typer.Option(None, "--column", "-c",
+    column: str | None = typer.Option(None, "--column", "-c",
                                          help="column of values by name or number (1 = first; default: the "
                                               "first); two for a grid, latitude first: 'lat,lon' or '3,4'"),
     header: bool = typer.Option(True, "--header/--no-header",
@@ -36,7 +35,7 @@ def perturb(
     outside: str = typer.Option("error", "--outside",
                                 help="grid domains: points outside the grid are an error (error), dropped (drop) "
                                      "or moved to the nearest cell (clamp); dropped or moved points are counted"),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0,
+    seed: int | None = typer.Option(None, "--seed", min=0,
                                        help="seed for a reproducible experiment; without it a cryptographically "
                                             "secure generator seeded by the OS (use that for real users)"),
     drop_missing: bool = typer.Option(False, "--drop-missing",

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,7 +14,7 @@ from localpriv.utils.checkout import load_reproductions
 def reproduce(
     name: str = typer.Argument(..., help="experiment name, or 'list' to list them all"),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="output folder"),
-    runs: Optional[int] = typer.Option(None, "--runs", "-r", min=1, help="repetitions (default: the experiment's)"),
+    runs: int | None = typer.Option(None, "--runs", "-r", min=1, help="repetitions (default: the experiment's)"),
     seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator"),
     quick: bool = typer.Option(False, "--quick", help="small, fast configuration (used by the tests)"),
 ) -> None:

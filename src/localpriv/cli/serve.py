@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from localpriv.service import serve as run_service
 from localpriv.cli.common import friendly
+from localpriv.service import serve as run_service
 
 
 @friendly
@@ -16,7 +15,7 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
           host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: loopback only)"),
           port: int = typer.Option(8000, "--port", help="TCP port"),
           max_body: int = typer.Option(8 << 20, "--max-body", help="bytes: larger request bodies are refused (413)"),
-          admin_token_file: Optional[Path] = typer.Option(
+          admin_token_file: Path | None = typer.Option(
               None, "--admin-token-file", help="file holding the admin token (default: $LOCALPRIV_ADMIN_TOKEN, "
                                                "else a new token printed once)")) -> None:
     """Run the collector service: HTTP API, counts in SQLite or PostgreSQL, estimates, a dashboard

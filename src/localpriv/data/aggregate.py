@@ -24,25 +24,29 @@ from __future__ import annotations
 import importlib
 import re
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from localpriv.data.formats import (
+    REPORT_SUFFIXES,
+    Source,
+    attribute_of,
+    check_output,
+    expand_sources,
+    one_line,
+    write_counts,
+)
+from localpriv.data.observations import Observations
+from localpriv.data.reports import batch_reports, parse_file_spec, read_reports, validate_reports
+from localpriv.domains import Domain
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_int
-from localpriv.domains import Domain
-from localpriv.data.formats import REPORT_SUFFIXES, TableWriter, check_output, one_line
-from localpriv.data.observations import Observations
-from localpriv.data.reports import read_reports
-from localpriv.data.formats import Source
-from localpriv.data.reports import batch_reports
-from localpriv.data.formats import expand_sources
-from localpriv.data.reports import parse_file_spec, validate_reports
-from localpriv.data.formats import attribute_of, write_counts
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
            "check_memory_limit", "MAX_TOTAL", "ENGINES", "DEFAULT_ENGINE", "engine_aggregator", "check_total",
@@ -365,12 +369,12 @@ ENGINES: dict[str, str] = {
 DEFAULT_ENGINE = "duckdb"
 
 
-def duckdb_engine(domain: Domain | None = None) -> "DuckDBAggregator":
+def duckdb_engine(domain: Domain | None = None) -> DuckDBAggregator:
     """The ``"duckdb"`` engine: :class:`DuckDBAggregator` with its defaults."""
     return DuckDBAggregator(domain=domain)
 
 
-def numpy_engine(domain: Domain | None = None) -> "NumpyAggregator":
+def numpy_engine(domain: Domain | None = None) -> NumpyAggregator:
     """The ``"numpy"`` engine: :class:`NumpyAggregator`."""
     return NumpyAggregator(domain=domain)
 

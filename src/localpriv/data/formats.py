@@ -32,10 +32,11 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -46,9 +47,9 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pandas as pd
 
+from localpriv.mechanisms.base import split_spec_args
 from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
 from localpriv.utils.validation import LocalPrivError
-from localpriv.mechanisms.base import split_spec_args
 
 __all__ = [
     "write_counts",
@@ -790,7 +791,7 @@ def expand_sources(inputs) -> list[Source]:
     return out
 
 
-def write_counts(df: "pd.DataFrame", path, inputs: Iterable = (), attribute: str | None = None) -> Path:
+def write_counts(df: pd.DataFrame, path, inputs: Iterable = (), attribute: str | None = None) -> Path:
     """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
 
     Parquet needs one report type per file: numeric reports of different types are stored as

@@ -23,28 +23,36 @@ groups by ``(mechanism, report)`` in DuckDB and yields one block -- the triplet
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from localpriv.utils.validation import LocalPrivError, check_distribution, check_int, check_rng
+from localpriv.data.formats import REPORT_SUFFIXES, check_output
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.data.reports import (
+    PerturbSummary,
+    block_size,
+    perturb_file,
+    perturb_rows,
+    report_array,
+    report_table,
+    report_width,
+)
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
-from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.formats import REPORT_SUFFIXES, check_output
-from localpriv.data.reports import (PerturbSummary, block_size, perturb_file, perturb_rows, report_array, report_table,
-                                    report_width)
 from localpriv.utils.rng import spawn_generators
+from localpriv.utils.validation import LocalPrivError, check_distribution, check_int, check_rng
 
 __all__ = ["perturb_mixed", "perturb_file_mixed", "perturb_values_file", "Policy", "load_policy", "mixed_block_rows",
            "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
            "inv_m_krr_bound", "inv_m_krr_exact", "rap_m_bound", "rappor_observations", "split_users"]
 
 
-def perturb_mixed(values: Any, specs: "Sequence[str | Mechanism] | np.ndarray", rng: np.random.Generator,
+def perturb_mixed(values: Any, specs: Sequence[str | Mechanism] | np.ndarray, rng: np.random.Generator,
                   domain: Domain | None = None) -> pa.Table:
     """Obfuscate ``values[i]`` with mechanism ``specs[i]``; one report table for all users.
 
@@ -134,7 +142,7 @@ class Policy:
     source: str = "<policy>"
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "<policy>") -> "Policy":
+    def from_dict(cls, data: Any, source: str = "<policy>") -> Policy:
         """Validate a parsed policy (``{"column": ..., "specs": {...}, "default": ..., "version": 1}``)
         strictly: unknown keys, wrong types, empty or duplicate group values and over-long specs
         are refused in one line naming ``source`` and the key."""
@@ -383,7 +391,7 @@ class _Mixture:
 
 
 def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
-                       mechanism_column: str | None = None, policy: "Policy | str | Path | None" = None,
+                       mechanism_column: str | None = None, policy: Policy | str | Path | None = None,
                        column: str | None = None, drop_missing: bool = False, header: bool = True,
                        outside: str = "error", progress: Callable[[int], None] | None = None) -> PerturbSummary:
     """Obfuscate a values file with each row's own mechanism (free will), streamed, into one
@@ -447,8 +455,8 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
 
 
 def perturb_values_file(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
-                        mechanism: "str | Mechanism | None" = None, mechanism_column: str | None = None,
-                        policy: "Policy | str | Path | None" = None, column: str | None = None,
+                        mechanism: str | Mechanism | None = None, mechanism_column: str | None = None,
+                        policy: Policy | str | Path | None = None, column: str | None = None,
                         drop_missing: bool = False, header: bool = True, outside: str = "error",
                         progress: Callable[[int], None] | None = None) -> PerturbSummary:
     """Obfuscate a values file into a report file, checked first (``.parquet`` or ``.csv``, not an
@@ -480,7 +488,7 @@ def split_users(n: int, n_mechanisms: int, rng=None, *, random: bool = False) ->
     return base
 
 
-def simulate_counts(theta: Any, mechanisms: "Sequence[str | Mechanism]", n_per_mechanism: Any,
+def simulate_counts(theta: Any, mechanisms: Sequence[str | Mechanism], n_per_mechanism: Any,
                     rng: np.random.Generator, domain: Domain | None = None) -> Observations:
     """Draw the aggregated counts of ``n^A`` users per mechanism, users' values i.i.d. ``theta``.
 

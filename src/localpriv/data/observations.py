@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from localpriv.utils.validation import LocalPrivError, check_counts
-from localpriv.domains import Domain
-from localpriv.mechanisms import Mechanism, parse
-from localpriv.likelihood.blocks import LikelihoodBlock
-from localpriv.data.reports import validate_reports
 from localpriv.data.formats import write_counts
+from localpriv.data.reports import validate_reports
+from localpriv.domains import Domain
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms import Mechanism, parse
+from localpriv.utils.validation import LocalPrivError, check_counts
 
 __all__ = ["ObservationBlock", "Observations"]
 
@@ -86,7 +86,7 @@ class Observations:
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
-    def from_counts(cls, mechanism, counts, domain: Domain | None = None) -> "Observations":
+    def from_counts(cls, mechanism, counts, domain: Domain | None = None) -> Observations:
         """From a count vector over all outputs of one finite mechanism."""
         mech = parse(mechanism, domain)
         n_out = mech.n_outputs
@@ -98,7 +98,7 @@ class Observations:
         return cls([ObservationBlock(mech, np.arange(n_out)[keep], c[keep])], domain)
 
     @classmethod
-    def from_reports(cls, mechanism, reports, domain: Domain | None = None) -> "Observations":
+    def from_reports(cls, mechanism, reports, domain: Domain | None = None) -> Observations:
         """From a 1-D array of reports of one mechanism (aggregated in memory with NumPy)."""
         mech = parse(mechanism, domain)
         r = np.asarray(reports)
@@ -151,7 +151,7 @@ class Observations:
         return write_counts(df, path, inputs, attribute=self.meta.get("attribute"))
 
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, domain: Domain | None = None) -> "Observations":
+    def from_frame(cls, df: pd.DataFrame, domain: Domain | None = None) -> Observations:
         """From a counts frame (mechanism, report, count); specs are read as untrusted data."""
         missing = {"mechanism", "report", "count"} - set(df.columns)
         if missing:

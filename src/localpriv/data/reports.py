@@ -16,9 +16,10 @@ inputs of at most one block they are exactly ``mechanism.sample(values, rng)``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,14 +27,25 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from localpriv.utils.errors import SettingError
-from localpriv.utils.validation import LocalPrivError, check_rng
+from localpriv.data.formats import (
+    CSV_BLOCK_BYTES,
+    PARQUET_BATCH_ROWS,
+    Source,
+    TableWriter,
+    csv_columns,
+    expand_sources,
+    file_type,
+    hex_bytes,
+    one_line,
+    open_text,
+    read_error,
+    rows_text,
+)
 from localpriv.domains import Domain
 from localpriv.domains.grid import OUTSIDE_CHOICES
-from localpriv.data.formats import (CSV_BLOCK_BYTES, PARQUET_BATCH_ROWS, Source, TableWriter, csv_columns, one_line,
-                      open_text, expand_sources, file_type, read_error, rows_text)
 from localpriv.mechanisms import Mechanism, parse
-from localpriv.data.formats import hex_bytes
+from localpriv.utils.errors import SettingError
+from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
            "read_reports", "validate_reports", "block_size", "PerturbSummary"]
@@ -136,7 +148,7 @@ def as_values(values, domain: Domain | None) -> np.ndarray:
     return arr
 
 
-def perturb(values: Any, mechanism: "str | Mechanism", rng: np.random.Generator,
+def perturb(values: Any, mechanism: str | Mechanism, rng: np.random.Generator,
             domain: Domain | None = None) -> pa.Table:
     """Obfuscate raw ``values`` (encoded by ``domain``) with ``mechanism``; returns a report table.
 
@@ -429,7 +441,7 @@ def _missing(arrays: list, n: int) -> np.ndarray:
 
 def iter_rows(path: str | Path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
               drop_missing: bool = False, stats: dict | None = None, header: bool = True,
-              ) -> Iterator[tuple[np.ndarray, "tuple[np.ndarray, list[str]] | None", int, "np.ndarray | None"]]:
+              ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, list[str]] | None, int, np.ndarray | None]]:
     """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
     mechanism spec or a group per row, for :func:`localpriv.data.freewill.perturb_file_mixed`).
 
@@ -551,7 +563,7 @@ class PerturbSummary:
     outside: int = 0
     outside_action: str = "error"
     #: reports per mechanism (:func:`localpriv.data.freewill.perturb_file_mixed`; ``None`` for one mechanism)
-    by_mechanism: "dict[str, int] | None" = None
+    by_mechanism: dict[str, int] | None = None
 
 
 def place_values(domain, arr: np.ndarray, outside: str, first: int, path: str, word: str):
@@ -585,7 +597,7 @@ def refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word:
                          f"counted, with --outside drop|clamp")
 
 
-def perturb_file(input: str | Path, output: str | Path, mechanism: "str | Mechanism", domain: Domain,
+def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechanism, domain: Domain,
                  rng: np.random.Generator, *, column: str | None = None,
                  drop_missing: bool = False, progress: Callable[[int], None] | None = None,
                  header: bool = True, outside: str = "error") -> PerturbSummary:

@@ -88,7 +88,7 @@ class IntegerDomain(Domain):
     def __post_init__(self):
         if int(self.hi) < int(self.lo):
             raise LocalPrivError(f"integer domain needs lo <= hi, got lo={self.lo}, hi={self.hi}")
-        if not (-(2 ** 63) <= int(self.lo) and int(self.hi) < 2 ** 63 and int(self.hi) - int(self.lo) < 2 ** 63 - 1):
+        if not (int(self.lo) >= -(2 ** 63) and int(self.hi) < 2 ** 63 and int(self.hi) - int(self.lo) < 2 ** 63 - 1):
             raise LocalPrivError(f"integer domain {self.lo}..{self.hi} does not fit in 64-bit integers")
         object.__setattr__(self, "lo", int(self.lo))
         object.__setattr__(self, "hi", int(self.hi))

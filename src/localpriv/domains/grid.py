@@ -15,15 +15,14 @@ the cell boundaries in degrees (what maps, CSV outputs and GeoJSON use).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 from localpriv.domains.base import Domain
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
 __all__ = ["GridDomain", "KM_PER_DEG_LAT", "MAX_CELLS", "OUTSIDE_CHOICES", "emd_grid", "manhattan_grid",
            "MANHATTAN_BOX"]
@@ -72,7 +71,7 @@ class GridDomain(Domain):
             raise LocalPrivError(f"grid: cell_km must be > 0, got {self.cell_km}")
 
     @classmethod
-    def from_box(cls, lat_min, lat_max, lon_min, lon_max, cell_km) -> "GridDomain":
+    def from_box(cls, lat_min, lat_max, lon_min, lon_max, cell_km) -> GridDomain:
         """Cover the box with as many whole cells as fit (rounded to the nearest count)."""
         if not (lat_max > lat_min and lon_max > lon_min and cell_km > 0):
             raise LocalPrivError("grid: need lat_min < lat_max, lon_min < lon_max and cell_km > 0")
@@ -84,7 +83,7 @@ class GridDomain(Domain):
         return cls(float(lat_min), float(lon_min), nrows, ncols, float(cell_km))
 
     @classmethod
-    def covering(cls, lat0, lon0, lat1, lon1, cell_km, max_cells: int = MAX_CELLS) -> "GridDomain":
+    def covering(cls, lat0, lon0, lat1, lon1, cell_km, max_cells: int = MAX_CELLS) -> GridDomain:
         """The grid of ``bbox(lat0,lon0,lat1,lon1,cell_km)``: the box from the south-west corner
         (lat0, lon0) to the north-east corner (lat1, lon1), cut into square cells of ``cell_km``.
 
@@ -333,7 +332,7 @@ class GridDomain(Domain):
         return f"grid(lat0={self.lat0},lon0={self.lon0},nrows={self.nrows},ncols={self.ncols},cell_km={self.cell_km})"
 
 
-def emd_grid(p, q, domain: "GridDomain | np.ndarray") -> float:
+def emd_grid(p, q, domain: GridDomain | np.ndarray) -> float:
     """Earth mover's distance (km) between two distributions on the cells of a grid.
 
     ``EMD(p, q) = min_{T >= 0, T 1 = p, T^T 1 = q} sum_{x,y} T[x, y] d(x, y)`` with ``d`` the

@@ -14,18 +14,30 @@ but which is not a registered estimator) runs the one EM engine with its default
 """
 from __future__ import annotations
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.domains import CategoricalDomain
-from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
+from localpriv.domains import CategoricalDomain
+from localpriv.estimators import combination, oracles, regularized  # noqa: F401  (registrations)
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
-from localpriv.estimators.registry import (ESTIMATORS, REGISTRY, EstimatorSpec, Setting, TAGS, check_settings,
-                                           describe_estimators, estimator_settings, estimator_spec,
-                                           estimators_tagged, parse_settings, register_estimator)
+from localpriv.estimators.ibu import ibu
+
 # the estimator modules: each registers its estimators when imported
 from localpriv.estimators.inv import inv, inverse_vector
-from localpriv.estimators.ibu import ibu
-from localpriv.estimators import combination, oracles, regularized  # noqa: F401  (registrations)
+from localpriv.estimators.registry import (
+    ESTIMATORS,
+    REGISTRY,
+    TAGS,
+    EstimatorSpec,
+    Setting,
+    check_settings,
+    describe_estimators,
+    estimator_settings,
+    estimator_spec,
+    estimators_tagged,
+    parse_settings,
+    register_estimator,
+)
+from localpriv.estimators.result import Fit
+from localpriv.utils.validation import LocalPrivError
 
 
 def available_estimators() -> list[str]:

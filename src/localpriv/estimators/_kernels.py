@@ -28,7 +28,6 @@ Kernels:
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 

@@ -29,17 +29,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.estimators.result import Fit
-from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock
 from localpriv.data.observations import Observations
-from localpriv.utils.simplex import clip_normalize, project_simplex
-from localpriv.estimators.registry import NO_SETTINGS, Setting, em_settings_declared, register_estimator
+from localpriv.estimators.batch import (
+    BatchedExpKernelBlock,
+    BatchedScaledIdentityBlock,
+    BatchedSupportBlock,
+    batch_blocks,
+    family,
+)
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
 from localpriv.estimators.ibu import em_settings, ibu, run_em
 from localpriv.estimators.inv import inv
-from localpriv.estimators.batch import (BatchedExpKernelBlock, BatchedScaledIdentityBlock, BatchedSupportBlock,
-                                        batch_blocks, family)
+from localpriv.estimators.registry import NO_SETTINGS, Setting, em_settings_declared, register_estimator
+from localpriv.estimators.result import Fit
+from localpriv.likelihood.blocks import DenseBlock
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["gibu", "merge_blocks", "batch_blocks", "BatchedScaledIdentityBlock", "BatchedExpKernelBlock",
            "BatchedSupportBlock", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",

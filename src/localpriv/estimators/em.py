@@ -111,17 +111,17 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_distribution
 from localpriv.estimators import _kernels
 from localpriv.estimators.batch import batch_blocks
-from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
 from localpriv.estimators.newton import KKT_TOL, newton_finish, supports_newton
+from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
+from localpriv.utils.validation import LocalPrivError, check_distribution
 
 __all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
            "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
@@ -861,7 +861,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                 p3 = _forward_all(blocks, th3)
                 L3 = objective(th3, p3)
                 t += 1
-                if L3 >= Lref:  # always true for EM from cand (Lc >= Lref); kept as a guard
+                if Lref <= L3:  # always true for EM from cand (Lc >= Lref); kept as a guard
                     new, pnew, Lnew, gnew = th3, p3, L3, gap3
                     accepted = True
                     if trial:  # a shorter step was needed: cap the next ones there

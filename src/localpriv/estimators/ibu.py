@@ -6,11 +6,18 @@ import math
 
 import numpy as np
 
-from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
-from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, em
-from localpriv.utils.progress import EMProgress, chain, em_progress
+from localpriv.estimators.em import (
+    DEFAULT_ACCELERATE,
+    DEFAULT_DELTA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_STOP,
+    STOPPING_RULES,
+    em,
+)
 from localpriv.estimators.registry import em_settings_declared, register_estimator
+from localpriv.estimators.result import Fit
+from localpriv.utils.progress import EMProgress, chain, em_progress
 
 __all__ = ["ibu", "em_settings", "run_em"]
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.estimators.result import Fit
 from localpriv.data.observations import Observations
-from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.estimators.em import log_likelihood
 from localpriv.estimators.registry import NO_SETTINGS, register_estimator
+from localpriv.estimators.result import Fit
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["inv", "inverse_vector"]
 

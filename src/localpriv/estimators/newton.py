@@ -49,8 +49,8 @@ so every returned estimate is still an EM iterate (a distribution) that meets th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -29,16 +29,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.estimators.result import Fit
-from localpriv.mechanisms.krr import KRR
-from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.utils.simplex import clip_normalize, project_simplex
-from localpriv.likelihood.structured import ScaledIdentityBlock
-from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
 from localpriv.estimators.ibu import em_settings, run_em
+from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
+from localpriv.estimators.result import Fit
+from localpriv.likelihood.structured import ScaledIdentityBlock
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["pure_parameters", "support_counts", "mi_vector", "mi", "rappor", "ibu_support",
            "ibu_exact", "exact_loglik", "support_mle"]

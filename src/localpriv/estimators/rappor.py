@@ -12,8 +12,8 @@ import numpy as np
 
 from localpriv.estimators.em import em
 from localpriv.likelihood.blocks import DenseBlock, check_dense_size, max_dense_entries
-from localpriv.mechanisms.rappor import RAPPOR, BitCounts, bloom_positions, candidate_keys, finite_float
-from localpriv.utils.validation import LocalPrivError, check_int
+from localpriv.mechanisms.rappor import RAPPOR, BitCounts, candidate_keys, finite_float
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Decoded", "decode", "RIDGE_GRID", "RIDGE_SELECTIONS", "ridge_criteria"]
 
@@ -87,7 +87,7 @@ def ridge_criteria(A, T, var, coef, lam: float, cohorts: int, m: int, live) -> d
     return out
 
 
-def _ridge(mech: "RAPPOR", X, n, ones, penalty):
+def _ridge(mech: RAPPOR, X, n, ones, penalty):
     """The ridge-penalized non-negative regression of :func:`decode` (``method="ridge"``)."""
     K = X.shape[2]
     A = (X * n[:, None, None]).reshape(mech.cohorts * mech.m, K)
@@ -128,7 +128,7 @@ def _ridge(mech: "RAPPOR", X, n, ones, penalty):
 
     crit = [at(rel) for rel in RIDGE_GRID]
     best = int(np.argmin(crit)) if np.any(np.isfinite(crit)) else len(RIDGE_GRID) - 1
-    if 0 < best:   # the quarter-decades beside the best grid point
+    if best > 0:   # the quarter-decades beside the best grid point
         for rel in RIDGE_GRID[best] * 10.0 ** np.array([-0.25, 0.25]):
             if rel > RIDGE_GRID[1] * 0.99:
                 at(float(rel))
@@ -139,7 +139,7 @@ def _ridge(mech: "RAPPOR", X, n, ones, penalty):
                             "grid": rels, "criterion": vals}
 
 
-def _external_bloom(mech: "RAPPOR", bloom) -> np.ndarray:
+def _external_bloom(mech: RAPPOR, bloom) -> np.ndarray:
     """An external Bloom design for :func:`decode`: ``(cohorts, K, m)`` bool filters, or ``(cohorts, K,
     h')`` integer positions in ``0..m-1`` (each row's set bits; repeats allowed), as bool filters. An
     integer array with ``m > h`` columns is refused: 0/1 filters must be passed as bool."""

@@ -23,16 +23,23 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
+from localpriv.estimators.em import (
+    DEFAULT_ACCELERATE,
+    DEFAULT_DELTA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_STOP,
+    SCHEMES,
+    STOPPING_RULES,
+)
+from localpriv.estimators.result import Fit
 from localpriv.utils.progress import EMProgress
 from localpriv.utils.validation import LocalPrivError
-from localpriv.estimators.result import Fit
-from localpriv.estimators.em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, SCHEMES,
-                                     STOPPING_RULES)
 
 __all__ = ["Setting", "EstimatorSpec", "TAGS", "KINDS", "TEXT_KINDS", "REGISTRY", "ESTIMATORS", "register_estimator",
            "estimator_spec", "estimator_settings", "describe_estimators", "estimators_tagged", "check_settings",

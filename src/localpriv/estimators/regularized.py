@@ -118,21 +118,30 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_rng
+from localpriv.data.observations import Observations
 from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain
+from localpriv.domains.grid import GridDomain
+from localpriv.estimators.em import (
+    DEFAULT_ACCELERATE,
+    DEFAULT_DELTA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_STOP,
+    STOPPING_RULES,
+    EMResult,
+    Penalty,
+    em,
+    log_likelihood,
+)
+from localpriv.estimators.ibu import em_settings, run_em
+from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
 from localpriv.estimators.result import Fit
 from localpriv.likelihood.blocks import LikelihoodBlock
-from localpriv.data.observations import Observations
-from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
-from localpriv.estimators.em import (DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, STOPPING_RULES, EMResult,
-                 Penalty, em, log_likelihood)
-from localpriv.domains.grid import GridDomain
 from localpriv.utils.progress import EMProgress, em_progress
-from localpriv.estimators.ibu import em_settings, run_em
+from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["ems", "dirichlet", "smooth", "SmoothingPenalty", "DirichletPenalty", "split_counts",
            "select_strength", "ordered_shape", "FOLDS", "PATIENCE"]

@@ -23,27 +23,35 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from localpriv.utils.rng import make_generator, secure_generator
-from localpriv.utils.validation import LocalPrivError
-from localpriv.likelihood.blocks import LikelihoodBlock
-from localpriv.mechanisms import parse
 from localpriv.data.aggregate import MAX_TOTAL, check_total, report_kind, unique_counts, write_counts
-from localpriv.data.formats import REPORT_SUFFIXES, is_uri, one_line, check_output, expand_sources, rows_text
+from localpriv.data.formats import expand_sources, is_uri, one_line, rows_text
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import (batch_reports, Blocker, check_one_report, encode_values, locate_bad_reports, parse_file_spec,
-                                    report_array, validate_reports)
+from localpriv.data.reports import (
+    Blocker,
+    batch_reports,
+    check_one_report,
+    encode_values,
+    locate_bad_reports,
+    parse_file_spec,
+    report_array,
+    validate_reports,
+)
 from localpriv.estimators.em import em
 from localpriv.estimators.ibu import em_settings
 from localpriv.inference.estimate import Estimate
+from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms import parse
+from localpriv.utils.rng import make_generator, secure_generator
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["session", "SparkAggregator", "perturb_column", "partition_generator", "ibu", "spark_blocks",
            "SparkBlock", "SparkPass", "spark_engine", "spark_estimate", "SPARK_METHODS", "count_files_spark"]

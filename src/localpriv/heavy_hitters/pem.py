@@ -92,20 +92,20 @@ import json
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from localpriv.data.formats import atomic_output, check_output
+from localpriv.data.reports import iter_values
+from localpriv.mechanisms.stablehash import P1, P2, P3, P4, P5, hash_keys, to_range  # XXH64's primes
+from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.data.formats import check_output
-from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
-from localpriv.mechanisms.stablehash import P1, P2, P3, P4, P5, hash_keys, to_range  # XXH64's primes
-from localpriv.data.formats import atomic_output
-from localpriv.data.reports import iter_values
 
 __all__ = ["heavy_hitters", "read_strings", "HeavyHitters", "StringEncoding", "PEMPlan", "PEMReports", "pem_perturb",
            "pem_identify", "treehist_identify", "prefix_keys", "olh_g", "ALPHABETS", "FORMAT", "FORMAT_VERSION",

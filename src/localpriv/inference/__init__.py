@@ -3,12 +3,13 @@ standard errors, statistics), metrics and figures."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.observations import Observations
 from localpriv.estimators import fit
 from localpriv.inference.estimate import Estimate
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Estimate", "estimate", "ESTIMATION_ENGINES", "local_engine"]
 

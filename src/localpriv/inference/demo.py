@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ DEMO_DEFAULTS: dict[str, Any] = {
 ProgressFn = Callable[..., Iterable]
 
 
-def _silent(iterable: Iterable, description: str = "", total: Optional[int] = None) -> Iterable:
+def _silent(iterable: Iterable, description: str = "", total: int | None = None) -> Iterable:
     return iterable
 
 

@@ -11,13 +11,12 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported where a frame is built, not at start-up
     import pandas as pd
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.estimators.result import Fit
 from localpriv.data.formats import ESTIMATE_SUFFIXES, atomic_output
+from localpriv.estimators.result import Fit
 from localpriv.inference.geo_export import write_geojson
 from localpriv.inference.uncertainty import uncertainty
 from localpriv.utils.interval import Interval, check_level
-from localpriv.utils.validation import check_int
+from localpriv.utils.validation import LocalPrivError, check_int
 
 __all__ = ["Estimate", "quantile_crossing"]
 
@@ -31,7 +30,7 @@ class Estimate(Fit):
     """
 
     @classmethod
-    def from_fit(cls, fit: Fit) -> "Estimate":
+    def from_fit(cls, fit: Fit) -> Estimate:
         """The estimate of an estimator's :class:`Fit` (the same object when it is one already)."""
         if isinstance(fit, cls):
             return fit
@@ -65,7 +64,7 @@ class Estimate(Fit):
         lat, lon = dom.centres()
         return {"row": row, "col": col, "lat": lat, "lon": lon}
 
-    def to_frame(self, ci: float | None = None) -> "pd.DataFrame":
+    def to_frame(self, ci: float | None = None) -> pd.DataFrame:
         """Columns value, probability (and lower, upper with ``ci``); on a planar grid ``value`` is
         the cell id and the cell's ``row``, ``col`` and centre ``lat``, ``lon`` (degrees) follow
         (last, so that the other columns keep their places)."""
@@ -164,7 +163,7 @@ class Estimate(Fit):
         mu = float(x @ self.distribution)
         return self.functional((x - mu) ** 2, level)
 
-    def cdf(self, level: float = 0.95) -> "pd.DataFrame":
+    def cdf(self, level: float = 0.95) -> pd.DataFrame:
         """The CDF at every value with a pointwise confidence band (ordered domains)."""
         x = self._values("the CDF")
         k = x.size
@@ -239,7 +238,7 @@ class Estimate(Fit):
             how = f"anchored on the MLE: {how}"
         return Interval(value, min(lo, value), max(hi, value), lv, how)
 
-    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> "pd.DataFrame":
+    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> pd.DataFrame:
         """The ``k`` most probable values with their intervals and rank stability: the share of
         draws (replicates, or Gaussian draws of the estimate) in which the value is in the top ``k``."""
         k = check_int(k, "k", minimum=1, maximum=self.distribution.size)

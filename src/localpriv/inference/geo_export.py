@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.data.formats import atomic_output
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["estimate_geojson", "write_geojson", "GEOJSON_SUFFIXES"]
 
@@ -91,9 +91,8 @@ def write_geojson(est, path, ci: float | None = None) -> Path:
     doc = estimate_geojson(est, ci)  # before the file is opened: a refused estimate leaves nothing
     features = doc.pop("features")
     head = json.dumps(doc, allow_nan=False, separators=(",", ":"))[:-1]  # without the closing brace
-    with atomic_output(path, GEOJSON_SUFFIXES, what="GeoJSON file") as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(head + ',"features":[\n')
-            fh.write(",\n".join(json.dumps(f, allow_nan=False, separators=(",", ":")) for f in features))
-            fh.write("\n]}\n")
+    with atomic_output(path, GEOJSON_SUFFIXES, what="GeoJSON file") as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(head + ',"features":[\n')
+        fh.write(",\n".join(json.dumps(f, allow_nan=False, separators=(",", ":")) for f in features))
+        fh.write("\n]}\n")
     return path

@@ -13,8 +13,8 @@ mechanisms: ``mech.estimate_mean(reports, domain)``.
 """
 from __future__ import annotations
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.domains import IntervalDomain
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["quantile"]
 

@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
 from localpriv.data.formats import atomic_output
 
 __all__ = ["plt", "distributions_figure", "estimate_figure", "grid_figure", "save"]

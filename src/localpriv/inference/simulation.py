@@ -22,7 +22,7 @@ import numpy as np
 
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.likelihood.blocks import DenseBlock
-from localpriv.mechanisms import Mechanism, MatrixMechanism, parse
+from localpriv.mechanisms import MatrixMechanism, Mechanism, parse
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["MULTINOMIAL_MAX", "calibrate", "dense_twin", "merge_equal_columns", "simulate_block",

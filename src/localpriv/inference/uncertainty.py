@@ -61,19 +61,17 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.utils.interval import Interval, check_level
-from localpriv.utils.simplex import project_simplex
-from localpriv.utils.simplex import clip_normalize
-from localpriv.estimators.inv import inverse_vector
-from localpriv.estimators.oracles import mi_vector, pure_parameters
-from localpriv.mechanisms import KRR
-from localpriv.estimators.oracles import support_counts
-from localpriv.mechanisms.unary import weighted_gram
-from localpriv.likelihood.packed import PackedSupport
-from localpriv.estimators import fit as run
-from localpriv.estimators import ESTIMATORS
 from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.estimators import ESTIMATORS
+from localpriv.estimators import fit as run
+from localpriv.estimators.inv import inverse_vector
+from localpriv.estimators.oracles import mi_vector, pure_parameters, support_counts
+from localpriv.likelihood.packed import PackedSupport
+from localpriv.mechanisms import KRR
+from localpriv.mechanisms.unary import weighted_gram
+from localpriv.utils.interval import Interval, check_level
+from localpriv.utils.simplex import clip_normalize, project_simplex
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUNDARY"]
 

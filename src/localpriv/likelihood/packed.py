@@ -25,6 +25,7 @@ observed information, :mod:`localpriv.inference.uncertainty`) unpacks chunks of 
 from __future__ import annotations
 
 import numpy as np
+
 from localpriv.utils.jit import numba_enabled
 
 __all__ = ["PackedSupport", "BIT_TABLE", "POPCOUNT", "last_byte_mask", "row_popcounts"]
@@ -96,7 +97,7 @@ def _compiled() -> bool:
 class _Transposed:
     """``Z.T`` of a :class:`PackedSupport`: supports ``Z.T @ w`` only."""
 
-    def __init__(self, parent: "PackedSupport"):
+    def __init__(self, parent: PackedSupport):
         self.parent = parent
         self.shape = parent.shape[::-1]
 
@@ -207,6 +208,6 @@ class PackedSupport:
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k))
 
     @staticmethod
-    def vstack(parts) -> "PackedSupport":
+    def vstack(parts) -> PackedSupport:
         parts = list(parts)
         return PackedSupport(np.vstack([p.P for p in parts]), parts[0].k)

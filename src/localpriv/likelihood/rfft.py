@@ -71,7 +71,7 @@ class RfftClampedBlock(LikelihoodBlock):
         self._distinct = np.unique(self.outputs).size == self.outputs.size
 
     @classmethod
-    def from_block(cls, block) -> "RfftClampedBlock":
+    def from_block(cls, block) -> RfftClampedBlock:
         """The same products as a (floored) :class:`~localpriv.likelihood.structured.ClampedConvBlock`, reusing its
         kernel spectra (same FFT shape)."""
         spectra = (block._K, block._Kflip) if tuple(block._N) == cls._fft_shape(block) else None

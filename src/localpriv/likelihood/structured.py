@@ -28,10 +28,9 @@ import math
 import numpy as np
 from scipy import fft as sfft
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int
-from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.rfft import RfftClampedBlock
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int
 
 __all__ = [
     "ScaledIdentityBlock",

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
 from localpriv.utils.interval import Interval, check_level
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["unit_centres", "signed_centres", "mean_interval", "index_to_value"]
 

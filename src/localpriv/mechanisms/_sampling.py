@@ -13,16 +13,16 @@ import math
 import os
 import sys
 import threading
-from decimal import Decimal, localcontext
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal, localcontext
 from math import ceil
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.utils.rng import spawn_generators
 from localpriv.mechanisms import _client_kernels
 from localpriv.mechanisms._client_kernels import DIGIT_OVER
+from localpriv.utils.rng import spawn_generators
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
            "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
@@ -926,7 +926,7 @@ class DigitLaplace:
         if x.shape != (rows,):
             raise LocalPrivError(f"rows_into: {x.size} values for {rows} rows")
         g = np.float32(g)
-        if not (0 <= s and clamp >= s + 2 ** self.K * 2 ** self.h):
+        if not (s >= 0 and clamp >= s + 2 ** self.K * 2 ** self.h):
             raise LocalPrivError(f"digit sampler: clamp {clamp} too small for one-hot {s}")
         step = max(1, DIGIT_BLOCK // k)
         compiled = _client_kernels.use_compiled(rows * k)

@@ -18,10 +18,8 @@ Adding a mechanism means one new class in one file, decorated with :func:`regist
 from __future__ import annotations
 
 import ast
-import contextvars
 import inspect
 import math
-import os
 import re
 import warnings
 from abc import ABC, abstractmethod
@@ -29,9 +27,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_int, check_rng
 from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock, check_dense_size, dense_cap_override
 from localpriv.mechanisms.privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_int, check_rng
 
 __all__ = [
     "Mechanism",
@@ -49,11 +47,11 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # Spec strings
 # --------------------------------------------------------------------------------------------
-_REGISTRY: dict[str, type["Mechanism"]] = {}
+_REGISTRY: dict[str, type[Mechanism]] = {}
 SPEC_RE = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*(?:\((.*)\))?\s*$", re.S)
 
 
-def register(cls: type["Mechanism"]) -> type["Mechanism"]:
+def register(cls: type[Mechanism]) -> type[Mechanism]:
     """Class decorator: make ``cls`` reachable from its spec name ``cls.spec_name``."""
     name = getattr(cls, "spec_name", None)
     if not name:
@@ -62,7 +60,7 @@ def register(cls: type["Mechanism"]) -> type["Mechanism"]:
     return cls
 
 
-def registered() -> dict[str, type["Mechanism"]]:
+def registered() -> dict[str, type[Mechanism]]:
     """The registered mechanism classes by spec name."""
     return dict(_REGISTRY)
 
@@ -131,7 +129,7 @@ MAX_UNTRUSTED_SPEC = 100_000
 FILE_PARAMETERS = frozenset({"file", "path"})
 
 
-def parse(spec: "str | Mechanism", domain=None, *, trusted: bool = True) -> "Mechanism":
+def parse(spec: str | Mechanism, domain=None, *, trusted: bool = True) -> Mechanism:
     """Build a mechanism from its spec string, e.g. ``parse("krr(k=100,eps=2.0)")``.
 
     ``domain`` (a :class:`~localpriv.domains.Domain`) lets a spec leave out what the domain
@@ -226,7 +224,7 @@ class LargeEpsilonWarning(PrivacyWarning):
     ``warnings.simplefilter("ignore", LargeEpsilonWarning)`` where large levels are intended."""
 
 
-def ldp_level_if_cheap(mech: "Mechanism") -> "float | None":
+def ldp_level_if_cheap(mech: Mechanism) -> float | None:
     """``mech.epsilon_ldp()`` when it needs no dense matrix above :data:`PARSE_CHECK_MAX_ENTRIES`
     entries, else ``None`` (also when the level cannot be computed at all)."""
     try:
@@ -236,7 +234,7 @@ def ldp_level_if_cheap(mech: "Mechanism") -> "float | None":
         return None
 
 
-def _warn_if_large(mech: "Mechanism") -> None:
+def _warn_if_large(mech: Mechanism) -> None:
     """One :class:`LargeEpsilonWarning` line when ``mech``'s computed LDP level exceeds 10.
 
     Levels that are ``inf`` or overflow ``e^eps`` already came with the computation's own
@@ -292,7 +290,7 @@ class Mechanism(ABC):
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
-    def from_params(cls, params: dict, domain=None) -> "Mechanism":
+    def from_params(cls, params: dict, domain=None) -> Mechanism:
         """Build from parsed spec parameters; fills ``k`` from ``domain`` when it is left out."""
         sig = inspect.signature(cls.__init__)
         accepted = set(sig.parameters) - {"self"}
@@ -316,7 +314,7 @@ class Mechanism(ABC):
         return cls(**params)
 
     @classmethod
-    def implied_k(cls, params: dict) -> "int | None":
+    def implied_k(cls, params: dict) -> int | None:
         """``k`` implied by the other spec parameters when neither ``k`` nor a domain is given
         (``None``: nothing implied). The line mechanisms read it from ``lo``/``hi`` (issue 18)."""
         return None
@@ -353,7 +351,7 @@ class Mechanism(ABC):
         ``2**k`` bit vectors; ``None`` when the outputs are unbounded or continuous."""
         return self.n_outputs
 
-    def rank_from_structure(self) -> "tuple[int, str] | None":
+    def rank_from_structure(self) -> tuple[int, str] | None:
         """``(rank, reason)``: the exact rank of the channel from its structure in closed form, or
         ``None`` when the mechanism has no such form (then only an SVD can tell)."""
         return None

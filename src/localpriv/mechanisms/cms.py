@@ -41,15 +41,15 @@ from math import ceil
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
+from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms._sampling import bernoulli_bits
 from localpriv.mechanisms.base import Mechanism, register
-from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.hcms import DEFAULT_D, DEFAULT_M, SketchHashes, check_sketch
+from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.mechanisms.unary import expit, log_bit, sue_logits
+from localpriv.utils.validation import LocalPrivError, check_eps, check_rng
 
 __all__ = ["CountMeanSketch"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import check_eps, check_int, check_rng
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
 from localpriv.mechanisms.base import Mechanism, register
+from localpriv.utils.validation import check_eps, check_int, check_rng
 
 __all__ = ["Duchi", "duchi_bound"]
 

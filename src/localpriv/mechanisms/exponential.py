@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
-
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.domains import IntegerDomain
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms.base import Mechanism, register
-from localpriv.likelihood.blocks import check_dense_size
-from localpriv.domains import CategoricalDomain
+from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.domains.grid import GridDomain
+from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+
 
 def logsumexp(*args, **kwargs):
     """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
@@ -75,7 +74,7 @@ class Exponential(Mechanism):
         self._M = None
 
     @classmethod
-    def from_params(cls, params: dict, domain=None) -> "Exponential":
+    def from_params(cls, params: dict, domain=None) -> Exponential:
         """As :meth:`Mechanism.from_params`, and ``lo``/``hi`` for the integers ``lo..hi`` (issue 18):
         ``exponential(eps=0.05,lo=0,hi=99)`` is ``exponential(k=100,eps=0.05)`` (the metric
         ``|x - y|`` does not depend on where the line starts). A ``k`` or a domain of another size

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
-from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.likelihood.structured import geometric_block_for
+from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
+from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["Geometric", "two_sided_geometric"]
 

@@ -43,12 +43,12 @@ import math
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["HadamardResponse", "hr_blocks"]
 

@@ -43,14 +43,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from localpriv.mechanisms import stablehash
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.base import register
 from localpriv.likelihood.blocks import check_dense_size
-from localpriv.mechanisms._sampling import CLIENT_CHUNK, client_inputs
 from localpriv.likelihood.packed import PackedSupport
+from localpriv.mechanisms import stablehash
+from localpriv.mechanisms._sampling import CLIENT_CHUNK, client_inputs
+from localpriv.mechanisms.base import register
 from localpriv.mechanisms.krr import grr_floats
 from localpriv.mechanisms.unary import PureProtocol
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["LocalHashing", "BLH", "OLH", "hash_values", "cw_hash_values", "grr_sample", "olh_g",
            "HASH_FAMILIES", "DEFAULT_HASH", "LEGACY_HASH", "check_hash"]

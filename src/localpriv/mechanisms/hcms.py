@@ -34,13 +34,13 @@ import math
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms.stablehash import hash_keys, to_range
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.stablehash import hash_keys, to_range
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["HadamardCMS", "SketchHashes"]
 

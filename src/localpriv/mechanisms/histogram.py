@@ -46,12 +46,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms._sampling import client_inputs, default_grid, digit_laplace, fill_in_streams, power_of_two_grid
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.mechanisms._sampling import (
+    client_inputs,
+    default_grid,
+    digit_laplace,
+    fill_in_streams,
+    power_of_two_grid,
+)
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.mechanisms.unary import SupportBlock, UnaryEncoding
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+
 
 def minimize_scalar(*args, **kwargs):
     """``scipy.optimize.minimize_scalar``, imported on first use (keeps ``import localpriv`` quick)."""

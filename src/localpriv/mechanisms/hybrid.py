@@ -26,13 +26,13 @@ import math
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon, ldp_epsilon
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
 from localpriv.mechanisms.base import Mechanism, register
-from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.mechanisms.duchi import Duchi
 from localpriv.mechanisms.piecewise import Piecewise, WindowBlock
+from localpriv.mechanisms.privacy import checked_epsilon, ldp_epsilon
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
 
 __all__ = ["Hybrid", "HM_EPS_STAR"]
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms._sampling import CLIENT_CHUNK, bernoulli_bits, client_inputs, grr_into
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import ScaledIdentityBlock
+from localpriv.mechanisms._sampling import CLIENT_CHUNK, bernoulli_bits, client_inputs, grr_into
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import check_eps, check_int, check_rng
 
 __all__ = ["KRR", "grr_floats"]
 

@@ -53,12 +53,12 @@ import warnings
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon, ldp_epsilon_from_logs
-from localpriv.mechanisms._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
-from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.likelihood.structured import laplace_block_for
+from localpriv.mechanisms._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
+from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
+from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon, ldp_epsilon_from_logs
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
 
 __all__ = ["Laplace", "laplace_interval_prob"]
 

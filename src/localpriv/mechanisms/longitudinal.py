@@ -44,13 +44,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms.base import Memoized, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Memoized, register
 from localpriv.mechanisms.hashing import DEFAULT_HASH, LocalHashing, grr_logs, grr_sample
 from localpriv.mechanisms.krr import grr_floats
+from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.mechanisms.unary import PureProtocol, UnaryEncoding, expit, log_bit, oue_logits, sue_logits, unpack_bits
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int
+
 
 def brentq(*args, **kwargs):
     """``scipy.optimize.brentq``, imported on first use (keeps ``import localpriv`` quick)."""

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_stochastic
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.utils.validation import LocalPrivError, check_stochastic
 
 __all__ = ["MatrixMechanism"]
 

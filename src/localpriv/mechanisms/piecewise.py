@@ -32,11 +32,11 @@ import math
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
 from localpriv.mechanisms.base import Mechanism, register
-from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["Piecewise", "WindowBlock"]
 

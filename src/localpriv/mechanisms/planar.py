@@ -55,11 +55,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.base import Mechanism, register
-from localpriv.likelihood.blocks import check_dense_size
 from localpriv.domains.grid import GridDomain
+from localpriv.likelihood.blocks import check_dense_size
 from localpriv.likelihood.structured import clamped_block_for
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel"]
 
@@ -97,7 +97,7 @@ def clamp_channel(K: np.ndarray, nrows: int, ncols: int) -> np.ndarray:
         grid one cell wide.
     """
     R = (K.shape[0] - 1) // 2
-    if R < max(nrows, ncols) - 1:
+    if max(nrows, ncols) - 1 > R:
         raise LocalPrivError("clamp_channel: kernel smaller than the grid")
 
     def types(n):

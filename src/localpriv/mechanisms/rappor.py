@@ -82,16 +82,15 @@ reports (:meth:`RAPPOR.bit_counts`), debiased to ``T[c, j] = (Y[c, j] - s0 N[c])
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from localpriv.mechanisms import stablehash
-from localpriv.utils.validation import LocalPrivError, check_int
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms.base import Mechanism, Memoized, register
 from localpriv.likelihood.blocks import DenseBlock, check_dense_size
-from localpriv.likelihood.blocks import max_dense_entries
+from localpriv.mechanisms import stablehash
+from localpriv.mechanisms.base import Mechanism, Memoized, register
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import LocalPrivError, check_int
 
 __all__ = ["RAPPOR", "BitCounts", "bloom_positions", "candidate_keys", "finite_float"]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 
 __all__ = ["RRBAMechanism", "rrba_epsilon", "floor_table"]
 

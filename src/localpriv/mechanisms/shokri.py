@@ -32,9 +32,10 @@ from functools import lru_cache
 import numpy as np
 from scipy import sparse
 
-from localpriv.utils.validation import LocalPrivError, check_distribution
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import check_dense_size
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.utils.validation import LocalPrivError, check_distribution
+
 
 def linprog(*args, **kwargs):
     """``scipy.optimize.linprog``, imported on first use (keeps ``import localpriv`` quick)."""
@@ -105,7 +106,7 @@ def shokri_lp(prior, loss, Q: float, *, tol: float = 1e-7, method: str = "highs"
         raise LocalPrivError(f"loss must be a finite non-negative {k}x{k} matrix")
     if not np.isfinite(Q) or Q < 0:
         raise LocalPrivError(f"quality bound Q must be finite and >= 0, got {Q}")
-    if Q < quality_loss(np.eye(k), pi, L) - tol:
+    if quality_loss(np.eye(k), pi, L) - tol > Q:
         raise LocalPrivError(f"Q={Q} is below the loss of reporting the truth: the LP is infeasible")
     nA = k * k
     # rows (y, z): u_y - sum_x pi_x l(x, z) A[x, y] <= 0

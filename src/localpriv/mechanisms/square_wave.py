@@ -33,10 +33,10 @@ import math
 
 import numpy as np
 
-from localpriv.utils.validation import check_eps, check_int
+from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms._numeric import unit_centres
 from localpriv.mechanisms.base import Mechanism, register
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.utils.validation import check_eps, check_int
 
 __all__ = ["SquareWave", "sw_width"]
 

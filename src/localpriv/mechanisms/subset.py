@@ -28,11 +28,12 @@ from math import ceil
 import numpy as np
 import scipy.sparse as sp
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
 from localpriv.mechanisms.base import register
-from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, bit_counts, pack_bits, unpack_bits
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+
 
 def gammaln(*args, **kwargs):
     """``scipy.special.gammaln``, imported on first use (keeps ``import localpriv`` quick)."""

@@ -47,12 +47,12 @@ from math import ceil
 import numpy as np
 import scipy.sparse as sp
 
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
-from localpriv.mechanisms.privacy import checked_epsilon
-from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
-from localpriv.likelihood.packed import PackedSupport, row_popcounts
-from localpriv.mechanisms.base import Mechanism, register
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.likelihood.packed import PackedSupport, row_popcounts
+from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
+from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["PureProtocol", "SupportBlock", "UnaryEncoding", "SUE", "OUE", "ue_epsilon",
            "sue_probabilities", "oue_probabilities", "sue_logits", "oue_logits", "log_bit", "expit",

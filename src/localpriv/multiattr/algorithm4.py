@@ -90,15 +90,15 @@ Estimators (section 5.2.6)
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_int, check_rng
-from localpriv.multiattr.tables import cell_index, marginalize
 from localpriv.estimators.em import DEFAULT_DELTA, DEFAULT_MAX_ITER, em
 from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.multiattr.tables import cell_index, marginalize
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 
 __all__ = ["ViewPart", "Step", "Algorithm4", "plan_algorithm4", "algorithm4_rows", "fake_probability",
            "row_channel", "algorithm4_epsilon", "estimate_pairs_eq43", "estimate_joint_mle", "MAX_DOMAIN"]

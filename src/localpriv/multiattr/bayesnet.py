@@ -17,14 +17,14 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from itertools import combinations
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy.special import rel_entr
 
-from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 from localpriv.multiattr.tables import Records, cell_index, normalize_table
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 
 __all__ = ["mutual_information", "greedy_bayes", "network_edges", "fit_conditionals",
            "ancestral_sample", "structure_metrics", "table_l1", "table_js", "CachedJoint",
@@ -94,7 +94,7 @@ def greedy_bayes(joint_of: Callable, attrs: Sequence, k: int, *, first=None, rng
     placed = [first]
     while len(placed) < len(attrs):
         best, best_score = None, -np.inf
-        sizes = [min(k, len(placed))] if penalty is None else range(0, min(k, len(placed)) + 1)
+        sizes = [min(k, len(placed))] if penalty is None else range(min(k, len(placed)) + 1)
         for a in attrs:
             if a in placed:
                 continue
@@ -226,7 +226,7 @@ def prune_skeleton(net, joint_of: Callable, n: int, cards: dict, *, alpha: float
         for e in sorted(skel, key=lambda s: sorted(map(str, s))):
             a, b = sorted(e, key=str)
             nb = sorted({x for f in skel if (a in f or b in f) for x in f} - {a, b}, key=str)
-            for size in range(0, max_cond + 1):
+            for size in range(max_cond + 1):
                 done = False
                 for S in combinations(nb, size):
                     g2 = 2 * n * np.log(2) * conditional_mi(joint_of, a, b, S)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 from localpriv.multiattr.tables import Records, cell_index
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 
 __all__ = ["BayesNet", "read_bif", "load_network", "NETWORKS"]
 

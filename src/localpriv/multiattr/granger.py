@@ -22,7 +22,6 @@
 """
 from __future__ import annotations
 
-
 import numpy as np
 from scipy.special import chdtrc, fdtrc
 
@@ -102,7 +101,7 @@ def var_lag_order(Y, max_lag: int) -> dict:
     max_lag = check_int(max_lag, "max_lag", minimum=0)
     T_all, K = Y.shape
     T = T_all - max_lag
-    if T <= 1 + K * max_lag:
+    if 1 + K * max_lag >= T:
         raise LocalPrivError(f"var_lag_order: {T_all} observations are too few for {max_lag} lags of {K} series")
     y = Y[max_lag:]
     aic = []

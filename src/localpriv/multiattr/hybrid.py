@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog
 
-from localpriv.utils.validation import LocalPrivError, check_int
 from localpriv.estimators.em import em
 from localpriv.estimators.inv import inverse_vector
 from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.utils.validation import LocalPrivError, check_int
 
 __all__ = ["truncated_geometric", "optimal_mechanism", "hybrid_channel", "hybrid_estimate",
            "hybrid_epsilon"]

@@ -22,18 +22,18 @@ Pieces, each a plain function:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Sequence
 
 import numpy as np
 from scipy.stats import norm
 
-from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 from localpriv.estimators.em import em
 from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
 from localpriv.multiattr.tables import marginalize
+from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 
 __all__ = [
     "pair_views", "combination_views", "rrba_client", "BlockRun", "aggregate_blocks",

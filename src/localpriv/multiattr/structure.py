@@ -45,14 +45,14 @@ scores, so a maximizer's arc directions inside its equivalence class are arbitra
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Sequence
 
 import numpy as np
 from scipy.special import chdtrc, ndtr
 
-from localpriv.utils.validation import LocalPrivError, check_int
 from localpriv.multiattr.tables import Records
+from localpriv.utils.validation import LocalPrivError, check_int
 
 __all__ = ["DiscreteBIC", "GaussianBIC", "network_score", "hill_climbing", "pc_skeleton",
            "restrictive_maximization", "brute_force", "exact_search", "arcs_of", "adjacency",
@@ -307,7 +307,7 @@ def pc_skeleton(score: _Score, *, alpha: float = 0.05, max_cond: int | None = No
     d = score.d
     adj = ~np.eye(d, dtype=bool)
     top = d - 2 if max_cond is None else min(int(max_cond), d - 2)
-    for size in range(0, top + 1):
+    for size in range(top + 1):
         frozen = adj.copy()
         for i, j in combinations(range(d), 2):
             if not adj[i, j]:

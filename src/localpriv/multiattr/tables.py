@@ -8,8 +8,8 @@ randomization protocols report.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -92,7 +92,7 @@ class Records:
         t = counts.reshape(shape)
         return t / max(self.n, 1) if normalize else t
 
-    def subset(self, rows) -> "Records":
+    def subset(self, rows) -> Records:
         return Records(self.data[rows], list(self.names), [list(l) for l in self.levels])
 
 

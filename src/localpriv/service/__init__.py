@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+
 from localpriv.service.app import DEFAULT_MAX_BODY, create_app
 from localpriv.service.core import Collector
 from localpriv.service.storage import open_store

@@ -18,8 +18,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from localpriv.utils.errors import LocalPrivError
 from localpriv.service.core import Collector
+from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY"]
 

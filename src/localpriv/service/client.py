@@ -21,10 +21,10 @@ import secrets
 import time
 from typing import Any
 
-from localpriv.utils.errors import LocalPrivError
 from localpriv.data.formats import hex_strings
-from localpriv.domains import Domain, parse_domain
 from localpriv.data.reports import perturb
+from localpriv.domains import Domain, parse_domain
+from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.rng import secure_generator
 from localpriv.utils.validation import check_int
 

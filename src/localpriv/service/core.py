@@ -31,19 +31,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from localpriv.utils.errors import LocalPrivError
-from localpriv.estimators import default_estimator, parse_settings
-from localpriv.inference import estimate as estimate_with_uncertainty
-from localpriv.service.policy import Policy
-from localpriv.service.storage import BatchResult, Store
-from localpriv.data.formats import hex_strings
-from localpriv.data.formats import Source
+from localpriv.data.aggregate import unique_counts
+from localpriv.data.formats import Source, hex_strings
+from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import batch_reports
 from localpriv.domains import parse_domain
-from localpriv.data.aggregate import unique_counts
-from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.inference import estimate
+from localpriv.estimators import default_estimator, parse_settings
+from localpriv.inference import estimate as estimate_with_uncertainty
 from localpriv.inference.plotting import estimate_figure
+from localpriv.service.policy import Policy
+from localpriv.service.storage import BatchResult, Store
+from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Collector", "decode_batch", "MAX_BATCH_REPORTS", "BATCH_ID"]
 

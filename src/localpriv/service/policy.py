@@ -14,10 +14,9 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-from localpriv.utils.errors import LocalPrivError
-from localpriv.mechanisms.base import registered
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import SPEC_RE, short_spec
+from localpriv.mechanisms.base import SPEC_RE, registered, short_spec
+from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Policy"]
 
@@ -38,7 +37,7 @@ class Policy:
     _levels: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_dict(cls, data) -> "Policy":
+    def from_dict(cls, data) -> Policy:
         """From JSON data (data, never instructions: unknown keys and wrong types are refused)."""
         if not isinstance(data, dict):
             raise LocalPrivError("policy must be an object with mechanisms and max_eps")
@@ -69,7 +68,7 @@ class Policy:
         return cls(tuple(dict.fromkeys(mechs)), max_eps, min_eps, max_geo)
 
     @classmethod
-    def from_json(cls, text: str) -> "Policy":
+    def from_json(cls, text: str) -> Policy:
         return cls.from_dict(json.loads(text))
 
     def to_dict(self) -> dict:

@@ -19,13 +19,13 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from localpriv.utils.errors import LocalPrivError
 from localpriv.data.formats import legacy_spec
+from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult"]
 

@@ -16,19 +16,19 @@ or :func:`check_aggregator` to run them all.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.mechanisms import parse
 from localpriv.data.aggregate import DEFAULT_ENGINE, ENGINES, aggregate, engine_aggregator, write_counts
 from localpriv.data.observations import Observations
 from localpriv.data.reports import report_table, write_reports
+from localpriv.mechanisms import parse
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["aggregator_checks", "check_aggregator", "AGGREGATOR_CHECKS"]
 

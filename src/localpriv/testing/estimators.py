@@ -28,18 +28,19 @@ per-report log-likelihood is within ``delta`` of the maximum and the two within 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from localpriv.utils.validation import LocalPrivError
-from localpriv.domains import CategoricalDomain, IntegerDomain
-from localpriv.mechanisms import parse
 from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.estimators import fit, log_likelihood
-from localpriv.estimators.registry import REGISTRY, TAGS, TEXT_KINDS, Setting, estimator_spec, parse_settings
+from localpriv.estimators.registry import REGISTRY, TAGS, Setting, estimator_spec, parse_settings
 from localpriv.estimators.result import Fit
 from localpriv.inference.estimate import Estimate
+from localpriv.mechanisms import parse
+from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["EstimatorConformanceError", "example_observations", "same_tolerance", "estimator_checks",
            "check_estimator", "CHECKS", "check_declares_settings_and_tags", "check_returns_a_fit",
@@ -95,7 +96,7 @@ def _mechanism_specs(tags: frozenset) -> tuple[list[str], bool]:
     return specs, False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _examples(tags: frozenset) -> Observations:
     specs, ordered = _mechanism_specs(tags)
     if ordered:

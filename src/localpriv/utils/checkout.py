@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable, Optional
 
 from localpriv.utils.errors import LocalPrivError
 
@@ -21,7 +21,7 @@ __all__ = ["REPRODUCTIONS", "find_checkout", "load_reproductions"]
 REPRODUCTIONS = "reproductions"
 
 
-def find_checkout(starts: Optional[Iterable[Path]] = None) -> Optional[Path]:
+def find_checkout(starts: Iterable[Path] | None = None) -> Path | None:
     """The root of a source checkout: the first directory at or above a start that holds
     ``reproductions/__init__.py``.
 

@@ -41,7 +41,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 __all__ = ["EMProgress", "em_progress", "chain", "Status", "status_interval", "DELAY", "INTERVAL"]
 
@@ -137,7 +138,7 @@ class EMProgress:
             self._next_line = now + self.interval
 
     # ---- life cycle ----------------------------------------------------------------------------
-    def start(self, now: float | None = None) -> "EMProgress":
+    def start(self, now: float | None = None) -> EMProgress:
         if self.t0 is None:
             self.t0 = self.clock() if now is None else now
             self._next_line = self.t0 + max(self.interval, self.delay)
@@ -149,7 +150,7 @@ class EMProgress:
         if self.lines and self.t0 is not None:
             self._write(self.final(result, self.clock() - self.t0))
 
-    def __enter__(self) -> "EMProgress":
+    def __enter__(self) -> EMProgress:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -304,7 +305,7 @@ def status_interval(default: float = INTERVAL) -> float:
 class _Task:
     """One counted piece of work of a :class:`Status` (``advance`` it, ``close`` it when done)."""
 
-    def __init__(self, status: "Status", description: str, total: int | None, unit: str):
+    def __init__(self, status: Status, description: str, total: int | None, unit: str):
         self.status, self.description, self.total, self.unit = status, description, total, unit
         self.completed = 0
         self.closed = False
@@ -384,7 +385,7 @@ class Status:
         self._last_draw = -math.inf
 
     # ---- life cycle ----------------------------------------------------------------------------
-    def __enter__(self) -> "Status":
+    def __enter__(self) -> Status:
         self.t0 = self.clock()
         self._next_line = self.t0 + max(self.interval, self.delay)
         if self.background:
