@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -44,7 +44,12 @@ $(BROWSER_STAMP): $(STAMP)
 browser: $(BROWSER_STAMP)
 
 test: $(STAMP) $(BROWSER_STAMP)
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 -q --durations=25
+
+# ruff (rules in pyproject.toml) over the whole tree and mypy over the package: zero findings
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/mypy
 
 # issue 21: every reproduction of the README's table with its defaults (hours on 2 cores), then the
 # table between the README's markers rewritten from their JSON (docs/results/repro/*.json)
