@@ -6,8 +6,8 @@ continuous Laplace noise and releases floats; floating-point Laplace samplers do
 law their density states, bit for bit (Mironov, CCS 2012): our former float32 sampler put the
 noise near 0 on a 2^-18 lattice but its tail at full float32 resolution, so values just past the
 tail threshold were reachable from one input and not from the other (an unbounded privacy loss;
-docs/decisions/0008-grid-released-laplace-and-she.md). We therefore release every coordinate on a **fixed grid** of width ``g`` (a power of
-two, so ``1`` and every report value are exact floats)::
+docs/decisions/0008-grid-released-laplace-and-she.md). We therefore release every coordinate on a
+**fixed grid** of width ``g`` (a power of two, so ``1`` and every report value are exact floats)::
 
     z_y = [y = x] + g D_y,    D_y i.i.d. discrete Laplace,  P(D = d) = tanh(lam/2) e^{-lam |d|},
     lam = g eps / 2,
