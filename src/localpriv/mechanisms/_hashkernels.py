@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numpy.typing import NDArray
 
 U = np.uint64
 P1 = U(0x9E3779B185EBCA87)
@@ -17,24 +18,24 @@ P5 = U(0x27D4EB2F165667C5)
 
 
 @numba.njit(inline="always")
-def _rotl(x, r):
+def _rotl(x: np.uint64, r: int) -> np.uint64:
     return (x << U(r)) | (x >> U(64 - r))
 
 
 @numba.njit(inline="always")
-def _round(acc, lane):
+def _round(acc: np.uint64, lane: np.uint64) -> np.uint64:
     acc = acc + lane * P2
     return _rotl(acc, 31) * P1
 
 
 @numba.njit(inline="always")
-def _merge(acc, v):
+def _merge(acc: np.uint64, v: np.uint64) -> np.uint64:
     acc = acc ^ _round(U(0), v)
     return acc * P1 + P4
 
 
 @numba.njit(inline="always")
-def _avalanche(h):
+def _avalanche(h: np.uint64) -> np.uint64:
     h = h ^ (h >> U(33))
     h = h * P2
     h = h ^ (h >> U(29))
@@ -43,7 +44,7 @@ def _avalanche(h):
 
 
 @numba.njit(inline="always")
-def _read64(data, i):
+def _read64(data: NDArray[np.uint8], i: int | np.int64) -> np.uint64:
     v = U(0)
     for b in range(8):
         v |= U(data[i + b]) << U(8 * b)
@@ -51,7 +52,7 @@ def _read64(data, i):
 
 
 @numba.njit(inline="always")
-def _read32(data, i):
+def _read32(data: NDArray[np.uint8], i: int | np.int64) -> np.uint64:
     v = U(0)
     for b in range(4):
         v |= U(data[i + b]) << U(8 * b)
@@ -59,7 +60,7 @@ def _read32(data, i):
 
 
 @numba.njit(inline="always")
-def _key(key, seed):
+def _key(key: np.uint64, seed: np.uint64) -> np.uint64:
     """XXH64 of the 8 little-endian bytes of ``key`` with ``seed``."""
     h = seed + P5 + U(8)
     h = h ^ _round(U(0), key)
@@ -68,7 +69,8 @@ def _key(key, seed):
 
 
 @numba.njit(nogil=True, cache=True)
-def xxh64_strings(offsets, data, seed, out):
+def xxh64_strings(offsets: NDArray[np.int64], data: NDArray[np.uint8], seed: np.uint64,
+                  out: NDArray[np.uint64]) -> None:
     """XXH64 of every string of an Arrow (offsets, data) pair with one ``seed``."""
     for j in range(out.size):
         p = np.int64(offsets[j])
@@ -110,21 +112,23 @@ def xxh64_strings(offsets, data, seed, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def xxh64_keys(keys, seeds, out):
+def xxh64_keys(keys: NDArray[np.uint64], seeds: NDArray[np.uint64], out: NDArray[np.uint64]) -> None:
     """``out[i] = XXH64(le64(keys[i]), seeds[i])`` over equal-length 1-D arrays."""
     for i in range(out.size):
         out[i] = _key(keys[i], seeds[i])
 
 
 @numba.njit(nogil=True, cache=True)
-def xxh64_keys_mod(keys, seeds, m, out):
+def xxh64_keys_mod(keys: NDArray[np.uint64], seeds: NDArray[np.uint64], m: np.uint64,
+                   out: NDArray[np.int64]) -> None:
     """``out[i] = XXH64(le64(keys[i]), seeds[i]) mod m`` (int64) over equal-length 1-D arrays."""
     for i in range(out.size):
         out[i] = np.int64(_key(keys[i], seeds[i]) % m)
 
 
 @numba.njit(nogil=True, cache=True)
-def xxh64_outer_mod(keys, seeds, m, out):
+def xxh64_outer_mod(keys: NDArray[np.uint64], seeds: NDArray[np.uint64], m: np.uint64,
+                    out: NDArray[np.int64]) -> None:
     """``out[i, j] = XXH64(le64(keys[j]), seeds[i]) mod m``: the reports x values table."""
     for i in range(seeds.size):
         s = seeds[i]

@@ -1,4 +1,4 @@
-"""What the numeric mechanisms share (issue 20): cell centres and the classic mean estimators' intervals.
+"""What the numeric mechanisms share: cell centres and the classic mean estimators' intervals.
 
 The numeric mechanisms (``sw``, ``pm``, ``hm``, ``duchi``) take domain indices ``0..k-1`` like every
 :class:`~localpriv.mechanisms.base.Mechanism`: cell ``i`` of an
@@ -11,11 +11,16 @@ price is the discretization (a value moves by at most half a cell, ``w/2``).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.validation import LocalPrivError
+
+if TYPE_CHECKING:
+    from localpriv.domains import Domain
 
 __all__ = ["unit_centres", "signed_centres", "mean_interval", "index_to_value"]
 
@@ -30,7 +35,7 @@ def signed_centres(k: int) -> np.ndarray:
     return (2.0 * np.arange(k) + 1.0) / k - 1.0
 
 
-def index_to_value(i, k: int, domain=None):
+def index_to_value(i: ArrayLike, k: int, domain: Domain | None = None) -> np.ndarray:
     """Map a (real) position ``i`` in index units to the domain's units: ``decode(0) + i * step``
     (``step`` the spacing of the domain's values, linear for integer lines and intervals); without a
     domain, ``i`` itself."""
@@ -46,7 +51,8 @@ def index_to_value(i, k: int, domain=None):
     return v0 + i * step
 
 
-def mean_interval(per_report: np.ndarray, k: int, signed: bool, domain, level: float, method: str):
+def mean_interval(per_report: ArrayLike, k: int, signed: bool, domain: Domain | None, level: float,
+                  method: str) -> Interval:
     """The mean of per-report unbiased estimates with its normal interval, in the domain's units.
 
     ``per_report`` holds unbiased estimates of the user's centre (``t`` in ``[-1, 1]`` when
@@ -69,7 +75,7 @@ def mean_interval(per_report: np.ndarray, k: int, signed: bool, domain, level: f
     se = float(r.std(ddof=1)) / math.sqrt(n)
     z = float(stats.norm.ppf(0.5 + lv / 2))
 
-    def conv(t):
+    def conv(t: float) -> float:
         if domain is None:
             return float(t)
         u = (t + 1.0) / 2.0 if signed else t

@@ -1,4 +1,4 @@
-"""Apple's count-mean sketch (``cms``, issue 20): an ``m``-bit report for any domain size.
+"""Apple's count-mean sketch (``cms``): an ``m``-bit report for any domain size.
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale", Apple Machine Learning Journal
 1(8), 2017, Algorithm "Client-Side CMS". ``h_0, ..., h_{d-1}`` are hash functions onto ``0..m-1``.
@@ -30,16 +30,18 @@ to row ``j`` of the sketch ``M``; then::
 
 unbiased over the choice of the hash functions (given them, its mean is ``m/(m-1) (sum_v theta_v
 c_xv - 1/m)``, ``c_xv`` the fraction of rows where ``v`` and ``x`` collide:
-:meth:`CountMeanSketch.expected_estimate`); its variance is at most ``(m/(m-1))^2 ((1-q)/(p-q))^2 / n``
-per value. IBU runs on the exact report likelihood above with
+:meth:`CountMeanSketch.expected_estimate`); its variance is at most
+``(m/(m-1))^2 ((1-q)/(p-q))^2 / n`` per value. IBU runs on the exact report likelihood above with
 :class:`localpriv.likelihood.structured.CountSketchBlock` (reports kept packed).
 """
 from __future__ import annotations
 
 import math
 from math import ceil
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
@@ -80,7 +82,7 @@ class CountMeanSketch(Mechanism):
     examples = (dict(spec="cms(k=5,eps=2.0,m=4,d=3)", eps_ldp=2.0, tight=True),)
     report_kind = "binary"
 
-    def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D):
+    def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D) -> None:
         self.eps = check_eps(eps)
         self.k, self.m, self.d = check_sketch(k, m, d, "cms", power_of_two=False)
         if self.d > 2 ** 32:
@@ -94,23 +96,23 @@ class CountMeanSketch(Mechanism):
         #: bytes of one report
         self.report_bytes = ROW_BYTES + self.nbytes
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "m": self.m, "d": self.d}
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> int | None:
         return self.d * 2 ** self.m if self.m <= DENSE_MAX_M and self.d * 2 ** self.m <= 1 << 16 else None
 
     def output_space_size(self) -> int:
         return self.d * 2 ** self.m
 
     # ---- reports ------------------------------------------------------------------------
-    def encode(self, rows, bits) -> np.ndarray:
+    def encode(self, rows: ArrayLike, bits: ArrayLike) -> np.ndarray:
         """``(j, n x m 0/1 bits)`` -> ``n x (4 + ceil(m/8))`` uint8 reports."""
         rows = np.asarray(rows, dtype=">u4").reshape(-1, 1).view(np.uint8)
         return np.ascontiguousarray(np.hstack([rows, np.packbits(np.asarray(bits, dtype=bool), axis=1)]))
 
-    def decode(self, reports) -> tuple[np.ndarray, np.ndarray]:
+    def decode(self, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``reports -> (j, packed bits)``; refuses reports of the wrong shape or row."""
         r = np.asarray(reports)
         if r.ndim != 2 or r.dtype != np.uint8 or r.shape[1] != self.report_bytes:
@@ -119,12 +121,13 @@ class CountMeanSketch(Mechanism):
         rows = np.ascontiguousarray(r[:, :ROW_BYTES]).view(">u4").ravel().astype(np.int64)
         packed = r[:, ROW_BYTES:]
         if np.any(rows >= self.d):
-            raise LocalPrivError(f"{self}: report rows outside 0..{self.d - 1}: {np.unique(rows[rows >= self.d])[:5].tolist()}")
+            raise LocalPrivError(f"{self}: report rows outside 0..{self.d - 1}: "
+                                 f"{np.unique(rows[rows >= self.d])[:5].tolist()}")
         if self.m % 8 and np.any(packed[:, -1] & ((1 << (8 - self.m % 8)) - 1)):
             raise LocalPrivError(f"{self}: reports have bits set beyond bit {self.m - 1}")
         return rows, np.ascontiguousarray(packed)
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         if self.n_outputs is None:
             raise LocalPrivError(f"{self}: {self.d} x 2^{self.m} outputs have no index (m <= {DENSE_MAX_M} only)")
         rows, packed = self.decode(reports)
@@ -132,7 +135,7 @@ class CountMeanSketch(Mechanism):
         return rows * 2 ** self.m + bits @ (1 << np.arange(self.m))
 
     # ---- sampling -----------------------------------------------------------------------
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         x = self._check_inputs(x)
         rng = check_rng(rng)
         n = x.size
@@ -148,7 +151,7 @@ class CountMeanSketch(Mechanism):
         return out
 
     # ---- likelihood -----------------------------------------------------------------------
-    def log_parts(self, reports):
+    def log_parts(self, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, packed, log c)``: ``P(j, z | x) = c (r0 + (1 - r0) z[h_j(x)])``, ``r0 = e^{-eps}``,
         ``c = (1/d) p q^{|z|-1} (1-q)^{m-|z|}`` (the probability when the hashed bit is set)."""
         rows, packed = self.decode(reports)
@@ -162,7 +165,7 @@ class CountMeanSketch(Mechanism):
         """``(1-p)(q) / (p(1-q)) = e^{-eps}`` (the not-set factor relative to the set one)."""
         return math.exp(-(self.logit_p - self.logit_q))
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         rows, packed, log_c = self.log_parts(reports)
         check_dense_size(self.k, rows.size, f"{self} likelihood of {rows.size} reports")
         bits = np.unpackbits(packed, axis=1, count=self.m)
@@ -180,7 +183,7 @@ class CountMeanSketch(Mechanism):
         bits = (idx % 2 ** self.m)[:, None] >> np.arange(self.m)[None, :] & 1
         return self.likelihood(self.encode(idx // 2 ** self.m, bits))
 
-    def likelihood_block(self, reports, counts):
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> _st.CountSketchBlock:
         """:class:`~localpriv.likelihood.structured.CountSketchBlock` on the packed reports."""
         rows, packed, log_c = self.log_parts(reports)
         return _st.CountSketchBlock(self.hashes.hashing(str(self)), log_c, self.r0, rows, packed, counts)
@@ -192,7 +195,7 @@ class CountMeanSketch(Mechanism):
         return checked_epsilon(level if self.hashes.separates() else 0.0, str(self))
 
     # ---- Apple's estimator ----------------------------------------------------------------
-    def bit_counts(self, reports, counts=None) -> tuple[np.ndarray, np.ndarray]:
+    def bit_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(N_j, B[j, l])``: reports per row and set bits per (row, bit), weighted by ``counts``."""
         rows, packed = self.decode(reports)
         w = np.ones(rows.size) if counts is None else np.asarray(counts, dtype=float)
@@ -204,7 +207,7 @@ class CountMeanSketch(Mechanism):
             B += np.asarray(_row_sum(rows[s:s + step], bits * w[s:s + step, None], self.d))
         return N, B[:, :self.m]
 
-    def unbiased(self, reports, counts=None) -> np.ndarray:
+    def unbiased(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """Apple's estimate of every frequency (may be negative)."""
         N, B = self.bit_counts(reports, counts)
         n = N.sum()
@@ -214,17 +217,17 @@ class CountMeanSketch(Mechanism):
         mean = self.hashes.hashing(str(self)).gather(M) / (self.d * n)
         return self.m / (self.m - 1) * (mean - 1.0 / self.m)
 
-    def expected_estimate(self, theta) -> np.ndarray:
+    def expected_estimate(self, theta: ArrayLike) -> np.ndarray:
         """The mean of :meth:`unbiased` given the hash functions (small ``k``)."""
         return self.m / (self.m - 1) * (self.hashes.collisions() @ np.asarray(theta, dtype=float) - 1.0 / self.m)
 
-    def variance_bound(self, n) -> float:
+    def variance_bound(self, n: float) -> float:
         """``(m/(m-1))^2 ((1-q)/(p-q))^2 / n``: each report adds ``(z - q)/(p - q)`` in
         ``[-q/(p-q), (1-q)/(p-q)]`` to every value's mean."""
         return (self.m / (self.m - 1)) ** 2 * ((1 - self.q) / (self.p - self.q)) ** 2 / float(n)
 
 
-def _row_sum(rows, values, d):
+def _row_sum(rows: np.ndarray, values: np.ndarray, d: int) -> np.ndarray:
     """``out[j] = sum_{i: rows_i = j} values[i]`` (``d x width``) without a loop over reports."""
     import scipy.sparse as sp
 

@@ -12,7 +12,7 @@ indistinguishable. The level computed from the channel is usually *strictly smal
 (the two factors rarely reach their bounds together): e.g. on ``0..99`` with eps = 0.05 it is
 about 0.0494 (:meth:`Exponential.epsilon_geo` gives the exact value for any domain).
 
-LDP level from the structure (issue 15). For fixed ``x, x'`` the ratio's first factor is largest
+LDP level from the structure. For fixed ``x, x'`` the ratio's first factor is largest
 at ``z = x`` (``max_z d(x',z) - d(x,z) = d(x,x')``, triangle inequality, attained at ``z = x``), so
 
     eps_LDP = max_{x,x'} [ eps d(x,x') / 2 + log C(x') - log C(x) ],
@@ -24,9 +24,12 @@ grows when ``x`` moves down or ``x'`` up, and ``C(0) = C(k-1)`` by symmetry.
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
-from localpriv.domains import CategoricalDomain, IntegerDomain
+import numpy as np
+from numpy.typing import ArrayLike
+
+from localpriv.domains import CategoricalDomain, Domain, IntegerDomain
 from localpriv.domains.grid import GridDomain
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.base import Mechanism, register
@@ -35,7 +38,7 @@ from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 
-def logsumexp(*args, **kwargs):
+def logsumexp(*args: Any, **kwargs: Any) -> Any:
     """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
     from scipy.special import logsumexp as _f
     return _f(*args, **kwargs)
@@ -63,7 +66,7 @@ class Exponential(Mechanism):
     spec_name = "exponential"
     examples = (dict(spec="exponential(k=4,eps=1.0)", eps_ldp=3.0, eps_geo=1.0),)
 
-    def __init__(self, k: int, eps: float, domain=None):
+    def __init__(self, k: int, eps: float, domain: Domain | None = None) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         if domain is None:
@@ -71,18 +74,20 @@ class Exponential(Mechanism):
         if domain.size != self.k:
             raise LocalPrivError(f"exponential: k={self.k} but the domain has {domain.size} elements")
         self.domain = domain
-        self._M = None
+        self._M: np.ndarray | None = None
 
     @classmethod
-    def from_params(cls, params: dict, domain=None) -> Exponential:
-        """As :meth:`Mechanism.from_params`, and ``lo``/``hi`` for the integers ``lo..hi`` (issue 18):
+    def from_params(cls, params: dict[str, Any], domain: Domain | None = None) -> Exponential:
+        """As :meth:`Mechanism.from_params`, and ``lo``/``hi`` for the integers ``lo..hi``:
         ``exponential(eps=0.05,lo=0,hi=99)`` is ``exponential(k=100,eps=0.05)`` (the metric
         ``|x - y|`` does not depend on where the line starts). A ``k`` or a domain of another size
         is a one-line error."""
         params = dict(params)
         lo, hi = params.pop("lo", None), params.pop("hi", None)
         if lo is None and hi is None:
-            return super().from_params(params, domain)
+            mech = super().from_params(params, domain)
+            assert isinstance(mech, Exponential)  # built by cls(**params)
+            return mech
         if lo is None or hi is None:
             raise LocalPrivError("exponential: give both lo and hi (the integers lo..hi) or neither")
         lo, hi = check_int(lo, "exponential: lo"), check_int(hi, "exponential: hi")
@@ -95,9 +100,11 @@ class Exponential(Mechanism):
             raise LocalPrivError(f"exponential: lo={lo},hi={hi} ({k} integers) disagrees with the domain "
                                  f"{domain.spec()} ({domain.size} elements)")
         params["k"] = k
-        return super().from_params(params, domain)
+        mech = super().from_params(params, domain)
+        assert isinstance(mech, Exponential)  # built by cls(**params)
+        return mech
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
 
     @property
@@ -126,7 +133,7 @@ class Exponential(Mechanism):
         bracket = 0.5 * self.eps * d + (log_C[None, :] - log_C[:, None])  # [x, x']
         return checked_epsilon(float(bracket.max()), str(self))
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> tuple[int, str] | None:
         """Rank ``k`` on the integers, a grid (Euclidean distances) or a categorical domain (the
         discrete metric): ``M = D^{-1} A`` with ``D`` the diagonal of ``C(x)`` and
         ``A[x, z] = exp(-eps d(x, z) / 2)`` a strictly positive definite kernel matrix (the Laplace
@@ -137,7 +144,7 @@ class Exponential(Mechanism):
             return self.k, "exact: M = D^-1 A with A = exp(-eps d/2) a strictly positive definite kernel matrix"
         return None
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Inverse-CDF sampling from the channel rows, vectorized (one binary search per user)."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
@@ -150,7 +157,8 @@ class Exponential(Mechanism):
         return np.minimum(pos, self.k - 1).astype(np.int64)
 
 
-def utility_exponential(utility, eps: float, sensitivity: float | None = None, *, factor: float = 2.0):
+def utility_exponential(utility: ArrayLike, eps: float, sensitivity: float | None = None, *,
+                        factor: float = 2.0) -> MatrixMechanism:
     """The exponential mechanism for any utility (McSherry and Talwar, FOCS 2007; seed 004 section
     3.4.3, Theorem 3.4.2) as a finite mechanism: input ``x`` (a user's value, the "database" of
     the local model) releases output ``r`` with probability::

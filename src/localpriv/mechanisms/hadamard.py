@@ -1,4 +1,4 @@
-"""Hadamard response (``hr``, issue 20): large domains with one ``log2 K``-bit report per user.
+"""Hadamard response (``hr``): large domains with one ``log2 K``-bit report per user.
 
 Acharya, Sun and Zhang, "Hadamard Response: Estimating Distributions Privately, Efficiently, and
 with Little Communication", AISTATS 2019. ``H_b`` is the ``b x b`` Sylvester Hadamard matrix,
@@ -40,8 +40,10 @@ IBU runs on :class:`localpriv.likelihood.structured.HadamardBlock`, whose produc
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
@@ -82,7 +84,7 @@ class HadamardResponse(Mechanism):
     examples = (dict(spec="hr(k=5,eps=1.0)", eps_ldp=1.0, tight=True),
                 dict(spec="hr(k=6,eps=2.0)", eps_ldp=2.0, tight=True))  # general HR: 4 blocks of width 4
 
-    def __init__(self, k: int, eps: float, blocks: int | None = None):
+    def __init__(self, k: int, eps: float, blocks: int | None = None) -> None:
         self.k = check_int(k, "k", minimum=2, maximum=MAX_K)
         self.eps = check_eps(eps)
         self._default_blocks = blocks is None
@@ -105,16 +107,16 @@ class HadamardResponse(Mechanism):
         with np.errstate(over="ignore"):
             self.scale = 1.0 + 2.0 * B / float(np.expm1(self.eps))
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "blocks": None if self._default_blocks else self.blocks}
 
     # ---- structure ----------------------------------------------------------------------
-    def cells(self, x=None) -> tuple[np.ndarray, np.ndarray]:
+    def cells(self, x: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(p, t)``: block and Hadamard row of each input (all inputs by default)."""
         x = np.arange(self.k, dtype=np.int64) if x is None else np.asarray(x, dtype=np.int64)
         return x // (self.width - 1), x % (self.width - 1) + 1
 
-    def in_set(self, x, y) -> np.ndarray:
+    def in_set(self, x: ArrayLike, y: ArrayLike) -> np.ndarray:
         """``[y in C_x]`` (broadcasting ``x`` against ``y``)."""
         p, t = self.cells(x)
         y = np.asarray(y, dtype=np.int64)
@@ -124,7 +126,7 @@ class HadamardResponse(Mechanism):
     def n_outputs(self) -> int:
         return self.K
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> tuple[int, str] | None:
         """Rank ``k``: row ``x`` is ``lo 1 + (hi - lo)(1_{block p} + h_{p,t}) / 2`` and the
         restricted Hadamard rows ``h_{p,t}`` (``t >= 1``) are orthogonal to each other and to every
         block indicator, so the rows are independent when ``hi > lo``."""
@@ -133,7 +135,7 @@ class HadamardResponse(Mechanism):
         return None
 
     # ---- sampling -----------------------------------------------------------------------
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         x = self._check_inputs(x)
         rng = check_rng(rng)
         n = x.size
@@ -150,16 +152,16 @@ class HadamardResponse(Mechanism):
         check_dense_size(self.k, self.K, f"{self} channel")
         return self.likelihood(np.arange(self.K))
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         y = self.output_index(reports)
         check_dense_size(self.k, y.size, f"{self} likelihood of {y.size} reports")
         return np.where(self.in_set(np.arange(self.k)[:, None], y[None, :]), self.hi, self.lo)
 
-    def likelihood_block(self, reports, counts):
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> _st.HadamardBlock:
         """:class:`~localpriv.likelihood.structured.HadamardBlock`: ``O(K log b)`` products."""
         return _st.HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, self.output_index(reports), counts)
 
-    def output_probabilities(self, theta) -> np.ndarray:
+    def output_probabilities(self, theta: ArrayLike) -> np.ndarray:
         """``theta @ M`` with one transform (never the dense channel)."""
         theta = np.asarray(theta, dtype=float)
         return _st.HadamardBlock(self.k, self.blocks, self.width, self.lo, self.hi, np.arange(self.K),
@@ -172,7 +174,7 @@ class HadamardResponse(Mechanism):
         return checked_epsilon(self.eps, str(self))
 
     # ---- the unbiased estimator ----------------------------------------------------------
-    def inverse_counts(self, counts) -> np.ndarray:
+    def inverse_counts(self, counts: ArrayLike) -> np.ndarray:
         """The unbiased estimate from counts over all ``K`` outputs (module docstring):
         ``theta_hat_x = (2B - 1 + e^eps)/(e^eps - 1) (H_b q_p)[t(x)]``; may be negative."""
         c = np.asarray(counts, dtype=float).ravel()
@@ -185,13 +187,13 @@ class HadamardResponse(Mechanism):
         p, t = self.cells()
         return self.scale * F[p, t]
 
-    def unbiased(self, reports, counts=None) -> np.ndarray:
+    def unbiased(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """:meth:`inverse_counts` from reports (``counts``: how often each was seen)."""
         y = self.output_index(reports)
         w = np.ones(y.size) if counts is None else np.asarray(counts, dtype=float)
         return self.inverse_counts(np.bincount(y, weights=w, minlength=self.K))
 
-    def variance(self, theta, n) -> np.ndarray:
+    def variance(self, theta: ArrayLike, n: float) -> np.ndarray:
         """Exact variance of :meth:`unbiased` with ``n`` reports of inputs drawn from ``theta``:
         ``(c^2 P(block p(x)) - theta_x^2) / n``, ``P(block p) = (2 + (e^eps - 1) Theta_p) / (2B - 1 + e^eps)``
         with ``Theta_p`` the mass of the inputs in block ``p``."""

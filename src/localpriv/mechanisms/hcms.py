@@ -1,4 +1,4 @@
-"""Hadamard count-mean sketch (``hcms``, issue 20): one bit per report, any domain size.
+"""Hadamard count-mean sketch (``hcms``): one bit per report, any domain size.
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale", Apple Machine Learning Journal
 1(8), 2017, Algorithm "Client-Side HCMS". ``H_m`` is the ``m x m`` Sylvester Hadamard matrix
@@ -31,8 +31,10 @@ collide (``c_xx = 1``; :meth:`HadamardCMS.expected_estimate`), and its variance 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
@@ -54,12 +56,12 @@ MAX_SKETCH = 2 ** 30
 class SketchHashes:
     """The ``d`` rows ``h_j(x) = XXH64(x, seed=j) mod m`` shared by ``cms`` and ``hcms``."""
 
-    def __init__(self, k: int, m: int, d: int):
+    def __init__(self, k: int, m: int, d: int) -> None:
         self.k, self.m, self.d = k, m, d
-        self._table = None
-        self._separates = None
+        self._table: np.ndarray | None = None
+        self._separates: bool | None = None
 
-    def of(self, x, rows) -> np.ndarray:
+    def of(self, x: ArrayLike, rows: ArrayLike) -> np.ndarray:
         """``h_{rows_i}(x_i)`` for every user (vectorized)."""
         return to_range(hash_keys(np.asarray(x, dtype=np.uint64), np.asarray(rows, dtype=np.uint64)), self.m)
 
@@ -107,7 +109,7 @@ class SketchHashes:
         return c / self.d
 
 
-def check_sketch(k, m, d, name: str, power_of_two: bool) -> tuple[int, int, int]:
+def check_sketch(k: int, m: int, d: int, name: str, power_of_two: bool) -> tuple[int, int, int]:
     k = check_int(k, "k", minimum=2)
     m = check_int(m, f"{name}: m", minimum=2, maximum=2 ** 30)
     d = check_int(d, f"{name}: d", minimum=1, maximum=2 ** 30)
@@ -137,7 +139,7 @@ class HadamardCMS(Mechanism):
     spec_name = "hcms"
     examples = (dict(spec="hcms(k=5,eps=1.0,m=4,d=3)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D):
+    def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D) -> None:
         self.eps = check_eps(eps)
         self.k, self.m, self.d = check_sketch(k, m, d, "hcms", power_of_two=True)
         self.hashes = SketchHashes(self.k, self.m, self.d)
@@ -149,7 +151,7 @@ class HadamardCMS(Mechanism):
         with np.errstate(over="ignore"):
             self.c_eps = 1.0 + 2.0 / float(np.expm1(self.eps))  # (e^eps + 1) / (e^eps - 1)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "m": self.m, "d": self.d}
 
     @property
@@ -157,12 +159,12 @@ class HadamardCMS(Mechanism):
         return 2 * self.d * self.m
 
     # ---- reports ------------------------------------------------------------------------
-    def decode(self, reports) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def decode(self, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``report -> (j, l, s)`` with ``s = +-1``."""
         r = self.output_index(reports)
         return r // (2 * self.m), (r // 2) % self.m, 2 * (r % 2) - 1
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         x = self._check_inputs(x)
         rng = check_rng(rng)
         n = x.size
@@ -174,7 +176,7 @@ class HadamardCMS(Mechanism):
         return (j * self.m + l) * 2 + bit
 
     # ---- channel and likelihood ---------------------------------------------------------
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         j, l, s = self.decode(reports)
         check_dense_size(self.k, j.size, f"{self} likelihood of {j.size} reports")
         h = self.hashes.table(str(self))[j]  # reports x k
@@ -185,11 +187,11 @@ class HadamardCMS(Mechanism):
         check_dense_size(self.k, self.n_outputs, f"{self} channel")
         return self.likelihood(np.arange(self.n_outputs))
 
-    def output_probabilities(self, theta) -> np.ndarray:
+    def output_probabilities(self, theta: ArrayLike) -> np.ndarray:
         n = self.n_outputs
         return self.likelihood_block(np.arange(n), np.ones(n)).forward(np.asarray(theta, dtype=float))
 
-    def likelihood_block(self, reports, counts):
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> _st.HadamardSketchBlock:
         """:class:`~localpriv.likelihood.structured.HadamardSketchBlock`."""
         j, l, s = self.decode(reports)
         return _st.HadamardSketchBlock(self.hashes.hashing(str(self)), self.lo, self.hi, j, l, s, counts)
@@ -201,14 +203,14 @@ class HadamardCMS(Mechanism):
         return checked_epsilon(self.eps if self.hashes.separates() else 0.0, str(self))
 
     # ---- Apple's estimator ----------------------------------------------------------------
-    def sketch(self, reports, counts=None) -> np.ndarray:
+    def sketch(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """The transformed sketch ``S~ = S H_m`` (``d x m``), ``S[j, l] = sum d c_eps s``."""
         j, l, s = self.decode(reports)
         w = np.ones(j.size) if counts is None else np.asarray(counts, dtype=float)
         S = np.bincount(j * self.m + l, weights=w * s, minlength=self.d * self.m).reshape(self.d, self.m)
         return _st.fwht(S * (self.d * self.c_eps))
 
-    def unbiased(self, reports, counts=None) -> np.ndarray:
+    def unbiased(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """Apple's estimate of every frequency (sums to about 1, may be negative)."""
         n = float(np.shape(reports)[0] if counts is None else np.sum(counts))
         if not n > 0:
@@ -216,11 +218,11 @@ class HadamardCMS(Mechanism):
         mean = self.hashes.hashing(str(self)).gather(self.sketch(reports, counts)) / (self.d * n)
         return self.m / (self.m - 1) * (mean - 1.0 / self.m)
 
-    def expected_estimate(self, theta) -> np.ndarray:
+    def expected_estimate(self, theta: ArrayLike) -> np.ndarray:
         """The mean of :meth:`unbiased` given the hash functions (small ``k``):
         ``m/(m-1) (C theta - 1/m)``, ``C`` the collision fractions (``theta`` where nothing collides)."""
         return self.m / (self.m - 1) * (self.hashes.collisions() @ np.asarray(theta, dtype=float) - 1.0 / self.m)
 
-    def variance_bound(self, n) -> float:
+    def variance_bound(self, n: float) -> float:
         """``(m/(m-1))^2 c_eps^2 / n``: each report adds ``+-c_eps`` to every value's mean."""
         return (self.m / (self.m - 1)) ** 2 * self.c_eps ** 2 / float(n)

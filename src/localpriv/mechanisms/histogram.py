@@ -6,8 +6,8 @@ continuous Laplace noise and releases floats; floating-point Laplace samplers do
 law their density states, bit for bit (Mironov, CCS 2012): our former float32 sampler put the
 noise near 0 on a 2^-18 lattice but its tail at full float32 resolution, so values just past the
 tail threshold were reachable from one input and not from the other (an unbounded privacy loss;
-issue 15). We therefore release every coordinate on a **fixed grid** of width ``g`` (a power of
-two, so ``1`` and every report value are exact floats)::
+docs/decisions/0008-grid-released-laplace-and-she.md). We therefore release every coordinate on a
+**fixed grid** of width ``g`` (a power of two, so ``1`` and every report value are exact floats)::
 
     z_y = [y = x] + g D_y,    D_y i.i.d. discrete Laplace,  P(D = d) = tanh(lam/2) e^{-lam |d|},
     lam = g eps / 2,
@@ -44,7 +44,10 @@ minimizing MI's variance factor ``q*(1 - q*)/(p* - q*)^2``.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.mechanisms._sampling import (
@@ -60,7 +63,7 @@ from localpriv.mechanisms.unary import SupportBlock, UnaryEncoding
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 
-def minimize_scalar(*args, **kwargs):
+def minimize_scalar(*args: Any, **kwargs: Any) -> Any:
     """``scipy.optimize.minimize_scalar``, imported on first use (keeps ``import localpriv`` quick)."""
     from scipy.optimize import minimize_scalar as _f
     return _f(*args, **kwargs)
@@ -78,7 +81,7 @@ def the_probabilities(eps: float, theta: float) -> tuple[float, float]:
 
 def optimal_threshold(eps: float) -> float:
     """``argmin_{theta in [1/2, 1]} q*(1-q*) / (p*-q*)^2`` (MI's variance, Wang et al. 2017)."""
-    def var(t):
+    def var(t: float) -> float:
         p, q = the_probabilities(eps, t)
         return q * (1 - q) / (p - q) ** 2
     return float(minimize_scalar(var, bounds=(0.5, 1.0), method="bounded",
@@ -92,7 +95,7 @@ class THE(UnaryEncoding):
     spec_name = "the"
     examples = (dict(spec="the(k=4,eps=1.0)", eps_ldp=1.0),)
 
-    def __init__(self, k: int, eps: float, theta: float | None = None):
+    def __init__(self, k: int, eps: float, theta: float | None = None) -> None:
         self.eps = check_eps(eps)
         self._theta_given = theta is not None
         self.theta = optimal_threshold(self.eps) if theta is None else float(theta)
@@ -100,7 +103,7 @@ class THE(UnaryEncoding):
             raise LocalPrivError(f"THE threshold must lie in [0.5, 1], got {theta}")
         super().__init__(k, *the_probabilities(self.eps, self.theta))
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "theta": self.theta if self._theta_given else None}
 
 
@@ -130,7 +133,7 @@ class SHE(Mechanism):
     #: smallest grid exponent: ``1/g <= 2^20`` keeps ``1/g + CLAMP`` within int32
     MIN_GRID_LOG2 = -20
 
-    def __init__(self, k: int, eps: float, grid: float | None = None):
+    def __init__(self, k: int, eps: float, grid: float | None = None) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
         self._grid_given = grid is not None
@@ -141,20 +144,20 @@ class SHE(Mechanism):
         self.rate = self.grid * self.eps / 2.0
         self.sampler = digit_laplace(self.rate)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "grid": self.grid if self._grid_given else None}
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> None:
         return None
 
-    def channel(self):
+    def channel(self) -> np.ndarray:
         raise LocalPrivError(f"{self} has unbounded reports: no finite channel (use its likelihood)")
 
-    def output_index(self, reports):
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         raise LocalPrivError(f"{self} has unbounded reports: no output index")
 
-    def vectors(self, reports) -> np.ndarray:
+    def vectors(self, reports: ArrayLike) -> np.ndarray:
         """Byte reports (``n x 4k`` uint8) -> noisy vectors (``n x k`` float64)."""
         r = np.ascontiguousarray(reports)
         if r.ndim != 2 or r.dtype != np.uint8 or r.shape[1] != 4 * self.k:
@@ -162,7 +165,7 @@ class SHE(Mechanism):
                                  f"got {r.dtype} {r.shape}")
         return r.view("<f4").astype(float)
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """One-hot vector plus ``g D`` per entry (``D`` discrete Laplace), stored as float32.
 
         Each entry's ``D`` comes from
@@ -185,7 +188,7 @@ class SHE(Mechanism):
         native = floats.dtype.isnative
         sampler = self.sampler
 
-        def fill(lo, hi, gen):
+        def fill(lo: int, hi: int, gen: np.random.Generator) -> None:
             if native:
                 sampler.rows_into(x[lo:hi], s, self.grid, N, floats[lo:hi], gen)
             else:  # pragma: no cover - big-endian machines
@@ -196,13 +199,13 @@ class SHE(Mechanism):
         fill_in_streams(x.size, k, fill, rng)
         return out
 
-    def support_counts(self, reports, counts=None) -> np.ndarray:
+    def support_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """``sum_j counts_j z_j``: with ``p* = 1, q* = 0`` MI becomes SHE's mean estimator."""
         z = self.vectors(reports)
         c = np.ones(z.shape[0]) if counts is None else np.asarray(counts, dtype=float)
         return c @ z
 
-    def _steps(self, z) -> np.ndarray:
+    def _steps(self, z: ArrayLike) -> np.ndarray:
         """Report values -> grid steps ``z / g``, refusing values this mechanism cannot release."""
         d = np.asarray(z, dtype=float) / self.grid
         if not np.all(np.isfinite(d)) or np.any(d != np.round(d)) or np.any(np.abs(d) > self.CLAMP):
@@ -210,7 +213,7 @@ class SHE(Mechanism):
                                  f"within +-{self.CLAMP} steps (reports of another SHE version?)")
         return d
 
-    def _log_parts(self, z):
+    def _log_parts(self, z: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``log c(z)`` per report and ``log r`` per coordinate: ``P(z | x) = c(z) r(z_x)``."""
         d = self._steps(z)
         lam, s, N = self.rate, self.steps_per_unit, self.CLAMP
@@ -221,11 +224,11 @@ class SHE(Mechanism):
         log_r = -lam * (np.abs(d - s) - np.abs(d))
         return log_c, log_r
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         log_c, log_r = self._log_parts(self.vectors(reports))
         return np.exp(log_c[None, :] + log_r.T)
 
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
         log_c, log_r = self._log_parts(self.vectors(reports))
         return SupportBlock(self.k, log_c, 0.0, 1.0, np.exp(log_r), counts)
 

@@ -1,4 +1,4 @@
-"""The Hybrid mechanism for a number in ``[-1, 1]`` (``hm``, issue 20).
+"""The Hybrid mechanism for a number in ``[-1, 1]`` (``hm``).
 
 Wang, Xiao, Yang, Zhao, Hui, Shin, Shin and Yu, "Collecting and Analyzing Multidimensional Data
 with Local Differential Privacy", ICDE 2019, Algorithm 3 and Lemma 4: with probability ``alpha``
@@ -23,8 +23,10 @@ values (mixing weights cancel). Input cells are perturbed at their centres as in
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
@@ -33,6 +35,10 @@ from localpriv.mechanisms.duchi import Duchi
 from localpriv.mechanisms.piecewise import Piecewise, WindowBlock
 from localpriv.mechanisms.privacy import checked_epsilon, ldp_epsilon
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
+
+if TYPE_CHECKING:
+    from localpriv.domains import Domain
+    from localpriv.utils.interval import Interval
 
 __all__ = ["Hybrid", "HM_EPS_STAR"]
 
@@ -59,7 +65,7 @@ class Hybrid(Mechanism):
                 dict(spec="hm(k=5,eps=0.5)", eps_ldp=0.5))  # below eps* ~ 0.61: Duchi's part alone
     report_kind = "float64"
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         self.pm = Piecewise(self.k, self.eps)
@@ -67,14 +73,14 @@ class Hybrid(Mechanism):
         #: probability of the Piecewise part
         self.alpha = -math.expm1(-0.5 * self.eps) if self.eps > HM_EPS_STAR else 0.0
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> None:
         return None
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Piecewise with probability ``alpha``, else Duchi's ``+-B``, at the cell's centre."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
@@ -87,7 +93,7 @@ class Hybrid(Mechanism):
     def channel(self) -> np.ndarray:
         raise LocalPrivError(f"{self}: reports are real numbers (no finite channel); use likelihood(reports)")
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         """Reports as float64: ``+-B``, or (when ``alpha > 0``) a number in ``[-C, C]``."""
         r = np.asarray(reports)
         if r.dtype.kind not in "iuf":
@@ -102,7 +108,7 @@ class Hybrid(Mechanism):
                                  f"{np.unique(r[bad])[:5].tolist()}")
         return r
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j]``: ``(1 - alpha) P_Duchi(z_j | t_x)`` at ``+-B``, ``alpha f_PM(z_j | t_x)`` elsewhere."""
         z = self.output_index(reports)
         check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
@@ -113,7 +119,7 @@ class Hybrid(Mechanism):
         pm = self.alpha * self.pm.density(z[None, :], t)
         return np.where(atom, duchi, pm)
 
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
         """The atoms ``+-B`` as (at most two) dense columns, the Piecewise reports as a
         :class:`~localpriv.mechanisms.piecewise.WindowBlock` scaled by ``alpha``: ``O(k + m)`` per
         product."""
@@ -139,16 +145,16 @@ class Hybrid(Mechanism):
         return checked_epsilon(max(levels), str(self))
 
     # ---- the classic estimator ------------------------------------------------------------
-    def unbiased(self, reports) -> np.ndarray:
+    def unbiased(self, reports: ArrayLike) -> np.ndarray:
         """Per-report unbiased estimates of ``t``: the reports themselves."""
         return self.output_index(reports)
 
-    def report_variance(self, t) -> np.ndarray:
+    def report_variance(self, t: ArrayLike) -> np.ndarray:
         """``alpha (Var_PM[z | t] + t^2) + (1 - alpha) B^2 - t^2`` (Wang et al. 2019, Lemma 4)."""
         t = np.asarray(t, dtype=float)
         return self.alpha * (self.pm.report_variance(t) + t ** 2) + (1.0 - self.alpha) * self.duchi.B ** 2 - t ** 2
 
-    def estimate_mean(self, reports, domain=None, level: float = 0.95):
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
         """The unbiased mean of the reports with its normal interval, in the domain's units."""
         return mean_interval(self.unbiased(reports), self.k, True, domain, level, "hm (unbiased)")
 
@@ -156,22 +162,22 @@ class Hybrid(Mechanism):
 class _HybridBlock(LikelihoodBlock):
     """Columns ``atom`` from a dense ``k x n_atoms`` matrix, the others from a window block."""
 
-    def __init__(self, atom, G_atoms, window: WindowBlock, counts):
+    def __init__(self, atom: np.ndarray, G_atoms: np.ndarray, window: WindowBlock, counts: np.ndarray) -> None:
         # (no attribute ``G``: the uncertainty module reads one as the whole dense matrix)
         self.atom, self._atoms, self.window, self.counts = atom, G_atoms, window, counts
         self.k = window.k
         self._G2 = G_atoms * G_atoms
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> np.ndarray:
         out = np.empty(self.atom.size)
         out[self.atom] = np.asarray(theta, dtype=float) @ self._atoms
         out[~self.atom] = self.window.forward(theta)
         return out
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> np.ndarray:
         w = np.asarray(w, dtype=float)
         return self._atoms @ w[self.atom] + self.window.backward(w[~self.atom])
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
         w = np.asarray(w, dtype=float)
         return self._G2 @ w[self.atom] + self.window.hessian_diagonal(w[~self.atom])

@@ -40,9 +40,9 @@ neglects nothing: its outer ring holds the rest, below).
   by Gauss-Legendre panels and Gauss-Laguerre tails. Since ``R`` is at least the grid's extent,
   every offset beyond the ring clamps to the same edge cell as the ring offset, so the channel is
   the mechanism's exactly, whatever ``R`` (the cap bounds memory only), and the kernel sums to 1 to
-  round-off. (Before session 16 the tail beyond a capped ``R`` was put on the centre cell, which
-  made the computed LDP level wrong at small eps: 16.8 for ``eps = 0.001`` on the Manhattan grid,
-  where it is 0.0106.)
+  round-off. (A former kernel put the tail beyond a capped ``R`` on the centre cell, which made
+  the computed LDP level wrong at small eps: 16.8 for ``eps = 0.001`` on the Manhattan grid, where
+  it is 0.0106; docs/decisions/0015-planar-laplace-outer-ring.md.)
 
 Privacy computed from the channel (:meth:`~localpriv.mechanisms.base.Mechanism.epsilon_geo`):
 for the planar geometric mechanism it equals ``eps`` whenever the grid has an interior cell
@@ -53,10 +53,14 @@ Manhattan grid, the sup being approached by far-apart cells and the edge tails).
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike
+
+from localpriv.domains import Domain
 from localpriv.domains.grid import GridDomain
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import clamped_block_for
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
@@ -100,7 +104,7 @@ def clamp_channel(K: np.ndarray, nrows: int, ncols: int) -> np.ndarray:
     if max(nrows, ncols) - 1 > R:
         raise LocalPrivError("clamp_channel: kernel smaller than the grid")
 
-    def types(n):
+    def types(n: int) -> np.ndarray:
         t = np.array(["single"] * n, dtype=object)
         if n == 1:
             t[0] = "all"
@@ -142,8 +146,8 @@ DENSE_BLOCK_MAX = 1 << 22
 class _PlanarBase(Mechanism):
     """Shared parts: grid bookkeeping, kernel, channel, inverse-CDF sampling of offsets."""
 
-    def __init__(self, eps: float, domain=None, k: int | None = None, nrows: int | None = None,
-                 ncols: int | None = None, cell_km: float | None = None):
+    def __init__(self, eps: float, domain: Domain | None = None, k: int | None = None, nrows: int | None = None,
+                 ncols: int | None = None, cell_km: float | None = None) -> None:
 
         self.eps = check_eps(eps)
         shape = (nrows, ncols, cell_km)
@@ -171,10 +175,10 @@ class _PlanarBase(Mechanism):
             raise LocalPrivError(f"{self.spec_name}: k={k} but the grid has {self.k} cells")
         self.s = float(domain.cell_km)
         self.R = _radius(self.eps, self.s, domain.nrows, domain.ncols)
-        self._K = None
-        self._M = None
+        self._K: np.ndarray | None = None
+        self._M: np.ndarray | None = None
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         if self._grid_in_spec:
             d = self.domain
             return {"eps": self.eps, "nrows": d.nrows, "ncols": d.ncols, "cell_km": d.cell_km}
@@ -199,8 +203,8 @@ class _PlanarBase(Mechanism):
             self._M = clamp_channel(self.kernel(), self.domain.nrows, self.domain.ncols)
         return self._M
 
-    def likelihood_block(self, reports, counts):
-        """Fast products by 2-D FFT convolution with exact border folding (issue 8):
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
+        """Fast products by 2-D FFT convolution with exact border folding:
         :class:`localpriv.likelihood.structured.ClampedConvBlock` on this mechanism's kernel, cropped to the
         half-width beyond which it holds less than 1e-19 of its mass.
 
@@ -244,14 +248,14 @@ class PlanarGeometric(_PlanarBase):
     examples = (dict(spec="planar-geometric(eps=1.0)", eps_geo=1.0,
                      domain="grid(lat0=40.7,lon0=-74.0,nrows=2,ncols=2,cell_km=1.0)"),)
 
-    def _make_kernel(self):
+    def _make_kernel(self) -> np.ndarray:
         R = self.R
         i = np.arange(-R, R + 1, dtype=float)
         logw = -self.eps * self.s * np.sqrt(i[:, None] ** 2 + i[None, :] ** 2)
         w = np.exp(logw)
         return w / w.sum()
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Offset drawn from the kernel by one binary search per user, then clamped to the grid."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
@@ -263,12 +267,12 @@ class PlanarGeometric(_PlanarBase):
         return self._clamp(x, di - self.R, dj - self.R)
 
 
-def _gauss_legendre(q: int):
+def _gauss_legendre(q: int) -> tuple[np.ndarray, np.ndarray]:
     t, w = np.polynomial.legendre.leggauss(q)
     return 0.5 * t, 0.5 * w  # nodes and weights on [-1/2, 1/2]
 
 
-def _tail_rule(lo: float, T: float, rate, panel: int, laguerre: int) -> tuple[np.ndarray, np.ndarray]:
+def _tail_rule(lo: float, T: float, rate: ArrayLike, panel: int, laguerre: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and log-weights for ``int_lo^inf g(t) dt``, one row per entry of ``rate`` (shape
     ``(m,)``; result ``(m, N)``): Gauss-Legendre (``panel`` nodes) on panels doubling from ``lo``
     to ``T`` (where the integrand varies on the scale of ``t``), then Gauss-Laguerre (``laguerre``
@@ -308,11 +312,11 @@ class PlanarLaplace(_PlanarBase):
     #: offsets (in cells, per axis) refined by splitting, and the split factor
     NEAR, NEAR_SPLIT = 3, 16
 
-    def _make_kernel(self):
+    def _make_kernel(self) -> np.ndarray:
         R, s, eps = self.R, self.s, self.eps
         t, w = _gauss_legendre(self.QUAD)
         # density eps^2/(2 pi) exp(-eps r) (km^-2) times the cell area s^2, the constant in log
-        # space so that no eps overflows (issue 15: eps^2 is inf beyond 1e154)
+        # space so that no eps overflows (eps^2 is inf beyond 1e154)
         log_scale = 2.0 * np.log(s * eps) - np.log(2 * np.pi)
         # the density and the Gauss-Legendre nodes are symmetric in both axes: integrate the
         # quadrant di, dj >= 0 and mirror it (4x less work, exactly symmetric kernel)
@@ -405,7 +409,7 @@ class PlanarLaplace(_PlanarBase):
         z = b * np.hypot(1.0, v)
         return float(np.exp(lw + np.log1p(z) - z - np.log1p(v * v)).sum() / np.pi)
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Noise of radius ``Gamma(2, 1/eps)`` and uniform angle added to the cell centre, then the
         cell holding the point (clamped to the grid)."""
         x = self._check_inputs(x)

@@ -1,4 +1,4 @@
-"""Bloom-filter RAPPOR with cohorts (Erlingsson, Pihur, Korolova, CCS 2014; issue 20, item 2).
+"""Bloom-filter RAPPOR with cohorts (Erlingsson, Pihur, Korolova, CCS 2014).
 
 A user holding the value ``x`` (an index of the candidate domain) belongs to a *cohort*
 ``c`` (uniform on ``0..cohorts-1``, drawn once per user) and encodes ``x`` in an ``m``-bit Bloom
@@ -6,7 +6,8 @@ filter ``B`` with ``h`` hash functions, then reports it through two randomized r
 
 * **Bloom bits** (our documented, cross-language choice; ``docs/rappor.md``, ``docs/hashing.md``):
   bit ``j`` of ``B`` is set iff ``j = H_{c,i}(key(x)) = XXH64(le64(key(x)), seed = c h + i) mod m``
-  for some ``i < h`` (:func:`localpriv.mechanisms.stablehash.hash_keys`, :func:`~localpriv.mechanisms.stablehash.to_range`).
+  for some ``i < h`` (:func:`localpriv.mechanisms.stablehash.hash_keys`,
+  :func:`~localpriv.mechanisms.stablehash.to_range`).
   ``key(x) = x`` (``keys=index``, the default) or, with ``keys=labels``, the XXH64 (seed 0) of
   the UTF-8 text of the domain's label of ``x`` (:func:`localpriv.mechanisms.stablehash.hash_strings`), so
   candidates may be strings. Two of the ``h`` positions may coincide: ``|B| <= h``.
@@ -44,10 +45,10 @@ of the low ``m`` bits), when ``m + bits(cohorts - 1) <= 62``; wider filters (the
 256) are bit-vector reports of ``2 + ceil(m/8)`` bytes: the cohort as a little-endian uint16, then
 the ``m`` bits packed little-endian (bit ``j`` is bit ``j mod 8`` of byte ``2 + j // 8``; padding
 bits zero). Either way they aggregate with the generic ``GROUP BY report`` and the counts of
-distinct reports are exactly what the exact likelihood needs. ``memoize(x, rng)`` draws the cohort and the PRR, ``instantaneous(memo, rng)`` one IRR
-report, ``sample = instantaneous o memoize`` (one report per user: a one-shot collection) and
-``sample_rounds(x, rng, rounds)`` several reports from one memoized PRR, as the longitudinal
-oracles of :mod:`localpriv.mechanisms.longitudinal`.
+distinct reports are exactly what the exact likelihood needs. ``memoize(x, rng)`` draws the cohort
+and the PRR, ``instantaneous(memo, rng)`` one IRR report, ``sample = instantaneous o memoize`` (one
+report per user: a one-shot collection) and ``sample_rounds(x, rng, rounds)`` several reports from
+one memoized PRR, as the longitudinal oracles of :mod:`localpriv.mechanisms.longitudinal`.
 
 Decoding over a candidate set (:func:`decode`): per-cohort bit counts ``Y[c, j]`` of ``N[c]``
 reports (:meth:`RAPPOR.bit_counts`), debiased to ``T[c, j] = (Y[c, j] - s0 N[c]) / (s1 - s0)``
@@ -83,14 +84,19 @@ reports (:meth:`RAPPOR.bit_counts`), debiased to ``T[c, j] = (Y[c, j] - s0 N[c])
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import DenseBlock, check_dense_size
 from localpriv.mechanisms import stablehash
 from localpriv.mechanisms.base import Mechanism, Memoized, register
 from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.utils.validation import LocalPrivError, check_int
+
+if TYPE_CHECKING:
+    from localpriv.domains import Domain
 
 __all__ = ["RAPPOR", "BitCounts", "bloom_positions", "candidate_keys", "finite_float"]
 
@@ -102,7 +108,7 @@ COHORT_BYTES = 2
 _CHUNK = 1 << 18  # bits drawn at once when sampling
 
 
-def finite_float(v, name: str) -> float:
+def finite_float(v: Any, name: str) -> float:
     """``float(v)``, or a one-line error naming the RAPPOR parameter ``name``."""
     try:
         out = float(v)
@@ -113,7 +119,7 @@ def finite_float(v, name: str) -> float:
     return out
 
 
-def candidate_keys(candidates) -> np.ndarray:
+def candidate_keys(candidates: ArrayLike) -> np.ndarray:
     """64-bit keys of candidates: unsigned integers as they are, strings by
     ``XXH64(UTF-8, seed=0)`` (:func:`localpriv.mechanisms.stablehash.hash_strings`)."""
     arr = np.asarray(candidates)
@@ -126,7 +132,7 @@ def candidate_keys(candidates) -> np.ndarray:
     raise LocalPrivError(f"rappor: candidates must be integers (keys) or strings, got dtype {arr.dtype}")
 
 
-def bloom_positions(keys, cohorts: int, h: int, m: int) -> np.ndarray:
+def bloom_positions(keys: ArrayLike, cohorts: int, h: int, m: int) -> np.ndarray:
     """``(cohorts, len(keys), h)`` int64: ``XXH64(le64(key), seed = c h + i) mod m``."""
     keys = np.asarray(keys, dtype=np.uint64)
     seeds = (np.arange(cohorts, dtype=np.uint64)[:, None] * np.uint64(h)
@@ -168,7 +174,7 @@ class RAPPOR(Memoized, Mechanism):
     report_kind = "int64"
 
     def __init__(self, k: int, m: int = 32, h: int = 2, cohorts: int = 8, f: float = 0.5, p: float = 0.5,
-                 q: float = 0.75, keys: str = "index", domain=None):
+                 q: float = 0.75, keys: str = "index", domain: Domain | None = None) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.m = check_int(m, "rappor: m", minimum=1, maximum=MAX_M)
         self.h = check_int(h, "rappor: h", minimum=1, maximum=self.m)
@@ -176,7 +182,7 @@ class RAPPOR(Memoized, Mechanism):
         # one int64 per report while it fits; else a bit vector of 2 + ceil(m/8) bytes
         self.wide = self.m + int(self.cohorts - 1).bit_length() > 62
         if self.wide:
-            self.report_kind = "binary"
+            self.report_kind = "binary"  # type: ignore[misc]  # per instance: wide filters have bit-vector reports
             self.report_bytes = COHORT_BYTES + (self.m + 7) // 8
         self.f, self.p, self.q = finite_float(f, "f"), finite_float(p, "p"), finite_float(q, "q")
         if not 0.0 <= self.f < 1.0:
@@ -206,15 +212,15 @@ class RAPPOR(Memoized, Mechanism):
         self.log_s0, self.log_1ms0 = float(np.log(self.s0)), float(np.log1p(-self.s0))
         self.l1 = self.log_s1 - self.log_s0
         self.l0 = self.log_1ms1 - self.log_1ms0
-        self._bloom = None
-        self._levels: dict = {}
+        self._bloom: np.ndarray | None = None
+        self._levels: dict[str, float] = {}
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "m": self.m, "h": self.h, "cohorts": self.cohorts, "f": self.f, "p": self.p,
                 "q": self.q, "keys": None if self.keys == "index" else self.keys}
 
     # ---- the Bloom filters --------------------------------------------------------------
-    def bloom(self, keys=None) -> np.ndarray:
+    def bloom(self, keys: ArrayLike | None = None) -> np.ndarray:
         """``(cohorts, n, m)`` bool: the Bloom filter of each key in each cohort (``keys=None``:
         the mechanism's inputs, cached)."""
         if keys is None and self._bloom is not None:
@@ -235,11 +241,11 @@ class RAPPOR(Memoized, Mechanism):
         return self.cohorts << self.m
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> int | None:
         n = self.output_space_size()
         return n if n <= DENSE_MAX_OUTPUTS else None
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         """Reports are their own output indices ``c * 2^m + bits``; checked to be in range (int64
         reports only: wide filters have bit-vector reports, see :meth:`decode_reports`)."""
         if self.wide:
@@ -257,7 +263,7 @@ class RAPPOR(Memoized, Mechanism):
                                  f"{np.unique(r[bad])[:5].tolist()}")
         return r
 
-    def decode_reports(self, reports) -> tuple[np.ndarray, np.ndarray]:
+    def decode_reports(self, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``report -> (cohort, n x m uint8 bits)`` (int64 reports or, for wide filters, bit-vector
         rows; invalid reports are refused with one line)."""
         if not self.wide:
@@ -277,14 +283,14 @@ class RAPPOR(Memoized, Mechanism):
             raise LocalPrivError(f"{self}: reports set padding bits beyond bit {self.m - 1}")
         return cohort, bits[:, :self.m]
 
-    def check_binary_reports(self, reports) -> None:
+    def check_binary_reports(self, reports: ArrayLike) -> None:
         """Cohorts in range and padding bits clear (called by the readers for wide filters)."""
         step = max(1, _CHUNK // self.report_bytes)
         r = np.asarray(reports)
         for s in range(0, r.shape[0], step):
             self.decode_reports(r[s:s + step])
 
-    def _encode(self, cohort, bits) -> np.ndarray:
+    def _encode(self, cohort: np.ndarray, bits: np.ndarray) -> np.ndarray:
         """``(cohort, n x m bool)`` -> reports (int64, or bit-vector rows for wide filters)."""
         if not self.wide:
             weights = np.left_shift(np.int64(1), np.arange(self.m, dtype=np.int64))
@@ -304,7 +310,7 @@ class RAPPOR(Memoized, Mechanism):
         return self.likelihood(np.arange(n))
 
     # ---- sampling -----------------------------------------------------------------------
-    def memoize(self, x, rng):
+    def memoize(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The permanent part of each user: ``(cohort, B')``, her cohort and her PRR of the Bloom
         filter of ``x`` (``B'`` as an ``n x m`` bool matrix)."""
         n = x.size
@@ -319,7 +325,7 @@ class RAPPOR(Memoized, Mechanism):
             prr[s:e] = np.where(u < self.f, u < half, bloom[cohort[s:e], x[s:e]])
         return cohort, prr
 
-    def instantaneous(self, memo, rng) -> np.ndarray:
+    def instantaneous(self, memo: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> np.ndarray:
         """One IRR report per user from her memoized ``(cohort, B')``: ``c * 2^m + bits``."""
         cohort, prr = memo
         n = cohort.size
@@ -333,7 +339,7 @@ class RAPPOR(Memoized, Mechanism):
         return out
 
     # ---- likelihood ---------------------------------------------------------------------
-    def log_likelihood(self, reports, bloom) -> np.ndarray:
+    def log_likelihood(self, reports: ArrayLike, bloom: np.ndarray) -> np.ndarray:
         """``log P((c, S_j) | candidate)`` for every candidate row of ``bloom`` (cohorts x K x m)."""
         cohort, bits = self.decode_reports(reports)
         K = bloom.shape[1]
@@ -353,15 +359,15 @@ class RAPPOR(Memoized, Mechanism):
             out[:, idx] = size[c][:, None] * self.l0 + overlap * (self.l1 - self.l0)
         return out + base[None, :]
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j] = P(reports[j] | x)`` (exact; module docstring), computed in log space."""
         m = np.shape(reports)[0]
         check_dense_size(self.k, m, f"{self} likelihood of {m} reports")
         return np.exp(self.log_likelihood(reports, self.bloom()))
 
-    def likelihood_block(self, reports, counts):
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> DenseBlock:
         """Dense ``k x reports`` block of the exact likelihood (one row per candidate)."""
-        return DenseBlock(self.likelihood(reports), counts)
+        return DenseBlock(self.likelihood(reports), np.asarray(counts))
 
     # ---- privacy ------------------------------------------------------------------------
     def _max_pair_level(self, l1: float, l0: float) -> float:
@@ -413,7 +419,7 @@ class RAPPOR(Memoized, Mechanism):
         return checked_epsilon(self._levels["perm"], str(self))
 
     # ---- decoding ingredients ------------------------------------------------------------
-    def bit_counts(self, reports, counts=None) -> BitCounts:
+    def bit_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> BitCounts:
         """Per-cohort report counts ``n[c]`` and bit counts ``ones[c, j]`` (weighted by ``counts``)."""
         r = np.asarray(reports)
         if not self.wide:

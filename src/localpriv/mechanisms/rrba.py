@@ -19,7 +19,10 @@ Spec: ``rrba(p=0.5,cells=4)``, ``rrba(p=0.5,table=[0.7,0.2,0.1,0.0],floor=0.01)`
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.base import Mechanism, register
@@ -29,25 +32,25 @@ from localpriv.utils.validation import LocalPrivError, check_int, check_rng
 __all__ = ["RRBAMechanism", "rrba_epsilon", "floor_table"]
 
 
-def floor_table(T, floor: float = 0.0) -> np.ndarray:
+def floor_table(T: ArrayLike, floor: float = 0.0) -> np.ndarray:
     """``T`` with every cell raised to at least ``floor`` and renormalized to sum 1.
 
     Raising to ``floor`` then dividing by the new total keeps ``min T >= floor / (1 + k*floor)``,
     which bounds the RRBA level (see :func:`rrba_epsilon`).
     """
-    T = np.asarray(T, dtype=float).ravel()
-    if T.size == 0 or np.any(~np.isfinite(T)) or np.any(T < 0) or T.sum() <= 0:
+    tab = np.asarray(T, dtype=float).ravel()
+    if tab.size == 0 or np.any(~np.isfinite(tab)) or np.any(tab < 0) or tab.sum() <= 0:
         raise LocalPrivError("the fake-value table must be non-negative with a positive total")
-    if not 0 <= floor < 1.0 / T.size + 1e-12:
-        raise LocalPrivError(f"floor must be in [0, 1/cells] = [0, {1.0 / T.size:.4g}], got {floor}")
-    T = T / T.sum()
+    if not 0 <= floor < 1.0 / tab.size + 1e-12:
+        raise LocalPrivError(f"floor must be in [0, 1/cells] = [0, {1.0 / tab.size:.4g}], got {floor}")
+    tab = tab / tab.sum()
     if floor > 0:
-        T = np.maximum(T, floor)
-        T = T / T.sum()
-    return T
+        tab = np.maximum(tab, floor)
+        tab = tab / tab.sum()
+    return tab
 
 
-def rrba_epsilon(p: float, T) -> float:
+def rrba_epsilon(p: float, T: ArrayLike) -> float:
     """Closed form of one report's LDP level: ``ln(1 + p / ((1-p) min_w T[w]))``.
 
     ``inf`` when some cell of ``T`` is 0 and ``p > 0``; ``0`` when ``p = 0``. (Derivation: column
@@ -87,7 +90,8 @@ class RRBAMechanism(Mechanism):
     spec_name = "rrba"
     examples = (dict(spec="rrba(p=0.5,cells=4)", eps_ldp=1.6094379124341003, tight=True),)  # log 5
 
-    def __init__(self, p=0.5, cells=None, table=None, floor=0.0, k=None):
+    def __init__(self, p: float = 0.5, cells: int | None = None, table: ArrayLike | None = None, floor: float = 0.0,
+                 k: int | None = None):
         p = float(p)
         if not 0 <= p < 1:
             raise LocalPrivError(f"rrba: p must be in [0, 1), got {p}")
@@ -112,8 +116,8 @@ class RRBAMechanism(Mechanism):
         self.T.setflags(write=False)
         self.k = int(self.T.size)
 
-    def params(self):
-        out = {"p": self.p}
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"p": self.p}
         if self._given_table:
             out["table"] = [float(x) for x in self._raw]
         else:
@@ -131,7 +135,7 @@ class RRBAMechanism(Mechanism):
         check_dense_size(self.k, self.k, f"{self} channel")
         return self.p * np.eye(self.k) + (1 - self.p) * np.broadcast_to(self.T, (self.k, self.k))
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j] = (1-p) T[z_j] + p [x == z_j]``, only for the given reports."""
         z = self.output_index(reports)
         check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
@@ -146,14 +150,14 @@ class RRBAMechanism(Mechanism):
         is 0."""
         return checked_epsilon(rrba_epsilon(self.p, self.T), str(self))
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> tuple[int, str]:
         """``det(p I + (1-p) 1 T^T) = p^{k-1} (p + (1-p) sum(T)) = p^{k-1}``: rank ``k`` for
         ``p > 0``; for ``p = 0`` every row is ``T`` (rank 1)."""
         if self.p > 0:
             return self.k, "exact: det(p I + (1-p) 1 T^T) = p^(k-1) > 0"
         return 1, "exact: p = 0, every row of the channel is the fake table T"
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Algorithm 1's client for every user at once: Bernoulli(p) coin, then Eq. 4.2."""
         x = self._check_inputs(x)
         rng = check_rng(rng)

@@ -27,17 +27,23 @@ uniform unless given: ``shokri(q=4.0,prior=[...])``; ``loss=squared`` uses the s
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.utils.validation import LocalPrivError, check_distribution
 
+if TYPE_CHECKING:
+    from localpriv.domains import Domain
 
-def linprog(*args, **kwargs):
+
+def linprog(*args: Any, **kwargs: Any) -> Any:
     """``scipy.optimize.linprog``, imported on first use (keeps ``import localpriv`` quick)."""
     from scipy.optimize import linprog as _f
     return _f(*args, **kwargs)
@@ -46,13 +52,13 @@ def linprog(*args, **kwargs):
 __all__ = ["ShokriMechanism", "shokri_lp", "adversary_loss", "quality_loss"]
 
 
-def quality_loss(A, prior, loss) -> float:
+def quality_loss(A: ArrayLike, prior: ArrayLike, loss: ArrayLike) -> float:
     """The user's expected quality loss ``sum_x pi_x sum_z A[x,z] l(x,z)``."""
     A = np.asarray(A, dtype=float)
     return float(np.asarray(prior, dtype=float) @ (A * np.asarray(loss, dtype=float)).sum(axis=1))
 
 
-def adversary_loss(A, prior, loss) -> float:
+def adversary_loss(A: ArrayLike, prior: ArrayLike, loss: ArrayLike) -> float:
     """The adversary's expected loss under his best guess: ``sum_y min_z sum_x pi_x A[x,y] l(x,z)``.
 
     This is the objective of Shokri et al.'s LP (seed 003 section 8.2.4); the best guess for a
@@ -64,7 +70,7 @@ def adversary_loss(A, prior, loss) -> float:
     return float(cost.min(axis=1).sum())
 
 
-def shokri_lp(prior, loss, Q: float, *, tol: float = 1e-7, method: str = "highs") -> np.ndarray:
+def shokri_lp(prior: ArrayLike, loss: ArrayLike, Q: float, *, tol: float = 1e-7, method: str = "highs") -> np.ndarray:
     """Solve Shokri et al.'s LP (seed 003 section 8.2.4) with HiGHS; return the channel ``A``.
 
     Parameters
@@ -141,7 +147,7 @@ def shokri_lp(prior, loss, Q: float, *, tol: float = 1e-7, method: str = "highs"
 
 
 @lru_cache(maxsize=64)
-def _cached_lp(prior_key: tuple, loss_bytes: bytes, k: int, Q: float) -> np.ndarray:
+def _cached_lp(prior_key: tuple[float, ...], loss_bytes: bytes, k: int, Q: float) -> np.ndarray:
     A = shokri_lp(np.array(prior_key), np.frombuffer(loss_bytes).reshape(k, k), Q)
     A.setflags(write=False)
     return A
@@ -166,7 +172,8 @@ class ShokriMechanism(Mechanism):
     spec_name = "shokri"
     examples = (dict(spec="shokri(q=0.8)", domain="0..3"),)
 
-    def __init__(self, q: float, domain=None, prior="uniform", loss: str = "distance"):
+    def __init__(self, q: float, domain: Domain | None = None, prior: str | Sequence[float] = "uniform",
+                 loss: str = "distance"):
         if domain is None or not getattr(domain, "is_metric", False):
             raise LocalPrivError("shokri needs a metric domain (e.g. --domain 0..99 or a grid): "
                                  "the loss is its distance")
@@ -192,7 +199,7 @@ class ShokriMechanism(Mechanism):
         self.loss_matrix = L
         self._A = _cached_lp(tuple(pi.tolist()), np.ascontiguousarray(L, dtype=float).tobytes(), self.k, self.q)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"q": self.q, "prior": None if self.prior == "uniform" else self.prior,
                 "loss": None if self.loss == "distance" else self.loss}
 

@@ -1,4 +1,4 @@
-"""Stable, cross-language hashing: XXH64 of strings and of 64-bit keys (issue 20, item 4).
+"""Stable, cross-language hashing: XXH64 of strings and of 64-bit keys.
 
 Every hash a client computes and the collector must recompute (sketch rows, Bloom-filter bits,
 heavy-hitter prefixes, string keys) goes through this module, so a client written in another
@@ -23,8 +23,10 @@ pass from :data:`COMPILED_MIN` hashes on.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.utils.validation import LocalPrivError
 
@@ -54,16 +56,16 @@ TEST_VECTORS = (
 )
 
 
-def _rotl(x, r):
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-def _round(acc, lane):
+def _round(acc: np.ndarray | np.uint64, lane: np.ndarray) -> np.ndarray:
     acc = acc + lane * P2
     return _rotl(acc, 31) * P1
 
 
-def _avalanche(h):
+def _avalanche(h: np.ndarray) -> np.ndarray:
     h = h ^ (h >> np.uint64(33))
     h = h * P2
     h = h ^ (h >> np.uint64(29))
@@ -71,7 +73,7 @@ def _avalanche(h):
     return h ^ (h >> np.uint64(32))
 
 
-def hash_keys(keys, seed=0) -> np.ndarray:
+def hash_keys(keys: ArrayLike, seed: ArrayLike = 0) -> np.ndarray:
     """XXH64 of each key's 8 little-endian bytes with ``seed`` (keys and seeds broadcast).
 
     For an 8-byte input XXH64 reduces to ``h = seed + P5 + 8``, ``h ^= round(0, key)``,
@@ -99,14 +101,14 @@ def hash_keys(keys, seed=0) -> np.ndarray:
         return _avalanche(h)
 
 
-def to_range(h, m: int) -> np.ndarray:
+def to_range(h: ArrayLike, m: int) -> np.ndarray:
     """``h mod m`` as int64: a 64-bit hash onto ``{0, ..., m-1}`` (bias below ``m / 2^64``)."""
     if not 1 <= int(m) <= 2 ** 62:
         raise LocalPrivError(f"to_range: m must be in 1..2^62, got {m}")
     return (np.asarray(h, dtype=np.uint64) % np.uint64(m)).astype(np.int64)
 
 
-def hash_to_range(keys, seed, m: int) -> np.ndarray:
+def hash_to_range(keys: ArrayLike, seed: ArrayLike, m: int) -> np.ndarray:
     """``to_range(hash_keys(keys, seed), m)`` fused in one compiled pass where the table is large
     (the ``seeds[:, None]`` x ``keys[None, :]`` table of an exact likelihood: no 64-bit
     temporaries). Same numbers as the two steps."""
@@ -121,7 +123,7 @@ def hash_to_range(keys, seed, m: int) -> np.ndarray:
     k, s = k.astype(np.uint64, copy=False), s.astype(np.uint64, copy=False)
     mm = np.uint64(int(m))
     if len(shape) == 2 and s.shape == (shape[0], 1) and k.shape == (1, shape[1]):
-        out = np.empty(shape, dtype=np.int64)
+        out: np.ndarray = np.empty(shape, dtype=np.int64)
         _kernels().xxh64_outer_mod(np.ascontiguousarray(k[0]), np.ascontiguousarray(s[:, 0]), mm, out)
         return out
     kb, sb = (np.ascontiguousarray(np.broadcast_to(a, shape)).ravel() for a in (k, s))
@@ -134,12 +136,12 @@ def hash_to_range(keys, seed, m: int) -> np.ndarray:
 COMPILED_MIN = 1 << 14
 
 
-def _kernels():
+def _kernels() -> ModuleType:
     # the compiled backend imports numba (seconds to load): loaded by name on first use only
     return importlib.import_module("localpriv.mechanisms._hashkernels")
 
 
-def hash_strings(values, seed: int = 0) -> np.ndarray:
+def hash_strings(values: ArrayLike, seed: int = 0) -> np.ndarray:
     """XXH64 of each string's UTF-8 bytes with ``seed``, as uint64 (one compiled pass).
 
     ``values``: a sequence or array of ``str`` (or a pyarrow string array). Missing values are

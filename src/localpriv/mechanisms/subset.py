@@ -15,7 +15,7 @@ LDP level is ``eps``, ``S(z) = z``, ``p* = omega e^eps / Omega`` and
 
 Reports are the subset's indicator vector, bit-packed like unary encodings.
 
-Log space (issue 15): ``log(e^eps / Omega) = -logaddexp(log omega, log(k - omega) - eps)`` never
+Log space: ``log(e^eps / Omega) = -logaddexp(log omega, log(k - omega) - eps)`` never
 overflows, and the level is read from the structure: the two weights ``e^eps`` and ``1`` share
 the normalizer ``Omega C(k, omega) / k`` in every row, and a report of ``omega`` elements
 (``1 <= omega <= k-1``) holds both, so ``eps_LDP = eps`` exactly.
@@ -24,18 +24,28 @@ from __future__ import annotations
 
 from functools import lru_cache
 from math import ceil
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
 from localpriv.mechanisms.base import register
-from localpriv.mechanisms.unary import DENSE_MAX_K, PureProtocol, UnaryEncoding, bit_counts, pack_bits, unpack_bits
+from localpriv.mechanisms.unary import (
+    DENSE_MAX_K,
+    LikelihoodParts,
+    PureProtocol,
+    UnaryEncoding,
+    bit_counts,
+    pack_bits,
+    unpack_bits,
+)
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 
-def gammaln(*args, **kwargs):
+def gammaln(*args: Any, **kwargs: Any) -> Any:
     """``scipy.special.gammaln``, imported on first use (keeps ``import localpriv`` quick)."""
     from scipy.special import gammaln as _f
     return _f(*args, **kwargs)
@@ -57,7 +67,7 @@ class SS(PureProtocol):
     examples = (dict(spec="ss(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
     report_kind = "binary"
 
-    def __init__(self, k: int, eps: float, omega: int | None = None):
+    def __init__(self, k: int, eps: float, omega: int | None = None) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
         self.omega = (optimal_subset_size(self.k, self.eps) if omega is None
@@ -67,7 +77,7 @@ class SS(PureProtocol):
         #: ``log(e^eps / Omega)`` with ``Omega = omega e^eps + k - omega``, without overflow
         self.log_keep_share = float(-np.logaddexp(np.log(w), np.log(k - w) - self.eps))
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "omega": self.omega if self._omega_given else None}
 
     @property
@@ -84,7 +94,7 @@ class SS(PureProtocol):
         return float(np.exp(np.log(w) - np.log(k - 1.0) + inner + self.log_keep_share))
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> int | None:
         return 2 ** self.k if self.k <= DENSE_MAX_K else None
 
     def output_space_size(self) -> int:
@@ -98,12 +108,12 @@ class SS(PureProtocol):
         bits = (np.arange(2 ** self.k)[:, None] >> np.arange(self.k)[None, :]) & 1
         return self.likelihood(pack_bits(bits))
 
-    def output_index(self, reports):
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         if self.k > DENSE_MAX_K:
             raise LocalPrivError(f"{self}: no output index for k > {DENSE_MAX_K}")
         return unpack_bits(reports, self.k).astype(np.int64) @ (1 << np.arange(self.k))
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Exact SS reports, vectorized over users (no loop over users).
 
         Per user: ``include ~ Bernoulli(p*)`` (:func:`bernoulli_bits`, exact), then a uniform
@@ -145,21 +155,21 @@ class SS(PureProtocol):
             out[s:s + size] = bits[:, :n_bytes]
         return out
 
-    def support(self, reports) -> sp.csr_matrix:
+    def support(self, reports: ArrayLike) -> sp.csr_matrix:
         return sp.csr_matrix(unpack_bits(reports, self.k).astype(bool))
 
-    def packed_support(self, reports) -> np.ndarray:
-        return UnaryEncoding.packed_support(self, reports)
+    def packed_support(self, reports: ArrayLike) -> np.ndarray:
+        return UnaryEncoding.packed_support(self, reports)  # type: ignore[arg-type]  # borrowed: uses only k
 
-    def support_counts(self, reports, counts=None) -> np.ndarray:
-        return UnaryEncoding.support_counts(self, reports, counts)
+    def support_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
+        return UnaryEncoding.support_counts(self, reports, counts)  # type: ignore[arg-type]  # borrowed: uses only k
 
-    def _log_c(self):
+    def _log_c(self) -> float:
         """``log(k e^eps / (Omega C(k, omega)))``: the probability of a report holding ``x``."""
         log_binom = gammaln(self.k + 1) - gammaln(self.omega + 1) - gammaln(self.k - self.omega + 1)
         return float(np.log(self.k) - log_binom + self.log_keep_share)
 
-    def likelihood_parts(self, reports):
+    def likelihood_parts(self, reports: ArrayLike) -> LikelihoodParts:
         """(*) with ``r1 = 1``, ``r0 = e^-eps``; reports of the wrong size have probability 0."""
         sizes = bit_counts(reports, self.k)
         log_c = np.where(sizes == self.omega, self._log_c(), -np.inf)
@@ -171,7 +181,7 @@ class SS(PureProtocol):
         log_w_in, log_w_out = self.eps, 0.0
         return log_w_in - log_w_out
 
-    def likelihood_block(self, reports, counts):
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
         sizes = bit_counts(reports, self.k)
         if np.any(sizes != self.omega):
             raise LocalPrivError(f"{self}: reports must hold exactly {self.omega} elements; "
@@ -198,9 +208,10 @@ def _ss_stride(k: int) -> int:
     return 1 << (s - 1).bit_length() if s <= 8 else 8 * ceil(s / 8)
 
 
-def _ss_unit(stride: int):
+def _ss_unit(stride: int) -> type[np.unsignedinteger]:
     """The unsigned word type that tiles a work row."""
-    return {1: np.uint8, 2: np.uint16, 4: np.uint32}.get(stride, np.uint64)
+    units: dict[int, type[np.unsignedinteger]] = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+    return units.get(stride, np.uint64)
 
 
 def _ss_chunk_rows(k: int) -> int:
@@ -227,7 +238,7 @@ def _ss_plan(k: int, m: int) -> tuple[int, int, int, int, float]:
     tries = np.where(c < m, up[m] - up[c], down[c] - down[m]) * _SS_COST_TRY
     order = np.argsort(tries, kind="stable")
     log_binom = gammaln(big_k + 1) - gammaln(c + 1) - gammaln(big_k - c + 1)
-    best = None
+    best: tuple[float, int, int, int, int, float] | None = None
     for r in range(_SS_MAX_DIGITS + 1):
         for j in ((0, 1) if r == 0 else range(1, 1 << r, 2)):
             pi = j / (1 << r)
@@ -243,10 +254,11 @@ def _ss_plan(k: int, m: int) -> tuple[int, int, int, int, float]:
             if best is None or cost[i] < best[0]:
                 window = order[:i + 1]
                 best = (cost[i], j, r, int(window.min()), int(window.max()), float(kept[i]))
+    assert best is not None  # r = 0 always sets it
     return best[1:]
 
 
-def _ss_bernoulli_rows(n: int, k: int, j: int, r: int, rng) -> np.ndarray:
+def _ss_bernoulli_rows(n: int, k: int, j: int, r: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` work rows whose bits ``0..k-2`` are iid Bernoulli(``j / 2^r``) (other bits clear).
 
     For ``j`` odd, ``j / 2^r = 0.b_1 ... b_r`` in binary (``b_r = 1``). A uniform
@@ -287,7 +299,7 @@ def _ss_row_counts(rows: np.ndarray) -> np.ndarray:
 
 
 def _ss_fix_counts(flat: np.ndarray, starts: np.ndarray, need: np.ndarray, add: bool,
-                   big_k: int, rng) -> None:
+                   big_k: int, rng: np.random.Generator) -> None:
     """Symmetric fix-up, in place: each listed row (first byte ``starts``) gets ``need`` more
     (``add``) or fewer set bits among positions ``0..big_k-1``. Each round every unfinished row
     tries one uniform position (``rng.integers``, exact) and flips it if it is clear (``add``) or
@@ -308,7 +320,7 @@ def _ss_fix_counts(flat: np.ndarray, starts: np.ndarray, need: np.ndarray, add: 
         key = np.compress((key & low) != 0, key)
 
 
-def _ss_uniform_subsets(n: int, k: int, m: int, rng) -> np.ndarray:
+def _ss_uniform_subsets(n: int, k: int, m: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` independent uniform ``m``-subsets of ``0..k-2``, as work rows (void, one per row).
 
     1. Candidates: the ``K = k - 1`` bits iid Bernoulli(``pi``) (:func:`_ss_bernoulli_rows`);

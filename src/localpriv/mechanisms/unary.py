@@ -1,7 +1,7 @@
 """Pure LDP frequency oracles and unary encodings (SUE = basic one-time RAPPOR, OUE).
 
-This module also holds :class:`PureProtocol`, the shared base of every frequency oracle of
-issue 4 (unary encodings here, local hashing in ``hashing.py``, subset selection in
+This module also holds :class:`PureProtocol`, the shared base of every pure frequency oracle
+(unary encodings here, local hashing in ``hashing.py``, subset selection in
 ``subset.py``, histogram encodings in ``histogram.py``, the longitudinal versions in
 ``longitudinal.py``).
 
@@ -23,7 +23,7 @@ therefore gets O(nnz) products from a sparse ``reports x k`` support matrix
 ``eps = log(r1 / r0)`` as soon as some report has a support that is neither empty nor all of the
 domain (for unary encodings: any ``k >= 2``).
 
-Log space (issue 15). Each mechanism keeps ``log(r1 / r0)`` exactly (for unary encodings the
+Log space. Each mechanism keeps ``log(r1 / r0)`` exactly (for unary encodings the
 difference of the per-bit log-odds ``logit p - logit q``; ``eps/2 - (-eps/2)`` for SUE,
 ``0 - (-eps)`` for OUE), and :meth:`PureProtocol.likelihood_parts` returns (*) normalized to
 ``r1 = 1``, ``r0 = exp(-log(r1/r0))``, with ``log c(z)`` from log-probabilities
@@ -43,9 +43,11 @@ the vector is bit ``7 - y % 8`` of byte ``y // 8``, NumPy's big-endian bit order
 from __future__ import annotations
 
 from math import ceil
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.packed import PackedSupport, row_popcounts
@@ -65,16 +67,22 @@ _CHUNK_ENTRIES = 1 << 22  # support entries built at once for packed supports
 #: support matrices with more entries than this are not held dense (PureProtocol.likelihood_block)
 DENSE_Z_ENTRIES = 20_000_000
 #: above DENSE_Z_ENTRIES, the support is held as packed bits when at least this share of its
-#: entries are set (else sparse: 12 bytes per set entry); see notes/issue-16.md for the crossover
+#: entries are set (else sparse: 12 bytes per set entry); see docs/decisions/0006-packed-bit-supports.md
 PACKED_MIN_DENSITY = 0.02
 
+#: a ``reports x k`` support matrix: a dense array, a ``scipy.sparse`` matrix or a
+#: :class:`~localpriv.likelihood.packed.PackedSupport` (duck-typed; SciPy has no type information)
+SupportMatrix = Any
+#: ``(log c, r0, r1)`` of the form (*); ``r0`` and ``r1`` are scalars or one value per report
+LikelihoodParts = tuple[np.ndarray, float | np.ndarray, float | np.ndarray]
 
-def pack_bits(bits: np.ndarray) -> np.ndarray:
+
+def pack_bits(bits: ArrayLike) -> np.ndarray:
     """``n x k`` 0/1 array -> ``n x ceil(k/8)`` uint8 (big-endian bit order)."""
     return np.packbits(np.asarray(bits, dtype=bool), axis=1)
 
 
-def unpack_bits(packed: np.ndarray, k: int) -> np.ndarray:
+def unpack_bits(packed: ArrayLike, k: int) -> np.ndarray:
     """Inverse of :func:`pack_bits`: ``n x ceil(k/8)`` uint8 -> ``n x k`` uint8 of 0/1."""
     r = np.asarray(packed)
     if r.ndim != 2 or r.dtype != np.uint8:
@@ -86,7 +94,7 @@ def unpack_bits(packed: np.ndarray, k: int) -> np.ndarray:
     return np.unpackbits(r, axis=1, count=k)
 
 
-def bit_counts(packed: np.ndarray, k: int) -> np.ndarray:
+def bit_counts(packed: ArrayLike, k: int) -> np.ndarray:
     """Set bits per row of packed ``n x ceil(k/8)`` reports (bits past ``k`` ignored), without
     unpacking them (a 256-entry popcount table)."""
     r = np.asarray(packed)
@@ -145,7 +153,7 @@ def ue_epsilon(p: float, q: float) -> float:
     return float(abs(_logit(p) - _logit(q)))
 
 
-def _times(n, log_v):
+def _times(n: ArrayLike, log_v: float) -> np.ndarray:
     """``n * log_v`` with ``0 * (-inf) = 0`` (a factor raised to the power 0)."""
     n = np.asarray(n)
     with np.errstate(invalid="ignore"):
@@ -159,13 +167,12 @@ def _times(n, log_v):
 _GRAM_CHUNK = 2_000_000
 
 
-def weighted_gram(Z, w) -> np.ndarray:
+def weighted_gram(Z: SupportMatrix, w: ArrayLike) -> np.ndarray:
     """``Z^T diag(w) Z`` (k x k) for a dense or sparse ``reports x k`` matrix.
 
     A sparse ``Z`` is densified by chunks of ``_GRAM_CHUNK`` entries and multiplied by BLAS: the
-    sparse-sparse product was 6x slower (10^6 OUE reports at k = 100, measured in issue 16's notes)
-    and memory stays bounded by a chunk. A :class:`~localpriv.likelihood.packed.PackedSupport`
-    unpacks its own chunks."""
+    sparse-sparse product was 6x slower (10^6 OUE reports at k = 100) and memory stays bounded by a
+    chunk. A :class:`~localpriv.likelihood.packed.PackedSupport` unpacks its own chunks."""
     w = np.asarray(w, dtype=float)
     if isinstance(Z, PackedSupport):
         return Z.gram(w)
@@ -192,7 +199,8 @@ class SupportBlock(LikelihoodBlock):
     :class:`~localpriv.likelihood.packed.PackedSupport` (many reports: 1 bit per entry).
     """
 
-    def __init__(self, k, log_c, r0, r1, Z, counts):
+    def __init__(self, k: int, log_c: ArrayLike, r0: ArrayLike, r1: ArrayLike, Z: SupportMatrix,
+                 counts: ArrayLike) -> None:
         self.k = int(k)
         self.counts = np.asarray(counts, dtype=float)
         log_c = np.asarray(log_c, dtype=float)
@@ -208,6 +216,8 @@ class SupportBlock(LikelihoodBlock):
         self.c = np.exp(log_c - shift)
         r0 = np.asarray(r0, dtype=float)
         r1 = np.asarray(r1, dtype=float)
+        self.r0: float | np.ndarray
+        self.r1: float | np.ndarray
         self.r0, self.r1 = (float(r0), float(r1)) if r0.ndim == 0 and r1.ndim == 0 else (r0, r1)
         self.u = self.c * r0
         self.v = self.c * (r1 - r0)
@@ -217,13 +227,13 @@ class SupportBlock(LikelihoodBlock):
         if not (np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.v))):
             raise LocalPrivError("support block: the report probabilities overflow float64")
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> np.ndarray:
         return self.u * theta.sum() + self.v * (self.Z @ theta)
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> np.ndarray:
         return self.u @ w + self.Z.T @ (self.v * w)
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
         """``sum_j w_j G[x, j]^2`` with ``G[x, j]^2 = (u_j + v_j Z[j, x])^2``."""
         if getattr(self.Z, "binary", False):  # 0/1 entries: Z * Z == Z, one product
             return (self.u * self.u) @ w + self.Z.T @ ((2.0 * self.u + self.v) * self.v * w)
@@ -232,7 +242,7 @@ class SupportBlock(LikelihoodBlock):
             Z2 = self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
         return (self.u * self.u) @ w + 2.0 * (self.Z.T @ (self.u * self.v * w)) + Z2.T @ (self.v * self.v * w)
 
-    def gram(self, w):
+    def gram(self, w: ArrayLike) -> np.ndarray:
         """``G diag(w) G^T = sum(w u^2) 1 1^T + a 1^T + 1 a^T + Z^T diag(w v^2) Z`` with
         ``a = Z^T (w u v)``: the observed information's building block, ``O(nnz(Z) k)``."""
         w = np.asarray(w, dtype=float)
@@ -256,21 +266,26 @@ class PureProtocol(Mechanism):
     matrix of ``S(z)``) and :meth:`likelihood_parts` (``log c(z)``, ``r0``, ``r1`` of (*)).
     """
 
-    #: P[v in S(M(v))] and P[v in S(M(v'))], v != v'
-    p_star: float
-    q_star: float
+    if TYPE_CHECKING:  # read-only, defined by every subclass
+        @property
+        def p_star(self) -> float:
+            """P[v in S(M(v))]."""
 
-    def support(self, reports) -> sp.csr_matrix:  # pragma: no cover - abstract
+        @property
+        def q_star(self) -> float:
+            """P[v in S(M(v'))], v != v'."""
+
+    def support(self, reports: ArrayLike) -> sp.csr_matrix:  # pragma: no cover - abstract
         """Sparse boolean matrix ``reports x k`` with entry ``(j, v)`` set iff ``v in S(z_j)``."""
         raise NotImplementedError
 
-    def support_counts(self, reports, counts=None) -> np.ndarray:
+    def support_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """``C_v = sum_j counts_j [v in S(z_j)]`` (seed 002, MI input)."""
         S = self.support(reports)
         c = np.ones(S.shape[0]) if counts is None else np.asarray(counts, dtype=float)
         return np.asarray(S.T @ c, dtype=float).ravel()
 
-    def likelihood_parts(self, reports):  # pragma: no cover - abstract
+    def likelihood_parts(self, reports: ArrayLike) -> LikelihoodParts:  # pragma: no cover - abstract
         """``(log_c, r0, r1)`` with ``P(z_j|x) = c_j (r0 + (r1-r0)[x in S(z_j)])``, normalized so
         that ``r1 = 1`` and ``r0 = exp(-log_level())`` (``r0``/``r1`` may be per-report arrays)."""
         raise NotImplementedError
@@ -279,7 +294,7 @@ class PureProtocol(Mechanism):
         """``log(r1 / r0)`` of (*), computed exactly from the mechanism's parameters in log space."""
         raise NotImplementedError
 
-    def packed_support(self, reports) -> np.ndarray:
+    def packed_support(self, reports: ArrayLike) -> np.ndarray:
         """The support matrix as packed bits (``reports x ceil(k/8)`` uint8, :func:`pack_bits`
         order), built by chunks of rows. Protocols whose reports are packed bits return them."""
         r = np.asarray(reports)
@@ -289,7 +304,7 @@ class PureProtocol(Mechanism):
             out[s:s + step] = np.packbits(self.support(r[s:s + step]).toarray().astype(bool), axis=1)
         return out
 
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
         """(*) as a :class:`SupportBlock`. ``Z`` is held dense (BLAS products) up to
         ``DENSE_Z_ENTRIES`` entries when at least 5 % are set; above that as packed bits
         (:class:`~localpriv.likelihood.packed.PackedSupport`, ``O(m k / 8)`` per product, 1 bit
@@ -307,7 +322,7 @@ class PureProtocol(Mechanism):
             Z = np.ascontiguousarray(Z.toarray())  # dense BLAS products beat sparse ones here
         return SupportBlock(self.k, log_c, r0, r1, Z, counts)
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """Dense ``G[x, j] = exp(log c_j + log r_{[x in S(z_j)]})``, computed in log space."""
         m = np.shape(reports)[0]
         check_dense_size(self.k, m, f"{self} likelihood of {m} reports")
@@ -323,7 +338,7 @@ class PureProtocol(Mechanism):
         the whole domain). Never builds the channel."""
         return checked_epsilon(self.log_level(), str(self))
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> tuple[int, str] | None:
         """Pure protocols are identifiable: ``E[1{v in S(z)}] = q* + (p* - q*) theta_v`` is
         injective in ``theta`` when ``p* > q*`` (i.e. ``log(r1/r0) > 0``), so the channel has rank
         ``k`` (seed 001 Theorem 6.1; rows sum to 1, so ``w M = 0`` forces ``sum(w) = 0``)."""
@@ -342,10 +357,11 @@ class UnaryEncoding(PureProtocol):
     """
 
     spec_name = "ue"
-    examples = (dict(spec="ue(k=4,p=0.7,q=0.2)", eps_ldp=2.2335922215070942, tight=True),)  # log(0.7 * 0.8 / (0.3 * 0.2))
+    # eps_ldp = log(0.7 * 0.8 / (0.3 * 0.2))
+    examples = (dict(spec="ue(k=4,p=0.7,q=0.2)", eps_ldp=2.2335922215070942, tight=True),)
     report_kind = "binary"
 
-    def __init__(self, k: int, p: float, q: float):
+    def __init__(self, k: int, p: float, q: float) -> None:
         self.k = check_int(k, "k", minimum=2)
         try:
             p, q = float(p), float(q)
@@ -356,7 +372,7 @@ class UnaryEncoding(PureProtocol):
         self._set_logits(_logit(p), _logit(q))
         self.p1, self.q1 = p, q  # exactly as given
 
-    def _set_logits(self, logit_p: float, logit_q: float):
+    def _set_logits(self, logit_p: float, logit_q: float) -> None:
         """The per-bit law by its log-odds: ``logit p = log(p/(1-p))`` (true bit), ``logit q``."""
         if not logit_q <= logit_p:
             raise LocalPrivError(f"{type(self).__name__}: the true bit must be more likely set than the others")
@@ -367,7 +383,7 @@ class UnaryEncoding(PureProtocol):
         if self.logit_q == -self.logit_p and 1.0 - self.p1 >= 2.0 ** -20:
             self.q1 = 1.0 - self.p1  # symmetric (SUE): q = 1 - p to the last bit, as before
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "p": self.p1, "q": self.q1}
 
     def log_level(self) -> float:
@@ -384,7 +400,7 @@ class UnaryEncoding(PureProtocol):
 
     # ---- outputs ------------------------------------------------------------------------
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> int | None:
         return 2 ** self.k if self.k <= DENSE_MAX_K else None
 
     def output_space_size(self) -> int:
@@ -400,14 +416,15 @@ class UnaryEncoding(PureProtocol):
         bits = (np.arange(2 ** self.k)[:, None] >> np.arange(self.k)[None, :]) & 1  # 2^k x k
         return self.likelihood(pack_bits(bits))
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         bits = unpack_bits(reports, self.k).astype(np.int64)
         if self.k > DENSE_MAX_K:
             raise LocalPrivError(f"{self}: no output index for k > {DENSE_MAX_K}")
         return bits @ (1 << np.arange(self.k))
 
     # ---- sampling -----------------------------------------------------------------------
-    def _flip(self, n, p, q, rng, x=None, truth=None):
+    def _flip(self, n: int, p: float, q: float, rng: np.random.Generator, x: np.ndarray | None = None,
+              truth: np.ndarray | None = None) -> np.ndarray:
         """Packed ``n x k`` bit matrix, bit ``(i, y)`` = 1 with probability ``p`` if ``y`` is true
         for user ``i`` and ``q`` otherwise, all bits independent.
 
@@ -424,25 +441,26 @@ class UnaryEncoding(PureProtocol):
                 bits = bernoulli_bits((e - s, k), q, rng)
                 bits[np.arange(e - s), x[s:e]] = rng.random(e - s) < p  # the true bit: p
             else:
+                assert truth is not None  # one of x and truth is given
                 bits = bernoulli_bits((e - s, k), q, rng, p_true=p, truth=truth[s:e])
             out[s:e] = pack_bits(bits)
         return out
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         x = client_inputs(self, x)
         rng = check_rng(rng)
         return self._flip(x.size, self.p1, self.q1, rng, x=x)
 
     # ---- estimation ingredients --------------------------------------------------------
-    def support(self, reports) -> sp.csr_matrix:
+    def support(self, reports: ArrayLike) -> sp.csr_matrix:
         return sp.csr_matrix(unpack_bits(reports, self.k).astype(bool))
 
-    def packed_support(self, reports) -> np.ndarray:
+    def packed_support(self, reports: ArrayLike) -> np.ndarray:
         """The reports themselves: ``S(z)`` is the set bits of ``z``."""
         bit_counts(np.asarray(reports)[:0], self.k)  # checks dtype and width
         return np.asarray(reports)
 
-    def support_counts(self, reports, counts=None) -> np.ndarray:
+    def support_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """``C_v = sum_j counts_j z_{j,v}``, by chunks of unpacked bit rows (dense, fast)."""
         r = np.asarray(reports)
         c = np.ones(r.shape[0]) if counts is None else np.asarray(counts, dtype=float)
@@ -452,7 +470,7 @@ class UnaryEncoding(PureProtocol):
             out += c[s:s + step] @ unpack_bits(r[s:s + step], self.k)
         return out
 
-    def likelihood_parts(self, reports):
+    def likelihood_parts(self, reports: ArrayLike) -> LikelihoodParts:
         """(*) with ``r1 = 1``: for a report with ``s >= 1`` set bits
         ``c(z) = P(z | x in S(z)) = p q^{s-1} (1-q)^{k-s}`` and ``r0 = q(1-p) / (p(1-q))``; the
         all-zero report has ``P(z|x) = (1-p)(1-q)^{k-1}`` for every ``x`` (``r0 = r1 = 1``)."""
@@ -472,12 +490,12 @@ class SUE(UnaryEncoding):
     spec_name = "sue"
     examples = (dict(spec="sue(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
         self._set_logits(*sue_logits(self.eps))
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
 
 
@@ -488,10 +506,10 @@ class OUE(UnaryEncoding):
     spec_name = "oue"
     examples = (dict(spec="oue(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
         self._set_logits(*oue_logits(self.eps))
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
