@@ -1,4 +1,4 @@
-"""Compiled kernels (numba) of the clients (issue 22, item 4), imported and compiled on first use.
+"""Compiled kernels (numba) of the clients, imported and compiled on first use.
 
 Nothing here is imported by ``import localpriv``: :func:`kernels` compiles (or loads from numba's
 on-disk cache, ``cache=True``; in memory where no cache location is writable) the functions at
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,7 +39,13 @@ __all__ = ["kernels", "enabled", "COMPILED_MIN"]
 #: calls with fewer users than this use the NumPy path (no import of numba, no compile)
 COMPILED_MIN = 1 << 14
 
-_KERNELS = None
+_KERNELS: dict[str, Callable[..., Any]] | None = None
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    #: a counter of the kernels: a Python int, or a NumPy integer once NumPy scalars are added to it
+    _Count: TypeAlias = int | np.integer[Any]
 
 
 def enabled() -> bool:
@@ -49,11 +57,11 @@ _U32 = np.uint64(32)
 _MASK = np.uint64(0xFFFFFFFF)
 
 
-def _grr_chunk(raw, x, t, s, thr, out):
+def _grr_chunk(raw: np.ndarray, x: np.ndarray, t: np.uint64, s: np.uint32, thr: np.uint32, out: np.ndarray) -> _Count:
     """``out[i]`` from ``raw[i]`` (uint64) and ``x[i]`` (int64), branch-free (``s`` and ``thr``
     are uint32, so the multiply is a 32 x 32 -> 64-bit one); returns how many users tie with
     ``t`` or have a rejected replacement (the caller then lists and resolves them)."""
-    bad = 0
+    bad: _Count = 0
     s64 = np.uint64(s)
     thr64 = np.uint64(thr)
     for i in range(raw.size):
@@ -76,12 +84,14 @@ _U63 = np.uint64(63)
 _U64 = np.uint64(64)
 
 
-def _umul128(a, b):  # pragma: no cover - replaced by a numba intrinsic in kernels()
+def _umul128(a: np.uint64,  # pragma: no cover - replaced by a numba intrinsic in kernels()
+             b: np.uint64) -> tuple[np.uint64, np.uint64]:
     p = int(a) * int(b)
     return np.uint64(p >> 64), np.uint64(p & 0xFFFFFFFFFFFFFFFF)
 
 
-def _pcg_affine(xh, xl, mh, ml, ch, cl):
+def _pcg_affine(xh: np.uint64, xl: np.uint64, mh: np.uint64, ml: np.uint64, ch: np.uint64,
+                cl: np.uint64) -> tuple[np.uint64, np.uint64]:
     """``m x + c`` mod ``2^128`` on (high, low) 64-bit halves."""
     hi, lo = _umul128(xl, ml)
     hi = hi + xl * mh + xh * ml
@@ -89,14 +99,14 @@ def _pcg_affine(xh, xl, mh, ml, ch, cl):
     return hi + ch + np.uint64(lo2 < lo), lo2
 
 
-def _pcg_out(h, l):
+def _pcg_out(h: np.uint64, l: np.uint64) -> np.uint64:
     """PCG64's output of a state: XSL-RR, ``rotr(h ^ l, h >> 58)``."""
     x = h ^ l
     r = h >> _U58
     return (x >> r) | (x << ((_U64 - r) & _U63))
 
 
-def _pcg_next(st):
+def _pcg_next(st: np.ndarray) -> np.uint64:
     """One word of NumPy's ``PCG64`` from ``st = (state hi, state lo, inc hi, inc lo)``, updated."""
     h, l = _pcg_affine(st[0], st[1], _PCG_MUL_HI, _PCG_MUL_LO, st[2], st[3])
     st[0] = h
@@ -104,7 +114,7 @@ def _pcg_next(st):
     return _pcg_out(h, l)
 
 
-def _pcg64_fill(st, jump, out):
+def _pcg64_fill(st: np.ndarray, jump: np.ndarray, out: np.ndarray) -> None:
     """``out`` = the next ``out.size`` words of NumPy's ``PCG64`` (what ``random_raw`` returns)
     from ``st`` (updated). Four interleaved chains (state ``i + 4`` = ``M4 s_i + C4``, ``jump`` =
     ``(M4 hi, M4 lo, C4 hi, C4 lo)``) break the serial dependency of one LCG; same words."""
@@ -132,7 +142,7 @@ def _pcg64_fill(st, jump, out):
 
 
 @functools.lru_cache(maxsize=64)
-def _jump4(inc: int) -> tuple:
+def _jump4(inc: int) -> tuple[int, int, int, int]:
     m = (int(_PCG_MUL_HI) << 64) | int(_PCG_MUL_LO)
     mask = (1 << 128) - 1
     m4 = pow(m, 4, 1 << 128)
@@ -150,7 +160,8 @@ def pcg64_jump4(inc: int) -> np.ndarray:
 DIGIT_OVER = 1 << 62
 
 
-def _scan_bad(flat, h16, shifts, thr, J, bad):
+def _scan_bad(flat: np.ndarray, h16: np.ndarray, shifts: np.ndarray, thr: np.ndarray, J: int,
+              bad: np.ndarray) -> tuple[int, _Count]:
     """The NaN entries of ``flat`` listed in ``bad`` in order; returns ``(how many, how many ties
     among their draws)``."""
     n = flat.size
@@ -165,7 +176,7 @@ def _scan_bad(flat, h16, shifts, thr, J, bad):
                 if flat[e] != flat[e]:
                     bad[nb] = e
                     nb += 1
-    ties = 0
+    ties: _Count = 0
     for q in range(nb):
         e = bad[q]
         for j in range(J):
@@ -176,7 +187,8 @@ def _scan_bad(flat, h16, shifts, thr, J, bad):
     return nb, ties
 
 
-def _pass1_two(h16, s0, s1, thr0, thr1, top3, low3, out, bad):
+def _pass1_two(h16: np.ndarray, s0: int | np.int32, s1: int | np.int32, thr0: np.ndarray, thr1: np.ndarray,
+               top3: np.ndarray, low3: np.ndarray, out: np.ndarray, bad: np.ndarray) -> tuple[int, _Count]:
     """:func:`_digit_pass1` for two tables (SHE's default rates), with 1-D tables and three
     sides per slot (``r < thr``: keep, ``r = thr``: NaN, ``r > thr``: alias) so that a tie needs
     no separate test. The same values and the same list as :func:`_digit_pass1`. Inlined into
@@ -204,7 +216,7 @@ def _pass1_two(h16, s0, s1, thr0, thr1, top3, low3, out, bad):
         if v != v:  # rare (a tie or an overflow): a branch predicted not taken
             bad[nb] = e
             nb += 1
-    ties = 0
+    ties: _Count = 0
     for q in range(nb):
         e = bad[q]
         u = np.int32(h16[2 * e])
@@ -214,22 +226,26 @@ def _pass1_two(h16, s0, s1, thr0, thr1, top3, low3, out, bad):
     return nb, ties
 
 
-def _digit_pass1_two_98(h16, thr0, thr1, top3, low3, out, bad):
+def _digit_pass1_two_98(h16: np.ndarray, thr0: np.ndarray, thr1: np.ndarray, top3: np.ndarray, low3: np.ndarray,
+                        out: np.ndarray, bad: np.ndarray) -> tuple[int, _Count]:
     """:func:`_pass1_two` with shifts 9 and 8 (top table of 128 slots, low digit of 256)."""
     return _pass1_two(h16, 9, 8, thr0, thr1, top3, low3, out, bad)
 
 
-def _digit_pass1_two_97(h16, thr0, thr1, top3, low3, out, bad):
+def _digit_pass1_two_97(h16: np.ndarray, thr0: np.ndarray, thr1: np.ndarray, top3: np.ndarray, low3: np.ndarray,
+                        out: np.ndarray, bad: np.ndarray) -> tuple[int, _Count]:
     """:func:`_pass1_two` with shifts 9 and 7 (top table of 128 slots, low digit of 512)."""
     return _pass1_two(h16, 9, 7, thr0, thr1, top3, low3, out, bad)
 
 
-def _digit_pass1_two_any(h16, s0, s1, thr0, thr1, top3, low3, out, bad):
+def _digit_pass1_two_any(h16: np.ndarray, s0: int, s1: int, thr0: np.ndarray, thr1: np.ndarray, top3: np.ndarray,
+                         low3: np.ndarray, out: np.ndarray, bad: np.ndarray) -> tuple[int, _Count]:
     """:func:`_pass1_two` with the shifts as arguments."""
     return _pass1_two(h16, s0, s1, thr0, thr1, top3, low3, out, bad)
 
 
-def _digit_pass1(h16, shifts, thr, topf, lowf, J, out, bad):
+def _digit_pass1(h16: np.ndarray, shifts: np.ndarray, thr: np.ndarray, topf: np.ndarray, lowf: np.ndarray, J: int,
+                 out: np.ndarray, bad: np.ndarray) -> tuple[int, _Count]:
     """SHE's entries from the 16-bit draws ``h16`` (see
     :meth:`localpriv.mechanisms._sampling.DigitLaplace.rows_into`), branch-free, and the list of
     entries left to :func:`_digit_pass2`. Per entry ``J`` alias draws (top table, then the low
@@ -293,7 +309,8 @@ def _digit_pass1(h16, shifts, thr, topf, lowf, J, out, bad):
     return _scan_bad(flat, h16, shifts, thr, J, bad)
 
 
-def _digit_pass2(h16, shifts, thr, val, lo, J, nb, bad, tie_words, g, out):
+def _digit_pass2(h16: np.ndarray, shifts: np.ndarray, thr: np.ndarray, val: np.ndarray, lo: np.ndarray, J: int,
+                 nb: int, bad: np.ndarray, tie_words: np.ndarray, g: np.float32, out: np.ndarray) -> int:
     """The entries ``bad[:nb]`` of :func:`_digit_pass1`, exactly: each tie decided by the next
     of ``tie_words`` (``f >= lo[j, c]``: the alias; ``lo`` the thresholds' low 64 bits), in entry
     and draw order; ``val[j, 2c + side]`` the integer values (top: ``2 base + neg``, or
@@ -328,19 +345,19 @@ def _digit_pass2(h16, shifts, thr, val, lo, J, nb, bad, tie_words, g, out):
     return n_over
 
 
-def _one_hot(out, x, one):
+def _one_hot(out: np.ndarray, x: np.ndarray, one: np.float32) -> None:
     """``out[i, x[i]] += one`` (exact: ``one = s g`` and every sum is on the grid)."""
     for i in range(x.size):
         out[i, x[i]] += one
 
 
-def kernels() -> dict:
+def kernels() -> dict[str, Callable[..., Any]]:
     """The compiled kernels (name -> function), compiled or loaded at the first call."""
     global _KERNELS
     if _KERNELS is None:
         import numba
 
-        def jit(f):
+        def jit(f: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return numba.njit(cache=True, nogil=True)(f)
             except (RuntimeError, OSError):  # pragma: no cover - no writable cache location
@@ -351,10 +368,10 @@ def kernels() -> dict:
         from numba.core.extending import intrinsic
 
         @intrinsic
-        def umul128(typingctx, a, b):  # the full 128-bit product of two uint64, as (high, low)
+        def umul128(typingctx: Any, a: Any, b: Any) -> Any:  # the full 128-bit product of two uint64, as (high, low)
             sig = types.UniTuple(types.uint64, 2)(types.uint64, types.uint64)
 
-            def codegen(context, builder, signature, args):
+            def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
                 i128 = ir.IntType(128)
                 p = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
                 lo = builder.trunc(p, ir.IntType(64))

@@ -2,7 +2,7 @@
 
 Every sampler here decides its outcome by comparing the generator's raw integers with integer
 thresholds, so the law it draws is known exactly (as dyadic rationals), and the privacy level a
-mechanism computes can be that of the bits it releases (issue 15; Mironov, CCS 2012, "On
+mechanism computes can be that of the bits it releases (Mironov, CCS 2012, "On
 significance of the least significant bits for differential privacy", shows what floating-point
 noise samplers leak).
 """
@@ -13,16 +13,22 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, localcontext
 from math import ceil
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.mechanisms import _client_kernels
 from localpriv.mechanisms._client_kernels import DIGIT_OVER
 from localpriv.utils.rng import spawn_generators
 from localpriv.utils.validation import LocalPrivError
+
+if TYPE_CHECKING:
+    from localpriv.mechanisms.base import Mechanism
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
            "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
@@ -38,7 +44,7 @@ _U16 = 1 << 16
 CLIENT_CHUNK = 1 << 16
 
 
-def client_inputs(mech, x) -> np.ndarray:
+def client_inputs(mech: Mechanism, x: ArrayLike) -> np.ndarray:
     """``mech._check_inputs(x)`` (the one input check of every mechanism), with a fast path for
     what clients are usually given: a 1-D int64 array whose minimum and maximum lie in
     ``0..k-1`` is returned as it is (two reductions, no temporaries; the full check builds three
@@ -51,7 +57,8 @@ def client_inputs(mech, x) -> np.ndarray:
     return mech._check_inputs(x)
 
 
-def bernoulli_bits(shape, q: float, rng, p_true: float | None = None, truth=None) -> np.ndarray:
+def bernoulli_bits(shape: int | tuple[int, ...], q: float, rng: np.random.Generator, p_true: float | None = None,
+                   truth: np.ndarray | None = None) -> np.ndarray:
     """Independent Bernoulli bits, exactly: ``P(bit = 1) = q`` (or ``p_true`` where ``truth``).
 
     Each bit costs 16 random bits: with ``u`` uniform on ``0..2^16-1`` and ``t = floor(q 2^16)``,
@@ -64,19 +71,24 @@ def bernoulli_bits(shape, q: float, rng, p_true: float | None = None, truth=None
     if not (0.0 <= q <= 1.0 and (p_true is None or 0.0 <= p_true <= 1.0)):
         raise LocalPrivError(f"bit probabilities must lie in [0, 1], got q={q}, p_true={p_true}")
     if q in (0.0, 1.0) or p_true in (0.0, 1.0):  # degenerate probabilities: no 16-bit threshold
-        u = rng.random(shape)
-        return u < q if truth is None else u < np.where(truth, p_true, q)
+        u: np.ndarray = rng.random(shape)
+        if truth is None:
+            return u < q
+        assert p_true is not None  # the true bits' probability comes with them
+        return u < np.where(truth, p_true, q)
     u = rng.bit_generator.random_raw(ceil(n / 4)).view(np.uint16)[:n].reshape(shape)
     tq = int(q * _U16)
+    thr: np.uint16 | np.ndarray
     if truth is None:
         thr = np.uint16(tq)
     else:
+        assert p_true is not None  # the true bits' probability comes with them
         tp = int(p_true * _U16)
         thr = np.where(truth, np.uint16(tp), np.uint16(tq))
     bits = u < thr
     ties = np.flatnonzero(u == thr)
     if ties.size:  # the fractional part of the threshold, decided by a fresh uniform
-        frac = (q * _U16 - tq if truth is None
+        frac = (q * _U16 - tq if truth is None or p_true is None
                 else np.where(truth.ravel()[ties], p_true * _U16 - tp, q * _U16 - tq))
         bits.ravel()[ties] = rng.random(ties.size) < frac
     return bits
@@ -90,7 +102,8 @@ _TWO32 = float(1 << 32)
 _TWO53 = float(1 << 53)
 
 
-def _grr_chunk_numpy(raw, x, t, s, thr, out) -> np.ndarray:
+def _grr_chunk_numpy(raw: np.ndarray, x: np.ndarray, t: np.uint64, s: np.uint64, thr: np.uint64,
+                     out: np.ndarray) -> np.ndarray:
     """NumPy twin of :func:`localpriv.mechanisms._client_kernels._grr_chunk` (the same integers):
     writes the common case into ``out`` and returns the users to resolve exactly."""
     h = raw >> _U32
@@ -102,7 +115,8 @@ def _grr_chunk_numpy(raw, x, t, s, thr, out) -> np.ndarray:
     return np.flatnonzero((h == t) | ((m & _M32) < thr))
 
 
-def _grr_resolve(idx, raw, x, t, tie_thr, s, thr, out, rng) -> None:
+def _grr_resolve(idx: np.ndarray, raw: np.ndarray, x: np.ndarray, t: np.uint64, tie_thr: np.uint64, s: np.uint64,
+                 thr: np.uint64, out: np.ndarray, rng: np.random.Generator) -> None:
     """The exact outcome of the users ``idx`` of a chunk (ties with the keep threshold, rejected
     replacements), in index order, from fresh words of ``rng``'s bit stream."""
     w = raw[idx]
@@ -124,7 +138,7 @@ def _grr_resolve(idx, raw, x, t, tie_thr, s, thr, out, rng) -> None:
     out[idx] = np.where(keep, xs, r)
 
 
-def grr_into(values: np.ndarray, g: int, p_keep: float, rng, out: np.ndarray) -> None:
+def grr_into(values: np.ndarray, g: int, p_keep: float, rng: np.random.Generator, out: np.ndarray) -> None:
     """Generalized randomized response on ``g`` values, exactly, into ``out`` (int64).
 
     ``out[i] = values[i]`` with probability ``p_keep``, else uniform on the ``g - 1`` other
@@ -189,7 +203,7 @@ _LITTLE = sys.byteorder == "little"
 _BLOCK = 1 << 18
 
 
-def _check_rate(rate) -> float:
+def _check_rate(rate: float) -> float:
     """A discrete-Laplace rate ``lam`` (eps times the grid step) within ``[MIN_RATE, MAX_RATE]``."""
     lam = float(rate)
     if not MIN_RATE <= lam <= MAX_RATE:
@@ -254,7 +268,7 @@ class DiscreteLaplace:
     #: column of ``c_hi[m]`` in the packed pair viewed as two uint32 (the low half)
     _LO = 0 if _LITTLE else 1
 
-    def __init__(self, rate: float, kappa: float | None = None):
+    def __init__(self, rate: float, kappa: float | None = None) -> None:
         lam = _check_rate(rate)
         self.rate = lam
         a = math.exp(-lam)
@@ -316,23 +330,23 @@ class DiscreteLaplace:
         return f"DiscreteLaplace(rate={self.rate!r}, kappa={self.kappa!r}, B={self.B})"
 
     # ---- the law ----------------------------------------------------------------------------
-    def log_pmf(self, d) -> np.ndarray:
+    def log_pmf(self, d: ArrayLike) -> np.ndarray:
         """``log P(D = d)`` of the target law: ``log tanh(lam/2) - lam |d|`` (default ``kappa``)."""
-        d = np.abs(np.asarray(d, dtype=float))
-        return np.where(d == 0, self._log_p0, self._log_c - self.rate * d)
+        mag = np.abs(np.asarray(d, dtype=float))
+        return np.where(mag == 0, self._log_p0, self._log_c - self.rate * mag)
 
-    def log_tail(self, m) -> np.ndarray:
+    def log_tail(self, m: ArrayLike) -> np.ndarray:
         """``log P(D >= m) = log P(D <= -m) = log(kappa/2) - lam m`` for ``m >= 1`` (target law;
         ``-lam m - log(1 + a)`` by default)."""
         return math.log(self.kappa / 2.0) - self.rate * np.asarray(m, dtype=float)
 
-    def excess(self, shift) -> np.ndarray:
+    def excess(self, shift: ArrayLike) -> np.ndarray:
         """Bound on ``log(p~(d)/p~(d')) - log(p(d)/p(d'))`` over all ``d, d'`` with
         ``|d - d'| = shift`` (grid steps; 0 for ``shift = 0``): ``osc + |rho| ceil(shift / B)``."""
         s = np.abs(np.asarray(shift, dtype=float))
         return np.where(s > 0, self.osc + abs(self.rho) * np.ceil(s / self.B), 0.0)
 
-    def drawn_pmf(self, d) -> np.ndarray:
+    def drawn_pmf(self, d: ArrayLike) -> np.ndarray:
         """The exact law the sampler draws, ``P~(D = d)`` (float64), for tests and audits."""
         d = np.abs(np.asarray(d, dtype=np.int64))
         two63 = float(_TWO63)
@@ -345,7 +359,7 @@ class DiscreteLaplace:
         return np.where(d < B, inner, tail)
 
     # ---- drawing ----------------------------------------------------------------------------
-    def _tail(self, n: int, rng, cap: int) -> np.ndarray:
+    def _tail(self, n: int, rng: np.random.Generator, cap: int) -> np.ndarray:
         """``n`` magnitudes given ``|D| >= B``: ``B + G`` (one-sided geometric ``G``, memoryless
         blocks of ``B``), stopped at ``cap`` (the caller clamps every magnitude ``>= cap`` to the
         same report)."""
@@ -359,7 +373,7 @@ class DiscreteLaplace:
             active = active[(j == B) & (mag[active] < cap)]
         return np.minimum(mag, cap)
 
-    def signed(self, size: int, rng, cap: int = 1 << 62) -> np.ndarray:
+    def signed(self, size: int, rng: np.random.Generator, cap: int = 1 << 62) -> np.ndarray:
         """``size`` i.i.d. draws of ``D`` with magnitudes stopped at ``cap`` (``|D| >= cap`` is
         returned as ``+-cap``: give a ``cap`` beyond which the caller's clamp makes every value
         alike). int32 when ``cap < 2^31``, else int64."""
@@ -367,7 +381,7 @@ class DiscreteLaplace:
         self.signed_into(out, rng, cap)
         return out
 
-    def signed_into(self, out: np.ndarray, rng, cap: int = 1 << 62) -> int:
+    def signed_into(self, out: np.ndarray, rng: np.random.Generator, cap: int = 1 << 62) -> int:
         """Fill the contiguous 1-D int32/int64 array ``out`` with draws of ``D`` (as
         :meth:`signed`); returns the largest magnitude drawn through the tail (``B - 1`` if none),
         so that a caller can skip its clamp when that is small. Draws are made in blocks of at
@@ -385,7 +399,7 @@ class DiscreteLaplace:
             top = max(top, self._block(out[lo:lo + _BLOCK], rng, cap))
         return top
 
-    def _scratch(self, size: int):
+    def _scratch(self, size: int) -> dict[str, np.ndarray]:
         sc = getattr(self._local, "sc", None)
         if sc is None or sc["u"].size < size:
             n = max(size, 1 << 12)
@@ -394,7 +408,7 @@ class DiscreteLaplace:
             self._local.sc = sc
         return sc
 
-    def _block(self, out: np.ndarray, rng, cap: int) -> int:
+    def _block(self, out: np.ndarray, rng: np.random.Generator, cap: int) -> int:
         size, B = out.size, self.B
         raw = rng.bit_generator.random_raw((size + 1) // 2).view(np.uint32)[:size]
         sc = self._scratch(size)
@@ -418,7 +432,8 @@ class DiscreteLaplace:
         # decided by 32 more bits): all decided exactly below, on U
         flag = np.flatnonzero(np.greater_equal(diff, pair[:, 1 - self._LO], out=sc["flag"][:size]))
         top = B - 1
-        tail_at = tail_mags = None
+        tail_at: np.ndarray | None = None
+        tail_mags: np.ndarray | None = None
         if flag.size:
             mf, tail_at, tail_mags, top = self._exact(v[flag], flag, rng, cap)
             m[flag] = mf
@@ -428,17 +443,19 @@ class DiscreteLaplace:
         m -= neg  # -m where the sign bit is set; 0 stays +0
         if m is not out:
             out[...] = m
-        if tail_at is not None:
+        if tail_at is not None and tail_mags is not None:  # set together
             out[tail_at] = np.where(neg[tail_at] < 0, -tail_mags, tail_mags)
         return top
 
-    def _exact(self, vf, flag, rng, cap):
+    def _exact(self, vf: np.ndarray, flag: np.ndarray, rng: np.random.Generator,
+               cap: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, int]:
         """Magnitudes of the draws ``flag`` (31 random bits ``vf`` each) by the exact search on
         the integers: ties with a threshold's top bits decided by 32 more bits, the tail cell by
         :meth:`_tail`. Returns ``(magnitudes, tail indices or None, tail magnitudes, top)``."""
         B = self.B
         top = B - 1
-        tail_at = tail_mags = None
+        tail_at: np.ndarray | None = None
+        tail_mags: np.ndarray | None = None
         uf = _U31 - vf  # the top 31 bits of U
         mf = np.searchsorted(self._c_hi, uf, side="right") - 1  # max j with c_hi[j] <= u
         tie = np.flatnonzero(uf == self._c_hi[mf])
@@ -460,7 +477,7 @@ def discrete_laplace(rate: float, kappa: float | None = None) -> DiscreteLaplace
     return DiscreteLaplace(rate, kappa)
 
 
-def power_of_two_grid(grid, name: str, min_log2: int) -> float:
+def power_of_two_grid(grid: float, name: str, min_log2: int) -> float:
     """Check a grid step: ``2^-j`` with ``0 <= j <= -min_log2`` (so the integers lie on the grid
     and every grid value is an exact binary float)."""
     try:
@@ -505,7 +522,8 @@ def _threads() -> int:
         return os.cpu_count() or 1
 
 
-def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1 << 17) -> None:
+def fill_in_streams(n_rows: int, row_items: int, fill: Callable[[int, int, np.random.Generator], object],
+                    rng: np.random.Generator, chunk_items: int = 1 << 17) -> None:
     """Run ``fill(lo, hi, gen)`` over row chunks ``[lo, hi)`` of about ``chunk_items`` items.
 
     ``fill`` must write rows ``lo:hi`` only and draw from ``gen`` only. Small calls
@@ -531,7 +549,7 @@ def fill_in_streams(n_rows: int, row_items: int, fill, rng, chunk_items: int = 1
             fill(lo, min(n_rows, lo + step), rng)
         return
 
-    def run(j):
+    def run(j: int) -> None:
         for lo in starts[j::STREAMS]:
             fill(lo, min(n_rows, lo + step), gens[j])
 
@@ -555,7 +573,7 @@ _M64 = (1 << 64) - 1
 DIGIT_BLOCK = 1 << 18
 
 
-def _alias_table(units: list[int], index_bits: int):
+def _alias_table(units: list[int], index_bits: int) -> tuple[list[int], list[int]]:
     """Walker's alias table (Vose's construction) on *integer* masses ``units`` summing to
     ``2^80``, ``2^index_bits`` slots of ``2^(80 - index_bits)`` units each. Returns
     ``(keep, alias)`` (Python ints): slot ``i`` yields ``i`` on its first ``keep[i]`` units and
@@ -597,7 +615,7 @@ def _to_units(log_p: np.ndarray) -> list[int]:
 
 class DigitLaplace:
     """The discrete Laplace law ``P(D = d) = tanh(lam/2) e^{-lam |d|}`` drawn digit by digit from
-    small alias tables with integer thresholds (SHE's sampler; issue 22).
+    small alias tables with integer thresholds (SHE's sampler).
 
     **Decomposition (exact).** With ``a = e^{-lam}``: ``P(D >= 0) = 1/(1 + a)``, and on either
     side ``D = G`` (``D >= 0``) or ``D = -(G + 1)`` (``D < 0``) with ``G`` one-sided geometric,
@@ -633,7 +651,7 @@ class DigitLaplace:
         ``lam`` in ``[2^-16, 20]``.
     """
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float) -> None:
         lam = _check_rate(rate)
         self.rate = lam
         self.kappa = 2.0 / (1.0 + math.exp(-lam))
@@ -678,7 +696,7 @@ class DigitLaplace:
         self.J = len(order)
         width = max(2 ** tables[nm][2] for nm in order + ["cont", "sign"])
 
-        def pack(names):
+        def pack(names: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             hi = np.zeros((len(names), width), dtype=np.uint32)
             lo = np.zeros((len(names), width), dtype=np.uint64)
             bits = np.zeros(len(names), dtype=np.int64)
@@ -696,7 +714,7 @@ class DigitLaplace:
         self._local = threading.local()
         self._shifts = (16 - self._bits).astype(np.int64)
         self._thr = np.ascontiguousarray((self._hi & np.uint32(0xFFFF)).astype(np.int32))
-        self._ftables = {}
+        self._ftables: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         self._val = np.zeros((self.J, 2 * width), dtype=np.int64)
         for r_, nm in enumerate(order):
             keep, alias, bt = tables[nm]
@@ -721,7 +739,7 @@ class DigitLaplace:
         self._log_p0 = math.log(math.tanh(lam / 2.0))  # log P(D = d) + lam |d|, every d
 
     @staticmethod
-    def _target_logs(lam: float, K: int, h: int, digits) -> dict:
+    def _target_logs(lam: float, K: int, h: int, digits: list[tuple[int, int]]) -> dict[str, list[Decimal]]:
         """The target probabilities of every table's outcomes as natural logs (``Decimal``, 40
         significant digits, ``-inf`` for padding), so that the tables' errors are known to far
         better than their size (``~1e-14`` for the smallest cells)."""
@@ -752,21 +770,21 @@ class DigitLaplace:
         return f"DigitLaplace(rate={self.rate!r}, K={self.K}, M={self.M})"
 
     # ---- the law ----------------------------------------------------------------------------
-    def log_pmf(self, d) -> np.ndarray:
+    def log_pmf(self, d: ArrayLike) -> np.ndarray:
         """``log P(D = d) = log tanh(lam/2) - lam |d|`` (the target law)."""
         return self._log_p0 - self.rate * np.abs(np.asarray(d, dtype=float))
 
-    def log_tail(self, m) -> np.ndarray:
+    def log_tail(self, m: ArrayLike) -> np.ndarray:
         """``log P(D >= m) = log P(D <= -m) = -lam m - log(1 + a)`` for ``m >= 1``."""
         return -self.rate * np.asarray(m, dtype=float) - math.log1p(math.exp(-self.rate))
 
-    def excess(self, shift) -> np.ndarray:
+    def excess(self, shift: ArrayLike) -> np.ndarray:
         """Bound on ``log(P~(d)/P~(d')) - log(P(d)/P(d'))`` over ``|d - d'| = shift``:
         ``osc + |rho| ceil(shift / B)`` (0 for ``shift = 0``)."""
         s = np.abs(np.asarray(shift, dtype=float))
         return np.where(s > 0, self.osc + abs(self.rho) * np.ceil(s / self.B), 0.0)
 
-    def drawn_pmf(self, d) -> np.ndarray:
+    def drawn_pmf(self, d: ArrayLike) -> np.ndarray:
         """The exact law the sampler draws, ``P~(D = d)`` (float64), from the integer masses."""
         d = np.asarray(d, dtype=np.int64)
         neg = d < 0
@@ -789,7 +807,8 @@ class DigitLaplace:
         """The 16-bit draws of a block: word ``w`` gives ``w & 0xFFFF, w >> 16 & 0xFFFF, ...``."""
         return words.view(np.uint16) if _LITTLE else words.byteswap().view(np.uint16)
 
-    def _block_numpy(self, words, x, s, g, out, rng):
+    def _block_numpy(self, words: np.ndarray, x: np.ndarray, s: int, g: np.float32, out: np.ndarray,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """NumPy twin of the compiled kernels (:mod:`localpriv.mechanisms._client_kernels`): the
         same values from the same words (the same tie words, drawn in the same order). Returns
         the overflowed entries ``(index, low bits)``."""
@@ -842,7 +861,7 @@ class DigitLaplace:
         out[np.arange(rows), x] += np.float32(s) * np.float32(g)
         return over_idx, over_low
 
-    def _overflows(self, idx, low, rng, cap):
+    def _overflows(self, idx: np.ndarray, low: np.ndarray, rng: np.random.Generator, cap: int) -> np.ndarray:
         """Signed ``D`` of the overflowed entries (``H >= M``), in index order: the sign, then
         rounds of the continuation table (one fresh 64-bit word per active entry per round, its
         top 16 bits the draw; tie words after each round's, in order), stopped once ``G >= cap``."""
@@ -860,7 +879,7 @@ class DigitLaplace:
         G = np.minimum(low + (H << self.K), cap)
         return np.where(sign == 1, -np.minimum(G + 1, cap), G)
 
-    def _draw_fresh(self, row, active, rng):
+    def _draw_fresh(self, row: int, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One draw per entry of ``active`` from chain table ``row``, each from a fresh word."""
         w = rng.bit_generator.random_raw(active.size)
         bt = int(self._bits_chain[row])
@@ -877,10 +896,10 @@ class DigitLaplace:
         return out
 
     @property
-    def _bits_chain(self):
+    def _bits_chain(self) -> tuple[int, int]:
         return (self.h, 1)
 
-    def _scratch(self, n: int):
+    def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Per-thread buffers of a block of ``n`` entries (reused: fresh memory costs page faults)."""
         sc = getattr(self._local, "sc", None)
         if sc is None or sc[0].size < n:
@@ -888,7 +907,7 @@ class DigitLaplace:
             self._local.sc = sc
         return sc
 
-    def _float_tables(self, g):
+    def _float_tables(self, g: float | np.floating[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The compiled kernel's value tables for grid ``g`` (float32, exact): per top slot and
         side ``(base g, +-g)`` (NaN for the overflow), per digit slot and side ``digit 2^offset``."""
 
@@ -908,7 +927,8 @@ class DigitLaplace:
             self._ftables[key] = (top, low, top3.ravel(), low3.ravel())
         return self._ftables[key]
 
-    def rows_into(self, x, s: int, g, clamp: int, out: np.ndarray, rng) -> None:
+    def rows_into(self, x: ArrayLike, s: int, g: float | np.float32, clamp: int, out: np.ndarray,
+                  rng: np.random.Generator) -> None:
         """``out[i, y] = float32(clip([y = x_i] s + D_iy, -clamp, clamp)) * g`` (float32, C-contiguous
         ``rows x k``; ``g`` a power of two, so exact), the ``D`` i.i.d. from this law.
 
@@ -962,7 +982,7 @@ class DigitLaplace:
                     tabs = (self._thr[0], self._thr[1], top3, low3, flat, bad_buf)
                     shape = (int(self._shifts[0]), int(self._shifts[1]))
                     if shape in ((9, 8), (9, 7)):  # SHE's default grids: constant shifts
-                        nbad, nties = kern["digit_pass1_two_%d%d" % shape](h16, *tabs)
+                        nbad, nties = kern[f"digit_pass1_two_{shape[0]}{shape[1]}"](h16, *tabs)
                     else:
                         nbad, nties = kern["digit_pass1_two_any"](h16, *shape, *tabs)
                 else:
@@ -981,7 +1001,7 @@ class DigitLaplace:
                 D += np.where(c_ == xs[r_], s, 0)
                 o[r_, c_] = np.clip(D, -clamp, clamp).astype(np.float32) * g
 
-    def signed(self, size: int, rng, cap: int = 1 << 24) -> np.ndarray:
+    def signed(self, size: int, rng: np.random.Generator, cap: int = 1 << 24) -> np.ndarray:
         """``size`` i.i.d. draws of ``D`` (int64), magnitudes stopped at ``cap <= 2^24`` (for
         tests and audits: the draws :meth:`rows_into` makes, with no one-hot, rows of 256)."""
         size, k = int(size), 256

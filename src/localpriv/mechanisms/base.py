@@ -23,13 +23,17 @@ import math
 import re
 import warnings
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock, check_dense_size, dense_cap_override
 from localpriv.mechanisms.privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_int, check_rng
+
+if TYPE_CHECKING:
+    from localpriv.domains.base import Domain
 
 __all__ = [
     "Mechanism",
@@ -68,8 +72,10 @@ def registered() -> dict[str, type[Mechanism]]:
 
 
 def split_spec_args(body: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    quote = None
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    quote: str | None = None
     for ch in body:
         if quote:
             cur.append(ch)
@@ -92,7 +98,7 @@ def split_spec_args(body: str) -> list[str]:
     return parts
 
 
-def _parse_value(text: str):
+def _parse_value(text: str) -> Any:
     text = text.strip()
     try:
         return ast.literal_eval(text)
@@ -100,7 +106,7 @@ def _parse_value(text: str):
         return text  # bare word, e.g. a file name
 
 
-def _format_value(v) -> str:
+def _format_value(v: object) -> str:
     if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
     if isinstance(v, (int, np.integer)):
@@ -129,7 +135,7 @@ MAX_UNTRUSTED_SPEC = 100_000
 FILE_PARAMETERS = frozenset({"file", "path"})
 
 
-def parse(spec: str | Mechanism, domain=None, *, trusted: bool = True) -> Mechanism:
+def parse(spec: str | Mechanism, domain: Domain | None = None, *, trusted: bool = True) -> Mechanism:
     """Build a mechanism from its spec string, e.g. ``parse("krr(k=100,eps=2.0)")``.
 
     ``domain`` (a :class:`~localpriv.domains.Domain`) lets a spec leave out what the domain
@@ -186,7 +192,8 @@ def parse(spec: str | Mechanism, domain=None, *, trusted: bool = True) -> Mechan
         for part in split_spec_args(body):
             key, eq, val = part.partition("=")
             if not eq or not key.strip().isidentifier():
-                raise LocalPrivError(f"cannot read argument {part.strip()[:40]!r} of spec {short_spec(spec)}: expected key=value")
+                raise LocalPrivError(f"cannot read argument {part.strip()[:40]!r} of spec {short_spec(spec)}: "
+                                 "expected key=value")
             key = key.strip()
             if key in params:
                 raise LocalPrivError(f"spec {short_spec(spec)} gives {key} twice")
@@ -208,7 +215,7 @@ def parse(spec: str | Mechanism, domain=None, *, trusted: bool = True) -> Mechan
 
 
 # --------------------------------------------------------------------------------------------
-# The privacy check of every spec read (issue 18)
+# The privacy check of every spec read
 # --------------------------------------------------------------------------------------------
 #: LDP levels above this draw a :class:`LargeEpsilonWarning` when a spec is read: a report is then
 #: up to ``e^10 ~ 22,000`` times more likely under one value than under another.
@@ -220,7 +227,7 @@ PARSE_CHECK_MAX_ENTRIES = 4_000_000
 
 class LargeEpsilonWarning(PrivacyWarning):
     """A mechanism read from a spec whose LDP level, computed from the mechanism, exceeds
-    :data:`LARGE_LDP_EPS` (issue 18). Filter it like any warning, e.g.
+    :data:`LARGE_LDP_EPS`. Filter it like any warning, e.g.
     ``warnings.simplefilter("ignore", LargeEpsilonWarning)`` where large levels are intended."""
 
 
@@ -249,7 +256,7 @@ def _warn_if_large(mech: Mechanism) -> None:
                   LargeEpsilonWarning, stacklevel=2)
 
 
-def k_from_bounds(name: str, lo, hi) -> int:
+def k_from_bounds(name: str, lo: object, hi: object) -> int:
     """``k`` implied by output bounds ``lo=0, hi=K-1`` given without ``k`` or a domain: ``K``.
 
     ``lo``/``hi`` are in index units (0 = the domain's first element), so only ``lo = 0`` says
@@ -290,7 +297,7 @@ class Mechanism(ABC):
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
-    def from_params(cls, params: dict, domain=None) -> Mechanism:
+    def from_params(cls, params: dict[str, Any], domain: Domain | None = None) -> Mechanism:
         """Build from parsed spec parameters; fills ``k`` from ``domain`` when it is left out."""
         sig = inspect.signature(cls.__init__)
         accepted = set(sig.parameters) - {"self"}
@@ -314,9 +321,9 @@ class Mechanism(ABC):
         return cls(**params)
 
     @classmethod
-    def implied_k(cls, params: dict) -> int | None:
+    def implied_k(cls, params: dict[str, Any]) -> int | None:
         """``k`` implied by the other spec parameters when neither ``k`` nor a domain is given
-        (``None``: nothing implied). The line mechanisms read it from ``lo``/``hi`` (issue 18)."""
+        (``None``: nothing implied). The line mechanisms read it from ``lo``/``hi``."""
         return None
 
     @abstractmethod
@@ -329,7 +336,7 @@ class Mechanism(ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Mechanism) and str(self) == str(other)
 
     def __hash__(self) -> int:
@@ -341,7 +348,7 @@ class Mechanism(ABC):
         """Number of outputs (columns of :meth:`channel`), or ``None`` when they cannot be enumerated.
 
         Every mechanism states it from its structure: the channel is never built to count its
-        columns (issue 15). A subclass must override this property.
+        columns. A subclass must override this property.
         """
         raise NotImplementedError(f"{type(self).__name__} must define n_outputs (from its structure, "
                                   "without building the channel)")
@@ -357,7 +364,7 @@ class Mechanism(ABC):
         return None
 
     # ---- sampling ---------------------------------------------------------------------------
-    def _check_inputs(self, x) -> np.ndarray:
+    def _check_inputs(self, x: ArrayLike) -> np.ndarray:
         arr = np.asarray(x)
         if arr.size == 0:
             raise LocalPrivError("no values given: the input is empty")
@@ -376,7 +383,7 @@ class Mechanism(ABC):
             raise LocalPrivError(f"input indices outside 0..{self.k - 1}: {vals} ({int(bad.sum())} in all)")
         return arr
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Obfuscate every input index in ``x``; returns one report per input.
 
         The default draws from the dense channel by inverse-CDF sampling, vectorized over users.
@@ -396,13 +403,12 @@ class Mechanism(ABC):
     def channel(self) -> np.ndarray:
         """The dense ``k x |Z|`` row-stochastic matrix ``M[x, z] = P(z | x)``."""
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         """Column indices of ``reports`` in :meth:`channel` (identity for index-valued reports)."""
         r = np.asarray(reports)
         n = self.n_outputs
-        if r.dtype.kind == "f":
-            if np.any(r != np.round(r)):
-                raise LocalPrivError(f"{self}: reports must be integer output indices")
+        if r.dtype.kind == "f" and np.any(r != np.round(r)):
+            raise LocalPrivError(f"{self}: reports must be integer output indices")
         r = r.astype(np.int64)
         if n is not None:
             bad = (r < 0) | (r >= n)
@@ -411,17 +417,17 @@ class Mechanism(ABC):
                                      f"{np.unique(r[bad])[:5].tolist()}")
         return r
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j] = P(reports[j] | x)`` as a dense ``k x len(reports)`` matrix."""
         idx = self.output_index(reports)
         check_dense_size(self.k, idx.size, f"{self} likelihood of {idx.size} reports")
         return self.channel()[:, idx]
 
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+    def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
         """The observation model for distinct ``reports`` seen ``counts`` times (dense default)."""
         return DenseBlock(self.likelihood(reports), counts)
 
-    def output_probabilities(self, theta) -> np.ndarray:
+    def output_probabilities(self, theta: ArrayLike) -> np.ndarray:
         """The distribution of one report when inputs follow ``theta``: ``theta @ M``."""
         return np.asarray(theta, dtype=float) @ self.channel()
 
@@ -435,7 +441,7 @@ class Mechanism(ABC):
         """
         return ldp_epsilon(self.channel(), what=str(self))
 
-    def epsilon_geo(self, distance=None) -> float:
+    def epsilon_geo(self, distance: ArrayLike | None = None) -> float:
         """Geo-indistinguishability level computed from the channel and ``distance`` (``k x k``)."""
         if distance is None:
             dom = getattr(self, "domain", None)
@@ -459,19 +465,30 @@ def _row_search(cdf: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
     return out
 
 
+class _MemoizedMechanism(Protocol):
+    """What :class:`Memoized` needs of the mechanism it is mixed into (for the type checker)."""
+
+    def _check_inputs(self, x: ArrayLike) -> np.ndarray: ...
+
+    def memoize(self, x: np.ndarray, rng: np.random.Generator) -> Any: ...
+
+    def instantaneous(self, memo: Any, rng: np.random.Generator) -> np.ndarray: ...
+
+
 class Memoized:
     """Sampling of mechanisms with a permanent (memoized) part per user and an instantaneous one
     per report: ``memoize(x, rng)`` draws the permanent part, ``instantaneous(memo, rng)`` one
     report from it (the longitudinal oracles, RAPPOR). Put it before :class:`Mechanism` in the
     bases."""
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self: _MemoizedMechanism, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """One report per user: memoize, then one instantaneous obfuscation."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
         return self.instantaneous(self.memoize(x, rng), rng)
 
-    def sample_rounds(self, x, rng, rounds: int) -> list:
+    def sample_rounds(self: _MemoizedMechanism, x: ArrayLike, rng: np.random.Generator | int,
+                      rounds: int) -> list[np.ndarray]:
         """``rounds`` reports per user from the SAME memoized part (a list, one array per round)."""
         x = self._check_inputs(x)
         rng = check_rng(rng)

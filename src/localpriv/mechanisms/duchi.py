@@ -1,4 +1,4 @@
-"""Duchi et al.'s one-bit mechanism for a number in ``[-1, 1]`` (``duchi``, issue 20).
+"""Duchi et al.'s one-bit mechanism for a number in ``[-1, 1]`` (``duchi``).
 
 Duchi, Jordan and Wainwright, "Minimax Optimal Procedures for Locally Private Estimation", JASA
 113:182-201, 2018 (section 4.2.3, one-dimensional case; also Wang et al., ICDE 2019, Algorithm 1).
@@ -20,11 +20,18 @@ distribution estimates from ``duchi`` alone lean entirely on EMS's smoothing).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.utils.validation import check_eps, check_int, check_rng
+
+if TYPE_CHECKING:
+    from localpriv.domains.base import Domain
+    from localpriv.utils.interval import Interval
 
 __all__ = ["Duchi", "duchi_bound"]
 
@@ -49,20 +56,20 @@ class Duchi(Mechanism):
     spec_name = "duchi"
     examples = (dict(spec="duchi(k=5,eps=1.0)", eps_ldp=1.0),)  # centres +-0.8, not +-1: below eps
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         #: ``B``: the report's magnitude
         self.B = duchi_bound(self.eps)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
 
     @property
     def n_outputs(self) -> int:
         return 2
 
-    def p_plus(self, t) -> np.ndarray:
+    def p_plus(self, t: ArrayLike) -> np.ndarray:
         """``P(+B | t) = 1/2 + t tanh(eps/2) / 2`` (``tanh(eps/2) = (e^eps - 1)/(e^eps + 1)``)."""
         return 0.5 + 0.5 * np.asarray(t, dtype=float) * np.tanh(0.5 * self.eps)
 
@@ -71,7 +78,7 @@ class Duchi(Mechanism):
         p = self.p_plus(signed_centres(self.k))
         return np.column_stack([1.0 - p, p])
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """One bit per user: ``1`` (``+B``) with probability ``P(+B | t_x)``."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
@@ -79,16 +86,16 @@ class Duchi(Mechanism):
         return (rng.random(x.size) < p[x]).astype(np.int64)
 
     # ---- the classic estimator ------------------------------------------------------------
-    def unbiased(self, reports) -> np.ndarray:
+    def unbiased(self, reports: ArrayLike) -> np.ndarray:
         """Per-report unbiased estimates of ``t``: ``+B`` or ``-B``."""
         z = self.output_index(reports)
         return np.where(z == 1, self.B, -self.B)
 
-    def report_variance(self, t) -> np.ndarray:
+    def report_variance(self, t: ArrayLike) -> np.ndarray:
         """``Var[report | t] = B^2 - t^2`` (Wang et al. 2019, Eq. 4)."""
         return self.B ** 2 - np.asarray(t, dtype=float) ** 2
 
-    def estimate_mean(self, reports, domain=None, level: float = 0.95):
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
         """The unbiased mean ``(1/n) sum_u report_u`` with its normal interval
         (:func:`~localpriv.mechanisms._numeric.mean_interval`), in the domain's units (``t`` in
         ``[-1, 1]`` without a domain). Its variance is ``(B^2 - mean(t^2)) / n``."""

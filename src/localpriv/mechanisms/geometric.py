@@ -17,7 +17,7 @@ Both satisfy eps-geo-indistinguishability on the line with ``d(x, x') = |x - x'|
 ``P(z|x)/P(z|x') = a^{|z-x| - |z-x'|} <= e^{eps |x - x'|}``, with equality for any ``z`` outside
 ``(min(x,x'), max(x,x'))``; :meth:`Geometric.epsilon_geo` computes it from the channel.
 
-LDP level from the structure (issue 15), for any ``k``: in an interior column ``z``,
+LDP level from the structure, for any ``k``: in an interior column ``z``,
 ``log P(z|x) = log c - eps |z - x|`` is largest at ``x = clip(z, 0, k-1)`` and smallest at the
 input farthest away (0 or ``k-1``); in the end columns ``lo``/``hi`` the clamped mass is monotone
 in ``x``. The column spread ``eps (max_x |z-x| - min_x |z-x|)`` is ``eps (k-1)`` outside
@@ -29,9 +29,12 @@ the dense computation wherever the dense channel has no underflowed zeros.
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
-from localpriv.likelihood.blocks import check_dense_size
+import numpy as np
+from numpy.typing import ArrayLike
+
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import geometric_block_for
 from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
 from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon_from_logs
@@ -40,7 +43,7 @@ from localpriv.utils.validation import LocalPrivError, check_eps, check_int, che
 __all__ = ["Geometric", "two_sided_geometric"]
 
 
-def two_sided_geometric(eps: float, size: int, rng) -> np.ndarray:
+def two_sided_geometric(eps: float, size: int, rng: np.random.Generator) -> np.ndarray:
     """``size`` draws of ``N`` with ``P(N = n) = (1-a)/(1+a) a^{|n|}``, ``a = e^{-eps}``.
 
     ``N = G1 - G2`` with ``G1, G2`` i.i.d. geometric on ``{0, 1, ...}`` with ``P(G = g) = (1-a) a^g``:
@@ -75,7 +78,7 @@ class Geometric(Mechanism):
     examples = (dict(spec="geometric(k=5,eps=0.5)", eps_ldp=2.0, tight=True, eps_geo=0.5),
                 dict(spec="geometric(k=5,eps=0.5,lo=0,hi=4)", eps_ldp=2.0, eps_geo=0.5))
 
-    def __init__(self, k: int, eps: float, lo: int | None = None, hi: int | None = None):
+    def __init__(self, k: int, eps: float, lo: int | None = None, hi: int | None = None) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         if (lo is None) != (hi is None):
@@ -88,14 +91,14 @@ class Geometric(Mechanism):
         self.lo, self.hi = lo, hi
 
     @classmethod
-    def implied_k(cls, params):
-        """``geometric(eps=e,lo=0,hi=K-1)`` without ``k`` or a domain has ``k = K`` (issue 18; other
+    def implied_k(cls, params: dict[str, Any]) -> int | None:
+        """``geometric(eps=e,lo=0,hi=K-1)`` without ``k`` or a domain has ``k = K`` (other
         ``lo`` are a one-line error, see :func:`~localpriv.mechanisms.base.k_from_bounds`)."""
         if params.get("lo") is None or params.get("hi") is None:
             return None
         return k_from_bounds(cls.spec_name, params["lo"], params["hi"])
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "lo": self.lo, "hi": self.hi}
 
     @property
@@ -108,11 +111,11 @@ class Geometric(Mechanism):
         return float(np.exp(-self.eps))
 
     @property
-    def n_outputs(self):
-        return self.hi - self.lo + 1 if self.truncated else None
+    def n_outputs(self) -> int | None:
+        return self.hi - self.lo + 1 if self.lo is not None and self.hi is not None else None
 
     # ---- sampling -------------------------------------------------------------------------
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """``z = x + N`` (two-sided geometric ``N``), clamped to ``lo..hi`` and shifted by ``-lo``
         when truncated."""
         x = self._check_inputs(x)
@@ -135,7 +138,7 @@ class Geometric(Mechanism):
         # P(Z <= lo | x) = P(N <= lo - x) and P(Z >= hi | x) = P(N <= x - hi) (N is symmetric),
         # each evaluated without cancellation: P(N <= s) = a^{-s}/(1+a) for s < 0,
         # 1 - a^{s+1}/(1+a) for s >= 0 (clamp of Eq. 6, equal to Eq. 7 when lo <= x <= hi)
-        def cdf(s):
+        def cdf(s: ArrayLike) -> np.ndarray:
             s = np.asarray(s, dtype=float)
             return np.where(s < 0, np.exp(-eps * np.abs(s)) / (1.0 + a),
                             1.0 - np.exp(-eps * (np.abs(s) + 1.0)) / (1.0 + a))
@@ -154,7 +157,7 @@ class Geometric(Mechanism):
         if not self.truncated:
             return lp
 
-        def log_cdf(s):  # log P(N <= s), as in _prob
+        def log_cdf(s: np.ndarray) -> np.ndarray:  # log P(N <= s), as in _prob
             with np.errstate(over="ignore"):
                 return np.where(s < 0, -eps * np.abs(s) - log1pa,
                                 np.log1p(-np.exp(-eps * (np.abs(s) + 1.0) - log1pa)))
@@ -166,28 +169,29 @@ class Geometric(Mechanism):
         """Exact log-probabilities on the few rows and columns that attain every column's spread
         (module doc): rows ``{0, k-1, clip(z)}``, columns ``{lo, lo+1, hi-1, hi}`` (truncated) or
         ``{-1, 0, k-1, k}`` (untruncated)."""
-        k = self.k
-        if self.truncated:
-            cols = {self.lo, self.hi}
-            if self.lo + 1 <= self.hi - 1:
-                cols |= {self.lo + 1, self.hi - 1}
+        k, lo, hi = self.k, self.lo, self.hi
+        if lo is not None and hi is not None:
+            col_set = {lo, hi}
+            if lo + 1 <= hi - 1:
+                col_set |= {lo + 1, hi - 1}
         else:
-            cols = {-1, 0, k - 1, k}
-        cols = np.array(sorted(cols))
+            col_set = {-1, 0, k - 1, k}
+        cols = np.array(sorted(col_set))
         rows = np.unique(np.r_[0, k - 1, np.clip(cols, 0, k - 1)])
         return self._log_prob(rows[:, None], cols[None, :])
 
     def channel(self) -> np.ndarray:
         """``k x (hi-lo+1)`` matrix of Eq. 7 (truncated only)."""
-        if not self.truncated:
+        lo, hi = self.lo, self.hi
+        if lo is None or hi is None:
             raise LocalPrivError(f"{self}: the untruncated geometric mechanism has infinitely many "
                                  "outputs; use likelihood(reports) on the observed reports")
-        check_dense_size(self.k, self.hi - self.lo + 1, f"{self} channel")
+        check_dense_size(self.k, hi - lo + 1, f"{self} channel")
         x = np.arange(self.k)[:, None]
-        z = np.arange(self.lo, self.hi + 1)[None, :]
+        z = np.arange(lo, hi + 1)[None, :]
         return self._prob(x, z)
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         r = np.asarray(reports)
         if r.dtype.kind == "f" and np.any(r != np.round(r)):
             raise LocalPrivError(f"{self}: reports must be integers")
@@ -197,7 +201,7 @@ class Geometric(Mechanism):
             return r.astype(np.int64)
         return super().output_index(r)
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j] = P(reports[j] | x)``, exact for arbitrary integer reports (untruncated) or
         output indices ``0..hi-lo`` (truncated)."""
         z = self.output_index(reports)
@@ -206,13 +210,13 @@ class Geometric(Mechanism):
             z = z + self.lo
         return self._prob(np.arange(self.k)[:, None], z[None, :])
 
-    def likelihood_block(self, reports, counts):
-        """Fast products (issue 8): two first-order recurrences, ``O(k + m)``
+    def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
+        """Fast products: two first-order recurrences, ``O(k + m)``
         (:class:`~localpriv.likelihood.structured.ExpKernelBlock`; the clamped end bins as exact columns)."""
 
         return geometric_block_for(self, self.output_index(reports), counts)
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> tuple[int, str] | None:
         """Untruncated: rank ``k`` -- the rows are ``theta -> theta * P_N`` (convolution with the
         two-sided geometric law), whose Fourier transform ``(1-a^2)/(1 - 2a cos w + a^2)`` never
         vanishes, so no non-zero finitely supported ``w`` has ``w M = 0``. Truncated: ``None``."""
@@ -233,7 +237,7 @@ class Geometric(Mechanism):
         ``eps (k - 1)`` untruncated)."""
         return checked_epsilon(ldp_epsilon_from_logs(self._reduced_logs()), str(self))
 
-    def epsilon_geo(self, distance=None) -> float:
+    def epsilon_geo(self, distance: ArrayLike | None = None) -> float:
         """Geo level for ``d(x, x') = |x - x'|`` (the default) or a given ``distance``.
 
         Untruncated with the default metric, from the structure:

@@ -8,8 +8,8 @@ hashes her value and reports the hash through ``g``-ary randomized response::
 BLH uses ``g = 2``; OLH the variance-optimal ``g = round(e^eps) + 1``. The support of a report
 ``(H, y)`` is ``S(H, y) = {v : H(v) = y}``, so ``p* = p`` and ``q* = 1/g`` (seed 002, pure LDP).
 
-Hash families (documented in docs/hashing.md; issue 20, item 4)
----------------------------------------------------------------
+Hash families (documented in docs/hashing.md)
+---------------------------------------------
 A report carries its hash *seed* ``s`` (uniform on ``0..n_seeds-1``, ``n_seeds = 2^32`` by
 default). Two families, chosen by the spec parameter ``hash``:
 
@@ -31,7 +31,7 @@ Exact likelihood: ``P((s, y) | x) = (1/n_seeds) * (q + (p - q) [H_s(x) = y])`` w
 ``q = (1 - p)/(g - 1)``, form (*) of :mod:`localpriv.mechanisms.unary`; the LDP level computed
 from it is ``log(p / q)`` as soon as some seed hashes two inputs apart.
 
-Log space (issue 15): ``log p = eps - logaddexp(eps, log(g-1))``, ``log q = -logaddexp(eps,
+Log space: ``log p = eps - logaddexp(eps, log(g-1))``, ``log q = -logaddexp(eps,
 log(g-1))``, so ``log(p/q) = eps`` exactly for any finite ``eps``. OLH's ``g = round(e^eps) + 1``
 is capped at ``2^30`` (:data:`MAX_G`, the largest hash range; reports ``seed * g + y`` stay below
 ``2^62``): beyond ``eps = log(2^30) = 20.8`` OLH uses ``g = 2^30``, still at level ``eps``; only
@@ -40,8 +40,12 @@ MI's variance factor ``q*(1-q*)/(p*-q*)^2`` is no longer minimal, and it stays b
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.likelihood.packed import PackedSupport
@@ -69,7 +73,7 @@ LEGACY_HASH = "cw"
 HASH_FAMILIES = (DEFAULT_HASH, LEGACY_HASH)
 
 
-def check_hash(family, name: str = "local hashing") -> str:
+def check_hash(family: Any, name: str = "local hashing") -> str:
     """The hash family of a spec: ``xxh64`` (default) or ``cw`` (legacy Carter-Wegman)."""
     if family not in HASH_FAMILIES:
         raise LocalPrivError(f"{name}: hash must be {' or '.join(HASH_FAMILIES)}, got {str(family)[:40]!r}")
@@ -84,7 +88,7 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def hash_values(seeds, values, g: int, family: str = DEFAULT_HASH) -> np.ndarray:
+def hash_values(seeds: ArrayLike, values: ArrayLike, g: int, family: str = DEFAULT_HASH) -> np.ndarray:
     """``H_s(x)`` of the family ``family`` (int64 in ``0..g-1``).
 
     ``xxh64``: ``XXH64(8 little-endian bytes of x, seed=s) mod g``
@@ -99,7 +103,7 @@ def hash_values(seeds, values, g: int, family: str = DEFAULT_HASH) -> np.ndarray
     raise LocalPrivError(f"unknown hash family {str(family)[:40]!r}; known: {', '.join(HASH_FAMILIES)}")
 
 
-def cw_hash_values(seeds, values, g: int) -> np.ndarray:
+def cw_hash_values(seeds: ArrayLike, values: ArrayLike, g: int) -> np.ndarray:
     """Legacy family: ``H_s(x) = ((a x + b) mod P) mod g`` with ``(a, b)`` derived from the seed
     ``s`` by the SplitMix64 finalizer (``P = 2^31 - 1``; Carter-Wegman). Broadcasts like
     :func:`hash_values`.
@@ -113,7 +117,7 @@ def cw_hash_values(seeds, values, g: int) -> np.ndarray:
     return (((a * x + b) % PRIME) % np.uint64(g)).astype(np.int64)
 
 
-def grr_sample(values: np.ndarray, g: int, p: float, rng) -> np.ndarray:
+def grr_sample(values: np.ndarray, g: int, p: float, rng: np.random.Generator) -> np.ndarray:
     """g-ary randomized response: keep ``values`` w.p. ``p``, else uniform on the other ``g-1``.
 
     The keep decision compares a uniform double (a multiple of ``2^-53``) with ``p``, so
@@ -144,7 +148,7 @@ class LocalHashing(PureProtocol):
     """Local hashing into ``g`` values with GRR keep probability ``p`` (not registered: use
     :class:`BLH`, :class:`OLH` or the longitudinal versions)."""
 
-    def _setup(self, k, g, level, n_seeds, hash_family=DEFAULT_HASH):
+    def _setup(self, k: int, g: int, level: float, n_seeds: int, hash_family: str = DEFAULT_HASH) -> None:
         """Hash range ``g`` and GRR at log-ratio ``level = log(p/q) > 0`` (exact, log space)."""
         self.hash_family = check_hash(hash_family, self.spec_name or "local hashing")
         self.k = check_int(k, "k", minimum=2)
@@ -155,7 +159,7 @@ class LocalHashing(PureProtocol):
         self._level = float(level)
         self.log_p, self.log_q = grr_logs(self._level, self.g)
         self.p_g, self.q_g = grr_floats(self._level, self.g)
-        self._separates = None
+        self._separates: bool | None = None
 
     @property
     def p_star(self) -> float:
@@ -165,15 +169,15 @@ class LocalHashing(PureProtocol):
     def q_star(self) -> float:
         return 1.0 / self.g
 
-    def hash_values(self, seeds, values) -> np.ndarray:
+    def hash_values(self, seeds: ArrayLike, values: ArrayLike) -> np.ndarray:
         """``H_s(x)`` of this mechanism's family onto ``0..g-1`` (broadcasting)."""
         return hash_values(seeds, values, self.g, self.hash_family)
 
-    def _hash_param(self) -> dict:
+    def _hash_param(self) -> dict[str, Any]:
         return {"hash": None if self.hash_family == DEFAULT_HASH else self.hash_family}
 
     # ---- reports ------------------------------------------------------------------------
-    def decode(self, reports) -> tuple[np.ndarray, np.ndarray]:
+    def decode(self, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``report -> (seed, y)`` with ``report = seed * g + y``."""
         r = np.asarray(reports)
         if r.ndim != 1 or r.dtype.kind not in "iu":
@@ -184,14 +188,14 @@ class LocalHashing(PureProtocol):
         return r // self.g, r % self.g
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> int | None:
         n = self.n_seeds * self.g
         return n if n <= DENSE_MAX_OUTPUTS else None
 
     def output_space_size(self) -> int:
         return self.n_seeds * self.g
 
-    def output_index(self, reports):
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         s, y = self.decode(reports)
         return s * self.g + y
 
@@ -204,12 +208,12 @@ class LocalHashing(PureProtocol):
         return self.likelihood(np.arange(n))
 
     # ---- sampling -----------------------------------------------------------------------
-    def memoize(self, x, rng):
+    def memoize(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Seeds and hashed values ``(s, H_s(x))`` (the data-dependent part before noise)."""
         seeds = rng.integers(0, self.n_seeds, size=x.size, dtype=np.int64)
         return seeds, self.hash_values(seeds, x)
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """``seed * g + GRR(H_seed(x))`` per user (:func:`grr_sample`), in chunks of ``2^16``
         users (per chunk: the seeds, then the GRR draws), so scratch memory is bounded by the
         chunk and the output is a function of the generator's stream alone; calls of at most
@@ -225,7 +229,7 @@ class LocalHashing(PureProtocol):
         return out
 
     # ---- estimation ingredients --------------------------------------------------------
-    def _support_chunks(self, reports):
+    def _support_chunks(self, reports: ArrayLike) -> Iterator[tuple[int, np.ndarray]]:
         """``(start, dense bool rows)`` of the support ``[H_{s_j}(v) = y_j]``, by chunks of ~4M entries
         of distinct reports (memory bounded by a chunk, whatever the number of reports)."""
         s, y = self.decode(reports)
@@ -235,24 +239,24 @@ class LocalHashing(PureProtocol):
             e = min(s.size, a + step)
             yield a, self.hash_values(s[a:e, None], vals[None, :]) == y[a:e, None]
 
-    def support(self, reports) -> sp.csr_matrix:
+    def support(self, reports: ArrayLike) -> sp.csr_matrix:
         parts = [sp.csr_matrix(D) for _, D in self._support_chunks(reports)]
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k), dtype=bool)
 
-    def support_counts(self, reports, counts=None) -> np.ndarray:
+    def support_counts(self, reports: ArrayLike, counts: ArrayLike | None = None) -> np.ndarray:
         """``C_v = sum_j counts_j [H_{s_j}(v) = y_j]``, from the packed support (no sparse matrix)."""
         P = PackedSupport(self.packed_support(reports), self.k)
         c = np.ones(P.shape[0]) if counts is None else np.asarray(counts, dtype=float)
         return P.rmatvec(c)
 
-    def packed_support(self, reports) -> np.ndarray:
+    def packed_support(self, reports: ArrayLike) -> np.ndarray:
         """:meth:`support` as packed bits (``reports x ceil(k/8)``), by the same chunks."""
         out = np.empty((np.size(reports), -(-self.k // 8)), dtype=np.uint8)  # shape checked by decode
         for a, D in self._support_chunks(reports):
             out[a:a + D.shape[0]] = np.packbits(D, axis=1)
         return out
 
-    def likelihood_parts(self, reports):
+    def likelihood_parts(self, reports: ArrayLike) -> tuple[np.ndarray, float, float]:
         """(*) with ``r1 = 1``: ``c = p / n_seeds``, ``r0 = q / p = e^{-log(p/q)}``."""
         s, _ = self.decode(reports)
         return np.full(s.size, self.log_p - np.log(self.n_seeds)), float(np.exp(-self._level)), 1.0
@@ -278,7 +282,7 @@ class LocalHashing(PureProtocol):
         (:meth:`seeds_separate`), else 0 (every report would then carry no information)."""
         return self._level if self.seeds_separate() else 0.0
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> None:
         """None: with a finite seed family the collision rates differ from ``1/g`` pair by pair, so
         the protocol is only approximately pure and the rank needs an SVD."""
         return None
@@ -292,11 +296,12 @@ class BLH(LocalHashing):
     spec_name = "blh"
     examples = (dict(spec="blh(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32, hash: str = DEFAULT_HASH):  # noqa: A002
+    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32,
+                 hash: str = DEFAULT_HASH) -> None:  # noqa: A002
         self.eps = check_eps(eps)
         self._setup(k, 2, self.eps, n_seeds, hash)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds,
                 **self._hash_param()}
 
@@ -309,10 +314,11 @@ class OLH(LocalHashing):
     spec_name = "olh"
     examples = (dict(spec="olh(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32, hash: str = DEFAULT_HASH):  # noqa: A002
+    def __init__(self, k: int, eps: float, n_seeds: int = 2 ** 32,
+                 hash: str = DEFAULT_HASH) -> None:  # noqa: A002
         self.eps = check_eps(eps)
         self._setup(k, olh_g(self.eps), self.eps, n_seeds, hash)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds,
                 **self._hash_param()}

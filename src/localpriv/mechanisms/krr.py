@@ -8,7 +8,7 @@ Seed 001 Eq. (5)::
 It satisfies eps-LDP, and its channel is "a scaled identity plus a constant", so the products the
 EM engine needs cost O(k) (:class:`localpriv.likelihood.structured.ScaledIdentityBlock`).
 
-Log space (issue 15): with ``N = e^eps + k - 1``, ``log N = logaddexp(eps, log(k-1))`` and the two
+Log space: with ``N = e^eps + k - 1``, ``log N = logaddexp(eps, log(k-1))`` and the two
 channel values are ``a = exp(eps - log N)``, ``b = exp(-log N)``: no overflow for any finite
 ``eps`` (``b`` underflows to 0 beyond eps ~ 745, where the sampler always tells the truth). The
 privacy level, its rank and its size are read from this structure; the ``k x k`` channel is only
@@ -16,7 +16,10 @@ built on request (and refused above the dense-size cap).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import ScaledIdentityBlock
@@ -53,13 +56,13 @@ class KRR(Mechanism):
     spec_name = "krr"
     examples = (dict(spec="krr(k=4,eps=1.0)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps = check_eps(eps)
         #: ``log N = log(e^eps + k - 1)``, the log-normalizer shared by every row
         self.log_norm = float(np.logaddexp(self.eps, np.log(self.k - 1)))
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
 
     @property
@@ -87,7 +90,7 @@ class KRR(Mechanism):
         np.fill_diagonal(m, self.p_keep)
         return m
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j] = b + (a - b) [x == z_j]``, built column by column only for the given reports."""
         z = self.output_index(reports)
         check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
@@ -95,7 +98,7 @@ class KRR(Mechanism):
         G[z, np.arange(z.size)] = self.p_keep
         return G
 
-    def output_probabilities(self, theta) -> np.ndarray:
+    def output_probabilities(self, theta: ArrayLike) -> np.ndarray:
         """``theta @ M = b + (a - b) theta`` (times ``sum(theta)``), in O(k)."""
         t = np.asarray(theta, dtype=float)
         return self.p_other * t.sum(axis=-1, keepdims=True) + (self.p_keep - self.p_other) * t
@@ -109,12 +112,12 @@ class KRR(Mechanism):
         log_w_a, log_w_b = self.eps, 0.0  # unnormalized weights e^eps and 1
         return checked_epsilon((log_w_a - log_w_b) - (self.log_norm - self.log_norm), str(self))
 
-    def rank_from_structure(self):
+    def rank_from_structure(self) -> tuple[int, str]:
         """``M = (a - b) I + b 11^T`` has eigenvalues ``a - b`` (``k - 1`` times) and ``a + (k-1) b
         = 1``; ``a > b`` for every ``eps > 0``, so the rank is ``k``."""
         return self.k, "exact: M = (a-b) I + b 11^T with a > b has eigenvalues a-b (k-1 times) and 1"
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Exact k-RR draws, one ``int64`` report per user.
 
         Calls of at most :data:`~localpriv.mechanisms._sampling.CLIENT_CHUNK` (``2^16``) users
@@ -139,19 +142,19 @@ class KRR(Mechanism):
         np.copyto(other, x, where=keep)
         return other
 
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+    def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
         """``G[x, j] = b + (a - b) [x == z_j]``: O(k + m) products (scaled identity plus a constant)."""
 
         return ScaledIdentityBlock(self.k, self.p_keep, self.p_other, self.output_index(reports), counts)
 
-    def inverse_counts(self, counts) -> np.ndarray:
+    def inverse_counts(self, counts: ArrayLike) -> np.ndarray:
         """Closed-form INV: ``v = (q - b) / (a - b)`` with ``q`` the normalized counts."""
         c = np.asarray(counts, dtype=float)
         q = c / c.sum()
         return (q - self.p_other) / (self.p_keep - self.p_other)
 
 
-def krr_mle(counts, eps: float) -> np.ndarray:
+def krr_mle(counts: ArrayLike, eps: float) -> np.ndarray:
     """Closed-form maximum-likelihood estimate for k-RR (the maximum on the simplex).
 
     With ``a = e^eps/(k-1+e^eps)``, ``b = 1/(k-1+e^eps)`` and counts ``n_z``, the multinomial
@@ -161,7 +164,7 @@ def krr_mle(counts, eps: float) -> np.ndarray:
         theta_z = max(0, n_z / lambda - c),   c = b / (a - b),
 
     with ``lambda = sum_{z in S} n_z / (1 + |S| c)`` for the set ``S`` of the largest counts that
-    stay positive. Used as an independent check of IBU (issue: core).
+    stay positive. Used as an independent check of IBU.
     """
     n = np.asarray(counts, dtype=float)
     k = n.size

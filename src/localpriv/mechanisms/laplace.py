@@ -5,9 +5,9 @@ Textbook continuous version: a report ``z = x + N`` with ``N ~ Laplace(0, 1/eps)
 not have that law bit for bit, and the difference leaks (Mironov, CCS 2012): with
 ``laplace(k=2,eps=0.01)`` and 4 x 10^6 draws per input, "report in [0.5, 0.75) with an odd last
 mantissa bit" occurred 2304 vs 1252 times, a log-ratio of 0.61 against the promised 0.01
-(issue 15). So the unbinned version (``bins=None``) now releases reports on a **fixed grid** of
-width ``g`` (``grid``, a power of two ``<= 1``, so every input and every report is an exact
-float)::
+(docs/decisions/0008-grid-released-laplace-and-she.md). So the unbinned version (``bins=None``)
+now releases reports on a **fixed grid** of width ``g`` (``grid``, a power of two ``<= 1``, so
+every input and every report is an exact float)::
 
     z = x + g D,    P(D = d) = tanh(lam/2) e^{-lam |d|}  (discrete Laplace),   lam = eps g,
 
@@ -38,7 +38,7 @@ Other bin widths draw ``N`` with ``numpy``'s float Laplace sampler, whose tail e
 ``52 ln 2 / eps ~ 36.04 / eps`` (``log(2U)``, ``U`` a multiple of ``2^-53``): bins beyond it are
 never reported although the channel gives
 them a positive probability, so their computed level holds for the channel, not for the
-sampler's bits (``notes/issue-15-fp.md``).
+sampler's bits (docs/decisions/0008-grid-released-laplace-and-she.md).
 
 Levels: the grid version is eps-geo-indistinguishable for its target law (``d(x, x') = |x - x'|``,
 attained by reports outside the segment between ``x`` and ``x'``); the computed level adds the
@@ -50,12 +50,21 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import laplace_block_for
-from localpriv.mechanisms._sampling import MAX_RATE, MIN_RATE, default_grid, discrete_laplace, power_of_two_grid
+from localpriv.mechanisms._sampling import (
+    MAX_RATE,
+    MIN_RATE,
+    DiscreteLaplace,
+    default_grid,
+    discrete_laplace,
+    power_of_two_grid,
+)
 from localpriv.mechanisms.base import Mechanism, k_from_bounds, register
 from localpriv.mechanisms.privacy import checked_epsilon, geo_epsilon, ldp_epsilon, ldp_epsilon_from_logs
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps, check_int, check_rng
@@ -63,7 +72,7 @@ from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_eps
 __all__ = ["Laplace", "laplace_interval_prob"]
 
 
-def laplace_interval_prob(u, v, eps: float) -> np.ndarray:
+def laplace_interval_prob(u: ArrayLike, v: ArrayLike, eps: float) -> np.ndarray:
     """``P(u <= N < v)`` for ``N ~ Laplace(0, 1/eps)`` (``u <= v``, infinite ends allowed),
     computed without cancellation in the tails."""
     u, v = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(v, dtype=float))
@@ -106,7 +115,7 @@ class Laplace(Mechanism):
     MIN_GRID_LOG2 = -30
 
     def __init__(self, k: int, eps: float, bins: float | None = None, lo: int | None = None,
-                 hi: int | None = None, grid: float | None = None):
+                 hi: int | None = None, grid: float | None = None) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         if bins is not None:
@@ -121,7 +130,10 @@ class Laplace(Mechanism):
                 raise LocalPrivError(f"laplace: need lo < hi, got lo={lo}, hi={hi}")
         self.bins, self.lo, self.hi = bins, lo, hi
         self._grid_given = grid is not None
-        self.grid = self.steps_per_unit = self.rate = self.sampler = None
+        self.grid: float | None = None
+        self.steps_per_unit: int | None = None
+        self.rate: float | None = None
+        self.sampler: DiscreteLaplace | None = None
         if bins is not None:
             if grid is not None:
                 raise LocalPrivError("laplace: grid is the step of the unbinned version; give bins or grid, "
@@ -139,8 +151,8 @@ class Laplace(Mechanism):
         self.sampler = discrete_laplace(self.rate)
 
     @classmethod
-    def implied_k(cls, params):
-        """``laplace(eps=e,bins=1.0,lo=0,hi=K-1)`` without ``k`` or a domain has ``k = K`` (issue 18):
+    def implied_k(cls, params: dict[str, Any]) -> int | None:
+        """``laplace(eps=e,bins=1.0,lo=0,hi=K-1)`` without ``k`` or a domain has ``k = K``:
         with unit bins the bin indices are the inputs' indices. Other bin widths and ``lo != 0`` are
         a one-line error."""
         if params.get("lo") is None or params.get("hi") is None:
@@ -153,7 +165,7 @@ class Laplace(Mechanism):
             raise LocalPrivError(f"laplace: lo/hi imply k only with unit bins (bins=1.0), got bins={bins!r}; give k")
         return k_from_bounds(cls.spec_name, params["lo"], params["hi"])
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "bins": self.bins, "lo": self.lo, "hi": self.hi,
                 "grid": self.grid if self._grid_given else None}
 
@@ -167,15 +179,15 @@ class Laplace(Mechanism):
         return self.lo is not None
 
     @property
-    def report_kind(self):  # type: ignore[override]
+    def report_kind(self) -> str:  # type: ignore[override]  # a ClassVar in Mechanism; here it depends on bins
         return "float64" if self.continuous else "int64"
 
     @property
-    def n_outputs(self):
-        return self.hi - self.lo + 1 if self.truncated else None
+    def n_outputs(self) -> int | None:
+        return self.hi - self.lo + 1 if self.lo is not None and self.hi is not None else None
 
     # ---- sampling -------------------------------------------------------------------------
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Grid version: ``z = g clamp(x/g + D, +-2^53)`` with ``D`` from the exact-table discrete
         Laplace sampler (integers throughout, one exact scaling at the end). Unit bins: ``x +
         round(N)`` from the same sampler (``kappa = e^{eps/2}``). Other bins: the bin of ``x + N``,
@@ -184,23 +196,25 @@ class Laplace(Mechanism):
         rng = check_rng(rng)
         if self.continuous:
             s, N = self.steps_per_unit, self.CLAMP
+            assert self.sampler is not None and s is not None and self.grid is not None  # set with no bins
             n = self.sampler.signed(x.size, rng, cap=N + (self.k - 1) * s)  # int64
             n += x * s
             np.clip(n, -N, N, out=n)
             return n.astype(np.float64) * self.grid  # exact: |n| <= 2^53, g a power of two
         if self.sampler is not None:  # unit bins, drawn exactly: j = x + round(N)
             # past max(|lo|, |hi|) + k every magnitude gives the same clamped bin
-            cap = 1 << 62 if not self.truncated else max(abs(self.lo), abs(self.hi)) + self.k + 1
+            cap = 1 << 62 if self.lo is None or self.hi is None else max(abs(self.lo), abs(self.hi)) + self.k + 1
             cap = max(cap, self.sampler.B)
             j = self.sampler.signed(x.size, rng, cap=cap).astype(np.int64)
             j += x
-            if self.truncated:
+            if self.lo is not None:
                 np.clip(j, self.lo, self.hi, out=j)
                 j -= self.lo
             return j
+        assert self.bins is not None  # neither the grid version nor unit bins: other bin widths
         z = x + rng.laplace(0.0, 1.0 / self.eps, x.size)
         j = np.floor(z / self.bins + 0.5).astype(np.int64)
-        if self.truncated:
+        if self.lo is not None:
             j = np.clip(j, self.lo, self.hi) - self.lo
         return j
 
@@ -208,6 +222,7 @@ class Laplace(Mechanism):
     def _bin_prob(self, x: np.ndarray, j: np.ndarray) -> np.ndarray:
         """``P(bin j | x)`` with ``j`` an absolute bin index (clamped ends when truncated)."""
         w = self.bins
+        assert w is not None  # binned versions only
         u = (j - 0.5) * w - x
         v = (j + 0.5) * w - x
         if self.truncated:
@@ -222,6 +237,7 @@ class Laplace(Mechanism):
         """``log P(z | x)`` of the grid version for reports ``z = g * steps`` (broadcast):
         the discrete Laplace pmf at ``steps - x/g``, the tail masses at the clamped ends."""
         s, N = self.steps_per_unit, self.CLAMP
+        assert self.sampler is not None and s is not None  # the grid version
         d = steps - x * s
         inner = self.sampler.log_pmf(d)
         up = self.sampler.log_tail(np.maximum(N - x * s, 1))     # P(D >= N - x/g)
@@ -229,13 +245,14 @@ class Laplace(Mechanism):
         return np.where(steps >= N, up, np.where(steps <= -N, down, inner))
 
     def channel(self) -> np.ndarray:
-        if not self.truncated:
+        lo, hi = self.lo, self.hi
+        if lo is None or hi is None:
             raise LocalPrivError(f"{self}: outputs are unbounded (grid or untruncated bins); "
                                  "use likelihood(reports), or bins=1.0,lo=0,hi=k-1 for a finite channel")
-        check_dense_size(self.k, self.hi - self.lo + 1, f"{self} channel")
-        return self._bin_prob(np.arange(self.k)[:, None], np.arange(self.lo, self.hi + 1)[None, :])
+        check_dense_size(self.k, hi - lo + 1, f"{self} channel")
+        return self._bin_prob(np.arange(self.k)[:, None], np.arange(lo, hi + 1)[None, :])
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         r = np.asarray(reports)
         if self.continuous:
             r = r.astype(np.float64)
@@ -253,7 +270,7 @@ class Laplace(Mechanism):
             return r.astype(np.int64)
         return super().output_index(r)
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j]``: the grid pmf ``P(z_j | x)`` (unbinned) or ``P(bin | x)`` (binned)."""
         z = self.output_index(reports)
         check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
@@ -264,8 +281,8 @@ class Laplace(Mechanism):
             z = z + self.lo
         return self._bin_prob(x, z[None, :])
 
-    def likelihood_block(self, reports, counts):
-        """Structured products (issue 8): grid reports and unit bins by two first-order
+    def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
+        """Structured products: grid reports and unit bins by two first-order
         recurrences (``O(k + m)``, :class:`~localpriv.likelihood.structured.ExpKernelBlock`; the clamped
         end bins as exact columns); the dense default for other bin widths."""
 
@@ -279,7 +296,9 @@ class Laplace(Mechanism):
         if self.truncated:
             return self.channel()
         if self.continuous:
+            assert self.grid is not None  # set with no bins
             return self.likelihood(np.arange(-1.0, self.k + 1.0, max(0.5, self.grid)))
+        assert self.bins is not None
         lo = int(np.floor(-1.0 / self.bins)) - 1
         hi = int(np.ceil(self.k / self.bins)) + 1
         return self.likelihood(np.arange(lo, hi + 1))
@@ -294,7 +313,7 @@ class Laplace(Mechanism):
         steps = np.array([-1.0, 0.0, self.k - 1.0, float(self.k)]) * self.steps_per_unit
         return self._grid_log_prob(rows[:, None], steps[None, :])
 
-    def _sampler_excess(self, shift_units) -> np.ndarray:
+    def _sampler_excess(self, shift_units: ArrayLike) -> np.ndarray:
         """How much the sampler's integer tables can raise ``log P(z|x)/P(z|x')`` above the
         target law's ratio, for ``|x - x'| = shift_units`` (grid version and exact unit bins; 0
         for the float-sampled bins)."""
@@ -318,7 +337,7 @@ class Laplace(Mechanism):
             level = ldp_epsilon(self._probe())
         return checked_epsilon(level + float(self._sampler_excess(self.k - 1)), str(self))
 
-    def epsilon_geo(self, distance=None) -> float:
+    def epsilon_geo(self, distance: ArrayLike | None = None) -> float:
         """Geo level for ``d(x, x') = |x - x'|`` (the default, index units) or a given ``distance``.
 
         Grid version with the default metric, from the structure (any ``k``): the target law has
@@ -331,6 +350,7 @@ class Laplace(Mechanism):
         if self.k < 2:
             return 0.0
         if distance is None and self.continuous:
+            assert self.steps_per_unit is not None  # set with no bins
             logs = self._grid_log_prob(np.array([[0], [1]]), np.array([[-float(self.steps_per_unit)]]))
             shifts = np.arange(1, self.k, dtype=float)
             level = float(logs[0, 0] - logs[1, 0]) + float(np.max(self._sampler_excess(shifts) / shifts))

@@ -20,7 +20,7 @@ Privacy we compute (never take from a parameter)
   memoized value, so the level of ``M1`` computed from its channel bounds all of them together
   (RAPPOR's ``eps_inf``). ``eps_1 < eps_perm`` is required.
 
-Log space (issue 15). Everything is computed from log-odds, so no parameter overflows:
+Log space. Everything is computed from log-odds, so no parameter overflows:
 
 * GRR on ``g`` values at level ``l`` (``log(keep / one other)``): two rounds ``l1``, ``l2`` chain
   to a GRR of level ``l* = logaddexp(l1 + l2, log(g-1)) - logsumexp(l1, l2, log(g-2))``
@@ -41,8 +41,12 @@ GRR at level ``eps_1`` on ``g`` values, so ``p* = e^eps_1 / (e^eps_1 + g - 1)`` 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms.base import Memoized, register
@@ -53,13 +57,13 @@ from localpriv.mechanisms.unary import PureProtocol, UnaryEncoding, expit, log_b
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int
 
 
-def brentq(*args, **kwargs):
+def brentq(*args: Any, **kwargs: Any) -> float:
     """``scipy.optimize.brentq``, imported on first use (keeps ``import localpriv`` quick)."""
     from scipy.optimize import brentq as _f
     return _f(*args, **kwargs)
 
 
-def logsumexp(*args, **kwargs):
+def logsumexp(*args: Any, **kwargs: Any) -> Any:
     """``scipy.special.logsumexp``, imported on first use (keeps ``import localpriv`` quick)."""
     from scipy.special import logsumexp as _f
     return _f(*args, **kwargs)
@@ -75,10 +79,10 @@ def grr_probabilities(eps: float, g: int) -> tuple[float, float]:
     return grr_floats(eps, g)
 
 
-_UE = {"sue": sue_logits, "oue": oue_logits}
+_UE: dict[str, Callable[[float], tuple[float, float]]] = {"sue": sue_logits, "oue": oue_logits}
 
 
-def chain(p1, q1, p2, q2, g: int | None = None) -> tuple[float, float]:
+def chain(p1: float, q1: float, p2: float, q2: float, g: int | None = None) -> tuple[float, float]:
     """Chained ``(p*, q*)``: per bit (``g=None``) or for GRR on ``g`` values (linear space; the
     mechanisms use :func:`chain_logits` and :func:`grr_chain_level`)."""
     if g is None:
@@ -123,11 +127,12 @@ def chain_logits(first: tuple[float, float], second: tuple[float, float]) -> tup
     return float(ps), float(qs)
 
 
-def _ue_level(logits) -> float:
+def _ue_level(logits: tuple[float, float]) -> float:
     return float(logits[0] - logits[1])
 
 
-def solve_second_round(first, second, eps_1: float, g: int | None = None) -> float:
+def solve_second_round(first: float | tuple[float, float], second: Callable[[float], tuple[float, float]] | None,
+                       eps_1: float, g: int | None = None) -> float:
     """``eps_2`` such that the chained report level (computed) equals ``eps_1``.
 
     ``g=None``: unary rounds given by log-odds (``first = (logit p1, logit q1)``,
@@ -136,14 +141,17 @@ def solve_second_round(first, second, eps_1: float, g: int | None = None) -> flo
     (:func:`grr_second_level`). The chained level increases from 0 (``eps_2 -> 0``) to the first
     round's level (``eps_2 -> inf``), so a root exists iff ``eps_1 <`` that level.
     """
-    top = float(first) if g is not None else _ue_level(first)
+    # casts for the type checker only: GRR rounds pass a level, unary rounds log-odds and their map
+    ue_first = cast("tuple[float, float]", first)
+    ue_second = cast("Callable[[float], tuple[float, float]]", second)
+    top = float(cast(float, first)) if g is not None else _ue_level(ue_first)
     if not eps_1 < top * (1 - 1e-9):
         raise LocalPrivError(f"eps_1 ({eps_1}) must be smaller than the memoized level eps_perm ({top:.6g})")
     if g is not None:
         return grr_second_level(top, eps_1, g)
 
-    def f(e2):
-        return _ue_level(chain_logits(first, second(e2))) - eps_1
+    def f(e2: float) -> float:
+        return _ue_level(chain_logits(ue_first, ue_second(e2))) - eps_1
 
     lo = float(eps_1)  # a bit channel's chained level is at most each round's: eps_2 >= eps_1
     if f(lo) >= 0:
@@ -159,11 +167,12 @@ def solve_second_round(first, second, eps_1: float, g: int | None = None) -> flo
 class _Longitudinal(Memoized):
     """Shared parameters of the longitudinal mechanisms (sampling: :class:`~.base.Memoized`)."""
 
+    k: int
     eps_perm: float
     eps_1: float
     eps_2: float
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps_perm": self.eps_perm, "eps_1": self.eps_1}
 
 
@@ -176,7 +185,7 @@ class LGRR(_Longitudinal, PureProtocol):
     spec_name = "lgrr"
     examples = (dict(spec="lgrr(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps_perm: float, eps_1: float):
+    def __init__(self, k: int, eps_perm: float, eps_1: float) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         self.first = grr_probabilities(self.eps_perm, self.k)
@@ -191,26 +200,26 @@ class LGRR(_Longitudinal, PureProtocol):
     q_star = property(lambda self: self._q)
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> int:
         return self.k
 
-    def channel(self):
+    def channel(self) -> np.ndarray:
         check_dense_size(self.k, self.k, f"{self} channel")
         m = np.full((self.k, self.k), self._q)
         np.fill_diagonal(m, self._p)
         return m
 
-    def memoize(self, x, rng):
+    def memoize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return grr_sample(x, self.k, self.first[0], rng)
 
-    def instantaneous(self, memo, rng):
+    def instantaneous(self, memo: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return grr_sample(memo, self.k, self.second[0], rng)
 
-    def support(self, reports):
+    def support(self, reports: ArrayLike) -> sp.csr_matrix:
         z = self.output_index(reports)
         return sp.csr_matrix((np.ones(z.size, dtype=bool), (np.arange(z.size), z)), shape=(z.size, self.k))
 
-    def likelihood_parts(self, reports):
+    def likelihood_parts(self, reports: ArrayLike) -> tuple[np.ndarray, float, float]:
         """(*) with ``r1 = 1``: ``c = p*``, ``r0 = q*/p* = e^{-level}``."""
         return np.full(np.asarray(reports).shape[0], self._log_p), float(np.exp(-self._level)), 1.0
 
@@ -229,21 +238,21 @@ class _LUE(_Longitudinal, UnaryEncoding):
 
     kinds: tuple[str, str]
 
-    def __init__(self, k: int, eps_perm: float, eps_1: float):
+    def __init__(self, k: int, eps_perm: float, eps_1: float) -> None:
         self.k = check_int(k, "k", minimum=2)
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         first_kind, second_kind = self.kinds
         self.first_logits = _UE[first_kind](self.eps_perm)
         self.eps_2 = solve_second_round(self.first_logits, _UE[second_kind], self.eps_1)
         self.second_logits = _UE[second_kind](self.eps_2)
-        self.first = tuple(expit(v) for v in self.first_logits)
-        self.second = tuple(expit(v) for v in self.second_logits)
+        self.first = (expit(self.first_logits[0]), expit(self.first_logits[1]))
+        self.second = (expit(self.second_logits[0]), expit(self.second_logits[1]))
         self._set_logits(*chain_logits(self.first_logits, self.second_logits))
 
-    def memoize(self, x, rng):
+    def memoize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self._flip(x.size, *self.first, rng, x=x)
 
-    def instantaneous(self, memo, rng):
+    def instantaneous(self, memo: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         bits = unpack_bits(memo, self.k).astype(bool)
         return self._flip(bits.shape[0], *self.second, rng, truth=bits)
 
@@ -288,22 +297,23 @@ class LOSUE(_LUE):
 class _LLH(_Longitudinal, LocalHashing):
     """Hash with a memoized seed, then GRR on ``g`` values twice."""
 
-    def _init_lh(self, k, eps_perm, eps_1, g, n_seeds, hash_family=DEFAULT_HASH):
+    def _init_lh(self, k: int, eps_perm: float, eps_1: float, g: int, n_seeds: int,
+                 hash_family: str = DEFAULT_HASH) -> None:
         self.eps_perm, self.eps_1 = check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")
         self.first = grr_probabilities(self.eps_perm, g)
         self.eps_2 = solve_second_round(self.eps_perm, None, self.eps_1, g)
         self.second = grr_probabilities(self.eps_2, g)
         self._setup(k, g, grr_chain_level(self.eps_perm, self.eps_2, g), n_seeds, hash_family)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps_perm": self.eps_perm, "eps_1": self.eps_1,
                 "n_seeds": None if self.n_seeds == 2 ** 32 else self.n_seeds, **self._hash_param()}
 
-    def memoize(self, x, rng):
+    def memoize(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         seeds, h = LocalHashing.memoize(self, x, rng)
         return seeds, grr_sample(h, self.g, self.first[0], rng)
 
-    def instantaneous(self, memo, rng):
+    def instantaneous(self, memo: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> np.ndarray:
         seeds, y1 = memo
         return seeds * self.g + grr_sample(y1, self.g, self.second[0], rng)
 
@@ -320,7 +330,7 @@ class LBLH(_LLH):
     examples = (dict(spec="lblh(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32,
-                 hash: str = DEFAULT_HASH):  # noqa: A002
+                 hash: str = DEFAULT_HASH) -> None:  # noqa: A002
         self._init_lh(k, eps_perm, eps_1, 2, n_seeds, hash)
 
 
@@ -345,6 +355,6 @@ class LOLH(_LLH):
     examples = (dict(spec="lolh(k=4,eps_perm=2.0,eps_1=1.0)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps_perm: float, eps_1: float, n_seeds: int = 2 ** 32,
-                 hash: str = DEFAULT_HASH):  # noqa: A002
+                 hash: str = DEFAULT_HASH) -> None:  # noqa: A002
         self._init_lh(k, eps_perm, eps_1, lolh_g(check_eps(eps_perm, "eps_perm"), check_eps(eps_1, "eps_1")),
                       n_seeds, hash)

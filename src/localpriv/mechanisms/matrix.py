@@ -7,8 +7,11 @@ Spec: ``matrix(rows=[[0.9,0.1],[0.2,0.8]])`` or ``matrix(file=channel.npy)`` (a 
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from numbers import Real
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +22,7 @@ from localpriv.utils.validation import LocalPrivError, check_stochastic
 __all__ = ["MatrixMechanism"]
 
 
-def _table(rows) -> np.ndarray:
+def _table(rows: object) -> np.ndarray:
     """``rows`` (nested lists/tuples or an array) as a 2-D float array, or a one-line error."""
     if isinstance(rows, np.ndarray):
         if rows.dtype.kind not in "iuf":
@@ -33,7 +36,8 @@ def _table(rows) -> np.ndarray:
     if not rows:
         raise LocalPrivError("matrix mechanism: rows is empty")
     if not all(isinstance(r, (list, tuple)) for r in rows):
-        raise LocalPrivError("matrix mechanism: rows must be a list of rows (lists of numbers), e.g. [[0.9,0.1],[0.2,0.8]]")
+        raise LocalPrivError("matrix mechanism: rows must be a list of rows (lists of numbers), "
+                             "e.g. [[0.9,0.1],[0.2,0.8]]")
     widths = {len(r) for r in rows}
     if len(widths) != 1:
         first_bad = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
@@ -61,7 +65,8 @@ class MatrixMechanism(Mechanism):
     spec_name = "matrix"
     examples = (dict(spec="matrix(rows=[[0.7,0.3],[0.4,0.6]])", eps_ldp=0.6931471805599453, tight=True),)  # log 2
 
-    def __init__(self, rows=None, file=None):
+    def __init__(self, rows: Sequence[Sequence[float]] | np.ndarray | None = None,
+                 file: str | os.PathLike[str] | None = None) -> None:
         if (rows is None) == (file is None):
             raise LocalPrivError("matrix mechanism: give exactly one of rows=[[...]] or file=PATH")
         self.file = None if file is None else str(file)
@@ -81,7 +86,7 @@ class MatrixMechanism(Mechanism):
         self.M.setflags(write=False)
         self.k = self.M.shape[0]
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         if self.file is not None:
             return {"file": self.file}
         return {"rows": self.M.tolist()}

@@ -1,4 +1,4 @@
-"""The Piecewise mechanism for a number in ``[-1, 1]`` (``pm``, issue 20).
+"""The Piecewise mechanism for a number in ``[-1, 1]`` (``pm``).
 
 Wang, Xiao, Yang, Zhao, Hui, Shin, Shin and Yu, "Collecting and Analyzing Multidimensional Data
 with Local Differential Privacy", ICDE 2019, Algorithm 2. With ``s = e^{eps/2}``::
@@ -23,20 +23,27 @@ empirical output densities per input against ``f``. The likelihood ``G[x, j] = f
 serves the EM engine (IBU, EMS) on the same footing as every other mechanism.
 
 Floating point: ``z`` is computed in float64 from ``t`` and a uniform draw, so its last bits
-depend on ``t`` beyond the density above (as for the continuous Laplace mechanism before issue 15);
-releasing ``z`` on a fixed grid would remove that channel (not done yet, ``notes/issue-20.md``).
+depend on ``t`` beyond the density above (as for the continuous Laplace mechanism before its
+reports were put on a grid, docs/decisions/0008-grid-released-laplace-and-she.md); releasing ``z``
+on a fixed grid would remove that channel (not done yet).
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
+
+if TYPE_CHECKING:
+    from localpriv.domains.base import Domain
+    from localpriv.utils.interval import Interval
 
 __all__ = ["Piecewise", "WindowBlock"]
 
@@ -57,7 +64,7 @@ class Piecewise(Mechanism):
     examples = (dict(spec="pm(k=5,eps=1.0)", eps_ldp=1.0, tight=True),)
     report_kind = "float64"
 
-    def __init__(self, k: int, eps: float):
+    def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         s = math.exp(0.5 * self.eps)
@@ -73,20 +80,20 @@ class Piecewise(Mechanism):
         self.keep = s / (s + 1.0)
         self._sm1 = sm1
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
 
     @property
-    def n_outputs(self):
+    def n_outputs(self) -> None:
         return None
 
-    def window(self, t) -> tuple[np.ndarray, np.ndarray]:
+    def window(self, t: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``(l(t), r(t))``: the high-density window of input ``t``."""
         t = np.asarray(t, dtype=float)
         left = 0.5 * (self.C + 1.0) * t - 0.5 * (self.C - 1.0)
         return left, left + (self.C - 1.0)
 
-    def perturb(self, t, rng) -> np.ndarray:
+    def perturb(self, t: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The client on real values ``t`` in ``[-1, 1]`` (vectorized): with probability
         ``s/(s+1)`` a uniform draw from ``[l(t), r(t)]``, else from ``[-C, l(t)) U (r(t), C]``
         (a uniform draw ``W`` on ``[0, C + 1)``, the two pieces laid end to end)."""
@@ -99,7 +106,7 @@ class Piecewise(Mechanism):
         outer = np.where(w < span_left, -self.C + w, right + (w - span_left))
         return np.where(keep, inner, outer)
 
-    def sample(self, x, rng) -> np.ndarray:
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """One ``float64`` report per input index, perturbed at the cell's centre ``t_x``."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
@@ -108,7 +115,7 @@ class Piecewise(Mechanism):
     def channel(self) -> np.ndarray:
         raise LocalPrivError(f"{self}: reports are real numbers (no finite channel); use likelihood(reports)")
 
-    def output_index(self, reports) -> np.ndarray:
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
         """Reports as float64, refused unless finite numbers in ``[-C, C]``."""
         r = np.asarray(reports)
         if r.dtype.kind not in "iuf":
@@ -122,19 +129,19 @@ class Piecewise(Mechanism):
                                  f"{np.unique(r[bad])[:5].tolist()}")
         return r
 
-    def density(self, z, t) -> np.ndarray:
+    def density(self, z: ArrayLike, t: ArrayLike) -> np.ndarray:
         """``f(z | t)`` (broadcast): ``p`` in the window ``[l(t), r(t)]``, ``p / e^eps`` elsewhere."""
         left, right = self.window(t)
         z = np.asarray(z, dtype=float)
         return np.where((z >= left) & (z <= right), self.p_in, self.p_out)
 
-    def likelihood(self, reports) -> np.ndarray:
+    def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j] = f(z_j | t_x)`` as a dense ``k x m`` matrix."""
         z = self.output_index(reports)
         check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
         return self.density(z[None, :], signed_centres(self.k)[:, None])
 
-    def likelihood_block(self, reports, counts) -> LikelihoodBlock:
+    def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
         """``G[x, j] = p_out + (p_in - p_out) [l(t_x) <= z_j <= r(t_x)]`` as a :class:`WindowBlock`:
         ``O((k + m) log m)`` to set up, ``O(k + m)`` per product (no ``k x m`` matrix)."""
         z = self.output_index(reports)
@@ -149,16 +156,16 @@ class Piecewise(Mechanism):
         return checked_epsilon(math.log(self.p_in) - math.log(self.p_out), str(self))
 
     # ---- the classic estimator ------------------------------------------------------------
-    def unbiased(self, reports) -> np.ndarray:
+    def unbiased(self, reports: ArrayLike) -> np.ndarray:
         """Per-report unbiased estimates of ``t``: the reports themselves."""
         return self.output_index(reports)
 
-    def report_variance(self, t) -> np.ndarray:
+    def report_variance(self, t: ArrayLike) -> np.ndarray:
         """``Var[z | t] = t^2 / (s - 1) + (s + 3) / (3 (s - 1)^2)`` (Wang et al. 2019, Lemma 2)."""
         t = np.asarray(t, dtype=float)
         return t ** 2 / self._sm1 + (self.s + 3.0) / (3.0 * self._sm1 ** 2)
 
-    def estimate_mean(self, reports, domain=None, level: float = 0.95):
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
         """The unbiased mean of the reports with its normal interval, in the domain's units (``t``
         without a domain); variance ``mean_u Var[z | t_u] / n`` (:meth:`report_variance`)."""
         return mean_interval(self.unbiased(reports), self.k, True, domain, level, "pm (unbiased)")
@@ -176,7 +183,8 @@ class WindowBlock(LikelihoodBlock):
     to rounding.
     """
 
-    def __init__(self, z, left, right, hi: float, lo: float, counts, scale: float = 1.0):
+    def __init__(self, z: ArrayLike, left: np.ndarray, right: np.ndarray, hi: float, lo: float, counts: ArrayLike,
+                 scale: float = 1.0) -> None:
         self.counts = np.asarray(counts, dtype=float)
         z = np.asarray(z, dtype=float)
         if z.size != self.counts.size:
@@ -190,23 +198,23 @@ class WindowBlock(LikelihoodBlock):
         self._from = np.searchsorted(zs, left, side="left")
         self._to = np.searchsorted(zs, right, side="right")
 
-    def _window_in(self, theta):
+    def _window_in(self, theta: np.ndarray) -> np.ndarray:
         c = np.concatenate([[0.0], np.cumsum(theta)])
         return np.where(self._a > self._b, c[self._a] - c[np.minimum(self._b, self._a)], 0.0)
 
-    def _window_of(self, w):
+    def _window_of(self, w: ArrayLike) -> np.ndarray:
         c = np.concatenate([[0.0], np.cumsum(np.asarray(w, dtype=float)[self._order])])
         return c[self._to] - c[np.minimum(self._from, self._to)]
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> np.ndarray:
         theta = np.asarray(theta, dtype=float)
         return self.scale * (self.lo * theta.sum() + (self.hi - self.lo) * self._window_in(theta))
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> np.ndarray:
         w = np.asarray(w, dtype=float)
         return self.scale * (self.lo * w.sum() + (self.hi - self.lo) * self._window_of(w))
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
         w = np.asarray(w, dtype=float)
         s2 = self.scale ** 2
         return s2 * (self.lo ** 2 * w.sum() + (self.hi ** 2 - self.lo ** 2) * self._window_of(w))

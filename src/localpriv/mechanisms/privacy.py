@@ -16,8 +16,8 @@ channel's exact structure in log space (closed forms in each mechanism module, e
 ``log(a/b)`` for the two values of the k-RR channel); :func:`ldp_epsilon_from_logs` is the
 dense formula on a (small) matrix of log-probabilities, which those reductions use.
 
-Levels that protect no one (issue 15)
--------------------------------------
+Levels that protect no one
+--------------------------
 Every computed level goes through :func:`checked_epsilon`, which issues a
 :class:`~localpriv.utils.validation.PrivacyWarning` when the level is ``inf`` (some report rules an
 input out) or when ``e^eps`` overflows float64 (``eps > log(max float64) = 709.78``): the bound
@@ -29,6 +29,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
@@ -57,7 +58,7 @@ def checked_epsilon(eps: float, what: str | None = None, kind: str = "epsilon_ld
     return eps
 
 
-def _log_columns(matrix) -> np.ndarray:
+def _log_columns(matrix: ArrayLike) -> np.ndarray:
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2:
         raise LocalPrivError(f"a channel must be 2-D, got shape {m.shape}")
@@ -66,7 +67,7 @@ def _log_columns(matrix) -> np.ndarray:
         return np.log(m[:, live])
 
 
-def ldp_epsilon_from_logs(logm) -> float:
+def ldp_epsilon_from_logs(logm: ArrayLike) -> float:
     """``max_z (max_x L[x,z] - min_x L[x,z])`` for log-probabilities ``L`` (``-inf`` = probability 0).
 
     Columns that are ``-inf`` throughout are ignored; a ``-inf`` beside a finite entry gives
@@ -83,7 +84,7 @@ def ldp_epsilon_from_logs(logm) -> float:
     return float((L.max(axis=0) - L.min(axis=0)).max())
 
 
-def ldp_epsilon(matrix, what: str | None = None) -> float:
+def ldp_epsilon(matrix: ArrayLike, what: str | None = None) -> float:
     """The smallest eps for which the channel is eps-LDP: ``max_z log(max_x M[x,z] / min_x M[x,z])``.
 
     A :class:`PrivacyWarning` accompanies a level that protects no one (:func:`checked_epsilon`).
@@ -95,7 +96,7 @@ def ldp_epsilon(matrix, what: str | None = None) -> float:
     return checked_epsilon(float(spread.max()), what)
 
 
-def geo_epsilon(matrix, distance, what: str | None = None) -> float:
+def geo_epsilon(matrix: ArrayLike, distance: ArrayLike, what: str | None = None) -> float:
     """The smallest eps_g with ``M[x,z] <= exp(eps_g d(x,x')) M[x',z]`` for all x, x', z.
 
     ``distance`` is the ``k x k`` matrix of ``d(x, x')``. Pairs at distance 0 with different

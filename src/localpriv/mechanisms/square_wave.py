@@ -1,4 +1,4 @@
-"""The Square Wave mechanism, bucketized (``sw``, issue 20).
+"""The Square Wave mechanism, bucketized (``sw``).
 
 Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić, "Estimating Numerical Distributions under Local
 Differential Privacy", SIGMOD 2020, section 4. A value ``v`` in ``[0, 1]`` is reported as a real
@@ -30,6 +30,7 @@ likelihood, :mod:`localpriv.estimators.regularized`).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ class SquareWave(Mechanism):
     spec_name = "sw"
     examples = (dict(spec="sw(k=5,eps=1.0,buckets=8)", eps_ldp=1.0, tight=True),)
 
-    def __init__(self, k: int, eps: float, buckets: int | None = None):
+    def __init__(self, k: int, eps: float, buckets: int | None = None) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
         self.buckets = self.k if buckets is None else check_int(buckets, "buckets", minimum=1)
@@ -76,7 +77,7 @@ class SquareWave(Mechanism):
         self.p = math.exp(self.eps) / norm
         self.q = 1.0 / norm
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps, "buckets": self.buckets}
 
     @property
