@@ -131,8 +131,10 @@ if TYPE_CHECKING:
 
 __all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
            "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
-           "gap_bound", "loglik_from", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER"]
+           "gap_bound", "loglik_from", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER", "Callback"]
 
+#: a user's ``callback(t, theta, L)``, called after every iteration
+Callback: TypeAlias = Callable[[int, np.ndarray, float], object]
 #: ``(theta, the blocks' evaluations at theta) -> L`` (or the penalized objective)
 Objective: TypeAlias = Callable[[np.ndarray, Sequence[Evaluation]], float]
 #: ``record(t, theta, L, gap=..., phase=...)``: the trace and the callback of a run
@@ -147,7 +149,7 @@ NEWTON_FIRST = 8
 #: the stopping rule of seed 001 Algorithm 1, as written in every estimate's settings
 STOPPING_RULE = "|L(t)-L(t-1)| < delta"
 #: the stopping rules accepted by :func:`em` and how estimates name them
-STOPPING_RULES = {
+STOPPING_RULES: dict[str, str] = {
     "gap": "max_x g_x - 1 < delta (certified: per-report log-likelihood within delta of the maximum)",
     "loglik": STOPPING_RULE,
     "max_abs": "max|theta(t)-theta(t-1)| < delta",
@@ -193,11 +195,11 @@ DEFAULT_ACCELERATE = "newton"
 #: default stopping rule: the certified per-report gap
 DEFAULT_STOP = "gap"
 #: the defaults of :func:`em` and of every IBU variant: the certified, accelerated MLE
-DEFAULTS = {"accelerate": DEFAULT_ACCELERATE, "stop": DEFAULT_STOP, "delta": DEFAULT_DELTA,
+DEFAULTS: dict[str, Any] = {"accelerate": DEFAULT_ACCELERATE, "stop": DEFAULT_STOP, "delta": DEFAULT_DELTA,
             "max_iter": DEFAULT_MAX_ITER}
 #: plain, capped EM with seed 001 Algorithm 1's rule: the engine's former defaults, which the
 #: reproductions of the seeds pass explicitly (each module spells them out itself)
-PLAIN_EM = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}
+PLAIN_EM: dict[str, Any] = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}
 
 
 def _stop_value(rule: str, th_old: np.ndarray, th_new: np.ndarray, L_old: float, L_new: float,
@@ -439,7 +441,7 @@ def em(
     theta0: ArrayLike | None = None,
     delta: float = DEFAULT_DELTA,
     max_iter: int = DEFAULT_MAX_ITER,
-    callback: Callable[[int, np.ndarray, float], None] | None = None,
+    callback: Callback | None = None,
     keep_trace: bool = False,
     accelerate: str | None = DEFAULT_ACCELERATE,
     stop: str = DEFAULT_STOP,
