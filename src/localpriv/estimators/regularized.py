@@ -34,7 +34,7 @@ with several mechanism blocks (free-will mixtures, seed 003) they are regularize
     early instead (``accelerate="none"``: plain iterations, same fixed point). The map contracts
     slowly at small ``h`` and at low signal, so the distance to the fixed point can exceed ``delta``
     by far (k-RR on 100 ages at LDP eps 0.5, n = 10^5: ``max|theta - theta*|`` ~1e-3 at the default,
-    so the iterate depends on the start; 1e-5 at ``delta = 1e-9``; notes/issue-17-ems.md).
+    so the iterate depends on the start; 1e-5 at ``delta = 1e-9``; docs/decisions/0002-ems-strength-selection.md).
     Strength: ``h`` (``settings["strength"]``); ``h = 0`` is the MLE. Categorical domains have no
     neighbours and are refused.
 
