@@ -14,8 +14,10 @@ but which is not a registered estimator) runs the one EM engine with its default
 """
 from __future__ import annotations
 
+from typing import Any
+
 from localpriv.data.observations import Observations
-from localpriv.domains import CategoricalDomain
+from localpriv.domains import CategoricalDomain, Domain
 from localpriv.estimators import combination, oracles, regularized  # noqa: F401  (registrations)
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
@@ -28,6 +30,7 @@ from localpriv.estimators.registry import (
     TAGS,
     EstimatorSpec,
     Setting,
+    accepts_setting,
     check_settings,
     describe_estimators,
     estimator_settings,
@@ -45,7 +48,7 @@ def available_estimators() -> list[str]:
     return sorted(ESTIMATORS)
 
 
-def fit(obs: Observations, method: str | None = None, **settings) -> Fit:
+def fit(obs: Observations, method: str | None = None, **settings: Any) -> Fit:
     """Run the registered estimator ``method`` on ``obs``.
 
     Parameters
@@ -69,6 +72,7 @@ def fit(obs: Observations, method: str | None = None, **settings) -> Fit:
     if method is None and isinstance(obs, Observations):
         method = default_estimator(obs.domain)
     spec = estimator_spec(method)
+    method = spec.name  # the name it is registered under (a str from here on)
     if not isinstance(obs, Observations):
         raise LocalPrivError(f"estimators read Observations (see localpriv.data.aggregate), got {type(obs).__name__}")
     check_settings(method, settings)
@@ -80,7 +84,7 @@ def fit(obs: Observations, method: str | None = None, **settings) -> Fit:
     return est
 
 
-def default_estimator(domain) -> str:
+def default_estimator(domain: Domain | None) -> str:
     """The estimator ``localpriv estimate`` and :func:`localpriv.estimate` use unless told otherwise.
 
     Parameters
@@ -109,6 +113,6 @@ def default_estimator(domain) -> str:
 
 __all__ = ["ESTIMATORS", "REGISTRY", "EstimatorSpec", "Setting", "TAGS", "Fit", "available_estimators",
            "default_estimator", "fit", "register_estimator", "estimator_spec", "estimator_settings",
-           "describe_estimators", "estimators_tagged", "check_settings", "parse_settings", "ibu", "inv",
-           "inverse_vector", "em", "EMResult", "log_likelihood", "gap_bound", "DEFAULTS", "PLAIN_EM",
+           "accepts_setting", "describe_estimators", "estimators_tagged", "check_settings", "parse_settings", "ibu",
+           "inv", "inverse_vector", "em", "EMResult", "log_likelihood", "gap_bound", "DEFAULTS", "PLAIN_EM",
            "STOPPING_RULES"]

@@ -1,4 +1,4 @@
-"""Compiled kernels (numba) for the EM engine's small-problem and batched paths (issue 22).
+"""Compiled kernels (numba) for the EM engine's small-problem and batched paths.
 
 Nothing here is imported by ``import localpriv``: :func:`kernels` compiles (or loads from numba's
 on-disk cache) the functions at their first use. Caching (``cache=True``) is used when numba can
@@ -7,7 +7,7 @@ compiled in memory for each process. ``LOCALPRIV_NUMBA=0`` disables every compil
 NumPy paths are then used; results equal to round-off). Compiled with ``error_model="numpy"``
 (a division by zero gives ``inf``/``nan`` as in NumPy instead of raising). Compile cost of all
 kernels: ~6.8 s CPU at load average ~6, ~0.7 s to load them from the cache (``import numba``
-included; ``benchmarks/em_overhead.py``, ``notes/issue-22-em_overhead.json``).
+included; ``benchmarks/em_overhead.py``).
 
 Kernels:
 
@@ -28,20 +28,26 @@ Kernels:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
 from localpriv.utils.jit import numba_enabled
 
 __all__ = ["kernels", "enabled"]
 
-_KERNELS = None
+_KERNELS: dict[str, Callable[..., Any]] | None = None
+
+_F: TypeAlias = NDArray[np.float64]
+_I: TypeAlias = NDArray[np.int64]
 
 
 enabled = numba_enabled
 
 
-def _exp_rows(r, theta):
+def _exp_rows(r: _F, theta: _F) -> tuple[_F, _F]:
     M, k = r.size, theta.size
     A = np.empty((M, k))
     B = np.empty((M, k))
@@ -58,7 +64,7 @@ def _exp_rows(r, theta):
     return A, B
 
 
-def _exp_rows_back(r, U, V):
+def _exp_rows_back(r: _F, U: _F, V: _F) -> _F:
     # sum over rows i of reverse-recurrence(U[i]) + forward-recurrence(V[i])
     M, k = U.shape
     out = np.zeros(k)
@@ -76,7 +82,7 @@ def _exp_rows_back(r, U, V):
 
 
 # ---- sums and dots as NumPy computes them (so that the compiled loops follow the same iterates) ----
-def _leaf(a, lo, n):
+def _leaf(a: _F, lo: int | np.int64, n: int | np.int64) -> float:
     """NumPy's pairwise-summation leaf: ``n <= 128`` entries from ``lo``."""
     if n < 8:
         res = 0.0
@@ -104,7 +110,7 @@ def _leaf(a, lo, n):
     return res
 
 
-def _sum(a):
+def _sum(a: _F) -> float:
     """``a.sum()`` of a contiguous float64 vector, bit for bit as NumPy: ``0 +`` NumPy's pairwise
     summation (leaves of at most 128 entries with 8 accumulators, :func:`_leaf`; larger ranges split
     at ``n2 = n // 2`` rounded down to a multiple of 8 and summed left + right), without recursion
@@ -145,14 +151,14 @@ def _sum(a):
 
 
 # ---- single-block EM on a scaled-identity block G[x, j] = b + d [x == z_j] (k-RR, support counts) ----
-def _fwd(theta, d, b, z, p):
+def _fwd(theta: _F, d: float, b: float, z: _I, p: _F) -> None:
     """``p = theta @ G`` as ScaledIdentityBlock.forward: ``d theta[z_j] + b sum(theta)``."""
     bs = b * _sum(theta)
     for j in range(p.size):
         p[j] = d * theta[z[j]] + bs
 
 
-def _update(theta, d, b, z, c, p, n, tiny, new):
+def _update(theta: _F, d: float, b: float, z: _I, c: _F, p: _F, n: float, tiny: float, new: _F) -> float:
     """new = F(theta) (floored at tiny), returns gap(theta): em._em_update's operations, with
     ScaledIdentityBlock.backward's ``G @ w = bincount(z, d w) + b sum(w)``."""
     k = theta.size
@@ -180,7 +186,7 @@ def _update(theta, d, b, z, c, p, n, tiny, new):
     return gap
 
 
-def _loglik(c, p, live):
+def _loglik(c: _F, p: _F, live: _I) -> float:
     """``c @ log(p)`` over the reports seen (``live``: their indices, or empty when all are)."""
     if live.size == 0:
         total = np.dot(c, np.log(p))
@@ -189,7 +195,7 @@ def _loglik(c, p, live):
     return -np.inf if math.isnan(total) else total
 
 
-def _stopval(rule, old, new, L_old, L_new, gap):
+def _stopval(rule: int, old: _F, new: _F, L_old: float, L_new: float, gap: float) -> float:
     if rule == 0:
         return gap
     if rule == 1:
@@ -202,7 +208,8 @@ def _stopval(rule, old, new, L_old, L_new, gap):
     return val
 
 
-def _plain_em(theta, p, L, d, b, z, c, live, n, rule, delta, t, max_iter, tiny):
+def _plain_em(theta: _F, p: _F, L: float, d: float, b: float, z: _I, c: _F, live: _I, n: float, rule: int,
+              delta: float, t: int, max_iter: int, tiny: float) -> tuple[_F, _F, float, int, bool, float]:
     """Plain EM from iteration t (em._plain_em) on a scaled-identity block; rule 0 = gap,
     1 = loglik, 2 = max_abs.
 
@@ -226,8 +233,9 @@ def _plain_em(theta, p, L, d, b, z, c, live, n, rule, delta, t, max_iter, tiny):
     return theta, p, _loglik(c, p, live), t, False, gap
 
 
-def _squarem(theta, p, L, d, b, z, c, live, n, rule, delta, t, max_iter, cycles, alpha_max, gap,
-             stop_cycles, tiny, floor, max_backtrack):
+def _squarem(theta: _F, p: _F, L: float, d: float, b: float, z: _I, c: _F, live: _I, n: float, rule: int,
+             delta: float, t: int, max_iter: int, cycles: int, alpha_max: float, gap: float, stop_cycles: int,
+             tiny: float, floor: float, max_backtrack: int) -> tuple[_F, _F, float, float, int, int, float, int]:
     """SQUAREM cycles (em._squarem's accelerated phase, same operations and decisions) until the rule
     holds (status 0), the gap rule certifies (status 1: the returned point is final), ``cycles``
     reaches ``stop_cycles`` (status 2: a Newton attempt is due) or the cap (status 3).
@@ -294,13 +302,13 @@ def _squarem(theta, p, L, d, b, z, c, live, n, rule, delta, t, max_iter, cycles,
     return theta, p, L, gap, t, cycles, alpha_max, 3
 
 
-def kernels():
+def kernels() -> dict[str, Callable[..., Any]]:
     """The compiled kernels (a dict of name -> function), compiled or loaded at the first call."""
     global _KERNELS
     if _KERNELS is None:
         import numba
 
-        def jit(f):
+        def jit(f: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return numba.njit(cache=True, nogil=True, error_model="numpy")(f)
             except (RuntimeError, OSError):  # no writable cache location: compile in memory

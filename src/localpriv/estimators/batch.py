@@ -8,7 +8,11 @@ unbatched evaluation to round-off.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from localpriv.estimators import _kernels
 from localpriv.estimators.newton import DENSE_DIAGONAL_MAX
@@ -20,7 +24,7 @@ from localpriv.mechanisms.unary import SupportBlock
 __all__ = ["batch_blocks", "family", "BatchedScaledIdentityBlock", "BatchedExpKernelBlock", "BatchedSupportBlock"]
 
 
-def family(b) -> str | None:
+def family(b: LikelihoodBlock) -> str | None:
     """The batchable family of likelihood block ``b`` (exact types only: subclasses may change the
     products), or ``None``."""
 
@@ -34,13 +38,13 @@ def family(b) -> str | None:
     return None
 
 
-def batch_blocks(blocks) -> list:
+def batch_blocks(blocks: Iterable[LikelihoodBlock]) -> list[LikelihoodBlock]:
     """``blocks`` with the blocks of each family batched into one block (the engine calls this).
 
     GIBU's E-step is a sum over mechanisms (seed 003 Algorithm 1); per mechanism, a structured
-    block costs a few NumPy calls whatever its size (48 us per mechanism and evaluation in issue
-    22's measurement), so 1,000 mechanisms cost ~48 ms per EM evaluation. Blocks of one family with the same ``k`` are stacked
-    into one block whose columns are the members' columns in order (counts concatenated), with
+    block costs a few NumPy calls whatever its size (48 us per mechanism and evaluation, measured),
+    so 1,000 mechanisms cost ~48 ms per EM evaluation. Blocks of one family with the same ``k`` are
+    stacked into one block whose columns are the members' columns in order (counts concatenated), with
     products vectorized over all of them:
 
     * k-RR and other scaled-identity channels (:class:`BatchedScaledIdentityBlock`);
@@ -54,8 +58,8 @@ def batch_blocks(blocks) -> list:
     iterates are the same up to rounding. Blocks with no reports, lone members
     and other blocks are returned unchanged; batched blocks take the place of their first member.
     """
-    groups: dict = {}
-    order: list = []
+    groups: dict[tuple[str, int], list[Any]] = {}  # (family, k) -> its blocks (the family's exact type)
+    order: list[tuple[str, int] | LikelihoodBlock] = []
     for b in blocks:
         fam = family(b) if b.size else None
         key = None if fam is None else (fam, int(b.k))
@@ -65,7 +69,7 @@ def batch_blocks(blocks) -> list:
                 groups[key] = []
         if key is not None:
             groups[key].append(b)
-    out = []
+    out: list[LikelihoodBlock] = []
     for item in order:
         if not isinstance(item, tuple):
             out.append(item)
@@ -82,7 +86,7 @@ def batch_blocks(blocks) -> list:
     return out
 
 
-def _segment_ids(sizes) -> tuple[np.ndarray, np.ndarray]:
+def _segment_ids(sizes: ArrayLike) -> tuple[NDArray[np.int64], np.ndarray]:
     sizes = np.asarray(sizes, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     return np.repeat(np.arange(sizes.size), sizes), starts
@@ -104,7 +108,7 @@ class BatchedScaledIdentityBlock(LikelihoodBlock):
 
     hessian_diagonal = None  # set per instance below
 
-    def __init__(self, members):
+    def __init__(self, members: Iterable[ScaledIdentityBlock]) -> None:
         self.members = list(members)
         self.k = int(self.members[0].k)
         a = np.array([m.a for m in self.members])
@@ -123,12 +127,12 @@ class BatchedScaledIdentityBlock(LikelihoodBlock):
         self._d2col = self._d2[seg]
         self.hessian_diagonal = self._hessian_diagonal
 
-    def _segsum(self, w):
+    def _segsum(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         if self._matrix:
             return w.reshape(self._M, self.k).sum(axis=1)
         return np.add.reduceat(w, self._starts)
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta, dtype=float)
         S = theta.sum()
         if self._matrix:
@@ -138,7 +142,7 @@ class BatchedScaledIdentityBlock(LikelihoodBlock):
         out += self._bcol * S
         return out
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         w = np.asarray(w, dtype=float)
         if self._matrix:
             out = self._d @ w.reshape(self._M, self.k)
@@ -147,7 +151,7 @@ class BatchedScaledIdentityBlock(LikelihoodBlock):
         out += float(self._b @ self._segsum(w))
         return out
 
-    def _hessian_diagonal(self, w):
+    def _hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         """``sum_j w_j G[x, j]^2 = sum_{j: z_j = x} (a^2 - b^2)_{A(j)} w_j + sum_A b_A^2 sum_{j in A} w_j``."""
         w = np.asarray(w, dtype=float)
         if self._matrix:
@@ -157,7 +161,7 @@ class BatchedScaledIdentityBlock(LikelihoodBlock):
         out += float((self._b * self._b) @ self._segsum(w))
         return out
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         return np.hstack([m.dense() for m in self.members])
 
 
@@ -182,11 +186,11 @@ class BatchedExpKernelBlock(LikelihoodBlock):
 
     hessian_diagonal = None
 
-    def __init__(self, members):
+    def __init__(self, members: Iterable[ExpKernelBlock]) -> None:
 
         self.members = list(members)
         k = self.k = int(self.members[0].k)
-        M = self._M = len(self.members)
+        self._M = len(self.members)
         sizes = [m.counts.size for m in self.members]
         seg, starts = _segment_ids(sizes)
         self.counts = np.concatenate([np.asarray(m.counts, dtype=float) for m in self.members])
@@ -206,11 +210,11 @@ class BatchedExpKernelBlock(LikelihoodBlock):
         self._fix_cols = np.ascontiguousarray(np.hstack(cols)) if cols else np.zeros((k, 0))
         if all(k * s <= DENSE_DIAGONAL_MAX for s in sizes):
             self.hessian_diagonal = self._hessian_diagonal
-        self._sq = None
+        self._sq: tuple[np.ndarray, ...] | None = None
 
     # ---- recurrences over all members ----------------------------------------------------
     @staticmethod
-    def _rows(r, theta):
+    def _rows(r: NDArray[np.float64], theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
 
         if _kernels.enabled():
             return _kernels.kernels()["exp_rows"](r, theta)
@@ -227,7 +231,7 @@ class BatchedExpKernelBlock(LikelihoodBlock):
         return A, B
 
     @staticmethod
-    def _rows_back(r, U, V):
+    def _rows_back(r: NDArray[np.float64], U: np.ndarray, V: np.ndarray) -> NDArray[np.float64]:
 
         if _kernels.enabled():
             return _kernels.kernels()["exp_rows_back"](r, U, V)
@@ -243,7 +247,7 @@ class BatchedExpKernelBlock(LikelihoodBlock):
             out[t] += a.sum()
         return out
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.ascontiguousarray(theta, dtype=float)
         A, B = self._rows(self._r, theta)
         with np.errstate(under="ignore"):
@@ -254,7 +258,8 @@ class BatchedExpKernelBlock(LikelihoodBlock):
             out[self._fix_idx] = theta @ self._fix_cols
         return out
 
-    def _back(self, w, r, left, right, diag_val, fix_cols):
+    def _back(self, w: NDArray[np.float64], r: np.ndarray, left: np.ndarray, right: np.ndarray, diag_val: np.ndarray,
+              fix_cols: np.ndarray) -> NDArray[np.float64]:
         size = self._M * self.k
         with np.errstate(under="ignore"):
             U = np.bincount(self._il, weights=w * left, minlength=size).reshape(self._M, self.k)
@@ -266,11 +271,11 @@ class BatchedExpKernelBlock(LikelihoodBlock):
             out += fix_cols @ w[self._fix_idx]
         return out
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         return self._back(np.asarray(w, dtype=float), self._r, self._left, self._right, self._diag_val,
                           self._fix_cols)
 
-    def _hessian_diagonal(self, w):
+    def _hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         """``sum_j w_j G[x, j]^2``: the same recurrences with ``r^2`` and squared entries."""
         if self._sq is None:
             with np.errstate(under="ignore"):
@@ -278,11 +283,11 @@ class BatchedExpKernelBlock(LikelihoodBlock):
                             self._diag_val * self._diag_val, self._fix_cols * self._fix_cols)
         return self._back(np.asarray(w, dtype=float), *self._sq)
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         return np.hstack([m.dense() for m in self.members])
 
 
-def _as_csr(Z):
+def _as_csr(Z: Any) -> Any:
     """A member's support matrix as CSR (packed bits unpacked by chunks)."""
     import scipy.sparse as sp
 
@@ -298,7 +303,7 @@ class BatchedSupportBlock(LikelihoodBlock):
     one sparse (or dense) product for all mechanisms. ``log_offset`` is the members' sum.
     """
 
-    def __init__(self, members):
+    def __init__(self, members: Iterable[SupportBlock]) -> None:
         import scipy.sparse as sp
 
         self.members = list(members)
@@ -309,21 +314,23 @@ class BatchedSupportBlock(LikelihoodBlock):
         self.log_offset = float(sum(m.log_offset for m in self.members))
         Zs = [m.Z for m in self.members]
         packed = [isinstance(Z, PackedSupport) for Z in Zs]
+        #: a PackedSupport, a SciPy sparse matrix or a dense array (the same products)
+        self.Z: Any
         if all(packed):
             self.Z = PackedSupport.vstack(Zs)
         elif any(packed) or any(sp.issparse(Z) for Z in Zs):
             self.Z = sp.vstack([_as_csr(Z) for Z in Zs], format="csr")
         else:
             self.Z = np.ascontiguousarray(np.vstack(Zs))
-        self._Z2 = None
+        self._Z2: Any = None
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         return self.u * theta.sum() + self.v * (self.Z @ theta)
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         return self.u @ w + self.Z.T @ (self.v * w)
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         """``sum_j w_j (u_j + v_j Z[j, x])^2``."""
         import scipy.sparse as sp
 
@@ -333,7 +340,7 @@ class BatchedSupportBlock(LikelihoodBlock):
             self._Z2 = self.Z.multiply(self.Z).tocsr() if sp.issparse(self.Z) else self.Z * self.Z
         return (self.u * self.u) @ w + 2.0 * (self.Z.T @ (self.u * self.v * w)) + self._Z2.T @ (self.v * self.v * w)
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         return np.hstack([m.dense() for m in self.members])
 
 

@@ -25,11 +25,14 @@ Every user may pick his own mechanism; the observations hold one block (the trip
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from localpriv.data.observations import Observations
+from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.estimators.batch import (
     BatchedExpKernelBlock,
     BatchedScaledIdentityBlock,
@@ -37,12 +40,21 @@ from localpriv.estimators.batch import (
     batch_blocks,
     family,
 )
-from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
+from localpriv.estimators.em import (
+    DEFAULT_ACCELERATE,
+    DEFAULT_DELTA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_STOP,
+    Callback,
+    log_likelihood,
+)
 from localpriv.estimators.ibu import em_settings, ibu, run_em
 from localpriv.estimators.inv import inv
 from localpriv.estimators.registry import NO_SETTINGS, Setting, em_settings_declared, register_estimator
 from localpriv.estimators.result import Fit
-from localpriv.likelihood.blocks import DenseBlock
+from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock
+from localpriv.mechanisms.base import Mechanism
+from localpriv.utils.progress import EMProgress
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.utils.validation import LocalPrivError
 
@@ -61,7 +73,7 @@ MERGE_BLOCK_MAX = 1 << 17
 MERGE_CHUNK_MAX = 1 << 18
 
 
-def merge_blocks(blocks, keep_batchable: bool = False) -> list:
+def merge_blocks(blocks: Iterable[ObservationBlock], keep_batchable: bool = False) -> list[LikelihoodBlock]:
     """The likelihood blocks of ``blocks`` with small finite-channel ones merged into dense chunks.
 
     The GIBU sum over mechanisms, ``sum_A sum_j c^A_j G^A[x, j] / (theta @ G^A)_j``, is the same
@@ -77,9 +89,11 @@ def merge_blocks(blocks, keep_batchable: bool = False) -> list:
     product, less than a dense chunk (1,000 k-RR mechanisms at ``k = 100``: 10^7 dense entries
     read twice per EM evaluation). Other blocks keep their own (structured) likelihood block.
     """
-    out, chunk, size = [], [], 0
+    out: list[LikelihoodBlock] = []
+    chunk: list[ObservationBlock] = []
+    size = 0
 
-    def flush():
+    def flush() -> None:
         if len(chunk) == 1:
             out.append(chunk[0].likelihood_block())
         elif chunk:
@@ -109,11 +123,11 @@ def merge_blocks(blocks, keep_batchable: bool = False) -> list:
 class _Merged(Observations):
     """The same observations, presented to the EM engine with small blocks merged."""
 
-    def likelihood_blocks(self):
+    def likelihood_blocks(self) -> list[LikelihoodBlock]:
         return merge_blocks(self.blocks, keep_batchable=True)
 
 
-def gibu(obs: Observations, *, merge: bool = True, **settings) -> Fit:
+def gibu(obs: Observations, *, merge: bool = True, **settings: Any) -> Fit:
     """GIBU (seed 003 Algorithm 1): the MLE of ``theta`` from the reports of all mechanisms.
 
     ``theta'_x = sum_A (n^A/n) sum_{z in Z^A} q^A_z theta_x A_xz / sum_u theta_u A_uz``. Runs
@@ -142,7 +156,8 @@ def _post(v: np.ndarray, post: str) -> np.ndarray:
     raise LocalPrivError(f"post-processing must be 'n' (normalize) or 'p' (project), got {post!r}")
 
 
-def _finish(theta, obs, name, settings, extra=None, **kw) -> Fit:
+def _finish(theta: np.ndarray, obs: Observations, name: str, settings: dict[str, Any],
+            extra: dict[str, Any] | None = None, **kw: Any) -> Fit:
     """An Estimate whose log-likelihood is the true (GIBU) one over all blocks, for comparison."""
     L = log_likelihood(obs.likelihood_blocks(), theta)
     return Fit(theta, obs.domain, name, settings, loglik=L, n=obs.n, extra=extra or {}, **kw)
@@ -151,7 +166,7 @@ def _finish(theta, obs, name, settings, extra=None, **kw) -> Fit:
 # --------------------------------------------------------------------------------------------
 # Unary encodings: the statistics of their supports
 # --------------------------------------------------------------------------------------------
-def _unary_pq(mech) -> tuple[float, float]:
+def _unary_pq(mech: Mechanism) -> tuple[float, float]:
     for pn, qn in (("p_star", "q_star"), ("p", "q")):
         p, q = getattr(mech, pn, None), getattr(mech, qn, None)
         if isinstance(p, (float, np.floating)) and isinstance(q, (float, np.floating)):
@@ -161,7 +176,7 @@ def _unary_pq(mech) -> tuple[float, float]:
         f"{mech} is not one: use gibu (any mechanisms) or inv-p-m / ibu-m (shared output alphabet)")
 
 
-def unary_statistics(block) -> tuple[np.ndarray, float, float, float]:
+def unary_statistics(block: ObservationBlock) -> tuple[np.ndarray, float, float, float]:
     """``(ones, n, p, q)`` of a unary-encoding block: per-bit counts of 1s, users, bit probabilities.
 
     Mechanisms with ``support_counts`` (the pure protocols of seed 002: SUE = basic RAPPOR, OUE,
@@ -209,7 +224,7 @@ def rap_m(obs: Observations, *, post: str = "n") -> Fit:
     """
     stats = [unary_statistics(b) for b in obs.blocks]
     n = sum(s[1] for s in stats)
-    s = sum(s[0] for s in stats) / n
+    s = cast(np.ndarray, sum(s[0] for s in stats)) / n  # stats: one per block, never empty
     pbar = sum(st[1] * st[2] for st in stats) / n
     qbar = sum(st[1] * st[3] for st in stats) / n
     if not pbar > qbar:
@@ -222,7 +237,7 @@ def rap_m(obs: Observations, *, post: str = "n") -> Fit:
 # --------------------------------------------------------------------------------------------
 # Combining results: [e]R
 # --------------------------------------------------------------------------------------------
-COMBINABLE = {
+COMBINABLE: dict[str, Callable[..., Fit]] = {
     "inv-n": lambda o: inv(o, post="n"),
     "inv-p": lambda o: inv(o, post="p"),
     "ibu": lambda o, **kw: ibu(o, **kw),
@@ -231,7 +246,7 @@ COMBINABLE = {
 }
 
 
-def combine_results(obs: Observations, estimator: str, **settings) -> Fit:
+def combine_results(obs: Observations, estimator: str, **settings: Any) -> Fit:
     """``[e]R`` (seed 003 Eqs. 7-8): ``theta = sum_A (n^A/n) e(A, D^A)``.
 
     Each block is estimated alone by ``estimator`` (one of ``COMBINABLE``); ``settings`` go to
@@ -241,7 +256,8 @@ def combine_results(obs: Observations, estimator: str, **settings) -> Fit:
     if func is None:
         raise LocalPrivError(f"[e]R: unknown estimator {estimator!r}; known: {', '.join(COMBINABLE)}")
     theta = np.zeros(obs.k)
-    parts, iters, conv = [], 0, True
+    parts: list[np.ndarray] = []
+    iters, conv = 0, True
     for b in obs.blocks:  # one iteration per distinct mechanism
         sub = Observations([b], obs.domain)
         try:
@@ -271,7 +287,7 @@ def average_mechanism(obs: Observations, estimator: str = "[e]M") -> tuple[np.nd
         raise LocalPrivError(
             f"{estimator} needs all mechanisms to share one finite output alphabet, got output sizes "
             f"{sorted(str(s) for s in sizes)}; use gibu (GIBU applies to any mix of mechanisms)")
-    m = sizes.pop()
+    m = cast(int, sizes.pop())  # None was refused above
     A = np.zeros((obs.k, m))
     counts = np.zeros(m)
     for b in obs.blocks:
@@ -300,9 +316,10 @@ def inv_m(obs: Observations, *, post: str = "n") -> Fit:
     return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post}, {"raw_inverse": v})
 
 
-def ibu_m(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
-          callback=None, accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
-          progress=False) -> Fit:
+def ibu_m(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = DEFAULT_DELTA,
+          max_iter: int = DEFAULT_MAX_ITER, callback: Callback | None = None,
+          accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
+          progress: bool | EMProgress = False) -> Fit:
     """[IBU]M, seed 003 section 5.3: IBU (Eq. 13) on the average mechanism ``A[n]`` and ``q[n]``.
 
     Uses the one EM engine on a single dense block, with its settings and defaults (certified

@@ -82,10 +82,10 @@ blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that dia
 ``G`` (geometric, Laplace, exponential, planar blocks of moderate size; see
 :func:`~localpriv.estimators.newton.supports_newton`); otherwise the scheme is plain SQUAREM and
 says so (``EMResult.scheme``). With ``stop="gap"`` the finish is certified to ``kkt_tol = min(1e-9,
-delta / 2)``, so its point meets ``gap < delta`` at once. ``EMResult.products`` counts the Newton finish's products (a forward
-or backward product of every block, about half an EM evaluation each).
+delta / 2)``, so its point meets ``gap < delta`` at once. ``EMResult.products`` counts the Newton
+finish's products (a forward or backward product of every block, about half an EM evaluation each).
 
-How the products are evaluated (issue 22; the iterates are unchanged up to rounding):
+How the products are evaluated (the iterates are unchanged up to rounding):
 
 * blocks of one family (k-RR and other scaled-identity channels, exponential kernels with
   different rates, support blocks of the pure protocols) are batched into one block
@@ -111,21 +111,36 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.estimators import _kernels
 from localpriv.estimators.batch import batch_blocks
 from localpriv.estimators.newton import KKT_TOL, newton_finish, supports_newton
-from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
+from localpriv.likelihood.blocks import Evaluation, LikelihoodBlock, total_loglik
 from localpriv.utils.validation import LocalPrivError, check_distribution
+
+if TYPE_CHECKING:
+    from localpriv.likelihood.structured import ScaledIdentityBlock
 
 __all__ = ["EMResult", "Penalty", "em", "log_likelihood", "SCHEMES", "STOPPING_RULE", "STOPPING_RULES",
            "DEFAULTS", "PLAIN_EM", "DEFAULT_DELTA", "DEFAULT_MAX_ITER", "DEFAULT_ACCELERATE", "DEFAULT_STOP",
-           "gap_bound", "loglik_from", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER"]
+           "gap_bound", "loglik_from", "BLAS_THREADS", "blas_threads", "COMPILED_AFTER", "Callback"]
+
+#: a user's ``callback(t, theta, L)``, called after every iteration
+Callback: TypeAlias = Callable[[int, np.ndarray, float], object]
+#: ``(theta, the blocks' evaluations at theta) -> L`` (or the penalized objective)
+Objective: TypeAlias = Callable[[np.ndarray, Sequence[Evaluation]], float]
+#: ``record(t, theta, L, gap=..., phase=...)``: the trace and the callback of a run
+Record: TypeAlias = Callable[..., None]
+#: what the compiled loops take (:func:`_compiled`): ``(kernels, d, b, z, counts, live, rule)``
+Fast: TypeAlias = tuple[ModuleType, float, float, np.ndarray, np.ndarray, np.ndarray, int]
 
 #: acceleration schemes accepted by :func:`em` (``None`` means plain EM)
 SCHEMES = ("none", "squarem", "newton")
@@ -134,7 +149,7 @@ NEWTON_FIRST = 8
 #: the stopping rule of seed 001 Algorithm 1, as written in every estimate's settings
 STOPPING_RULE = "|L(t)-L(t-1)| < delta"
 #: the stopping rules accepted by :func:`em` and how estimates name them
-STOPPING_RULES = {
+STOPPING_RULES: dict[str, str] = {
     "gap": "max_x g_x - 1 < delta (certified: per-report log-likelihood within delta of the maximum)",
     "loglik": STOPPING_RULE,
     "max_abs": "max|theta(t)-theta(t-1)| < delta",
@@ -148,7 +163,7 @@ TINY = 1e-280
 #: with a costly forward product (planar FFT blocks) a step that reaches its cap lets the next ones grow
 #: by this factor (4 otherwise): a rejected first trial costs such a block one more FFT pair while the
 #: floor binds on many cells (planar 1000 x 1000 with :class:`_Path`: 297 products in 142 evaluations
-#: with 2, 296 in 145 with 1.5, 304 in 139 with 4; notes/issue-22-planar.md)
+#: with 2, 296 in 145 with 1.5, 304 in 139 with 4)
 GROWTH_COSTLY = 2.0
 #: relative size, against the largest probability, of the floor's mass that :class:`_Path` drops (below
 #: the round-off of an FFT product, which is absolute at ~1e-16 of its largest entry)
@@ -158,12 +173,12 @@ ROUNDOFF = 1e-16
 #: halving towards -1 before any FFT, until the floor binds on few cells or ``|alpha| <= 3``: such long
 #: steps, distorted by the floor on many cells, were the rejected ones (planar 1000 x 1000: 121
 #: evaluations and 243 products instead of 142 and 297, log-likelihood 3.4 higher; of 2, 2.5, 3, 4, 5
-#: and 6, 3 gave the fewest products (with 2.5) and the highest log-likelihood; notes/issue-22-planar.md)
+#: and 6, 3 gave the fewest products (with 2.5) and the highest log-likelihood)
 DENSE_FLOOR_STEP = 3.0
 #: BLAS threads while an EM run is under way: ``None`` reads the environment variable
 #: ``LOCALPRIV_BLAS_THREADS`` (default 1); ``0`` (or ``LOCALPRIV_BLAS_THREADS=0``) leaves BLAS alone.
 #: EM's products are small and many: one thread avoids thread hand-offs and oversubscription when
-#: several estimates run side by side (issue 22).
+#: several estimates run side by side.
 BLAS_THREADS: int | None = None
 #: a run on one scaled-identity block (k-RR, support counts) hands its loop to compiled kernels
 #: (:mod:`localpriv.estimators._kernels`, numba) once it has made this many EM evaluations, so runs
@@ -180,14 +195,15 @@ DEFAULT_ACCELERATE = "newton"
 #: default stopping rule: the certified per-report gap
 DEFAULT_STOP = "gap"
 #: the defaults of :func:`em` and of every IBU variant: the certified, accelerated MLE
-DEFAULTS = {"accelerate": DEFAULT_ACCELERATE, "stop": DEFAULT_STOP, "delta": DEFAULT_DELTA,
+DEFAULTS: dict[str, Any] = {"accelerate": DEFAULT_ACCELERATE, "stop": DEFAULT_STOP, "delta": DEFAULT_DELTA,
             "max_iter": DEFAULT_MAX_ITER}
-#: plain, capped EM with seed 001 Algorithm 1's rule: the defaults before issue 17, which the
+#: plain, capped EM with seed 001 Algorithm 1's rule: the engine's former defaults, which the
 #: reproductions of the seeds pass explicitly (each module spells them out itself)
-PLAIN_EM = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}
+PLAIN_EM: dict[str, Any] = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}
 
 
-def _stop_value(rule, th_old, th_new, L_old, L_new, gap=math.nan) -> float:
+def _stop_value(rule: str, th_old: np.ndarray, th_new: np.ndarray, L_old: float, L_new: float,
+                gap: float = math.nan) -> float:
     if rule == "loglik":
         return abs(L_new - L_old)
     if rule == "gap":
@@ -249,7 +265,7 @@ def _forward_all(blocks: Sequence[LikelihoodBlock], theta: np.ndarray) -> list[n
     return [b.forward(theta) for b in blocks]
 
 
-def loglik_from(blocks: Sequence[LikelihoodBlock], probs) -> float:
+def loglik_from(blocks: Sequence[LikelihoodBlock], probs: Sequence[Evaluation]) -> float:
     """``sum_j c_j log p_j`` over the reports seen, from the blocks' evaluations ``probs``; ``-inf``
     if one of them has probability <= 0 (:func:`localpriv.likelihood.blocks.total_loglik`).
 
@@ -260,14 +276,14 @@ def loglik_from(blocks: Sequence[LikelihoodBlock], probs) -> float:
 
 
 
-def log_likelihood(blocks: Sequence[LikelihoodBlock], theta) -> float:
+def log_likelihood(blocks: Sequence[LikelihoodBlock], theta: ArrayLike) -> float:
     """``L(theta)`` of seed 001 Eq. (2) for the observations in ``blocks``."""
     theta = np.asarray(theta, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return loglik_from(blocks, _forward_all(blocks, theta))
 
 
-def _check_observable(blocks, probs):
+def _check_observable(blocks: Sequence[LikelihoodBlock], probs: Sequence[Evaluation]) -> None:
     for b, p in zip(blocks, probs):
         impossible = b.impossible(p)
         if impossible:
@@ -277,16 +293,16 @@ def _check_observable(blocks, probs):
             )
 
 
-def _gradient(blocks, probs):
+def _gradient(blocks: Sequence[LikelihoodBlock], probs: Sequence[Evaluation]) -> np.ndarray:
     """``grad_x = sum_A sum_j c_j G^A[x, j] / p_j`` (the E-step; ``dL/dtheta``)."""
-    grad = None
+    grad: np.ndarray | None = None
     for b, p in zip(blocks, probs):
         g = b.gradient(p)
         grad = g if grad is None else grad + g
-    return grad
+    return cast(np.ndarray, grad)  # blocks: never empty
 
 
-def gap_bound(blocks: Sequence[LikelihoodBlock], theta) -> float:
+def gap_bound(blocks: Sequence[LikelihoodBlock], theta: ArrayLike) -> float:
     """The certificate of ``theta``: ``(L_max - L(theta)) / n <= max_x g_x - theta . g``.
 
     ``g = grad / n`` is the EM multiplier at ``theta`` (see the module docstring; Lindsay 1983).
@@ -299,18 +315,21 @@ def gap_bound(blocks: Sequence[LikelihoodBlock], theta) -> float:
     return float((grad.max() - theta @ grad) / n)
 
 
-def em_step(blocks, theta, probs, n):
+def em_step(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation],
+            n: float) -> np.ndarray:
     """One EM (IBU/GIBU) update from ``theta`` and the forward products ``probs``."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return _em_step(blocks, theta, probs, n)
 
 
-def _em_step(blocks, theta, probs, n, penalty=None):
+def _em_step(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation], n: float,
+             penalty: Penalty | None = None) -> np.ndarray:
     """One EM update (see :func:`_em_update`, which also returns the certificate of ``theta``)."""
     return _em_update(blocks, theta, probs, n, penalty)[0]
 
 
-def _em_update(blocks, theta, probs, n, penalty=None):
+def _em_update(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation], n: float,
+               penalty: Penalty | None = None) -> tuple[np.ndarray, float]:
     """``(F(theta), gap(theta))``: one EM update and the certificate of its input, from one E-step.
 
     ``gap = (max_x grad_x - theta . grad) / n``: the E-step's ``grad`` is reused, so the
@@ -357,11 +376,11 @@ def blas_threads() -> int:
     return n
 
 
-_BLAS_LIBS = None
+_BLAS_LIBS: list[Any] | None = None
 
 
 @contextmanager
-def _blas_pinned():
+def _blas_pinned() -> Iterator[None]:
     """BLAS limited to :func:`blas_threads` threads for the block (threadpoolctl, imported here)."""
     global _BLAS_LIBS
     limit = blas_threads()
@@ -384,7 +403,7 @@ def _blas_pinned():
             lc.set_num_threads(old)
 
 
-def _prepare(blocks) -> list:
+def _prepare(blocks: Iterable[LikelihoodBlock]) -> list[LikelihoodBlock]:
     """The blocks as the engine evaluates them: blocks of one family batched into one
     (:func:`localpriv.estimators.combination.batch_blocks`; same products up to rounding). Planar
     mechanisms' FFT blocks come as :class:`localpriv.likelihood.rfft.RfftClampedBlock` already
@@ -395,7 +414,8 @@ def _prepare(blocks) -> list:
     return blocks
 
 
-def _compiled(blocks, penalty, callback, keep_trace, stop):
+def _compiled(blocks: Sequence[LikelihoodBlock], penalty: Penalty | None, callback: Callable[..., object] | None,
+              keep_trace: bool, stop: str) -> Fast | None:
     """``(kernels, d, b, z, counts, live, rule)`` when the run may use the compiled loops (one
     :class:`~localpriv.likelihood.structured.ScaledIdentityBlock`, no penalty, callback or trace), else None."""
     if penalty is not None or callback is not None or keep_trace or len(blocks) != 1:
@@ -404,6 +424,7 @@ def _compiled(blocks, penalty, callback, keep_trace, stop):
     structured = sys.modules.get("localpriv.likelihood.structured")
     if structured is None or type(b) is not structured.ScaledIdentityBlock:
         return None
+    b = cast("ScaledIdentityBlock", b)
     args = (float(b.a - b.b), float(b.b), np.ascontiguousarray(b.outputs, dtype=np.int64))
     if not _kernels.enabled():
         return None
@@ -417,10 +438,10 @@ def em(
     blocks: Sequence[LikelihoodBlock],
     k: int,
     *,
-    theta0=None,
+    theta0: ArrayLike | None = None,
     delta: float = DEFAULT_DELTA,
     max_iter: int = DEFAULT_MAX_ITER,
-    callback: Callable[[int, np.ndarray, float], None] | None = None,
+    callback: Callback | None = None,
     keep_trace: bool = False,
     accelerate: str | None = DEFAULT_ACCELERATE,
     stop: str = DEFAULT_STOP,
@@ -481,7 +502,9 @@ def em(
         return _em(_prepare(blocks), k, theta, delta, max_iter, callback, keep_trace, scheme, stop, penalty)
 
 
-def _em(blocks, k, theta, delta, max_iter, callback, keep_trace, scheme, stop, penalty) -> EMResult:
+def _em(blocks: Sequence[LikelihoodBlock], k: int, theta: np.ndarray, delta: float, max_iter: int,
+        callback: Callable[..., object] | None, keep_trace: bool, scheme: str, stop: str,
+        penalty: Penalty | None) -> EMResult:
     """The body of :func:`em` on validated arguments and the blocks as given (``em`` passes them
     through :func:`_prepare` and pins BLAS first; tests call this to evaluate block by block)."""
     n = float(sum(b.total for b in blocks))
@@ -498,11 +521,11 @@ def _em(blocks, k, theta, delta, max_iter, callback, keep_trace, scheme, stop, p
     objective = _objective(blocks, penalty)
     newton = scheme == "newton" and supports_newton(blocks)
     rich = bool(getattr(callback, "em_progress", False))
-    if rich and hasattr(callback, "begin"):
+    if rich and callback is not None and hasattr(callback, "begin"):
         callback.begin(n=n, k=k, delta=delta, max_iter=max_iter, stop=stop,
                        scheme=("newton" if newton else "squarem") if scheme != "none" else "none")
 
-    def record(t, th, ll, gap=math.nan, phase="em"):
+    def record(t: int, th: np.ndarray, ll: float, gap: float = math.nan, phase: str = "em") -> None:
         if keep_trace:
             trace.append(ll)
         if callback is not None:
@@ -528,19 +551,21 @@ def _em(blocks, k, theta, delta, max_iter, callback, keep_trace, scheme, stop, p
     return EMResult(theta, L, t, converged, trace, gap=gap, stop=stop)
 
 
-def _objective(blocks, penalty):
+def _objective(blocks: Sequence[LikelihoodBlock], penalty: Penalty | None) -> Objective:
     """``(theta, probs) -> L``, or the penalized ``L + penalty.value(theta)``."""
     if penalty is None:
         return lambda theta, probs: loglik_from(blocks, probs)
 
-    def penalized(theta, probs):
+    def penalized(theta: np.ndarray, probs: Sequence[Evaluation]) -> float:
         v = penalty.value(theta)
         return loglik_from(blocks, probs) + (0.0 if v is None else float(v))
     return penalized
 
 
-def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, penalty=None, objective=None,
-              gap=math.nan, fast=None):
+def _plain_em(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation], L: float, n: float,
+              delta: float, max_iter: int, stop: str, t: int, record: Record, penalty: Penalty | None = None,
+              objective: Objective | None = None, gap: float = math.nan,
+              fast: Fast | None = None) -> tuple[np.ndarray, float, int, bool, float]:
     """Plain EM steps from iteration ``t`` until the stopping rule holds or ``max_iter``.
 
     Returns ``(theta, L, t, converged, gap)``; ``gap`` certifies the returned ``theta`` (it was
@@ -569,8 +594,9 @@ def _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record, pena
     return theta, L, t, False, gap
 
 
-def _squarem_residual(blocks, theta, probs, L, n, delta, max_iter, record, trace, penalty,
-                      objective) -> EMResult:
+def _squarem_residual(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation], L: float,
+                      n: float, delta: float, max_iter: int, record: Record, trace: list[float],
+                      penalty: Penalty | None, objective: Objective) -> EMResult:
     """SQUAREM for a map that ascends no objective (EMS's smoothed EM; Varadhan and Roland, Scand.
     J. Stat. 35:335-353, 2008, scheme S3), stopped on ``max_x |F(theta)_x - theta_x| < delta``.
 
@@ -642,16 +668,17 @@ class _Path:
     ``L`` is still computed from an FFT (``theta3``'s forward product), so ``L`` never decreases.
     """
 
-    def __init__(self, blocks, p0, p1):
+    def __init__(self, blocks: Sequence[LikelihoodBlock], p0: Sequence[np.ndarray], p1: Sequence[np.ndarray]) -> None:
         self.blocks, self.p0 = blocks, p0
         self.costly = [bool(b.costly_forward) for b in blocks]
-        self.mr = [q1 - q0 if c else None for c, q0, q1 in zip(self.costly, p0, p1)]
-        self.mv = None
+        # per block: an array for the costly blocks, None for the others
+        self.mr: list[Any] = [q1 - q0 if c else None for c, q0, q1 in zip(self.costly, p0, p1)]
+        self.mv: list[Any] | None = None
         self.tol = ROUNDOFF * min((float(q.max()) for c, q in zip(self.costly, p1) if c and q.size),
                                   default=0.0)
         self.ffts = self.derived = 0
 
-    def support(self, d):
+    def support(self, d: np.ndarray) -> np.ndarray:
         """The cells of the floor's part ``d`` that count: all but its smallest entries, of total
         mass at most ``tol``."""
         idx = np.flatnonzero(d > 0)
@@ -662,7 +689,7 @@ class _Path:
             idx = idx[np.sort(order[drop:])]
         return idx
 
-    def support_if_few(self, d):
+    def support_if_few(self, d: np.ndarray) -> np.ndarray | None:
         """:meth:`support` of ``d`` when :meth:`few` holds for it, else ``None``; without sorting ``d``'s
         entries when too many are sure to remain (a partition shows the smallest ones hold too much)."""
         if any(self.costly):
@@ -674,12 +701,12 @@ class _Path:
         idx = self.support(d)
         return idx if self.few(idx) else None
 
-    def few(self, idx) -> bool:
+    def few(self, idx: np.ndarray) -> bool:
         """Whether every costly block sums the floor's cells ``idx`` directly (``sparse_limit``)."""
         return any(self.costly) and all(idx.size <= b.sparse_limit
                                         for b, c in zip(self.blocks, self.costly) if c)
 
-    def _floor_products(self, d, idx):
+    def _floor_products(self, d: np.ndarray, idx: np.ndarray) -> list[Any] | None:
         """``M d`` for every costly block (``None`` for the others), or ``None`` when ``d`` is not
         sparse enough for one of them."""
         if not self.few(idx):
@@ -687,7 +714,8 @@ class _Path:
         return [None if not c else b.sparse_forward(idx, d[idx]) if idx.size else np.zeros(b.size)
                 for b, c in zip(self.blocks, self.costly)]
 
-    def products(self, cand, d, s, alpha, idx=None):
+    def products(self, cand: np.ndarray, d: np.ndarray, s: float, alpha: float,
+                 idx: np.ndarray | None = None) -> list[Evaluation]:
         """The forward products of the trial point ``cand`` (see the class docstring); ``idx`` is
         :meth:`support` of ``d`` if known."""
         md = self._floor_products(d, self.support(d) if idx is None else idx) if any(self.costly) else None
@@ -711,7 +739,7 @@ class _Path:
                        for c, q, m, q0, mr in zip(self.costly, pc, md, self.p0, self.mr)]
         return pc
 
-    def theta2(self, th2):
+    def theta2(self, th2: np.ndarray) -> list[Evaluation]:
         """``M theta2``: derived when a trial has given ``M v``, else evaluated."""
         if self.mv is None:
             return _forward_all(self.blocks, th2)
@@ -720,7 +748,8 @@ class _Path:
                 for b, c, q0, mr, mv in zip(self.blocks, self.costly, self.p0, self.mr, self.mv)]
 
 
-def _floor_part(theta, r, v, alpha, floor, bufs):
+def _floor_part(theta: np.ndarray, r: np.ndarray, v: np.ndarray, alpha: float, floor: np.ndarray,
+                bufs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(raw, d)`` for SQUAREM's trial ``raw = theta - 2 alpha r + alpha^2 v`` (the same operations as
     the engine's other path) and the floor's part ``d = max(floor - raw, 0)`` (``= max(raw, floor) -
     raw``), in the kept buffers ``bufs`` (overwritten by the next call)."""
@@ -731,7 +760,7 @@ def _floor_part(theta, r, v, alpha, floor, bufs):
     return raw, np.maximum(d, 0.0, out=d)
 
 
-def _trial_point(raw, d, floor):
+def _trial_point(raw: np.ndarray, d: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """``(cand, d, s)``: the trial point ``cand = max(raw, floor) / s``, ``s = sum(max(raw, floor))``."""
     cand = np.maximum(raw, floor)
     s = cand.sum()
@@ -739,8 +768,10 @@ def _trial_point(raw, d, floor):
     return cand, d, s
 
 
-def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, newton=False,
-             penalty=None, objective=None, progress=None, fast=None) -> EMResult:
+def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation], L: float, n: float,
+             delta: float, max_iter: int, record: Record, trace: list[float], stop: str, newton: bool = False,
+             penalty: Penalty | None = None, objective: Objective | None = None,
+             progress: Callable[..., object] | None = None, fast: Fast | None = None) -> EMResult:
     """SQUAREM-accelerated EM (see the module docstring); ``iterations`` = EM-map evaluations.
 
     With ``fast`` (:func:`_compiled`) the cycles run in the compiled kernel from evaluation
@@ -756,8 +787,9 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
     rejected, costs one more forward product. The step cap
     regrows by :data:`GROWTH_COSTLY` instead of 4 (fewer such trials fail). ``L`` still never
     decreases: ``L(theta3) >= L(theta') >= L(theta1) >= L(theta)``, ``L(theta3)`` from an FFT."""
+    objective = objective or _objective(blocks, penalty)
     lazy = any(b.costly_forward for b in blocks)
-    bufs = None
+    bufs: tuple[np.ndarray, np.ndarray] | None = None
     t = 0
     cycles = 0
     alpha_max = 4.0
@@ -771,9 +803,9 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
     # ---- accelerated phase -------------------------------------------------------------------
     while t + 2 <= max_iter:
         if fast is not None and t >= COMPILED_AFTER:
-            mod, d, b, z, c, live, rule = fast
+            mod, fd, fb, z, c, live, rule = fast
             theta, p, L, gap, t, cycles, alpha_max, status = mod.kernels()["squarem"](  # one signature: cast
-                theta, probs[0], float(L), d, b, z, c, live, float(n), rule, float(delta), int(t), int(max_iter),
+                theta, probs[0], float(L), fd, fb, z, c, live, float(n), rule, float(delta), int(t), int(max_iter),
                 int(cycles), float(alpha_max), float(gap), int(next_newton if next_newton is not None else 1 << 62),
                 TINY, FLOOR, MAX_BACKTRACK)
             probs = [p]
@@ -782,10 +814,11 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                                 gap=gap, stop=stop)
             if status != 2:
                 break
+            assert next_newton is not None  # status 2 (a Newton attempt is due) needs one
             next_newton *= 4
             fin = newton_finish(blocks, theta, n, kkt_tol=kkt_tol)
             products += fin.products
-            if fin.certified and fin.loglik >= L:
+            if fin.theta is not None and fin.loglik >= L:  # certified
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
             continue
@@ -799,6 +832,8 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                             gap=gap1, stop=stop)
         th2, gap2 = _em_update(blocks, th1, p1, n, penalty)
         t += 1
+        p2: list[Evaluation] | None
+        L2: float | None
         if lazy:  # theta2's forward product only if the cycle falls back to it (see above)
             p2, L2 = None, None
             Lref = objective(th1, p1)
@@ -820,8 +855,10 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
             if alpha <= -alpha_max:
                 alpha_max *= GROWTH_COSTLY if lazy else 4.0  # the step reached its cap: allow longer steps
             accepted = False
-            chosen = first = None
+            chosen: tuple[np.ndarray, list[Evaluation]] | None = None
+            first: tuple[np.ndarray, np.ndarray, float] | None = None
             if path is not None and alpha < -1.0:
+                assert bufs is not None  # a path comes with its buffers (lazy)
                 # a first trial on which the floor binds on many cells would cost an FFT that cannot
                 # give the path's products (_Path): shorten it, before any FFT, to DENSE_FLOOR_STEP
                 while True:
@@ -832,7 +869,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                     alpha = (alpha - 1.0) / 2.0
                 first = _trial_point(raw, d, floor)
             # backtracking: move alpha halfway towards -1 until L(theta') >= L(theta2)
-            for trial in range(MAX_BACKTRACK):
+            for trial in range(MAX_BACKTRACK):  # noqa: B007  (read after the loop)
                 if alpha >= -1.0:
                     break
                 # coordinates pushed (nearly) out of the simplex are heading to 0: put them at a
@@ -846,6 +883,7 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
                     (cand, d, s), idx, first = first, first_idx, None
                     pc = path.products(cand, d, s, alpha, idx)
                 else:  # products without an FFT when known (_Path)
+                    assert bufs is not None  # a path comes with its buffers (lazy)
                     cand, d, s = _trial_point(*_floor_part(theta, r, v, alpha, floor, bufs), floor)
                     pc = path.products(cand, d, s, alpha)
                 Lc = objective(cand, pc)
@@ -869,8 +907,10 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
             if not accepted:
                 alpha_max = max(4.0, alpha_max / 4.0)
         if pnew is None:  # lazy: the cycle keeps theta2
+            assert path is not None  # pnew is None only with a path (lazy)
             pnew = p2 = path.theta2(th2)
             Lnew = L2 = objective(th2, p2)
+        assert Lnew is not None  # set with pnew
         cycles += 1
         done = stop != "gap" and _stop_value(stop, theta, new, L, Lnew) < delta
         theta, probs, L, gap = new, pnew, Lnew, gnew
@@ -881,9 +921,9 @@ def _squarem(blocks, theta, probs, L, n, delta, max_iter, record, trace, stop, n
             next_newton *= 4
             fin = newton_finish(blocks, theta, n, kkt_tol=kkt_tol,
                                 callback=None if progress is None else
-                                (lambda th, ll, t=t: progress(t, th, ll, gap=math.nan, phase="newton")))
+                                (lambda th, ll, t=t: progress(t, th, ll, gap=math.nan, phase="newton")))  # type: ignore[misc]  # mypy infers no lambda with a bound default (t=t) against a 2-argument Callable
             products += fin.products
-            if fin.certified and fin.loglik >= L:  # EM steps from it verify the stopping rule
+            if fin.theta is not None and fin.loglik >= L:  # certified; EM steps from it verify the stopping rule
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
     # ---- finishing phase: plain EM until one plain step meets the rule ----------------------

@@ -3,8 +3,11 @@ estimate. With reports from several mechanisms it is GIBU (seed 003 Algorithm 1)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import (
@@ -13,16 +16,19 @@ from localpriv.estimators.em import (
     DEFAULT_MAX_ITER,
     DEFAULT_STOP,
     STOPPING_RULES,
+    Callback,
+    EMResult,
     em,
 )
 from localpriv.estimators.registry import em_settings_declared, register_estimator
 from localpriv.estimators.result import Fit
+from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.utils.progress import EMProgress, chain, em_progress
 
 __all__ = ["ibu", "em_settings", "run_em"]
 
 
-def em_settings(res, delta, max_iter, theta0=None) -> dict:
+def em_settings(res: EMResult, delta: float, max_iter: int, theta0: ArrayLike | None = None) -> dict[str, Any]:
     """The settings every IBU variant records: tolerance, cap, start, the rule applied and the
     scheme that ran (``res`` is the engine's :class:`~localpriv.estimators.em.EMResult`), and the
     certificate reached (``gap_reached``: the per-report log-likelihood of the estimate is within
@@ -32,7 +38,8 @@ def em_settings(res, delta, max_iter, theta0=None) -> dict:
             "stopping": STOPPING_RULES[res.stop], "acceleration": res.scheme, "gap_reached": gap}
 
 
-def run_em(blocks, k, *, progress=False, label="ibu", callback=None, **kw):
+def run_em(blocks: Sequence[LikelihoodBlock], k: int, *, progress: bool | EMProgress = False, label: str = "ibu",
+           callback: Callback | None = None, **kw: Any) -> EMResult:
     """:func:`~localpriv.estimators.em.em` with an optional progress display (``progress=True``:
     :func:`localpriv.utils.progress.em_progress` on stderr; or an :class:`~localpriv.utils.progress.EMProgress`);
     a ``callback`` is called too. Quiet unless asked."""
@@ -45,9 +52,10 @@ def run_em(blocks, k, *, progress=False, label="ibu", callback=None, **kw):
     return res
 
 
-def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
-        callback=None, keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE,
-        stop: str = DEFAULT_STOP, progress=False) -> Fit:
+def ibu(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = DEFAULT_DELTA,
+        max_iter: int = DEFAULT_MAX_ITER, callback: Callback | None = None, keep_trace: bool = False,
+        accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
+        progress: bool | EMProgress = False) -> Fit:
     """Maximum-likelihood estimate by IBU/GIBU -- by default certified: within ``delta = 1e-9`` of the
     maximum per report.
 
@@ -103,7 +111,7 @@ def ibu(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_ite
     name = "ibu" if len(obs.blocks) == 1 else "gibu"
     res = run_em(blocks, obs.k, progress=progress, label=name, theta0=theta0, delta=delta, max_iter=max_iter,
                  callback=callback, keep_trace=keep_trace, accelerate=accelerate, stop=stop)
-    extra = {"trace": np.asarray(res.trace)} if keep_trace else {}
+    extra: dict[str, Any] = {"trace": np.asarray(res.trace)} if keep_trace else {}
     extra["gap"] = res.gap
     return Fit(res.theta, obs.domain, name, em_settings(res, delta, max_iter, theta0),
                     loglik=res.loglik, iterations=res.iterations, converged=res.converged,

@@ -7,18 +7,20 @@ the simplex. A non-square channel of full column rank uses the least-squares (ps
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.data.observations import Observations
 from localpriv.estimators.em import log_likelihood
 from localpriv.estimators.registry import NO_SETTINGS, register_estimator
 from localpriv.estimators.result import Fit
+from localpriv.mechanisms.base import Mechanism
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["inv", "inverse_vector"]
 
 
-def inverse_vector(mechanism, counts) -> np.ndarray:
+def inverse_vector(mechanism: Mechanism, counts: ArrayLike) -> np.ndarray:
     """``v = q M^{-1}`` for the count vector over all outputs of ``mechanism``."""
     c = np.asarray(counts, dtype=float)
     q = c / c.sum()

@@ -49,12 +49,13 @@ so every returned estimate is still an EM iterate (a distribution) that meets th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
-from localpriv.likelihood.blocks import LikelihoodBlock, total_loglik
+from localpriv.likelihood.blocks import Evaluation, LikelihoodBlock, total_loglik
 
 __all__ = ["newton_finish", "NewtonFinish", "supports_newton", "DENSE_DIAGONAL_MAX"]
 
@@ -90,7 +91,7 @@ class NewtonFinish:
         return self.theta is not None
 
 
-def supports_newton(blocks: Sequence) -> bool:
+def supports_newton(blocks: Sequence[LikelihoodBlock]) -> bool:
     """True if every block offers :meth:`hessian_diagonal` or is small enough to tabulate it.
 
     Every likelihood block is linear in ``theta`` (``forward(theta) = theta @ G``); the Newton
@@ -108,11 +109,12 @@ def _dense_of(b: LikelihoodBlock) -> np.ndarray:
     return np.asarray(b.dense(), dtype=float)
 
 
-def _dense_matrices(blocks) -> list:
+def _dense_matrices(blocks: Sequence[LikelihoodBlock]) -> list[np.ndarray]:
     return [_dense_of(b) for b in blocks]
 
 
-def _dense_newton(dense, w2, g, free):
+def _dense_newton(dense: Sequence[np.ndarray], w2: Sequence[Evaluation], g: np.ndarray,
+                  free: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
     """``u = A^+ g`` and ``v = A^+ 1`` on the free coordinates, ``A = sum_b G_b diag(w2_b) G_b^T``
     (``-H``), by a symmetric eigendecomposition; directions with eigenvalues below ``1e-13`` of
     the largest (where ``L`` is flat to rounding) are left out. ``s = u - (sum u / sum v) v`` is
@@ -125,7 +127,7 @@ def _dense_newton(dense, w2, g, free):
     return _face_solve(A, g, idx)
 
 
-def _face_solve(A, g, idx):
+def _face_solve(A: np.ndarray, g: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
     """``u = A^+ g[idx]`` and ``v = A^+ 1`` (``A``: ``-H`` on the free coordinates ``idx``),
     pseudo-inverting eigenvalues below ``1e-13`` of the largest; zero off ``idx``."""
     try:
@@ -142,7 +144,8 @@ def _face_solve(A, g, idx):
     return u, v
 
 
-def _matrix_newton(blocks, w2, g, free):
+def _matrix_newton(blocks: Sequence[LikelihoodBlock], w2: Sequence[Evaluation], g: np.ndarray,
+                   free: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
     """The Newton system from the ``-H`` matrices of blocks with ``hessian_by_matrix``
     (:meth:`~localpriv.likelihood.blocks.LikelihoodBlock.hessian_matrix`, ``k x k``: blocks whose
     products are costly passes over distributed reports, :mod:`localpriv.extras.spark`, return
@@ -161,7 +164,7 @@ def _matrix_newton(blocks, w2, g, free):
     return _face_solve(A, g, idx)
 
 
-def _hessian_diagonal(b, w) -> np.ndarray:
+def _hessian_diagonal(b: LikelihoodBlock, w: Evaluation) -> np.ndarray:
     """``sum_j w_j G[x, j]^2``: the block's own, or from its dense ``G`` (cached on the block)."""
     if b.hessian_diagonal is not None:
         return b.hessian_diagonal(w)
@@ -171,38 +174,39 @@ def _hessian_diagonal(b, w) -> np.ndarray:
 
 
 class _Counter:
-    def __init__(self, blocks):
+    def __init__(self, blocks: Sequence[LikelihoodBlock]) -> None:
         self.blocks = blocks
         self.products = 0
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> list[Evaluation]:
         self.products += 1
         return [b.forward(theta) for b in self.blocks]
 
-    def gradient(self, probs):
+    def gradient(self, probs: Sequence[Evaluation]) -> np.ndarray:
         """``sum_A G^A (c^A / p^A)`` (one backward product of every block)."""
         self.products += 1
-        out = None
+        out: np.ndarray | None = None
         for b, p in zip(self.blocks, probs):
             v = b.gradient(p)
             out = v if out is None else out + v
-        return out
+        return cast(np.ndarray, out)  # blocks: never empty
 
-    def backward(self, ws):
+    def backward(self, ws: Sequence[np.ndarray]) -> np.ndarray:
         self.products += 1
-        out = None
+        out: np.ndarray | None = None
         for b, w in zip(self.blocks, ws):
             v = b.backward(w)
             out = v if out is None else out + v
-        return out
+        return cast(np.ndarray, out)  # blocks: never empty
 
 
-def _weights(blocks, probs) -> list:
+def _weights(blocks: Sequence[LikelihoodBlock], probs: Sequence[Evaluation]) -> list[Evaluation]:
     """The blocks' weights ``c / p^2`` of ``-H`` (:meth:`LikelihoodBlock.hessian_weights`)."""
     return [b.hessian_weights(p) for b, p in zip(blocks, probs)]
 
 
-def _pcg(apply, rhs, diag, free, max_iter, rtol):
+def _pcg(apply: Callable[[np.ndarray], np.ndarray], rhs: np.ndarray, diag: np.ndarray, free: np.ndarray,
+         max_iter: int, rtol: float) -> np.ndarray | None:
     """Solve ``A x = rhs`` on the free coordinates (``A`` SPD there) by Jacobi-preconditioned CG."""
     x = np.zeros_like(rhs)
     r = np.where(free, rhs, 0.0)
@@ -229,8 +233,9 @@ def _pcg(apply, rhs, diag, free, max_iter, rtol):
     return x if math.sqrt(r @ r) <= 1e-6 * r0 else None
 
 
-def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: float = KKT_TOL,
-                  max_products: int = MAX_PRODUCTS, max_cg: int = 100, callback=None) -> NewtonFinish:
+def newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: float, *, kkt_tol: float = KKT_TOL,
+                  max_products: int = MAX_PRODUCTS, max_cg: int = 100,
+                  callback: Callable[[np.ndarray, float], object] | None = None) -> NewtonFinish:
     """Certified maximum-likelihood estimate from ``theta`` (an EM iterate), if one is found.
 
     See the module docstring. ``blocks`` must satisfy :func:`supports_newton`. A certified point
@@ -253,12 +258,13 @@ def newton_finish(blocks: Sequence, theta: np.ndarray, n: float, *, kkt_tol: flo
             b.end_newton()
 
 
-def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) -> NewtonFinish:
+def _newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: float, kkt_tol: float, max_products: int,
+                   max_cg: int, callback: Callable[[np.ndarray, float], object] | None) -> NewtonFinish:
     ops = _Counter(blocks)
     k = theta.size
     steps = 0
 
-    def failed():
+    def failed() -> NewtonFinish:
         return NewtonFinish(None, -math.inf, ops.products, steps, 0)
 
     th = np.array(theta, dtype=float)
@@ -266,8 +272,8 @@ def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) ->
     th /= th.sum()
     revive = np.zeros(k, dtype=bool)  # zeros found to violate the KKT conditions
     # the dense fallback of the Newton system (built at the first need): small problems only
-    dense = True if k <= DENSE_SOLVE_MAX_K and sum(b.k * b.size for b in blocks) <= DENSE_DIAGONAL_MAX \
-        else None
+    dense_ok = k <= DENSE_SOLVE_MAX_K and sum(b.k * b.size for b in blocks) <= DENSE_DIAGONAL_MAX
+    dense: list[np.ndarray] | None = None
     use_dense = False
     by_matrix = any(b.hessian_by_matrix for b in blocks)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -282,11 +288,11 @@ def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) ->
                 return failed()
             free = (th > 0) | revive
             w2 = _weights(blocks, probs)
-            diag = sum(_hessian_diagonal(b, w) for b, w in zip(blocks, w2))
+            diag = cast(np.ndarray, sum(_hessian_diagonal(b, w) for b, w in zip(blocks, w2)))  # blocks: never empty
             if np.any(diag[free] <= 0):
                 return failed()
 
-            def neg_hess(v):
+            def neg_hess(v: np.ndarray, w2: list[Evaluation] = w2) -> np.ndarray:
                 return ops.backward([w * q for w, q in zip(w2, ops.forward(v))])
 
             # Newton direction on the face {theta_x = 0 off ``free``, sum(theta) = 1}:
@@ -299,11 +305,11 @@ def _newton_finish(blocks, theta, n, kkt_tol, max_products, max_cg, callback) ->
             elif not use_dense:
                 u = _pcg(neg_hess, g, diag, free, max_cg, 1e-13)
                 v = _pcg(neg_hess, free.astype(float), diag, free, max_cg, 1e-13)
-            if (u is None or v is None) and dense is not None:
+            if (u is None or v is None) and dense_ok:
                 # CG lost to ill-conditioning (smooth channels: geometric at small eps, planar
                 # mechanisms): solve the small system directly, pseudo-inverting its flat
                 # directions, for the rest of this attempt
-                if dense is True:
+                if dense is None:
                     dense = _dense_matrices(blocks)
                 use_dense = True
                 u, v = _dense_newton(dense, w2, g, free)

@@ -1,4 +1,4 @@
-"""Estimators for the pure LDP frequency oracles (issue 4; seed 002, seed 001 section 7.5).
+"""Estimators for the pure LDP frequency oracles (seed 002, seed 001 section 7.5).
 
 * **MI** (``mi-n``, ``mi-p``): the pure-protocol matrix inversion on the support counts
   ``C_v = #{i : v in S(z_i)}``: ``f_v = (C_v / n - q*) / (p* - q*)`` (seed 002, "MI"), followed by
@@ -27,16 +27,28 @@
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP, log_likelihood
+from localpriv.estimators.em import (
+    DEFAULT_ACCELERATE,
+    DEFAULT_DELTA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_STOP,
+    Callback,
+    log_likelihood,
+)
 from localpriv.estimators.ibu import em_settings, run_em
 from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
 from localpriv.estimators.result import Fit
 from localpriv.likelihood.structured import ScaledIdentityBlock
+from localpriv.mechanisms.base import Mechanism
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.utils.progress import EMProgress
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.utils.validation import LocalPrivError
 
@@ -44,7 +56,7 @@ __all__ = ["pure_parameters", "support_counts", "mi_vector", "mi", "rappor", "ib
            "ibu_exact", "exact_loglik", "support_mle"]
 
 
-def pure_parameters(mechanism) -> tuple[float, float]:
+def pure_parameters(mechanism: Mechanism) -> tuple[float, float]:
     """``(p*, q*)`` of a pure frequency oracle (k-RR/GRR included: ``p* = p_keep``, ``q* = p_other``)."""
     if isinstance(mechanism, KRR):
         return mechanism.p_keep, mechanism.p_other
@@ -70,21 +82,21 @@ def mi_vector(block: ObservationBlock) -> np.ndarray:
     return (support_counts(block) / block.n - q) / (p - q)
 
 
-def _post(v, post):
+def _post(v: np.ndarray, post: str) -> tuple[str, np.ndarray]:
     post = post.lower()
     if post not in ("n", "p"):
         raise LocalPrivError(f"post-processing must be 'n' (normalize) or 'p' (project), got {post!r}")
     return post, (clip_normalize(v) if post == "n" else project_simplex(v))
 
 
-def exact_loglik(obs: Observations, theta) -> float:
+def exact_loglik(obs: Observations, theta: ArrayLike) -> float:
     """Exact log-likelihood of the individual reports (seed 001 Eq. 2) at ``theta``."""
     blocks = obs.likelihood_blocks()
     return log_likelihood(blocks, np.asarray(theta, dtype=float)) + sum(getattr(b, "log_offset", 0.0)
                                                                       for b in blocks)
 
 
-def _maybe_loglik(obs, theta, with_loglik):
+def _maybe_loglik(obs: Observations, theta: np.ndarray, with_loglik: bool) -> float | None:
     return exact_loglik(obs, theta) if with_loglik else None
 
 
@@ -110,9 +122,10 @@ def rappor(obs: Observations, *, post: str = "n", loglik: bool = False) -> Fit:
                     loglik=_maybe_loglik(obs, theta, loglik), n=obs.n, extra={"raw_inverse": v})
 
 
-def ibu_support(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
-                loglik: bool = True, keep_trace: bool = False, callback=None,
-                accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP, progress=False) -> Fit:
+def ibu_support(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = DEFAULT_DELTA,
+                max_iter: int = DEFAULT_MAX_ITER, loglik: bool = True, keep_trace: bool = False,
+                callback: Callback | None = None, accelerate: str | None = DEFAULT_ACCELERATE,
+                stop: str = DEFAULT_STOP, progress: bool | EMProgress = False) -> Fit:
     """IBU on support counts with ``A = (p* - q*) I + q*`` (seed 002), by the one EM engine.
 
     Same settings, defaults and stopping rules as :func:`~localpriv.estimators.ibu.ibu` (certified
@@ -133,7 +146,7 @@ def ibu_support(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA,
     res = run_em([ScaledIdentityBlock(k, p, q, np.arange(k), C)], k, progress=progress, label="ibu-support",
                  theta0=theta0, delta=delta, max_iter=max_iter, keep_trace=keep_trace, callback=callback,
                  accelerate=accelerate, stop=stop)
-    extra = {"support_loglik": res.loglik, "gap": res.gap}
+    extra: dict[str, Any] = {"support_loglik": res.loglik, "gap": res.gap}
     if keep_trace:
         extra["trace"] = np.asarray(res.trace)
     return Fit(res.theta, obs.domain, "ibu-support",
@@ -143,7 +156,7 @@ def ibu_support(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA,
                     converged=res.converged, n=obs.n, extra=extra)
 
 
-def support_mle(C, p: float, q: float) -> np.ndarray:
+def support_mle(C: ArrayLike, p: float, q: float) -> np.ndarray:
     """The maximum of IBU's support-count likelihood ``sum_v C_v log((p-q) f_v + q)`` (closed form).
 
     ``f_v = max(0, C_v/lam - q/(p-q))``; with the counts sorted decreasingly, the kept set is the
@@ -162,9 +175,10 @@ def support_mle(C, p: float, q: float) -> np.ndarray:
     return f / f.sum()
 
 
-def ibu_exact(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER,
-              keep_trace: bool = False, callback=None, accelerate: str | None = DEFAULT_ACCELERATE,
-              stop: str = DEFAULT_STOP, progress=False) -> Fit:
+def ibu_exact(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = DEFAULT_DELTA,
+              max_iter: int = DEFAULT_MAX_ITER, keep_trace: bool = False, callback: Callback | None = None,
+              accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
+              progress: bool | EMProgress = False) -> Fit:
     """Exact-likelihood IBU: EM on the exact report likelihood of every mechanism in ``obs``.
 
     Same settings, defaults and stopping rules as :func:`~localpriv.estimators.ibu.ibu`: by default
@@ -175,7 +189,7 @@ def ibu_exact(obs: Observations, *, theta0=None, delta: float = DEFAULT_DELTA, m
     res = run_em(blocks, obs.k, progress=progress, label="ibu-exact", theta0=theta0, delta=delta,
                  max_iter=max_iter, keep_trace=keep_trace, callback=callback, accelerate=accelerate, stop=stop)
     offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
-    extra = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
+    extra: dict[str, Any] = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
     extra["gap"] = res.gap
     return Fit(res.theta, obs.domain, "ibu-exact",
                     {**em_settings(res, delta, max_iter, theta0), "model": "exact report likelihood",

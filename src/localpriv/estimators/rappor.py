@@ -7,8 +7,10 @@ one EM engine on the exact likelihood of the reports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.estimators.em import em
 from localpriv.likelihood.blocks import DenseBlock, check_dense_size, max_dense_entries
@@ -26,7 +28,7 @@ class Decoded:
     method: str
     coef: np.ndarray
     distribution: np.ndarray
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 #: penalties tried by ``method="ridge"`` (relative to the mean eigenvalue of ``A^T A``): 0 and
@@ -36,7 +38,7 @@ RIDGE_GRID = np.r_[0.0, 10.0 ** np.arange(-5.0, 2.01, 0.5)]
 RIDGE_SELECTIONS = ("cv", "gcv", "sure")
 
 
-def _ridge_solve(R, b, lam: float) -> np.ndarray:
+def _ridge_solve(R: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
     """``argmin_{theta >= 0} ||R theta - b||^2 + lam ||theta||^2`` (non-negative least squares of
     the augmented system ``[R; sqrt(lam) I] theta = [b; 0]``, ``scipy.optimize.nnls``)."""
     from scipy.optimize import nnls
@@ -47,7 +49,8 @@ def _ridge_solve(R, b, lam: float) -> np.ndarray:
     return nnls(R, b, maxiter=50 * K)[0]
 
 
-def ridge_criteria(A, T, var, coef, lam: float, cohorts: int, m: int, live) -> dict:
+def ridge_criteria(A: np.ndarray, T: np.ndarray, var: np.ndarray, coef: np.ndarray, lam: float, cohorts: int, m: int,
+                   live: np.ndarray) -> dict[str, float]:
     """The three selection criteria at one fitted ``coef`` (docstring of :func:`decode`): the fit is
     the ridge on the active set ``F = {coef > 0}``, whose hat matrix is
     ``H = A_F (A_F^T A_F + lam I)^-1 A_F^T = W W^T``."""
@@ -87,7 +90,8 @@ def ridge_criteria(A, T, var, coef, lam: float, cohorts: int, m: int, live) -> d
     return out
 
 
-def _ridge(mech: RAPPOR, X, n, ones, penalty):
+def _ridge(mech: RAPPOR, X: np.ndarray, n: np.ndarray, ones: np.ndarray,
+           penalty: str | float) -> tuple[np.ndarray, dict[str, Any]]:
     """The ridge-penalized non-negative regression of :func:`decode` (``method="ridge"``)."""
     K = X.shape[2]
     A = (X * n[:, None, None]).reshape(mech.cohorts * mech.m, K)
@@ -118,9 +122,9 @@ def _ridge(mech: RAPPOR, X, n, ones, penalty):
     selection = penalty
     if selection == "cv" and int(live.sum()) < 2:
         selection = "gcv"   # one cohort holds every report: nothing to hold out
-    tried: dict = {}
+    tried: dict[float, tuple[float, np.ndarray]] = {}
 
-    def at(rel):
+    def at(rel: float) -> float:
         if rel not in tried:
             coef = _ridge_solve(R, b, rel * scale)
             tried[rel] = (ridge_criteria(A, T, var, coef, rel * scale, mech.cohorts, mech.m, live)[selection], coef)
@@ -139,7 +143,7 @@ def _ridge(mech: RAPPOR, X, n, ones, penalty):
                             "grid": rels, "criterion": vals}
 
 
-def _external_bloom(mech: RAPPOR, bloom) -> np.ndarray:
+def _external_bloom(mech: RAPPOR, bloom: ArrayLike) -> np.ndarray:
     """An external Bloom design for :func:`decode`: ``(cohorts, K, m)`` bool filters, or ``(cohorts, K,
     h')`` integer positions in ``0..m-1`` (each row's set bits; repeats allowed), as bool filters. An
     integer array with ``m > h`` columns is refused: 0/1 filters must be passed as bool."""
@@ -163,8 +167,9 @@ def _external_bloom(mech: RAPPOR, bloom) -> np.ndarray:
     return out
 
 
-def decode(mech: RAPPOR, reports=None, counts=None, *, bit_counts: BitCounts | None = None, candidates=None,
-           bloom=None, method: str = "auto", penalty="cv", **em_settings) -> Decoded:
+def decode(mech: RAPPOR, reports: ArrayLike | None = None, counts: ArrayLike | None = None, *,
+           bit_counts: BitCounts | None = None, candidates: ArrayLike | None = None, bloom: ArrayLike | None = None,
+           method: str = "auto", penalty: str | float = "cv", **em_settings: Any) -> Decoded:
     """Estimate the distribution over a candidate set from RAPPOR reports (module docstring).
 
     Parameters

@@ -42,8 +42,8 @@ from localpriv.utils.progress import EMProgress
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["Setting", "EstimatorSpec", "TAGS", "KINDS", "TEXT_KINDS", "REGISTRY", "ESTIMATORS", "register_estimator",
-           "estimator_spec", "estimator_settings", "describe_estimators", "estimators_tagged", "check_settings",
-           "parse_settings", "em_settings_declared", "NO_SETTINGS"]
+           "estimator_spec", "estimator_settings", "accepts_setting", "describe_estimators", "estimators_tagged",
+           "check_settings", "parse_settings", "em_settings_declared", "NO_SETTINGS"]
 
 #: the tags an estimator may carry, with their meaning
 TAGS: dict[str, str] = {
@@ -115,7 +115,7 @@ class Setting:
     nullable: bool = False
     noun: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"setting {self.name}: unknown kind {self.kind!r}; known: {', '.join(KINDS)}")
         if (self.kind == "str") != (self.choices is not None):
@@ -158,9 +158,10 @@ class Setting:
                 raise LocalPrivError(f"{where} must be True or False, got {value!r} ({type(value).__name__})")
             return value
         if self.kind == "str":
-            if not isinstance(value, str) or value not in self.choices:
+            choices = self.choices or ()  # a "str" setting always declares its choices (__post_init__)
+            if not isinstance(value, str) or value not in choices:
                 noun = self.noun or "value"
-                raise LocalPrivError(f"{where}: unknown {noun} {value!r}; choose one of {', '.join(self.choices)}")
+                raise LocalPrivError(f"{where}: unknown {noun} {value!r}; choose one of {', '.join(choices)}")
             return value
         if self.kind == "callable":
             if not callable(value):
@@ -193,9 +194,7 @@ class Setting:
     def _in_range(self, v: float) -> bool:
         if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
             return False
-        if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
-            return False
-        return True
+        return not (self.high is not None and (v > self.high or (self.high_open and v == self.high)))
 
     def parse(self, estimator: str, text: str) -> Any:
         """The value of ``text`` for this setting (its declared kind only), checked."""
@@ -307,7 +306,7 @@ def register_estimator(name: str, func: Callable[..., Fit], *, summary: str, tag
     return spec
 
 
-def estimator_spec(name: str) -> EstimatorSpec:
+def estimator_spec(name: str | None) -> EstimatorSpec:
     """The declaration of the estimator ``name`` (one-line error listing the known ones)."""
     spec = REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None:
@@ -318,6 +317,14 @@ def estimator_spec(name: str) -> EstimatorSpec:
 def estimator_settings(name: str) -> tuple[Setting, ...]:
     """The declared settings of the estimator ``name``."""
     return estimator_spec(name).settings
+
+
+def accepts_setting(name: str, setting: str) -> bool:
+    """Whether the registered estimator ``name`` declares the setting ``setting`` (``False`` for a
+    name that is not registered): what a caller asks before passing a setting on, instead of
+    inspecting the estimator function's signature (a registered lambda's hides its settings)."""
+    spec = REGISTRY.get(name)
+    return spec is not None and spec.setting(setting) is not None
 
 
 def describe_estimators() -> list[dict[str, Any]]:

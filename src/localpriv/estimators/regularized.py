@@ -1,4 +1,4 @@
-"""Regularized estimators on the one EM engine (issue 17): EMS and the Dirichlet MAP estimate.
+"""Regularized estimators on the one EM engine: EMS and the Dirichlet MAP estimate.
 
 Under metric mechanisms at small eps, and under LDP oracles at large ``k``, the maximum-likelihood
 estimate (IBU/GIBU run to convergence) overfits: it puts the mass on a few spikes. The estimators
@@ -34,7 +34,7 @@ with several mechanism blocks (free-will mixtures, seed 003) they are regularize
     early instead (``accelerate="none"``: plain iterations, same fixed point). The map contracts
     slowly at small ``h`` and at low signal, so the distance to the fixed point can exceed ``delta``
     by far (k-RR on 100 ages at LDP eps 0.5, n = 10^5: ``max|theta - theta*|`` ~1e-3 at the default,
-    so the iterate depends on the start; 1e-5 at ``delta = 1e-9``; notes/issue-17-ems.md).
+    so the iterate depends on the start; 1e-5 at ``delta = 1e-9``; docs/decisions/0002-ems-strength-selection.md).
     Strength: ``h`` (``settings["strength"]``); ``h = 0`` is the MLE. Categorical domains have no
     neighbours and are refused.
 
@@ -85,7 +85,7 @@ differences that decide (the final fit uses ``delta``). The chosen strength is u
 ``est.extra["cv"]`` holds the curve (strengths, mean and per-fold held-out log-likelihood), the
 number of fits, the seed and the time taken.
 
-EMS at low signal (notes/issue-17-ems.md): flat stretches of the curve do not stop the sweep
+EMS at low signal (docs/decisions/0002-ems-strength-selection.md): flat stretches of the curve do not stop the sweep
 (``select_strength(decline="significant")``). A candidate ``s`` counts as a decline (for
 ``PATIENCE``) only when its fold-wise paired difference to the best positive candidate ``b`` so far
 is negative beyond its standard error and beyond the selection's resolution::
@@ -105,7 +105,7 @@ candidate scored with the best mean held-out log-likelihood. This is EMS's defau
 EMS's fixed point: the selection's fits stop at ``max_x |step| < EMS_CV_DELTA`` (1e-7), the final
 fit at ``EMS_DELTA`` (1e-9). At low signal the smoothed map contracts slowly and a 1e-7 step
 leaves the iterate ~1e-3 (max abs) from its fixed point; the final fit is one of ~80, so the
-tighter tolerance there costs little (notes/issue-17.md, session 14).
+tighter tolerance there costs little.
 
 Randomness: the split is drawn from ``rng`` (an int seed or a ``numpy.random.Generator``; default
 ``0``, so the same observations give the same estimate). ``strength=<value>`` skips the selection
@@ -118,12 +118,14 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.data.observations import Observations
-from localpriv.domains import CategoricalDomain, IntegerDomain, IntervalDomain
+from localpriv.domains import CategoricalDomain, Domain, IntegerDomain, IntervalDomain
 from localpriv.domains.grid import GridDomain
 from localpriv.estimators.em import (
     DEFAULT_ACCELERATE,
@@ -131,6 +133,7 @@ from localpriv.estimators.em import (
     DEFAULT_MAX_ITER,
     DEFAULT_STOP,
     STOPPING_RULES,
+    Callback,
     EMResult,
     Penalty,
     em,
@@ -139,7 +142,7 @@ from localpriv.estimators.em import (
 from localpriv.estimators.ibu import em_settings, run_em
 from localpriv.estimators.registry import Setting, em_settings_declared, register_estimator
 from localpriv.estimators.result import Fit
-from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.likelihood.blocks import Evaluation, LikelihoodBlock
 from localpriv.utils.progress import EMProgress, em_progress
 from localpriv.utils.validation import LocalPrivError, check_rng
 
@@ -175,11 +178,11 @@ DENSE_AXIS = 1024
 # --------------------------------------------------------------------------------------------
 # the smoother of EMS
 # --------------------------------------------------------------------------------------------
-def ordered_shape(domain, estimator: str = "ems") -> tuple[int, ...]:
+def ordered_shape(domain: Domain | None, estimator: str = "ems") -> tuple[int, ...]:
     """``(k,)`` for an integer line, ``(nrows, ncols)`` for a planar grid; refuses the rest."""
     if isinstance(domain, GridDomain):
         return (int(domain.nrows), int(domain.ncols))
-    if isinstance(domain, (IntegerDomain, IntervalDomain)):  # a line of cells (issue 20: real intervals too)
+    if isinstance(domain, (IntegerDomain, IntervalDomain)):  # a line of cells (real intervals too)
         return (int(domain.size),)
     if isinstance(domain, CategoricalDomain):
         raise LocalPrivError(f"{estimator} smooths along an ordered domain (LO..HI or a planar grid); "
@@ -196,7 +199,7 @@ def _heat_factors(m: int, var: float) -> np.ndarray:
     return np.exp(-0.5 * var * 4.0 * np.sin(np.pi * np.arange(m) / (2.0 * m)) ** 2)
 
 
-def smooth(v, shape: Sequence[int], bandwidth: float) -> np.ndarray:
+def smooth(v: ArrayLike, shape: Sequence[int], bandwidth: float) -> np.ndarray:
     """``S_h v``: the heat-kernel smoothing of EMS with reflecting edges (see the module docstring).
 
     ``v`` has ``prod(shape)`` entries (row-major for a grid, as :class:`~localpriv.domains.grid.GridDomain`
@@ -217,11 +220,11 @@ class _Smoother:
     """``S_h`` for one shape and bandwidth, set up once: per axis a dense ``m x m`` matrix when
     ``m <= DENSE_AXIS`` (a matrix product beats the transforms' overhead there), else the DCT."""
 
-    def __init__(self, shape, bandwidth: float):
+    def __init__(self, shape: Sequence[int], bandwidth: float) -> None:
         from scipy.fft import dct
         self.shape = tuple(int(m) for m in shape)
         var = float(bandwidth) ** 2
-        self.ops = []
+        self.ops: list[tuple[str, np.ndarray]] = []
         for m in self.shape:
             f = _heat_factors(m, var)
             if m <= DENSE_AXIS:
@@ -247,7 +250,7 @@ class _Smoother:
                          for j in range(self.shape[axis])], axis=1)
 
     @staticmethod
-    def _apply_axis(a, axis, kind, op):
+    def _apply_axis(a: np.ndarray, axis: int, kind: str, op: np.ndarray) -> np.ndarray:
         if kind == "dense":
             return np.moveaxis(np.tensordot(op, a, axes=([1], [axis])), 0, axis) if a.ndim > 1 else op @ a
         from scipy.fft import dct, idct
@@ -280,34 +283,34 @@ class _Smoother:
 class SmoothingPenalty(Penalty):
     """The EMS map ``theta' = S_h(theta * grad / n)`` (no objective: ``value`` is ``None``)."""
 
-    def __init__(self, shape, bandwidth: float):
+    def __init__(self, shape: Sequence[int], bandwidth: float) -> None:
         self.bandwidth = float(bandwidth)
         self.smoother = _Smoother(shape, bandwidth)
 
-    def mstep(self, theta, grad, n):
+    def mstep(self, theta: np.ndarray, grad: np.ndarray, n: float) -> np.ndarray:
         new = theta * grad
         s = new.sum()
         new /= s if s > 0 else n
         return self.smoother(new)
 
-    def value(self, theta):
+    def value(self, theta: np.ndarray) -> float | None:
         return None
 
 
 class DirichletPenalty(Penalty):
     """MAP M-step ``(theta grad + a) / (n + k a)``; log-prior ``a sum log theta`` (concave)."""
 
-    def __init__(self, a: float):
+    def __init__(self, a: float) -> None:
         self.a = float(a)
 
-    def mstep(self, theta, grad, n):
+    def mstep(self, theta: np.ndarray, grad: np.ndarray, n: float) -> np.ndarray:
         new = theta * grad + self.a
         return new / new.sum()  # the sum is n + k a up to rounding
 
-    def value(self, theta):
+    def value(self, theta: np.ndarray) -> float | None:
         return self.a * float(np.sum(np.log(theta)))
 
-    def gradient(self, theta):
+    def gradient(self, theta: np.ndarray) -> np.ndarray | None:
         """``d/dtheta (a sum log theta) = a / theta``: the engine's certified ``stop="gap"``."""
         return self.a / theta
 
@@ -318,25 +321,25 @@ class DirichletPenalty(Penalty):
 class _Recounted(LikelihoodBlock):
     """A block's reports with other counts (a fold): the products are the original block's."""
 
-    def __init__(self, block: LikelihoodBlock, counts: np.ndarray):
+    def __init__(self, block: LikelihoodBlock, counts: np.ndarray) -> None:
         self.block = block
         self.k = block.k
         self.counts = np.asarray(counts, dtype=float)
         self.hessian_diagonal = block.hessian_diagonal  # the original's capability (or None)
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> Evaluation:
         return self.block.forward(theta)
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> np.ndarray:
         return self.block.backward(w)
 
 
-def split_counts(counts: Sequence[np.ndarray], folds: int, rng) -> list[list[np.ndarray]]:
+def split_counts(counts: Sequence[np.ndarray], folds: int, rng: int | np.random.Generator) -> list[list[np.ndarray]]:
     """Cut every count vector into ``folds`` parts: ``out[f][b]`` are the counts of fold ``f`` in
     block ``b``. Each block's reports are partitioned uniformly at random into parts of sizes
     ``floor(n_b / folds)`` or ``ceil(n_b / folds)`` (sequential multivariate hypergeometric draws)."""
     rng = check_rng(rng)
-    out = [[None] * len(counts) for _ in range(folds)]
+    out: list[list[Any]] = [[None] * len(counts) for _ in range(folds)]  # every entry set below
     for b, c in enumerate(counts):
         c = np.asarray(c, dtype=float)
         if np.any(c != np.round(c)):
@@ -356,14 +359,15 @@ def split_counts(counts: Sequence[np.ndarray], folds: int, rng) -> list[list[np.
 FitFn = Callable[[Sequence[LikelihoodBlock], float, "np.ndarray | None"], EMResult]
 
 
-#: EMS's default sweep rule (``select_strength(decline=...)``; notes/issue-17-ems.md)
+#: EMS's default sweep rule (``select_strength(decline=...)``; docs/decisions/0002-ems-strength-selection.md)
 EMS_DECLINE = "significant"
 
 
-def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: Sequence[float], *,
-                    folds: int = FOLDS, rng=0, extend_up: Callable[[float], float | None] | None = None,
+def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: Iterable[float], *,
+                    folds: int = FOLDS, rng: int | np.random.Generator = 0,
+                    extend_up: Callable[[float], float | None] | None = None,
                     extend_down: Callable[[float], float | None] | None = None,
-                    patience: int = PATIENCE, decline: str = "strict") -> dict:
+                    patience: int = PATIENCE, decline: str = "strict") -> dict[str, Any]:
     """Choose a strength by ``folds``-fold cross-validation of the held-out log-likelihood.
 
     ``fit(train_blocks, strength, theta0)`` fits the estimator (``theta0`` a warm start or ``None``);
@@ -382,7 +386,8 @@ def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: S
         raise LocalPrivError(f"decline must be 'strict' or 'significant', got {decline!r}")
     t0 = time.perf_counter()
     parts = split_counts([b.counts for b in blocks], folds, rng)
-    train, test = [], []
+    train: list[list[LikelihoodBlock]] = []
+    test: list[list[LikelihoodBlock]] = []
     for f in range(folds):
         test.append([_Recounted(b, parts[f][i]) for i, b in enumerate(blocks)])
         train.append([_Recounted(b, b.counts - parts[f][i]) for i, b in enumerate(blocks)])
@@ -390,9 +395,10 @@ def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: S
     thetas: dict[float, list[np.ndarray]] = {}
     stats = {"fits": 0, "unconverged": 0}
 
-    def score(s, warm_from=None):
-        warm = thetas.get(warm_from)
-        ll, fits = [], []
+    def score(s: float, warm_from: float | None = None) -> float:
+        warm = None if warm_from is None else thetas.get(warm_from)
+        ll: list[float] = []
+        fits: list[np.ndarray] = []
         for f in range(folds):
             res = fit(train[f], s, None if warm is None else warm[f])
             stats["fits"] += 1
@@ -403,18 +409,18 @@ def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: S
         thetas[s] = fits
         return scores[s][0]
 
-    def best():
+    def best() -> float:
         return max(scores, key=lambda s: (scores[s][0], s))  # ties: the stronger
 
-    def prune(*keep):
+    def prune(*keep: float) -> None:
         for s in list(thetas):
             if s not in keep:
                 del thetas[s]
 
-    def best_positive():
+    def best_positive() -> float:
         return max((t for t in scores if t > 0), key=lambda t: (scores[t][0], t))
 
-    def declined(s, before):
+    def declined(s: float, before: float) -> bool:
         """Is candidate ``s`` (just scored) a decline, ``before`` the best positive score before it?"""
         if decline == "strict":
             return not scores[s][0] > before
@@ -422,7 +428,8 @@ def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: S
         return bool(d.mean() < -max(d.std(ddof=1) / math.sqrt(folds), CV_GAP_NATS))
 
     cands = sorted({float(s) for s in candidates if s > 0}, reverse=True)
-    prev, declines, stopped = None, 0, False
+    prev: float | None = None
+    declines, stopped = 0, False
     for s in cands:
         before = max((v[0] for t, v in scores.items() if t > 0), default=-math.inf)
         score(s, prev)
@@ -472,7 +479,7 @@ def select_strength(blocks: Sequence[LikelihoodBlock], fit: FitFn, candidates: S
             "unconverged": stats["unconverged"], "decline": decline, "seconds": time.perf_counter() - t0}
 
 
-def _check_strength(strength, name: str) -> float | None:
+def _check_strength(strength: float | None, name: str) -> float | None:
     if strength is None:
         return None
     if isinstance(strength, (bool, np.bool_)):
@@ -486,19 +493,22 @@ def _check_strength(strength, name: str) -> float | None:
     return s
 
 
-def _check_folds(folds) -> int:
+def _check_folds(folds: int) -> int:
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
         raise LocalPrivError(f"folds must be a whole number >= 2, got {folds!r}")
     return int(folds)
 
 
-def _seed_label(rng) -> int | str:
+def _seed_label(rng: int | np.random.Generator) -> int | str:
     return int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else "generator"
 
 
-def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, extend_down, *, folds, rng,
-         theta0, delta, max_iter, callback, keep_trace, accelerate, stop, progress, meaning: str,
-         grid_rule: str, decline: str = "strict", cv_floor: float = 0.0) -> Fit:
+def _run(name: str, obs: Observations, make_penalty: Callable[[float], Penalty], strength: float | None,
+         grid: Callable[[float], np.ndarray], extend_up: Callable[[float], float | None],
+         extend_down: Callable[[float], float | None], *, folds: int, rng: int | np.random.Generator,
+         theta0: ArrayLike | None, delta: float, max_iter: int, callback: Callback | None, keep_trace: bool,
+         accelerate: str | None, stop: str, progress: bool | EMProgress, meaning: str, grid_rule: str,
+         decline: str = "strict", cv_floor: float = 0.0) -> Fit:
     """Select the strength (unless given; ``decline`` as for :func:`select_strength`; the selection's
     fits stop at ``max(delta, cv_floor)``), refit on all reports from the start, build the Estimate."""
     k = obs.k
@@ -507,12 +517,13 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
     if progress:
         bar = progress if isinstance(progress, EMProgress) else em_progress(name)
 
-    def fit(bl, s, start, tol=delta, **kw):
+    def fit(bl: Sequence[LikelihoodBlock], s: float, start: np.ndarray | None, tol: float = delta,
+            **kw: Any) -> EMResult:
         return em(bl, k, theta0=start, delta=tol, max_iter=max_iter, accelerate=accelerate, stop=stop,
                   penalty=make_penalty(s) if s > 0 else None, **kw)
 
-    extra: dict = {}
-    label = None if bar is None else bar.label
+    extra: dict[str, Any] = {}
+    label = "" if bar is None else bar.label
     with contextlib.nullcontext() if bar is None else bar:  # the display ends with the estimate
         if strength is None:
             folds = _check_folds(folds)
@@ -524,7 +535,7 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
             # the certified rule: CV fits within CV_GAP_NATS (in all) of their maximum suffice
             cv_delta = max(delta, CV_GAP_NATS / n_train) if stop == "gap" else max(delta, cv_floor)
 
-            def cv_fit(bl, s, start):
+            def cv_fit(bl: Sequence[LikelihoodBlock], s: float, start: np.ndarray | None) -> EMResult:
                 if bar is not None:  # a long selection shows its progress too
                     bar.label = f"{label} (choosing the strength: {s:.3g})"
                 return fit(bl, s, start, tol=cv_delta, callback=bar)
@@ -571,10 +582,10 @@ def _run(name: str, obs: Observations, make_penalty, strength, grid, extend_up, 
 # --------------------------------------------------------------------------------------------
 # the estimators
 # --------------------------------------------------------------------------------------------
-def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng=0, theta0=None,
-        delta: float = EMS_DELTA, max_iter: int = DEFAULT_MAX_ITER, callback=None, keep_trace: bool = False,
-        accelerate: str | None = DEFAULT_ACCELERATE, stop: str = "max_abs", progress=False,
-        decline: str = EMS_DECLINE) -> Fit:
+def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng: int | np.random.Generator = 0,
+        theta0: ArrayLike | None = None, delta: float = EMS_DELTA, max_iter: int = DEFAULT_MAX_ITER,
+        callback: Callback | None = None, keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE,
+        stop: str = "max_abs", progress: bool | EMProgress = False, decline: str = EMS_DECLINE) -> Fit:
     """EMS: EM with a smoothing step on a line or a planar grid (see the module docstring).
 
     ``theta' = S_h(theta * grad / n)`` (Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić, SIGMOD 2020)
@@ -603,14 +614,14 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
     top = max(1.0, side / 4.0)
     ratio = 10.0 ** (1.0 / EMS_PER_DECADE)
 
-    def grid(_n_train):
+    def grid(_n_train: float) -> np.ndarray:
         num = max(2, int(math.ceil(math.log10(top / EMS_MIN_BANDWIDTH) * EMS_PER_DECADE)) + 1)
         return np.geomspace(top, EMS_MIN_BANDWIDTH, num)
 
-    def up(s):
+    def up(s: float) -> float | None:
         return s * ratio if s * ratio <= side else None
 
-    def down(s):
+    def down(s: float) -> float | None:
         return s / ratio if s / ratio >= EMS_FLOOR_BANDWIDTH * (1 - 1e-12) else None
 
     return _run("ems", obs, lambda s: SmoothingPenalty(shape, s), strength, grid, up, down, folds=folds, rng=rng,
@@ -621,10 +632,11 @@ def ems(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
                           f"{EMS_PER_DECADE} per decade")
 
 
-def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = FOLDS, rng=0, theta0=None,
-              delta: float = DEFAULT_DELTA, max_iter: int = DEFAULT_MAX_ITER, callback=None,
-              keep_trace: bool = False, accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
-              progress=False) -> Fit:
+def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = FOLDS,
+              rng: int | np.random.Generator = 0, theta0: ArrayLike | None = None, delta: float = DEFAULT_DELTA,
+              max_iter: int = DEFAULT_MAX_ITER, callback: Callback | None = None, keep_trace: bool = False,
+              accelerate: str | None = DEFAULT_ACCELERATE, stop: str = DEFAULT_STOP,
+              progress: bool | EMProgress = False) -> Fit:
     """MAP estimate under a symmetric Dirichlet prior (see the module docstring), any domain.
 
     Maximizes the concave ``Phi(theta) = L(theta) + a sum_x log theta_x`` by the M-step
@@ -639,17 +651,17 @@ def dirichlet(obs: Observations, *, strength: float | None = None, folds: int = 
     strength = _check_strength(strength, "dirichlet")
     k = obs.k
     ratio = 10.0 ** (1.0 / DIRICHLET_PER_DECADE)
-    state = {}
+    state: dict[str, float] = {}
 
-    def grid(n_train):
+    def grid(n_train: float) -> np.ndarray:
         state["scale"] = n_train / k
         num = int(round(-math.log10(DIRICHLET_MIN_WEIGHT) * DIRICHLET_PER_DECADE)) + 1
         return state["scale"] * np.geomspace(1.0, DIRICHLET_MIN_WEIGHT, num)
 
-    def up(s):
+    def up(s: float) -> float | None:
         return s * ratio if s * ratio <= DIRICHLET_MAX_WEIGHT * state["scale"] * (1 + 1e-12) else None
 
-    def down(s):
+    def down(s: float) -> float | None:
         return s / ratio if s / ratio >= DIRICHLET_FLOOR_WEIGHT * state["scale"] * (1 - 1e-12) else None
 
     return _run("dirichlet", obs, DirichletPenalty, strength, grid, up, down, folds=folds, rng=rng, theta0=theta0,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from localpriv.domains import Domain
 
@@ -59,7 +60,7 @@ class Fit:
             return np.arange(self.distribution.size)
         return self.domain.labels
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         return np.asarray(self.distribution, dtype=dtype)
 
     def summary(self) -> dict[str, Any]:

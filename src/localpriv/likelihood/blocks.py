@@ -11,26 +11,28 @@ import contextlib
 import contextvars
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["LikelihoodBlock", "DenseBlock", "total_loglik", "check_dense_size", "max_dense_entries", "dense_cap_override",
-           "MAX_DENSE_ENTRIES"]
+__all__ = ["LikelihoodBlock", "DenseBlock", "total_loglik", "check_dense_size", "max_dense_entries",
+           "dense_cap_override", "MAX_DENSE_ENTRIES", "Evaluation"]
 
 
 # --------------------------------------------------------------------------------------------
-# The dense-size cap (issue 15)
+# The dense-size cap (docs/decisions/0011-dense-size-cap.md)
 # --------------------------------------------------------------------------------------------
 #: Largest dense matrix (entries) built for a channel or a likelihood: 2*10^8 float64, 1.49 GiB.
 #: The environment variable ``LOCALPRIV_MAX_DENSE_ENTRIES`` overrides it (read at every check).
 MAX_DENSE_ENTRIES = 200_000_000
 
 
-#: A lower cap in force for the current context only (the parse-time privacy check, issue 18).
-_CAP_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("localpriv_dense_cap", default=None)
+#: A lower cap in force for the current context only (the parse-time privacy check).
+_CAP_OVERRIDE: contextvars.ContextVar[int | None] = contextvars.ContextVar("localpriv_dense_cap", default=None)
 
 
 def max_dense_entries() -> int:
@@ -58,7 +60,8 @@ def _configured_cap() -> int:
     try:
         cap = int(float(env))
     except (ValueError, OverflowError):
-        raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be a whole number of entries, got {env[:40]!r}") from None
+        raise LocalPrivError(
+            f"LOCALPRIV_MAX_DENSE_ENTRIES must be a whole number of entries, got {env[:40]!r}") from None
     if cap < 1:
         raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be at least 1, got {env[:40]!r}")
     return cap
@@ -68,7 +71,7 @@ def _count(n: int) -> str:
     return str(n) if n < 10 ** 15 else f"~10^{len(str(n)) - 1}"
 
 
-def check_dense_size(rows, cols, what: str) -> None:
+def check_dense_size(rows: SupportsInt, cols: SupportsInt, what: str) -> None:
     """Refuse to build a dense ``rows x cols`` float64 matrix above the cap (:func:`max_dense_entries`).
 
     Raises a one-line :class:`LocalPrivError` saying what would have been built and how large it
@@ -90,6 +93,12 @@ def check_dense_size(rows, cols, what: str) -> None:
 # --------------------------------------------------------------------------------------------
 # Observation model used by the estimators
 # --------------------------------------------------------------------------------------------
+#: What :meth:`LikelihoodBlock.forward` returns and the engine hands back to the same block: the array
+#: ``p`` of report probabilities for a block that holds its reports, a record of the numbers computed
+#: elsewhere for one that does not (a Spark block); the engine never looks inside it otherwise.
+Evaluation: TypeAlias = Any
+
+
 class LikelihoodBlock:
     """Distinct reports of one mechanism with their counts, as an operator ``G`` (``k x m``).
 
@@ -135,22 +144,25 @@ class LikelihoodBlock:
     """
 
     k: int
-    counts: np.ndarray
+    counts: NDArray[np.float64]
     #: ``hessian_diagonal(w) = sum_j w_j G[x, j]^2`` (the diagonal of ``G diag(w) G^T``), offered
     #: by blocks with a closed form; it preconditions the engine's Newton finish
     #: (:mod:`localpriv.estimators.newton`). ``None``: not offered.
-    hessian_diagonal = None
+    hessian_diagonal: Callable[[np.ndarray], np.ndarray] | None = None
     #: the Newton finish solves with :meth:`hessian_matrix` (see the class docstring)
     hessian_by_matrix: bool = False
     #: a forward product costs an FFT pair (see the class docstring)
     costly_forward: bool = False
-    #: most cells :meth:`sparse_forward` sums directly
-    sparse_limit: int = 0
+    @property
+    def sparse_limit(self) -> int:
+        """Most cells :meth:`sparse_forward` sums directly (0 here; costly blocks compute theirs)."""
+        return 0
+
     #: constant of the log-likelihood left out of :meth:`loglik`
     log_offset: float = 0.0
 
     # ---- the products --------------------------------------------------------------------
-    def forward(self, theta: np.ndarray):  # pragma: no cover - abstract
+    def forward(self, theta: np.ndarray) -> Evaluation:  # pragma: no cover - abstract
         """The block's evaluation at ``theta``: ``p = theta @ G`` (``m`` probabilities)."""
         raise NotImplementedError
 
@@ -181,14 +193,12 @@ class LikelihoodBlock:
         if cache is None or cache[0] != self.counts.size:
             pos = self.counts > 0
             cache = (self.counts.size, None if pos.all() else np.flatnonzero(pos))
-            try:
+            with contextlib.suppress(AttributeError):  # blocks with __slots__ keep no cache
                 self._live_cache = cache
-            except AttributeError:  # pragma: no cover - blocks with __slots__
-                pass
         return cache[1]
 
     # ---- what the engine reads of an evaluation ---------------------------------------------
-    def loglik(self, p) -> float:
+    def loglik(self, p: Evaluation) -> float:
         """``sum_{j: c_j > 0} c_j log p_j`` (``-inf`` or ``nan`` when a seen report has
         ``p_j <= 0``; the engine calls it under ``np.errstate(divide="ignore", invalid="ignore")``)."""
         live = self.live()
@@ -198,11 +208,11 @@ class LikelihoodBlock:
             return 0.0
         return float(c @ np.log(pl))
 
-    def impossible(self, p) -> int:
+    def impossible(self, p: Evaluation) -> int:
         """How many seen reports have probability ``p_j <= 0`` (reports not from this mechanism)."""
         return int(((self.counts > 0) & (p <= 0)).sum())
 
-    def gradient(self, p) -> np.ndarray:
+    def gradient(self, p: Evaluation) -> np.ndarray:
         """``grad = G (c / p)`` over the seen reports: the E-step, ``dL / dtheta``."""
         live = self.live()
         if live is None:
@@ -218,7 +228,7 @@ class LikelihoodBlock:
             p = self.forward(np.asarray(theta, dtype=float))
             return self.loglik(p), self.gradient(p)
 
-    def hessian_weights(self, p):
+    def hessian_weights(self, p: Evaluation) -> Evaluation:
         """The weights ``c / p^2`` of ``-H = G diag(c / p^2) G^T`` (zero where ``c_j = 0``), as
         :meth:`hessian_product`, :meth:`hessian_matrix` and ``hessian_diagonal`` take them."""
         w = np.zeros_like(p)
@@ -226,11 +236,11 @@ class LikelihoodBlock:
         w[pos] = self.counts[pos] / p[pos] ** 2
         return w
 
-    def hessian_product(self, w, v: np.ndarray) -> np.ndarray:
+    def hessian_product(self, w: Evaluation, v: np.ndarray) -> np.ndarray:
         """``G diag(w) G^T v`` (one forward and one backward product)."""
         return self.backward(w * self.forward(v))
 
-    def hessian_matrix(self, w) -> np.ndarray:
+    def hessian_matrix(self, w: Evaluation) -> np.ndarray:
         """``G diag(w) G^T`` (``k x k``), from :meth:`dense`."""
         G = np.asarray(self.dense(), dtype=float)
         return (G * w) @ G.T
@@ -242,10 +252,8 @@ class LikelihoodBlock:
         if sq is None or sq.shape[1] != self.counts.size:
             G = np.asarray(self.dense(), dtype=float)
             sq = G * G
-            try:
+            with contextlib.suppress(AttributeError):  # blocks with __slots__ keep no cache
                 self._dense_squares = sq
-            except AttributeError:  # pragma: no cover - blocks with __slots__
-                pass
         return sq
 
     def begin_newton(self) -> None:
@@ -271,7 +279,7 @@ class LikelihoodBlock:
         return out
 
 
-def total_loglik(blocks, evaluations) -> float:
+def total_loglik(blocks: Iterable[LikelihoodBlock], evaluations: Iterable[Evaluation]) -> float:
     """``L = sum_A L_A``: the blocks' :meth:`~LikelihoodBlock.loglik` of their evaluations, ``-inf``
     when one is ``nan`` (a negative probability) or ``-inf`` (a seen report of probability 0)."""
     total = 0.0
@@ -283,7 +291,7 @@ def total_loglik(blocks, evaluations) -> float:
 class DenseBlock(LikelihoodBlock):
     """A likelihood block held as a dense ``k x m`` matrix."""
 
-    def __init__(self, G: np.ndarray, counts: np.ndarray):
+    def __init__(self, G: np.ndarray, counts: np.ndarray) -> None:
         shape = np.shape(G)
         if len(shape) == 2:
             check_dense_size(shape[0], shape[1], "a dense likelihood block")
@@ -295,17 +303,17 @@ class DenseBlock(LikelihoodBlock):
                 f"likelihood matrix has {self.G.shape[1]} columns but there are {self.counts.size} counts"
             )
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         return theta @ self.G
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         return self.G @ w
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         sq = getattr(self, "_G2", None)
         if sq is None:
             sq = self._G2 = self.G * self.G
         return sq @ w
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         return self.G

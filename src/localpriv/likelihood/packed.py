@@ -1,4 +1,5 @@
-"""Support matrices held as packed bits: the pure protocols' ``Z`` at 1 bit per entry (issue 16).
+"""Support matrices held as packed bits: the pure protocols' ``Z`` at 1 bit per entry
+(docs/decisions/0006-packed-bit-supports.md).
 
 The pure protocols' likelihood (:class:`localpriv.mechanisms.unary.SupportBlock`) needs two
 products per EM evaluation with the ``m x k`` 0/1 support matrix ``Z`` of the distinct reports:
@@ -24,9 +25,16 @@ observed information, :mod:`localpriv.inference.uncertainty`) unpacks chunks of 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import NDArray
 
 from localpriv.utils.jit import numba_enabled
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["PackedSupport", "BIT_TABLE", "POPCOUNT", "last_byte_mask", "row_popcounts"]
 
@@ -38,7 +46,7 @@ POPCOUNT = BIT_TABLE.sum(axis=1).astype(np.int64)
 #: rows unpacked at a time for the Gram matrix and ``toarray`` chunks (memory by chunk)
 _CHUNK_ENTRIES = 1 << 22
 
-_KERNELS = None
+_KERNELS: dict[str, Callable[..., None]] | None = None
 
 
 def last_byte_mask(k: int) -> np.uint8:
@@ -58,7 +66,7 @@ def row_popcounts(P: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def _matvec(P, table, out):
+def _matvec(P: NDArray[np.uint8], table: NDArray[np.float64], out: NDArray[np.float64]) -> None:
     m, B = P.shape
     for j in range(m):
         s = 0.0
@@ -67,7 +75,7 @@ def _matvec(P, table, out):
         out[j] = s
 
 
-def _histograms(P, w, H):
+def _histograms(P: NDArray[np.uint8], w: NDArray[np.float64], H: NDArray[np.float64]) -> None:
     m, B = P.shape
     for j in range(m):
         wj = w[j]
@@ -75,12 +83,12 @@ def _histograms(P, w, H):
             H[b, P[j, b]] += wj
 
 
-def _kernels():
+def _kernels() -> dict[str, Callable[..., None]]:
     global _KERNELS
     if _KERNELS is None:
         import numba
 
-        def jit(f):
+        def jit(f: Callable[..., None]) -> Callable[..., None]:
             try:
                 return numba.njit(cache=True, nogil=True)(f)
             except (RuntimeError, OSError):  # no writable cache location: compile in memory
@@ -97,11 +105,11 @@ def _compiled() -> bool:
 class _Transposed:
     """``Z.T`` of a :class:`PackedSupport`: supports ``Z.T @ w`` only."""
 
-    def __init__(self, parent: PackedSupport):
+    def __init__(self, parent: PackedSupport) -> None:
         self.parent = parent
         self.shape = parent.shape[::-1]
 
-    def __matmul__(self, w):
+    def __matmul__(self, w: np.ndarray) -> NDArray[np.float64]:
         return self.parent.rmatvec(w)
 
 
@@ -116,7 +124,7 @@ class PackedSupport:
     #: entries are 0 or 1, so ``Z * Z == Z`` (the Newton finish's Hessian diagonal uses it)
     binary = True
 
-    def __init__(self, packed: np.ndarray, k: int):
+    def __init__(self, packed: np.ndarray, k: int) -> None:
         P = np.ascontiguousarray(packed, dtype=np.uint8)
         k = int(k)
         if P.ndim != 2 or P.shape[1] != -(-k // 8):
@@ -129,7 +137,7 @@ class PackedSupport:
         self.P = P
         self.k = k
         self.shape = (P.shape[0], k)
-        self._nnz = None
+        self._nnz: int | None = None
 
     @property
     def nnz(self) -> int:
@@ -145,13 +153,13 @@ class PackedSupport:
     def T(self) -> _Transposed:
         return _Transposed(self)
 
-    def _table(self, theta: np.ndarray) -> np.ndarray:
+    def _table(self, theta: np.ndarray) -> NDArray[np.float64]:
         B = self.P.shape[1]
         t = np.zeros(B * 8)
         t[: self.k] = theta
         return t.reshape(B, 8) @ BIT_TABLE.T  # B x 256: sum of theta over each byte's set bits
 
-    def matvec(self, theta) -> np.ndarray:
+    def matvec(self, theta: np.ndarray) -> NDArray[np.float64]:
         """``Z @ theta`` (length ``m``)."""
         theta = np.asarray(theta, dtype=float).ravel()
         table = self._table(theta)
@@ -165,7 +173,7 @@ class PackedSupport:
             out += table[b, self.P[:, b]]
         return out
 
-    def rmatvec(self, w) -> np.ndarray:
+    def rmatvec(self, w: np.ndarray) -> NDArray[np.float64]:
         """``Z.T @ w`` (length ``k``)."""
         w = np.asarray(w, dtype=float).ravel()
         B = self.P.shape[1]
@@ -177,19 +185,19 @@ class PackedSupport:
                 np.zeros((0, 256))
         return (H @ BIT_TABLE).ravel()[: self.k]
 
-    def __matmul__(self, theta):
+    def __matmul__(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta)
         if theta.ndim == 2:  # a few columns at a time (tests, dense fallbacks)
             return np.column_stack([self.matvec(theta[:, i]) for i in range(theta.shape[1])])
         return self.matvec(theta)
 
-    def chunks(self):
+    def chunks(self) -> Iterator[tuple[int, NDArray[np.float64]]]:
         """``(start, dense float rows)`` in chunks of at most ~4M entries."""
         step = max(1, _CHUNK_ENTRIES // max(self.k, 1))
         for s in range(0, self.P.shape[0], step):
             yield s, np.unpackbits(self.P[s:s + step], axis=1, count=self.k).astype(float)
 
-    def gram(self, w) -> np.ndarray:
+    def gram(self, w: np.ndarray) -> NDArray[np.float64]:
         """``Z^T diag(w) Z`` (``k x k``), by chunks of unpacked rows (BLAS)."""
         w = np.asarray(w, dtype=float)
         out = np.zeros((self.k, self.k))
@@ -197,10 +205,10 @@ class PackedSupport:
             out += (D * w[s:s + D.shape[0], None]).T @ D
         return out
 
-    def toarray(self) -> np.ndarray:
+    def toarray(self) -> NDArray[np.float64]:
         return np.unpackbits(self.P, axis=1, count=self.k).astype(float)
 
-    def tocsr(self):
+    def tocsr(self) -> sp.csr_matrix:
         """The same matrix as SciPy CSR (float), unpacked by chunks (memory: one chunk + the result)."""
         import scipy.sparse as sp
 
@@ -208,6 +216,6 @@ class PackedSupport:
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.k))
 
     @staticmethod
-    def vstack(parts) -> PackedSupport:
+    def vstack(parts: Iterable[PackedSupport]) -> PackedSupport:
         parts = list(parts)
         return PackedSupport(np.vstack([p.P for p in parts]), parts[0].k)

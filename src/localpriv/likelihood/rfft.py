@@ -1,16 +1,41 @@
 """Planar convolution blocks by real 2-D FFTs (the likelihood of grid mechanisms)."""
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.utils.validation import LocalPrivError
+
+
+class _ConvolutionBlock(Protocol):
+    """What :meth:`RfftClampedBlock.from_block` reads of a
+    :class:`~localpriv.likelihood.structured.ClampedConvBlock` (which imports this module)."""
+
+    @property
+    def kernel(self) -> np.ndarray: ...
+    @property
+    def shape(self) -> tuple[int, int]: ...
+    @property
+    def P(self) -> tuple[int, int]: ...
+    @property
+    def outputs(self) -> np.ndarray: ...
+    @property
+    def counts(self) -> np.ndarray: ...
+    @property
+    def _N(self) -> tuple[int, int]: ...
+    @property
+    def _K(self) -> np.ndarray: ...
+    @property
+    def _Kflip(self) -> np.ndarray: ...
 
 __all__ = ["RfftClampedBlock"]
 
 
 # --------------------------------------------------------------------------------------------
-# The planar FFT block as the EM engine evaluates it (issue 22)
+# The planar FFT block as the EM engine evaluates it
 # --------------------------------------------------------------------------------------------
 class RfftClampedBlock(LikelihoodBlock):
     """A grid kernel clamped onto an ``R x C`` grid (seed 003 section 2.3), with real 2-D FFTs on
@@ -41,7 +66,8 @@ class RfftClampedBlock(LikelihoodBlock):
     #: no closed-form Hessian diagonal (the Newton finish tabulates small blocks' from :meth:`dense`)
     hessian_diagonal = None
 
-    def __init__(self, kernel, shape, outputs, counts, spectra=None):
+    def __init__(self, kernel: ArrayLike, shape: tuple[int, int], outputs: ArrayLike, counts: ArrayLike,
+                 spectra: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         from scipy import fft as sfft
 
         K = np.asarray(kernel, dtype=float)
@@ -71,14 +97,14 @@ class RfftClampedBlock(LikelihoodBlock):
         self._distinct = np.unique(self.outputs).size == self.outputs.size
 
     @classmethod
-    def from_block(cls, block) -> RfftClampedBlock:
+    def from_block(cls, block: _ConvolutionBlock) -> RfftClampedBlock:
         """The same products as a (floored) :class:`~localpriv.likelihood.structured.ClampedConvBlock`, reusing its
         kernel spectra (same FFT shape)."""
         spectra = (block._K, block._Kflip) if tuple(block._N) == cls._fft_shape(block) else None
         return cls(block.kernel, block.shape, block.outputs, block.counts, spectra)
 
     @staticmethod
-    def _fft_shape(block):
+    def _fft_shape(block: _ConvolutionBlock) -> tuple[int, int]:
         from scipy import fft as sfft
 
         (R, C), (Pr, Pc) = block.shape, block.P
@@ -91,7 +117,7 @@ class RfftClampedBlock(LikelihoodBlock):
         structured = sys.modules.get("localpriv.likelihood.structured")
         return int(getattr(structured, "FFT_WORKERS", 1) or 1)
 
-    def _convolve(self, buf, spectrum, rows) -> np.ndarray:
+    def _convolve(self, buf: NDArray[np.float64], spectrum: np.ndarray, rows: slice) -> NDArray[np.float64]:
         """Rows ``rows`` of the circular convolution of ``buf`` with the kernel whose spectrum is given:
         ``rfftn``, the product in place, then the inverse axis by axis -- the complex inverse along the
         rows in place (the spectrum is ours), the real inverse only for the rows asked for (``irfftn``
@@ -104,7 +130,7 @@ class RfftClampedBlock(LikelihoodBlock):
         spec = sfft.ifft(spec, axis=0, workers=workers, overwrite_x=True)
         return sfft.irfft(spec[rows], n=self._N[1], axis=1, workers=workers, overwrite_x=True)
 
-    def _full(self, theta) -> np.ndarray:
+    def _full(self, theta: np.ndarray) -> NDArray[np.float64]:
         """``F``: the folded linear convolution, rows ``0..R + 2 P_r - 1`` of the ``N`` grid (the grid's
         cells at offset ``P``)."""
         R, C = self.shape
@@ -121,7 +147,7 @@ class RfftClampedBlock(LikelihoodBlock):
         rows[:, Pc + C - 1] += rows[:, Pc + C:e1].sum(axis=1)
         return F
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         out = self._full(theta).ravel()[self._gather]
         return np.maximum(out, np.finfo(float).tiny, out=out)
 
@@ -131,7 +157,7 @@ class RfftClampedBlock(LikelihoodBlock):
         stays below one pass over the grid (an FFT pair costs several)."""
         return max(1, self.k // ((2 * self.P[0] + 1) * (2 * self.P[1] + 1)))
 
-    def _window(self, r: int, c: int):
+    def _window(self, r: int, c: int) -> tuple[slice, slice, NDArray[np.float64]]:
         """The kernel placed at cell ``(r, c)`` and clamped onto the grid: ``(rows, cols, W)`` with
         ``W[i, j] = sum_{g: clamp(g) = (rows.start + i, cols.start + j)} K[g - (r, c)]`` (the rows
         and columns beyond the grid folded onto its border rows and columns)."""
@@ -153,7 +179,7 @@ class RfftClampedBlock(LikelihoodBlock):
             W, c0, c1 = cols, lo, hi
         return slice(r0, r1), slice(c0, c1), W
 
-    def sparse_forward(self, cells, weights) -> np.ndarray:
+    def sparse_forward(self, cells: np.ndarray, weights: np.ndarray) -> NDArray[np.float64]:
         """``w @ G`` for a ``w`` that is zero outside ``cells`` (``w[cells] = weights``), by direct
         summation: ``(w @ G)_j = sum_x w_x P(z_j | x)``, each cell's clamped kernel window
         (:meth:`_window`) added onto the grid, then the observed cells gathered. No FFT and no
@@ -173,7 +199,7 @@ class RfftClampedBlock(LikelihoodBlock):
             buf[rs, cs] = 0.0
         return out
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         R, C = self.shape
         Pr, Pc = self.P
         e0, e1 = self._ext
@@ -190,7 +216,7 @@ class RfftClampedBlock(LikelihoodBlock):
         conv = self._convolve(B, self._Kflip, slice(2 * Pr, 2 * Pr + R))
         return conv[:, 2 * Pc:2 * Pc + C].ravel()
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         """``G`` column by column from unit inputs (small cases only; refused above the dense cap)."""
         check_dense_size(self.k, self.outputs.size, "the planar likelihood")
         unit = np.zeros(self.k)

@@ -10,7 +10,7 @@ report under ``theta``) and ``backward(w) = G @ w``, where ``G[x, j] = P(report_
   support-count channels of unary encodings, local hashing and subset selection (seed 002): ``O(k + m)``.
 * :class:`ExpKernelBlock` -- ``G[x, j] = a_j e^{-eps |p_j - x|}`` (optionally ``d_j`` at
   ``x = p_j``): the linear geometric mechanism (seed 001 Eqs. 6-7, seed 003 Eq. 2) and linear
-  Laplace with unit bins or grid reports (seed 001 section 7.3; issue 15), truncated ends as exact
+  Laplace with unit bins or grid reports (seed 001 section 7.3), truncated ends as exact
   columns: two first-order recurrences, ``O(k + m)``, exact to a few ulps (no FFT round-off).
 * :class:`ClampedConvBlock` -- a translation-invariant kernel on the infinite grid ``Z^2`` (or ``Z``)
   whose draws are remapped to the nearest cell of a bounded ``R x C`` grid (the truncation of
@@ -24,8 +24,11 @@ All blocks are tested equal to the dense products (1e-12 relative) on small case
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import fft as sfft
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
@@ -51,7 +54,8 @@ FFT_WORKERS = 1
 MAX_HALF_WIDTH = 4096
 
 
-def _as_outputs(outputs, counts, n_out: int, what: str):
+def _as_outputs(outputs: ArrayLike, counts: ArrayLike, n_out: int,
+                what: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     z = np.asarray(outputs, dtype=np.int64).ravel()
     c = np.asarray(counts, dtype=float).ravel()
     if z.size != c.size:
@@ -89,46 +93,46 @@ class ScaledIdentityBlock(LikelihoodBlock):
         How often each was seen.
     """
 
-    def __init__(self, k: int, a: float, b: float, outputs, counts):
+    def __init__(self, k: int, a: float, b: float, outputs: ArrayLike, counts: ArrayLike) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.a, self.b = float(a), float(b)
         self.outputs, self.counts = _as_outputs(outputs, counts, self.k, "scaled-identity block")
         # every output observed, in order (support counts, k-RR with all values seen): no gathers
         self._all = self.outputs.size == self.k and bool(np.all(self.outputs == np.arange(self.k)))
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta, dtype=float)
         out = theta * (self.a - self.b) if self._all else (self.a - self.b) * theta[self.outputs]
         out += self.b * theta.sum()
         return out
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         w = np.asarray(w, dtype=float)
         if self._all:
-            out = w * (self.a - self.b)
+            out: np.ndarray = w * (self.a - self.b)
         else:
             out = np.bincount(self.outputs, weights=(self.a - self.b) * w, minlength=self.k)
         out += self.b * w.sum()
         return out
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         """``sum_j w_j G[x, j]^2 = b^2 sum(w) + (a^2 - b^2) sum_{j: z_j = x} w_j``."""
         w = np.asarray(w, dtype=float)
         d2 = self.a * self.a - self.b * self.b
         if self._all:
-            out = w * d2
+            out: np.ndarray = w * d2
         else:
             out = np.bincount(self.outputs, weights=d2 * w, minlength=self.k)
         out += self.b * self.b * w.sum()
         return out
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         G = np.full((self.k, self.outputs.size), self.b)
         G[self.outputs, np.arange(self.outputs.size)] = self.a
         return G
 
 
-def linear_geometric_block(k: int, eps: float, outputs, counts) -> ExpKernelBlock:
+def linear_geometric_block(k: int, eps: float, outputs: ArrayLike, counts: ArrayLike) -> ExpKernelBlock:
     """The truncated linear geometric mechanism on ``0..k-1`` as an :class:`ExpKernelBlock`.
 
     Seed 001 Eqs. (6)-(7) (seed 003 Eq. 2)::
@@ -183,7 +187,7 @@ class ClampedConvBlock(LikelihoodBlock):
         Distinct observed cells (indices ``0..R*C-1``) and their counts.
     """
 
-    def __init__(self, kernel, shape, outputs, counts):
+    def __init__(self, kernel: ArrayLike, shape: tuple[int, int], outputs: ArrayLike, counts: ArrayLike) -> None:
         K = np.asarray(kernel, dtype=float)
         if K.ndim != 2 or K.shape[0] % 2 == 0 or K.shape[1] % 2 == 0:
             raise LocalPrivError(f"kernel must be a 2-D array of odd sides, got shape {K.shape}")
@@ -199,7 +203,7 @@ class ClampedConvBlock(LikelihoodBlock):
         self._K = sfft.rfft2(K, self._N)
         self._Kflip = sfft.rfft2(K[::-1, ::-1], self._N)
 
-    def full_forward(self, theta) -> np.ndarray:
+    def full_forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         """``theta @ M`` over all ``R * C`` cells (flattened)."""
         R, C = self.shape
         Pr, Pc = self.P
@@ -215,10 +219,10 @@ class ClampedConvBlock(LikelihoodBlock):
         out[:, -1] += G[:, Pc + C:].sum(axis=1)
         return out.ravel()
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         return self.full_forward(theta)[self.outputs]
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         R, C = self.shape
         Pr, Pc = self.P
         W = np.bincount(self.outputs, weights=np.asarray(w, dtype=float), minlength=self.k).reshape(R, C)
@@ -227,7 +231,7 @@ class ClampedConvBlock(LikelihoodBlock):
         conv = sfft.irfft2(spec, self._N, workers=FFT_WORKERS)
         return conv[2 * Pr:2 * Pr + R, 2 * Pc:2 * Pc + C].ravel()
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         R, C = self.shape
         eye = np.zeros(self.k)
         cols = []
@@ -238,7 +242,7 @@ class ClampedConvBlock(LikelihoodBlock):
         return np.vstack(cols)
 
 
-def planar_geometric_kernel(eps: float, cell: float = 1.0, tol: float = 1e-17) -> np.ndarray:
+def planar_geometric_kernel(eps: float, cell: float = 1.0, tol: float = 1e-17) -> NDArray[np.float64]:
     """The planar geometric kernel of seed 003 section 2.3 on a box of cell offsets.
 
     ``K(i, j) = lambda e^{-eps s sqrt(i^2 + j^2)}`` with ``s`` the cell side and
@@ -270,7 +274,8 @@ def planar_geometric_kernel(eps: float, cell: float = 1.0, tol: float = 1e-17) -
     return K / K.sum()
 
 
-def planar_geometric_block(shape, eps: float, cell: float, outputs, counts, tol: float = 1e-17):
+def planar_geometric_block(shape: tuple[int, int], eps: float, cell: float, outputs: ArrayLike, counts: ArrayLike,
+                           tol: float = 1e-17) -> ClampedConvBlock:
     """Planar geometric mechanism (seed 003 section 2.3) on an ``R x C`` grid as a
     :class:`ClampedConvBlock` (``eps`` per unit of ``cell``, e.g. per km with ``cell`` in km)."""
     return ClampedConvBlock(planar_geometric_kernel(eps, cell, tol), shape, outputs, counts)
@@ -288,7 +293,7 @@ class _FlooredClampedConvBlock(ClampedConvBlock):
     FFT round-off (``~1e-16`` of the largest entry) can make a truly tiny probability read as
     ``<= 0``, which would turn a possible report into an impossible one."""
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         return np.maximum(super().forward(theta), np.finfo(float).tiny)
 
 
@@ -299,9 +304,10 @@ class _RfftClampedConvBlock(RfftClampedBlock, ClampedConvBlock):
     :func:`clamped_block_for`. :class:`_FlooredClampedConvBlock` is the reference it is tested against."""
 
 
-def clamped_block_for(kernel, scale: float, shape, outputs, counts) -> ClampedConvBlock:
+def clamped_block_for(kernel: ArrayLike, scale: float, shape: tuple[int, int], outputs: ArrayLike,
+                      counts: ArrayLike) -> ClampedConvBlock:
     """A :class:`ClampedConvBlock` for a planar mechanism's ``(2R+1) x (2R+1)`` kernel, evaluated by
-    :class:`localpriv.likelihood.rfft.RfftClampedBlock` (issue 22: real FFTs on reused buffers).
+    :class:`localpriv.likelihood.rfft.RfftClampedBlock` (real FFTs on reused buffers).
 
     The kernel (e.g. :meth:`localpriv.mechanisms.planar.PlanarGeometric.kernel`, whose
     ``R`` covers the whole grid so that tiny channel entries keep full relative accuracy for the
@@ -316,7 +322,11 @@ def clamped_block_for(kernel, scale: float, shape, outputs, counts) -> ClampedCo
     return _RfftClampedConvBlock(K[R - P:R + P + 1, R - P:R + P + 1], shape, outputs, counts)
 
 
-def _clamped_line_block(mech, outputs, counts, interior_weight, diag, end_prob):
+# ``mech`` below is a mechanism (:mod:`localpriv.mechanisms`, the layer above this one, which this module
+# cannot import): typed ``Any``.
+def _clamped_line_block(mech: Any, outputs: ArrayLike, counts: ArrayLike, interior_weight: float,
+                        diag: float | None, end_prob: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                        ) -> ExpKernelBlock:
     """An :class:`ExpKernelBlock` for a line mechanism ``z = clamp(x + N)`` (or unclamped).
 
     ``outputs``: output indices (truncated: ``0..hi-lo``, value ``lo + index``) or integer values
@@ -334,7 +344,7 @@ def _clamped_line_block(mech, outputs, counts, interior_weight, diag, end_prob):
                           exact_columns=(ends, cols))
 
 
-def geometric_block_for(mech, outputs, counts):
+def geometric_block_for(mech: Any, outputs: ArrayLike, counts: ArrayLike) -> ExpKernelBlock:
     """An :class:`ExpKernelBlock` for a :class:`~localpriv.mechanisms.geometric.Geometric`.
 
     ``P(z | x) = c a^{|z - x|}``, ``c = (1 - a)/(1 + a)``, ``a = e^{-eps}`` (seed 001 Eq. 6) for
@@ -345,10 +355,10 @@ def geometric_block_for(mech, outputs, counts):
     return _clamped_line_block(mech, outputs, counts, math.tanh(0.5 * mech.eps), None, mech._prob)
 
 
-def laplace_block_for(mech, outputs, counts):
+def laplace_block_for(mech: Any, outputs: ArrayLike, counts: ArrayLike) -> ExpKernelBlock | None:
     """A structured block for a :class:`~localpriv.mechanisms.laplace.Laplace`, or ``None``.
 
-    Grid reports (``bins=None``, issue 15): ``z = x + g D`` with ``D`` discrete Laplace, so
+    Grid reports (``bins=None``): ``z = x + g D`` with ``D`` discrete Laplace, so
     ``P(z | x) = tanh(eps g / 2) e^{-eps |z - x|}``: the geometric kernel
     (:func:`discrete_laplace_block`) with positions ``z``; the two clamped end values
     ``+-2^53 g`` (tail masses), if ever observed, are exact columns. Unit bins (``bins=1``): bin
@@ -376,7 +386,8 @@ def laplace_block_for(mech, outputs, counts):
                                mech._bin_prob)
 
 
-def discrete_laplace_block(k: int, eps: float, step: float, positions, counts, exact_columns=None):
+def discrete_laplace_block(k: int, eps: float, step: float, positions: ArrayLike, counts: ArrayLike,
+                           exact_columns: tuple[ArrayLike, ArrayLike] | None = None) -> ExpKernelBlock:
     """The discrete Laplace (two-sided geometric) kernel on a grid as an :class:`ExpKernelBlock`.
 
     A report ``z = x + step * D`` with ``P(D = d) = tanh(lam/2) e^{-lam |d|}``, ``lam = eps * step``,
@@ -416,7 +427,8 @@ class ExpKernelBlock(LikelihoodBlock):
     (:func:`geometric_block_for`, :func:`laplace_block_for`, :func:`discrete_laplace_block`).
     """
 
-    def __init__(self, k: int, rate: float, positions, weights, counts, diag=None, exact_columns=None):
+    def __init__(self, k: int, rate: float, positions: ArrayLike, weights: ArrayLike, counts: ArrayLike,
+                 diag: ArrayLike | None = None, exact_columns: tuple[ArrayLike, ArrayLike] | None = None) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.rate = check_eps(rate)
         p = np.asarray(positions, dtype=float).ravel()
@@ -461,14 +473,14 @@ class ExpKernelBlock(LikelihoodBlock):
             if diag is not None:
                 self._diag_x, self._diag_val = self._diag_x[keep], self._diag_val[keep]
 
-    def _rec(self, v, reverse=False):
+    def _rec(self, v: np.ndarray, reverse: bool = False) -> NDArray[np.float64]:
         v = v[::-1] if reverse else v
         from scipy.signal import lfilter  # ~1 s to import: only where a recursion runs
 
         out = lfilter([1.0], [1.0, -self._r], v)
         return out[::-1] if reverse else out
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta, dtype=float)
         A = self._rec(theta)
         B = self._rec(theta, reverse=True)
@@ -480,7 +492,7 @@ class ExpKernelBlock(LikelihoodBlock):
             out[self._fix_idx] = theta @ self._fix_cols
         return out
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         w = np.asarray(w, dtype=float)
         with np.errstate(under="ignore"):  # terms below 1e-308 may round to 0: harmless
             u = np.bincount(self._tl, weights=w * self._left, minlength=self.k)
@@ -492,7 +504,7 @@ class ExpKernelBlock(LikelihoodBlock):
             out += self._fix_cols @ w[self._fix_idx]
         return out
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
         x = np.arange(self.k)[:, None]
         G = self.weights[None, :] * np.exp(-self.rate * np.abs(self.positions[None, :] - x))
         if self._diag_idx.size:
@@ -503,9 +515,9 @@ class ExpKernelBlock(LikelihoodBlock):
 
 
 # --------------------------------------------------------------------------------------------
-# Large domains (issue 20, item 2): Hadamard response and the hashed sketches
+# Large domains: Hadamard response and the hashed sketches
 # --------------------------------------------------------------------------------------------
-def fwht(a) -> np.ndarray:
+def fwht(a: ArrayLike) -> NDArray[np.float64]:
     """The Walsh-Hadamard transform of ``a`` along its last axis: ``a @ H_b`` (a new array).
 
     ``H_b`` is the ``b x b`` Sylvester Hadamard matrix, ``H[i, j] = (-1)^{popcount(i & j)}``
@@ -532,7 +544,7 @@ def fwht(a) -> np.ndarray:
     return out
 
 
-def _popcount_parity(v) -> np.ndarray:
+def _popcount_parity(v: ArrayLike) -> NDArray[np.int64]:
     """``popcount(v) mod 2`` for non-negative int64 arrays."""
     return (np.bitwise_count(np.asarray(v, dtype=np.int64)) & 1).astype(np.int64)
 
@@ -554,7 +566,8 @@ class HadamardBlock(LikelihoodBlock):
     ``hi^2``. Entries are exact to a few ulps of ``lo sum(theta)`` (every product is at least that).
     """
 
-    def __init__(self, k: int, blocks: int, width: int, lo: float, hi: float, outputs, counts):
+    def __init__(self, k: int, blocks: int, width: int, lo: float, hi: float, outputs: ArrayLike,
+                 counts: ArrayLike) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.B = check_int(blocks, "blocks", minimum=1)
         self.b = check_int(width, "block width", minimum=2)
@@ -568,34 +581,34 @@ class HadamardBlock(LikelihoodBlock):
         self._p = self.outputs // self.b
         self._j = self.outputs % self.b
 
-    def _in_set_mass(self, theta):
+    def _in_set_mass(self, theta: np.ndarray) -> NDArray[np.float64]:
         """``sum_x theta_x [y_j in C_x]`` for every observed output ``y_j``."""
-        T = np.zeros(self.K)
+        T: NDArray[np.float64] = np.zeros(self.K)
         T[self._cell] = theta
         T = T.reshape(self.B, self.b)
         F = fwht(T)
         return 0.5 * (F[self._p, 0] + F[self._p, self._j])  # F[:, 0] is the row sum S_p
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta, dtype=float)
         return self.lo * theta.sum() + (self.hi - self.lo) * self._in_set_mass(theta)
 
-    def _set_sums(self, w):
+    def _set_sums(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         """``sum_j w_j [y_j in C_x]`` for every input ``x``."""
         W = np.bincount(self.outputs, weights=w, minlength=self.K).reshape(self.B, self.b)
         F = fwht(W).ravel()
         return 0.5 * (F[self._cell - self._cell % self.b] + F[self._cell])
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         w = np.asarray(w, dtype=float)
         return self.lo * w.sum() + (self.hi - self.lo) * self._set_sums(w)
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         """``sum_j w_j G[x, j]^2 = lo^2 sum(w) + (hi^2 - lo^2) sum_j w_j [y_j in C_x]``."""
         w = np.asarray(w, dtype=float)
         return self.lo ** 2 * w.sum() + (self.hi ** 2 - self.lo ** 2) * self._set_sums(w)
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
 
         check_dense_size(self.k, self.outputs.size, f"the likelihood of {self.outputs.size} reports")
         p, t = self._cell // self.b, self._cell % self.b
@@ -611,17 +624,17 @@ class RowHashing:
     * :meth:`gather`: ``sum_j U[j, h_j(x)]`` for every input ``x`` (``U`` is ``d x m``).
     """
 
-    def __init__(self, table, m: int):
+    def __init__(self, table: ArrayLike, m: int) -> None:
         table = np.asarray(table, dtype=np.int64)
         self.d, self.k = table.shape
         self.m = int(m)
         self.flat = table + (np.arange(self.d, dtype=np.int64) * self.m)[:, None]  # index in d*m
 
-    def bucket(self, theta) -> np.ndarray:
+    def bucket(self, theta: ArrayLike) -> np.ndarray:
         weights = np.broadcast_to(np.asarray(theta, dtype=float), (self.d, self.k)).ravel()
         return np.bincount(self.flat.ravel(), weights=weights, minlength=self.d * self.m).reshape(self.d, self.m)
 
-    def gather(self, U) -> np.ndarray:
+    def gather(self, U: ArrayLike) -> NDArray[np.float64]:
         return np.asarray(U, dtype=float).ravel()[self.flat].sum(axis=0)
 
 
@@ -640,7 +653,8 @@ class HadamardSketchBlock(LikelihoodBlock):
     ``O(d k + d m log m + reports)`` per product.
     """
 
-    def __init__(self, hashing: RowHashing, lo: float, hi: float, rows, coefs, signs, counts):
+    def __init__(self, hashing: RowHashing, lo: float, hi: float, rows: ArrayLike, coefs: ArrayLike,
+                 signs: ArrayLike, counts: ArrayLike) -> None:
         self.h = hashing
         self.k, self.d, self.m = hashing.k, hashing.d, hashing.m
         self.lo, self.hi = float(lo), float(hi)
@@ -650,21 +664,21 @@ class HadamardSketchBlock(LikelihoodBlock):
         if self._jl.size != self.counts.size:
             raise LocalPrivError(f"Hadamard sketch block: {self._jl.size} reports but {self.counts.size} counts")
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta, dtype=float)
         S = theta.sum()
         F = fwht(self.h.bucket(theta)).ravel()
         return self.lo * S + (self.hi - self.lo) * 0.5 * (S + self._s * F[self._jl])
 
-    def _agree(self, w):
+    def _agree(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         Psi = np.bincount(self._jl, weights=w * self._s, minlength=self.d * self.m).reshape(self.d, self.m)
         return 0.5 * (w.sum() + self.h.gather(fwht(Psi)))
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         w = np.asarray(w, dtype=float)
         return self.lo * w.sum() + (self.hi - self.lo) * self._agree(w)
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         w = np.asarray(w, dtype=float)
         return self.lo ** 2 * w.sum() + (self.hi ** 2 - self.lo ** 2) * self._agree(w)
 
@@ -691,7 +705,8 @@ class CountSketchBlock(LikelihoodBlock):
     are rescaled (EM is invariant to a per-report factor; the log-likelihood lost is ``log_offset``).
     """
 
-    def __init__(self, hashing: RowHashing, log_c, r0: float, rows, packed, counts):
+    def __init__(self, hashing: RowHashing, log_c: ArrayLike, r0: float, rows: ArrayLike, packed: ArrayLike,
+                 counts: ArrayLike) -> None:
         self.h = hashing
         self.k, self.d, self.m = hashing.k, hashing.d, hashing.m
         self.counts = np.asarray(counts, dtype=float).ravel()
@@ -710,34 +725,34 @@ class CountSketchBlock(LikelihoodBlock):
         self._idx = base + packed.T  # (bytes x reports) indices into the d * nb * 256 table
         self._packed = packed
 
-    def _phi_pad(self, theta):
+    def _phi_pad(self, theta: np.ndarray) -> NDArray[np.float64]:
         Phi = self.h.bucket(theta)
         if self.nb * 8 != self.m:
             Phi = np.pad(Phi, ((0, 0), (0, self.nb * 8 - self.m)))
         return Phi
 
-    def forward(self, theta):
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
         theta = np.asarray(theta, dtype=float)
         table = self._phi_pad(theta).reshape(self.d, self.nb, 8) @ _BYTE_BITS.T  # d x nb x 256
         dot = table.ravel()[self._idx].sum(axis=0)  # over the bytes: whole-row additions
         return self.c * (self.r0 * theta.sum() + (1.0 - self.r0) * dot)
 
-    def _spread(self, v):
+    def _spread(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
         """``sum_j Psi[j, h_j(x)]`` with ``Psi[j, l] = sum_{i: j_i = j} v_i z_i[l]``."""
         acc = np.bincount(self._idx.ravel(), weights=np.tile(v, self.nb), minlength=self.d * self.nb * 256)
         Psi = (acc.reshape(self.d, self.nb, 256) @ _BYTE_BITS).reshape(self.d, self.nb * 8)[:, :self.m]
         return self.h.gather(Psi)
 
-    def backward(self, w):
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
         cw = self.c * np.asarray(w, dtype=float)
         return self.r0 * cw.sum() + (1.0 - self.r0) * self._spread(cw)
 
-    def hessian_diagonal(self, w):
+    def hessian_diagonal(self, w: np.ndarray) -> NDArray[np.float64]:
         """``sum_i w_i c_i^2 (r0 + (1 - r0) z)^2 = r0^2 sum(w c^2) + (1 - r0^2) sum_i w_i c_i^2 z_i[h(x)]``."""
         c2w = self.c * self.c * np.asarray(w, dtype=float)
         return self.r0 ** 2 * c2w.sum() + (1.0 - self.r0 ** 2) * self._spread(c2w)
 
-    def dense(self):
+    def dense(self) -> NDArray[np.float64]:
 
         n = self.counts.size
         check_dense_size(self.k, n, f"the likelihood of {n} reports")
