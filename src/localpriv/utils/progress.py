@@ -95,7 +95,7 @@ class EMProgress:
 
     def __init__(self, label: str = "estimate", *, stream: TextIO | None = None, interval: float = INTERVAL,
                  delay: float = DELAY, clock: Callable[[], float] = time.monotonic, tty: bool | None = None,
-                 console: Console | None = None) -> None:
+                 console: Any = None) -> None:  # a Console, or a proxy of one (the CLI's LazyConsole)
         self.label = label
         self.stream = stream
         self.interval = float(interval)
@@ -381,7 +381,7 @@ class Status:
         tests call :meth:`tick` themselves.
     """
 
-    def __init__(self, label: str, stage: str = "", *, stream: TextIO | None = None, console: Console | None = None,
+    def __init__(self, label: str, stage: str = "", *, stream: TextIO | None = None, console: Any = None,
                  tty: bool | None = None, interval: float | None = None, delay: float = DELAY,
                  clock: Callable[[], float] = time.monotonic, background: bool = True) -> None:
         self.label = label
