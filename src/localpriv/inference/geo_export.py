@@ -23,16 +23,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, SupportsFloat, cast
+from typing import Any, Protocol, SupportsFloat, cast
 
 import numpy as np
 
 from localpriv.data.formats import StrPath, atomic_output
+from localpriv.domains import Domain
 from localpriv.domains.grid import GridDomain
+from localpriv.inference.uncertainty import Uncertainty
 from localpriv.utils.validation import LocalPrivError
-
-if TYPE_CHECKING:
-    from localpriv.inference.estimate import Estimate
 
 __all__ = ["estimate_geojson", "write_geojson", "GEOJSON_SUFFIXES"]
 
@@ -41,7 +40,21 @@ GEOJSON_SUFFIXES = (".geojson",)
 PRECISION = 7
 
 
-def _grid_of(est: Estimate) -> GridDomain:
+class GridEstimate(Protocol):
+    """What the export reads of an :class:`~localpriv.inference.estimate.Estimate` (which imports
+    this module)."""
+
+    domain: Domain | None
+    distribution: np.ndarray
+    estimator: str
+    n: float
+
+    def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def uncertainty(self) -> Uncertainty: ...
+
+
+def _grid_of(est: GridEstimate) -> GridDomain:
     dom = getattr(est, "domain", None)
     if dom is None or not callable(getattr(dom, "edges", None)):
         where = "no domain" if dom is None else dom.spec()
@@ -55,7 +68,7 @@ def _number(v: SupportsFloat) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def estimate_geojson(est: Estimate, ci: float | None = None) -> dict[str, Any]:
+def estimate_geojson(est: GridEstimate, ci: float | None = None) -> dict[str, Any]:
     """The estimate as a GeoJSON ``FeatureCollection`` (a dict, ready for :func:`json.dumps`);
     ``ci`` adds each cell's interval at that level (``lower``, ``upper``)."""
     grid = _grid_of(est)
@@ -89,7 +102,7 @@ def estimate_geojson(est: Estimate, ci: float | None = None) -> dict[str, Any]:
             "localpriv": meta, "features": features}
 
 
-def write_geojson(est: Estimate, path: StrPath, ci: float | None = None) -> Path:
+def write_geojson(est: GridEstimate, path: StrPath, ci: float | None = None) -> Path:
     """Write :func:`estimate_geojson` to ``path`` (``.geojson``), atomically: one feature a line."""
 
     path = Path(path)
