@@ -24,10 +24,10 @@ from __future__ import annotations
 import importlib
 import re
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,7 @@ import pyarrow as pa
 from localpriv.data.formats import (
     REPORT_SUFFIXES,
     Source,
+    StrPath,
     attribute_of,
     check_output,
     expand_sources,
@@ -43,10 +44,13 @@ from localpriv.data.formats import (
     write_counts,
 )
 from localpriv.data.observations import Observations
-from localpriv.data.reports import batch_reports, parse_file_spec, read_reports, validate_reports
+from localpriv.data.reports import ReportPart, batch_reports, parse_file_spec, read_reports, validate_reports
 from localpriv.domains import Domain
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_int
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
            "check_memory_limit", "MAX_TOTAL", "ENGINES", "DEFAULT_ENGINE", "engine_aggregator", "check_total",
@@ -55,6 +59,10 @@ __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "wr
 
 #: Counts and their totals stay exact in float64 (the estimators' arithmetic) up to 2^53.
 MAX_TOTAL = 2 ** 53
+#: what the engines count: report or counts files (globs, folders, datasets), or a report table
+ReportSource: TypeAlias = "StrPath | Iterable[StrPath] | pa.Table | pd.DataFrame"
+#: a numeric part waiting to be merged: spec, reports, counts (None: one each), kind
+_Pending: TypeAlias = "tuple[str, np.ndarray, np.ndarray | None, str]"
 _MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.I)
 
 
@@ -70,7 +78,7 @@ class Aggregator(Protocol):
 
     An engine may also offer ``observations(source) -> Observations`` (see :func:`aggregate`)."""
 
-    def counts(self, source) -> pd.DataFrame:
+    def counts(self, source: ReportSource) -> pd.DataFrame:
         """A frame with columns mechanism, report, count (int64), sorted by mechanism and report."""
 
 
@@ -79,7 +87,8 @@ def report_kind(reports: np.ndarray) -> str:
     return "binary" if reports.ndim == 2 else ("float" if reports.dtype.kind == "f" else "int")
 
 
-def _stream(source, domain: Domain | None, fast=None):
+def _stream(source: ReportSource, domain: Domain | None,
+            fast: Callable[[Source], list[ReportPart] | None] | None = None) -> Iterator[ReportPart]:
     """``(spec, reports, counts)`` triples from files or an Arrow table, checked."""
     if isinstance(source, pd.DataFrame):
         try:
@@ -113,7 +122,7 @@ def _stream(source, domain: Domain | None, fast=None):
                 yield from batch_reports(batch, src, first, domain)
 
 
-def _parquet_grouped(con, src, domain):
+def _parquet_grouped(con: duckdb.DuckDBPyConnection, src: Source, domain: Domain | None) -> list[ReportPart] | None:
     """A Parquet source summed by DuckDB's own scan, checked on its distinct (mechanism, report)
     pairs: ``[(spec, mech, reports, counts)]``, or ``None`` when anything is off (a missing value,
     a bad count, a spec or report its mechanism refuses, a text report column), in which case the
@@ -157,7 +166,7 @@ def _parquet_grouped(con, src, domain):
     if df.empty or df["bad"].any() or df["mechanism"].isna().any() or df["report"].isna().any() \
             or (df["mechanism"].str.strip() == "").any():
         return None
-    out = []
+    out: list[ReportPart] = []
     for spec, grp in df.groupby("mechanism", sort=True):
         spec = src.read_spec(spec)  # format versions 1-2: local-hashing specs mean hash=cw (formats.py)
         try:
@@ -192,7 +201,7 @@ class DuckDBAggregator:
     """Counts reports with DuckDB (bounded memory via ``memory_limit``; spills to a temporary folder)."""
 
     def __init__(self, memory_limit: str = "2GB", threads: int | None = None, domain: Domain | None = None,
-                 fast: bool = True):
+                 fast: bool = True) -> None:
         """``fast``: Parquet files are summed by DuckDB's own scan and checked on their distinct
         pairs (any anomaly falls back to the row-by-row checked reader); ``False`` reads every file
         through the checked reader."""
@@ -201,7 +210,7 @@ class DuckDBAggregator:
         self.threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
         self.domain = domain
 
-    def _connect(self, tmp: str):
+    def _connect(self, tmp: str) -> duckdb.DuckDBPyConnection:
         import duckdb
         con = duckdb.connect()
         con.execute(f"SET memory_limit='{self.memory_limit}'")
@@ -211,7 +220,7 @@ class DuckDBAggregator:
             con.execute(f"SET threads={int(self.threads)}")
         return con
 
-    def counts(self, source) -> pd.DataFrame:
+    def counts(self, source: ReportSource) -> pd.DataFrame:
         import duckdb
         types = {"int": "BIGINT", "float": "DOUBLE", "binary": "BLOB"}
         with tempfile.TemporaryDirectory(prefix="localpriv-duckdb-") as tmp:
@@ -224,10 +233,10 @@ class DuckDBAggregator:
                 # numeric parts wait here while they are few (Parquet's fast path hands over one
                 # summed part per mechanism and file): merged in memory at the end, without the
                 # round trip through DuckDB's tables; past _PENDING_ROWS they go to DuckDB.
-                pending: list = []
+                pending: list[_Pending] = []
                 held = 0
 
-                def insert(spec, r, c, kind):
+                def insert(spec: str, r: np.ndarray, c: np.ndarray | None, kind: str) -> None:
                     if kind not in made:
                         con.execute(f"CREATE TABLE agg_{kind} (mechanism VARCHAR, report {types[kind]}, "
                                     "count HUGEINT)")
@@ -287,11 +296,11 @@ class DuckDBAggregator:
 _PENDING_ROWS = 1 << 20
 
 
-def _merged_in_memory(parts) -> pd.DataFrame:
+def _merged_in_memory(parts: Iterable[_Pending]) -> pd.DataFrame:
     """The frame DuckDB's final ``GROUP BY ... HAVING SUM(count) > 0 ORDER BY mechanism, report``
     gives, for a few numeric parts ``(spec, reports, counts or None, kind)``; kinds in the order
     the DuckDB path emits them (float before int), each sorted by mechanism and report."""
-    groups: dict = {}
+    groups: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for spec, r, c, kind in parts:
         groups.setdefault((kind, spec), []).append((r, np.ones(r.shape[0], np.int64) if c is None
                                                     else np.asarray(c, dtype=np.int64)))
@@ -308,11 +317,11 @@ def _merged_in_memory(parts) -> pd.DataFrame:
 class NumpyAggregator:
     """Counts with ``numpy.unique`` per batch, merged per mechanism (memory: distinct reports)."""
 
-    def __init__(self, domain: Domain | None = None):
+    def __init__(self, domain: Domain | None = None) -> None:
         self.domain = domain
 
-    def counts(self, source) -> pd.DataFrame:
-        acc: dict[str, list] = {}
+    def counts(self, source: ReportSource) -> pd.DataFrame:
+        acc: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         for spec, _mech, r, c in _stream(source, self.domain):
             ones = np.ones(r.shape[0], np.int64) if c is None else c
             acc.setdefault(spec, []).append(unique_counts(r, ones))
@@ -330,7 +339,7 @@ class NumpyAggregator:
         return check_total(pd.concat(frames, ignore_index=True))
 
 
-def unique_counts(r: np.ndarray, c: np.ndarray):
+def unique_counts(r: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct reports of ``r`` (rows for bit vectors) and their summed counts ``c``."""
     if r.ndim == 2:
         u, inv = np.unique(r, axis=0, return_inverse=True)
@@ -343,13 +352,13 @@ def unique_counts(r: np.ndarray, c: np.ndarray):
 #: the former private name (other modules still import it)
 
 
-def _exact_sum(inv, c, m):
+def _exact_sum(inv: np.ndarray, c: np.ndarray, m: int) -> np.ndarray:
     out = np.zeros(m, dtype=np.int64)
     np.add.at(out, inv, c)
     return out
 
 
-def _merge(parts):
+def _merge(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     if len(parts) == 1:
         return parts[0]
     u = np.concatenate([p[0] for p in parts])
@@ -396,7 +405,7 @@ def engine_aggregator(engine: str, domain: Domain | None = None) -> Aggregator:
     return factory(domain)
 
 
-def aggregate(source, domain: Domain | None = None, aggregator: Aggregator | None = None, *,
+def aggregate(source: ReportSource, domain: Domain | None = None, aggregator: Aggregator | None = None, *,
               engine: str | None = None) -> Observations:
     """Aggregate reports and counts (files, globs, folders, datasets, or an Arrow table) to
     :class:`~localpriv.data.observations.Observations`.

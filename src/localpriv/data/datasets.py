@@ -15,17 +15,22 @@ The two count files were derived from the shared reference copies by
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from localpriv.domains.grid import MANHATTAN_BOX, GridDomain, manhattan_grid
 from localpriv.utils.validation import LocalPrivError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["adult_ages", "adult_education", "data_path", "gowalla_manhattan", "gowalla_nyc_grid",
            "manhattan_cells", "MANHATTAN_BOX", "NYC_BOX", "NYC_GRID"]
 
 
-def data_path(name: str):
+def data_path(name: str) -> Traversable:
     """Path of a bundled data file."""
     return resources.files("localpriv") / "data" / "bundled" / name
 
@@ -39,7 +44,7 @@ def adult_ages() -> np.ndarray:
 #: The Manhattan bounding box of seed 001 section 7.2 (latitude, longitude).
 
 
-def gowalla_manhattan():
+def gowalla_manhattan() -> pd.DataFrame:
     """Gowalla check-ins inside the Manhattan box: a DataFrame with columns user, lat, lon.
 
     98,061 check-ins from SNAP ``loc-gowalla_totalCheckins`` (Cho, Myers, Leskovec, KDD 2011),
@@ -65,12 +70,24 @@ def adult_education() -> tuple[list[str], np.ndarray]:
 #: The bounding box of New York City's five boroughs (latitude, longitude); every check-in of the
 #: SNAP New York subset lies inside it.
 NYC_BOX = {"lat_min": 40.4774, "lat_max": 40.9176, "lon_min": -74.2591, "lon_max": -73.7004}
+
+
+class _GridSpec(TypedDict):
+    """The arguments of a :class:`GridDomain`, by name."""
+
+    lat0: float
+    lon0: float
+    nrows: int
+    ncols: int
+    cell_km: float
+
+
 #: The grid of ``gowalla_nyc_grid.csv``: south-west corner at the box's, 100 rows x 96 columns of
 #: 0.5-km cells (50 km x 48 km, covering the 48.7 km x 47.1 km box).
-NYC_GRID = {"lat0": 40.4774, "lon0": -74.2591, "nrows": 100, "ncols": 96, "cell_km": 0.5}
+NYC_GRID: _GridSpec = {"lat0": 40.4774, "lon0": -74.2591, "nrows": 100, "ncols": 96, "cell_km": 0.5}
 
 
-def gowalla_nyc_grid(cell_km: float = 2.0):
+def gowalla_nyc_grid(cell_km: float = 2.0) -> tuple[GridDomain, np.ndarray]:
     """``(grid, counts)``: the 138,957 Gowalla check-ins of New York on a whole-city grid.
 
     ``cell_km`` is 0.5 (the shipped 100 x 96 grid), 1 (50 x 48) or 2 (25 x 24, the default);

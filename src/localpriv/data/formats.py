@@ -9,10 +9,12 @@ The format is specified in ``docs/format.md``; in short:
   ``count`` (a whole number >= 0). Counts files are mergeable: aggregating counts files sums them.
 * **Parquet**: the schema's key-value metadata holds ``localpriv.format = "3"``,
   ``localpriv.kind = "reports" | "counts"``, ``localpriv.mechanisms`` (a JSON list of the specs in
-  the file) and, optionally, ``localpriv.attribute`` (the name of the values' column: a label). ``report`` is ``int64`` (output indices), ``double`` (continuous outputs),
-  ``fixed_size_binary`` (bit vectors) or ``string`` (the CSV text form below).
+  the file) and, optionally, ``localpriv.attribute`` (the name of the values' column: a label).
+  ``report`` is ``int64`` (output indices), ``double`` (continuous outputs), ``fixed_size_binary``
+  (bit vectors) or ``string`` (the CSV text form below).
 * **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=3 kind=reports``
-  (or ``kind=counts``; optionally `` attribute=NAME``, percent-encoded), then the header line, the rows, and a last line ``#localpriv end rows=N``.
+  (or ``kind=counts``; optionally `` attribute=NAME``, percent-encoded), then the header line, the
+  rows, and a last line ``#localpriv end rows=N``.
   A file whose last line is missing was cut short and is refused. ``report`` is written as text:
   a decimal integer, a float in shortest round-trip form, or lowercase hex for bit vectors.
   CSV files without the ``#localpriv`` lines (written by another tool) are read without the
@@ -32,11 +34,12 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, SupportsInt, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -63,7 +66,7 @@ __all__ = [
 FORMAT_VERSION = 3
 #: The versions it reads: 2 adds the optional ``attribute`` (the name of the values' column) to
 #: version 1; a version-1 file is a version-2 file without it. 3 moves the local-hashing oracles
-#: to XXH64 (issue 20): their specs in version 1 and 2 files are read with ``hash=cw``.
+#: to XXH64: their specs in version 1 and 2 files are read with ``hash=cw``.
 READ_VERSIONS = (1, 2, 3)
 #: Versions whose local-hashing specs without ``hash=`` meant the legacy Carter-Wegman family.
 LEGACY_HASH_VERSIONS = (1, 2)
@@ -81,11 +84,14 @@ CSV_BLOCK_BYTES = 1 << 20
 #: Parquet read in batches of this many rows.
 PARQUET_BATCH_ROWS = 1 << 20
 
+#: a file name (or glob, folder, URI) as the readers and writers take it
+StrPath: TypeAlias = "str | os.PathLike[str]"
+
 
 # --------------------------------------------------------------------------------------------
 # Small helpers
 # --------------------------------------------------------------------------------------------
-def rows_text(rows, total: int | None = None, limit: int = 5, word: str = "row") -> str:
+def rows_text(rows: Iterable[SupportsInt], total: int | None = None, limit: int = 5, word: str = "row") -> str:
     """``"rows 3, 17, 42 and 9 more"``: where a problem is, 1-based, the first few."""
     rows = [int(r) for r in rows]
     total = len(rows) if total is None else int(total)
@@ -248,7 +254,8 @@ def _same_file(a: str, b: str) -> bool:
     return pa_.resolve() == pb.resolve()
 
 
-def check_output(path, suffixes, inputs=(), what: str = "output") -> Path:
+def check_output(path: StrPath, suffixes: Sequence[str], inputs: Iterable[StrPath] = (),
+                 what: str = "output") -> Path:
     """Validate an output path before any work: a known extension, not one of the inputs."""
     p = Path(path)
     suffix = _suffix(p.name)
@@ -288,7 +295,8 @@ def _read_as_input(out: Path, src: str) -> bool:
 
 
 @contextmanager
-def atomic_output(path, suffixes=None, inputs=(), what: str = "output"):
+def atomic_output(path: StrPath, suffixes: Sequence[str] | None = None, inputs: Iterable[StrPath] = (),
+                  what: str = "output") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
 
     The folder is created if missing. On any exception (or an interrupt, see
@@ -368,7 +376,8 @@ class TableWriter:
     Use as a context manager; the file appears under its name only when the block succeeds.
     """
 
-    def __init__(self, path, kind: str, inputs=(), attribute: str | None = None):
+    def __init__(self, path: StrPath, kind: str, inputs: Iterable[StrPath] = (),
+                 attribute: str | None = None) -> None:
         if kind not in ("reports", "counts"):
             raise ValueError(kind)
         self.kind = kind
@@ -376,14 +385,14 @@ class TableWriter:
         self.path = check_output(path, REPORT_SUFFIXES, inputs, what=f"{kind} file")
         self.rows = 0
         self.specs: list[str] = []
-        self._ctx = None
+        self._ctx: AbstractContextManager[Path] | None = None
         self._tmp: Path | None = None
-        self._pq = None
-        self._fh = None
-        self._schema = None
+        self._pq: pq.ParquetWriter | None = None
+        self._fh: IO[bytes] | None = None
+        self._schema: pa.Schema | None = None
         self._header_done = False
 
-    def __enter__(self):
+    def __enter__(self) -> TableWriter:
         self._ctx = atomic_output(self.path)
         self._tmp = self._ctx.__enter__()
         if _suffix(self.path.name) == ".csv":
@@ -422,19 +431,22 @@ class TableWriter:
                 self._schema = t.schema
                 self._pq = pq.ParquetWriter(self._tmp, t.schema)
             elif t.schema != self._schema:
+                assert self._schema is not None  # set with the Parquet writer
                 raise LocalPrivError(f"{self.path}: reports of type {t.schema.field('report').type} cannot join "
                                      f"reports of type {self._schema.field('report').type} in one Parquet file")
             self._pq.write_table(t)
         self.rows += t.num_rows
 
-    def _metadata(self) -> dict:
+    def _metadata(self) -> dict[str, str]:
         meta = {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
                 "localpriv.mechanisms": json.dumps(self.specs), "localpriv.rows": str(self.rows)}
         if self.attribute:
             meta["localpriv.attribute"] = self.attribute
         return meta
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool | None:
+        assert self._ctx is not None  # set by __enter__
         try:
             if exc_type is None:
                 if self._fh is not None:
@@ -468,11 +480,11 @@ class Source:
     ftype: str                       # "parquet" | "csv"
     kind: str                        # "reports" | "counts"
     version: int | None              # None: written by another tool (no localpriv marker)
-    constants: dict = field(default_factory=dict)  # hive partition values, e.g. {"mechanism": ...}
+    constants: dict[str, str] = field(default_factory=dict)  # hive partition values, e.g. {"mechanism": ...}
     csv_header_lines: int = 0
     declared_rows: int | None = None
     attribute: str | None = None     # the values' column name (format version 2), a label
-    declared_specs: list | None = None  # Parquet ``localpriv.mechanisms`` (informative), if any
+    declared_specs: list[str] | None = None  # Parquet ``localpriv.mechanisms`` (informative), if any
 
     @property
     def legacy_hash(self) -> bool:
@@ -513,7 +525,7 @@ class Source:
             raise read_error(self.path, exc) from None
 
     # ---- Parquet ------------------------------------------------------------------------------
-    def _parquet_batches(self):
+    def _parquet_batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         pf = pq.ParquetFile(self.path)
         want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
         names = pf.schema_arrow.names
@@ -525,11 +537,11 @@ class Source:
             row += batch.num_rows
 
     # ---- CSV ----------------------------------------------------------------------------------
-    def _csv_batches(self):
+    def _csv_batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
         invalid: list[tuple[int | None, str]] = []
 
-        def on_invalid(row):
+        def on_invalid(row: pacsv.InvalidRow) -> str:
             invalid.append((row.number, row.text))
             return "skip"
 
@@ -566,12 +578,14 @@ class Source:
             if len(ends) > 1 or (ends[0][0] is not None and ends[0][0] != last_line):
                 raise LocalPrivError(f"{self.path}: the end line '#localpriv end ...' is not the last line "
                                      f"(line {ends[0][0]})")
-            declared = int(_CSV_END.match(ends[0][1].strip()).group(1))
+            end = _CSV_END.match(ends[0][1].strip())
+            assert end is not None  # ends holds only lines that match
+            declared = int(end.group(1))
             if declared != total:
                 raise LocalPrivError(f"{self.path} says it holds {declared} rows but {total} were read")
 
 
-def _check_invalid(invalid, src: Source) -> None:
+def _check_invalid(invalid: list[tuple[int | None, str]], src: Source) -> None:
     """Malformed CSV rows are errors; only the end line of a localpriv file is allowed."""
     bad = [(n, t) for n, t in invalid if not (src.version is not None and _CSV_END.match(t.strip()))]
     if bad:
@@ -581,7 +595,7 @@ def _check_invalid(invalid, src: Source) -> None:
         raise LocalPrivError(f"{src.path}: {where} {cause} ({len(bad)} malformed line(s) so far)")
 
 
-def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> pa.RecordBatch:
+def _with_constants(batch: pa.RecordBatch, constants: Mapping[str, str], want: list[str]) -> pa.RecordBatch:
     cols, names = [], []
     for c in want:
         if c in batch.schema.names:
@@ -594,7 +608,7 @@ def _with_constants(batch: pa.RecordBatch, constants: dict, want: list[str]) -> 
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def open_text(path: str):
+def open_text(path: str) -> pa.NativeFile:
     """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused."""
     compression = "gzip" if path.lower().endswith(".gz") else None
     try:
@@ -602,13 +616,13 @@ def open_text(path: str):
             head = probe.read(4096)
     except (pa.ArrowException, OSError) as exc:
         raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
-    if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         raise LocalPrivError(f"{path} is UTF-32 text; CSV files must be UTF-8 (or UTF-16 with a "
                              "byte-order mark): save it as UTF-8")
     if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise LocalPrivError(f"{path} holds NUL bytes: UTF-16 or UTF-32 text without a byte-order mark, or "
                              "not text at all; CSV files must be UTF-8 (or UTF-16 with a byte-order mark)")
-    if head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff"):
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-16", "utf-8")
     if head.startswith(b"\xef\xbb\xbf"):
         return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-8-sig",
@@ -646,7 +660,7 @@ def _check_version(path: str, text: str) -> int:
     return int(text)
 
 
-def _attribute(value, quoted: bool = False) -> str | None:
+def _attribute(value: str | bytes | None, quoted: bool = False) -> str | None:
     """The attribute name as stored (percent-encoded in CSV), cut to a label's length; a label
     only: it names an axis, nothing is done with it."""
     if value is None:
@@ -660,7 +674,7 @@ def _attribute(value, quoted: bool = False) -> str | None:
     return value or None
 
 
-def attribute_of(inputs) -> str | None:
+def attribute_of(inputs: StrPath | Iterable[StrPath]) -> str | None:
     """The values' column name recorded in report or counts files (format version 2), when all
     inputs that record one agree; ``None`` otherwise (or for inputs that are not files)."""
     try:
@@ -671,7 +685,7 @@ def attribute_of(inputs) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None, list | None]:
+def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None, list[str] | None]:
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
@@ -707,11 +721,11 @@ def csv_columns(path: str, skip: int) -> list[str]:
     return [c.strip().strip('"') for c in header.split(",")]
 
 
-def open_source(path: str, constants: dict | None = None) -> Source:
+def open_source(path: str, constants: Mapping[str, str] | None = None) -> Source:
     """Inspect one report or counts file: its type, format version and kind."""
     constants = dict(constants or {})
     ftype = file_type(path)
-    declared = None
+    declared: list[str] | None = None
     if ftype == "parquet":
         version, kind, names, attribute, declared = _parquet_info(path)
         lines = 0
@@ -735,9 +749,9 @@ def open_source(path: str, constants: dict | None = None) -> Source:
     return Source(path, ftype, kind, version, constants, lines, attribute=attribute, declared_specs=declared)
 
 
-def _hive_constants(root: Path, file: Path) -> dict:
+def _hive_constants(root: Path, file: Path) -> dict[str, str]:
     from urllib.parse import unquote
-    out = {}
+    out: dict[str, str] = {}
     for part in file.relative_to(root).parts[:-1]:
         key, eq, value = part.partition("=")
         if eq:
@@ -745,7 +759,7 @@ def _hive_constants(root: Path, file: Path) -> dict:
     return out
 
 
-def expand_sources(inputs) -> list[Source]:
+def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
     """Report/counts inputs -> sources: files, globs (``'r*.parquet'``), folders and hive-partitioned
     Parquet datasets (``root/mechanism=.../part-0.parquet``: partition values fill missing columns).
     Nothing matched is an error; files starting with ``.`` or ``_`` inside folders are ignored."""
@@ -791,7 +805,7 @@ def expand_sources(inputs) -> list[Source]:
     return out
 
 
-def write_counts(df: pd.DataFrame, path, inputs: Iterable = (), attribute: str | None = None) -> Path:
+def write_counts(df: pd.DataFrame, path: StrPath, inputs: Iterable[StrPath] = (), attribute: str | None = None) -> Path:
     """Write a counts frame (mechanism, report, count) as a versioned counts file, atomically.
 
     Parquet needs one report type per file: numeric reports of different types are stored as
@@ -815,7 +829,7 @@ def write_counts(df: pd.DataFrame, path, inputs: Iterable = (), attribute: str |
     Path
     """
     reps = df["report"].to_numpy()
-    kinds: set = set()
+    kinds: set[str] = set()
     if reps.dtype == object:  # one pass over the distinct reports (not the users' reports)
         kinds = {("binary" if isinstance(v, (bytes, bytearray)) else
                   "float" if isinstance(v, (float, np.floating)) else "int") for v in reps}

@@ -23,18 +23,20 @@ groups by ``(mechanism, report)`` in DuckDB and yields one block -- the triplet
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from localpriv.data.formats import REPORT_SUFFIXES, check_output
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import (
     PerturbSummary,
+    RowChunk,
     block_size,
     perturb_file,
     perturb_rows,
@@ -342,8 +344,10 @@ class _Mixture:
         self.counts.append(0)
         return self.ids[canon]
 
-    def codes(self, coded, first: int, kept, word: str, rest: Iterator) -> np.ndarray:
+    def codes(self, coded: tuple[np.ndarray, list[str]] | None, first: int, kept: np.ndarray | None, word: str,
+              rest: Iterator[RowChunk]) -> np.ndarray:
         """Mechanism ids of a chunk's rows; an unusable label is refused with its rows counted."""
+        assert coded is not None  # the label column is read
         codes, dictionary = coded
         lut = np.empty(len(dictionary), dtype=np.int64)
         for j, label in enumerate(dictionary):
@@ -358,12 +362,14 @@ class _Mixture:
             lut[j] = gid
         return lut[codes]
 
-    def _refuse(self, label, exc, at, first, kept, word, rest) -> None:
+    def _refuse(self, label: str, exc: LocalPrivError, at: np.ndarray, first: int, kept: np.ndarray | None,
+                word: str, rest: Iterator[RowChunk]) -> NoReturn:
         """Count the rows holding ``label`` in the rest of the file too, then refuse in one line."""
         rows = (kept[at] if kept is not None else at) + first
         total, partial = int(at.size), False
         try:
             for _vals, coded, _first, _kept in rest:
+                assert coded is not None  # the label column is read
                 codes, dictionary = coded
                 if label in dictionary:
                     total += int(np.count_nonzero(codes == dictionary.index(label)))
@@ -473,7 +479,8 @@ def perturb_values_file(input: str | Path, output: str | Path, domain: Domain, r
                               progress=progress)
 
 
-def split_users(n: int, n_mechanisms: int, rng=None, *, random: bool = False) -> np.ndarray:
+def split_users(n: int, n_mechanisms: int, rng: np.random.Generator | int | None = None, *,
+                random: bool = False) -> np.ndarray:
     """How many of ``n`` users apply each of ``n_mechanisms`` mechanisms.
 
     Equal shares (the first ``n mod M`` get one more) or, with ``random=True``, a uniform
@@ -529,7 +536,8 @@ def simulate_counts(theta: Any, mechanisms: Sequence[str | Mechanism], n_per_mec
     return Observations(blocks, domain)
 
 
-def naive_gibu(G, theta0=None, delta: float = 1e-6, max_iter: int = 10_000) -> tuple[np.ndarray, int]:
+def naive_gibu(G: npt.ArrayLike, theta0: npt.ArrayLike | None = None, delta: float = 1e-6,
+               max_iter: int = 10_000) -> tuple[np.ndarray, int]:
     """Per-user GIBU, seed 003 Eq. (18) -- a reference implementation for tests, ``O(n k)``/iteration.
 
     ``theta'_x = (1/n) sum_i theta_x G[x,i] / sum_u theta_u G[u,i]`` where ``G[x, i]`` is the
@@ -557,7 +565,7 @@ def naive_gibu(G, theta0=None, delta: float = 1e-6, max_iter: int = 10_000) -> t
 # --------------------------------------------------------------------------------------------
 # Averaged privacy levels and error bounds (seed 003 sections 5.2 and 5.4)
 # --------------------------------------------------------------------------------------------
-def krr_average_eps(eps, k: int, weights=None) -> float:
+def krr_average_eps(eps: npt.ArrayLike, k: int, weights: npt.ArrayLike | None = None) -> float:
     """``eps[n]`` of Eq. 11: ``1/(k-1+e^{eps[n]}) = mean_i 1/(k-1+e^{eps_i})``.
 
     The average of k-RR mechanisms of levels ``eps_i`` (optionally weighted by user counts) is the
@@ -569,7 +577,7 @@ def krr_average_eps(eps, k: int, weights=None) -> float:
     return float(np.log(1.0 / b - (k - 1)))
 
 
-def rappor_average_eps(eps, weights=None) -> float:
+def rappor_average_eps(eps: npt.ArrayLike, weights: npt.ArrayLike | None = None) -> float:
     """``eps[n]`` of Eq. 16: ``1/(1+e^{eps[n]/2}) = mean_i 1/(1+e^{eps_i/2})``."""
     e = np.asarray(eps, dtype=float)
     w = np.ones_like(e) if weights is None else np.asarray(weights, dtype=float)
@@ -577,7 +585,8 @@ def rappor_average_eps(eps, weights=None) -> float:
     return float(2.0 * np.log(1.0 / q - 1.0))
 
 
-def inv_m_krr_bound(theta, eps, n: int | None = None, weights=None) -> float:
+def inv_m_krr_bound(theta: npt.ArrayLike, eps: npt.ArrayLike, n: float | None = None,
+                    weights: npt.ArrayLike | None = None) -> float:
     """Proposition 5.2: upper bound on ``E ||theta_hat - theta||_2^2`` of [INV]M under k-RR mixtures.
 
     ``(1 - sum_x theta_x^2)/n + (k-1)/n * (k + 2(e^{eps[n]}-1)) / (e^{eps[n]}-1)^2``, with
@@ -594,7 +603,8 @@ def inv_m_krr_bound(theta, eps, n: int | None = None, weights=None) -> float:
     return float((1 - theta @ theta) / n + (k - 1) / n * (k + 2 * (en - 1)) / (en - 1) ** 2)
 
 
-def rap_m_bound(theta, eps, n: int | None = None, weights=None) -> float:
+def rap_m_bound(theta: npt.ArrayLike, eps: npt.ArrayLike, n: float | None = None,
+                weights: npt.ArrayLike | None = None) -> float:
     """Proposition 5.4: upper bound on ``E ||theta_hat - theta||_2^2`` of [RAP]M.
 
     ``(1 - sum_x theta_x^2)/n + (1/n) k e^{eps[n]/2} / (e^{eps[n]/2} - 1)^2``, ``eps[n]`` of Eq. 16.
@@ -609,7 +619,7 @@ def rap_m_bound(theta, eps, n: int | None = None, weights=None) -> float:
     return float((1 - theta @ theta) / n + k * h / (n * (h - 1) ** 2))
 
 
-def inv_m_krr_exact(theta, eps, weights) -> float:
+def inv_m_krr_exact(theta: npt.ArrayLike, eps: npt.ArrayLike, weights: npt.ArrayLike) -> float:
     """Exact ``E ||theta_hat - theta||_2^2`` of raw [INV]M for k-RR mechanisms with ``weights`` users each.
 
     Derived directly: with ``b_A = 1/(k-1+e^{eps_A})``, ``a_A = e^{eps_A} b_A``, the per-user
@@ -633,7 +643,8 @@ def inv_m_krr_exact(theta, eps, weights) -> float:
 # --------------------------------------------------------------------------------------------
 # Basic one-time RAPPOR reports (seed 003 Eq. 15) for the Table II reproduction
 # --------------------------------------------------------------------------------------------
-def rappor_observations(theta, eps_list, n_per_mechanism, rng) -> Observations:
+def rappor_observations(theta: npt.ArrayLike, eps_list: Iterable[float], n_per_mechanism: Iterable[int],
+                        rng: np.random.Generator) -> Observations:
     """Basic one-time RAPPOR reports of ``n^A`` users per level, identical reports grouped.
 
     Values are drawn i.i.d. from ``theta``; user ``i`` reports with ``sue(k=k,eps=eps_A)`` -- basic

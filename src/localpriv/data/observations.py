@@ -7,13 +7,16 @@ the count vector of seed 001 section 3.2 (``q = counts / n``).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from localpriv.data.formats import write_counts
+from localpriv.data.formats import StrPath, write_counts
 from localpriv.data.reports import validate_reports
 from localpriv.domains import Domain
 from localpriv.likelihood.blocks import LikelihoodBlock
@@ -23,7 +26,7 @@ from localpriv.utils.validation import LocalPrivError, check_counts
 __all__ = ["ObservationBlock", "Observations"]
 
 
-def _fractional(df):
+def _fractional(df: pd.DataFrame) -> NoReturn:
     raise LocalPrivError("counts with fractions (weights) cannot be saved as a counts file: "
                          "counts files hold whole numbers")
 
@@ -36,7 +39,7 @@ class ObservationBlock:
     reports: np.ndarray
     counts: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
 
         self.mechanism = parse(self.mechanism)
         self.counts = check_counts(self.counts, name=f"counts of {self.mechanism}")
@@ -69,13 +72,13 @@ class Observations:
 
     blocks: list[ObservationBlock]
     domain: Domain | None = None
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     #: where the counts also live when an engine keeps them distributed (the persisted Spark
     #: DataFrame of ``aggregate(..., engine="spark")``), for estimators that run there
     #: (``localpriv.estimate(obs, engine="spark")``); ``None`` for counts held only here
     frame: object = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.blocks:
             raise LocalPrivError("no observations: the reports are empty")
         ks = {b.mechanism.k for b in self.blocks}
@@ -86,7 +89,8 @@ class Observations:
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
-    def from_counts(cls, mechanism, counts, domain: Domain | None = None) -> Observations:
+    def from_counts(cls, mechanism: str | Mechanism, counts: npt.ArrayLike,
+                    domain: Domain | None = None) -> Observations:
         """From a count vector over all outputs of one finite mechanism."""
         mech = parse(mechanism, domain)
         n_out = mech.n_outputs
@@ -98,7 +102,8 @@ class Observations:
         return cls([ObservationBlock(mech, np.arange(n_out)[keep], c[keep])], domain)
 
     @classmethod
-    def from_reports(cls, mechanism, reports, domain: Domain | None = None) -> Observations:
+    def from_reports(cls, mechanism: str | Mechanism, reports: npt.ArrayLike,
+                     domain: Domain | None = None) -> Observations:
         """From a 1-D array of reports of one mechanism (aggregated in memory with NumPy)."""
         mech = parse(mechanism, domain)
         r = np.asarray(reports)
@@ -142,7 +147,7 @@ class Observations:
             frames.append(pd.DataFrame({"mechanism": str(b.mechanism), "report": rep_col, "count": b.counts}))
         return pd.concat(frames, ignore_index=True)
 
-    def save(self, path, inputs=()) -> Path:
+    def save(self, path: StrPath, inputs: Iterable[StrPath] = ()) -> Path:
         """Write the counts as a versioned counts file (``.csv`` or ``.parquet``), atomically
         (:mod:`localpriv.data.formats`); counts files are mergeable inputs of :func:`~localpriv.data.aggregate`."""
         df = self.to_frame()

@@ -16,12 +16,14 @@ inputs of at most one block they are exactly ``mechanism.sample(values, rng)``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeAlias, cast
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -42,16 +44,21 @@ from localpriv.data.formats import (
     rows_text,
 )
 from localpriv.domains import Domain
-from localpriv.domains.grid import OUTSIDE_CHOICES
+from localpriv.domains.grid import OUTSIDE_CHOICES, GridDomain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_rng
 
-__all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values", "iter_values", "iter_rows",
-           "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+__all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
+           "iter_values", "iter_rows", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
 BLOCK_BYTES = 8 << 20
+
+#: one chunk of :func:`iter_rows`: values, the labels as (codes, dictionary) or None, first row, rows kept
+RowChunk: TypeAlias = "tuple[np.ndarray, tuple[np.ndarray, list[str]] | None, int, np.ndarray | None]"
+#: one mechanism's part of a checked batch (:func:`batch_reports`): spec, mechanism, reports, counts or None
+ReportPart: TypeAlias = "tuple[str, Mechanism, np.ndarray, np.ndarray | None]"
 
 
 # --------------------------------------------------------------------------------------------
@@ -93,7 +100,7 @@ def block_size(mechanism: Mechanism) -> int:
 class Blocker:
     """Cuts a stream of index arrays into fixed blocks and samples each with ``rng`` in turn."""
 
-    def __init__(self, mech: Mechanism, rng):
+    def __init__(self, mech: Mechanism, rng: np.random.Generator) -> None:
         self.mech, self.rng = mech, rng
         self.size = block_size(mech)
         self.pending: list[np.ndarray] = []
@@ -118,7 +125,7 @@ class Blocker:
             yield self.mech.sample(buf, self.rng)
 
 
-def encode_values(domain: Domain | None, mech: Mechanism, values, first_row: int = 1, where: str = "",
+def encode_values(domain: Domain | None, mech: Mechanism, values: npt.ArrayLike, first_row: int = 1, where: str = "",
             word: str = "row") -> np.ndarray:
     """Encode values (domain) or check indices (no domain); errors name the first bad rows."""
     try:
@@ -135,7 +142,7 @@ def encode_values(domain: Domain | None, mech: Mechanism, values, first_row: int
         raise LocalPrivError(f"{where}{exc} at {rows_text(bad + first_row, word=word)}") from None
 
 
-def as_values(values, domain: Domain | None) -> np.ndarray:
+def as_values(values: npt.ArrayLike, domain: Domain | None) -> np.ndarray:
     arr = np.asarray(values)
     two = domain is not None and getattr(domain, "columns", 1) == 2
     if two:
@@ -318,9 +325,9 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",",
             yield [b.column(c) for c in cols], row
             row += b.num_rows
         return
-    bad: list = []
+    bad: list[tuple[int | None, str]] = []
 
-    def on_invalid(r):
+    def on_invalid(r: pacsv.InvalidRow) -> str:
         bad.append((r.number, r.text))
         return "skip"
 
@@ -351,7 +358,7 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",",
         raise LocalPrivError(f"{path}: line {n} {cause}")
 
 
-def _check_columns(path, cols, names):
+def _check_columns(path: str, cols: Sequence[str], names: Sequence[str]) -> None:
     for c in cols:
         if c not in names:
             raise LocalPrivError(f"{path} has no column {c!r}; columns: {', '.join(map(str, names))}")
@@ -441,7 +448,7 @@ def _missing(arrays: list, n: int) -> np.ndarray:
 
 def iter_rows(path: str | Path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
               drop_missing: bool = False, stats: dict | None = None, header: bool = True,
-              ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, list[str]] | None, int, np.ndarray | None]]:
+              ) -> Iterator[RowChunk]:
     """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
     mechanism spec or a group per row, for :func:`localpriv.data.freewill.perturb_file_mixed`).
 
@@ -566,7 +573,8 @@ class PerturbSummary:
     by_mechanism: dict[str, int] | None = None
 
 
-def place_values(domain, arr: np.ndarray, outside: str, first: int, path: str, word: str):
+def place_values(domain: GridDomain, arr: np.ndarray, outside: str, first: int, path: str,
+                 word: str) -> tuple[np.ndarray, np.ndarray]:
     """``domain.place`` on one chunk; points that are no coordinates are refused with their rows."""
     try:
         return domain.place(arr, "drop" if outside == "error" else outside)
@@ -579,7 +587,8 @@ def place_values(domain, arr: np.ndarray, outside: str, first: int, path: str, w
         raise LocalPrivError(f"{path}: {exc}{at}") from None
 
 
-def refuse_outside(domain, chunks, out: np.ndarray, first: int, path: str, word: str, stats: dict):
+def refuse_outside(domain: GridDomain, chunks: Iterable[tuple[np.ndarray, int]], out: np.ndarray, first: int,
+                   path: str, word: str, stats: dict[str, int]) -> NoReturn:
     """Points outside the grid with ``outside="error"``: count them in the rest of the file too
     (read only, nothing is written), then refuse in one line saying how many and where."""
     total, first_bad, partial = int(out.sum()), int(np.flatnonzero(out)[0]) + first, False
@@ -650,10 +659,11 @@ class OneMechanism:
     """The assignment of :func:`perturb_rows` where every row applies one mechanism (the one-entry
     case of a free-will policy): blocks are sampled from the caller's generator itself."""
 
-    def __init__(self, mech: Mechanism, rng: np.random.Generator):
+    def __init__(self, mech: Mechanism, rng: np.random.Generator) -> None:
         self.mechs, self.rng, self.counts = [mech], rng, [0]
 
-    def codes(self, coded, first: int, kept, word: str, rest: Iterator) -> np.ndarray:
+    def codes(self, coded: tuple[np.ndarray, list[str]] | None, first: int, kept: np.ndarray | None, word: str,
+              rest: Iterator[RowChunk]) -> np.ndarray:
         """Mechanism ids of a chunk's rows: all zero (``coded`` is ``None``: no label column)."""
         raise LocalPrivError("internal error: one mechanism reads no label column")  # pragma: no cover
 
@@ -686,7 +696,7 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
     path = str(input)
     word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
     size = 0  # rows per block: fixed by the first row's mechanism
-    stats: dict = {}
+    stats: dict[str, int] = {}
     n_outside = 0
     pend_x: list[np.ndarray] = []
     pend_g: list[np.ndarray] = []
@@ -701,10 +711,11 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
             size = size or block_size(assignment.mechs[int(g[0])] if g.size else assignment.mechs[0])
             arr = as_values(vals, domain)
             if grid:
-                x, out = place_values(domain, arr, outside, first, path, word)
+                placed = cast(GridDomain, domain)  # a planar grid: it has place()
+                x, out = place_values(placed, arr, outside, first, path, word)
                 if out.any():
                     if outside == "error":
-                        refuse_outside(domain, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
+                        refuse_outside(placed, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
                     n_outside += int(out.sum())
                     if outside == "drop":
                         x, g = x[~out], g[~out]
@@ -741,7 +752,7 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
 # --------------------------------------------------------------------------------------------
 # Reading reports and counts back, checked
 # --------------------------------------------------------------------------------------------
-_PARSED: dict = {}
+_PARSED: dict[tuple[str, str | None], Mechanism] = {}
 
 
 def parse_file_spec(spec: str, domain: Domain | None, where: str) -> Mechanism:
@@ -763,10 +774,8 @@ def report_width(mech: Mechanism) -> int:
     w = getattr(mech, "_report_width_cache", None)
     if w is None:
         w = int(np.asarray(mech.sample(np.zeros(1, dtype=np.int64), np.random.default_rng(0))).shape[1])
-        try:
-            mech._report_width_cache = w
-        except AttributeError:  # pragma: no cover - slotted classes
-            pass
+        with contextlib.suppress(AttributeError):  # slotted classes
+            mech._report_width_cache = w  # type: ignore[attr-defined]  # a cache kept on the instance
     return w
 
 
@@ -774,7 +783,7 @@ def locate_bad_reports(check: Callable[[np.ndarray], None], reports: np.ndarray,
     """Indices of the first rows ``check`` refuses, by bisection (only on the error path)."""
     found: list[int] = []
 
-    def visit(lo, hi):
+    def visit(lo: int, hi: int) -> None:
         if len(found) >= limit:
             return
         try:
@@ -812,9 +821,8 @@ def check_one_report(mech: Mechanism) -> Callable[[np.ndarray], None]:
             if own is not None and r.shape[0]:
                 own(r)
             vectors = getattr(mech, "vectors", None)
-            if vectors is not None and r.shape[0]:
-                if not np.all(np.isfinite(vectors(r))):
-                    raise LocalPrivError(f"{mech}: reports hold NaN or infinite entries")
+            if vectors is not None and r.shape[0] and not np.all(np.isfinite(vectors(r))):
+                raise LocalPrivError(f"{mech}: reports hold NaN or infinite entries")
             return
         if r.ndim != 1:
             raise LocalPrivError(f"{mech}: reports must be single values, got shape {r.shape}")
@@ -837,7 +845,7 @@ def check_one_report(mech: Mechanism) -> Callable[[np.ndarray], None]:
     return check
 
 
-def validate_reports(mech: Mechanism, reports, where: str = "", first_row: int = 1,
+def validate_reports(mech: Mechanism, reports: npt.ArrayLike, where: str = "", first_row: int = 1,
                      word: str = "row") -> np.ndarray:
     """Check reports against ``mech``'s output space (kind, width, range, NaN); refuse with the
     first bad rows named. Returns the reports as a NumPy array (``int64``, ``float64`` or ``n x w``
@@ -857,7 +865,8 @@ def validate_reports(mech: Mechanism, reports, where: str = "", first_row: int =
     return r
 
 
-def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: np.ndarray, word: str):
+def _text_reports(mech: Mechanism, arr: pa.Array, where: str, first: int, rows: np.ndarray,
+                  word: str) -> np.ndarray:
     """The CSV text form of reports -> typed values for ``mech``."""
     kind = mech.report_kind
     text = pc.utf8_trim_whitespace(arr)
@@ -931,7 +940,7 @@ def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarr
     return c
 
 
-def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None):
+def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None) -> list[ReportPart]:
     """One checked batch -> ``[(spec, mech, reports, counts)]`` (counts ``None`` for report files)."""
     word = "line" if src.ftype == "csv" else "row"
     where = f"{src.path}: "
@@ -962,7 +971,7 @@ def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain
     enc = pc.dictionary_encode(mech_col)
     codes = enc.indices.to_numpy(zero_copy_only=False)
     specs = enc.dictionary.to_pylist()
-    out = []
+    out: list[ReportPart] = []
     is_text = pa.types.is_string(rep.type) or pa.types.is_large_string(rep.type)
     single = len(specs) == 1
     for i, spec in enumerate(specs):
@@ -997,9 +1006,9 @@ def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain
                 r = validate_reports(mech, r, where)
             except LocalPrivError:
                 chk = check_one_report(mech)
-                bad = locate_bad_reports(chk, np.asarray(r))
+                bad_at = locate_bad_reports(chk, np.asarray(r))
                 raise LocalPrivError(f"{where}{mech}: invalid reports at "
-                                     f"{rows_text(rows[bad] + first, len(bad), word=word)}") from None
+                                     f"{rows_text(rows[bad_at] + first, len(bad_at), word=word)}") from None
         else:
             r = validate_reports(mech, r, where, first, word)
         c = None if counts is None else (counts if single else counts[rows])
@@ -1007,7 +1016,7 @@ def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain
     return out
 
 
-def read_reports(inputs: Any, domain: Domain | None = None) -> Iterator[tuple[Source, list]]:
+def read_reports(inputs: Any, domain: Domain | None = None) -> Iterator[tuple[Source, list[ReportPart]]]:
     """Stream checked reports and counts from files, globs, folders and hive-partitioned datasets:
     yields ``(source, [(spec, mechanism, reports, counts_or_None), ...])`` per batch.
 

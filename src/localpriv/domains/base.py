@@ -12,9 +12,11 @@ Planar grids live in :mod:`localpriv.domains.grid`.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from localpriv.utils.validation import LocalPrivError
 
@@ -35,12 +37,15 @@ def _describe_bad(values: np.ndarray, limit: int = 5) -> str:
 class Domain:
     """Base class: a finite alphabet of ``size`` elements, indexed ``0..size-1``."""
 
-    size: int
-
-    def encode(self, values) -> np.ndarray:  # pragma: no cover - abstract
+    @property
+    def size(self) -> int:  # pragma: no cover - abstract
+        """The number of elements ``k`` (indices ``0..k-1``)."""
         raise NotImplementedError
 
-    def decode(self, index) -> np.ndarray:  # pragma: no cover - abstract
+    def encode(self, values: npt.ArrayLike) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decode(self, index: npt.ArrayLike) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
     @property
@@ -60,7 +65,7 @@ class Domain:
     #: columns per value (2 for planar grids: lat, lon)
     columns = 1
 
-    def invalid(self, values) -> np.ndarray:
+    def invalid(self, values: npt.ArrayLike) -> np.ndarray:
         """Boolean mask of the values :meth:`encode` would refuse (to name their rows)."""
         arr = np.asarray(values)
         bad = np.zeros(arr.shape[0] if arr.ndim else 1, dtype=bool)
@@ -85,7 +90,7 @@ class IntegerDomain(Domain):
     lo: int
     hi: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if int(self.hi) < int(self.lo):
             raise LocalPrivError(f"integer domain needs lo <= hi, got lo={self.lo}, hi={self.hi}")
         if not (int(self.lo) >= -(2 ** 63) and int(self.hi) < 2 ** 63 and int(self.hi) - int(self.lo) < 2 ** 63 - 1):
@@ -103,7 +108,7 @@ class IntegerDomain(Domain):
 
     is_numeric = True
 
-    def _numbers(self, values) -> np.ndarray:
+    def _numbers(self, values: npt.ArrayLike) -> np.ndarray:
         arr = np.asarray(values)
         if arr.ndim != 1:
             arr = arr.reshape(-1) if arr.ndim == 0 else arr
@@ -124,7 +129,7 @@ class IntegerDomain(Domain):
             raise LocalPrivError(f"integer domain: cannot read values of type {arr.dtype}")
         return arr
 
-    def invalid(self, values) -> np.ndarray:
+    def invalid(self, values: npt.ArrayLike) -> np.ndarray:
         try:
             arr = self._numbers(values)
         except _NotNumbers:
@@ -136,7 +141,7 @@ class IntegerDomain(Domain):
                 return ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < self.lo) | (arr > self.hi)
         return (arr < self.lo) | (arr > self.hi)
 
-    def encode(self, values) -> np.ndarray:
+    def encode(self, values: npt.ArrayLike) -> np.ndarray:
         arr = np.asarray(values)
         if arr.size == 0:
             raise LocalPrivError("no values given: the input is empty")
@@ -167,7 +172,7 @@ class IntegerDomain(Domain):
             )
         return (arr - self.lo).astype(np.int64)
 
-    def decode(self, index) -> np.ndarray:
+    def decode(self, index: npt.ArrayLike) -> np.ndarray:
         return np.asarray(index, dtype=np.int64) + self.lo
 
     def distance_matrix(self) -> np.ndarray:
@@ -181,7 +186,7 @@ class IntegerDomain(Domain):
 class CategoricalDomain(Domain):
     """A finite set of labels (strings or numbers), in the order given."""
 
-    def __init__(self, labels):
+    def __init__(self, labels: Iterable[Hashable]) -> None:
         labs = list(labels)
         if len(labs) == 0:
             raise LocalPrivError("a categorical domain needs at least one label")
@@ -195,12 +200,12 @@ class CategoricalDomain(Domain):
     def size(self) -> int:
         return len(self._labels)
 
-    def invalid(self, values) -> np.ndarray:
+    def invalid(self, values: npt.ArrayLike) -> np.ndarray:
         arr = np.asarray(values, dtype=object).ravel()
         uniq, inv = np.unique(arr.astype(str), return_inverse=True)
         return np.array([u not in self._index_str for u in uniq], dtype=bool)[inv]
 
-    def encode(self, values) -> np.ndarray:
+    def encode(self, values: npt.ArrayLike) -> np.ndarray:
         arr = np.asarray(values, dtype=object)
         if arr.ndim > 1:
             raise LocalPrivError(f"categorical domain: values must be a 1-D array, got shape {arr.shape}")
@@ -216,19 +221,19 @@ class CategoricalDomain(Domain):
             )
         return idx[inv]
 
-    def decode(self, index) -> np.ndarray:
+    def decode(self, index: npt.ArrayLike) -> np.ndarray:
         return self._labels[np.asarray(index, dtype=np.int64)]
 
     def spec(self) -> str:
         return ",".join(str(x) for x in self._labels)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, CategoricalDomain) and list(self._labels) == list(other._labels)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(tuple(self._labels))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"CategoricalDomain({list(self._labels)!r})"
 
 
@@ -238,7 +243,7 @@ MAX_INTERVAL_BINS = 1_000_000
 
 @dataclass(frozen=True, eq=True)
 class IntervalDomain(Domain):
-    """The real interval ``[lo, hi]`` cut into ``bins`` equal cells (numeric attributes, issue 20).
+    """The real interval ``[lo, hi]`` cut into ``bins`` equal cells (numeric attributes).
 
     Values are real numbers in ``[lo, hi]`` (``hi`` included). :meth:`encode` gives the cell
     ``i = floor((v - lo) / w)``, ``w = (hi - lo) / bins`` (``hi`` in the last cell); :meth:`decode`
@@ -255,7 +260,7 @@ class IntervalDomain(Domain):
     hi: float
     bins: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("lo", "hi"):
             v = getattr(self, name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
@@ -294,7 +299,7 @@ class IntervalDomain(Domain):
         """The cells' centres ``lo + (i + 1/2) w``."""
         return self.lo + (np.arange(self.bins) + 0.5) * self.width
 
-    def _reals(self, values) -> np.ndarray:
+    def _reals(self, values: npt.ArrayLike) -> np.ndarray:
         """The values as float64 (text read as numbers); refuses NaN, text and values outside."""
         arr = np.asarray(values)
         if arr.ndim != 1:
@@ -326,21 +331,21 @@ class IntervalDomain(Domain):
             raise LocalPrivError(f"values outside the domain [{self.lo:g}, {self.hi:g}]: {_describe_bad(arr[out])}")
         return arr
 
-    def invalid(self, values) -> np.ndarray:
+    def invalid(self, values: npt.ArrayLike) -> np.ndarray:
         import pandas as pd
         arr = pd.to_numeric(pd.Series(np.asarray(values).ravel(), dtype=object), errors="coerce").to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
             return ~np.isfinite(arr) | (arr < self.lo) | (arr > self.hi)
 
-    def to_unit(self, values) -> np.ndarray:
+    def to_unit(self, values: npt.ArrayLike) -> np.ndarray:
         """``(v - lo) / (hi - lo)`` in ``[0, 1]`` for every value (refusing values outside)."""
         return np.clip((self._reals(values) - self.lo) / (self.hi - self.lo), 0.0, 1.0)
 
-    def encode(self, values) -> np.ndarray:
+    def encode(self, values: npt.ArrayLike) -> np.ndarray:
         u = self.to_unit(values)
         return np.minimum(np.floor(u * self.bins), self.bins - 1).astype(np.int64)
 
-    def decode(self, index) -> np.ndarray:
+    def decode(self, index: npt.ArrayLike) -> np.ndarray:
         return self.lo + (np.asarray(index, dtype=np.int64) + 0.5) * self.width
 
     def distance_matrix(self) -> np.ndarray:

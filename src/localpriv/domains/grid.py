@@ -20,6 +20,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from localpriv.domains.base import Domain
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
@@ -56,7 +57,7 @@ class GridDomain(Domain):
     ncols: int
     cell_km: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         vals = (self.lat0, self.lon0, self.cell_km)
         if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
                    and np.isfinite(v) for v in vals):
@@ -71,7 +72,8 @@ class GridDomain(Domain):
             raise LocalPrivError(f"grid: cell_km must be > 0, got {self.cell_km}")
 
     @classmethod
-    def from_box(cls, lat_min, lat_max, lon_min, lon_max, cell_km) -> GridDomain:
+    def from_box(cls, lat_min: float, lat_max: float, lon_min: float, lon_max: float,
+                 cell_km: float) -> GridDomain:
         """Cover the box with as many whole cells as fit (rounded to the nearest count)."""
         if not (lat_max > lat_min and lon_max > lon_min and cell_km > 0):
             raise LocalPrivError("grid: need lat_min < lat_max, lon_min < lon_max and cell_km > 0")
@@ -83,7 +85,8 @@ class GridDomain(Domain):
         return cls(float(lat_min), float(lon_min), nrows, ncols, float(cell_km))
 
     @classmethod
-    def covering(cls, lat0, lon0, lat1, lon1, cell_km, max_cells: int = MAX_CELLS) -> GridDomain:
+    def covering(cls, lat0: float, lon0: float, lat1: float, lon1: float, cell_km: float,
+                 max_cells: int = MAX_CELLS) -> GridDomain:
         """The grid of ``bbox(lat0,lon0,lat1,lon1,cell_km)``: the box from the south-west corner
         (lat0, lon0) to the north-east corner (lat1, lon1), cut into square cells of ``cell_km``.
 
@@ -171,7 +174,7 @@ class GridDomain(Domain):
         mid = self.lat0 + 0.5 * self.nrows * self.cell_km / KM_PER_DEG_LAT
         return KM_PER_DEG_LON_EQUATOR * np.cos(np.radians(mid))
 
-    def to_km(self, lat, lon) -> tuple[np.ndarray, np.ndarray]:
+    def to_km(self, lat: npt.ArrayLike, lon: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) in km east and north of the south-west corner."""
         x = (np.asarray(lon, dtype=float) - self.lon0) * self._km_per_deg_lon
         y = (np.asarray(lat, dtype=float) - self.lat0) * KM_PER_DEG_LAT
@@ -202,23 +205,24 @@ class GridDomain(Domain):
         return (f"{self.nrows} x {self.ncols} cells of {self.cell_km:g} km, lat {lat_e[0]:.6g} to "
                 f"{lat_e[-1]:.6g}, lon {lon_e[0]:.6g} to {lon_e[-1]:.6g}")
 
-    def _lat(self, y_km) -> np.ndarray:
+    def _lat(self, y_km: npt.ArrayLike) -> np.ndarray:
         return self.lat0 + np.asarray(y_km, dtype=float) / KM_PER_DEG_LAT
 
-    def _lon(self, x_km) -> np.ndarray:
+    def _lon(self, x_km: npt.ArrayLike) -> np.ndarray:
         return self.lon0 + np.asarray(x_km, dtype=float) / self._km_per_deg_lon
 
-    def rows_cols(self, index) -> tuple[np.ndarray, np.ndarray]:
+    def rows_cols(self, index: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``(row, col)`` of cell indices (row 0 is the southernmost, col 0 the westernmost)."""
         return np.divmod(self._check_index(index), self.ncols)
 
-    def _check_index(self, index) -> np.ndarray:
+    def _check_index(self, index: npt.ArrayLike) -> np.ndarray:
         idx = np.asarray(index)
         if idx.dtype.kind not in "iu" or (idx.size and (idx.min() < 0 or idx.max() >= self.size)):
             raise LocalPrivError(f"grid: cell indices must be whole numbers 0..{self.size - 1}")
         return idx.astype(np.int64)
 
-    def locate(self, lat, lon, outside: str = "error", tolerance_km: float = 0.0) -> np.ndarray:
+    def locate(self, lat: npt.ArrayLike, lon: npt.ArrayLike, outside: str = "error",
+               tolerance_km: float = 0.0) -> np.ndarray:
         """Cell index of each point.
 
         Points outside the grid raise (``outside="error"``), get -1 (``outside="drop"``: the
@@ -257,7 +261,7 @@ class GridDomain(Domain):
     columns = 2
 
     @staticmethod
-    def _numbers(values) -> np.ndarray:
+    def _numbers(values: npt.ArrayLike) -> np.ndarray:
         """``values`` as an ``n x 2`` float array; text that is no number becomes NaN."""
         arr = np.asarray(values)
         if arr.ndim != 2 or arr.shape[1] != 2:
@@ -272,18 +276,18 @@ class GridDomain(Domain):
             raise LocalPrivError(f"grid: cannot read coordinates of type {arr.dtype}")
         return arr.astype(float, copy=False)
 
-    def unreadable(self, values) -> np.ndarray:
+    def unreadable(self, values: npt.ArrayLike) -> np.ndarray:
         """Mask of the points that are no coordinates at all (text, NaN, infinite)."""
         return ~np.isfinite(self._numbers(values)).all(axis=1)
 
-    def invalid(self, values) -> np.ndarray:
+    def invalid(self, values: npt.ArrayLike) -> np.ndarray:
         arr = self._numbers(values)
         bad = ~np.isfinite(arr).all(axis=1)
         ok = np.flatnonzero(~bad)
         bad[ok] = self.locate(arr[ok, 0], arr[ok, 1], outside="drop") < 0
         return bad
 
-    def place(self, values, outside: str = "error") -> tuple[np.ndarray, np.ndarray]:
+    def place(self, values: npt.ArrayLike, outside: str = "error") -> tuple[np.ndarray, np.ndarray]:
         """``(cells, out)``: the cell of each (lat, lon) point and the mask of the points that lie
         outside the grid, which ``outside`` decides on: ``"error"`` refuses them (one line saying
         how many), ``"drop"`` gives them cell -1 (the caller removes and counts them), ``"clamp"``
@@ -305,14 +309,14 @@ class GridDomain(Domain):
                 cells[out] = self.locate(arr[out, 0], arr[out, 1], outside="clamp")
         return cells, out
 
-    def encode(self, values) -> np.ndarray:
+    def encode(self, values: npt.ArrayLike) -> np.ndarray:
         """``values``: an ``n x 2`` array of (lat, lon); points outside the grid are an error."""
         arr = np.asarray(values)
         if arr.size == 0:
             raise LocalPrivError("no values given: the input is empty")
         return self.place(arr, "error")[0]
 
-    def decode(self, index) -> np.ndarray:
+    def decode(self, index: npt.ArrayLike) -> np.ndarray:
         """The (lat, lon) centres of cells: an ``n x 2`` array for ``n`` indices (a point lying in
         cell ``i`` decodes to the centre of ``i``, so ``encode(decode(i)) == i``)."""
         r, c = self.rows_cols(index)
@@ -332,7 +336,7 @@ class GridDomain(Domain):
         return f"grid(lat0={self.lat0},lon0={self.lon0},nrows={self.nrows},ncols={self.ncols},cell_km={self.cell_km})"
 
 
-def emd_grid(p, q, domain: GridDomain | np.ndarray) -> float:
+def emd_grid(p: npt.ArrayLike, q: npt.ArrayLike, domain: GridDomain | np.ndarray) -> float:
     """Earth mover's distance (km) between two distributions on the cells of a grid.
 
     ``EMD(p, q) = min_{T >= 0, T 1 = p, T^T 1 = q} sum_{x,y} T[x, y] d(x, y)`` with ``d`` the

@@ -19,7 +19,7 @@ def _parse_interval(text: str) -> IntervalDomain:
     if len(items) != 3 or any(not t for t in items):
         raise LocalPrivError(f"cannot read domain {shown!r}: expected {form}")
     fields = ("lo", "hi", "bins")
-    values: dict = {}
+    values: dict[str, float] = {}
     for pos, item in enumerate(items):
         name, eq, raw = item.partition("=")
         name, raw = (name.strip().lower(), raw.strip()) if eq else (fields[pos], item)
@@ -32,7 +32,7 @@ def _parse_interval(text: str) -> IntervalDomain:
         except ValueError:
             what = "a whole number" if name == "bins" else "a number"
             raise LocalPrivError(f"interval: {name} must be {what}, got {raw[:30]!r}") from None
-    return IntervalDomain(values["lo"], values["hi"], values["bins"])
+    return IntervalDomain(values["lo"], values["hi"], int(values["bins"]))  # bins was read by int()
 
 
 def parse_domain(text: str) -> Domain:
@@ -112,7 +112,7 @@ def _parse_bbox(text: str) -> Domain:
     items = [t.strip() for t in m.group(1).split(",")]
     if len(items) != 5 or any(not t for t in items):
         raise LocalPrivError(f"cannot read domain {shown!r}: expected 5 numbers, {_BBOX_FORM}")
-    values = {}
+    values: dict[str, float] = {}
     for pos, item in enumerate(items):
         name, eq, raw = item.partition("=")
         name, raw = (name.strip().lower(), raw.strip()) if eq else (_BBOX_FIELDS[pos], item)
@@ -125,4 +125,5 @@ def _parse_bbox(text: str) -> Domain:
         except ValueError:
             raise LocalPrivError(f"bbox: {name} must be a number, got {raw[:30]!r}") from None
         values[name] = number
-    return GridDomain.covering(*(values[f] for f in _BBOX_FIELDS))
+    lat0, lon0, lat1, lon1, cell_km = (values[f] for f in _BBOX_FIELDS)
+    return GridDomain.covering(lat0, lon0, lat1, lon1, cell_km)

@@ -8,6 +8,7 @@ from typing import Any
 
 from localpriv.data.observations import Observations
 from localpriv.estimators import fit
+from localpriv.estimators.result import Fit
 from localpriv.inference.estimate import Estimate
 from localpriv.utils.validation import LocalPrivError
 
@@ -23,7 +24,7 @@ ESTIMATION_ENGINES: dict[str, str] = {
 }
 
 
-def local_engine(obs: Observations, method: str | None = None, **settings: Any):
+def local_engine(obs: Observations, method: str | None = None, **settings: Any) -> Fit:
     """The ``"local"`` engine: the registered estimator on this machine (:func:`localpriv.estimators.fit`)."""
     return fit(obs, method, **settings)
 

@@ -2,19 +2,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built, not at start-up
     import pandas as pd
 
-from localpriv.data.formats import ESTIMATE_SUFFIXES, atomic_output
+from localpriv.data.formats import ESTIMATE_SUFFIXES, StrPath, atomic_output
+from localpriv.domains import Domain
+from localpriv.domains.grid import GridDomain
 from localpriv.estimators.result import Fit
 from localpriv.inference.geo_export import write_geojson
-from localpriv.inference.uncertainty import uncertainty
+from localpriv.inference.uncertainty import Uncertainty, uncertainty
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.validation import LocalPrivError, check_int
 
@@ -36,7 +40,7 @@ class Estimate(Fit):
             return fit
         return cls(**{f.name: getattr(fit, f.name) for f in fields(fit)})
 
-    def to_dict(self, ci: float | None = None, stats=None) -> dict[str, Any]:
+    def to_dict(self, ci: float | None = None, stats: str | Iterable[str] | None = None) -> dict[str, Any]:
         """The estimate as JSON-ready data; ``ci`` adds per-cell intervals at that level, ``stats``
         (names, see :meth:`statistics`) adds statistics with their intervals."""
         d = self.summary()
@@ -55,11 +59,11 @@ class Estimate(Fit):
                                self.statistics(stats, 0.95 if ci is None else ci).items()}
         return d
 
-    def _cells(self) -> dict | None:
+    def _cells(self) -> dict[str, np.ndarray] | None:
         """Planar grid domains: ``{"row", "col", "lat", "lon"}`` of every cell (centres in degrees)."""
-        dom = self.domain
-        if dom is None or not callable(getattr(dom, "centres", None)):
+        if self.domain is None or not callable(getattr(self.domain, "centres", None)):
             return None
+        dom = cast(GridDomain, self.domain)  # a planar grid: it has centres()
         row, col = dom.rows_cols(np.arange(dom.size))
         lat, lon = dom.centres()
         return {"row": row, "col": col, "lat": lat, "lon": lon}
@@ -78,7 +82,7 @@ class Estimate(Fit):
                 df[key] = col
         return df
 
-    def save(self, path, ci: float | None = None, stats=None) -> Path:
+    def save(self, path: StrPath, ci: float | None = None, stats: str | Iterable[str] | None = None) -> Path:
         """Write as JSON (``.json``: estimate, metadata, intervals with ``ci``, statistics), CSV
         (value, probability, and lower, upper with ``ci``) or, on a planar grid, GeoJSON
         (``.geojson``: one polygon per cell, :func:`localpriv.inference.geo_export.estimate_geojson`),
@@ -89,19 +93,19 @@ class Estimate(Fit):
             return write_geojson(self, path, ci=ci)
         payload = self.to_dict(ci, stats) if path.suffix.lower() == ".json" else self.to_frame(ci)
         with atomic_output(path, ESTIMATE_SUFFIXES, what="estimate file") as tmp:
-            if path.suffix.lower() == ".json":
+            if isinstance(payload, dict):  # .json
                 tmp.write_text(json.dumps(payload, indent=2))
             else:
                 payload.to_csv(tmp, index=False)
         return path
 
-    def statistics(self, names, level: float = 0.95) -> dict:
+    def statistics(self, names: str | Iterable[str], level: float = 0.95) -> dict[str, Interval]:
         """Statistics by name with their intervals: ``mean``, ``var``, ``sd``, ``median``,
         ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``);
         ``names`` is a list or a comma-separated string."""
         if isinstance(names, str):
             names = [t.strip() for t in names.split(",") if t.strip()]
-        out = {}
+        out: dict[str, Interval] = {}
         for name in names:
             low = str(name).lower()
             if low == "mean":
@@ -124,7 +128,7 @@ class Estimate(Fit):
         return out
 
     # ---- uncertainty (computed by localpriv.inference.uncertainty, once, on first use) -------------------
-    def uncertainty(self, method: str | None = None, rng=None):
+    def uncertainty(self, method: str | None = None, rng: np.random.Generator | None = None) -> Uncertainty:
         """The estimate's :class:`~localpriv.inference.uncertainty.Uncertainty` (cached per method)."""
         cache = self.extra.setdefault("_uncertainty", {})
         key = method or "default"
@@ -140,7 +144,7 @@ class Estimate(Fit):
         """Per-cell confidence intervals ``(lower, upper)`` at ``level``."""
         return self.uncertainty().cell_intervals(level)
 
-    def functional(self, w, level: float = 0.95):
+    def functional(self, w: npt.ArrayLike, level: float = 0.95) -> Interval:
         """Any linear functional ``w @ theta`` with its interval."""
         return self.uncertainty().functional(w, level)
 
@@ -151,12 +155,12 @@ class Estimate(Fit):
                                  f"{'none' if dom is None else dom.spec()}")
         return np.asarray(dom.labels, dtype=float)
 
-    def mean(self, level: float = 0.95):
+    def mean(self, level: float = 0.95) -> Interval:
         """The mean value ``sum_x x theta_x`` with its interval (ordered domains)."""
         iv = self.functional(self._values("the mean"), level)
         return Interval(iv.value, iv.lower, iv.upper, iv.level, iv.method)
 
-    def var(self, level: float = 0.95):
+    def var(self, level: float = 0.95) -> Interval:
         """The variance of the values, ``sum_x (x - mu)^2 theta_x``, with its interval (delta method:
         its gradient in ``theta`` is ``(x - mu)^2`` on the simplex's tangent space)."""
         x = self._values("the variance")
@@ -178,21 +182,23 @@ class Estimate(Fit):
             lo, hi = np.minimum(centre - z * sd, F), np.maximum(centre + z * sd, F)
         else:
             a = (1 - lv) / 2
+            assert u.replicates is not None  # the replicate methods
             lo, hi = np.quantile(np.cumsum(u.replicates, axis=1), [a, 1 - a], axis=0)
         import pandas as pd
-        return pd.DataFrame({"value": self.domain.labels, "cdf": F, "lower": np.clip(lo, 0, 1),
+        return pd.DataFrame({"value": self.labels, "cdf": F, "lower": np.clip(lo, 0, 1),
                              "upper": np.clip(hi, 0, 1)})
 
-    def quantile(self, q: float, level: float = 0.95):
+    def quantile(self, q: float, level: float = 0.95) -> Interval:
         """The ``q``-quantile with its interval (ordered domains).
 
         The CDF is interpolated linearly across every cell: between ``x - 1/2`` and ``x + 1/2``
         around every integer value ``x`` (``F(t) = sum_{y < x} theta_y + (t - x + 1/2) theta_x``),
         between the cell's edges on a real interval domain (``interval(lo,hi,bins)``), so quantiles
-        are real numbers in the values' units. Gaussian methods invert the test ``|F(t) - q| <= z sd(F(t))`` at every ``t``
-        (the interval is the set of such ``t``, found on 64 points per value where the band can
-        cross ``q``); replicate methods take percentiles of the replicates' quantiles. ``sd(F(t))`` is
-        the Fisher one, the unbiased inverse's, or, for an MLE on a low-dimensional face, a
+        are real numbers in the values' units. Gaussian methods invert the test
+        ``|F(t) - q| <= z sd(F(t))`` at every ``t`` (the interval is the set of such ``t``, found on
+        64 points per value where the band can cross ``q``); replicate methods take percentiles of
+        the replicates' quantiles. ``sd(F(t))`` is the Fisher one, the unbiased inverse's, or, for an
+        MLE on a low-dimensional face, a
         parametric bootstrap's (:meth:`localpriv.inference.uncertainty.Uncertainty.face_replicates`).
         """
         from scipy import stats
@@ -207,6 +213,7 @@ class Estimate(Fit):
         value = quantile_crossing(x, np.cumsum(theta), q, edges)
         u = self.uncertainty()
         if u.method not in ("fisher", "anchored"):
+            assert u.replicates is not None  # the replicate methods
             reps = np.array([quantile_crossing(x, np.cumsum(r), q, edges) for r in u.replicates])  # one per replicate
             a = (1 - lv) / 2
             lo, hi = np.quantile(reps, [a, 1 - a])
@@ -238,7 +245,7 @@ class Estimate(Fit):
             how = f"anchored on the MLE: {how}"
         return Interval(value, min(lo, value), max(hi, value), lv, how)
 
-    def top_k(self, k: int = 10, level: float = 0.95, rng=None) -> pd.DataFrame:
+    def top_k(self, k: int = 10, level: float = 0.95, rng: np.random.Generator | None = None) -> pd.DataFrame:
         """The ``k`` most probable values with their intervals and rank stability: the share of
         draws (replicates, or Gaussian draws of the estimate) in which the value is in the top ``k``."""
         k = check_int(k, "k", minimum=1, maximum=self.distribution.size)
@@ -253,7 +260,7 @@ class Estimate(Fit):
                              "upper": hi[order], "in_top_k": stable})
 
 
-def _edges(domain, x: np.ndarray) -> np.ndarray:
+def _edges(domain: Domain | None, x: np.ndarray) -> np.ndarray:
     """The ``k + 1`` cell edges of an ordered domain: its own (real intervals), else ``x -+ 1/2``."""
     own = getattr(domain, "cell_edges", None)
     if callable(own):

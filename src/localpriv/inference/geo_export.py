@@ -23,10 +23,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any, Protocol, SupportsFloat, cast
 
 import numpy as np
 
-from localpriv.data.formats import atomic_output
+from localpriv.data.formats import StrPath, atomic_output
+from localpriv.domains import Domain
+from localpriv.domains.grid import GridDomain
+from localpriv.inference.uncertainty import Uncertainty
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["estimate_geojson", "write_geojson", "GEOJSON_SUFFIXES"]
@@ -36,21 +40,35 @@ GEOJSON_SUFFIXES = (".geojson",)
 PRECISION = 7
 
 
-def _grid_of(est):
+class GridEstimate(Protocol):
+    """What the export reads of an :class:`~localpriv.inference.estimate.Estimate` (which imports
+    this module)."""
+
+    domain: Domain | None
+    distribution: np.ndarray
+    estimator: str
+    n: float
+
+    def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def uncertainty(self) -> Uncertainty: ...
+
+
+def _grid_of(est: GridEstimate) -> GridDomain:
     dom = getattr(est, "domain", None)
     if dom is None or not callable(getattr(dom, "edges", None)):
         where = "no domain" if dom is None else dom.spec()
         raise LocalPrivError(f"GeoJSON needs an estimate on a planar grid (--domain bbox(...), grid(...) or "
                              f"manhattan), not on {where}; write .csv or .json instead")
-    return dom
+    return cast(GridDomain, dom)  # a planar grid: it has edges()
 
 
-def _number(v) -> float | None:
+def _number(v: SupportsFloat) -> float | None:
     v = float(v)
     return v if math.isfinite(v) else None
 
 
-def estimate_geojson(est, ci: float | None = None) -> dict:
+def estimate_geojson(est: GridEstimate, ci: float | None = None) -> dict[str, Any]:
     """The estimate as a GeoJSON ``FeatureCollection`` (a dict, ready for :func:`json.dumps`);
     ``ci`` adds each cell's interval at that level (``lower``, ``upper``)."""
     grid = _grid_of(est)
@@ -67,15 +85,15 @@ def estimate_geojson(est, ci: float | None = None) -> dict:
     for i in range(grid.size):
         r, c = int(row[i]), int(col[i])
         s, n, w, e = float(lat_e[r]), float(lat_e[r + 1]), float(lon_e[c]), float(lon_e[c + 1])
-        props = {"cell": i, "row": r, "col": c, "lat": float(lat_c[i]), "lon": float(lon_c[i]),
+        props: dict[str, Any] = {"cell": i, "row": r, "col": c, "lat": float(lat_c[i]), "lon": float(lon_c[i]),
                  "share": _number(p[i])}
-        if lo is not None:
+        if lo is not None and hi is not None:
             props["lower"], props["upper"] = _number(lo[i]), _number(hi[i])
         features.append({"type": "Feature", "id": i,
                          "geometry": {"type": "Polygon",
                                       "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]},
                          "properties": props})
-    meta = {"estimator": est.estimator, "n": _number(est.n), "domain": grid.spec(),
+    meta: dict[str, Any] = {"estimator": est.estimator, "n": _number(est.n), "domain": grid.spec(),
             "cell_km": grid.cell_km, "share": "estimated share of users per cell (sums to 1)"}
     if ci is not None:
         meta.update({"level": float(ci), "interval_method": est.uncertainty().method})
@@ -84,7 +102,7 @@ def estimate_geojson(est, ci: float | None = None) -> dict:
             "localpriv": meta, "features": features}
 
 
-def write_geojson(est, path, ci: float | None = None) -> Path:
+def write_geojson(est: GridEstimate, path: StrPath, ci: float | None = None) -> Path:
     """Write :func:`estimate_geojson` to ``path`` (``.geojson``), atomically: one feature a line."""
 
     path = Path(path)

@@ -12,6 +12,7 @@ Planar EMD (on grids, via POT) is in :mod:`localpriv.domains.grid`.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import rel_entr
 
 from localpriv.utils.validation import LocalPrivError
@@ -19,7 +20,7 @@ from localpriv.utils.validation import LocalPrivError
 __all__ = ["emd_line", "total_variation", "l1", "l2", "mse", "mae", "kl", "jensen_shannon", "METRICS"]
 
 
-def _pair(p, q):
+def _pair(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     if p.shape != q.shape:
@@ -27,7 +28,7 @@ def _pair(p, q):
     return p, q
 
 
-def emd_line(p, q, positions=None) -> float:
+def emd_line(p: npt.ArrayLike, q: npt.ArrayLike, positions: npt.ArrayLike | None = None) -> float:
     """Exact earth mover's distance between ``p`` and ``q`` on a line.
 
     ``positions`` are the sorted coordinates of the domain elements (``0, 1, ...`` by default,
@@ -41,37 +42,37 @@ def emd_line(p, q, positions=None) -> float:
     return float(cdf_gap @ np.diff(x))
 
 
-def total_variation(p, q) -> float:
+def total_variation(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     return 0.5 * float(np.abs(p - q).sum())
 
 
-def l1(p, q) -> float:
+def l1(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     return float(np.abs(p - q).sum())
 
 
-def l2(p, q) -> float:
+def l2(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     return float(np.sqrt(((p - q) ** 2).sum()))
 
 
-def mse(p, q) -> float:
+def mse(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     return float(((p - q) ** 2).mean())
 
 
-def mae(p, q) -> float:
+def mae(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     return float(np.abs(p - q).mean())
 
 
-def kl(p, q) -> float:
+def kl(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     return float(rel_entr(p, q).sum())
 
 
-def jensen_shannon(p, q) -> float:
+def jensen_shannon(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     p, q = _pair(p, q)
     m = 0.5 * (p + q)
     return float(0.5 * rel_entr(p, m).sum() + 0.5 * rel_entr(q, m).sum())

@@ -1,4 +1,4 @@
-"""Statistics of numeric attributes estimated on an :class:`~localpriv.domains.IntervalDomain` (issue 20).
+"""Statistics of numeric attributes estimated on an :class:`~localpriv.domains.IntervalDomain`.
 
 An estimate on ``interval(lo,hi,bins)`` is a distribution over cells of width ``w``.
 :meth:`Estimate.mean() <localpriv.inference.estimate.Estimate.mean>` and
@@ -13,13 +13,19 @@ mechanisms: ``mech.estimate_mean(reports, domain)``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from localpriv.domains import IntervalDomain
+from localpriv.utils.interval import Interval
 from localpriv.utils.validation import LocalPrivError
+
+if TYPE_CHECKING:
+    from localpriv.inference.estimate import Estimate
 
 __all__ = ["quantile"]
 
 
-def quantile(est, q: float, level: float = 0.95):
+def quantile(est: Estimate, q: float, level: float = 0.95) -> Interval:
     """The ``q``-quantile of an estimate on an :class:`IntervalDomain`, with its interval.
 
     Parameters

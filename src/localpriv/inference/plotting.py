@@ -1,20 +1,29 @@
 """Figures (matplotlib, headless Agg backend)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 
-from localpriv.data.formats import atomic_output
+from localpriv.data.formats import StrPath, atomic_output
+from localpriv.domains.grid import GridDomain
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from localpriv.inference.estimate import Estimate
 
 __all__ = ["plt", "distributions_figure", "estimate_figure", "grid_figure", "save"]
 
 
-def save(fig, path) -> Path:
+def save(fig: Figure, path: StrPath) -> Path:
     """Save ``fig`` as PNG (or the extension's format) atomically: nothing appears at ``path``
     unless the whole image was written (:func:`localpriv.data.formats.atomic_output`)."""
 
@@ -27,8 +36,8 @@ def save(fig, path) -> Path:
     return path
 
 
-def distributions_figure(labels, series: dict[str, np.ndarray], path, title: str = "",
-                         xlabel: str = "value", notes: dict[str, str] | None = None) -> Path:
+def distributions_figure(labels: npt.ArrayLike, series: Mapping[str, np.ndarray], path: StrPath,
+                         title: str = "", xlabel: str = "value", notes: dict[str, str] | None = None) -> Path:
     """One panel per series (truth, noisy, estimates ...), sharing axes; ``notes`` go in titles."""
     n = len(series)
     fig, axes = plt.subplots(n, 1, figsize=(9, 1.9 * n + 0.6), sharex=True, sharey=True)
@@ -50,7 +59,8 @@ def distributions_figure(labels, series: dict[str, np.ndarray], path, title: str
     return save(fig, path)
 
 
-def estimate_figure(est, path, level: float | None = None, title: str = "", xlabel: str | None = None) -> Path:
+def estimate_figure(est: Estimate, path: StrPath, level: float | None = None, title: str = "",
+                    xlabel: str | None = None) -> Path:
     """An estimate as bars (labels) or a line (ordered values), with its ``level`` confidence
     intervals as error bars (labels) or a band (ordered values); on a planar grid, a heatmap with
     longitude and latitude axes (:func:`grid_figure`). ``xlabel``: the axis label, the column and
@@ -84,7 +94,7 @@ def estimate_figure(est, path, level: float | None = None, title: str = "", xlab
 
 
 
-def grid_figure(est, path, level: float | None = None, title: str = "", log: bool = True,
+def grid_figure(est: Estimate, path: StrPath, level: float | None = None, title: str = "", log: bool = True,
                 dynamic_range: float = 1e4) -> Path:
     """An estimate on a planar grid as a heatmap: longitude on x, latitude on y (degrees, one km
     the same length on both axes), each cell coloured by its estimated share of users, with a
@@ -94,7 +104,7 @@ def grid_figure(est, path, level: float | None = None, title: str = "", log: boo
     each cell's interval at that level (``upper - lower``, linear scale)."""
     from matplotlib.colors import LogNorm, Normalize
 
-    grid = est.domain
+    grid = cast(GridDomain, est.domain)  # a planar grid: it has edges()
     lat_e, lon_e = grid.edges()
     shape = (grid.nrows, grid.ncols)
     share = np.asarray(est.distribution, dtype=float).reshape(shape)
@@ -111,6 +121,7 @@ def grid_figure(est, path, level: float | None = None, title: str = "", log: boo
     fig, axes = plt.subplots(1, len(panels), figsize=(w * len(panels), h + 0.6), squeeze=False)
     for ax, (z, label, logscale) in zip(axes[0], panels):
         top = float(np.nanmax(z)) if np.isfinite(z).any() else 0.0
+        norm: Normalize
         if logscale and top > 0:
             floor = top / dynamic_range
             norm, shown, extend = LogNorm(vmin=floor, vmax=top), np.maximum(z, floor), "min"

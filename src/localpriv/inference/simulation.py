@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.domains import Domain
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms import MatrixMechanism, Mechanism, parse
 from localpriv.utils.validation import LocalPrivError
@@ -84,7 +85,8 @@ def merge_equal_columns(block: ObservationBlock) -> ObservationBlock:
         itself when the mechanism has no support, ``k > 64``, or the columns differ otherwise.
     """
     mech = block.mechanism
-    if not hasattr(mech, "support") or mech.k > 64 or block.counts.size < 2:
+    if not hasattr(mech, "support") or not hasattr(mech, "likelihood_parts") or mech.k > 64 \
+            or block.counts.size < 2:
         return block
     S = mech.support(block.reports).tocsr()
     bits = np.left_shift(np.uint64(1), S.indices.astype(np.uint64))
@@ -130,7 +132,7 @@ def dense_twin(mech: Mechanism, dense_max: int, prefer: bool = False) -> MatrixM
 
 
 def simulate_observations(mech: Mechanism, twin: MatrixMechanism | None, theta: np.ndarray, n: int,
-                          rng: np.random.Generator, domain) -> Observations:
+                          rng: np.random.Generator, domain: Domain | None) -> Observations:
     """The observations of ``n`` users drawn from ``theta`` through ``mech``, ready to estimate.
 
     Parameters
@@ -166,7 +168,7 @@ def _spec(fmt: str, eps: float) -> str:
     return fmt.format(eps=repr(float(eps)))
 
 
-def calibrate(fmt: str, domain, target: float, rtol: float = 1e-9) -> tuple[float, float]:
+def calibrate(fmt: str, domain: Domain, target: float, rtol: float = 1e-9) -> tuple[float, float]:
     """The metric parameter ``e`` whose mechanism has the computed LDP level ``target``.
 
     Brent's method on ``log e`` for ``parse(fmt.format(eps=e), domain).epsilon_ldp() == target``.
@@ -195,7 +197,7 @@ def calibrate(fmt: str, domain, target: float, rtol: float = 1e-9) -> tuple[floa
 
     cache: dict[float, float] = {}
 
-    def f(log_e):
+    def f(log_e: float) -> float:
         if log_e not in cache:
             cache[log_e] = parse(_spec(fmt, math.exp(log_e)), domain).epsilon_ldp() - target
         return cache[log_e]

@@ -55,19 +55,23 @@ cover on real data.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.estimators import ESTIMATORS
+from localpriv.estimators import estimator_settings
 from localpriv.estimators import fit as run
 from localpriv.estimators.inv import inverse_vector
 from localpriv.estimators.oracles import mi_vector, pure_parameters, support_counts
+from localpriv.estimators.result import Fit
+from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.likelihood.packed import PackedSupport
-from localpriv.mechanisms import KRR
+from localpriv.mechanisms import KRR, Mechanism
 from localpriv.mechanisms.unary import weighted_gram
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.simplex import clip_normalize, project_simplex
@@ -103,7 +107,7 @@ def _quad(W: np.ndarray, C: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Observed information
 # --------------------------------------------------------------------------------------------
-def _gram(block, w: np.ndarray) -> np.ndarray:
+def _gram(block: LikelihoodBlock, w: np.ndarray) -> np.ndarray:
     """``G diag(w) G^T`` (k x k) for one likelihood block: its own method where it has one, else
     ``k`` forward and backward products (one per input)."""
     own = getattr(block, "gram", None)
@@ -122,7 +126,7 @@ def _gram(block, w: np.ndarray) -> np.ndarray:
     return 0.5 * (out + out.T)
 
 
-def fisher_information(blocks, theta) -> tuple[np.ndarray, np.ndarray, float]:
+def fisher_information(blocks: Iterable[LikelihoodBlock], theta: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, float]:
     """``(I, g, n)``: the observed information ``I = sum_j c_j G_j G_j^T / p_j^2``, the gradient
     ``g = sum_j c_j G_j / p_j`` of the log-likelihood at ``theta`` and the number of reports."""
     theta = np.asarray(theta, dtype=float)
@@ -194,6 +198,7 @@ class Uncertainty:
             return self.extra["mle"].gaussian(W)
         if self.method != "fisher":
             raise LocalPrivError("Gaussian functionals need the fisher method")
+        assert self.cov is not None  # the fisher method sets it
         centre = W @ self.theta
         sd = np.sqrt(np.clip(_quad(W, self.cov), 0, None))
         use = np.zeros(W.shape[0], dtype=bool)
@@ -229,7 +234,8 @@ class Uncertainty:
             plan["replicates"] = _refits(plan["obs"], self.theta, plan["call"], plan["rng"], FACE_REPLICATES)
         return plan["replicates"]
 
-    def _inverse(self, moments):
+    def _inverse(self, moments: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
         """``(centres, sds)`` of functionals of the unbiased inverse, or None without one.
 
         ``moments(v, C)`` gives one mechanism's centres ``W v`` and variances ``diag(W C W^T)``.
@@ -243,14 +249,15 @@ class Uncertainty:
         if len(parts) == 1:
             c, var = moments(*parts[0])
             return c, np.sqrt(np.clip(var, 0, None))
-        num = den = 0.0
+        num: Any = 0.0  # then the arrays of the weighted sums
+        den: Any = 0.0
         for v, C in parts:
             c, var = moments(v, C)
             w = 1.0 / np.maximum(var, 1e-300)
             num, den = num + w * c, den + w
         return num / den, np.sqrt(1.0 / den)
 
-    def _inverse_cells(self):
+    def _inverse_cells(self) -> tuple[np.ndarray, np.ndarray] | None:
         return self._inverse(lambda v, C: (v, np.diag(C)))
 
     # ---- per cell ---------------------------------------------------------------------------
@@ -266,12 +273,15 @@ class Uncertainty:
                 use = se_inv <= INVERSION_MAX_RATIO * se
                 se = np.where(use, se_inv, se)
             return se
+        assert self.replicates is not None  # the linear and bootstrap methods set them
         return self.replicates.std(axis=0, ddof=1)
 
     def std_error_fisher(self) -> np.ndarray:
         """The Fisher standard error per cell (boundary cells: ``sqrt(V)``), before any inversion."""
+        assert self.cov is not None  # the fisher method sets it
         se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
         if self.boundary is not None and self.boundary.any():
+            assert self.face_var is not None  # set with boundary cells
             se[self.boundary] = np.sqrt(self.face_var)
         return se
 
@@ -282,12 +292,14 @@ class Uncertainty:
             return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
         if self.method == "fisher":
             z = stats.norm.ppf(0.5 + lv / 2)
+            assert self.cov is not None and self.boundary is not None  # the fisher method sets them
             se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
             lo = np.clip(self.theta - z * se, 0.0, 1.0)
             hi = np.clip(self.theta + z * se, 0.0, 1.0)
             if self.boundary.any():
                 c = stats.norm.ppf(lv) ** 2  # one-sided at the boundary (chi^2 mixture)
                 lam, V = self.kkt, self.face_var
+                assert lam is not None and V is not None  # set with boundary cells
                 u = V * (-lam + np.sqrt(lam * lam + c / V))
                 lo[self.boundary] = 0.0
                 hi[self.boundary] = np.clip(u, 0.0, 1.0)
@@ -301,11 +313,12 @@ class Uncertainty:
                 lo, hi = np.minimum(lo, self.theta), np.maximum(hi, self.theta)
             return lo, hi
         a = (1 - lv) / 2
+        assert self.replicates is not None  # the linear and bootstrap methods set them
         lo, hi = np.quantile(self.replicates, [a, 1 - a], axis=0)
         return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
 
     # ---- functionals ------------------------------------------------------------------------
-    def functional(self, w, level: float = 0.95, name: str = "functional") -> Interval:
+    def functional(self, w: npt.ArrayLike, level: float = 0.95, name: str = "functional") -> Interval:
         """``w @ theta`` with its interval (``w`` a length-k vector)."""
         lv = check_level(level)
         w = np.asarray(w, dtype=float)
@@ -325,6 +338,7 @@ class Uncertainty:
                 return Interval(value, min(lo, value), max(hi, value), lv, "inversion (exact covariance)")
             how = "fisher (delta)" if self.face_replicates() is None else "fisher, bootstrap sd (low-dimensional face)"
             return Interval(value, lo, hi, lv, how)
+        assert self.replicates is not None  # the linear and bootstrap methods set them
         vals = self.replicates @ w
         a = (1 - lv) / 2
         lo, hi = np.quantile(vals, [a, 1 - a])
@@ -334,15 +348,17 @@ class Uncertainty:
         """Standard deviations of several functionals (rows of ``W``)."""
         if self.method in ("fisher", "anchored"):
             return self.gaussian(W)[1]
+        assert self.replicates is not None  # the linear and bootstrap methods set them
         return (self.replicates @ W.T).std(axis=0, ddof=1)
 
-    def samples(self, rng, size: int = DRAWS) -> np.ndarray:
+    def samples(self, rng: np.random.Generator, size: int = DRAWS) -> np.ndarray:
         """Draws that spread like the estimate (replicates, or Gaussian draws projected to the simplex)."""
         if self.method == "anchored":
             return self.extra["mle"].samples(rng, size)
         if self.replicates is not None:
             return self.replicates
         k = self.theta.size
+        assert self.cov is not None  # the fisher method sets it
         vals, vecs = np.linalg.eigh(0.5 * (self.cov + self.cov.T))
         root = vecs * np.sqrt(np.clip(vals, 0, None))
         draws = self.theta + rng.standard_normal((size, k)) @ root.T
@@ -352,7 +368,8 @@ class Uncertainty:
 # --------------------------------------------------------------------------------------------
 # Methods
 # --------------------------------------------------------------------------------------------
-def _fisher(est, obs, inversion: bool = True, rng=None) -> Uncertainty:
+def _fisher(est: Fit, obs: Observations, inversion: bool = True,
+            rng: np.random.Generator | None = None) -> Uncertainty:
     theta = np.asarray(est.distribution, dtype=float)
     blocks = obs.likelihood_blocks()
     info, grad, n = fisher_information(blocks, theta)
@@ -377,7 +394,7 @@ def _fisher(est, obs, inversion: bool = True, rng=None) -> Uncertainty:
     text = ("asymptotic normality of the MLE on its support face (observed information, sum-to-one "
             "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
     raw = raw_cov = None
-    extra = {"support": int(S.size)}
+    extra: dict[str, Any] = {"support": int(S.size)}
     call = est.extra.get("call")
     if (rng is not None and S.size <= FACE_MAX_SHARE * k and k <= INVERSION_MAX_K and call is not None
             and call[0] in FISHER
@@ -405,7 +422,7 @@ def _post(v: np.ndarray, post: str) -> np.ndarray:
     return clip_normalize(v) if post == "n" else project_simplex(v)
 
 
-def _linear(est, obs, rng) -> Uncertainty:
+def _linear(est: Fit, obs: Observations, rng: np.random.Generator) -> Uncertainty:
     name = est.estimator
     post = name.rsplit("-", 1)[-1]
     block = obs.single(name)
@@ -417,7 +434,8 @@ def _linear(est, obs, rng) -> Uncertainty:
                        raw=v, raw_cov=cov, post=post, replicates=reps)
 
 
-def _raw_inverse(block, family: str, name: str = "this estimator"):
+def _raw_inverse(block: ObservationBlock, family: str,
+                 name: str = "this estimator") -> tuple[np.ndarray, np.ndarray, str]:
     """The unbiased raw inverse ``v`` of one mechanism's reports, its exact covariance, and the
     assumptions: ``family="inv"`` (``v = q M^-1``) or ``"mi"`` (support counts, pure protocols)."""
     mech = block.mechanism
@@ -426,13 +444,22 @@ def _raw_inverse(block, family: str, name: str = "this estimator"):
         counts = block.count_vector()
         q = counts / counts.sum()
         v = inverse_vector(mech, counts)
-        if hasattr(mech, "inverse_counts"):  # closed form: v = (q - b) / (a - b)
+        own = getattr(mech, "inverse_counts", None)
+        if isinstance(mech, KRR):  # closed form: v = (q - b) / (a - b)
             a_, b_ = mech.p_keep, mech.p_other
             Cq = (np.diag(q) - np.outer(q, q)) / n
             cov = Cq / (a_ - b_) ** 2
         else:
-            M = mech.channel()
-            W = np.linalg.pinv(M)                      # v = q @ W  (M^{-1} or least squares)
+            if own is not None:  # the mechanism's own unbiased inverse (Hadamard response): v = q @ W
+                W = np.empty((counts.size, mech.k))
+                e = np.zeros(counts.size)
+                for y in range(counts.size):  # one row per output (never per report)
+                    e[y] = 1.0
+                    W[y] = own(e)
+                    e[y] = 0.0
+            else:
+                M = mech.channel()
+                W = np.linalg.pinv(M)                  # v = q @ W  (M^{-1} or least squares)
             Cq = (np.diag(q) - np.outer(q, q)) / n
             cov = W.T @ Cq @ W
         text = "multinomial report counts; exact covariance of the raw inverse; normal approximation"
@@ -449,12 +476,12 @@ def _raw_inverse(block, family: str, name: str = "this estimator"):
     return v, cov, text
 
 
-def _unbiased_inverse(obs):
+def _unbiased_inverse(obs: Observations) -> list[tuple[np.ndarray, np.ndarray, str]] | None:
     """``[(v, Cov(v), family)]`` per mechanism block: the unbiased raw inverse of each, or None where
     one block has none (no finite invertible channel nor support function) or the domain is too large."""
     if obs.k > INVERSION_MAX_K or len(obs.blocks) > INVERSION_MAX_BLOCKS:
         return None
-    out = []
+    out: list[tuple[np.ndarray, np.ndarray, str]] = []
     for block in obs.blocks:
         one = _block_inverse(block)
         if one is None:
@@ -463,7 +490,7 @@ def _unbiased_inverse(obs):
     return out
 
 
-def _block_inverse(block):
+def _block_inverse(block: ObservationBlock) -> tuple[np.ndarray, np.ndarray, str] | None:
     mech = block.mechanism
     try:
         pure_parameters(mech)
@@ -483,11 +510,11 @@ def _block_inverse(block):
     return v, cov, family
 
 
-def _support_mean(block) -> np.ndarray:
+def _support_mean(block: ObservationBlock) -> np.ndarray:
     return support_counts(block) / block.n
 
 
-def _support_second_moment(block) -> np.ndarray | None:
+def _support_second_moment(block: ObservationBlock) -> np.ndarray | None:
     """``(1/n) sum_j c_j s_j s_j^T`` with ``s_j`` the support indicator (or vector) of report j."""
     mech = block.mechanism
     if isinstance(mech, KRR):
@@ -508,11 +535,13 @@ def _support_second_moment(block) -> np.ndarray | None:
         elif packed is not None:
             out += PackedSupport(packed(block.reports[s:s + step]), k).gram(c)
         else:
+            assert supports is not None  # checked above: vectors or supports
             out += weighted_gram(supports(block.reports[s:s + step]), c)
     return out / block.n
 
 
-def _refits(obs, theta, call, rng, replicates: int) -> np.ndarray:
+def _refits(obs: Observations, theta: np.ndarray, call: tuple[str, Mapping[str, Any]], rng: np.random.Generator,
+            replicates: int) -> np.ndarray:
     """``replicates`` refits of the recorded estimator ``call = (method, settings)`` to observations
     redrawn from ``theta`` (:func:`_redraw`), warm-started near ``theta`` with full support."""
     method, settings = call
@@ -525,7 +554,7 @@ def _refits(obs, theta, call, rng, replicates: int) -> np.ndarray:
     return reps
 
 
-def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
+def _bootstrap(est: Fit, obs: Observations, rng: np.random.Generator, replicates: int = BOOT_REPLICATES) -> Uncertainty:
     call = est.extra.get("call")
     if call is None:
         raise LocalPrivError(f"no record of how {est.estimator} was computed; run it through "
@@ -537,7 +566,7 @@ def _bootstrap(est, obs, rng, replicates: int = BOOT_REPLICATES) -> Uncertainty:
                        "percentile intervals", replicates=reps)
 
 
-def _anchored(est, obs) -> Uncertainty:
+def _anchored(est: Fit, obs: Observations) -> Uncertainty:
     """The MLE's fisher uncertainty, widened to contain the regularized estimate (module docstring)."""
     settings = dict((est.extra.get("call") or (None, {}))[1])
     keep = {key: settings[key] for key in ("delta", "stop", "max_iter", "accelerate") if key in settings}
@@ -552,15 +581,15 @@ def _anchored(est, obs) -> Uncertainty:
                                                          "mle_converged": mle.converged})
 
 
-def _accepted(method: str) -> set:
-    import inspect
+def _accepted(method: str) -> set[str]:
+    """The settings the estimator ``method`` declares in the registry (none for an unknown name)."""
     try:
-        return set(inspect.signature(ESTIMATORS[method]).parameters)
-    except (KeyError, TypeError, ValueError):
+        return {s.name for s in estimator_settings(method)}
+    except LocalPrivError:
         return set()
 
 
-def _reports_are_indices(mech, n_out: int) -> bool:
+def _reports_are_indices(mech: Mechanism, n_out: int) -> bool:
     """Whether a report *is* its column of the channel (then counts can be drawn per column);
     bit vectors, floats and shifted integers are drawn as reports by the mechanism instead."""
     if getattr(mech, "report_kind", "int64") != "int64":
@@ -572,7 +601,7 @@ def _reports_are_indices(mech, n_out: int) -> bool:
         return False
 
 
-def _multinomial(mech) -> bool:
+def _multinomial(mech: Mechanism) -> bool:
     """Whether a mechanism's reports can be redrawn as counts over its outputs (a finite channel of
     at most 4*10^6 entries whose reports are their column indices)."""
     try:
@@ -582,9 +611,9 @@ def _multinomial(mech) -> bool:
     return n_out is not None and mech.k * n_out <= 4_000_000 and _reports_are_indices(mech, n_out)
 
 
-def _redraw(obs, theta, rng):
+def _redraw(obs: Observations, theta: np.ndarray, rng: np.random.Generator) -> Observations:
     """New observations of the same size per mechanism, drawn from the fitted ``theta``."""
-    blocks = []
+    blocks: list[ObservationBlock] = []
     for b in obs.blocks:
         mech, n = b.mechanism, int(round(b.n))
         n_out = None
@@ -611,7 +640,8 @@ ANCHORED = ("ems", "dirichlet")
 LINEAR = ("inv-n", "inv-p", "mi-n", "mi-p", "rappor-n", "rappor-p")
 
 
-def uncertainty(est, obs=None, *, rng=None, method: str | None = None) -> Uncertainty:
+def uncertainty(est: Fit, obs: Observations | None = None, *, rng: np.random.Generator | None = None,
+                method: str | None = None) -> Uncertainty:
     """The :class:`Uncertainty` of ``est`` (computed from the observations it was estimated from).
 
     ``method``: ``"fisher"``, ``"linear"``, ``"anchored"`` or ``"bootstrap"``; by default the one

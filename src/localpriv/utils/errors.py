@@ -1,7 +1,7 @@
 """The library's error and warning classes, in a module that imports nothing.
 
 They live apart from :mod:`localpriv.utils.validation` (which needs NumPy) so that ``import localpriv``
-and the command line's start-up can name them without loading NumPy (issue 18, item 5).
+and the command line's start-up can name them without loading NumPy.
 :mod:`localpriv.utils.validation` re-exports both; import them from there or from ``localpriv``.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A point value with its confidence interval, and the check of a confidence level."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from localpriv.utils.validation import LocalPrivError
@@ -18,13 +19,13 @@ class Interval:
     level: float
     method: str = ""
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[float]:
         return iter((self.value, self.lower, self.upper))
 
     def __repr__(self) -> str:
         return f"{self.value:.6g} [{self.lower:.6g}, {self.upper:.6g}] ({self.level:.0%}, {self.method})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | str]:
         return {"value": self.value, "lower": self.lower, "upper": self.upper, "level": self.level,
                 "method": self.method}
 

@@ -1,4 +1,4 @@
-"""Progress of long estimates (issue 17, item 5): a bar on a terminal, a status line otherwise.
+"""Progress of long estimates: a bar on a terminal, a status line otherwise.
 
 The EM engine (:func:`localpriv.estimators.em.em`) calls ``callback(t, theta, L)`` after every
 iteration (plain EM) or SQUAREM cycle. :class:`EMProgress` is such a callback, with two small
@@ -23,7 +23,7 @@ What it shows, and when:
 The library is quiet unless asked: ``ibu(..., progress=True)`` (every IBU variant accepts it) or
 an :class:`EMProgress` passed as ``progress=``; the command line's ``estimate`` enables it.
 
-:class:`Status` does the same for any long command (issue 18, item 4): reading and perturbing
+:class:`Status` does the same for any long command: reading and perturbing
 files, aggregating, reproductions. It shows what runs now -- a stage (``"aggregating 3 inputs"``)
 and nested counted tasks (``"eps 3/8, runs 12/50"``) -- as a transient Rich display on a
 terminal after ``delay`` seconds, and otherwise as one status line about every ``interval``
@@ -42,7 +42,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+if TYPE_CHECKING:
+    import numpy as np
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 __all__ = ["EMProgress", "em_progress", "chain", "Status", "status_interval", "DELAY", "INTERVAL"]
 
@@ -54,6 +59,16 @@ INTERVAL = 10.0
 _REFRESH = 10.0
 
 _RULE_TEXT = {"gap": "gap", "loglik": "|dL|", "max_abs": "max|dtheta|"}
+
+
+class _Outcome(Protocol):
+    """What :meth:`EMProgress.finish` reads of a run's result (``gap`` and ``scheme`` if present)."""
+
+    @property
+    def converged(self) -> bool: ...
+
+    @property
+    def iterations(self) -> int: ...
 
 
 class EMProgress:
@@ -78,9 +93,9 @@ class EMProgress:
 
     em_progress = True  # the engine passes gap= and phase=, and calls begin()
 
-    def __init__(self, label: str = "estimate", *, stream=None, interval: float = INTERVAL,
+    def __init__(self, label: str = "estimate", *, stream: TextIO | None = None, interval: float = INTERVAL,
                  delay: float = DELAY, clock: Callable[[], float] = time.monotonic, tty: bool | None = None,
-                 console=None):
+                 console: Any = None) -> None:  # a Console, or a proxy of one (the CLI's LazyConsole)
         self.label = label
         self.stream = stream
         self.interval = float(interval)
@@ -88,31 +103,32 @@ class EMProgress:
         self.clock = clock
         self._tty = tty
         self._console = console
-        self.info: dict = {}
+        self.info: dict[str, Any] = {}
         self.t0: float | None = None
         self.lines = 0           # status lines written (non-terminal)
-        self._next_line = None
-        self._live = None        # the Rich display, once started
-        self._task = None
+        self._next_line: float | None = None
+        self._live: Progress | None = None  # the Rich display, once started
+        self._task: TaskID | None = None
         self._last_draw = -math.inf
         self.t = 0
         self.gap = math.nan
         self.change = math.nan
         self.phase = "em"
-        self._first_gap = None
-        self._prev_L = None
-        self._prev_theta = None
+        self._first_gap: float | None = None
+        self._prev_L: float | None = None
+        self._prev_theta: np.ndarray | None = None
 
     # ---- protocol of the engine ------------------------------------------------------------------
-    def begin(self, **info) -> None:
+    def begin(self, **info: Any) -> None:
         """The run's settings (``n``, ``k``, ``delta``, ``max_iter``, ``stop``, ``scheme``)."""
         self.info = dict(info)
         self.start()
 
-    def __call__(self, t, theta, L, gap=math.nan, phase="em") -> None:
+    def __call__(self, t: int, theta: np.ndarray, L: float, gap: float | None = math.nan, phase: str = "em") -> None:
         now = self.clock()
         if self.t0 is None:
             self.start(now)
+        assert self.t0 is not None and self._next_line is not None  # set by start()
         if phase != "newton":
             self.t = int(t)
             if self._prev_L is not None and self.info.get("stop") == "loglik":
@@ -144,7 +160,7 @@ class EMProgress:
             self._next_line = self.t0 + max(self.interval, self.delay)
         return self
 
-    def finish(self, result=None) -> None:
+    def finish(self, result: _Outcome | None = None) -> None:
         """End of the run: remove the terminal display; after status lines, write a last one."""
         self._stop_live()
         if self.lines and self.t0 is not None:
@@ -153,7 +169,7 @@ class EMProgress:
     def __enter__(self) -> EMProgress:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop_live()
 
     # ---- text ----------------------------------------------------------------------------------
@@ -164,7 +180,7 @@ class EMProgress:
         head = f"{self.label}: iteration {self.t:,}" + (f" ({what})" if what else "")
         return f"{head}, {self._measure()}, {_seconds(elapsed)} elapsed"
 
-    def final(self, result, elapsed: float) -> str:
+    def final(self, result: _Outcome | None, elapsed: float) -> str:
         if result is None:
             return f"{self.label}: done, {self.t:,} iterations, {_seconds(elapsed)}"
         gap = getattr(result, "gap", math.nan)
@@ -196,11 +212,11 @@ class EMProgress:
 
     # ---- output --------------------------------------------------------------------------------
     @property
-    def out(self):
+    def out(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
     @property
-    def console(self):
+    def console(self) -> Console:
         if self._console is None:
             from rich.console import Console
             self._console = Console(file=self.out, soft_wrap=True)
@@ -225,6 +241,7 @@ class EMProgress:
                                   TimeElapsedColumn(), console=self.console, transient=True)
             self._live.start()
             self._task = self._live.add_task(self.label, total=100.0 if frac is not None else None, text="")
+        assert self._task is not None  # added with the display
         scheme = self.info.get("scheme")
         what = "newton finish" if self.phase == "newton" else (scheme or "")
         text = f"iteration {self.t:,}" + (f" ({what})" if what and what != "none" else "") + f", {self._measure()}"
@@ -268,28 +285,31 @@ def em_progress(label: str = "estimate", **kwargs: Any) -> EMProgress:
     return EMProgress(label, **kwargs)
 
 
-def chain(progress: EMProgress, callback=None):
+def chain(progress: EMProgress,
+          callback: Callable[[int, np.ndarray, float], None] | None = None) -> Callable[..., None]:
     """``progress`` and a user's ``callback(t, theta, L)`` as one engine callback (the user's is
     called as before: after every iteration, not during a Newton finish)."""
     if callback is None:
         return progress
+    user_callback = callback  # narrowed, for the class below
 
     class _Both:
         em_progress = True
 
-        def begin(self, **info):
+        def begin(self, **info: Any) -> None:
             progress.begin(**info)
 
-        def __call__(self, t, theta, L, gap=math.nan, phase="em"):
+        def __call__(self, t: int, theta: np.ndarray, L: float, gap: float | None = math.nan,
+                     phase: str = "em") -> None:
             progress(t, theta, L, gap=gap, phase=phase)
             if phase != "newton":
-                callback(t, theta, L)
+                user_callback(t, theta, L)
 
     return _Both()
 
 
 # ------------------------------------------------------------------------------------------------
-# Any long command: a stage and nested counted tasks (issue 18, item 4)
+# Any long command: a stage and nested counted tasks
 # ------------------------------------------------------------------------------------------------
 def status_interval(default: float = INTERVAL) -> float:
     """Seconds between status lines: ``LOCALPRIV_STATUS_INTERVAL`` if it is a number >= 0, else
@@ -305,11 +325,11 @@ def status_interval(default: float = INTERVAL) -> float:
 class _Task:
     """One counted piece of work of a :class:`Status` (``advance`` it, ``close`` it when done)."""
 
-    def __init__(self, status: Status, description: str, total: int | None, unit: str):
+    def __init__(self, status: Status, description: str, total: int | None, unit: str) -> None:
         self.status, self.description, self.total, self.unit = status, description, total, unit
         self.completed = 0
         self.closed = False
-        self._rich_id = None
+        self._rich_id: TaskID | None = None
 
     def advance(self, n: int = 1) -> None:
         self.completed += n
@@ -361,9 +381,9 @@ class Status:
         tests call :meth:`tick` themselves.
     """
 
-    def __init__(self, label: str, stage: str = "", *, stream: Any = None, console: Any = None,
+    def __init__(self, label: str, stage: str = "", *, stream: TextIO | None = None, console: Any = None,
                  tty: bool | None = None, interval: float | None = None, delay: float = DELAY,
-                 clock: Callable[[], float] = time.monotonic, background: bool = True):
+                 clock: Callable[[], float] = time.monotonic, background: bool = True) -> None:
         self.label = label
         self._stage = stage
         self.stream = stream
@@ -380,8 +400,8 @@ class Status:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._live = None
-        self._stage_id = None
+        self._live: Progress | None = None
+        self._stage_id: TaskID | None = None
         self._last_draw = -math.inf
 
     # ---- life cycle ----------------------------------------------------------------------------
@@ -396,7 +416,7 @@ class Status:
         self.tick()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
@@ -428,7 +448,7 @@ class Status:
         self.tick()
         return t
 
-    def track(self, iterable: Iterable, description: str = "", total: int | None = None) -> Iterator:
+    def track(self, iterable: Iterable[Any], description: str = "", total: int | None = None) -> Iterator[Any]:
         """Yield the items of ``iterable``, counting them as a task."""
         if total is None and hasattr(iterable, "__len__"):
             total = len(iterable)  # type: ignore[arg-type]
@@ -475,11 +495,11 @@ class Status:
                 self._next_line = now + self.interval
 
     @property
-    def out(self):
+    def out(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
     @property
-    def console(self):
+    def console(self) -> Console:
         if self._console is None:
             from rich.console import Console
             self._console = Console(file=self.out, soft_wrap=True)
@@ -503,6 +523,7 @@ class Status:
                                   TimeElapsedColumn(), console=self.console, transient=True)
             self._live.start()
             self._stage_id = self._live.add_task(self.label, total=None, count="")
+        assert self._stage_id is not None  # added with the display
         self._live.update(self._stage_id, description=f"{self.label}: {self._stage}" if self._stage else self.label)
         for t in list(self.tasks):
             count = t.text()[len(t.description):].strip()

@@ -88,7 +88,7 @@ def make_generator(seed: int | None) -> np.random.Generator:
     return np.random.default_rng(int(seed))
 
 
-def is_secure(rng) -> bool:
+def is_secure(rng: object) -> bool:
     """Whether ``rng`` draws from one of randomgen's cipher-based bit generators."""
     bg = getattr(rng, "bit_generator", None)
     return isinstance(bg, _secure_types())

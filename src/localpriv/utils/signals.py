@@ -5,7 +5,9 @@ it at start-up for free.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
+from types import FrameType
 
 __all__ = ["interrupt_cleanly", "pending_exit", "raise_if_interrupted"]
 
@@ -32,12 +34,10 @@ def raise_if_interrupted() -> None:
 def interrupt_cleanly() -> None:
     """Make SIGTERM (and SIGHUP) end the process through Python's normal unwinding, so that
     :func:`atomic_output` removes its temporary files (the command line installs this)."""
-    def handler(signum, frame):  # pragma: no cover - exercised by the CLI tests in a subprocess
+    def handler(signum: int, frame: FrameType | None) -> None:  # pragma: no cover - CLI tests run it in a subprocess
         _received.append(signum)
         raise SystemExit(128 + signum)
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:
-            try:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
                 signal.signal(sig, handler)
-            except (ValueError, OSError):  # not the main thread
-                pass

@@ -8,13 +8,14 @@ decreasingly, ``rho = max{j : u_j + (1 - sum_{i<=j} u_i)/j > 0}``,
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["project_simplex", "clip_normalize"]
 
 
-def project_simplex(v) -> np.ndarray:
+def project_simplex(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Euclidean projection of ``v`` onto the probability simplex (INV-P's post-processing)."""
     v = np.asarray(v, dtype=float)
     if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
@@ -27,7 +28,7 @@ def project_simplex(v) -> np.ndarray:
     return np.maximum(v - tau, 0.0)
 
 
-def clip_normalize(v) -> np.ndarray:
+def clip_normalize(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """INV-N's post-processing: negatives set to 0, then normalized to sum 1.
 
     If nothing is positive the result is uniform (the only choice carrying no information).

@@ -6,6 +6,7 @@ what was wrong and, where it helps, what to do instead.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 # defined without NumPy, so that `import localpriv` and the CLI's start-up need not load it
 from localpriv.utils.errors import LocalPrivError, PrivacyWarning
@@ -22,7 +23,7 @@ __all__ = [
 ]
 
 
-def _show(value, limit: int = 60) -> str:
+def _show(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters: messages stay short whatever the input."""
     try:
         text = repr(value)
@@ -31,7 +32,7 @@ def _show(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def check_rng(rng) -> np.random.Generator:
+def check_rng(rng: object) -> np.random.Generator:
     """Return ``rng`` if it is a :class:`numpy.random.Generator`; an ``int`` seeds a new one.
 
     Randomness in localpriv always comes from an explicit generator so that every run is
@@ -47,12 +48,12 @@ def check_rng(rng) -> np.random.Generator:
     )
 
 
-def check_eps(eps, name: str = "eps") -> float:
+def check_eps(eps: object, name: str = "eps") -> float:
     """A privacy parameter: a finite number > 0 (not a boolean)."""
     if isinstance(eps, (bool, np.bool_)):
         raise LocalPrivError(f"{name} must be a number, got {eps!r}")
     try:
-        val = float(eps)
+        val = float(eps)  # type: ignore[arg-type]  # any input: the except below reports what fails
     except (TypeError, ValueError, OverflowError):
         raise LocalPrivError(f"{name} must be a number, got {_show(eps)}") from None
     if not np.isfinite(val) or val <= 0:
@@ -60,7 +61,7 @@ def check_eps(eps, name: str = "eps") -> float:
     return val
 
 
-def check_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+def check_int(value: object, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer parameter within optional bounds."""
     if isinstance(value, bool):
         raise LocalPrivError(f"{name} must be an integer, got {_show(value)}")
@@ -78,8 +79,8 @@ def check_int(value, name: str, minimum: int | None = None, maximum: int | None 
     return value
 
 
-def check_distribution(theta, k: int | None = None, name: str = "distribution", atol: float = 1e-9,
-                       full_support: bool = False) -> np.ndarray:
+def check_distribution(theta: npt.ArrayLike, k: int | None = None, name: str = "distribution", atol: float = 1e-9,
+                       full_support: bool = False) -> npt.NDArray[np.float64]:
     """A probability vector: finite, non-negative, summing to 1 within ``atol``."""
     arr = np.asarray(theta, dtype=float)
     if arr.ndim != 1 or arr.size == 0:
@@ -97,7 +98,7 @@ def check_distribution(theta, k: int | None = None, name: str = "distribution", 
     return arr
 
 
-def check_counts(counts, name: str = "counts", size: int | None = None) -> np.ndarray:
+def check_counts(counts: npt.ArrayLike, name: str = "counts", size: int | None = None) -> npt.NDArray[np.float64]:
     """Observation counts: finite, non-negative, 1-D, not all zero."""
     try:
         arr = np.asarray(counts, dtype=float)
@@ -121,7 +122,7 @@ def check_counts(counts, name: str = "counts", size: int | None = None) -> np.nd
     return arr
 
 
-def check_stochastic(matrix, name: str = "channel", atol: float = 1e-9) -> np.ndarray:
+def check_stochastic(matrix: npt.ArrayLike, name: str = "channel", atol: float = 1e-9) -> npt.NDArray[np.float64]:
     """A row-stochastic matrix: 2-D, finite, non-negative, each row summing to 1 within ``atol``."""
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0:
