@@ -113,7 +113,7 @@ class Policy:
             if not eps >= self.min_eps * (1 - _TOL):
                 raise LocalPrivError(f"{key}: computed epsilon {eps:.6g} is below the collection's "
                                      f"min_eps={self.min_eps:g}")
-        if geo is not None and not geo <= self.max_eps_geo * (1 + _TOL):
+        if geo is not None and self.max_eps_geo is not None and not geo <= self.max_eps_geo * (1 + _TOL):
             raise LocalPrivError(f"{key}: computed geo-indistinguishability level {geo:.6g} is above the "
                                  f"collection's cap max_eps_geo={self.max_eps_geo:g}")
         return mech

@@ -150,10 +150,10 @@ class Store:
         if self.pg:
             import psycopg
             try:
-                raw = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+                pg_raw = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             except psycopg.Error as exc:
                 raise LocalPrivError(f"cannot connect to PostgreSQL: {_line(exc)}") from None
-            return _Conn(raw, True)
+            return _Conn(pg_raw, True)
         try:
             raw = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
             raw.execute("PRAGMA journal_mode=WAL")
