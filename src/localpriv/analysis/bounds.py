@@ -13,6 +13,9 @@ with ``W_z`` the row ``z`` of ``W`` and ``Cov(q) = (diag(p) - p^T p) / n``.
 """
 from __future__ import annotations
 
+from typing import Any
+
+
 import numpy as np
 
 from localpriv.analysis.concavity import rank_test, strictly_concave
@@ -150,7 +153,7 @@ def worked_example(k: int = 100, eps_krr: float = 2.0, eps_geo: float = 0.05, th
     theta = np.full(k, 1.0 / k) if theta is None else np.asarray(theta, dtype=float)
     krr = KRR(k, eps_krr)
     geo = _truncated_geometric(k, eps_geo)
-    out = {
+    out: dict[str, Any] = {
         "k": k, "eps_krr": eps_krr, "eps_geo": eps_geo,
         "krr_upper_coefficient": krr_inv_upper_bound(k, eps_krr),
         "geometric_lower_coefficient": geometric_inv_lower_bound(eps_geo),
