@@ -124,7 +124,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -573,7 +573,7 @@ def simulate_errors(mech, domain, theta: np.ndarray, n: int, error: Callable[[np
     out = []
     for _ in range(runs):
         obs = simulate_observations(mech, twin, theta, int(n), rng, domain)
-        kw = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet") else {}
+        kw: dict[str, Any] = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet") else {}
         out.append(error(estimate(obs, estimator, **kw).distribution))
     return np.asarray(out, dtype=float)
 
@@ -749,7 +749,7 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     if base < 0:
         raise LocalPrivError(f"rng seed must be >= 0, got {base}")
     metric = kind != "categorical"
-    d_min = 1.0 if kind == "line" else float(domain.cell_km) if kind == "grid" else 1.0
+    d_min = 1.0 if kind == "line" else float(cast(GridDomain, domain).cell_km) if kind == "grid" else 1.0
     estimator = default_estimator(domain)
 
     names = list(_PURE) + (list(_LINE) if kind == "line" else list(_GRID) if kind == "grid" else [])
