@@ -761,8 +761,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                                  f"{', '.join(names)}")
         names = [m for m in names if m in wanted]
     fmts = {"krr": "krr(eps={eps})", "oue": "oue(eps={eps})", "olh": "olh(eps={eps})", "ss": "ss(eps={eps})",
-            "geometric": "geometric(eps={eps},lo=0,hi=%d)" % (k - 1),
-            "laplace": "laplace(eps={eps},bins=1.0,lo=0,hi=%d)" % (k - 1),
+            "geometric": f"geometric(eps={{eps}},lo=0,hi={k - 1})",
+            "laplace": f"laplace(eps={{eps}},bins=1.0,lo=0,hi={k - 1})",
             "exponential": "exponential(eps={eps})", "planar-geometric": "planar-geometric(eps={eps})",
             "planar-laplace": "planar-laplace(eps={eps})"}
     rows: list[Candidate] = []

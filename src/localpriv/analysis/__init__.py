@@ -165,10 +165,11 @@ def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
         try:
             rt = identifiable(mech, max_dense=DENSE_LIMIT)
             out["channel rank"] = rt.rank
-            out[ident_key] = (
-                rt.holds if (rt.holds or rt.method == "channel") else "not shown (rank deficient on a subset of outputs)")
+            out[ident_key] = (rt.holds if (rt.holds or rt.method == "channel")
+                              else "not shown (rank deficient on a subset of outputs)")
             out["identifiability test"] = (f"SVD of column-normalized {rt.method}, tol={rt.tol:.2e}, smallest kept "
-                                           f"singular value {rt.smallest_kept:.3g}" + (" (fragile)" if rt.fragile else ""))
+                                           f"singular value {rt.smallest_kept:.3g}"
+                                           + (" (fragile)" if rt.fragile else ""))
         except Exception as exc:  # noqa: BLE001
             out[ident_key] = f"not decided ({_why(exc)})"
 
@@ -194,7 +195,8 @@ def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
     if name == "geometric":
         geo_eps = cast(Geometric, mech).eps
         if np.exp(-geo_eps) > 0.5:
-            out["INV error bound (Prop. 7.6, linear geometric): n*E||v-theta||^2 >="] = geometric_inv_lower_bound(geo_eps)
+            out["INV error bound (Prop. 7.6, linear geometric): n*E||v-theta||^2 >="] = (
+                geometric_inv_lower_bound(geo_eps))
         else:
             out["INV error bound (Prop. 7.6, linear geometric)"] = "does not apply (needs e^-eps > 1/2)"
     if out.get(ident_key) is True and space is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 import numpy as np
 
 from localpriv.analysis.concavity import rank_test, strictly_concave

@@ -205,7 +205,8 @@ def section51_counterexample() -> dict:
     mech = eq12_mechanism()
     a = np.array([1, 1, 1, 1])  # report "2" is index 1
     b = np.array([1, 1, 1, 1, 0, 2])
-    seg = np.linspace(0, 1, 11)[:, None] * np.array([1.0, 0, 0]) + (1 - np.linspace(0, 1, 11))[:, None] * np.array([0, 0, 1.0])
+    seg = (np.linspace(0, 1, 11)[:, None] * np.array([1.0, 0, 0])
+           + (1 - np.linspace(0, 1, 11))[:, None] * np.array([0, 0, 1.0]))
     out = {
         "concave_a": strictly_concave(EQ12[:, np.unique(a)]).holds,
         "concave_b": strictly_concave(EQ12[:, np.unique(b)]).holds,

@@ -93,7 +93,8 @@ def _java_home() -> None:
 
 def _log_config() -> str:
     import hashlib
-    path = Path(tempfile.gettempdir()) / f"localpriv-log4j2-{hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]}.properties"
+    digest = hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"localpriv-log4j2-{digest}.properties"
     if not path.exists() or path.read_text() != _LOG4J:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(_LOG4J)
@@ -482,7 +483,7 @@ class SparkAggregator:
         probs = problems.to_pylist()
         order: dict[str, bool] = {}  # the files with problems, in order of appearance
         files = []
-        for raw, mech, kind, cnt, srcs in raws:
+        for raw, mech, kind, _cnt, srcs in raws:
             m = F.col("mechanism") if mech[0] == "col" else F.lit(mech[1])
             conds = []
             for p in probs:

@@ -218,7 +218,8 @@ def plan_algorithm4(pairs: Sequence, views: Sequence, tables: Sequence, cards: d
 
 
 def _emit_cells(part: ViewPart, r: np.ndarray, pos: dict[Hashable, int], plan: Algorithm4) -> np.ndarray:
-    c = cell_index(r[:, [pos[a] for a in part.cond]], plan.shape(part.cond)) if part.cond else np.zeros(len(r), np.int64)
+    c = (cell_index(r[:, [pos[a] for a in part.cond]], plan.shape(part.cond)) if part.cond
+         else np.zeros(len(r), np.int64))
     return c
 
 

@@ -181,8 +181,10 @@ def structure_metrics(true_edges: Iterable[Iterable[Hashable]], learned_edges: I
         h = {frozenset(e) for e in learned_edges}
     t = np.array([l in g for l in links])
     e = np.array([l in h for l in links])
-    TP = int((t & e).sum()); TN = int((~t & ~e).sum())
-    FP = int((~t & e).sum()); FN = int((t & ~e).sum())
+    TP = int((t & e).sum())
+    TN = int((~t & ~e).sum())
+    FP = int((~t & e).sum())
+    FN = int((t & ~e).sum())
     sens = TP / (TP + FN) if TP + FN else 1.0
     spec = TN / (TN + FP) if TN + FP else 1.0
     return {"TP": TP, "FP": FP, "FN": FN, "TN": TN, "L": len(links), "acc": (TP + TN) / len(links),
@@ -223,9 +225,9 @@ def conditional_mi(joint_of: Callable[[tuple[Any, ...]], np.ndarray], a: Hashabl
     return max(h_aS + h_bS - h_abS - h_S, 0.0)
 
 
-def prune_skeleton(net: Iterable[tuple[Hashable, Iterable[Hashable]]], joint_of: Callable[[tuple[Any, ...]], np.ndarray],
-                   n: int, cards: Mapping[Any, int], *, alpha: float = 1e-3,
-                   max_cond: int = 1) -> set[frozenset[Hashable]]:
+def prune_skeleton(net: Iterable[tuple[Hashable, Iterable[Hashable]]],
+                   joint_of: Callable[[tuple[Any, ...]], np.ndarray], n: int, cards: Mapping[Any, int], *,
+                   alpha: float = 1e-3, max_cond: int = 1) -> set[frozenset[Hashable]]:
     """Our addition to GreedyBayes: drop every learned link ``a - b`` for which some set ``S`` of
     at most ``max_cond`` other neighbours of ``a`` or ``b`` makes ``a ⊥ b | S`` acceptable by the
     G-test (``G^2 = 2 n ln2 I(a;b|S)`` against ``chi2_{(|a|-1)(|b|-1)prod|S|}`` at ``alpha``).

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 import numpy as np
 import numpy.typing as npt
 from scipy.special import chdtrc, fdtrc
@@ -73,7 +72,8 @@ def granger_test(cause: npt.ArrayLike, effect: npt.ArrayLike, q: int,
     q = check_int(q, "q", minimum=1)
     a, b = _series(cause, "cause"), _series(effect, "effect")
     if a.shape != b.shape or a.ndim != 1:
-        raise LocalPrivError(f"granger_test: cause and effect must be equal-length 1-D series, got {a.shape}, {b.shape}")
+        raise LocalPrivError(f"granger_test: cause and effect must be equal-length 1-D series, "
+                             f"got {a.shape}, {b.shape}")
     T = b.size - q
     const = np.ones((T, 1))
     blocks = [const, lagged(b, q)]

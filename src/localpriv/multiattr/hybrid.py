@@ -67,10 +67,16 @@ def optimal_mechanism(prior, alpha: float, loss=None) -> np.ndarray:
     A, b = [], []
     for i in range(m - 1):
         for r in range(m):
-            row = np.zeros(m * m); row[idx[i + 1, r]] = alpha; row[idx[i, r]] = -1
-            A.append(row); b.append(0.0)          # alpha C[i+1,r] <= C[i,r]
-            row = np.zeros(m * m); row[idx[i, r]] = alpha; row[idx[i + 1, r]] = -1
-            A.append(row); b.append(0.0)          # alpha C[i,r] <= C[i+1,r]
+            row = np.zeros(m * m)
+            row[idx[i + 1, r]] = alpha
+            row[idx[i, r]] = -1
+            A.append(row)
+            b.append(0.0)  # alpha C[i+1,r] <= C[i,r]
+            row = np.zeros(m * m)
+            row[idx[i, r]] = alpha
+            row[idx[i + 1, r]] = -1
+            A.append(row)
+            b.append(0.0)  # alpha C[i,r] <= C[i+1,r]
     Aeq = np.zeros((m, m * m))
     for i in range(m):
         Aeq[i, idx[i]] = 1

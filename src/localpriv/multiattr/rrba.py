@@ -273,7 +273,7 @@ def consistent_tables(tables: dict, cards: dict, *, total: float = 1.0, max_iter
     offs = np.concatenate([[0], np.cumsum(sizes)])
     N = int(offs[-1])
     rows, rhs = [], []
-    for i, key in enumerate(keys):  # each table sums to total
+    for i in range(len(keys)):  # each table sums to total
         r = np.zeros(N)
         r[offs[i]:offs[i + 1]] = 1
         rows.append(r)

@@ -51,7 +51,8 @@ class Policy:
         known = registered()
         bad = [m for m in mechs if m not in known]
         if bad:
-            raise LocalPrivError(f"policy: unknown mechanism(s) {', '.join(bad[:5])}; known: {', '.join(sorted(known))}")
+            raise LocalPrivError(f"policy: unknown mechanism(s) {', '.join(bad[:5])}; "
+                                 f"known: {', '.join(sorted(known))}")
 
         def num(key, default):
             v = data.get(key, default)

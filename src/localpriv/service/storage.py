@@ -14,6 +14,7 @@ raw reports. The transaction commits before the server answers: an acknowledged 
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import sqlite3
@@ -193,10 +194,8 @@ class Store:
             else:
                 with self._lock:
                     self._made -= 1
-                try:
+                with contextlib.suppress(Exception):  # a broken connection
                     conn.raw.close()
-                except Exception:  # noqa: BLE001 - a broken connection
-                    pass
 
     @contextmanager
     def transaction(self, write: bool = False) -> Iterator[_Conn]:
@@ -210,10 +209,8 @@ class Store:
             try:
                 yield conn
             except BaseException:
-                try:
+                with contextlib.suppress(Exception):  # the original error is the one to report
                     conn.raw.execute("ROLLBACK")
-                except Exception:  # noqa: BLE001 - the original error is the one to report
-                    pass
                 raise
             conn.raw.execute("COMMIT")
 
@@ -223,10 +220,8 @@ class Store:
                 conn = self._pool.get_nowait()
             except queue.Empty:
                 break
-            try:
+            with contextlib.suppress(Exception):
                 conn.raw.close()
-            except Exception:  # noqa: BLE001
-                pass
         self._made = 0
 
     # ---- migrations -------------------------------------------------------------------------
