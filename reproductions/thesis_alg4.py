@@ -188,10 +188,14 @@ def _plot(results, params, path):
         if key == "vs_true_network":
             ax.axhline(results["vs_true_network"]["clean"]["acc"]["mean"], ls=":", c="C3", label="clean records")
         ax.axhline(d["empty"]["acc"]["mean"], ls="-.", c="C7", label="network without arcs")
-        ax.set_xticks(xs, ms, fontsize=8); ax.set_ylim(0, 1); ax.set_title(title, fontsize=9); ax.legend(fontsize=7)
+        ax.set_xticks(xs, ms, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
     for m in ms:  # Fig. 5.4-style histogram of the per-run ACC
         axes[2].hist(results["vs_clean_network"][m]["acc"]["values"], bins=12, range=(0, 1), alpha=0.5, label=m)
-    axes[2].set_title(f"ACC vs clean network over {params['runs']} runs", fontsize=9); axes[2].legend(fontsize=7)
+    axes[2].set_title(f"ACC vs clean network over {params['runs']} runs", fontsize=9)
+    axes[2].legend(fontsize=7)
     d = results["ap_table_l1"]
     axes[3].bar(xs, [d[m]["mean"] for m in ms],
                 yerr=[[d[m]["mean"] - d[m]["lo"] for m in ms], [d[m]["hi"] - d[m]["mean"] for m in ms]],
