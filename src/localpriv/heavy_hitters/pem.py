@@ -1,4 +1,4 @@
-"""Heavy hitters of an open vocabulary of strings under LDP: PEM (issue 20, item 3).
+"""Heavy hitters of an open vocabulary of strings under LDP: PEM.
 
 The collector does not know the values in advance (place ids, URLs, words): it discovers the
 ``k`` most frequent strings and estimates their frequencies, with intervals, from one report per
@@ -84,7 +84,7 @@ Private Heavy Hitters", NeurIPS 2017, with OLH instead of their Hashtogram) and 
 final ``k`` with the extra group, which took no part in choosing them: unbiased, with intervals
 free of the winner's curse.
 
-Not done (issue 20, item 3): Apple's SFP.
+Not done: Apple's SFP.
 """
 from __future__ import annotations
 

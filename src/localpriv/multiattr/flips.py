@@ -87,7 +87,7 @@ def g2_table_grid(n: int, steps: int = 40, max_shift: float | None = None) -> tu
     return tables, stack_statistic(tables, "g2")
 
 
-# ---- section 7.3 as printed: Eq. 7.7 and Lemma 7.3.1 (issue 21) ---------------------------------
+# ---- section 7.3 as printed: Eq. 7.7 and Lemma 7.3.1 ----------------------------------------------
 def lemma_7_3_1(eps: float, k: float = 9.0) -> dict:
     """The numbers of Lemma 7.3.1 (seed 004, section 7.3) recomputed, beside the exact ones.
 

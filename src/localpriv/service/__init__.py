@@ -1,4 +1,4 @@
-"""The collector as a service (issue 23): ``localpriv serve``.
+"""The collector as a service: ``localpriv serve`` (storage: docs/decisions/0017-service-storage.md).
 
 Reports arrive over HTTP in batches, are checked against the collection's policy and their
 mechanisms' output spaces, and are added to counts per (mechanism, report) in SQLite (default) or

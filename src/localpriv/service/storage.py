@@ -69,9 +69,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                report TEXT NOT NULL,
                PRIMARY KEY (collection, batch_id, seq))""",
     ]),
-    # format version 3 (issue 20): the local-hashing oracles hash with XXH64 unless their spec says
-    # hash=cw; the reports stored before meant the Carter-Wegman family, so their specs get hash=cw
-    # (Python step: the rewrite needs the spec parser, see formats.legacy_spec)
+    # format version 3 (docs/decisions/0007-xxh64-stable-hashing-format-3.md): the local-hashing
+    # oracles hash with XXH64 unless their spec says hash=cw; the reports stored before meant the
+    # Carter-Wegman family, so their specs get hash=cw (Python step: the rewrite needs the spec
+    # parser, see formats.legacy_spec)
     (2, ["legacy_hash_specs"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
