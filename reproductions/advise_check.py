@@ -1,4 +1,4 @@
-"""Does ``localpriv advise`` predict the error one gets? (``localpriv reproduce advise-check``; issue 18).
+"""Does ``localpriv advise`` predict the error one gets? (``localpriv reproduce advise-check``).
 
 For every *case* -- data set x goal x LDP target x number of users ``n`` -- :func:`localpriv.advice.advisor`
 is run as a user holding the data would run it (the prior ``theta`` = the data's empirical

@@ -17,7 +17,7 @@ Verdicts, per space: ratio of an estimator's mean EMD to GIBU's at the largest n
 Excellent, <= 2 Good, else Bad (the better post-processing of N/P is used for INV and RAP); NA
 when the estimator does not apply (singular channel). Every ratio carries its 95 % run-to-run
 interval (paired runs, :mod:`reproductions.spread`); a verdict whose interval straddles
-1.25 or 2 is reported as ``undecided (...)`` (issue 21), the point verdict kept beside it.
+1.25 or 2 is reported as ``undecided (...)``, the point verdict kept beside it.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _run_estimators(obs, names, n, delta_norm, max_iter, accelerate="none", stop
     """EMD-ready estimates; ``None`` where the estimator does not apply (recorded as NA).
 
     The EM-based estimators run plain EM stopped on ``|L(t) - L(t-1)| < delta_norm * n`` (seed 001
-    Algorithm 1's rule, per report), pinned whatever the library's defaults (issue 17).
+    Algorithm 1's rule, per report), pinned whatever the library's defaults.
     """
     out = {}
     it_kw = {"max_iter": max_iter, "accelerate": accelerate, "stop": stop}
@@ -199,7 +199,7 @@ def _compute1(params, rng, progress):
                     results["errors"][f"{scenario}/{space}/{name}"] = msg
         results["emd"][f"{scenario}/{space}"] = {
             name: [_mean_or_none(row) for row in rows] for name, rows in table.items()}
-        # every run's EMD at the largest n: the verdicts' intervals (issue 21)
+        # every run's EMD at the largest n: the verdicts' intervals
         results["emd_runs"][f"{scenario}/{space}"] = {name: rows[-1] for name, rows in table.items()}
     # verdicts at the largest n, per space (R columns: linear only, as in the seed's Figs. 3-6)
     for scenario in params["scenarios"]:

@@ -1,4 +1,4 @@
-"""Reproductions of issue 4: IBU utility gain for LDP frequency oracles (seed 002) and basic
+"""Reproductions: IBU utility gain for LDP frequency oracles (seed 002) and basic
 RAPPOR (seed 001 Figs. 11-12).
 
 * ``dbsec-one-time`` / ``dbsec-longitudinal`` (seed 002's two summary tables): for every
@@ -182,7 +182,7 @@ def seed_ibu(C, p, q, *, max_iter: int = 10_000, tol: float = 1e-12) -> tuple[np
     share = C.sum(axis=1) / C.sum()
     theta0 = np.repeat(share / k, k)
     res = em([DiagBlock(p, q, C)], B * k, theta0=theta0, delta=tol * float(share.min()), max_iter=max_iter,
-             stop="max_abs", accelerate="none")  # seed 002's plain IBU, pinned (issue 17)
+             stop="max_abs", accelerate="none")  # seed 002's plain IBU, pinned
     est = res.theta.reshape(B, k)
     return est / est.sum(axis=1, keepdims=True), np.full(B, not res.converged)
 

@@ -1,4 +1,4 @@
-"""The README's reproduction table, generated from the JSON of a run (issue 21, item 4).
+"""The README's reproduction table, generated from the JSON of a run (docs/decisions/0018-generated-reproductions.md).
 
 ``make reproduce`` runs every reproduction into ``docs/results/repro/`` and then
 :func:`rewrite_readme` replaces the README's table (between the ``<!-- reproductions:begin -->``

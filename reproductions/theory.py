@@ -134,7 +134,7 @@ register_experiment(Experiment(
     name="fig6",
     description="Non-identifiable mechanism (planar geometric 5x5 -> 4x4, Manhattan): IBU on the "
                 "asymptotic q reaches different fixed points from different starts",
-    # the certified maximum from every start (issue 21: plain EM stopped on the change in L hit
+    # the certified maximum from every start (plain EM stopped on the change in L hit
     # its 20,000-iteration cap, so its end points were not shown to be MLEs); plain EM on request
     defaults={"size": 5, "out": 4, "cell_km": 1.0, "eps": 0.5, "random_starts": 6,
               "delta": 1e-10, "max_iter": 100_000, "accelerate": "newton", "stop": "gap"},

@@ -244,7 +244,7 @@ def _t53_compute(params, rng, progress):
     all_combos = [c for v in triples for c in v]
     metrics = {m: [] for m in ["clean", "modified", "rr", "laplace"]}
     # the thesis scores against the network learned on the clean records; we also score against
-    # the true (BIF) network: both, every run (issue 21)
+    # the true (BIF) network: both, every run
     vs_clean = {m: [] for m in ["modified", "rr", "laplace"]}
     ref = {}
     eps_used = {"rr": [], "modified": []}

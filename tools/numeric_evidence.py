@@ -1,4 +1,4 @@
-"""Issue 20 measurements for docs/numeric.md: Adult age and hours-per-week, n = 48,842.
+"""Measurements for docs/numeric.md: Adult age and hours-per-week, n = 48,842.
 
 Run by `make numeric-evidence` (about 8 minutes on a shared 2-core machine): writes
 docs/results/numeric.json (atomically) and prints it. Seeds 0..RUNS-1; the data are the shared
