@@ -1,4 +1,4 @@
-"""EM per-evaluation overhead and batched GIBU (issue 22, items 1 and 2). Prints one JSON object.
+"""EM per-evaluation overhead and batched GIBU. Prints one JSON object.
 
 * ``ibu_k100``: k-RR counts at k = 100 (``benchmarks/ibu.py``'s data: n = 10^6, eps = 1, users
   from a truncated geometric law). Per-evaluation time of plain EM (2,000 evaluations, no stopping
@@ -12,7 +12,7 @@
   including ``import numba``.
 * ``gibu_1000``: ``benchmarks/gibu.py``'s mixture (k = 100, 500 k-RR with eps 0.5-5, 500 truncated
   geometric with eps 0.05-1), per-evaluation time of the batched blocks against one block per
-  mechanism (the engine before issue 22): the time of 25 plain EM evaluations minus that of 5
+  mechanism (the engine before the batched GIBU): the time of 25 plain EM evaluations minus that of 5
   (the run's setup, batching included, cancels; reported apart), and the largest relative
   difference of the two iterates after 25.
 

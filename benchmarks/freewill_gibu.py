@@ -1,4 +1,4 @@
-"""GIBU (seed 003 Algorithm 1) on 10^7 reports from 100 distinct mechanisms, k = 100 (issue 5).
+"""GIBU (seed 003 Algorithm 1) on 10^7 reports from 100 distinct mechanisms, k = 100.
 
 The issue's acceptance: "GIBU on 10^7 reports from 100 distinct mechanisms (k=100) finishes in
 seconds after aggregation". Domain ``0..99``, values binomial(99, 0.5) (seed 003's linear setting),

@@ -1,4 +1,4 @@
-"""Heavy hitters on real data: localpriv's PEM against pure-LDP's PEM (issue 20, items 3 and 5).
+"""Heavy hitters on real data: localpriv's PEM against pure-LDP's PEM.
 
 Data: the 138,957 Gowalla check-ins around New York (``../shared/data/gowalla_nyc_checkins.tsv.gz``,
 column 5 ``location id``): every check-in is a user holding a place id, an open vocabulary of

@@ -1,4 +1,4 @@
-"""Large-domain frequency oracles against pure-LDP (issue 20, items 2 and 5): accuracy and clients.
+"""Large-domain frequency oracles against pure-LDP: accuracy and clients.
 
 Data: the location ids of 50,000 of the 138,957 Gowalla check-ins around New York
 (``../shared/data/gowalla_nyc_checkins.tsv.gz``, column 5; drawn without replacement with seed 0;

@@ -1,4 +1,4 @@
-"""RAPPOR against pure-LDP's RAPPOR (issue 20, item 5): accuracy on a candidate set, and clients.
+"""RAPPOR against pure-LDP's RAPPOR: accuracy on a candidate set, and clients.
 
 Data: the check-ins of ``../shared/data/gowalla_nyc_checkins.tsv.gz`` (column 5, location id) at
 its ``K = 500`` most visited places (all of their check-ins, ``n`` of them): the candidate set is
@@ -49,7 +49,7 @@ written only with ``--out``). ``paired_vs_pure_ldp`` counts, per decoder, the ro
 better, equal or worse than pure-LDP's on the same values (lower MSE, higher precision).
 ``make bench-rappor`` runs it. Never run by the tests.
 
-**Accuracy only** (issue 20: enough rounds to decide top-k differences of a few hundredths):
+**Accuracy only** (enough rounds to decide top-k differences of a few hundredths):
 ``python benchmarks/rappor.py --accuracy-only [--quick] [--rounds R] [--out PATH] [--deadline HH:MM]``
 (``make bench-rappor-accuracy``; default 60 rounds, seeds ``0..59``) runs the accuracy arms and no
 timing (times belong to the timed mode on a quiet machine), and writes

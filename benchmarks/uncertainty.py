@@ -1,4 +1,4 @@
-"""Cost of a 95 % interval against the point estimate (issue 16, item 5).
+"""Cost of a 95 % interval against the point estimate.
 
 k = 100 ages (Adult's empirical distribution on 0..99), n = 10^6 users, k-RR and OUE at eps = 1.
 For each mechanism one data set is drawn (seeded); then ``rounds`` interleaved rounds time
