@@ -1,4 +1,4 @@
-"""`localpriv reproduce estimator-accuracy` (issue 17, item 3): the quick configuration's output
+"""`localpriv reproduce estimator-accuracy`: the quick configuration's output
 structure, a variance bound the INV-P and MLE errors must meet, per-cell reproducibility, the
 calibration of metric mechanisms, and the shipped data derived for it."""
 from pathlib import Path

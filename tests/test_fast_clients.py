@@ -200,7 +200,7 @@ def _chi2_magnitudes(d, sampler):
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_she_noise_is_laplace(eps):
     # SHE's report is the one-hot vector plus iid noise g D, D discrete Laplace with
-    # lam = g eps / 2 per grid step (issue 15; seed 002's Laplace(2/eps) at the grid's
+    # lam = g eps / 2 per grid step (seed 002's Laplace(2/eps) at the grid's
     # resolution): every value is on the grid, the magnitudes of 4 x 10^5 entries pass a
     # chi-square test against the sampler's law at a fixed seed, and the signs are fair and
     # independent of the magnitudes (5 standard errors)

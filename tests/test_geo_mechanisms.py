@@ -1,4 +1,4 @@
-"""Issue 3: geo-indistinguishability mechanisms (linear geometric/Laplace, exponential, planar)."""
+"""Geo-indistinguishability mechanisms (linear geometric/Laplace, exponential, planar)."""
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -142,7 +142,7 @@ def test_ibu_recovers_distribution_under_truncated_geometric():
             rng = np.random.default_rng(seed)
             x = rng.choice(k, size=n, p=theta)
             obs = Observations.from_counts(m, np.bincount(m.sample(x, rng), minlength=k))
-            est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned (issue 17)
+            est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned
             e.append(np.abs(est.distribution - theta).sum())
         errs.append(np.mean(e))
     assert errs[0] > errs[1] > errs[2]
@@ -160,7 +160,7 @@ def test_ibu_on_untruncated_geometric_reports():
     rng = np.random.default_rng(11)
     x = rng.choice(k, size=100_000, p=theta)
     obs = Observations.from_reports(m, m.sample(x, rng))
-    est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned (issue 17)
+    est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned
     assert np.abs(est.distribution - theta).sum() < 0.05
 
 
@@ -177,7 +177,7 @@ def test_laplace_interval_prob():
 
 
 def test_continuous_laplace():
-    # issue 15: the unbinned version releases z = x + g D on the grid g = 2^-9 (eps = 0.3),
+    # the unbinned version releases z = x + g D on the grid g = 2^-9 (eps = 0.3),
     # D discrete Laplace: samples on the grid, chi-square against the pmf (40 cells of equal
     # probability; the grid points beyond +-60/eps, mass e^-60, join the end cells)
     m = parse("laplace(eps=0.3)", IntegerDomain(0, 9))

@@ -1,4 +1,4 @@
-"""Issue 20, item 4: the local-hashing oracles on the stable hash (XXH64), format version 3.
+"""The local-hashing oracles on the stable hash (XXH64), format version 3.
 
 * ``H_s(x) = XXH64(le64(x), seed=s) mod g`` for ``blh``/``olh``/``lblh``/``lolh`` (published
   vectors of docs/hashing.md, checked against the reference ``xxhash`` package);

@@ -1,4 +1,4 @@
-"""Large domains (issue 20, item 2): Hadamard response ``hr``, count-mean sketches ``cms``, ``hcms``.
+"""Large domains: Hadamard response ``hr``, count-mean sketches ``cms``, ``hcms``.
 
 Fixed seeds; every statistical tolerance is ``Z`` standard deviations of the quantity tested, the
 standard deviation from the estimator's exact variance (or a proven bound on it), ``Z`` the normal

@@ -1,4 +1,4 @@
-"""Issue 7: tables, BIF networks, RRBA mechanism and protocol, hybrid, independence, flips."""
+"""Tables, BIF networks, RRBA mechanism and protocol, hybrid, independence, flips."""
 from fractions import Fraction
 from itertools import combinations
 
@@ -220,7 +220,7 @@ def test_rrba_converges_as_blocks_grow():
 @given(n=st.integers(1, 700), s=st.integers(1, 120), n_cells=st.integers(1, 9),
        seed=st.integers(0, 2**32 - 1))
 def test_every_user_counts_in_block_aggregation(n, s, n_cells, seed):
-    # issue 15: users are never dropped, whether or not the block size divides their number; the
+    # users are never dropped, whether or not the block size divides their number; the
     # last block holds the n mod s users left over (and n < s makes one short block)
     rng = np.random.default_rng(seed)
     x = rng.integers(0, n_cells, n)

@@ -1,4 +1,4 @@
-"""Issue 7: every thesis reproduction runs in quick mode and says something meaningful."""
+"""Every thesis reproduction runs in quick mode and says something meaningful."""
 import json
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The interval domain of numeric attributes (issue 20, item 1): cells, spec strings, refusals, pipeline."""
+"""The interval domain of numeric attributes: cells, spec strings, refusals, pipeline."""
 import numpy as np
 import pytest
 

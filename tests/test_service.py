@@ -1,4 +1,4 @@
-"""The collector service (issue 23): the same tests against SQLite and a real PostgreSQL server
+"""The collector service: the same tests against SQLite and a real PostgreSQL server
 that this module starts itself (pinned ``pgserver``), plus the security refusals, a server killed
 with SIGKILL in the middle of concurrent clients, and the dashboard in a real headless browser."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 21: thesis chapter 6 reproductions on stand-in data run in quick mode and mean something."""
+"""Thesis chapter 6 reproductions on stand-in data run in quick mode and mean something."""
 import json
 
 import numpy as np
