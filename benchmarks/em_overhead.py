@@ -20,6 +20,7 @@
 """
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def _krr_counts(k, n, eps, rng):
 
 
 def ibu_k100(quick: bool) -> dict:
-    import localpriv.estimators.em as _  # noqa: F401
+    importlib.import_module("localpriv.estimators.em")
     from localpriv.likelihood.structured import ScaledIdentityBlock
     em_mod = sys.modules["localpriv.estimators.em"]
 
@@ -76,8 +77,8 @@ def ibu_k100(quick: bool) -> dict:
         em_mod.COMPILED_AFTER = after
         row = {"plain_us_per_evaluation": 1e6 * t / res.iterations}
         for scheme in ("none", "squarem", "newton"):
-            t, res = _best(lambda: em_mod.em([block], k, accelerate=scheme, stop="max_abs", delta=1e-12,
-                                             max_iter=10_000))
+            t, res = _best(lambda scheme=scheme: em_mod.em([block], k, accelerate=scheme, stop="max_abs",
+                                                            delta=1e-12, max_iter=10_000))
             row[scheme] = {"seconds": t, "iterations": res.iterations, "converged": res.converged,
                            "loglik": res.loglik}
         out[path] = row
@@ -129,7 +130,7 @@ def jit_cost() -> dict:
 
 
 def gibu_1000(quick: bool) -> dict:
-    import localpriv.estimators.em as _  # noqa: F401
+    importlib.import_module("localpriv.estimators.em")
     from localpriv.data.observations import ObservationBlock, Observations
     from localpriv.mechanisms.geometric import Geometric
     from localpriv.mechanisms.krr import KRR

@@ -223,7 +223,7 @@ def sec_clients(d) -> list[str]:
     for r in rows:
         rat = r.get("ratios") or {}
 
-        def rr(key):
+        def rr(key, rat=rat):
             v = rat.get(key)
             return "-" if not isinstance(v, dict) else f"{ratio(v.get('cpu'))} ({ratio(v.get('wall'))} wall)"
         body.append([r.get("mechanism", "?"), _ns(r.get("ours")), _dtype(r.get("ours")),
@@ -470,7 +470,7 @@ def sec_memory(d) -> list[str]:
     body = []
     for step in steps:
         cells = [step]
-        for n, row in sizes.items():
+        for row in sizes.values():
             v = row.get(step)
             cells.append("-" if not isinstance(v, dict) else
                          f"{num(v.get('peak_rss_mib'))} MiB / {sec(v.get('cpu_s'))} / {sec(v.get('wall_s'))}"

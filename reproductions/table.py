@@ -383,7 +383,7 @@ def _table1_agreement(r) -> dict:
             if col == "GIBU":
                 continue
             paper = r["paper"][scenario][col]
-            for sp, c in cell.items():
+            for c in cell.values():
                 if paper == "NA" or c["verdict"] == "NA":
                     continue
                 out["total"] += 1

@@ -264,16 +264,16 @@ def _t53_compute(params, rng, progress):
         first = int(rng.integers(net.d))
         order = rng.permutation(net.d)  # hill climbing's tie order: not the file's (topological) order
 
-        def learn_and_score(tables_joint, n_syn, name):
+        def learn_and_score(tables_joint, n_syn, name, first=first):
             g = greedy_bayes(tables_joint, idx, k, first=first)
             cpts = fit_conditionals(g, tables_joint)
             syn = ancestral_sample(g, cpts, idx, n_syn, rng)
-            J = CachedJoint(lambda a: syn.table(list(a), True))
+            J = CachedJoint(lambda attrs: syn.table(list(attrs), True))
             g2 = learned(syn, J, params["relearn_learner"], first)
             metrics[name].append(link_metrics(truth, g2, idx))
             vs_clean[name].append(link_metrics(ref["clean"], g2, idx))
 
-        clean = CachedJoint(lambda a: rec.table(list(a), True))
+        clean = CachedJoint(lambda a, rec=rec: rec.table(list(a), True))
         ref["clean"] = learned(rec, clean, params["reference_learner"], first)
         metrics["clean"].append(link_metrics(truth, ref["clean"], idx))
         # original protocol: (k+1)-combination views, every user answers one view
@@ -292,7 +292,7 @@ def _t53_compute(params, rng, progress):
         eps_used["modified"].append(max(e1, e2))
         cpts = fit_conditionals(g1, lookup_tables(tabs2))
         syn = ancestral_sample(g1, cpts, idx, n, rng)
-        J = CachedJoint(lambda a: syn.table(list(a), True))
+        J = CachedJoint(lambda a, syn=syn: syn.table(list(a), True))
         g_mod = learned(syn, J, params["relearn_learner"], first)
         metrics["modified"].append(link_metrics(truth, g_mod, idx))
         vs_clean["modified"].append(link_metrics(ref["clean"], g_mod, idx))

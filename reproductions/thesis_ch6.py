@@ -191,9 +191,9 @@ def derive_ch6_data(shared_dir=None, out_dir=None) -> dict[str, str]:
     buf = io.StringIO()
     buf.write(",".join(_ADULT_RAW) + "\n")
     np.savetxt(buf, R, fmt="%d", delimiter=",")
-    with atomic_output(out / ADULT_FILE) as tmp:
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write(buf.getvalue().encode())
+    with (atomic_output(out / ADULT_FILE) as tmp, open(tmp, "wb") as raw,
+          gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz):
+        gz.write(buf.getvalue().encode())
     counts, edges, t0 = _band_counts(shared_dir, 7, "2010-01-01")
     rec = {"format_version": 1, "what": "hourly Gowalla check-in counts in 7 equal-count latitude bands of the "
                                         "Manhattan box (seed 001 section 7.2), south to north",

@@ -288,7 +288,7 @@ def test_fill_in_streams_covers_every_row_once():
     for n_rows, row_items in [(10, 3), (50_000, 100)]:
         seen = np.zeros(n_rows, dtype=int)
 
-        def fill(lo, hi, gen):
+        def fill(lo, hi, gen, seen=seen):
             seen[lo:hi] += 1
             assert isinstance(gen, np.random.Generator)
 

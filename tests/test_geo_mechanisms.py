@@ -296,7 +296,10 @@ def test_planar_laplace_channel_samples_level():
     np.testing.assert_allclose(M.sum(axis=1), 1.0, atol=1e-12)
     check_samples_match_channel(m, [0, 6, 19], n=60_000)
     # an interior entry against 2-D adaptive quadrature of the density over the cell
-    f = lambda y, x: 0.8 ** 2 / (2 * np.pi) * np.exp(-0.8 * np.hypot(x, y))
+
+    def f(y, x):
+        return 0.8 ** 2 / (2 * np.pi) * np.exp(-0.8 * np.hypot(x, y))
+
     mass, _ = integrate.dblquad(f, 0.5, 1.5, 0.5, 1.5, epsabs=1e-13)  # offset (1, 1) cells
     assert M[5, 10] == pytest.approx(mass, rel=1e-8)
     level = m.epsilon_geo()
@@ -417,7 +420,10 @@ def test_planar_laplace_ring_holds_everything_beyond_the_cap(monkeypatch):
     R = m.R
     assert R == 12  # capped: the ring starts at a = 11.5 km, well inside the density's bulk
     K = m.kernel()
-    f = lambda y, x: 0.3 ** 2 / (2 * np.pi) * np.exp(-0.3 * np.hypot(x, y))
+
+    def f(y, x):
+        return 0.3 ** 2 / (2 * np.pi) * np.exp(-0.3 * np.hypot(x, y))
+
     a = R - 0.5
     for dj in (0, 5, R - 1):  # strips {y >= a, x in cell dj}
         mass, _ = integrate.dblquad(f, dj - 0.5, dj + 0.5, a, np.inf, epsabs=0, epsrel=1e-11)

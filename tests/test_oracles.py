@@ -56,7 +56,7 @@ def test_unary_promise_and_bruteforce_product_channel(name, eps, k):
     m = parse(f"{name}(k={k},eps={eps})")
     p, q = m.p_star, m.q_star
     C = np.zeros((k, 2 ** k))
-    for j, bits in enumerate(itertools.product([0, 1], repeat=k)):
+    for bits in itertools.product([0, 1], repeat=k):
         col = sum(b << y for y, b in enumerate(bits))
         for x in range(k):
             C[x, col] = np.prod([(p if y == x else q) if b else (1 - (p if y == x else q)) for y, b in enumerate(bits)])

@@ -5,12 +5,14 @@ docs/results/numeric.json (atomically) and prints it. Seeds 0..RUNS-1; the data 
 Adult files.
 """
 import json
+import pathlib
 import time
 
 import numpy as np
 import pandas as pd
 
 from localpriv import estimate, numeric, parse
+from localpriv.data.formats import atomic_output
 from localpriv.data.observations import Observations
 from localpriv.domains import parse_domain
 
@@ -50,9 +52,6 @@ for attr, (values, spec) in data.items():
                                            "iterations": est.iterations}
         print(attr, eps, flush=True)
     out[attr] = res
-import pathlib
-
-from localpriv.data.formats import atomic_output
 
 with atomic_output(pathlib.Path("docs/results/numeric.json")) as tmp:
     tmp.write_text(json.dumps(out, indent=1))
