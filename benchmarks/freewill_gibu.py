@@ -35,7 +35,8 @@ N_MECH = 100
 
 
 def mechanisms(mix: str) -> list[str]:
-    geo = [f"geometric(eps={e:.4f},lo=0,hi={K - 1})" for e in np.geomspace(0.02, 0.869, N_MECH // 2 if mix == "krr+geo" else N_MECH)]
+    geo = [f"geometric(eps={e:.4f},lo=0,hi={K - 1})"
+           for e in np.geomspace(0.02, 0.869, N_MECH // 2 if mix == "krr+geo" else N_MECH)]
     if mix == "geo":
         return geo
     return [f"krr(eps={e:.4f})" for e in np.linspace(3.0, 8.08, N_MECH // 2)] + geo

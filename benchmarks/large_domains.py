@@ -49,7 +49,8 @@ from localpriv import estimate  # noqa: E402
 from localpriv.data.observations import ObservationBlock, Observations  # noqa: E402
 from localpriv.mechanisms import parse  # noqa: E402
 
-DATA = Path(os.environ.get("LOCALPRIV_SHARED_DATA", HERE.parent.parent / "shared" / "data")) / "gowalla_nyc_checkins.tsv.gz"
+DATA = (Path(os.environ.get("LOCALPRIV_SHARED_DATA", HERE.parent.parent / "shared" / "data"))
+        / "gowalla_nyc_checkins.tsv.gz")
 EPS = (1.0, 4.0)
 M, D = 1024, 64          # sketch width and rows (pure-LDP's m and k)
 ROUNDS = 5
@@ -104,9 +105,9 @@ def ours(name: str, eps: float, x: np.ndarray, k: int, truth: np.ndarray, seed: 
 
 # ---- pure-LDP -------------------------------------------------------------------------------
 def _compat_shims() -> None:
-    """Two compatibility shims, nothing else of pure-LDP is touched. pure-LDP 1.2.0's ``FreqOracleServer`` calls ``np.zeros(None)`` for the sketch servers (whose
-    domain size is None), which NumPy 2 refuses; give that module a ``zeros`` that reads ``None`` as
-    0, as NumPy 1 did."""
+    """Two compatibility shims, nothing else of pure-LDP is touched. pure-LDP 1.2.0's
+    ``FreqOracleServer`` calls ``np.zeros(None)`` for the sketch servers (whose domain size is None),
+    which NumPy 2 refuses; give that module a ``zeros`` that reads ``None`` as 0, as NumPy 1 did."""
     import pure_ldp.core._freq_oracle_server as fos
 
     class _NP:

@@ -3,9 +3,9 @@
 Every number in RESULTS.md comes from a JSON file in ``benchmarks/``: ``results.json`` (``make
 bench``: ``run_all.py``) and the ``results-*.json`` of the other targets (``bench-em``,
 ``bench-memory``, ``bench-uncertainty``, ``bench-spark``, ``bench-import``, ``bench-service``,
-``bench-vocab``, ``bench-rappor-accuracy``). A section whose JSON is missing says "not measured"; a section whose JSON has an
-unexpected shape says so and names the file, rather than guess. Each section names its file, its
-date, the machine, the load average and how many rounds its medians are over.
+``bench-vocab``, ``bench-rappor-accuracy``). A section whose JSON is missing says "not measured"; a
+section whose JSON has an unexpected shape says so and names the file, rather than guess. Each section
+names its file, its date, the machine, the load average and how many rounds its medians are over.
 
     python benchmarks/report.py            # writes benchmarks/RESULTS.md (make bench-report)
     python benchmarks/report.py --check    # exit 1 if RESULTS.md differs from the rendering
@@ -587,9 +587,9 @@ def sec_em(d) -> list[str]:
         body = [[mode, cell(mode, "cpu_seconds"), cell(mode, "wall_seconds"),
                  num(g(med, mode, "fft_pairs_per_evaluation")), f"{num(g(med, mode, 'peak_rss_gib'))} GiB"]
                 for mode in ("old", "new")]
-        out += ["", f"Planar {pl.get('side')} x {pl.get('side')}, block before the real-FFT one (`old`) against the real-FFT "
-                f"block (`new`), one FFT thread each, {pl.get('rounds')} interleaved rounds, each a fresh process, "
-                "median (min - max):", ""]
+        out += ["", f"Planar {pl.get('side')} x {pl.get('side')}, block before the real-FFT one (`old`) "
+                f"against the real-FFT block (`new`), one FFT thread each, {pl.get('rounds')} interleaved rounds, "
+                "each a fresh process, median (min - max):", ""]
         out += table(["block", "CPU", "wall", "FFT pairs per evaluation", "peak RSS"], body)
         out += ["", f"Ratio new / old: CPU {num(pl.get('ratio_cpu_new_to_old'))}, wall "
                 f"{num(pl.get('ratio_wall_new_to_old'))}; largest relative difference of the log-likelihoods "
@@ -699,7 +699,8 @@ def acceptance(src: dict) -> list[str]:
         # product for its starting point: 2 + 1 / evaluations is two pairs per evaluation
         evals = [r.get("iterations") for r in (g(pl, "runs", "new") or []) if isinstance(r, dict)]
         start = 1.0 / min(evals) if evals and all(evals) else 0.0
-        extra = " (2 per evaluation and one for the starting point)" if pairs is not None and 2.0 < pairs <= 2.0 + start + 1e-12 else ""
+        extra = (" (2 per evaluation and one for the starting point)"
+                 if pairs is not None and 2.0 < pairs <= 2.0 + start + 1e-12 else "")
         rows.append([f"3. Planar {pl.get('side')} x {pl.get('side')}: half the CPU time, 2 FFT pairs per evaluation",
                      f"CPU new / old {num(v)}, {num(pairs)} FFT pairs per evaluation{extra}",
                      num(v <= 0.5 and pairs is not None and pairs <= 2.0 + start + 1e-12)])

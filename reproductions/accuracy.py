@@ -1,5 +1,5 @@
-"""Which estimator is accurate, on evidence (``localpriv reproduce estimator-accuracy``; the evidence of
-docs/decisions/0001-default-estimators.md).
+"""Which estimator is accurate, on evidence (``localpriv reproduce estimator-accuracy``; the evidence
+of docs/decisions/0001-default-estimators.md).
 
 For every *cell* -- data set x mechanism x privacy level x number of users ``n`` -- ``runs`` data
 sets of ``n`` users are drawn i.i.d. (with replacement) from the empirical distribution of real
@@ -19,8 +19,8 @@ Mechanisms: the LDP oracles k-RR, OUE, OLH, SS at ``eps`` = each of ``eps_ldp``;
 (geometric, Laplace rounded to whole years, exponential on the line; planar geometric and planar
 Laplace on grids) *calibrated* so that the LDP level computed from their channel
 (``mechanism.epsilon_ldp()``) equals each of ``eps_ldp`` (bisection on the metric parameter,
-:func:`localpriv.inference.simulation.calibrate`), and also at the seeds' metric levels (``seed_eps``: 0.05 per year, seed 001
-Fig. 1; 1.0 per km, Fig. 8).
+:func:`localpriv.inference.simulation.calibrate`), and also at the seeds' metric levels (``seed_eps``:
+0.05 per year, seed 001 Fig. 1; 1.0 per km, Fig. 8).
 
 Reports: finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (the exact
 law of ``n`` users drawn from ``theta`` and obfuscated one by one); OUE, OLH and SS draw every
@@ -42,8 +42,8 @@ cross-validation; the split seeded per run). An estimator that is not registered
 the reason recorded; so is an inapplicable pair (EMS on a categorical domain).
 
 Output: ``estimator-accuracy.json`` (every run's error, per-cell medians and spreads, the claims
-about the default estimator, calibration, timings), and next to the figure ``estimator-accuracy.csv`` (one row per
-cell x estimator x metric), ``estimator-accuracy.md`` (the table) and the figures
+about the default estimator, calibration, timings), and next to the figure ``estimator-accuracy.csv``
+(one row per cell x estimator x metric), ``estimator-accuracy.md`` (the table) and the figures
 ``estimator-accuracy.png`` (median error vs ``n`` at ``plot_eps``) and
 ``estimator-accuracy_by_eps.png`` (median error vs LDP eps at the largest ``n``).
 
@@ -180,8 +180,8 @@ MEDIUM = {
     "eps_ldp": [1.0], "n": [10_000], "runs": 3,
 }
 
-#: the evidence run of docs/decisions/0001-default-estimators.md (``make estimator-evidence``): 20 runs per cell at
-#: n = 10^4, 10^5 and 10^6 of every setting on ages (k-RR and the metric mechanisms), education
+#: the evidence run of docs/decisions/0001-default-estimators.md (``make estimator-evidence``): 20 runs
+#: per cell at n = 10^4, 10^5 and 10^6 of every setting on ages (k-RR and the metric mechanisms), education
 #: (k-RR, OUE, OLH, SS) and the Manhattan grid (k-RR, planar geometric, planar Laplace) and k-RR on
 #: the whole-NYC grid, at LDP eps 0.5..4 and the seeds' metric levels; the per-user oracles
 #: (OUE, OLH, SS) on ages at n = 10^4 only and planar geometric and planar Laplace on NYC at
@@ -189,8 +189,9 @@ MEDIUM = {
 #: cells) dominates: 770-950 CPU s per per-user oracle for the four levels at 10^4 (~10 s per run),
 #: growing about linearly in n.
 #: The committed JSON was run in pieces and merged (:func:`merge`; every cell has its own
-#: generator, so it equals one run of this configuration). The Dirichlet MAP is run on the categorical data only (on ordered data the
-#: medium run and a one-run probe had it at or near the uniform distribution in most cells).
+#: generator, so it equals one run of this configuration). The Dirichlet MAP is run on the categorical
+#: data only (on ordered data the medium run and a one-run probe had it at or near the uniform
+#: distribution in most cells).
 EVIDENCE = {
     "settings": [_pick("ages", "k-RR"), _pick("ages", "geometric"), _pick("ages", "Laplace"),
                  _pick("ages", "exponential"),

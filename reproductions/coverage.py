@@ -52,8 +52,8 @@ from reproductions.table import rewrite_block
 #: 200 / 40 at 10^5 / 10^6 with the sparse support)
 #: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.inference.uncertainty),
 #: and EMS selects its bandwidth by cross-validation (~80 fits): ~1.2 s per run under k-RR and ~6 s
-#: under the geometric mechanism (face replicates), whatever n (count-level draws); the committed record ran these many (binomial sd of a 95 % coverage: 1.5 points
-#: over 200, 1.8 over 150, 2.8 over 60)
+#: under the geometric mechanism (face replicates), whatever n (count-level draws); the committed
+#: record ran these many (binomial sd of a 95 % coverage: 1.5 points over 200, 1.8 over 150, 2.8 over 60)
 EMS_RUNS = {"10000": 200, "100000": 200, "1000000": 200}
 EMS_GEOMETRIC_RUNS = {"10000": 150, "100000": 60, "1000000": 60}
 
@@ -65,8 +65,8 @@ SETTINGS = [
     {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
     {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
     {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
-    # the default estimator on ordered domains (docs/decisions/0001-default-estimators.md): EMS, intervals anchored on the MLE
-    # (one more fit per run: fewer runs, EMS_RUNS)
+    # the default estimator on ordered domains (docs/decisions/0001-default-estimators.md): EMS,
+    # intervals anchored on the MLE (one more fit per run: fewer runs, EMS_RUNS)
     {"name": "EMS k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"], "estimator": "ems",
      "max_runs": EMS_RUNS},
     {"name": "EMS geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"], "estimator": "ems",
@@ -371,7 +371,8 @@ def _plot(results, params, path):
 
 register_experiment(Experiment(
     name="coverage",
-    description="Coverage of the 90%/95% intervals (mean, median, cells) of the MLE and the regularized defaults, real data",
+    description=("Coverage of the 90%/95% intervals (mean, median, cells) of the MLE and the regularized defaults, "
+                 "real data"),
     defaults={"settings": SETTINGS, "n": [10_000, 100_000, 1_000_000], "runs": 500, "levels": [0.9, 0.95]},
     quick={"settings": [SETTINGS[0], SETTINGS[4]], "n": [10_000], "runs": 8},
     compute=_compute,

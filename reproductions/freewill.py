@@ -244,7 +244,8 @@ def _plot1(results, params, path):
             panels.append((f"Fig. {figs['R']}: {sc}, linear ([e]R)", f"{sc}/linear", R_NAMES + ["gibu"]))
         for sp in params["spaces"]:
             if "INV-M" in figs:
-                panels.append((f"Fig. {figs['INV-M']}: {sc}, {sp} ([INV]M)", f"{sc}/{sp}", ["inv-n-m", "inv-p-m", "gibu"]))
+                panels.append((f"Fig. {figs['INV-M']}: {sc}, {sp} ([INV]M)", f"{sc}/{sp}",
+                               ["inv-n-m", "inv-p-m", "gibu"]))
             panels.append((f"Fig. {figs['IBU-M']}: {sc}, {sp} ([IBU]M)", f"{sc}/{sp}", ["ibu-m", "gibu"]))
     ncols = 3
     nrows = -(-len(panels) // ncols)
@@ -311,7 +312,8 @@ def _plot2(results, params, path):
     fig, axes = plt.subplots(len(regimes), 2, figsize=(10, 3.2 * len(regimes)), squeeze=False)
     for row, regime in zip(axes, regimes):
         e = results["emd"][regime]
-        for ax, (fig_no, names) in zip(row, ((2, ["rap-n-r", "rap-p-r", "gibu"]), (14, ["rap-n-m", "rap-p-m", "gibu"]))):
+        for ax, (fig_no, names) in zip(row, ((2, ["rap-n-r", "rap-p-r", "gibu"]),
+                                             (14, ["rap-n-m", "rap-p-m", "gibu"]))):
             for nm in names:
                 ax.plot(ns, e[nm], marker="o", label=nm)
             _loglog(ax, f"Fig. {fig_no}{'a' if regime == 'high' else 'b'}: {regime} privacy", "EMD", fontsize=8)

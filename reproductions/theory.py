@@ -227,7 +227,8 @@ def _simplex_plot(which):
 
 register_experiment(Experiment(
     name="fig3",
-    description="L over the 2-simplex, mechanism Eq. (4): reports {2} (not strictly concave) and {2,1} (strictly concave)",
+    description=("L over the 2-simplex, mechanism Eq. (4): reports {2} (not strictly concave) and {2,1} "
+                 "(strictly concave)"),
     defaults={"resolution": 120, "observations": {"a": [2], "b": [2, 1]}},
     compute=_simplex_compute(3), plot=_simplex_plot(3), quick={"resolution": 40},
     reference="seed 001 section 4.1, Eq. (4), Fig. 3",

@@ -131,7 +131,8 @@ def _compute(params, rng, progress):
             omega, omega, [np.ones([cards[a] for a in pair]) for pair in omega], cards, p)))
         r = algorithm4_rows(part2.data[:, plan.attrs], plan, rng)
         est["algorithm4-eq43"] = estimate_pairs_eq43(r, plan)
-        _, est["algorithm4-mle"], fit = estimate_joint_mle(r, plan, delta=params["em_delta"], max_iter=params["em_max_iter"])
+        _, est["algorithm4-mle"], fit = estimate_joint_mle(r, plan, delta=params["em_delta"],
+                                                           max_iter=params["em_max_iter"])
         em_unconverged += int(not fit.converged)
         for m in METHODS:
             look = lookup_tables(est[m])
@@ -182,7 +183,8 @@ def _plot(results, params, path):
                            (axes[1], "vs_true_network", "ACC vs true network")):
         d = results[key]
         mean = [d[m]["acc"]["mean"] for m in ms]
-        err = [[d[m]["acc"]["mean"] - d[m]["acc"]["lo"] for m in ms], [d[m]["acc"]["hi"] - d[m]["acc"]["mean"] for m in ms]]
+        err = [[d[m]["acc"]["mean"] - d[m]["acc"]["lo"] for m in ms],
+               [d[m]["acc"]["hi"] - d[m]["acc"]["mean"] for m in ms]]
         ax.bar(xs, mean, yerr=err, color=["C0", "C1", "C2"])
         ax.axhline(0.81, ls="--", c="k", lw=1, label="thesis modified 0.81")
         if key == "vs_true_network":

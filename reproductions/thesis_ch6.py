@@ -468,7 +468,8 @@ def _ch6_granger_compute(params, rng, progress):
                        if g_links else None}
 
     return {"data": "Gowalla check-ins, Manhattan box, hourly counts of 7 equal-count latitude bands",
-            "variables": names, "band_latitudes": [[float(a), float(b)] for a, b in zip(data["edges"][:-1], data["edges"][1:])],
+            "variables": names,
+            "band_latitudes": [[float(a), float(b)] for a, b in zip(data["edges"][:-1], data["edges"][1:])],
             "hours": int(Y.shape[0]), "start": data["start"], "checkins": int(data["counts"].sum()),
             "mean_checkins_per_hour": data["counts"].mean(axis=0),
             "networks": _net_json(nets, score, names), "seconds": times,

@@ -242,7 +242,8 @@ def test_discrete_laplace_body_and_tail(rate):
     probs = -np.diff(np.r_[q, 0.0])
     keep = probs * tail.size > 5
     obs = np.bincount(cells, minlength=q.size)
-    assert chisquare(np.r_[obs[keep], obs[~keep].sum()], np.r_[probs[keep], probs[~keep].sum()] * tail.size).pvalue > 1e-3
+    assert chisquare(np.r_[obs[keep], obs[~keep].sum()],
+                     np.r_[probs[keep], probs[~keep].sum()] * tail.size).pvalue > 1e-3
     nz = d != 0
     assert _within((d[nz] < 0).mean(), 0.5, nz.sum())
     big = np.abs(d) > 3 / rate

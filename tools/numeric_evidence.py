@@ -38,7 +38,8 @@ for attr, (values, spec) in data.items():
                 iv = mech.estimate_mean(mech.sample(x, np.random.default_rng(seed)), dom)
                 errs.append(abs(iv.value - truth["cell_mean"]))
                 cover += iv.lower <= truth["cell_mean"] <= iv.upper
-            res[f"{name} eps={eps} unbiased mean"] = {"mean_abs_error": float(np.mean(errs)), "coverage95": cover / RUNS,
+            res[f"{name} eps={eps} unbiased mean"] = {"mean_abs_error": float(np.mean(errs)),
+                                                      "coverage95": cover / RUNS,
                                                        "halfwidth": float((iv.upper - iv.lower) / 2)}
         for name in ("sw", "pm", "hm"):
             mech = parse(f"{name}(eps={eps})", dom)
@@ -48,7 +49,8 @@ for attr, (values, spec) in data.items():
             truth_d = np.bincount(x, minlength=dom.size) / x.size
             emd = float(np.abs(np.cumsum(est.distribution - truth_d)).sum() * dom.width)
             m, med = est.mean(), numeric.quantile(est, 0.5)
-            res[f"{name} eps={eps} ems"] = {"emd": emd, "mean": list(m), "median": list(med), "seconds": time.time() - t,
+            res[f"{name} eps={eps} ems"] = {"emd": emd, "mean": list(m), "median": list(med),
+                                            "seconds": time.time() - t,
                                            "iterations": est.iterations}
         print(attr, eps, flush=True)
     out[attr] = res
