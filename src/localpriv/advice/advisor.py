@@ -640,7 +640,8 @@ def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: str | None
 
 
 def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = None, n: int,
-           goal: str = "emd", theta=None, rng=0, runs: int = 5, top: int = 10, method: str = "auto",
+           goal: str = "emd", theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
+           method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
            progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.

@@ -118,7 +118,7 @@ def inv_expected_squared_error(mech, theta, n: float = 1.0, domain=None, W=None)
     return float((p @ (W ** 2).sum(axis=1) - th @ th) / n)
 
 
-def inv_squared_error_monte_carlo(mech, theta, n: int, runs: int, rng, domain=None,
+def inv_squared_error_monte_carlo(mech, theta, n: int, runs: int, rng: np.random.Generator | int, domain=None,
                                   chunk: int = 2000) -> tuple[float, float]:
     """Monte Carlo ``E||v - theta||^2``: ``runs`` multinomial count vectors of ``n`` reports.
 
@@ -206,7 +206,7 @@ def rappor_concavity_lower_bound(k: int, eps: float, n) -> np.ndarray | float:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def rappor_sample(x, k: int, eps: float, rng) -> np.ndarray:
+def rappor_sample(x, k: int, eps: float, rng: np.random.Generator | int) -> np.ndarray:
     """Basic one-time Rappor (seed 001 section 4.4): one-hot encode ``x`` and keep each bit with
     probability ``p = e^{eps/2}/(1+e^{eps/2})``. Returns an ``n x k`` uint8 array.
 
@@ -233,7 +233,8 @@ def rappor_likelihood_matrix(bits, eps: float) -> np.ndarray:
     return np.exp(k * logp - (0.5 + 0.5 * S[None, :] - B.T) * eps)
 
 
-def rappor_concavity_frequency(k: int, eps: float, n: int, runs: int, rng, theta=None) -> float:
+def rappor_concavity_frequency(k: int, eps: float, n: int, runs: int, rng: np.random.Generator | int,
+                               theta=None) -> float:
     """Empirical frequency with which ``L`` is strictly concave (Theorem 4.1 (iii) rank test)
     after ``n`` users with values drawn from ``theta`` (uniform by default) report through basic
     Rappor; to be compared with :func:`rappor_concavity_lower_bound`."""

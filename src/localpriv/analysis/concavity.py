@@ -141,7 +141,8 @@ def concavity_witness(G, tol: float | None = None) -> np.ndarray | None:
     return u[:, r]  # left singular vector of a zero singular value: w @ aug ~ 0
 
 
-def identifiable(mech, domain=None, tol: float | None = None, rng=0, max_dense: int = 4_000_000) -> RankTest:
+def identifiable(mech, domain=None, tol: float | None = None, rng: np.random.Generator | int = 0,
+                 max_dense: int = 4_000_000) -> RankTest:
     """Does the mechanism identify the distribution (seed 001 Theorem 6.1 (iii))?
 
     With an enumerable channel of at most ``max_dense`` entries: rank of ``M`` against ``k``.

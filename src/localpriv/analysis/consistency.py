@@ -119,8 +119,9 @@ def fit_loglog_slope(n, err, err_se=None) -> dict:
     return {"slope": float(coef[1]), "slope_se": se, "intercept": float(coef[0])}
 
 
-def convergence_study(mech, theta=None, ns=(1000, 4000, 16000, 64000), runs: int = 40, rng=0,
-                      domain=None, delta: float = 1e-7, max_iter: int = 20_000, progress=None) -> dict:
+def convergence_study(mech, theta=None, ns=(1000, 4000, 16000, 64000), runs: int = 40,
+                      rng: np.random.Generator | int = 0, domain=None, delta: float = 1e-7, max_iter: int = 20_000,
+                      progress=None) -> dict:
     """Empirical consistency: mean ``||theta_hat^n - theta||_2^2`` of IBU against ``n``.
 
     For each ``n`` in ``ns``, ``runs`` data sets of ``n`` values drawn from ``theta`` are
@@ -178,8 +179,8 @@ def asymptotic_error(mech, theta, max_iter: int = 20_000, delta: float = 1e-13):
 
 
 def consistency_report(mech, domain=None, *, study: bool = True, theta=None,
-                       ns=(1000, 4000, 16000, 64000), runs: int = 40, rng=0, delta: float = 1e-7,
-                       max_iter: int = 20_000) -> dict:
+                       ns=(1000, 4000, 16000, 64000), runs: int = 40, rng: np.random.Generator | int = 0,
+                       delta: float = 1e-7, max_iter: int = 20_000) -> dict:
     """Consistency of IBU for ``mech`` (seed 001 section 6): identification (Theorem 6.1 rank
     test), regularity, dominance, the verdict of Lemma 6.1, and optionally the empirical study.
 
