@@ -726,8 +726,7 @@ def _checks(ctx: CheckContext) -> Iterator[tuple[str, str, Callable[[], None]]]:
 
 def mechanism_checks(mech, rng: np.random.Generator | int | None = None, *, domain: Domain | None = None,
                      eps_ldp: float | None = None, eps_geo: float | None = None, tight: bool = False, n: int = 20000,
-                     alpha: float = 1e-6,
-                     max_channel: int = 1_000_000) -> Iterator[tuple[str, Callable[[], None]]]:
+                     alpha: float = 1e-6, max_channel: int = 1_000_000) -> Iterator[tuple[str, Callable[[], None]]]:
     """The checks that apply to ``mech``, as ``(check_name, callable)``; each callable raises a
     :class:`ConformanceError` naming its check when the property fails.
 
@@ -766,8 +765,7 @@ def mechanism_checks(mech, rng: np.random.Generator | int | None = None, *, doma
 
 def check_mechanism(mech, rng: np.random.Generator | int | None = None, *, domain: Domain | None = None,
                     eps_ldp: float | None = None, eps_geo: float | None = None, tight: bool = False, n: int = 20000,
-                    alpha: float = 1e-6,
-                    max_channel: int = 1_000_000) -> tuple[str, ...]:
+                    alpha: float = 1e-6, max_channel: int = 1_000_000) -> tuple[str, ...]:
     """Run every applicable check (:func:`mechanism_checks`) on ``mech``; raise on the first failure.
 
     Parameters
