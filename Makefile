@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
-# the headless browser of the dashboard test (issue 23): Debian's chromium, pinned to the version apt
+# the headless browser of the dashboard test: Debian's chromium, pinned to the version apt
 # offered when the test was written; installed only where /usr/bin/chromium is missing (needs root)
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
@@ -51,12 +51,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/mypy
 
-# issue 21: every reproduction of the README's table with its defaults (hours on 2 cores), then the
+# every reproduction of the README's table with its defaults (hours on 2 cores), then the
 # table between the README's markers rewritten from their JSON (docs/results/repro/*.json)
 reproduce: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/reproduce_all.py --out docs/results/repro
 
-# issue 22: every benchmark of run_all.py (~30 min on a quiet 2-core machine; run it when nothing else
+# every benchmark of run_all.py (~30 min on a quiet 2-core machine; run it when nothing else
 # runs), then RESULTS.md rendered from benchmarks/results*.json; bench-report only re-renders
 bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py
@@ -73,50 +73,50 @@ bench-uncertainty: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
 	$(PY) benchmarks/report.py
 
-# issue 19: DuckDB path vs hand-written SQL vs Spark local[2] at 10^7 and 10^8 reports, EM on Spark
+# DuckDB path vs hand-written SQL vs Spark local[2] at 10^7 and 10^8 reports, EM on Spark
 # (-> benchmarks/results-spark.json, read by docs/scale.md; run it on a quiet machine)
 bench-spark: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py spark
 	$(PY) benchmarks/report.py
 
-# issue 20's numbers in docs/numeric.md (Adult age and hours-per-week; minutes on one core)
+# the numbers in docs/numeric.md (Adult age and hours-per-week; minutes on one core)
 numeric-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
 
-# the collector service's load test (issue 23): SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
+# the collector service's load test: SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
 bench-service: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
 	$(PY) benchmarks/report.py
 
-# issue 20: Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
+# Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
 # Gowalla place ids (-> benchmarks/results-large_domains.json, results-heavy_hitters.json)
 bench-vocab: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/large_domains.py
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/heavy_hitters.py
 	$(PY) benchmarks/report.py
 
-# issue 22: EM overhead at k = 100, batched GIBU, the planar real-FFT block (-> benchmarks/results-em.json)
+# EM overhead at k = 100, batched GIBU, the planar real-FFT block (-> benchmarks/results-em.json)
 bench-em: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/em_suite.py
 	$(PY) benchmarks/report.py
 
-# issue 20: RAPPOR against pure-LDP 1.2.0's RAPPOR on Gowalla places (-> benchmarks/results-rappor.json)
+# RAPPOR against pure-LDP 1.2.0's RAPPOR on Gowalla places (-> benchmarks/results-rappor.json)
 bench-rappor: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py --rounds 20
 	$(PY) benchmarks/report.py
 
-# issue 20: RAPPOR's accuracy arms only, no timing, 60 rounds (-> benchmarks/results-rappor-accuracy.json;
+# RAPPOR's accuracy arms only, no timing, 60 rounds (-> benchmarks/results-rappor-accuracy.json;
 # paired comparisons with sign tests; may run on a busy machine)
 bench-rappor-accuracy: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py --accuracy-only
 	$(PY) benchmarks/report.py
 
-# start-up cost of `import localpriv` and `localpriv --help` (issue 18: under 0.25 s of CPU)
+# start-up cost of `import localpriv` and `localpriv --help` (target: under 0.25 s of CPU)
 bench-import: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py import_time
 	$(PY) benchmarks/report.py
 
-# issue 16's calibration (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
+# the calibration of the intervals (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
 coverage: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
@@ -130,7 +130,7 @@ coverage-docs: $(STAMP)
 docs-numbers: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
 
-# issue 17's evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
+# the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
 estimator-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
 	from reproductions.accuracy import EVIDENCE; \

@@ -1,5 +1,5 @@
 """Client (obfuscation) cost: localpriv's vectorized samplers against the per-user clients of
-multi-freq-ldpy and pure-ldp, k = 100, eps = 1, the same input values (issue 22, items 4 and 6).
+multi-freq-ldpy and pure-ldp, k = 100, eps = 1, the same input values.
 
 Rules of the comparison:
 

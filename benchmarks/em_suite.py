@@ -1,9 +1,9 @@
-"""Issue 22's measurements in one run (``make bench-em``) -> ``benchmarks/results-em.json``.
+"""The EM engine's measurements in one run (``make bench-em``) -> ``benchmarks/results-em.json``.
 
 * ``em_overhead``: ``benchmarks/em_overhead.py`` (EM per evaluation at k = 100, NumPy engine vs
   the compiled loops, end-to-end IBU against multi-freq-ldpy, JIT cost, batched GIBU with 1,000
   mechanisms), one process.
-* ``planar``: ``benchmarks/planar_cpu.py --side 1000`` with the block before issue 22 (``old``)
+* ``planar``: ``benchmarks/planar_cpu.py --side 1000`` with the block before the real-FFT one (``old``)
   and the real-FFT block (``new``), one FFT worker, ``ROUNDS`` interleaved rounds (old, new, old,
   new, ...), each a process of its own; medians and the ratio of medians of CPU and wall time.
 

@@ -1,4 +1,4 @@
-"""GIBU (seed 003 Algorithm 1) on 10^7 reports from 100 distinct mechanisms, k = 100 (issue 5).
+"""GIBU (seed 003 Algorithm 1) on 10^7 reports from 100 distinct mechanisms, k = 100.
 
 The issue's acceptance: "GIBU on 10^7 reports from 100 distinct mechanisms (k=100) finishes in
 seconds after aggregation". Domain ``0..99``, values binomial(99, 0.5) (seed 003's linear setting),
@@ -35,7 +35,8 @@ N_MECH = 100
 
 
 def mechanisms(mix: str) -> list[str]:
-    geo = [f"geometric(eps={e:.4f},lo=0,hi={K - 1})" for e in np.geomspace(0.02, 0.869, N_MECH // 2 if mix == "krr+geo" else N_MECH)]
+    geo = [f"geometric(eps={e:.4f},lo=0,hi={K - 1})"
+           for e in np.geomspace(0.02, 0.869, N_MECH // 2 if mix == "krr+geo" else N_MECH)]
     if mix == "geo":
         return geo
     return [f"krr(eps={e:.4f})" for e in np.linspace(3.0, 8.08, N_MECH // 2)] + geo

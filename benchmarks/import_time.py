@@ -1,4 +1,5 @@
-"""Start-up cost of the package and the command line (issue 18, item 5): ``make bench-import``.
+"""Start-up cost of the package and the command line: ``make bench-import``
+(docs/decisions/0023-small-lazy-top-level-api.md).
 
 Each case runs in fresh processes (``--runs`` times, at least 5; the median is reported) and is
 timed from outside: CPU user + system time of the child (``os.wait4``'s resource usage, so the
@@ -24,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-#: the budget of issue 18: CPU seconds (user + system) of one fresh process
+#: the budget: CPU seconds (user + system) of one fresh process
 BUDGET_CPU = 0.25
 HEAVY = ("numpy", "pandas", "duckdb", "pyarrow", "scipy", "matplotlib", "rich", "typer")
 PINNED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

@@ -1,4 +1,4 @@
-"""Large-domain frequency oracles against pure-LDP (issue 20, items 2 and 5): accuracy and clients.
+"""Large-domain frequency oracles against pure-LDP: accuracy and clients.
 
 Data: the location ids of 50,000 of the 138,957 Gowalla check-ins around New York
 (``../shared/data/gowalla_nyc_checkins.tsv.gz``, column 5; drawn without replacement with seed 0;
@@ -49,7 +49,8 @@ from localpriv import estimate  # noqa: E402
 from localpriv.data.observations import ObservationBlock, Observations  # noqa: E402
 from localpriv.mechanisms import parse  # noqa: E402
 
-DATA = Path(os.environ.get("LOCALPRIV_SHARED_DATA", HERE.parent.parent / "shared" / "data")) / "gowalla_nyc_checkins.tsv.gz"
+DATA = (Path(os.environ.get("LOCALPRIV_SHARED_DATA", HERE.parent.parent / "shared" / "data"))
+        / "gowalla_nyc_checkins.tsv.gz")
 EPS = (1.0, 4.0)
 M, D = 1024, 64          # sketch width and rows (pure-LDP's m and k)
 ROUNDS = 5
@@ -104,9 +105,9 @@ def ours(name: str, eps: float, x: np.ndarray, k: int, truth: np.ndarray, seed: 
 
 # ---- pure-LDP -------------------------------------------------------------------------------
 def _compat_shims() -> None:
-    """Two compatibility shims, nothing else of pure-LDP is touched. pure-LDP 1.2.0's ``FreqOracleServer`` calls ``np.zeros(None)`` for the sketch servers (whose
-    domain size is None), which NumPy 2 refuses; give that module a ``zeros`` that reads ``None`` as
-    0, as NumPy 1 did."""
+    """Two compatibility shims, nothing else of pure-LDP is touched. pure-LDP 1.2.0's
+    ``FreqOracleServer`` calls ``np.zeros(None)`` for the sketch servers (whose domain size is None),
+    which NumPy 2 refuses; give that module a ``zeros`` that reads ``None`` as 0, as NumPy 1 did."""
     import pure_ldp.core._freq_oracle_server as fos
 
     class _NP:
@@ -134,7 +135,7 @@ def _compat_shims() -> None:
 
 def theirs(name: str, eps: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - the other library draws from NumPy's global generator
     ident = lambda v: v  # noqa: E731 - our values are already 0..k-1
     if name == "hr":
         from pure_ldp.frequency_oracles.hadamard_response import HadamardResponseClient, HadamardResponseServer
@@ -234,7 +235,7 @@ def hr_at_2_20(n: int = 10 ** 6, seed: int = 0) -> dict:
     out["mse_unbiased_projected"] = _mse(project_simplex(u), emp)
     for label, kw in (("plain_em_20", dict(accelerate="none", stop="max_abs", delta=1e-300, max_iter=20)),
                       ("default_em_max_iter_40", dict(max_iter=40))):
-        res, cpu, wall = _clock(lambda: em([block], k, **kw))
+        res, cpu, wall = _clock(lambda kw=kw: em([block], k, **kw))
         out[label] = {"cpu_s": cpu, "wall_s": wall, "iterations": res.iterations, "converged": bool(res.converged),
                       "mse": _mse(res.theta, emp)}
     return out

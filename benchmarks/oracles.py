@@ -1,4 +1,4 @@
-"""The pure LDP frequency oracles (issue 4) end to end, localpriv against multi-freq-ldpy and
+"""The pure LDP frequency oracles end to end, localpriv against multi-freq-ldpy and
 pure-ldp: client, estimate, accuracy against the truth, the same users for every library.
 
 Settings: k = 100, eps = 1, ``n`` users (10^5; quick 10^4) drawn from a fixed Gaussian-shaped law;

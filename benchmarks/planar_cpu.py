@@ -1,11 +1,11 @@
-"""Planar IBU, CPU time and FFT pairs per EM evaluation (issue 22): the benchmark's data
+"""Planar IBU, CPU time and FFT pairs per EM evaluation: the benchmark's data
 (``benchmarks/planar.py``: planar geometric, eps = 10 per km on 0.1-km cells, n users from Gaussian
 clusters, SQUAREM, seed 001's rule with delta = 1e-6 per report), one grid size per process.
 
 ``--mode new``: the engine as shipped (the mechanism's block is a
 :class:`localpriv.likelihood.rfft.RfftClampedBlock`; SQUAREM makes one forward product per EM evaluation,
 trials along the extrapolation path mostly without FFTs);
-``--mode old``: the block as before issue 22 (:class:`localpriv.likelihood.structured._FlooredClampedConvBlock`,
+``--mode old``: the block as before the real-FFT one (:class:`localpriv.likelihood.structured._FlooredClampedConvBlock`,
 complex-padded ``rfft2``/``irfft2`` with copies, SQUAREM's eager ``theta2`` product).
 ``--workers`` sets ``structured.FFT_WORKERS``. Prints one JSON object: CPU seconds
 (``time.process_time``, all threads), wall seconds, EM evaluations, forward/backward products (each

@@ -1,4 +1,4 @@
-"""RAPPOR against pure-LDP's RAPPOR (issue 20, item 5): accuracy on a candidate set, and clients.
+"""RAPPOR against pure-LDP's RAPPOR: accuracy on a candidate set, and clients.
 
 Data: the check-ins of ``../shared/data/gowalla_nyc_checkins.tsv.gz`` (column 5, location id) at
 its ``K = 500`` most visited places (all of their check-ins, ``n`` of them): the candidate set is
@@ -49,7 +49,7 @@ written only with ``--out``). ``paired_vs_pure_ldp`` counts, per decoder, the ro
 better, equal or worse than pure-LDP's on the same values (lower MSE, higher precision).
 ``make bench-rappor`` runs it. Never run by the tests.
 
-**Accuracy only** (issue 20: enough rounds to decide top-k differences of a few hundredths):
+**Accuracy only** (enough rounds to decide top-k differences of a few hundredths):
 ``python benchmarks/rappor.py --accuracy-only [--quick] [--rounds R] [--out PATH] [--deadline HH:MM]``
 (``make bench-rappor-accuracy``; default 60 rounds, seeds ``0..59``) runs the accuracy arms and no
 timing (times belong to the timed mode on a quiet machine), and writes
@@ -144,9 +144,9 @@ def ours(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int) -> dict:
     out["pure_ldp_decoder_on_these_reports"] = {**_scores(est, truth), "decode_cpu_s": dcpu}
     for method in ("ridge", "nnls", "em", "em-exact"):
         if method == "em-exact":
-            dec, dcpu, _ = _clock(lambda: decode(mech, uniq, cnt, method=method))
+            dec, dcpu, _ = _clock(lambda method=method: decode(mech, uniq, cnt, method=method))
         else:
-            dec, dcpu, _ = _clock(lambda: decode(mech, bit_counts=bc, method=method))
+            dec, dcpu, _ = _clock(lambda method=method: decode(mech, bit_counts=bc, method=method))
         out[method] = {**_scores(dec.distribution, truth), "decode_cpu_s": dcpu}
         if method == "ridge":
             out[method]["penalty"] = dec.extra["penalty"]  # chosen from the data, relative to mean eig(A^T A)
@@ -176,7 +176,7 @@ def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int, keep_s
     from pure_ldp.frequency_oracles.rappor import RAPPORClient, RAPPORServer
     _compat_shims()
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - the other library draws from NumPy's global generator
     ident = lambda v: v  # noqa: E731 - our values are already 0..k-1
     server = RAPPORServer(f, M, H, k, num_of_cohorts=COHORTS, index_mapper=ident)
     client = RAPPORClient(f, M, server.get_hash_funcs(), num_of_cohorts=COHORTS, index_mapper=ident)
@@ -197,7 +197,7 @@ def theirs(f: float, x: np.ndarray, k: int, truth: np.ndarray, seed: int, keep_s
     # for, and no finite level (a reported 0 rules out every value whose filter sets that bit). Its
     # decoder on the PRR as specified: the same client with the PRR of the paper, same seeds.
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - the other library draws from NumPy's global generator
     server = RAPPORServer(f, M, H, k, num_of_cohorts=COHORTS, index_mapper=ident)
     client = RAPPORClient(f, M, server.get_hash_funcs(), num_of_cohorts=COHORTS, index_mapper=ident)
     client._perturb = lambda data: _prr_as_specified(data, f)

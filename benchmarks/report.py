@@ -1,11 +1,11 @@
-"""Render ``benchmarks/RESULTS.md`` from the benchmarks' JSON files (issue 22, item 6).
+"""Render ``benchmarks/RESULTS.md`` from the benchmarks' JSON files.
 
 Every number in RESULTS.md comes from a JSON file in ``benchmarks/``: ``results.json`` (``make
 bench``: ``run_all.py``) and the ``results-*.json`` of the other targets (``bench-em``,
 ``bench-memory``, ``bench-uncertainty``, ``bench-spark``, ``bench-import``, ``bench-service``,
-``bench-vocab``, ``bench-rappor-accuracy``). A section whose JSON is missing says "not measured"; a section whose JSON has an
-unexpected shape says so and names the file, rather than guess. Each section names its file, its
-date, the machine, the load average and how many rounds its medians are over.
+``bench-vocab``, ``bench-rappor-accuracy``). A section whose JSON is missing says "not measured"; a
+section whose JSON has an unexpected shape says so and names the file, rather than guess. Each section
+names its file, its date, the machine, the load average and how many rounds its medians are over.
 
     python benchmarks/report.py            # writes benchmarks/RESULTS.md (make bench-report)
     python benchmarks/report.py --check    # exit 1 if RESULTS.md differs from the rendering
@@ -223,7 +223,7 @@ def sec_clients(d) -> list[str]:
     for r in rows:
         rat = r.get("ratios") or {}
 
-        def rr(key):
+        def rr(key, rat=rat):
             v = rat.get(key)
             return "-" if not isinstance(v, dict) else f"{ratio(v.get('cpu'))} ({ratio(v.get('wall'))} wall)"
         body.append([r.get("mechanism", "?"), _ns(r.get("ours")), _dtype(r.get("ours")),
@@ -268,7 +268,7 @@ def sec_clients(d) -> list[str]:
 
 def _clients_legacy(d) -> list[str]:
     rows = d.get("rows") or []
-    out = ["This JSON predates issue 22's format (best of 3 wall times, no CPU time, the libraries timed at "
+    out = ["This JSON predates the current format (best of 3 wall times, no CPU time, the libraries timed at "
            "different n). Rerun `make bench`.", ""]
     libs = ["multi-freq-ldpy", "pure-ldp"]
     body = []
@@ -349,7 +349,7 @@ def sec_ibu(d) -> list[str]:
 
 
 def _ibu_legacy(rows) -> list[str]:
-    out = ["This JSON predates issue 22's format: one data set, best of 3 wall times, no accuracy against "
+    out = ["This JSON predates the current format: one data set, best of 3 wall times, no accuracy against "
            "the truth (not measured), no CPU time. Rerun `make bench`.", ""]
     body = []
     for r in rows:
@@ -379,7 +379,7 @@ def sec_planar(d) -> list[str]:
     out = table(["grid", "cells", "distinct reports", "IBU CPU", "IBU wall", "EM evaluations", "peak RSS",
                  "L1 to truth"], body)
     workers = d.get("fft_workers") or g(rows, 0, "fft_workers") if rows and isinstance(rows[0], dict) else None
-    out += ["", f"FFT threads: {workers if workers else 'not recorded (2 in runs before issue 22)'}. "
+    out += ["", f"FFT threads: {workers if workers else 'not recorded (2 in older runs)'}. "
             "Stopping rule: seed 001's |L(t) - L(t-1)| < delta with delta = 1e-6 per report (L is a sum "
             "over the reports); the planar blocks are FFT convolutions with a floor, so the Newton finish "
             "does not apply and this is SQUAREM. Peak memory is the process's `VmHWM`; each grid runs in a "
@@ -405,7 +405,7 @@ def sec_oracles(d) -> list[str]:
     mechs = d.get("mechanisms") or {}
     if mechs and not any("client_cpu" in (v or {}) for row in mechs.values() for v in row.values()
                          if isinstance(v, dict)):
-        return ["This JSON predates issue 22's format (the other libraries were timed on fewer users than "
+        return ["This JSON predates the current format (the other libraries were timed on fewer users than "
                 "ours, pure-ldp's accuracy was measured on a subset of the users, OLH/BLH of the other "
                 "libraries did not run); not rendered. Rerun `make bench`."]
     n, rounds = d.get("n"), d.get("rounds")
@@ -470,7 +470,7 @@ def sec_memory(d) -> list[str]:
     body = []
     for step in steps:
         cells = [step]
-        for n, row in sizes.items():
+        for row in sizes.values():
             v = row.get(step)
             cells.append("-" if not isinstance(v, dict) else
                          f"{num(v.get('peak_rss_mib'))} MiB / {sec(v.get('cpu_s'))} / {sec(v.get('wall_s'))}"
@@ -497,7 +497,7 @@ def sec_uncertainty(d) -> list[str]:
                  "point wall", "interval wall", "EM evaluations"], body)
     out += ["", f"Adult ages on 0..99, n = {num(d.get('n'))}, eps = 1; {d.get('rounds')} interleaved rounds of the "
             "point estimate (IBU, certified Newton finish) and of the uncertainty from scratch (95 % intervals of "
-            "every cell, the mean and the median). Median (min - max) over rounds. Issue 16's budget: 10x."]
+            "every cell, the mean and the median). Median (min - max) over rounds. Budget: 10x."]
     return out
 
 
@@ -587,9 +587,9 @@ def sec_em(d) -> list[str]:
         body = [[mode, cell(mode, "cpu_seconds"), cell(mode, "wall_seconds"),
                  num(g(med, mode, "fft_pairs_per_evaluation")), f"{num(g(med, mode, 'peak_rss_gib'))} GiB"]
                 for mode in ("old", "new")]
-        out += ["", f"Planar {pl.get('side')} x {pl.get('side')}, block before issue 22 (`old`) against the real-FFT "
-                f"block (`new`), one FFT thread each, {pl.get('rounds')} interleaved rounds, each a fresh process, "
-                "median (min - max):", ""]
+        out += ["", f"Planar {pl.get('side')} x {pl.get('side')}, block before the real-FFT one (`old`) "
+                f"against the real-FFT block (`new`), one FFT thread each, {pl.get('rounds')} interleaved rounds, "
+                "each a fresh process, median (min - max):", ""]
         out += table(["block", "CPU", "wall", "FFT pairs per evaluation", "peak RSS"], body)
         out += ["", f"Ratio new / old: CPU {num(pl.get('ratio_cpu_new_to_old'))}, wall "
                 f"{num(pl.get('ratio_wall_new_to_old'))}; largest relative difference of the log-likelihoods "
@@ -674,7 +674,7 @@ def sec_rappor_accuracy(d) -> list[str]:
 
 
 def acceptance(src: dict) -> list[str]:
-    """Issue 22's measurable targets, each read from the section that measures it."""
+    """The EM engine's and clients' measurable targets, each read from the section that measures it."""
     rows = []
     em = g(src, "em", "data") or {}
     gb = g(em, "em_overhead", "gibu_1000") or {}
@@ -699,7 +699,8 @@ def acceptance(src: dict) -> list[str]:
         # product for its starting point: 2 + 1 / evaluations is two pairs per evaluation
         evals = [r.get("iterations") for r in (g(pl, "runs", "new") or []) if isinstance(r, dict)]
         start = 1.0 / min(evals) if evals and all(evals) else 0.0
-        extra = " (2 per evaluation and one for the starting point)" if pairs is not None and 2.0 < pairs <= 2.0 + start + 1e-12 else ""
+        extra = (" (2 per evaluation and one for the starting point)"
+                 if pairs is not None and 2.0 < pairs <= 2.0 + start + 1e-12 else "")
         rows.append([f"3. Planar {pl.get('side')} x {pl.get('side')}: half the CPU time, 2 FFT pairs per evaluation",
                      f"CPU new / old {num(v)}, {num(pairs)} FFT pairs per evaluation{extra}",
                      num(v <= 0.5 and pairs is not None and pairs <= 2.0 + start + 1e-12)])
@@ -733,7 +734,7 @@ def acceptance(src: dict) -> list[str]:
                      f"peak above input and output: {num(pk['extra_minus_output_bytes'] / 2**20)} MiB "
                      f"(output {num(pk.get('output_bytes', 0) / 2**20)} MiB)", "see value"])
     labels = {"1.": "1. GIBU, 1000 mechanisms: <= 5 ms per EM evaluation (`make bench-em`)",
-              "2.": "2. IBU at k = 100 >= 5x multi-freq-ldpy end to end (`make bench`, issue 22 format)",
+              "2.": "2. IBU at k = 100 >= 5x multi-freq-ldpy end to end (`make bench`, current format)",
               "3.": "3. Planar 1000 x 1000: half the CPU time, 2 FFT pairs per evaluation (`make bench-em`)",
               "4.": "4. Clients >= 10x multi-freq-ldpy, every mechanism (`make bench`)"}
     have = {r[0][:2] for r in rows}
@@ -745,20 +746,20 @@ def acceptance(src: dict) -> list[str]:
 
 
 SECTIONS = [
-    ("clients", "Client throughput against multi-freq-ldpy and pure-ldp (issues 8, 22)", sec_clients),
-    ("ibu", "IBU on counts against multi-freq-ldpy, same tolerance (issues 8, 22)", sec_ibu),
-    ("oracles", "Frequency oracles end to end, the same users for every library (issues 4, 22)", sec_oracles),
-    ("em", "EM engine: per-evaluation cost, batched GIBU, planar FFT block (issue 22, `make bench-em`)", sec_em),
-    ("planar", "Planar IBU on 10^4 - 10^6 cells (issue 8)", sec_planar),
-    ("gibu", "GIBU: 10^3 mechanisms, 10^8 aggregated reports (issue 8)", sec_gibu),
-    ("memory", "Peak memory of the data path (issue 15)", sec_memory),
-    ("uncertainty", "Cost of a 95 % interval (issue 16)", sec_uncertainty),
-    ("import_time", "Start-up cost (issue 18)", sec_import_time),
-    ("spark", "DuckDB path, hand-written SQL and Spark (issue 19)", sec_spark),
-    ("service", "Collector service load test (issue 23)", sec_service),
-    ("large_domains", "Large domains: Hadamard response and count-mean sketches (issue 20)", sec_large_domains),
-    ("heavy_hitters", "Heavy hitters on Gowalla place ids (issue 20)", sec_heavy_hitters),
-    ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing (issue 20)", sec_rappor_accuracy),
+    ("clients", "Client throughput against multi-freq-ldpy and pure-ldp", sec_clients),
+    ("ibu", "IBU on counts against multi-freq-ldpy, same tolerance", sec_ibu),
+    ("oracles", "Frequency oracles end to end, the same users for every library", sec_oracles),
+    ("em", "EM engine: per-evaluation cost, batched GIBU, planar FFT block (`make bench-em`)", sec_em),
+    ("planar", "Planar IBU on 10^4 - 10^6 cells", sec_planar),
+    ("gibu", "GIBU: 10^3 mechanisms, 10^8 aggregated reports", sec_gibu),
+    ("memory", "Peak memory of the data path", sec_memory),
+    ("uncertainty", "Cost of a 95 % interval", sec_uncertainty),
+    ("import_time", "Start-up cost", sec_import_time),
+    ("spark", "DuckDB path, hand-written SQL and Spark", sec_spark),
+    ("service", "Collector service load test", sec_service),
+    ("large_domains", "Large domains: Hadamard response and count-mean sketches", sec_large_domains),
+    ("heavy_hitters", "Heavy hitters on Gowalla place ids", sec_heavy_hitters),
+    ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing", sec_rappor_accuracy),
 ]
 
 
@@ -782,7 +783,7 @@ def render(directory: Path = HERE) -> str:
              "`process_time` (user + system) unless stated.", ""]
     if src.get("_broken_main"):
         lines += ["`benchmarks/results.json` is not valid JSON: its sections are not rendered.", ""]
-    lines += ["## Issue 22's targets, from the sections below", ""] + acceptance(src) + [""]
+    lines += ["## Targets, from the sections below", ""] + acceptance(src) + [""]
     machines = {}
     for name, title, fn in SECTIONS:
         lines += [f"## {title}", ""]

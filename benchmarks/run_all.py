@@ -2,11 +2,11 @@
 
 Benchmarks: ``clients`` (client throughput vs multi-freq-ldpy and pure-ldp), ``ibu`` (IBU vs
 multi-freq-ldpy's at the same tolerance), ``planar`` (planar IBU on 10^4..10^6 cells, time and
-memory), ``gibu`` (10^3 mechanisms, 10^8 reports), ``oracles`` (issue 4) and ``memory`` (peak
+memory), ``gibu`` (10^3 mechanisms, 10^8 reports), ``oracles`` and ``memory`` (peak
 memory of perturb and aggregate at 10^7 and 10^8 values), ``uncertainty`` (cost of a 95 % interval
 against the point estimate, k = 100, n = 10^6) and ``import_time`` (CPU and wall time of
-``import localpriv`` and ``localpriv --help`` in fresh processes, issue 18) and ``spark`` (DuckDB path vs hand-written
-DuckDB SQL vs Spark local[2] at 10^7 and 10^8 reports, and EM over Spark partitions, issue 19).
+``import localpriv`` and ``localpriv --help`` in fresh processes) and ``spark`` (DuckDB path vs hand-written
+DuckDB SQL vs Spark local[2] at 10^7 and 10^8 reports, and EM over Spark partitions).
 The document is also written to ``benchmarks/results.json`` (``results-NAMES[-quick].json`` for a
 subset or a quick run), with the machine, its load average before and after, and the start and end
 times; ``benchmarks/report.py`` renders ``RESULTS.md`` from it and the other ``results-*.json``

@@ -1,4 +1,4 @@
-"""Load test of the collector service (issue 23), on loopback only, bounded in count and time.
+"""Load test of the collector service, on loopback only, bounded in count and time.
 
 Starts ``localpriv serve`` (SQLite by default; ``--backend postgresql`` starts a PostgreSQL server
 of the pinned ``pgserver`` package in a temporary folder), creates a collection and runs

@@ -1,4 +1,4 @@
-"""Aggregation at scale (issue 19): localpriv's DuckDB path, the hand-written DuckDB query and
+"""Aggregation at scale: localpriv's DuckDB path, the hand-written DuckDB query and
 Spark local[2] on the same Parquet file, and the per-partition rate of EM over Spark partitions.
 
 Every measured step runs as its own process, in interleaved rounds (round 1: DuckDB path, SQL,

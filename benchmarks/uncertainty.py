@@ -1,4 +1,4 @@
-"""Cost of a 95 % interval against the point estimate (issue 16, item 5).
+"""Cost of a 95 % interval against the point estimate.
 
 k = 100 ages (Adult's empirical distribution on 0..99), n = 10^6 users, k-RR and OUE at eps = 1.
 For each mechanism one data set is drawn (seeded); then ``rounds`` interleaved rounds time
@@ -80,12 +80,12 @@ def run(quick: bool = False, with_bootstrap: bool = False) -> dict:
         obs = _data(spec, n, rng)
         rows = []
         for _ in range(rounds):  # interleaved: point, interval (, bootstrap) in every round
-            est, pw, pc = _timed(lambda: _point(obs))
-            ivs, iw, ic = _timed(lambda: _interval(est))
+            est, pw, pc = _timed(lambda obs=obs: _point(obs))
+            ivs, iw, ic = _timed(lambda est=est: _interval(est))
             row = {"point_wall": pw, "point_cpu": pc, "interval_wall": iw, "interval_cpu": ic,
                    "ratio_wall": iw / pw, "ratio_cpu": ic / pc}
             if with_bootstrap and spec.startswith("krr"):
-                _, bw, bc = _timed(lambda: _bootstrap(est))
+                _, bw, bc = _timed(lambda est=est: _bootstrap(est))
                 row.update({"bootstrap_wall": bw, "bootstrap_cpu": bc, "bootstrap_ratio_wall": bw / pw})
             rows.append(row)
         mean = ivs[2]

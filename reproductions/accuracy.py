@@ -1,4 +1,5 @@
-"""Which estimator is accurate, on evidence (``localpriv reproduce estimator-accuracy``; issue 17, item 3).
+"""Which estimator is accurate, on evidence (``localpriv reproduce estimator-accuracy``; the evidence
+of docs/decisions/0001-default-estimators.md).
 
 For every *cell* -- data set x mechanism x privacy level x number of users ``n`` -- ``runs`` data
 sets of ``n`` users are drawn i.i.d. (with replacement) from the empirical distribution of real
@@ -18,8 +19,8 @@ Mechanisms: the LDP oracles k-RR, OUE, OLH, SS at ``eps`` = each of ``eps_ldp``;
 (geometric, Laplace rounded to whole years, exponential on the line; planar geometric and planar
 Laplace on grids) *calibrated* so that the LDP level computed from their channel
 (``mechanism.epsilon_ldp()``) equals each of ``eps_ldp`` (bisection on the metric parameter,
-:func:`localpriv.inference.simulation.calibrate`), and also at the seeds' metric levels (``seed_eps``: 0.05 per year, seed 001
-Fig. 1; 1.0 per km, Fig. 8).
+:func:`localpriv.inference.simulation.calibrate`), and also at the seeds' metric levels (``seed_eps``:
+0.05 per year, seed 001 Fig. 1; 1.0 per km, Fig. 8).
 
 Reports: finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (the exact
 law of ``n`` users drawn from ``theta`` and obfuscated one by one); OUE, OLH and SS draw every
@@ -40,9 +41,9 @@ Newton finish, stopped on ``max |theta(t) - theta(t-1)| < 1e-9``), and the regul
 cross-validation; the split seeded per run). An estimator that is not registered is skipped with
 the reason recorded; so is an inapplicable pair (EMS on a categorical domain).
 
-Output: ``estimator-accuracy.json`` (every run's error, per-cell medians and spreads, the claims of
-issue 17, calibration, timings), and next to the figure ``estimator-accuracy.csv`` (one row per
-cell x estimator x metric), ``estimator-accuracy.md`` (the table) and the figures
+Output: ``estimator-accuracy.json`` (every run's error, per-cell medians and spreads, the claims
+about the default estimator, calibration, timings), and next to the figure ``estimator-accuracy.csv``
+(one row per cell x estimator x metric), ``estimator-accuracy.md`` (the table) and the figures
 ``estimator-accuracy.png`` (median error vs ``n`` at ``plot_eps``) and
 ``estimator-accuracy_by_eps.png`` (median error vs LDP eps at the largest ``n``).
 
@@ -165,7 +166,7 @@ QUICK = {
     "runs": 2,
 }
 
-#: the medium run of notes/issue-17-accuracy.md (``run_experiment(NAME, out, overrides=MEDIUM)``):
+#: the medium run (``run_experiment(NAME, out, overrides=MEDIUM)``):
 #: a cross-section that fits in ~10 minutes on 2 shared cores -- LDP eps = 1 and the seeds' metric
 #: levels, 3 runs, n = 10^4 (and 10^5 for ages under k-RR and geometric, to see the trend in n)
 MEDIUM = {
@@ -179,18 +180,18 @@ MEDIUM = {
     "eps_ldp": [1.0], "n": [10_000], "runs": 3,
 }
 
-#: the evidence run of notes/issue-17.md (``make estimator-evidence``): 20 runs per cell at
-#: n = 10^4, 10^5 and 10^6 of every setting on ages (k-RR and the metric mechanisms), education
+#: the evidence run of docs/decisions/0001-default-estimators.md (``make estimator-evidence``): 20 runs
+#: per cell at n = 10^4, 10^5 and 10^6 of every setting on ages (k-RR and the metric mechanisms), education
 #: (k-RR, OUE, OLH, SS) and the Manhattan grid (k-RR, planar geometric, planar Laplace) and k-RR on
 #: the whole-NYC grid, at LDP eps 0.5..4 and the seeds' metric levels; the per-user oracles
 #: (OUE, OLH, SS) on ages at n = 10^4 only and planar geometric and planar Laplace on NYC at
 #: n = 10^4 and 10^5 only: their capped IBU (10^4 EM iterations over ~n distinct reports, or 600
-#: cells) dominates: 770-950 CPU s per per-user oracle for the four levels at 10^4 (~10 s per run;
-#: notes/issue-17.md, session 16), growing about linearly in n.
+#: cells) dominates: 770-950 CPU s per per-user oracle for the four levels at 10^4 (~10 s per run),
+#: growing about linearly in n.
 #: The committed JSON was run in pieces and merged (:func:`merge`; every cell has its own
-#: generator, so it equals one run of this configuration; notes/issue-17.md says which session
-#: ran which cells). The Dirichlet MAP is run on the categorical data only (on ordered data the
-#: medium run and a one-run probe had it at or near the uniform distribution in most cells).
+#: generator, so it equals one run of this configuration). The Dirichlet MAP is run on the categorical
+#: data only (on ordered data the medium run and a one-run probe had it at or near the uniform
+#: distribution in most cells).
 EVIDENCE = {
     "settings": [_pick("ages", "k-RR"), _pick("ages", "geometric"), _pick("ages", "Laplace"),
                  _pick("ages", "exponential"),
@@ -443,7 +444,7 @@ def _run_cell(lv, n, params, base, registered):
 
 
 def _claims(cells, specs) -> dict:
-    """Issue 17's claims, per candidate: on ordered domains (median EMD), in how many cells it
+    """The claims about the default estimator, per candidate: on ordered domains (median EMD), in how many cells it
     beats both capped IBU and the MLE, and in how many it loses to INV-P by more than INV-P's
     run-to-run spread (interquartile range); the same counts on TV for categorical cells."""
     out = {"rule": {

@@ -1,4 +1,4 @@
-"""Does ``localpriv advise`` predict the error one gets? (``localpriv reproduce advise-check``; issue 18).
+"""Does ``localpriv advise`` predict the error one gets? (``localpriv reproduce advise-check``).
 
 For every *case* -- data set x goal x LDP target x number of users ``n`` -- :func:`localpriv.advice.advisor`
 is run as a user holding the data would run it (the prior ``theta`` = the data's empirical
@@ -12,9 +12,9 @@ The measured error is the median over those runs, with its own generator (indepe
 prediction's).
 
 Reading the ratio. Both sides are medians of random errors: the prediction of 5 runs (a simulated
-row confirmed by up to 60 fresh runs until its median is as precise, see :mod:`localpriv.advice.advisor`) or of 400 normal draws
-(analytic rows), the measurement of ``runs`` to ``max_runs`` runs. Where one run's error is spread
-widely -- EMS at small eps, whose chosen bandwidth sometimes smooths the truth away -- 20 runs
+row confirmed by up to 60 fresh runs until its median is as precise, see :mod:`localpriv.advice.advisor`)
+or of 400 normal draws (analytic rows), the measurement of ``runs`` to ``max_runs`` runs. Where one
+run's error is spread widely -- EMS at small eps, whose chosen bandwidth sometimes smooths the truth away -- 20 runs
 leave either median uncertain by +-15-25 %, so both sides draw runs until their medians are known
 to +-10 % (80 % confidence); the JSON keeps every measured run and their number.
 
@@ -124,7 +124,8 @@ def _check_row(row, data, goal, n, params, base, key):
     return {"name": row.name, "spec": row.spec, "estimator": row.estimator, "how": row.how,
             "eps_ldp": row.eps_ldp, "eps_metric": row.eps_metric,
             "predicted": row.error, "predicted_range": [row.lower, row.upper], "predicted_runs": row.runs,
-            "measured": med, "measured_runs": int(measured.size), "measured_q10": q10, "measured_q90": q90, "measured_values": measured,
+            "measured": med, "measured_runs": int(measured.size), "measured_q10": q10, "measured_q90": q90,
+            "measured_values": measured,
             "ratio": ratio, "within_tolerance": bool(abs(ratio - 1.0) <= params["tolerance"]),
             "measured_inside_range": inside, "seconds_measured": round(time.perf_counter() - t0, 3)}
 

@@ -1,4 +1,4 @@
-"""Calibration of the intervals (``localpriv reproduce coverage``; issue 16).
+"""Calibration of the intervals (``localpriv reproduce coverage``).
 
 For each mechanism setting and each number of users ``n``, ``runs`` data sets are drawn from real
 data we ship (users sampled with replacement from the empirical distribution of Adult ages, or of
@@ -14,7 +14,7 @@ Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` (th
 ``n`` users drawn from ``theta`` and obfuscated one by one); vector-valued mechanisms (OUE, OLH, SS)
 draw every user's report with the mechanism's sampler. Free-will mixtures give each mechanism an
 equal share of the users (GIBU). Two more settings run the default estimator of ordered domains,
-EMS (issue 17), whose intervals are the MLE's widened to contain the EMS estimate (the
+EMS (docs/decisions/0001-default-estimators.md), whose intervals are the MLE's widened to contain the EMS estimate (the
 ``"anchored"`` method of :mod:`localpriv.inference.uncertainty`; a bootstrap around EMS under-covered, see
 docs/uncertainty.md), and two the categorical column of Adult education (16 levels; cells only,
 no mean or median): the MLE and the categorical default, the Dirichlet MAP (anchored too).
@@ -48,13 +48,12 @@ from reproductions.table import rewrite_block
 
 #: the vector mechanisms (OUE, OLH, SS) draw every user's report and fit the MLE over ~n distinct
 #: reports; with the packed-bit support (mechanisms/_packed.py) a run costs ~1.5 s at n = 10^5 and
-#: ~5 s at 10^6 on one core (notes/issue-16.md, session 15), so they run the full ``runs`` (was
+#: ~5 s at 10^6 on one core, so they run the full ``runs`` (was
 #: 200 / 40 at 10^5 / 10^6 with the sparse support)
 #: EMS's intervals are anchored on the MLE (one more certified fit per run, localpriv.inference.uncertainty),
 #: and EMS selects its bandwidth by cross-validation (~80 fits): ~1.2 s per run under k-RR and ~6 s
-#: under the geometric mechanism (face replicates), whatever n (count-level draws; notes/issue-16.md,
-#: sessions 15-16); the committed record ran these many (binomial sd of a 95 % coverage: 1.5 points
-#: over 200, 1.8 over 150, 2.8 over 60)
+#: under the geometric mechanism (face replicates), whatever n (count-level draws); the committed
+#: record ran these many (binomial sd of a 95 % coverage: 1.5 points over 200, 1.8 over 150, 2.8 over 60)
 EMS_RUNS = {"10000": 200, "100000": 200, "1000000": 200}
 EMS_GEOMETRIC_RUNS = {"10000": 150, "100000": 60, "1000000": 60}
 
@@ -66,13 +65,13 @@ SETTINGS = [
     {"name": "geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"]},
     {"name": "planar geometric", "data": "manhattan", "mechanisms": ["planar-geometric(eps=1.0)"]},
     {"name": "free-will k-RR mix", "data": "ages", "mechanisms": ["krr(eps=0.5)", "krr(eps=1.0)", "krr(eps=4.0)"]},
-    # the default estimator on ordered domains (issue 17): EMS, intervals anchored on the MLE
-    # (one more fit per run: fewer runs, EMS_RUNS)
+    # the default estimator on ordered domains (docs/decisions/0001-default-estimators.md): EMS,
+    # intervals anchored on the MLE (one more fit per run: fewer runs, EMS_RUNS)
     {"name": "EMS k-RR", "data": "ages", "mechanisms": ["krr(eps=1.0)"], "estimator": "ems",
      "max_runs": EMS_RUNS},
     {"name": "EMS geometric", "data": "ages", "mechanisms": ["geometric(eps=0.05,lo=0,hi=99)"], "estimator": "ems",
      "max_runs": EMS_GEOMETRIC_RUNS},
-    # the default estimator on categorical domains (issue 17): the Dirichlet MAP, intervals anchored
+    # the default estimator on categorical domains: the Dirichlet MAP, intervals anchored
     # on the MLE, on the 16 Adult education levels; the MLE on the same column beside it (cells
     # only: a categorical domain has no mean or median)
     {"name": "k-RR education", "data": "education", "mechanisms": ["krr(eps=1.0)"]},
@@ -181,7 +180,7 @@ def _compute(params, rng, progress):
     return results
 
 
-#: issue 16's targets: mean and median within 1.5 points of nominal, cells within 3 on average
+#: the calibration targets: mean and median within 1.5 points of nominal, cells within 3 on average
 TARGETS = {"mean": 0.015, "median": 0.015, "cells_average": 0.03}
 
 
@@ -372,7 +371,8 @@ def _plot(results, params, path):
 
 register_experiment(Experiment(
     name="coverage",
-    description="Coverage of the 90%/95% intervals (mean, median, cells) of the MLE and the regularized defaults, real data",
+    description=("Coverage of the 90%/95% intervals (mean, median, cells) of the MLE and the regularized defaults, "
+                 "real data"),
     defaults={"settings": SETTINGS, "n": [10_000, 100_000, 1_000_000], "runs": 500, "levels": [0.9, 0.95]},
     quick={"settings": [SETTINGS[0], SETTINGS[4]], "n": [10_000], "runs": 8},
     compute=_compute,

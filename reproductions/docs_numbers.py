@@ -418,10 +418,10 @@ def _regularized(params, base, progress):
         dom, counts = _source(case)
         truth = counts / counts.sum()
         if case["data"] == "ages":
-            dist, unit = (lambda est: emd_line(truth, est)), "years"
+            dist, unit = (lambda est, truth=truth: emd_line(truth, est)), "years"
         else:
             D = dom.distance_matrix()
-            dist, unit = (lambda est, D=D: emd_grid(truth, est, D)), "km"
+            dist, unit = (lambda est, D=D, truth=truth: emd_grid(truth, est, D)), "km"
         per = {name: [] for name in ("inv-p", "ibu-capped", "mle", "ems", "dirichlet")}
         extra = {"ems_bandwidth": [], "ems_cv_fits": [], "ems_support": [], "mle_support": [],
                  "capped_converged": [], "dirichlet_a": [], "dirichlet_cv_fits": [], "dirichlet_evaluations": [],
@@ -561,7 +561,9 @@ def _boundary(params, base, progress):
                 pos = truth > 0
                 noise = float(np.median(se_inv[pos] / truth[pos]))
         R = len(rows["mle_mean"])
-        share = (lambda x: float(np.mean(rows[x])))
+
+        def share(x, rows=rows):
+            return float(np.mean(rows[x]))
         out.append({
             "case": case["name"], "mechanism": case["mechanism"], "n": int(case["n"]), "runs": R, "level": lv,
             "true_mean": true_mean, "binomial_sd": float(np.sqrt(lv * (1 - lv) / R)),

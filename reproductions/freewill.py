@@ -17,7 +17,7 @@ Verdicts, per space: ratio of an estimator's mean EMD to GIBU's at the largest n
 Excellent, <= 2 Good, else Bad (the better post-processing of N/P is used for INV and RAP); NA
 when the estimator does not apply (singular channel). Every ratio carries its 95 % run-to-run
 interval (paired runs, :mod:`reproductions.spread`); a verdict whose interval straddles
-1.25 or 2 is reported as ``undecided (...)`` (issue 21), the point verdict kept beside it.
+1.25 or 2 is reported as ``undecided (...)``, the point verdict kept beside it.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _run_estimators(obs, names, n, delta_norm, max_iter, accelerate="none", stop
     """EMD-ready estimates; ``None`` where the estimator does not apply (recorded as NA).
 
     The EM-based estimators run plain EM stopped on ``|L(t) - L(t-1)| < delta_norm * n`` (seed 001
-    Algorithm 1's rule, per report), pinned whatever the library's defaults (issue 17).
+    Algorithm 1's rule, per report), pinned whatever the library's defaults.
     """
     out = {}
     it_kw = {"max_iter": max_iter, "accelerate": accelerate, "stop": stop}
@@ -199,7 +199,7 @@ def _compute1(params, rng, progress):
                     results["errors"][f"{scenario}/{space}/{name}"] = msg
         results["emd"][f"{scenario}/{space}"] = {
             name: [_mean_or_none(row) for row in rows] for name, rows in table.items()}
-        # every run's EMD at the largest n: the verdicts' intervals (issue 21)
+        # every run's EMD at the largest n: the verdicts' intervals
         results["emd_runs"][f"{scenario}/{space}"] = {name: rows[-1] for name, rows in table.items()}
     # verdicts at the largest n, per space (R columns: linear only, as in the seed's Figs. 3-6)
     for scenario in params["scenarios"]:
@@ -244,7 +244,8 @@ def _plot1(results, params, path):
             panels.append((f"Fig. {figs['R']}: {sc}, linear ([e]R)", f"{sc}/linear", R_NAMES + ["gibu"]))
         for sp in params["spaces"]:
             if "INV-M" in figs:
-                panels.append((f"Fig. {figs['INV-M']}: {sc}, {sp} ([INV]M)", f"{sc}/{sp}", ["inv-n-m", "inv-p-m", "gibu"]))
+                panels.append((f"Fig. {figs['INV-M']}: {sc}, {sp} ([INV]M)", f"{sc}/{sp}",
+                               ["inv-n-m", "inv-p-m", "gibu"]))
             panels.append((f"Fig. {figs['IBU-M']}: {sc}, {sp} ([IBU]M)", f"{sc}/{sp}", ["ibu-m", "gibu"]))
     ncols = 3
     nrows = -(-len(panels) // ncols)
@@ -311,7 +312,8 @@ def _plot2(results, params, path):
     fig, axes = plt.subplots(len(regimes), 2, figsize=(10, 3.2 * len(regimes)), squeeze=False)
     for row, regime in zip(axes, regimes):
         e = results["emd"][regime]
-        for ax, (fig_no, names) in zip(row, ((2, ["rap-n-r", "rap-p-r", "gibu"]), (14, ["rap-n-m", "rap-p-m", "gibu"]))):
+        for ax, (fig_no, names) in zip(row, ((2, ["rap-n-r", "rap-p-r", "gibu"]),
+                                             (14, ["rap-n-m", "rap-p-m", "gibu"]))):
             for nm in names:
                 ax.plot(ns, e[nm], marker="o", label=nm)
             _loglog(ax, f"Fig. {fig_no}{'a' if regime == 'high' else 'b'}: {regime} privacy", "EMD", fontsize=8)

@@ -25,7 +25,7 @@ Choices (documented in docs/geo.md):
   uniform and stops when the total log-likelihood changes by less than ``delta``
   (seed 001 Algorithm 1), at most ``max_iter`` iterations: plain EM, pinned
   (``accelerate="none", stop="loglik"``, stated in every experiment's parameters), whatever the
-  library's defaults (the certified maximum since issue 17).
+  library's defaults (the certified maximum, docs/decisions/0003-certified-gap-stopping-rule.md).
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def run_once(mech, x, truth, rng, emd, domain=None, delta=1e-6, max_iter=10_000,
              callback=watch if marks else None)
     est["ibu"] = res.theta
     if mle:
-        est["mle"] = em(blocks, mech.k).theta  # certified accelerated maximum (issue 17 defaults)
+        est["mle"] = em(blocks, mech.k).theta  # certified accelerated maximum (the library's defaults)
     out = {"emd": {"noisy": emd(truth, noisy) if noisy.size == truth.size else None,
                    **{k: emd(truth, e) for k, e in est.items()}},
            "ibu_iterations": res.iterations, "ibu_converged": res.converged, "cond": cond,
@@ -181,7 +181,7 @@ def _boxpanel(ax, panel, title):
             b.set_facecolor(colors[m])
         ax.plot([], [], color=colors[m], lw=6, label=m.upper())
     # the metric level computed from each channel, where it differs from the nominal eps (the
-    # exponential mechanism's is below it, issue 21): "nominal (computed)"
+    # exponential mechanism's is below it): "nominal (computed)"
     computed = panel.get("epsilon_geo_from_channel", [None] * len(eps))
     differs = any(c is not None and abs(c - e) > 1e-6 * e for c, e in zip(computed, eps))
     labels = [f"{e:g}\n({c:.3g})" if differs and c is not None else f"{e:g}" for e, c in zip(eps, computed)]
@@ -215,7 +215,7 @@ def _fig1_compute(params, rng, progress):
 
 def _spread_of_runs(runs, params) -> dict:
     """Per-run EMDs, their means with 95 % run-to-run intervals, and IBU's EMD along the
-    iterations (mean and interval at each checkpoint) -- figs. 1 and 8 (issue 21, items 2-3)."""
+    iterations (mean and interval at each checkpoint) -- figs. 1 and 8."""
     names = ("noisy",) + ESTIMATORS + (("mle",) if params.get("mle") else ())
     emd_runs = {m: [r["emd"][m] for r in runs] for m in names}
     along = {}

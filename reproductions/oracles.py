@@ -1,4 +1,4 @@
-"""Reproductions of issue 4: IBU utility gain for LDP frequency oracles (seed 002) and basic
+"""Reproductions: IBU utility gain for LDP frequency oracles (seed 002) and basic
 RAPPOR (seed 001 Figs. 11-12).
 
 * ``dbsec-one-time`` / ``dbsec-longitudinal`` (seed 002's two summary tables): for every
@@ -57,15 +57,21 @@ LONGITUDINAL = {"L-GRR": "lgrr", "L-SUE": "lsue", "L-OUE": "loue", "L-SOUE": "ls
 
 # seed 002 summary tables (averaged IBU gain in %, MSE / MAE), for docs and the JSON
 PAPER_ONE_TIME = {
-    "gauss": [1, 1, 13, 7, 10, 6, 3, 1, 13, 7, 16, 9, 11, 7], "exp": [16, 11, 26, 15, 27, 16, 19, 11, 26, 15, 16, 10, 27, 16],
-    "unif": [0, 0, 29, 21, 20, 14, 14, 10, 31, 22, 57, 43, 18, 12], "poiss": [39, 28, 41, 26, 44, 28, 41, 27, 41, 27, 14, 6, 46, 30],
-    "triang": [0, 0, 21, 13, 15, 9, 10, 6, 23, 14, 36, 21, 15, 9], "real": [31, 21, 40, 23, 42, 25, 34, 19, 42, 25, 21, 11, 44, 27],
+    "gauss": [1, 1, 13, 7, 10, 6, 3, 1, 13, 7, 16, 9, 11, 7],
+    "exp": [16, 11, 26, 15, 27, 16, 19, 11, 26, 15, 16, 10, 27, 16],
+    "unif": [0, 0, 29, 21, 20, 14, 14, 10, 31, 22, 57, 43, 18, 12],
+    "poiss": [39, 28, 41, 26, 44, 28, 41, 27, 41, 27, 14, 6, 46, 30],
+    "triang": [0, 0, 21, 13, 15, 9, 10, 6, 23, 14, 36, 21, 15, 9],
+    "real": [31, 21, 40, 23, 42, 25, 34, 19, 42, 25, 21, 11, 44, 27],
 }  # column order GRR SUE OUE SS THE BLH OLH
 PAPER_ONE_TIME_ORDER = ["GRR", "SUE", "OUE", "SS", "THE", "BLH", "OLH"]
 PAPER_LONG = {
-    "gauss": [14, 5, 13, 8, 9, 5, 10, 7, 12, 7, 2, 0, 7, 4], "exp": [4, 1, 27, 16, 26, 15, 27, 16, 27, 16, 4, 2, 20, 12],
-    "unif": [36, 25, 31, 22, 12, 8, 16, 11, 18, 13, 54, 43, 21, 16], "poiss": [5, 2, 43, 28, 48, 32, 49, 32, 44, 29, 11, 6, 42, 30],
-    "triang": [28, 17, 24, 15, 11, 7, 13, 9, 16, 10, 26, 14, 14, 9], "real": [4, 1, 43, 25, 43, 27, 44, 27, 43, 25, 9, 4, 34, 22],
+    "gauss": [14, 5, 13, 8, 9, 5, 10, 7, 12, 7, 2, 0, 7, 4],
+    "exp": [4, 1, 27, 16, 26, 15, 27, 16, 27, 16, 4, 2, 20, 12],
+    "unif": [36, 25, 31, 22, 12, 8, 16, 11, 18, 13, 54, 43, 21, 16],
+    "poiss": [5, 2, 43, 28, 48, 32, 49, 32, 44, 29, 11, 6, 42, 30],
+    "triang": [28, 17, 24, 15, 11, 7, 13, 9, 16, 10, 26, 14, 14, 9],
+    "real": [4, 1, 43, 25, 43, 27, 44, 27, 43, 25, 9, 4, 34, 22],
 }
 PAPER_LONG_ORDER = list(LONGITUDINAL)
 #: seed 002's overall averages (MSE, MAE)
@@ -182,7 +188,7 @@ def seed_ibu(C, p, q, *, max_iter: int = 10_000, tol: float = 1e-12) -> tuple[np
     share = C.sum(axis=1) / C.sum()
     theta0 = np.repeat(share / k, k)
     res = em([DiagBlock(p, q, C)], B * k, theta0=theta0, delta=tol * float(share.min()), max_iter=max_iter,
-             stop="max_abs", accelerate="none")  # seed 002's plain IBU, pinned (issue 17)
+             stop="max_abs", accelerate="none")  # seed 002's plain IBU, pinned
     est = res.theta.reshape(B, k)
     return est / est.sum(axis=1, keepdims=True), np.full(B, not res.converged)
 
@@ -373,7 +379,8 @@ def _exact_table(params, base, long, progress):
                 mech = parse(_spec(mech_name, ex["k"], e, long))
                 p, q = pure_parameters(mech)
                 for run in range(ex["runs"]):
-                    rng = np.random.default_rng([base, DISTRIBUTIONS.index(d), _task_index(mech_name, long), ie, run, 2])
+                    rng = np.random.default_rng([base, DISTRIBUTIONS.index(d), _task_index(mech_name, long), ie,
+                                                 run, 2])
                     reports, C = _support(mech, x, rng)
                     obs = Observations.from_reports(mech, reports)
                     mx = support_mle(C, p, q)
@@ -457,7 +464,8 @@ def _plot_dbsec(results, params, path):
         ax.set_xticks(np.arange(len(mechs)) + 0.4 - w / 2, mechs)
         ax.set_title(f"{key[:3].upper()} gain of IBU over MI-N, % (clipped at 0)", fontsize=10)
     if (results.get("intervals") or {}).get("table"):
-        fig.suptitle(f"{params['runs']} runs per configuration; bars: 95 % bootstrap intervals over the runs", fontsize=9)
+        fig.suptitle(f"{params['runs']} runs per configuration; bars: 95 % bootstrap intervals over the runs",
+                     fontsize=9)
         ax.axhline(0, color="k", lw=0.5)
     axes[0].legend(fontsize=7)
     save(fig, path)

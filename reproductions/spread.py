@@ -1,4 +1,4 @@
-"""Run-to-run spread of the reproductions' numbers, ratios and verdicts (issue 21, item 2).
+"""Run-to-run spread of the reproductions' numbers, ratios and verdicts.
 
 A reproduction reruns the obfuscation ``m`` times (new reports of the same users) and reports
 means over the runs. Each number it prints carries an interval over those runs, and a verdict

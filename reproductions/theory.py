@@ -134,7 +134,7 @@ register_experiment(Experiment(
     name="fig6",
     description="Non-identifiable mechanism (planar geometric 5x5 -> 4x4, Manhattan): IBU on the "
                 "asymptotic q reaches different fixed points from different starts",
-    # the certified maximum from every start (issue 21: plain EM stopped on the change in L hit
+    # the certified maximum from every start (plain EM stopped on the change in L hit
     # its 20,000-iteration cap, so its end points were not shown to be MLEs); plain EM on request
     defaults={"size": 5, "out": 4, "cell_km": 1.0, "eps": 0.5, "random_starts": 6,
               "delta": 1e-10, "max_iter": 100_000, "accelerate": "newton", "stop": "gap"},
@@ -227,7 +227,8 @@ def _simplex_plot(which):
 
 register_experiment(Experiment(
     name="fig3",
-    description="L over the 2-simplex, mechanism Eq. (4): reports {2} (not strictly concave) and {2,1} (strictly concave)",
+    description=("L over the 2-simplex, mechanism Eq. (4): reports {2} (not strictly concave) and {2,1} "
+                 "(strictly concave)"),
     defaults={"resolution": 120, "observations": {"a": [2], "b": [2, 1]}},
     compute=_simplex_compute(3), plot=_simplex_plot(3), quick={"resolution": 40},
     reference="seed 001 section 4.1, Eq. (4), Fig. 3",

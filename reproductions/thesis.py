@@ -57,9 +57,12 @@ def _pack(combos):
     for c in combos:
         for v, u in zip(views, used):
             if not u.intersection(c):
-                v.append(c); u.update(c); break
+                v.append(c)
+                u.update(c)
+                break
         else:
-            views.append([c]); used.append(set(c))
+            views.append([c])
+            used.append(set(c))
     return views
 
 
@@ -202,7 +205,9 @@ def _t44_plot(results, params, path):
     for i, (m, d) in enumerate(results["methods"].items()):
         ax.bar(np.arange(len(ks)) + i * w, [d[str(k)]["accuracy"] for k in ks], w, label=m)
     ax.set_xticks(np.arange(len(ks)) + 0.4 - w / 2, [f"{k}-way" for k in ks])
-    ax.set_ylabel("accuracy"); ax.set_ylim(0, 1); ax.legend(fontsize=8)
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
     ax.set_title("Independence tests on noisy tables (thesis Table 4.4)")
     save(fig, path)
 
@@ -239,7 +244,7 @@ def _t53_compute(params, rng, progress):
     all_combos = [c for v in triples for c in v]
     metrics = {m: [] for m in ["clean", "modified", "rr", "laplace"]}
     # the thesis scores against the network learned on the clean records; we also score against
-    # the true (BIF) network: both, every run (issue 21)
+    # the true (BIF) network: both, every run
     vs_clean = {m: [] for m in ["modified", "rr", "laplace"]}
     ref = {}
     eps_used = {"rr": [], "modified": []}
@@ -259,16 +264,16 @@ def _t53_compute(params, rng, progress):
         first = int(rng.integers(net.d))
         order = rng.permutation(net.d)  # hill climbing's tie order: not the file's (topological) order
 
-        def learn_and_score(tables_joint, n_syn, name):
+        def learn_and_score(tables_joint, n_syn, name, first=first):
             g = greedy_bayes(tables_joint, idx, k, first=first)
             cpts = fit_conditionals(g, tables_joint)
             syn = ancestral_sample(g, cpts, idx, n_syn, rng)
-            J = CachedJoint(lambda a: syn.table(list(a), True))
+            J = CachedJoint(lambda attrs: syn.table(list(attrs), True))
             g2 = learned(syn, J, params["relearn_learner"], first)
             metrics[name].append(link_metrics(truth, g2, idx))
             vs_clean[name].append(link_metrics(ref["clean"], g2, idx))
 
-        clean = CachedJoint(lambda a: rec.table(list(a), True))
+        clean = CachedJoint(lambda a, rec=rec: rec.table(list(a), True))
         ref["clean"] = learned(rec, clean, params["reference_learner"], first)
         metrics["clean"].append(link_metrics(truth, ref["clean"], idx))
         # original protocol: (k+1)-combination views, every user answers one view
@@ -287,7 +292,7 @@ def _t53_compute(params, rng, progress):
         eps_used["modified"].append(max(e1, e2))
         cpts = fit_conditionals(g1, lookup_tables(tabs2))
         syn = ancestral_sample(g1, cpts, idx, n, rng)
-        J = CachedJoint(lambda a: syn.table(list(a), True))
+        J = CachedJoint(lambda a, syn=syn: syn.table(list(a), True))
         g_mod = learned(syn, J, params["relearn_learner"], first)
         metrics["modified"].append(link_metrics(truth, g_mod, idx))
         vs_clean["modified"].append(link_metrics(ref["clean"], g_mod, idx))
@@ -318,7 +323,9 @@ def _t53_plot(results, params, path):
     for i, m in enumerate(ms):
         s = results["summary"][m]
         ax.bar(np.arange(4) + i * w, [s[k]["mean"] for k in keys], w, yerr=[s[k]["std"] for k in keys], label=m)
-    ax.set_xticks(np.arange(4) + 0.4 - w / 2, keys); ax.set_ylim(0, 1.05); ax.legend(fontsize=8)
+    ax.set_xticks(np.arange(4) + 0.4 - w / 2, keys)
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=8)
     ax.set_title(f"Networks learned under privacy ({params['network']}, Table 5.3)")
     if hist:  # the thesis's Fig. 5.4: one histogram per metric over the runs
         for a, k in zip(axes[1:], keys):
@@ -483,7 +490,9 @@ def _t42_plot(results, params, path):
               ("printed objective", results["printed_objective"]["after_1"] + results["printed_objective"]["after_2"])]
     for i, (name, vals) in enumerate(series):
         ax.bar(xs + (i - 1.5) * 0.2, vals, width=0.2, label=name)
-    ax.set_xticks(xs, labels); ax.set_ylabel("cell probability"); ax.legend(fontsize=7)
+    ax.set_xticks(xs, labels)
+    ax.set_ylabel("cell probability")
+    ax.legend(fontsize=7)
     ax.set_title("Table 4.2: consistency of two noisy tables on A1")
     save(fig, path)
 
@@ -558,19 +567,26 @@ def _f46_plot(results, params, path):
     axes[0].plot(c["p"], c["thesis_eq_4_7"], "k--", label="Eq. 4.7: ln(1/(1-p))")
     for k, e in c["computed"].items():
         axes[0].plot(c["p"], e, label=f"computed, uniform fake table, {k} cells")
-    axes[0].set_xlabel("p"); axes[0].set_ylabel("eps"); axes[0].set_yscale("log"); axes[0].legend(fontsize=7)
+    axes[0].set_xlabel("p")
+    axes[0].set_ylabel("eps")
+    axes[0].set_yscale("log")
+    axes[0].legend(fontsize=7)
     axes[0].set_title("Fig. 4.5: eps against p")
     for v, row in results["fig46"].items():
         sz = [int(s) for s in row]
         axes[1].plot(sz, [row[s]["tuples_first"] or np.nan for s in row], marker="o", label=f"P={v}")
-    axes[1].set_xlabel("block size s"); axes[1].set_ylabel("tuples at first convergence")
-    axes[1].set_title(f"Fig. 4.6 (p={params['p']})"); axes[1].legend(fontsize=7)
+    axes[1].set_xlabel("block size s")
+    axes[1].set_ylabel("tuples at first convergence")
+    axes[1].set_title(f"Fig. 4.6 (p={params['p']})")
+    axes[1].legend(fontsize=7)
     for p, by_v in results["fig47"].items():
         sz = [int(s) for s in next(iter(by_v.values()))]
         frac = [np.mean([by_v[v][str(s)]["converged_settled"] for v in by_v]) for s in sz]
         axes[2].plot(sz, frac, marker="o", label=f"p={p}")
-    axes[2].set_xlabel("block size s"); axes[2].set_ylabel("share of runs settled by the last block")
-    axes[2].set_title("Fig. 4.7: convergence against p"); axes[2].legend(fontsize=7)
+    axes[2].set_xlabel("block size s")
+    axes[2].set_ylabel("share of runs settled by the last block")
+    axes[2].set_title("Fig. 4.7: convergence against p")
+    axes[2].legend(fontsize=7)
     save(fig, path)
 
 
@@ -645,8 +661,11 @@ def _s545_plot(results, params, path):
     lv = np.asarray(results["arms"]["updated"]["levels"], dtype=float)
     share = np.mean(~np.isfinite(lv), axis=0)
     ax.bar(np.arange(1, lv.shape[1] + 1), share, color="tab:red", label="LP-updated C: level infinite")
-    ax.set_xlabel("block"); ax.set_ylabel("share of runs"); ax.set_ylim(0, 1)
-    ax.set_title(f"Section 5.4.5: the LP update of C (p={params['p']}, alpha={params['alpha']})"); ax.legend()
+    ax.set_xlabel("block")
+    ax.set_ylabel("share of runs")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Section 5.4.5: the LP update of C (p={params['p']}, alpha={params['alpha']})")
+    ax.legend()
     save(fig, path)
 
 
@@ -691,8 +710,12 @@ def _f73_plot(results, params, path):
     for n, c in results["curves"].items():
         ax.plot(np.asarray(c["g2"]), c["p_unchanged"], label=f"n={n}")
     ax.axvline(3.841, color="k", ls=":", lw=1)
-    ax.set_xscale("symlog", linthresh=1.0); ax.set_xlim(left=0); ax.set_xlabel("G^2 of the true table"); ax.set_ylabel("P(verdict unchanged)")
-    ax.legend(); ax.set_title(f"Laplace noise (eps={results['eps']}) and the G^2 verdict (thesis Fig. 7.3)")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("G^2 of the true table")
+    ax.set_ylabel("P(verdict unchanged)")
+    ax.legend()
+    ax.set_title(f"Laplace noise (eps={results['eps']}) and the G^2 verdict (thesis Fig. 7.3)")
     save(fig, path)
 
 
@@ -732,8 +755,10 @@ def _f74_plot(results, params, path):
     eps = list(results["accept_rate"])
     ax.bar(np.arange(len(eps)) - 0.2, [results["accept_rate"][e] for e in eps], 0.4, label="ours (Monte Carlo)")
     ax.bar(np.arange(len(eps)) + 0.2, [results["thesis_accept_rate"].get(e, np.nan) for e in eps], 0.4, label="thesis")
-    ax.set_xticks(range(len(eps)), [f"eps={e}" for e in eps]); ax.set_ylabel("P(accept H0: O ⊥ S | R)")
-    ax.legend(); ax.set_title("Survey, Laplace-noised table (thesis Fig. 7.4)")
+    ax.set_xticks(range(len(eps)), [f"eps={e}" for e in eps])
+    ax.set_ylabel("P(accept H0: O ⊥ S | R)")
+    ax.legend()
+    ax.set_title("Survey, Laplace-noised table (thesis Fig. 7.4)")
     save(fig, path)
 
 

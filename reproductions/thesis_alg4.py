@@ -131,7 +131,8 @@ def _compute(params, rng, progress):
             omega, omega, [np.ones([cards[a] for a in pair]) for pair in omega], cards, p)))
         r = algorithm4_rows(part2.data[:, plan.attrs], plan, rng)
         est["algorithm4-eq43"] = estimate_pairs_eq43(r, plan)
-        _, est["algorithm4-mle"], fit = estimate_joint_mle(r, plan, delta=params["em_delta"], max_iter=params["em_max_iter"])
+        _, est["algorithm4-mle"], fit = estimate_joint_mle(r, plan, delta=params["em_delta"],
+                                                           max_iter=params["em_max_iter"])
         em_unconverged += int(not fit.converged)
         for m in METHODS:
             look = lookup_tables(est[m])
@@ -182,16 +183,21 @@ def _plot(results, params, path):
                            (axes[1], "vs_true_network", "ACC vs true network")):
         d = results[key]
         mean = [d[m]["acc"]["mean"] for m in ms]
-        err = [[d[m]["acc"]["mean"] - d[m]["acc"]["lo"] for m in ms], [d[m]["acc"]["hi"] - d[m]["acc"]["mean"] for m in ms]]
+        err = [[d[m]["acc"]["mean"] - d[m]["acc"]["lo"] for m in ms],
+               [d[m]["acc"]["hi"] - d[m]["acc"]["mean"] for m in ms]]
         ax.bar(xs, mean, yerr=err, color=["C0", "C1", "C2"])
         ax.axhline(0.81, ls="--", c="k", lw=1, label="thesis modified 0.81")
         if key == "vs_true_network":
             ax.axhline(results["vs_true_network"]["clean"]["acc"]["mean"], ls=":", c="C3", label="clean records")
         ax.axhline(d["empty"]["acc"]["mean"], ls="-.", c="C7", label="network without arcs")
-        ax.set_xticks(xs, ms, fontsize=8); ax.set_ylim(0, 1); ax.set_title(title, fontsize=9); ax.legend(fontsize=7)
+        ax.set_xticks(xs, ms, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
     for m in ms:  # Fig. 5.4-style histogram of the per-run ACC
         axes[2].hist(results["vs_clean_network"][m]["acc"]["values"], bins=12, range=(0, 1), alpha=0.5, label=m)
-    axes[2].set_title(f"ACC vs clean network over {params['runs']} runs", fontsize=9); axes[2].legend(fontsize=7)
+    axes[2].set_title(f"ACC vs clean network over {params['runs']} runs", fontsize=9)
+    axes[2].legend(fontsize=7)
     d = results["ap_table_l1"]
     axes[3].bar(xs, [d[m]["mean"] for m in ms],
                 yerr=[[d[m]["mean"] - d[m]["lo"] for m in ms], [d[m]["hi"] - d[m]["mean"] for m in ms]],

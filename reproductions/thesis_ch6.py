@@ -191,9 +191,9 @@ def derive_ch6_data(shared_dir=None, out_dir=None) -> dict[str, str]:
     buf = io.StringIO()
     buf.write(",".join(_ADULT_RAW) + "\n")
     np.savetxt(buf, R, fmt="%d", delimiter=",")
-    with atomic_output(out / ADULT_FILE) as tmp:
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write(buf.getvalue().encode())
+    with (atomic_output(out / ADULT_FILE) as tmp, open(tmp, "wb") as raw,
+          gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz):
+        gz.write(buf.getvalue().encode())
     counts, edges, t0 = _band_counts(shared_dir, 7, "2010-01-01")
     rec = {"format_version": 1, "what": "hourly Gowalla check-in counts in 7 equal-count latitude bands of the "
                                         "Manhattan box (seed 001 section 7.2), south to north",
@@ -274,10 +274,15 @@ def vif(X) -> np.ndarray:
 # ------------------------------------------------------------------------------------------
 def _learn(score, rm_alpha):
     out, times = {}, {}
-    t = time.perf_counter(); out["HC"] = hill_climbing(score); times["HC"] = time.perf_counter() - t
-    t = time.perf_counter(); out["RM"], skel = restrictive_maximization(score, alpha=rm_alpha)
+    t = time.perf_counter()
+    out["HC"] = hill_climbing(score)
+    times["HC"] = time.perf_counter() - t
+    t = time.perf_counter()
+    out["RM"], skel = restrictive_maximization(score, alpha=rm_alpha)
     times["RM"] = time.perf_counter() - t
-    t = time.perf_counter(); out["BF"], _ = exact_search(score); times["BF"] = time.perf_counter() - t
+    t = time.perf_counter()
+    out["BF"], _ = exact_search(score)
+    times["BF"] = time.perf_counter() - t
     return out, times, skel
 
 
@@ -366,7 +371,11 @@ def _draw(ax, A, names, kinds, title):
     for (x, y), s in zip(xy, names):
         ax.text(x * 0.86, y * 0.86, s, ha="center", va="center", fontsize=7,
                 bbox={"boxstyle": "round", "fc": "white", "ec": "0.5"})
-    ax.set_xlim(-1.2, 1.2); ax.set_ylim(-1.2, 1.2); ax.set_aspect("equal"); ax.axis("off"); ax.set_title(title)
+    ax.set_xlim(-1.2, 1.2)
+    ax.set_ylim(-1.2, 1.2)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title)
 
 
 def _ch6_networks_plot(results, params, path):
@@ -421,8 +430,12 @@ def _ch6_granger_compute(params, rng, progress):
     idx = list(range(K))
     per = {m: {k: [] for k in _METRICS} for m in [f"{net}" for net in nets]}
     per_cond = {m: {k: [] for k in _METRICS} for m in nets}
-    freq = np.zeros((K, K)); freq_cond = np.zeros((K, K))
-    lb_indep = np.zeros(K); lags = []; diffs = np.zeros(K); g_links = []
+    freq = np.zeros((K, K))
+    freq_cond = np.zeros((K, K))
+    lb_indep = np.zeros(K)
+    lags = []
+    diffs = np.zeros(K)
+    g_links = []
     for s in progress(range(n_series), "series"):
         chunk, nd = stationarize(Y[s * L:(s + 1) * L], level=params["adf_level"])
         diffs += np.asarray(nd) > 0
@@ -455,7 +468,8 @@ def _ch6_granger_compute(params, rng, progress):
                        if g_links else None}
 
     return {"data": "Gowalla check-ins, Manhattan box, hourly counts of 7 equal-count latitude bands",
-            "variables": names, "band_latitudes": [[float(a), float(b)] for a, b in zip(data["edges"][:-1], data["edges"][1:])],
+            "variables": names,
+            "band_latitudes": [[float(a), float(b)] for a, b in zip(data["edges"][:-1], data["edges"][1:])],
             "hours": int(Y.shape[0]), "start": data["start"], "checkins": int(data["counts"].sum()),
             "mean_checkins_per_hour": data["counts"].mean(axis=0),
             "networks": _net_json(nets, score, names), "seconds": times,
@@ -479,7 +493,8 @@ def _ch6_granger_plot(results, params, path):
     for ax, k in zip(axes.ravel(), ["spec", "sens", "avg_recall", "acc"]):
         for net, ls, lw in (("HC", "-", 3.0), ("BF", "-", 1.5), ("RM", ":", 1.5)):
             ax.stairs(np.histogram(results["per_series"][net][k], bins=bins)[0], bins, label=net, ls=ls, lw=lw)
-        ax.set_title(k); ax.set_xlim(0, 1)
+        ax.set_title(k)
+        ax.set_xlim(0, 1)
     axes[0, 0].legend()
     fig.suptitle(f"Networks vs. Granger matrices of {results['n_series']} weekly series "
                  "(Gowalla Manhattan bands; stand-in for Fig. 6.7)", fontsize=9)
@@ -530,8 +545,11 @@ def _f66_plot(results, params, path):
     for f, v in results["saving_litres"].items():
         ax.plot(results["alpha2_deg"], v, label=f"f1 = {f} l/km")
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_xlabel("alpha_2 (degrees)"); ax.set_ylabel("saving R (litres)"); ax.set_ylim(-0.05, 0.05)
-    ax.legend(); ax.set_title(f"Eq. 6.4, alpha_1 = {params['alpha1']} deg, h = {params['h']} km (thesis Fig. 6.6)")
+    ax.set_xlabel("alpha_2 (degrees)")
+    ax.set_ylabel("saving R (litres)")
+    ax.set_ylim(-0.05, 0.05)
+    ax.legend()
+    ax.set_title(f"Eq. 6.4, alpha_1 = {params['alpha1']} deg, h = {params['h']} km (thesis Fig. 6.6)")
     save(fig, path)
 
 

@@ -1,4 +1,4 @@
-"""Round-off bounds for tests that compare two evaluations of the same numbers (issue 15).
+"""Round-off bounds for tests that compare two evaluations of the same numbers.
 
 Two code paths (or two BLAS kernels) that compute the same quantity in different orders agree
 only up to rounding, so a test may compare them only with a tolerance derived from a rounding

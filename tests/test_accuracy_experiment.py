@@ -1,4 +1,4 @@
-"""`localpriv reproduce estimator-accuracy` (issue 17, item 3): the quick configuration's output
+"""`localpriv reproduce estimator-accuracy`: the quick configuration's output
 structure, a variance bound the INV-P and MLE errors must meet, per-cell reproducibility, the
 calibration of metric mechanisms, and the shipped data derived for it."""
 from pathlib import Path
@@ -42,7 +42,7 @@ def _check_output_structure(out, rec):
         assert not set(c["estimators"]) & set(c["skipped"])
         if c["kind"] == "categorical":
             assert "ordered domains only" in c["skipped"]["ems"]
-        for lab, e in c["estimators"].items():
+        for e in c["estimators"].values():
             metrics = ["emd", "tv", "mse"] if c["kind"] != "categorical" else ["tv", "mse"]
             assert list(e["summary"]) == metrics
             for s in e["summary"].values():

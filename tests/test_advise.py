@@ -1,4 +1,4 @@
-"""localpriv.advice.advisor (issue 18, item 1), the parse-time warning for LDP levels above 10, and lo/hi
+"""localpriv.advice.advisor, the parse-time warning for LDP levels above 10, and lo/hi
 implying k.
 
 Every privacy level a row claims is recomputed here from its spec (``parse(spec, domain)``), and

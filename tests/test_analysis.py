@@ -1,4 +1,4 @@
-"""Theory as tools (issue 6): L(theta), strict concavity, identifiability, bounds, likely subsets."""
+"""Theory as tools: L(theta), strict concavity, identifiability, bounds, likely subsets."""
 import numpy as np
 import pytest
 from scipy import stats
@@ -42,7 +42,7 @@ from localpriv.mechanisms.geometric import Geometric, two_sided_geometric
 from localpriv.mechanisms.krr import KRR
 from localpriv.utils.validation import LocalPrivError
 
-#: plain EM on seed 001's rule, the defaults before issue 17 (pinned where a test relies on them)
+#: plain EM on seed 001's rule, the former defaults (pinned where a test relies on them)
 PLAIN = {"accelerate": "none", "stop": "loglik"}
 
 

@@ -70,7 +70,7 @@ def test_fig6_quick_distinct_fixed_points(tmp_path):
     assert (tmp_path / "fig6.png").stat().st_size > 0
     assert r["channel_shape"] == [25, 16] and not r["identification"]["holds"]
     assert r["distinct_fixed_points"] >= 2 and r["max_pairwise_tv"] > 0.05
-    # every end point is a certified maximizer of L (issue 21: not EM stopped at its cap)
+    # every end point is a certified maximizer of L (not EM stopped at its cap)
     assert r["all_certified"]
     for run in r["runs"]:
         assert run["converged"] and run["gap_to_sup_L"] < 1e-8

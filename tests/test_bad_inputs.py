@@ -416,9 +416,10 @@ def test_cli_utf16_with_bom_is_read_correctly(tmp_path):
     proc = run_cli(tmp_path, "perturb", "v.csv", "-o", "r.csv", "-m", "krr(eps=40.0)", "-d", "Zürich,München",
                    "--seed", "3")
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stderr.splitlines()  # eps 40 > 10 draws one warning line when the spec is read (issue 18)
+    lines = proc.stderr.splitlines()  # eps 40 > 10 draws one warning line when the spec is read
     assert lines[-1] == "wrote 3 reports of krr(k=2,eps=40.0) to r.csv (3 rows read)"
-    assert len(lines) == 2 and lines[0].startswith("warning: krr(k=2,eps=40.0): LDP eps computed from the mechanism is 40")
+    assert len(lines) == 2
+    assert lines[0].startswith("warning: krr(k=2,eps=40.0): LDP eps computed from the mechanism is 40")
     assert [row.rsplit(",", 1)[1] for row in _data_rows(tmp_path / "r.csv")] == ["0", "1", "0"]
     assert list(read_values(tmp_path / "v.csv")) == ["Zürich", "München", "Zürich"]
 

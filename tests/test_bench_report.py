@@ -1,4 +1,4 @@
-"""benchmarks/RESULTS.md is the rendering of the committed benchmark JSON (issue 22, item 6)."""
+"""benchmarks/RESULTS.md is the rendering of the committed benchmark JSON."""
 import importlib.util
 import json
 import shutil

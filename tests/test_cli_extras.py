@@ -72,7 +72,7 @@ def test_cli_estimate_without_domain_finds_the_support(tmp_path):
     outs = {}
     for flag in ("--plain", "--accelerate"):
         out = tmp_path / f"e{flag}.csv"
-        # pinned: seed 001's rule on the total log-likelihood (the default before issue 17)
+        # pinned: seed 001's rule on the total log-likelihood (the former default)
         r = run.invoke(app, ["estimate", str(tmp_path / "r.parquet"), "-o", str(out), flag, "--delta", "1e-9",
                              "--stop", "loglik", "--max-iter", "10000"])
         assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""Free will from files and the command line (issue 18, item 3): `perturb --mechanism-column`,
+"""Free will from files and the command line: `perturb --mechanism-column`,
 `perturb --policy`, many files for aggregate/estimate, and the top-level exports."""
 import json
 import math

@@ -1,4 +1,4 @@
-"""Clients in chunks (issue 22, item 4): scratch memory bounded by the chunk, the exact k-RR draw
+"""Clients in chunks: scratch memory bounded by the chunk, the exact k-RR draw
 of large calls, and the same reports on the compiled and the NumPy paths.
 
 Tolerances: a frequency estimated from ``m`` Bernoulli(``p``) draws has standard error

@@ -72,7 +72,8 @@ def test_ibu_start_must_have_full_support():
 
 def test_inv_recovers_exact_distribution_from_expected_counts():
     k, eps = 8, 1.0
-    theta = np.linspace(1, 2, k); theta /= theta.sum()
+    theta = np.linspace(1, 2, k)
+    theta /= theta.sum()
     m = KRR(k, eps)
     counts = m.output_probabilities(theta) * 1e6
     for post in ("n", "p"):
@@ -127,6 +128,7 @@ def test_estimate_dispatch_and_estimate_object(tmp_path):
         assert e.estimator == name and e.n == 100
         assert e.labels.tolist() == [10, 11, 12, 13]
         assert np.isfinite(e.loglik)
-        e.save(tmp_path / f"{name}.json"); e.save(tmp_path / f"{name}.csv")
+        e.save(tmp_path / f"{name}.json")
+        e.save(tmp_path / f"{name}.csv")
     with pytest.raises(LocalPrivError, match="unknown estimator"):
         estimate(obs, "magic")

@@ -67,7 +67,8 @@ def test_aggregate_errors(tmp_path):
 
 
 def test_metrics_by_hand_and_against_scipy(rng):
-    p = np.array([0.5, 0.5, 0.0]); q = np.array([0.0, 0.5, 0.5])
+    p = np.array([0.5, 0.5, 0.0])
+    q = np.array([0.0, 0.5, 0.5])
     assert emd_line(p, q) == pytest.approx(1.0)  # half the mass moves 2 steps
     assert emd_line(p, q, positions=[0, 10, 20]) == pytest.approx(10.0)
     assert total_variation(p, q) == pytest.approx(0.5) and l1(p, q) == pytest.approx(1.0)

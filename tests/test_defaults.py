@@ -1,4 +1,4 @@
-"""Issue 17, items 1 and 5: certified, accelerated estimates by default; progress of long ones.
+"""Certified, accelerated estimates by default; progress of long ones.
 
 Nothing here asserts what round-off can move: no iteration counts at a stopping boundary, no last
 bits. Guarantees are checked through the certificate itself (``gap``), with tolerances derived in
@@ -397,7 +397,7 @@ def test_demo_pins_plain_em_and_keeps_its_numbers(tmp_path):
     d = rec["results"]["details"]["ibu"]
     assert d["settings"]["acceleration"] == "none" and d["settings"]["stopping"] == "|L(t)-L(t-1)| < delta"
     assert d["settings"]["delta"] == 1e-6 and d["settings"]["max_iter"] == 10_000
-    # `make demo` printed 1.9187 years before issue 17; where round-off may move the stop (one
+    # `make demo` printed 1.9187 years under plain capped EM; where round-off may move the stop (one
     # iteration: |dL| ~ 1e-6 there, a change of theta far below 1e-4 years of EMD) it cannot move this
     assert rec["results"]["emd"]["ibu"] == pytest.approx(1.9187, abs=1e-4)
 

@@ -1,4 +1,4 @@
-"""The documentation site's sources (issue 18, item 7): mkdocs.yml, its nav, the links between
+"""The documentation site's sources: mkdocs.yml, its nav, the links between
 pages and the options the getting-started page uses. No mkdocs needed: `make test` installs only
 requirements.lock (no PyYAML), so the few keys read here are parsed in plain Python."""
 from __future__ import annotations

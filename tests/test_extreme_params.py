@@ -1,4 +1,4 @@
-"""Extreme parameters never crash (issue 15, items 5 and 9).
+"""Extreme parameters never crash.
 
 For EVERY registered mechanism (``localpriv.mechanisms.registered()``, so a new mechanism is
 covered automatically) and every ``eps`` in :data:`EPS` and ``k`` in :data:`KS`, we build it from
@@ -247,7 +247,7 @@ def test_big_mechanisms_never_build_their_channel(monkeypatch):
 # the issue's reported cases
 # ---------------------------------------------------------------------------------------------
 def _level(spec):
-    with warnings.catch_warnings():  # reading the spec has its own check (issue 18): not what is tested here
+    with warnings.catch_warnings():  # reading the spec has its own check: not what is tested here
         warnings.simplefilter("ignore", PrivacyWarning)
         mech = parse(spec)
     with warnings.catch_warnings(record=True) as rec:
@@ -424,7 +424,7 @@ def test_analysis_skips_dense_work_in_one_line(monkeypatch):
 def test_analysis_reports_privacy_warnings():
     from localpriv.analysis import analyze_report
 
-    with warnings.catch_warnings():  # reading the specs warns (issue 18); analyze_report must not
+    with warnings.catch_warnings():  # reading the specs warns; analyze_report must not
         warnings.simplefilter("ignore", PrivacyWarning)
         huge, ruled_out = parse("krr(k=3,eps=10000.0)"), parse("matrix(rows=[[1.0,0.0],[0.5,0.5]])")
     with warnings.catch_warnings():

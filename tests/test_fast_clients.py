@@ -200,7 +200,7 @@ def _chi2_magnitudes(d, sampler):
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_she_noise_is_laplace(eps):
     # SHE's report is the one-hot vector plus iid noise g D, D discrete Laplace with
-    # lam = g eps / 2 per grid step (issue 15; seed 002's Laplace(2/eps) at the grid's
+    # lam = g eps / 2 per grid step (seed 002's Laplace(2/eps) at the grid's
     # resolution): every value is on the grid, the magnitudes of 4 x 10^5 entries pass a
     # chi-square test against the sampler's law at a fixed seed, and the signs are fair and
     # independent of the magnitudes (5 standard errors)
@@ -242,7 +242,8 @@ def test_discrete_laplace_body_and_tail(rate):
     probs = -np.diff(np.r_[q, 0.0])
     keep = probs * tail.size > 5
     obs = np.bincount(cells, minlength=q.size)
-    assert chisquare(np.r_[obs[keep], obs[~keep].sum()], np.r_[probs[keep], probs[~keep].sum()] * tail.size).pvalue > 1e-3
+    assert chisquare(np.r_[obs[keep], obs[~keep].sum()],
+                     np.r_[probs[keep], probs[~keep].sum()] * tail.size).pvalue > 1e-3
     nz = d != 0
     assert _within((d[nz] < 0).mean(), 0.5, nz.sum())
     big = np.abs(d) > 3 / rate
@@ -288,7 +289,7 @@ def test_fill_in_streams_covers_every_row_once():
     for n_rows, row_items in [(10, 3), (50_000, 100)]:
         seen = np.zeros(n_rows, dtype=int)
 
-        def fill(lo, hi, gen):
+        def fill(lo, hi, gen, seen=seen):
             seen[lo:hi] += 1
             assert isinstance(gen, np.random.Generator)
 

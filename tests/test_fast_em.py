@@ -1,4 +1,4 @@
-"""Accelerated EM (SQUAREM) in the one EM engine (issue 8)."""
+"""Accelerated EM (SQUAREM) in the one EM engine."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -29,7 +29,7 @@ def test_accelerated_and_plain_reach_the_closed_form_maximum(k, eps, seed):
     m, counts = _krr_counts(k, eps, 20_000, seed)
     b = _krr_block(m, counts)
     L_star = log_likelihood([b], krr_mle(counts, eps))
-    # pinned: plain EM and SQUAREM on the total-L rule (the engine's defaults before issue 17)
+    # pinned: plain EM and SQUAREM on the total-L rule (the engine's former defaults)
     plain = em([b], k, delta=1e-9, max_iter=200_000, accelerate="none", stop="loglik")
     fast = em([b], k, delta=1e-9, max_iter=200_000, accelerate="squarem", stop="loglik")
     assert plain.converged and fast.converged
@@ -91,7 +91,7 @@ def test_max_abs_stopping_rule():
 def test_ibu_settings_record_scheme_and_rule():
     m, counts = _krr_counts(20, 1.0, 4000, 4)
     obs = Observations.from_counts(m, counts)
-    old = {"stop": "loglik", "delta": 1e-6, "max_iter": 10_000}  # pinned: the defaults before issue 17
+    old = {"stop": "loglik", "delta": 1e-6, "max_iter": 10_000}  # pinned: the former defaults
     plain = ibu(obs, accelerate="none", **old)
     fast = ibu(obs, accelerate="squarem", **old)
     assert plain.settings["acceleration"] == "none"

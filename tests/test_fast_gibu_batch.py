@@ -1,4 +1,4 @@
-"""GIBU with many mechanisms of one family: batched blocks (issue 22, item 1)."""
+"""GIBU with many mechanisms of one family: batched blocks."""
 import sys
 
 import numpy as np

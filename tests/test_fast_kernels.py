@@ -1,4 +1,4 @@
-"""Compiled EM loops for small problems, BLAS threads pinned in EM runs (issue 22, items 2 and 5)."""
+"""Compiled EM loops for small problems, BLAS threads pinned in EM runs."""
 import subprocess
 import sys
 

@@ -1,4 +1,4 @@
-"""The certified Newton finish of the EM engine (accelerate="newton", issue 8)."""
+"""The certified Newton finish of the EM engine (accelerate="newton")."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -64,7 +64,7 @@ def test_dense_block_hessian_diagonal_and_unsupported_blocks(monkeypatch):
     w = rng.random(7)
     assert np.allclose(DenseBlock(G, np.ones(7)).hessian_diagonal(w), _hdiag_dense(G, w), rtol=1e-13)
     geo = linear_geometric_block(6, 1.0, np.arange(6), np.ones(6))
-    # a block without a closed-form diagonal takes part only while its dense G is small (issue 17)
+    # a block without a closed-form diagonal takes part only while its dense G is small
     assert supports_newton([geo])
     monkeypatch.setattr("localpriv.estimators.newton.DENSE_DIAGONAL_MAX", 6 * 6 - 1)
     assert not supports_newton([geo])
@@ -109,7 +109,7 @@ def test_gibu_mixture_of_dense_and_structured_blocks():
         obs = Observations.from_reports(m, m.sample(x[i::3], rng))
         blocks += obs.likelihood_blocks()
     assert supports_newton(blocks)
-    # pinned: the total-L rule (the engine's default before issue 17)
+    # pinned: the total-L rule (the engine's former default)
     plain = em(blocks, k, delta=1e-9, max_iter=400_000, accelerate="none", stop="loglik")
     fast = em(blocks, k, delta=1e-9, accelerate="newton", stop="loglik", max_iter=10_000)
     assert fast.converged and fast.scheme == "newton" and fast.products > 0

@@ -1,4 +1,4 @@
-"""Planar FFT blocks as the EM engine evaluates them (issue 22, item 3)."""
+"""Planar FFT blocks as the EM engine evaluates them."""
 import sys
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Structured likelihood blocks equal the dense products (issue 8)."""
+"""Structured likelihood blocks equal the dense products."""
 import numpy as np
 import pytest
 from _roundoff import U, em_rtol
@@ -133,7 +133,7 @@ def test_dense_block_reference_agrees_with_structured_in_em():
     # the cap). The recurrences sum <= k positive terms twice per product (<= (2k + 3) u relative,
     # the dense sums <= k u), so em_rtol with doubled term counts bounds the difference (see _roundoff)
     n_it = 2000
-    plain = {"accelerate": "none", "stop": "loglik"}  # pinned: plain EM on both (issue 17 defaults differ)
+    plain = {"accelerate": "none", "stop": "loglik"}  # pinned: plain EM on both (the library's defaults differ)
     dense = em([DenseBlock(G[:, live], counts[live])], k, delta=1e-300, max_iter=n_it, **plain)
     fast = em([linear_geometric_block(k, 0.4, live, counts[live])], k, delta=1e-300, max_iter=n_it, **plain)
     assert dense.iterations == fast.iterations == n_it and not dense.converged and not fast.converged
@@ -204,7 +204,7 @@ def test_exp_kernel_block_validates():
 
 @given(k=st.integers(1, 30), eps=st.floats(0.05, 5.0), seed=st.integers(0, 10**6))
 def test_laplace_density_block_equals_the_density(k, eps, seed):
-    # grid reports anywhere on the line (inside, between, below and above the inputs; issue 15:
+    # grid reports anywhere on the line (inside, between, below and above the inputs:
     # the reports are multiples of the grid, <= 2^-5 here), and the two clamped end values
     from localpriv.mechanisms.laplace import Laplace
 
@@ -232,7 +232,7 @@ def test_laplace_density_block_in_ibu_and_errors():
     # so the iterates agree to rtol = em_rtol (see _roundoff) and L, a sum of c_j log p_j, to
     # n rtol plus each evaluation's own rounding, <= (m + 1) u |L| + n (2k + 3) u
     n_it = 200
-    plain = {"accelerate": "none", "stop": "loglik"}  # pinned: plain EM on both (issue 17 defaults differ)
+    plain = {"accelerate": "none", "stop": "loglik"}  # pinned: plain EM on both (the library's defaults differ)
     fast = em([mech.likelihood_block(z, np.ones(z.size))], 40, delta=1e-300, max_iter=n_it, **plain)
     slow = em([DenseBlock(mech.likelihood(z), np.ones(z.size))], 40, delta=1e-300, max_iter=n_it, **plain)
     assert fast.iterations == slow.iterations == n_it and not fast.converged and not slow.converged

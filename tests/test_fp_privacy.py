@@ -1,4 +1,4 @@
-"""Privacy that holds for the released bits (issue 15, item 6; Mironov, CCS 2012).
+"""Privacy that holds for the released bits (Mironov, CCS 2012).
 
 The unbinned linear Laplace mechanism and SHE release values on a grid of powers of two, drawn by
 the exact-table discrete Laplace sampler; their computed levels include the sampler's own bound.

@@ -1,4 +1,4 @@
-"""Free-will privacy (issue 5): GIBU, the combination estimators, bounds, data model."""
+"""Free-will privacy: GIBU, the combination estimators, bounds, data model."""
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -60,7 +60,7 @@ def test_gibu_equals_naive_per_user_iteration(rng):
     cap = 50_000  # both stop near 8,500 iterations here; the cap only guards the test's data
     naive, it_naive = naive_gibu(G_users, delta=delta, max_iter=cap)
     iterates = []
-    # pinned: plain EM on seed 001's rule (the defaults before issue 17), as the naive iteration
+    # pinned: plain EM on seed 001's rule (the former defaults), as the naive iteration
     est = gibu(obs, delta=delta, max_iter=cap, keep_trace=True, accelerate="none", stop="loglik",
                callback=lambda t, th, L: iterates.append(th.copy()))
     assert est.estimator == "gibu" and est.converged and it_naive < cap
@@ -116,7 +116,7 @@ def test_gibu_loglik_never_decreases(rng):
 
 def test_gibu_registered_and_many_mechanisms_share_engine(rng):
     _, _, obs = _mixed_obs(rng)
-    old = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}  # pinned (issue 17)
+    old = {"accelerate": "none", "stop": "loglik", "delta": 1e-6, "max_iter": 10_000}  # pinned
     a = estimate(obs, "gibu", **old)
     b = ibu(obs, keep_trace=True, **old)
     assert a.settings["merge"] is True and b.converged

@@ -1,4 +1,4 @@
-"""Issue 3: the fig1 / fig8 / fig9 / fig10 reproductions in their quick configuration."""
+"""The fig1 / fig8 / fig9 / fig10 reproductions in their quick configuration."""
 import json
 
 import numpy as np
@@ -22,7 +22,7 @@ def test_fig1_quick(tmp_path):
     # seed 001 Fig. 1: IBU is far better than both INV variants, INV-P better than INV-N
     assert res["emd"]["ibu"] < 0.5 * min(res["emd"]["inv-n"], res["emd"]["inv-p"])
     assert res["emd"]["inv-p"] < res["emd"]["inv-n"]
-    # issue 21: the certified MLE beside EM at its stopping rule, EMDs along the iterations and
+    # the certified MLE beside EM at its stopping rule, EMDs along the iterations and
     # run-to-run intervals over the (quick: 2) runs
     assert res["runs"] == 2 and len(res["emd_runs"]["mle"]) == 2
     iv = res["emd_interval"]["ibu"]

@@ -1,4 +1,4 @@
-"""Issue 3: geo-indistinguishability mechanisms (linear geometric/Laplace, exponential, planar)."""
+"""Geo-indistinguishability mechanisms (linear geometric/Laplace, exponential, planar)."""
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -142,7 +142,7 @@ def test_ibu_recovers_distribution_under_truncated_geometric():
             rng = np.random.default_rng(seed)
             x = rng.choice(k, size=n, p=theta)
             obs = Observations.from_counts(m, np.bincount(m.sample(x, rng), minlength=k))
-            est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned (issue 17)
+            est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned
             e.append(np.abs(est.distribution - theta).sum())
         errs.append(np.mean(e))
     assert errs[0] > errs[1] > errs[2]
@@ -160,7 +160,7 @@ def test_ibu_on_untruncated_geometric_reports():
     rng = np.random.default_rng(11)
     x = rng.choice(k, size=100_000, p=theta)
     obs = Observations.from_reports(m, m.sample(x, rng))
-    est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned (issue 17)
+    est = ibu(obs, delta=1e-9, max_iter=10_000, accelerate="none", stop="loglik")  # pinned
     assert np.abs(est.distribution - theta).sum() < 0.05
 
 
@@ -177,7 +177,7 @@ def test_laplace_interval_prob():
 
 
 def test_continuous_laplace():
-    # issue 15: the unbinned version releases z = x + g D on the grid g = 2^-9 (eps = 0.3),
+    # the unbinned version releases z = x + g D on the grid g = 2^-9 (eps = 0.3),
     # D discrete Laplace: samples on the grid, chi-square against the pmf (40 cells of equal
     # probability; the grid points beyond +-60/eps, mass e^-60, join the end cells)
     m = parse("laplace(eps=0.3)", IntegerDomain(0, 9))
@@ -296,7 +296,10 @@ def test_planar_laplace_channel_samples_level():
     np.testing.assert_allclose(M.sum(axis=1), 1.0, atol=1e-12)
     check_samples_match_channel(m, [0, 6, 19], n=60_000)
     # an interior entry against 2-D adaptive quadrature of the density over the cell
-    f = lambda y, x: 0.8 ** 2 / (2 * np.pi) * np.exp(-0.8 * np.hypot(x, y))
+
+    def f(y, x):
+        return 0.8 ** 2 / (2 * np.pi) * np.exp(-0.8 * np.hypot(x, y))
+
     mass, _ = integrate.dblquad(f, 0.5, 1.5, 0.5, 1.5, epsabs=1e-13)  # offset (1, 1) cells
     assert M[5, 10] == pytest.approx(mass, rel=1e-8)
     level = m.epsilon_geo()
@@ -417,7 +420,10 @@ def test_planar_laplace_ring_holds_everything_beyond_the_cap(monkeypatch):
     R = m.R
     assert R == 12  # capped: the ring starts at a = 11.5 km, well inside the density's bulk
     K = m.kernel()
-    f = lambda y, x: 0.3 ** 2 / (2 * np.pi) * np.exp(-0.3 * np.hypot(x, y))
+
+    def f(y, x):
+        return 0.3 ** 2 / (2 * np.pi) * np.exp(-0.3 * np.hypot(x, y))
+
     a = R - 0.5
     for dj in (0, 5, R - 1):  # strips {y >= a, x in cell dj}
         mass, _ = integrate.dblquad(f, dj - 0.5, dj + 0.5, a, np.inf, epsabs=0, epsrel=1e-11)

@@ -1,4 +1,4 @@
-"""Issue 3: planar grid helpers (edge handling, Manhattan cells) and the exact grid EMD."""
+"""Planar grid helpers (edge handling, Manhattan cells) and the exact grid EMD."""
 import numpy as np
 import pytest
 from hypothesis import given

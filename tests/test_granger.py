@@ -1,4 +1,4 @@
-"""Issue 21: Granger causality (thesis 6.4) with NumPy/SciPy."""
+"""Granger causality (thesis 6.4) with NumPy/SciPy."""
 import numpy as np
 import pytest
 from scipy import stats

@@ -1,4 +1,4 @@
-"""Issue 20, item 4: the local-hashing oracles on the stable hash (XXH64), format version 3.
+"""The local-hashing oracles on the stable hash (XXH64), format version 3.
 
 * ``H_s(x) = XXH64(le64(x), seed=s) mod g`` for ``blh``/``olh``/``lblh``/``lolh`` (published
   vectors of docs/hashing.md, checked against the reference ``xxhash`` package);
@@ -7,6 +7,7 @@
   carry version 3 and decode with XXH64.
 """
 import struct
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -141,10 +142,10 @@ def _as_version(path, version: int):
     """Rewrite a file written by this release as one of format ``version`` (1 or 2)."""
     path = str(path)
     if path.endswith(".csv"):
-        lines = open(path).read().splitlines()
+        lines = Path(path).read_text().splitlines()
         kind = lines[0].split("kind=")[1].split()[0]
         lines[0] = f"#localpriv format={version} kind={kind}"
-        open(path, "w").write("\n".join(lines) + "\n")
+        Path(path).write_text("\n".join(lines) + "\n")
         return
     t = pq.read_table(path)
     meta = {k.decode(): v.decode() for k, v in (t.schema.metadata or {}).items()}
@@ -200,7 +201,7 @@ def test_old_counts_files_and_merging_with_new_reports(tmp_path, suffix):
     out = tmp_path / f"merged{suffix}"
     merged.save(out)
     if suffix == ".csv":
-        text = open(out).read()
+        text = Path(out).read_text()
         assert text.startswith("#localpriv format=3 kind=counts") and "hash=cw" in text
     else:
         assert pq.ParquetFile(out).metadata.metadata[b"localpriv.format"] == b"3"
@@ -217,7 +218,8 @@ def test_new_files_carry_version_3_and_decode_with_xxh64(tmp_path, suffix):
     path = tmp_path / f"new{suffix}"
     write_reports(report_table(mech, r), path)
     if suffix == ".csv":
-        assert open(path).readline().startswith("#localpriv format=3 kind=reports")
+        with open(path) as f:
+            assert f.readline().startswith("#localpriv format=3 kind=reports")
     else:
         assert pq.ParquetFile(path).metadata.metadata[b"localpriv.format"] == b"3"
     obs = aggregate(path)

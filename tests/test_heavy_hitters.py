@@ -1,4 +1,4 @@
-"""Heavy hitters of strings by PEM (issue 20, item 3): encoding, keys, hashing, pruning, accuracy on
+"""Heavy hitters of strings by PEM: encoding, keys, hashing, pruning, accuracy on
 Zipf data, interval coverage, privacy constants, the command line. Fixed seeds; tolerances from the
 estimator's variance."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Large domains (issue 20, item 2): Hadamard response ``hr``, count-mean sketches ``cms``, ``hcms``.
+"""Large domains: Hadamard response ``hr``, count-mean sketches ``cms``, ``hcms``.
 
 Fixed seeds; every statistical tolerance is ``Z`` standard deviations of the quantity tested, the
 standard deviation from the estimator's exact variance (or a proven bound on it), ``Z`` the normal
@@ -85,7 +85,8 @@ def test_hr_fast_block_equals_dense(spec):
     for got, want in ((block.forward(theta), theta @ G), (block.backward(w), G @ w),
                       (block.hessian_diagonal(w), (G * G) @ w)):
         assert np.max(np.abs(got - want) / np.abs(want)) <= 1e-12
-    assert np.max(np.abs(m.output_probabilities(theta) - theta @ m.channel())) <= 1e-12 * theta @ m.channel().max(axis=1)
+    assert (np.max(np.abs(m.output_probabilities(theta) - theta @ m.channel()))
+            <= 1e-12 * theta @ m.channel().max(axis=1))
     assert m.epsilon_ldp() == pytest.approx(ldp_epsilon(m.channel()), rel=1e-12)
 
 
@@ -336,7 +337,8 @@ def test_structured_imports_first_without_a_cycle():
     # localpriv.likelihood.structured imports the mechanisms package, whose sketch modules use its blocks
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-c", "import localpriv.likelihood.structured as s; print(s.HadamardBlock.__name__)"],
+    r = subprocess.run([sys.executable, "-c",
+                        "import localpriv.likelihood.structured as s; print(s.HadamardBlock.__name__)"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "HadamardBlock"

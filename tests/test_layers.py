@@ -65,7 +65,7 @@ def _imports():
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
 
-        def visit(node, nested):
+        def visit(node, nested, module=module):
             for child in ast.iter_child_nodes(node):
                 inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                 if isinstance(child, (ast.Import, ast.ImportFrom)):

@@ -1,4 +1,4 @@
-"""Issue 18 item 2: locations end to end from the command line.
+"""Locations end to end from the command line.
 
 ``bbox(lat0,lon0,lat1,lon1,cell_km)`` domains, ``--outside drop|clamp|error`` with counts, TSV
 files without a header (columns by number), estimate outputs with cell-centre latitude and

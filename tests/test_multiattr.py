@@ -1,4 +1,4 @@
-"""Issue 7: tables, BIF networks, RRBA mechanism and protocol, hybrid, independence, flips."""
+"""Tables, BIF networks, RRBA mechanism and protocol, hybrid, independence, flips."""
 from fractions import Fraction
 from itertools import combinations
 
@@ -57,7 +57,7 @@ def test_bif_both_dialects_and_sizes():
     for name, (d, cats, edges) in sizes.items():
         net = load_network(name)
         assert (net.d, sum(net.cards), len(net.edges())) == (d, cats, edges)
-        for v, cpt in net.cpts.items():
+        for cpt in net.cpts.values():
             np.testing.assert_allclose(cpt.sum(axis=-1), 1.0, atol=1e-9)
 
 
@@ -220,7 +220,7 @@ def test_rrba_converges_as_blocks_grow():
 @given(n=st.integers(1, 700), s=st.integers(1, 120), n_cells=st.integers(1, 9),
        seed=st.integers(0, 2**32 - 1))
 def test_every_user_counts_in_block_aggregation(n, s, n_cells, seed):
-    # issue 15: users are never dropped, whether or not the block size divides their number; the
+    # users are never dropped, whether or not the block size divides their number; the
     # last block holds the n mod s users left over (and n < s makes one short block)
     rng = np.random.default_rng(seed)
     x = rng.integers(0, n_cells, n)
@@ -347,12 +347,18 @@ def test_geometric_is_alpha_dp_between_neighbours_and_lp_is_feasible():
     ratio = C[:-1] / C[1:]
     assert np.all(ratio <= 1 / a + 1e-12) and np.all(ratio >= a - 1e-12)
     prior = np.array([0.4, 0.3, 0.2, 0.1])
-    loss = lambda i, r: np.abs(i - r) ** 1.5
+
+    def loss(i, r):
+        return np.abs(i - r) ** 1.5
+
     M = optimal_mechanism(prior, a, loss)
     r = M[:-1] / np.where(M[1:] > 0, M[1:], 1)
     assert np.all((M[1:] == 0) & (M[:-1] == 0) | (r <= 1 / a + 1e-7) & (r >= a - 1e-7))
     I, R = np.meshgrid(range(4), range(4), indexing="ij")
-    cost = lambda X: float((prior[:, None] * X * loss(I, R)).sum())
+
+    def cost(X):
+        return float((prior[:, None] * X * loss(I, R)).sum())
+
     assert cost(M) <= cost(truncated_geometric(4, a)) + 1e-9
     assert hybrid_epsilon(truncated_geometric(4, a), 0.5) == pytest.approx(np.log(20))
 
@@ -392,15 +398,21 @@ def test_two_step_is_the_elastic_net_optimum():
         n, g = 100.0, 0.3
         x = two_step_table(t, n, g)
         assert x.min() >= 0 and x.sum() == pytest.approx(n)
-        f = lambda y: g * np.abs(t - y).sum() + (1 - g) * ((t - y) ** 2).sum()
+
+        def f(y, t=t, g=g):
+            return g * np.abs(t - y).sum() + (1 - g) * ((t - y) ** 2).sum()
+
         res = minimize(f, np.full(6, n / 6), method="SLSQP", bounds=[(0, None)] * 6,
-                       constraints=[{"type": "eq", "fun": lambda y: y.sum() - n}])
+                       constraints=[{"type": "eq", "fun": lambda y, n=n: y.sum() - n}])
         assert f(x) <= res.fun + 1e-6
 
 
 def test_mc_test_with_rrba_noise_has_power_and_level():
     rng = np.random.default_rng(8)
-    noise = lambda c, r: rrba_noisy_counts(c, 0.5, r)
+
+    def noise(c, r):
+        return rrba_noisy_counts(c, 0.5, r)
+
     dep = np.array([[350.0, 150], [150, 350]])
     ind = np.array([[250.0, 250], [250, 250]])
     rej_dep = sum(mc_independence_test(rrba_noisy_counts(dep.ravel(), 0.5, rng), 1000, noise, rng,
@@ -427,8 +439,6 @@ def test_flip_probability_limits():
 
 
 # ------------------------------------------------------------------------- property-based
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
 
 
 @given(st.lists(st.floats(-50, 200), min_size=2, max_size=12), st.floats(1, 500), st.floats(0, 0.95))

@@ -1,4 +1,4 @@
-"""Issue 7: GreedyBayes, structure metrics, synthesis, table quality."""
+"""GreedyBayes, structure metrics, synthesis, table quality."""
 import numpy as np
 import pytest
 

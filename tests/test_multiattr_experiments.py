@@ -1,4 +1,4 @@
-"""Issue 7: every thesis reproduction runs in quick mode and says something meaningful."""
+"""Every thesis reproduction runs in quick mode and says something meaningful."""
 import json
 
 import numpy as np
@@ -8,7 +8,7 @@ from reproductions.runner import run_experiment
 
 
 def _load(tmp_path, name):
-    rec = run_experiment(name, tmp_path, quick=True)
+    run_experiment(name, tmp_path, quick=True)
     assert (tmp_path / f"{name}.png").exists()
     return json.loads((tmp_path / f"{name}.json").read_text())["results"]
 
@@ -96,7 +96,7 @@ def test_fig46_convergence_rule_and_levels(tmp_path):
     assert _convergence_blocks(run, 0.05) == (2, None)  # fails at the last block: never settled
     r = _load(tmp_path, "thesis-fig4.6")
     eq47 = np.asarray(r["fig45"]["thesis_eq_4_7"])
-    for k, eps in r["fig45"]["computed"].items():
+    for eps in r["fig45"]["computed"].values():
         assert np.all(np.asarray(eps) > eq47)
     for row in r["fig46"].values():
         for s, c in row.items():

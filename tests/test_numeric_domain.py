@@ -1,4 +1,4 @@
-"""The interval domain of numeric attributes (issue 20, item 1): cells, spec strings, refusals, pipeline."""
+"""The interval domain of numeric attributes: cells, spec strings, refusals, pipeline."""
 import numpy as np
 import pytest
 
@@ -97,5 +97,6 @@ def test_command_line_reads_an_interval_domain(tmp_path):
     assert lines[0] == "value,probability" and len(lines) == 21 and lines[1].startswith("2.5,")
     (tmp_path / "bad.csv").write_text("hours\n40\n101\n")
     res = runner.invoke(app, ["perturb", str(tmp_path / "bad.csv"), "--column", "hours",
-                              "--domain", "interval(0,100,20)", "--mechanism", "pm(eps=1.0)", "--seed", "0", "--out", str(tmp_path / "r2.parquet")])
+                              "--domain", "interval(0,100,20)", "--mechanism", "pm(eps=1.0)", "--seed", "0",
+                              "--out", str(tmp_path / "r2.parquet")])
     assert res.exit_code == 1 and "values outside the domain [0, 100]: 101.0" in res.output

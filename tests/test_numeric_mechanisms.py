@@ -1,4 +1,4 @@
-"""Numeric mechanisms (issue 20, item 1): sw, pm, hm, duchi against their papers' formulas.
+"""Numeric mechanisms: sw, pm, hm, duchi against their papers' formulas.
 
 Every formula is re-derived here from the papers independently of the modules (densities, widths,
 variances), samplers are audited against them by chi-square at fixed seeds (Bonferroni, level

@@ -1,4 +1,4 @@
-"""Frequency oracles (issue 4): channels, privacy, p*/q*, likelihood blocks, estimators, pipeline."""
+"""Frequency oracles: channels, privacy, p*/q*, likelihood blocks, estimators, pipeline."""
 import itertools
 
 import numpy as np
@@ -56,7 +56,7 @@ def test_unary_promise_and_bruteforce_product_channel(name, eps, k):
     m = parse(f"{name}(k={k},eps={eps})")
     p, q = m.p_star, m.q_star
     C = np.zeros((k, 2 ** k))
-    for j, bits in enumerate(itertools.product([0, 1], repeat=k)):
+    for bits in itertools.product([0, 1], repeat=k):
         col = sum(b << y for y, b in enumerate(bits))
         for x in range(k):
             C[x, col] = np.prod([(p if y == x else q) if b else (1 - (p if y == x else q)) for y, b in enumerate(bits)])
@@ -155,7 +155,7 @@ def test_exact_ibu_increases_loglik_and_beats_support_ibu(spec):
     f = np.linspace(1, 3, 10) ** 2
     f /= f.sum()
     obs = Observations.from_reports(m, m.sample(rng.choice(10, 3000, p=f), rng))
-    old = {"accelerate": "none", "stop": "loglik", "max_iter": 10_000}  # pinned: defaults before issue 17
+    old = {"accelerate": "none", "stop": "loglik", "max_iter": 10_000}  # pinned: the former defaults
     ex = ibu_exact(obs, keep_trace=True, delta=1e-7, **old)
     trace = ex.extra["trace"]
     assert np.all(np.diff(trace) >= -1e-9)
@@ -169,7 +169,7 @@ def test_support_ibu_equals_exact_for_grr():
     m = parse("krr(k=6,eps=1.0)")
     rng = np.random.default_rng(2)
     obs = Observations.from_reports(m, m.sample(rng.integers(0, 6, 2000), rng))
-    old = {"accelerate": "none", "stop": "loglik", "max_iter": 10_000}  # pinned: defaults before issue 17
+    old = {"accelerate": "none", "stop": "loglik", "max_iter": 10_000}  # pinned: the former defaults
     a, b = ibu_support(obs, delta=1e-9, **old), ibu_exact(obs, delta=1e-9, **old)
     assert np.allclose(a.distribution, b.distribution, atol=1e-6)
 

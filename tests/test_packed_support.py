@@ -127,7 +127,8 @@ def test_batched_block_mixes_packed_sparse_and_dense(monkeypatch):
     rng = np.random.default_rng(9)
     k = 30
     members = []
-    for spec, cap, dens in (("oue(k=30,eps=1.0)", 0, 0.0), ("oue(k=30,eps=7.0)", 0, 0.5), ("ss(k=30,eps=1.0)", None, None)):
+    for spec, cap, dens in (("oue(k=30,eps=1.0)", 0, 0.0), ("oue(k=30,eps=7.0)", 0, 0.5),
+                            ("ss(k=30,eps=1.0)", None, None)):
         mech = parse(spec)
         z = mech.sample(rng.integers(0, k, 800), rng)
         with monkeypatch.context() as mp:

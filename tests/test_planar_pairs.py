@@ -1,4 +1,4 @@
-"""Planar FFT blocks: SQUAREM trials without FFTs (issue 22, item 3).
+"""Planar FFT blocks: SQUAREM trials without FFTs.
 
 The engine gets the forward products of SQUAREM's trial points from the products it already has
 (they are linear in theta) plus a direct sum over the few cells where the floor binds

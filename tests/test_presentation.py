@@ -1,4 +1,4 @@
-"""Presentation, start-up and progress (issue 18, items 4, 5 and 6): numbers, tables, --json,
+"""Presentation, start-up and progress: numbers, tables, --json,
 --help pages, --version, docstrings, py.typed, docs/DATA.md, import hygiene, status lines."""
 import inspect
 import io

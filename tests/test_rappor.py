@@ -1,4 +1,4 @@
-"""Bloom-filter RAPPOR with cohorts (issue 20, item 2; Erlingsson, Pihur, Korolova, CCS 2014).
+"""Bloom-filter RAPPOR with cohorts (Erlingsson, Pihur, Korolova, CCS 2014).
 
 The channel against an independent construction (Bloom bits from the reference ``xxhash``
 package, per-bit PRR and IRR matrices), samples against the channel, memoization across rounds,

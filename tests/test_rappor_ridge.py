@@ -1,4 +1,4 @@
-"""RAPPOR's ridge-penalized regression with a penalty chosen from the data (issue 20).
+"""RAPPOR's ridge-penalized regression with a penalty chosen from the data.
 
 ``decode(..., method="ridge")``: the estimate against the truth within its bias plus five
 standard deviations of the ridge sandwich from the exact per-user bit covariance; the

@@ -1,4 +1,4 @@
-"""Regularized estimators on the one EM engine (issue 17): EMS and the Dirichlet MAP estimate.
+"""Regularized estimators on the one EM engine: EMS and the Dirichlet MAP estimate.
 
 Tolerances come from the stopping rule: with ``stop="max_abs"`` the engine returns an iterate whose
 last step moved no coordinate by ``delta`` or more; near a fixed point of a map that contracts there
@@ -166,7 +166,7 @@ def test_sweep_finds_the_best_strength_inside_below_above_the_grid_and_zero(monk
 
 
 def test_sweep_crosses_a_flat_stretch(monkeypatch):
-    # the low-signal k-RR curve of notes/issue-17-ems.md: every strong bandwidth smooths to the
+    # the low-signal k-RR curve (docs/decisions/0002-ems-strength-selection.md): every strong bandwidth smooths to the
     # uniform distribution, so the held-out score is flat there (drifting down by 1e-6 nats per
     # step, far below any resolvable difference); the real maximum is a bump at s = 0.1
     def curve(s):

@@ -1,4 +1,4 @@
-"""Cryptographically secure client randomness (issue 15, item 6): ``localpriv.utils.rng``.
+"""Cryptographically secure client randomness: ``localpriv.utils.rng``.
 
 Every registered mechanism samples with a ChaCha20 generator keyed from OS entropy (and with
 AESCounter); large clients split their draws over child streams keyed from the parent.

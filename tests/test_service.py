@@ -1,4 +1,4 @@
-"""The collector service (issue 23): the same tests against SQLite and a real PostgreSQL server
+"""The collector service: the same tests against SQLite and a real PostgreSQL server
 that this module starts itself (pinned ``pgserver``), plus the security refusals, a server killed
 with SIGKILL in the middle of concurrent clients, and the dashboard in a real headless browser."""
 from __future__ import annotations
@@ -95,7 +95,8 @@ def test_counts_match_local_aggregate_and_export(svc, tmp_path):
     g2 = report_group(values[2500:], "oue(eps=1.0)", dom, rng)  # bit vectors, as hex on the wire
     c = Client("http://test", "ages", info["ingest_token"], http=tc)
     for s in range(0, 2500, 1000):
-        assert c.post_batch({"mechanism": g1["mechanism"], "reports": g1["reports"][s:s + 1000]})["status"] == "accepted"
+        batch = {"mechanism": g1["mechanism"], "reports": g1["reports"][s:s + 1000]}
+        assert c.post_batch(batch)["status"] == "accepted"
     c.post_batch([{"mechanism": "oue(eps=1.0)", "reports": g2["reports"]}])
     # the same reports aggregated locally by the library
     local = _table([g1, g2]).to_frame()
@@ -267,7 +268,8 @@ def test_migration_2_marks_stored_hashing_specs_as_the_old_family(db_url):
     store = open_store(db_url)
     with store.transaction(write=True) as c:
         c.execute("DELETE FROM schema_version WHERE version >= 2")
-        for spec, report in (("olh(k=4,eps=1.0)", "17"), ("krr(k=4,eps=1.0)", "2"), ("lblh(k=4,eps_perm=2.0,eps_1=1.0)", "5")):
+        for spec, report in (("olh(k=4,eps=1.0)", "17"), ("krr(k=4,eps=1.0)", "2"),
+                             ("lblh(k=4,eps_perm=2.0,eps_1=1.0)", "5")):
             c.execute("INSERT INTO counts (collection, mechanism, report, count) VALUES (?, ?, ?, ?)",
                       ("old", spec, report, 3))
         c.execute("INSERT INTO raw_reports (collection, batch_id, seq, mechanism, report) VALUES (?, ?, ?, ?, ?)",

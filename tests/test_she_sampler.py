@@ -1,4 +1,4 @@
-"""SHE's discrete Laplace sampler by independent digits (``_sampling.DigitLaplace``, issue 22).
+"""SHE's discrete Laplace sampler by independent digits (``_sampling.DigitLaplace``).
 
 The law it draws is exact (integer alias tables, units of 2^-80); these tests check the tables
 against the target law, the draws against the drawn law (chi-square, fixed seeds), the compiled

@@ -1,4 +1,4 @@
-"""localpriv on Spark (issue 19): the same counts as DuckDB, the same refusals, reproducible
+"""localpriv on Spark: the same counts as DuckDB, the same refusals, reproducible
 clients per partition, and EM over partitions equal to the local engine. One local[2] session per
 test process (session fixture); fixed seeds; small data (the whole file runs in well under 90 s)."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Run-to-run intervals and undecided verdicts of the reproductions (issue 21, item 2)."""
+"""Run-to-run intervals and undecided verdicts of the reproductions."""
 import math
 
 import numpy as np

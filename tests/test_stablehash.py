@@ -1,4 +1,4 @@
-"""The stable hash (issue 20 item 4): XXH64 as published, checked against the reference package."""
+"""The stable hash: XXH64 as published, checked against the reference package."""
 import numpy as np
 import pyarrow as pa
 import pytest

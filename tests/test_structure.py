@@ -1,4 +1,4 @@
-"""Issue 21: score-based structure learning (thesis 5.3.1, 6.3): scores, HC, RM, Algorithm 5."""
+"""Score-based structure learning (thesis 5.3.1, 6.3): scores, HC, RM, Algorithm 5."""
 import numpy as np
 import pytest
 

@@ -32,7 +32,10 @@ def test_fisher_information_is_minus_the_hessian(rng):
     eye = np.eye(k)
     for i in range(k):
         for j in range(k):
-            f = lambda a, b: log_likelihood(blocks, THETA5 + a * h * eye[i] + b * h * eye[j])
+
+            def f(a, b, i=i, j=j):
+                return log_likelihood(blocks, THETA5 + a * h * eye[i] + b * h * eye[j])
+
             H[i, j] = (f(1, 1) - f(1, -1) - f(-1, 1) + f(-1, -1)) / (4 * h * h)
     np.testing.assert_allclose(info, -H, rtol=1e-4)
     # the gradient by central differences too
@@ -201,7 +204,7 @@ def test_coverage_experiment_quick(tmp_path, monkeypatch):
     assert set(settings) == {"k-RR", "geometric"}
     for s in settings.values():
         for cell in s["by_n"].values():
-            for lv, cov in cell["coverage"].items():
+            for cov in cell["coverage"].values():
                 assert 0.0 <= cov["mean"] <= 1.0 and 0.0 <= cov["cells_worst"] <= cov["cells_average"] <= 1.0
                 assert cov["mean_width"] > 0
     assert (tmp_path / "coverage.png").stat().st_size > 0
@@ -214,7 +217,10 @@ def test_cli_estimate_with_intervals_and_statistics(tmp_path):
 
     import pandas as pd
     pd.DataFrame({"age": np.random.default_rng(0).integers(20, 60, 3000)}).to_csv(tmp_path / "v.csv", index=False)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "localpriv.cli.main", *a], capture_output=True, text=True)
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "localpriv.cli.main", *a], capture_output=True, text=True)
+
     assert run("perturb", str(tmp_path / "v.csv"), "-o", str(tmp_path / "r.parquet"), "-m", "krr(eps=2.0)",
                "-d", "0..99", "--seed", "1").returncode == 0
     r = run("estimate", str(tmp_path / "r.parquet"), "-d", "0..99", "--accelerate", "--ci", "0.9",

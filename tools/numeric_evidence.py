@@ -1,16 +1,18 @@
-"""Issue 20 measurements for docs/numeric.md: Adult age and hours-per-week, n = 48,842.
+"""Measurements for docs/numeric.md: Adult age and hours-per-week, n = 48,842.
 
 Run by `make numeric-evidence` (about 8 minutes on a shared 2-core machine): writes
 docs/results/numeric.json (atomically) and prints it. Seeds 0..RUNS-1; the data are the shared
 Adult files.
 """
 import json
+import pathlib
 import time
 
 import numpy as np
 import pandas as pd
 
 from localpriv import estimate, numeric, parse
+from localpriv.data.formats import atomic_output
 from localpriv.data.observations import Observations
 from localpriv.domains import parse_domain
 
@@ -36,7 +38,8 @@ for attr, (values, spec) in data.items():
                 iv = mech.estimate_mean(mech.sample(x, np.random.default_rng(seed)), dom)
                 errs.append(abs(iv.value - truth["cell_mean"]))
                 cover += iv.lower <= truth["cell_mean"] <= iv.upper
-            res[f"{name} eps={eps} unbiased mean"] = {"mean_abs_error": float(np.mean(errs)), "coverage95": cover / RUNS,
+            res[f"{name} eps={eps} unbiased mean"] = {"mean_abs_error": float(np.mean(errs)),
+                                                      "coverage95": cover / RUNS,
                                                        "halfwidth": float((iv.upper - iv.lower) / 2)}
         for name in ("sw", "pm", "hm"):
             mech = parse(f"{name}(eps={eps})", dom)
@@ -46,13 +49,11 @@ for attr, (values, spec) in data.items():
             truth_d = np.bincount(x, minlength=dom.size) / x.size
             emd = float(np.abs(np.cumsum(est.distribution - truth_d)).sum() * dom.width)
             m, med = est.mean(), numeric.quantile(est, 0.5)
-            res[f"{name} eps={eps} ems"] = {"emd": emd, "mean": list(m), "median": list(med), "seconds": time.time() - t,
+            res[f"{name} eps={eps} ems"] = {"emd": emd, "mean": list(m), "median": list(med),
+                                            "seconds": time.time() - t,
                                            "iterations": est.iterations}
         print(attr, eps, flush=True)
     out[attr] = res
-import pathlib
-
-from localpriv.data.formats import atomic_output
 
 with atomic_output(pathlib.Path("docs/results/numeric.json")) as tmp:
     tmp.write_text(json.dumps(out, indent=1))

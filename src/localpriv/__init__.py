@@ -77,8 +77,9 @@ def estimate(obs: Observations, method: str | None = None, **settings: Any) -> E
         :func:`default_estimator` of the observations' domain -- ``"ems"`` on ordered domains
         (lines, grids), ``"dirichlet"`` on categorical ones, chosen on the evidence of
         ``docs/estimators.md``. Others: ``"ibu"`` (EM to the certified maximum-likelihood
-        estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"`` (EM with a smoothing step), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion,
-        then normalization or projection), ``"mi-n"``, ``"rap-n"``, ... .
+        estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"`` (EM with a smoothing step),
+        ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion, then normalization or projection),
+        ``"mi-n"``, ``"rap-n"``, ... .
     **settings
         Passed to the estimator; unknown settings are an error naming them. The common ones:
 

@@ -1,4 +1,5 @@
-"""Which mechanism, at which parameters, for my data? (``localpriv advise``; issue 18, item 1).
+"""Which mechanism, at which parameters, for my data? (``localpriv advise``; see
+docs/decisions/0020-advisor-meets-targets-by-computed-privacy.md).
 
 :func:`advise` takes a domain, a privacy target -- an LDP level ``eps_ldp``, a metric level
 ``eps_metric`` per unit of the domain's distance (per value on an integer line, per km on a
@@ -124,7 +125,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -573,7 +574,7 @@ def simulate_errors(mech, domain, theta: np.ndarray, n: int, error: Callable[[np
     out = []
     for _ in range(runs):
         obs = simulate_observations(mech, twin, theta, int(n), rng, domain)
-        kw = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet") else {}
+        kw: dict[str, Any] = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet") else {}
         out.append(error(estimate(obs, estimator, **kw).distribution))
     return np.asarray(out, dtype=float)
 
@@ -639,7 +640,8 @@ def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: str | None
 
 
 def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = None, n: int,
-           goal: str = "emd", theta=None, rng=0, runs: int = 5, top: int = 10, method: str = "auto",
+           goal: str = "emd", theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
+           method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
            progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
@@ -749,7 +751,7 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     if base < 0:
         raise LocalPrivError(f"rng seed must be >= 0, got {base}")
     metric = kind != "categorical"
-    d_min = 1.0 if kind == "line" else float(domain.cell_km) if kind == "grid" else 1.0
+    d_min = 1.0 if kind == "line" else float(cast(GridDomain, domain).cell_km) if kind == "grid" else 1.0
     estimator = default_estimator(domain)
 
     names = list(_PURE) + (list(_LINE) if kind == "line" else list(_GRID) if kind == "grid" else [])
@@ -761,8 +763,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                                  f"{', '.join(names)}")
         names = [m for m in names if m in wanted]
     fmts = {"krr": "krr(eps={eps})", "oue": "oue(eps={eps})", "olh": "olh(eps={eps})", "ss": "ss(eps={eps})",
-            "geometric": "geometric(eps={eps},lo=0,hi=%d)" % (k - 1),
-            "laplace": "laplace(eps={eps},bins=1.0,lo=0,hi=%d)" % (k - 1),
+            "geometric": f"geometric(eps={{eps}},lo=0,hi={k - 1})",
+            "laplace": f"laplace(eps={{eps}},bins=1.0,lo=0,hi={k - 1})",
             "exponential": "exponential(eps={eps})", "planar-geometric": "planar-geometric(eps={eps})",
             "planar-laplace": "planar-laplace(eps={eps})"}
     rows: list[Candidate] = []

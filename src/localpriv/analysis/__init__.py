@@ -9,15 +9,16 @@ INV error), :mod:`.likely` (section 8), :mod:`.examples` (small channels from th
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from localpriv.analysis.bounds import geometric_inv_lower_bound, inv_matrix, krr_inv_upper_bound
 from localpriv.analysis.concavity import identifiable
 from localpriv.analysis.consistency import dominance
-from localpriv.domains import IntegerDomain
-from localpriv.mechanisms import Mechanism
+from localpriv.domains import Domain, IntegerDomain
+from localpriv.mechanisms import KRR, Mechanism
+from localpriv.mechanisms.geometric import Geometric
 from localpriv.utils.validation import PrivacyWarning
 
 __all__ = ["analyze_report"]
@@ -30,7 +31,7 @@ PRIVACY_LIMIT = 16_000_000
 INVERSE_LIMIT = 2000
 
 
-def _why(exc: BaseException) -> str:
+def _why(exc: BaseException | str) -> str:
     """The first line of an exception's message (reports hold one line per key)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -45,7 +46,7 @@ def _size(n: int) -> str:
     return f"~10^{len(str(n)) - 1}"
 
 
-def analyze_report(mech: Mechanism, domain=None) -> dict[str, Any]:
+def analyze_report(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
     """A summary of a mechanism: sizes, computed privacy levels, identifiability, error bounds.
 
     Keys (those that apply):
@@ -96,7 +97,7 @@ def analyze_report(mech: Mechanism, domain=None) -> dict[str, Any]:
     return out
 
 
-def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
+def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
 
     k = mech.k
     out: dict[str, Any] = {"spec": str(mech), "inputs": k}
@@ -142,7 +143,7 @@ def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
                             f"analysis limit {PRIVACY_LIMIT})")
             elif entries is not None and entries > PRIVACY_LIMIT:
                 out[key] = f"not computed (the channel has {entries} entries, above the analysis limit {PRIVACY_LIMIT})"
-            elif metric:
+            elif metric and dom is not None:
                 out[key] = float(mech.epsilon_geo(dom.distance_matrix()))
             else:
                 out[key] = float(mech.epsilon_geo())
@@ -164,10 +165,11 @@ def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
         try:
             rt = identifiable(mech, max_dense=DENSE_LIMIT)
             out["channel rank"] = rt.rank
-            out[ident_key] = (
-                rt.holds if (rt.holds or rt.method == "channel") else "not shown (rank deficient on a subset of outputs)")
+            out[ident_key] = (rt.holds if (rt.holds or rt.method == "channel")
+                              else "not shown (rank deficient on a subset of outputs)")
             out["identifiability test"] = (f"SVD of column-normalized {rt.method}, tol={rt.tol:.2e}, smallest kept "
-                                           f"singular value {rt.smallest_kept:.3g}" + (" (fragile)" if rt.fragile else ""))
+                                           f"singular value {rt.smallest_kept:.3g}"
+                                           + (" (fragile)" if rt.fragile else ""))
         except Exception as exc:  # noqa: BLE001
             out[ident_key] = f"not decided ({_why(exc)})"
 
@@ -188,10 +190,13 @@ def _analyze(mech: Mechanism, domain=None) -> dict[str, Any]:
     # ---- error bounds (section 7.6) ---------------------------------------------------------
     name = mech.spec_name
     if name == "krr":
-        out["INV error bound (Prop. 7.6, k-RR): n*E||v-theta||^2 <="] = krr_inv_upper_bound(mech.k, mech.eps)
+        out["INV error bound (Prop. 7.6, k-RR): n*E||v-theta||^2 <="] = krr_inv_upper_bound(
+            mech.k, cast(KRR, mech).eps)
     if name == "geometric":
-        if np.exp(-mech.eps) > 0.5:
-            out["INV error bound (Prop. 7.6, linear geometric): n*E||v-theta||^2 >="] = geometric_inv_lower_bound(mech.eps)
+        geo_eps = cast(Geometric, mech).eps
+        if np.exp(-geo_eps) > 0.5:
+            out["INV error bound (Prop. 7.6, linear geometric): n*E||v-theta||^2 >="] = (
+                geometric_inv_lower_bound(geo_eps))
         else:
             out["INV error bound (Prop. 7.6, linear geometric)"] = "does not apply (needs e^-eps > 1/2)"
     if out.get(ident_key) is True and space is not None:

@@ -13,6 +13,8 @@ with ``W_z`` the row ``z`` of ``W`` and ``Cov(q) = (diag(p) - p^T p) / n``.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from localpriv.analysis.concavity import rank_test, strictly_concave
@@ -116,7 +118,7 @@ def inv_expected_squared_error(mech, theta, n: float = 1.0, domain=None, W=None)
     return float((p @ (W ** 2).sum(axis=1) - th @ th) / n)
 
 
-def inv_squared_error_monte_carlo(mech, theta, n: int, runs: int, rng, domain=None,
+def inv_squared_error_monte_carlo(mech, theta, n: int, runs: int, rng: np.random.Generator | int, domain=None,
                                   chunk: int = 2000) -> tuple[float, float]:
     """Monte Carlo ``E||v - theta||^2``: ``runs`` multinomial count vectors of ``n`` reports.
 
@@ -150,7 +152,7 @@ def worked_example(k: int = 100, eps_krr: float = 2.0, eps_geo: float = 0.05, th
     theta = np.full(k, 1.0 / k) if theta is None else np.asarray(theta, dtype=float)
     krr = KRR(k, eps_krr)
     geo = _truncated_geometric(k, eps_geo)
-    out = {
+    out: dict[str, Any] = {
         "k": k, "eps_krr": eps_krr, "eps_geo": eps_geo,
         "krr_upper_coefficient": krr_inv_upper_bound(k, eps_krr),
         "geometric_lower_coefficient": geometric_inv_lower_bound(eps_geo),
@@ -204,7 +206,7 @@ def rappor_concavity_lower_bound(k: int, eps: float, n) -> np.ndarray | float:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def rappor_sample(x, k: int, eps: float, rng) -> np.ndarray:
+def rappor_sample(x, k: int, eps: float, rng: np.random.Generator | int) -> np.ndarray:
     """Basic one-time Rappor (seed 001 section 4.4): one-hot encode ``x`` and keep each bit with
     probability ``p = e^{eps/2}/(1+e^{eps/2})``. Returns an ``n x k`` uint8 array.
 
@@ -231,7 +233,8 @@ def rappor_likelihood_matrix(bits, eps: float) -> np.ndarray:
     return np.exp(k * logp - (0.5 + 0.5 * S[None, :] - B.T) * eps)
 
 
-def rappor_concavity_frequency(k: int, eps: float, n: int, runs: int, rng, theta=None) -> float:
+def rappor_concavity_frequency(k: int, eps: float, n: int, runs: int, rng: np.random.Generator | int,
+                               theta=None) -> float:
     """Empirical frequency with which ``L`` is strictly concave (Theorem 4.1 (iii) rank test)
     after ``n`` users with values drawn from ``theta`` (uniform by default) report through basic
     Rappor; to be compared with :func:`rappor_concavity_lower_bound`."""

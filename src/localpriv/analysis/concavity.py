@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from localpriv.analysis.likelihood import EQ12, eq12_mechanism, loglik
 from localpriv.mechanisms import Mechanism, parse
@@ -82,28 +83,29 @@ class RankTest:
         return asdict(self)
 
 
-def rank_test(A, required: int | None = None, tol: float | None = None, method: str = "svd") -> RankTest:
+def rank_test(A: npt.ArrayLike, required: int | None = None, tol: float | None = None, method: str = "svd") -> RankTest:
     """Numerical rank of ``A`` (``k x m``) after scaling its columns to unit norm.
 
     ``tol`` defaults to ``max(k, m) * eps_machine * sigma_max`` on the scaled matrix. Zero
     columns are dropped. For ``m > 4 k`` the SVD is taken of the ``k x k`` factor ``R^T`` from a QR
     decomposition of ``A^T`` (same singular values, less work).
     """
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2:
-        raise LocalPrivError(f"rank test needs a 2-D matrix, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
+    M = np.asarray(A, dtype=float)
+    if M.ndim != 2:
+        raise LocalPrivError(f"rank test needs a 2-D matrix, got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
         raise LocalPrivError("rank test: the matrix has NaN or infinite entries")
-    k, m = A.shape
+    k, m = M.shape
     need = k if required is None else int(required)
-    norms = np.linalg.norm(A, axis=0)
-    A = A[:, norms > 0] / norms[norms > 0]
-    if A.shape[1] == 0:
+    norms = np.linalg.norm(M, axis=0)
+    M = M[:, norms > 0] / norms[norms > 0]
+    if M.shape[1] == 0:
         return RankTest(0, need, need <= 0, 0.0, float("nan"), 0.0, False, method)
-    if A.shape[1] > 4 * k:
-        A = np.linalg.qr(A.T, mode="r").T  # k x k, same singular values as A
-    s = np.linalg.svd(A, compute_uv=False)
-    t = float(max(A.shape) * np.finfo(float).eps * s[0]) if tol is None else float(tol)
+    if M.shape[1] > 4 * k:
+        # R^T is k x k, with the same singular values as A
+        M = np.linalg.qr(M.T, mode="r").T  # type: ignore[attr-defined]  # stub: mode="r" returns an array
+    s = np.linalg.svd(M, compute_uv=False)
+    t = float(max(M.shape) * np.finfo(float).eps * s[0]) if tol is None else float(tol)
     kept, dropped = s[s > t], s[s <= t]
     rank = int(kept.size)
     smallest = float(kept.min()) if kept.size else float("nan")
@@ -139,7 +141,8 @@ def concavity_witness(G, tol: float | None = None) -> np.ndarray | None:
     return u[:, r]  # left singular vector of a zero singular value: w @ aug ~ 0
 
 
-def identifiable(mech, domain=None, tol: float | None = None, rng=0, max_dense: int = 4_000_000) -> RankTest:
+def identifiable(mech, domain=None, tol: float | None = None, rng: np.random.Generator | int = 0,
+                 max_dense: int = 4_000_000) -> RankTest:
     """Does the mechanism identify the distribution (seed 001 Theorem 6.1 (iii))?
 
     With an enumerable channel of at most ``max_dense`` entries: rank of ``M`` against ``k``.
@@ -203,13 +206,14 @@ def section51_counterexample() -> dict:
     mech = eq12_mechanism()
     a = np.array([1, 1, 1, 1])  # report "2" is index 1
     b = np.array([1, 1, 1, 1, 0, 2])
-    seg = np.linspace(0, 1, 11)[:, None] * np.array([1.0, 0, 0]) + (1 - np.linspace(0, 1, 11))[:, None] * np.array([0, 0, 1.0])
+    seg = (np.linspace(0, 1, 11)[:, None] * np.array([1.0, 0, 0])
+           + (1 - np.linspace(0, 1, 11))[:, None] * np.array([0, 0, 1.0]))
     out = {
         "concave_a": strictly_concave(EQ12[:, np.unique(a)]).holds,
         "concave_b": strictly_concave(EQ12[:, np.unique(b)]).holds,
         "identifiable": identifiable(mech).holds,
         "L_a_at_e2": loglik(mech, a, [0, 1, 0]),
-        "L_a_on_segment": loglik(mech, a, seg).tolist(),
-        "L_b_on_segment": loglik(mech, b, seg).tolist(),
+        "L_a_on_segment": np.asarray(loglik(mech, a, seg)).tolist(),
+        "L_b_on_segment": np.asarray(loglik(mech, b, seg)).tolist(),
     }
     return out

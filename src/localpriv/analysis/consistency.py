@@ -36,7 +36,8 @@ from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.utils.validation import check_distribution, check_rng
 
-__all__ = ["dominance", "convergence_study", "asymptotic_error", "consistency_report", "fit_loglog_slope", "default_theta"]
+__all__ = ["dominance", "convergence_study", "asymptotic_error", "consistency_report", "fit_loglog_slope",
+           "default_theta"]
 
 
 def default_theta(k: int) -> np.ndarray:
@@ -57,8 +58,8 @@ def dominance(mech, domain=None, max_dense: int = 16_000_000) -> dict:
                                          "finite mean (seed 001 Prop. 6.4)"}
     if isinstance(mech, UnaryEncoding) and np.isfinite(mech.log_level()):  # 0 < q, p < 1
         return {"holds": True, "reason": "unary encoding (basic Rappor when symmetric): finitely many bit vectors, "
-                                         "each of positive probability under every input (bit probabilities p, q in (0,1)), "
-                                         "so d(z) = -log min_x P(z|x) is finite (seed 001 Prop. 6.3)"}
+                                         "each of positive probability under every input (bit probabilities p, q "
+                                         "in (0,1)), so d(z) = -log min_x P(z|x) is finite (seed 001 Prop. 6.3)"}
     try:
         n_out = mech.n_outputs
     except Exception:  # noqa: BLE001
@@ -118,15 +119,16 @@ def fit_loglog_slope(n, err, err_se=None) -> dict:
     return {"slope": float(coef[1]), "slope_se": se, "intercept": float(coef[0])}
 
 
-def convergence_study(mech, theta=None, ns=(1000, 4000, 16000, 64000), runs: int = 40, rng=0,
-                      domain=None, delta: float = 1e-7, max_iter: int = 20_000, progress=None) -> dict:
+def convergence_study(mech, theta=None, ns=(1000, 4000, 16000, 64000), runs: int = 40,
+                      rng: np.random.Generator | int = 0, domain=None, delta: float = 1e-7, max_iter: int = 20_000,
+                      progress=None) -> dict:
     """Empirical consistency: mean ``||theta_hat^n - theta||_2^2`` of IBU against ``n``.
 
     For each ``n`` in ``ns``, ``runs`` data sets of ``n`` values drawn from ``theta`` are
     obfuscated with ``mech.sample`` and estimated by IBU (shared EM engine, plain EM with the
-    stopping rule ``|L(t) - L(t-1)| < delta``, pinned whatever the library's defaults). Returns the mean squared errors, their standard errors and the
-    fitted log-log slope (``-1`` expected for a consistent estimator with ``1/n`` variance; near
-    ``0`` when the error does not vanish).
+    stopping rule ``|L(t) - L(t-1)| < delta``, pinned whatever the library's defaults). Returns the
+    mean squared errors, their standard errors and the fitted log-log slope (``-1`` expected for a
+    consistent estimator with ``1/n`` variance; near ``0`` when the error does not vanish).
     """
 
     mech = parse(mech, domain)
@@ -177,8 +179,8 @@ def asymptotic_error(mech, theta, max_iter: int = 20_000, delta: float = 1e-13):
 
 
 def consistency_report(mech, domain=None, *, study: bool = True, theta=None,
-                       ns=(1000, 4000, 16000, 64000), runs: int = 40, rng=0, delta: float = 1e-7,
-                       max_iter: int = 20_000) -> dict:
+                       ns=(1000, 4000, 16000, 64000), runs: int = 40, rng: np.random.Generator | int = 0,
+                       delta: float = 1e-7, max_iter: int = 20_000) -> dict:
     """Consistency of IBU for ``mech`` (seed 001 section 6): identification (Theorem 6.1 rank
     test), regularity, dominance, the verdict of Lemma 6.1, and optionally the empirical study.
 

@@ -141,7 +141,7 @@ def plot_simplex_loglik(mech, reports, path=None, ax=None, title: str | None = N
     if mech.k != 3:
         raise LocalPrivError(f"the simplex plot needs a 3-element alphabet, the mechanism has {mech.k}")
     pts = simplex_grid(resolution)
-    L = loglik(mech, reports, pts)
+    L = np.asarray(loglik(mech, reports, pts))
     finite = np.isfinite(L)
     own = ax is None
     if own:

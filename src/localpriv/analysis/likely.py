@@ -28,7 +28,7 @@ import numpy as np
 
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import IntegerDomain
-from localpriv.estimators.em import DEFAULTS
+from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_STOP
 from localpriv.estimators.ibu import em_settings, ibu, run_em
 from localpriv.inference.estimate import Estimate
 from localpriv.likelihood.blocks import DenseBlock
@@ -230,8 +230,8 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float | None
     at ``None`` (the certified maximum: ``stop="gap"``, ``delta=1e-9`` per report, Newton finish).
     """
 
-    delta = DEFAULTS["delta"] if delta is None else delta
-    max_iter = DEFAULTS["max_iter"] if max_iter is None else max_iter
+    delta = DEFAULT_DELTA if delta is None else delta
+    max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
 
     idx = np.unique(np.asarray(subset, dtype=np.int64))
     k = obs.k
@@ -243,8 +243,8 @@ def ibu_on_subset(obs: Observations, subset, *, theta0=None, delta: float | None
         blocks.append(DenseBlock(np.asarray(G)[idx], b.counts))
     t0 = None if theta0 is None else np.asarray(theta0, dtype=float)[idx] / np.asarray(theta0, dtype=float)[idx].sum()
     res = run_em(blocks, idx.size, progress=progress, label="ibu-likely", theta0=t0, delta=delta,
-                 max_iter=max_iter, accelerate=DEFAULTS["accelerate"] if accelerate is None else accelerate,
-                 stop=DEFAULTS["stop"] if stop is None else stop)
+                 max_iter=max_iter, accelerate=DEFAULT_ACCELERATE if accelerate is None else accelerate,
+                 stop=DEFAULT_STOP if stop is None else stop)
     theta = np.zeros(k)
     theta[idx] = res.theta
     return Estimate(theta, obs.domain, "ibu-likely",
@@ -298,9 +298,10 @@ def estimate_unbounded_integers(reports, eps: float, *, delta: float | None = No
         obs = Observations.from_reports(mech, z - xmin, domain)
     else:  # distinct reports with their counts (what aggregation gives): memory by distinct reports
         obs = Observations([ObservationBlock(mech, z - xmin, np.asarray(counts, dtype=float))], domain)
-    given = {"delta": delta, "max_iter": max_iter, "accelerate": accelerate, "stop": stop}
-    est = Estimate.from_fit(ibu(obs, progress=progress, **{key: DEFAULTS[key] if v is None else v
-                                                           for key, v in given.items()}))
+    est = Estimate.from_fit(ibu(obs, progress=progress, delta=DEFAULT_DELTA if delta is None else delta,
+                                max_iter=DEFAULT_MAX_ITER if max_iter is None else max_iter,
+                                accelerate=DEFAULT_ACCELERATE if accelerate is None else accelerate,
+                                stop=DEFAULT_STOP if stop is None else stop))
     est.estimator = "ibu-likely"
     est.observations = obs
     est.settings = {**est.settings, "likely_subset": [xmin, xmax], "proposition": "seed 001 Prop. 8.2"}

@@ -3,6 +3,7 @@ frequencies and intervals."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -49,7 +50,7 @@ def heavy_hitters_(
     if not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
     with status_of("heavy-hitters", f"reading {input}") as status:
-        rounds = []
+        rounds: list[Any] = []  # the task of the rounds' bar, made on the first call
 
         def progress(done: int, total: int) -> None:
             if not rounds:

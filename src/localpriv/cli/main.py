@@ -29,7 +29,8 @@ __all__ = ["app", "main", "COMMANDS", "fmt_number"]
 #: of the function's docstring), in the order of that page
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "perturb": ("localpriv.cli.perturb", "perturb",
-                  "Obfuscate a column of values: one report per value (streamed in bounded memory); with --mechanism-column or --policy each row applies its own mechanism (free will)."),
+                  "Obfuscate a column of values: one report per value (streamed in bounded memory); with "
+                  "--mechanism-column or --policy each row applies its own mechanism (free will)."),
     "aggregate": ("localpriv.cli.aggregate", "aggregate",
                     "Count reports per (mechanism, report); counts files among the inputs are summed."),
     "estimate": ("localpriv.cli.estimate", "estimate",
@@ -37,7 +38,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mechanism": ("localpriv.cli.analyze", "mechanism",
                     "Summarize a mechanism's channel and its privacy level computed from it."),
     "analyze": ("localpriv.cli.analyze", "analyze",
-                  "Privacy level (LDP or metric), identifiability and the error bounds that apply; with --consistency, the consistency report of seed 001 section 6 with an empirical study."),
+                  "Privacy level (LDP or metric), identifiability and the error bounds that apply; with --consistency, "
+                  "the consistency report of seed 001 section 6 with an empirical study."),
     "advise": ("localpriv.cli.advise", "advise",
                  "Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."),
     "reproduce": ("localpriv.cli.reproduce", "reproduce",
@@ -45,9 +47,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("localpriv.cli.reproduce", "demo",
                "The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."),
     "serve": ("localpriv.cli.serve", "serve",
-                "Run the collector service: HTTP API, counts in SQLite or PostgreSQL, estimates, a dashboard (docs/service.md)."),
+                "Run the collector service: HTTP API, counts in SQLite or PostgreSQL, estimates, a dashboard "
+                "(docs/service.md)."),
     "heavy-hitters": ("localpriv.cli.heavy_hitters", "heavy_hitters_",
-                        "Find the top-k strings of a column under LDP (users simulated from the file), with their estimated frequencies and intervals (docs/heavy-hitters.md)."),
+                        "Find the top-k strings of a column under LDP (users simulated from the file), with their "
+                        "estimated frequencies and intervals (docs/heavy-hitters.md)."),
     "list": ("localpriv.cli.listing", "list_",
                "List the registered mechanisms (spec names), estimators and reproducible experiments."),
 }

@@ -3,6 +3,7 @@ generators, size hints of input files (these load NumPy, so only the commands im
 from __future__ import annotations
 
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -10,6 +11,10 @@ from localpriv.domains import Domain, parse_domain
 from localpriv.utils.rng import make_generator
 
 
+@overload
+def domain_option(text: str) -> Domain: ...
+@overload
+def domain_option(text: None) -> None: ...
 def domain_option(text: str | None) -> Domain | None:
     """``--domain`` text to a domain (``None`` when not given)."""
     return None if text is None else parse_domain(text)

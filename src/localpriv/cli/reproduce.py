@@ -35,7 +35,8 @@ def reproduce(
 @friendly
 def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o",
                                   help="folder of the outputs (demo.json: every number; demo.png: the figure)"),
-         seed: int = typer.Option(0, "--seed", min=0, help="seed of the random generator (same seed, same numbers)")) -> None:
+         seed: int = typer.Option(0, "--seed", min=0,
+                                  help="seed of the random generator (same seed, same numbers)")) -> None:
     """The main job: UCI Adult ages under k-RR eps=2, estimated by INV-N, INV-P and IBU."""
     with status_of("demo") as status:
         rec = run_demo(out, seed=seed, progress=rich_progress(status))

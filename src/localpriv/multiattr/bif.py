@@ -69,7 +69,7 @@ class BayesNet:
         """Undirected edges."""
         return {frozenset(e) for e in self.edges()}
 
-    def sample(self, n: int, rng) -> Records:
+    def sample(self, n: int, rng: np.random.Generator | int) -> Records:
         """``n`` records by ancestral sampling (each node drawn given its sampled parents).
 
         Vectorized: one inverse-CDF draw per node for all records at once.

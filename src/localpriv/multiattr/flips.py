@@ -13,6 +13,7 @@ thesis leaves this case undefined, its ``ln(w / (w - x))`` is not real there).
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import chi2 as chi2_dist
 
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
@@ -21,7 +22,7 @@ __all__ = ["stack_statistic", "flip_probability", "acceptance_rate", "g2_table_g
            "lemma_7_3_1"]
 
 
-def stack_statistic(tables, statistic: str = "g2") -> np.ndarray:
+def stack_statistic(tables: npt.ArrayLike, statistic: str = "g2") -> np.ndarray:
     """``G^2`` or Pearson ``chi^2`` of ``A ⊥ B | C`` for a stack ``(trials, |A|, |B|[, |C|])``."""
     t = np.asarray(tables, dtype=float)
     if t.ndim == 3:
@@ -47,8 +48,8 @@ def _dof(shape):
     return (shape[0] - 1) * (shape[1] - 1) * c
 
 
-def flip_probability(table, eps: float, rng, *, trials: int = 10_000, alpha: float = 0.05,
-                     statistic: str = "g2") -> tuple[float, float]:
+def flip_probability(table: npt.ArrayLike, eps: float, rng: np.random.Generator | int, *, trials: int = 10_000,
+                     alpha: float = 0.05, statistic: str = "g2") -> tuple[float, float]:
     """Monte Carlo probability that ``Lap(2/eps)`` noise changes the verdict on ``table``.
 
     Returns ``(probability, standard error)``. ``table`` is ``(|A|, |B|)`` or ``(|A|, |B|, |C|)``.
@@ -65,8 +66,8 @@ def flip_probability(table, eps: float, rng, *, trials: int = 10_000, alpha: flo
     return p, float(np.sqrt(max(p * (1 - p), 1e-12) / trials))
 
 
-def acceptance_rate(table, eps: float, rng, *, trials: int = 1000, alpha: float = 0.05,
-                    statistic: str = "chi2") -> float:
+def acceptance_rate(table: npt.ArrayLike, eps: float, rng: np.random.Generator | int, *, trials: int = 1000,
+                    alpha: float = 0.05, statistic: str = "chi2") -> float:
     """Fraction of ``Lap(2/eps)``-noised copies of ``table`` on which ``H0`` is accepted."""
     eps = check_eps(eps)
     rng = check_rng(rng)
@@ -87,7 +88,7 @@ def g2_table_grid(n: int, steps: int = 40, max_shift: float | None = None) -> tu
     return tables, stack_statistic(tables, "g2")
 
 
-# ---- section 7.3 as printed: Eq. 7.7 and Lemma 7.3.1 (issue 21) ---------------------------------
+# ---- section 7.3 as printed: Eq. 7.7 and Lemma 7.3.1 ----------------------------------------------
 def lemma_7_3_1(eps: float, k: float = 9.0) -> dict:
     """The numbers of Lemma 7.3.1 (seed 004, section 7.3) recomputed, beside the exact ones.
 
@@ -115,7 +116,7 @@ def lemma_7_3_1(eps: float, k: float = 9.0) -> dict:
             "exact_four_printed_box": one_p ** 4, "exact_one_laplace_sigma": float(-np.expm1(-k * np.sqrt(2.0)))}
 
 
-def eq77_as_written(table, eps: float, k: float = 9.0) -> dict:
+def eq77_as_written(table: npt.ArrayLike, eps: float, k: float = 9.0) -> dict:
     """Seed 004's Eq. 7.7 evaluated as printed, on a 2x2 noisy table ``w`` (``w_1..w_4``)::
 
         int_{lb}^{ub} prod_i Lap(x_i; 0, b) dx  *  2 sum_i w_i ln(w_i / (w_i - x_i)),   b = 2/eps,

@@ -22,7 +22,10 @@
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 from scipy.special import chdtrc, fdtrc
 
 from localpriv.utils.validation import LocalPrivError, check_int
@@ -35,14 +38,14 @@ MACKINNON_C = {0.01: (-3.43035, -6.5393, -16.786), 0.05: (-2.86154, -2.8903, -4.
                0.10: (-2.56677, -1.5384, -2.809)}
 
 
-def _series(x, name="series") -> np.ndarray:
+def _series(x: npt.ArrayLike, name: str = "series") -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if not np.all(np.isfinite(x)):
         raise LocalPrivError(f"{name} contains NaN or infinite values")
     return x
 
 
-def lagged(x, q: int, start: int | None = None) -> np.ndarray:
+def lagged(x: npt.ArrayLike, q: int, start: int | None = None) -> np.ndarray:
     """``[x_{t-1}, ..., x_{t-q}]`` for ``t = start..len(x)-1`` (``start`` defaults to ``q``): a
     ``(len(x) - start) x (q * columns)`` matrix, lag-major for a 2-D ``x``."""
     x = np.asarray(x, dtype=float)
@@ -54,31 +57,33 @@ def lagged(x, q: int, start: int | None = None) -> np.ndarray:
     return np.hstack([x2[start - l: T - l] for l in range(1, q + 1)]) if q else np.empty((T - start, 0))
 
 
-def ols_rss(X, y) -> tuple[np.ndarray, float]:
+def ols_rss(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     """Least squares ``y ~ X`` (``X`` already holds the constant column): coefficients and RSS."""
     coef, *_ = np.linalg.lstsq(X, y, rcond=None)
     r = y - X @ coef
     return coef, float(r @ r)
 
 
-def granger_test(cause, effect, q: int, given=None) -> dict:
+def granger_test(cause: npt.ArrayLike, effect: npt.ArrayLike, q: int,
+                 given: npt.ArrayLike | None = None) -> dict[str, Any]:
     """Does ``cause`` Granger-cause ``effect`` with ``q`` lags (Eqs. 6.1-6.2)? Returns
     ``{"F", "p", "df": (q, T - k_u), "T"}``; ``given`` is an optional ``T x m`` array of series
     whose lags enter both models."""
     q = check_int(q, "q", minimum=1)
     a, b = _series(cause, "cause"), _series(effect, "effect")
     if a.shape != b.shape or a.ndim != 1:
-        raise LocalPrivError(f"granger_test: cause and effect must be equal-length 1-D series, got {a.shape}, {b.shape}")
+        raise LocalPrivError(f"granger_test: cause and effect must be equal-length 1-D series, "
+                             f"got {a.shape}, {b.shape}")
     T = b.size - q
     const = np.ones((T, 1))
-    Xr = [const, lagged(b, q)]
+    blocks = [const, lagged(b, q)]
     if given is not None:
         g = _series(given, "given")
         g = g[:, None] if g.ndim == 1 else g
         if g.shape[0] != b.size:
             raise LocalPrivError("granger_test: the conditioning series have another length")
-        Xr.append(lagged(g, q))
-    Xr = np.hstack(Xr)
+        blocks.append(lagged(g, q))
+    Xr = np.hstack(blocks)
     Xu = np.hstack([Xr, lagged(a, q)])
     dfd = T - Xu.shape[1]
     if dfd < 1:
@@ -92,7 +97,7 @@ def granger_test(cause, effect, q: int, given=None) -> dict:
     return {"F": float(F), "p": float(fdtrc(q, dfd, F)), "df": (q, dfd), "T": T}
 
 
-def var_lag_order(Y, max_lag: int) -> dict:
+def var_lag_order(Y: npt.ArrayLike, max_lag: int) -> dict[str, Any]:
     """AIC lag order of a VAR on the ``T x K`` array ``Y`` (see module). Every order is fitted
     on observations ``max_lag..T-1`` so that the criteria are comparable. Returns ``{"order",
     "aic": [AIC(0), ..., AIC(max_lag)]}``."""
@@ -114,7 +119,7 @@ def var_lag_order(Y, max_lag: int) -> dict:
     return {"order": int(np.argmin(aic)), "aic": aic}
 
 
-def adf_test(x, max_lag: int | None = None, level: float = 0.05) -> dict:
+def adf_test(x: npt.ArrayLike, max_lag: int | None = None, level: float = 0.05) -> dict[str, Any]:
     """Augmented Dickey-Fuller test with a constant: ``dx_t = c + g x_{t-1} + sum_{i=1..m} d_i
     dx_{t-i} + e_t``, ``m <= max_lag`` chosen by AIC (default ``max_lag = floor(12 (T/100)^(1/4))``,
     Schwert's rule), statistic = the t-ratio of ``g``; a unit root is rejected (``stationary``)
@@ -131,13 +136,14 @@ def adf_test(x, max_lag: int | None = None, level: float = 0.05) -> dict:
     start = max_lag  # same sample for every m
     y = dx[start:]
     T = y.size
-    best = None
+    best: tuple[float, int, np.ndarray, np.ndarray, float] | None = None
     for m in range(max_lag + 1):
         X = np.hstack([np.ones((T, 1)), x[start: start + T, None], lagged(dx, m, start=start)])
         coef, rss = ols_rss(X, y)
         aic = T * np.log(max(rss, 1e-300) / T) + 2 * X.shape[1]
         if best is None or aic < best[0]:
             best = (aic, m, X, coef, rss)
+    assert best is not None  # max_lag >= 0: the loop ran at least once
     m = best[1]  # refit with the chosen number of lagged differences on its longest sample
     y = dx[m:]
     T = y.size
@@ -152,7 +158,7 @@ def adf_test(x, max_lag: int | None = None, level: float = 0.05) -> dict:
     return {"stat": tstat, "critical": float(crit), "lags": int(m), "stationary": bool(tstat < crit), "T": T}
 
 
-def stationarize(Y, level: float = 0.05, max_diff: int = 2) -> tuple[np.ndarray, list[int]]:
+def stationarize(Y: npt.ArrayLike, level: float = 0.05, max_diff: int = 2) -> tuple[np.ndarray, list[int]]:
     """Difference each column of ``Y`` until :func:`adf_test` rejects a unit root (at most
     ``max_diff`` times), then drop the first rows so that all columns have the same length.
     Returns the array and the number of differences of each column."""
@@ -169,8 +175,8 @@ def stationarize(Y, level: float = 0.05, max_diff: int = 2) -> tuple[np.ndarray,
     return np.column_stack([c[c.size - L:] for c in cols]), nd
 
 
-def granger_matrix(Y, *, q: int | None = None, max_lag: int = 5, alpha: float = 0.1,
-                   conditional: bool = False) -> dict:
+def granger_matrix(Y: npt.ArrayLike, *, q: int | None = None, max_lag: int = 5, alpha: float = 0.1,
+                   conditional: bool = False) -> dict[str, Any]:
     """Eq. 6.3 for the ``T x K`` array ``Y`` (already stationary): ``G[i, j] = 1`` when
     ``p(S_i => S_j) < alpha``. The lag ``q`` is the VAR's AIC order (at least 1) unless given;
     ``conditional=True`` puts the lags of the other ``K - 2`` series in both models (the test
@@ -193,7 +199,7 @@ def granger_matrix(Y, *, q: int | None = None, max_lag: int = 5, alpha: float = 
     return {"G": G, "p": P, "q": int(q)}
 
 
-def ljung_box(x, h: int = 20) -> dict:
+def ljung_box(x: npt.ArrayLike, h: int = 20) -> dict[str, Any]:
     """Ljung-Box portmanteau test of no autocorrelation up to lag ``h`` (see module)."""
     x = _series(x, "x")
     h = check_int(h, "h", minimum=1)

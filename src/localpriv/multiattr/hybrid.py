@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import linprog
 
 from localpriv.estimators.em import em
@@ -49,7 +50,7 @@ def truncated_geometric(n_values: int, alpha: float) -> np.ndarray:
     return C
 
 
-def optimal_mechanism(prior, alpha: float, loss=None) -> np.ndarray:
+def optimal_mechanism(prior: npt.ArrayLike, alpha: float, loss=None) -> np.ndarray:
     """The alpha-DP mechanism minimizing the expected loss of a user with ``prior`` (LP 5.10).
 
     ``loss(i, r)`` (vectorized) defaults to ``|i - r|``. Solved with ``linprog(method="highs")``.
@@ -67,10 +68,16 @@ def optimal_mechanism(prior, alpha: float, loss=None) -> np.ndarray:
     A, b = [], []
     for i in range(m - 1):
         for r in range(m):
-            row = np.zeros(m * m); row[idx[i + 1, r]] = alpha; row[idx[i, r]] = -1
-            A.append(row); b.append(0.0)          # alpha C[i+1,r] <= C[i,r]
-            row = np.zeros(m * m); row[idx[i, r]] = alpha; row[idx[i + 1, r]] = -1
-            A.append(row); b.append(0.0)          # alpha C[i,r] <= C[i+1,r]
+            row = np.zeros(m * m)
+            row[idx[i + 1, r]] = alpha
+            row[idx[i, r]] = -1
+            A.append(row)
+            b.append(0.0)  # alpha C[i+1,r] <= C[i,r]
+            row = np.zeros(m * m)
+            row[idx[i, r]] = alpha
+            row[idx[i + 1, r]] = -1
+            A.append(row)
+            b.append(0.0)  # alpha C[i,r] <= C[i+1,r]
     Aeq = np.zeros((m, m * m))
     for i in range(m):
         Aeq[i, idx[i]] = 1
@@ -82,7 +89,7 @@ def optimal_mechanism(prior, alpha: float, loss=None) -> np.ndarray:
     return C / C.sum(axis=1, keepdims=True)
 
 
-def hybrid_channel(C, p: float) -> np.ndarray:
+def hybrid_channel(C: npt.ArrayLike, p: float) -> np.ndarray:
     """``C' = p I + (1-p) C``: true cell w.p. ``p``, else a fake from row ``i`` of ``C``."""
     C = np.asarray(C, dtype=float)
     if not 0 <= p <= 1:
@@ -90,12 +97,12 @@ def hybrid_channel(C, p: float) -> np.ndarray:
     return p * np.eye(C.shape[0]) + (1 - p) * C
 
 
-def hybrid_epsilon(C, p: float) -> float:
+def hybrid_epsilon(C: npt.ArrayLike, p: float) -> float:
     """LDP level of the hybrid, computed from its channel."""
     return MatrixMechanism(rows=hybrid_channel(C, p)).epsilon_ldp()
 
 
-def hybrid_estimate(counts, C, p: float, method: str = "ibu", delta: float = 1e-8,
+def hybrid_estimate(counts: npt.ArrayLike, C: npt.ArrayLike, p: float, method: str = "ibu", delta: float = 1e-8,
                     max_iter: int = 20000, accelerate: str = "none", stop: str = "loglik") -> np.ndarray:
     """Reconstruct the cell distribution from report counts of the hybrid.
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import chi2 as chi2_dist
 
 from localpriv.utils.validation import LocalPrivError, check_eps, check_rng
@@ -37,7 +38,7 @@ def _split(table, a, b):
     return np.transpose(t, [a, b] + rest).reshape(t.shape[a], t.shape[b], -1)
 
 
-def expected_counts(table, a: int = 0, b: int = 1) -> np.ndarray:
+def expected_counts(table: npt.ArrayLike, a: int = 0, b: int = 1) -> np.ndarray:
     """MLE of the cell counts under ``A ⊥ B | rest`` (Eq. 4.9 per stratum), shape ``(|A|,|B|,|C|)``."""
     t = _split(table, a, b)
     ra = t.sum(axis=1, keepdims=True)
@@ -47,7 +48,7 @@ def expected_counts(table, a: int = 0, b: int = 1) -> np.ndarray:
         return np.where(tot > 0, ra * cb / tot, 0.0)
 
 
-def chi2_statistic(table, a: int = 0, b: int = 1) -> float:
+def chi2_statistic(table: npt.ArrayLike, a: int = 0, b: int = 1) -> float:
     """Pearson's ``sum (T - m)^2 / m`` over cells with ``m > 0`` (Eq. 4.8)."""
     t = _split(table, a, b)
     m = expected_counts(table, a, b)
@@ -55,7 +56,7 @@ def chi2_statistic(table, a: int = 0, b: int = 1) -> float:
     return float(((t[live] - m[live]) ** 2 / m[live]).sum())
 
 
-def g2_statistic(table, a: int = 0, b: int = 1) -> float:
+def g2_statistic(table: npt.ArrayLike, a: int = 0, b: int = 1) -> float:
     """``G^2 = 2 sum T ln(T / m)`` (the likelihood-ratio statistic of chapter 7)."""
     t = _split(table, a, b)
     m = expected_counts(table, a, b)
@@ -69,7 +70,7 @@ def _dof(table, a, b):
     return (t.shape[a] - 1) * (t.shape[b] - 1) * rest
 
 
-def chi2_test(table, alpha: float = 0.05, a: int = 0, b: int = 1, min_cell: float = 0.0,
+def chi2_test(table: npt.ArrayLike, alpha: float = 0.05, a: int = 0, b: int = 1, min_cell: float = 0.0,
               statistic: str = "chi2") -> bool:
     """``True`` when ``H0: A ⊥ B | rest`` is rejected at level ``alpha``.
 
@@ -81,7 +82,7 @@ def chi2_test(table, alpha: float = 0.05, a: int = 0, b: int = 1, min_cell: floa
     return bool(stat > chi2_dist.ppf(1 - alpha, _dof(table, a, b)))
 
 
-def two_step_table(noisy, n: float, gamma: float = 0.01, tol: float = 1e-10,
+def two_step_table(noisy: npt.ArrayLike, n: float, gamma: float = 0.01, tol: float = 1e-10,
                    stacked: bool = False) -> np.ndarray:
     """Step one of the two-step MLE: the non-negative table of total ``n`` nearest the noisy one
     in the elastic-net sense of Eq. 4.10 (exact solution, see the module docstring).
@@ -126,7 +127,7 @@ def two_step_table(noisy, n: float, gamma: float = 0.01, tol: float = 1e-10,
     return out.reshape(shape)
 
 
-def rrba_noisy_counts(counts, p: float, rng, T=None) -> np.ndarray:
+def rrba_noisy_counts(counts: npt.ArrayLike, p: float, rng: np.random.Generator | int, T=None) -> np.ndarray:
     """One RRBA round on tables of true counts, read back by Eq. 4.3 (times ``n``, Eq. 4.5).
 
     ``counts`` is ``(cells,)`` or ``(tables, cells)``. Each user keeps its cell w.p. ``p``
@@ -145,7 +146,7 @@ def rrba_noisy_counts(counts, p: float, rng, T=None) -> np.ndarray:
     return out.reshape(np.shape(counts))
 
 
-def laplace_noisy_counts(counts, eps: float, rng) -> np.ndarray:
+def laplace_noisy_counts(counts: npt.ArrayLike, eps: float, rng: np.random.Generator | int) -> np.ndarray:
     """Counts plus independent ``Lap(2/eps)`` noise per cell (the thesis's baseline)."""
     eps = check_eps(eps)
     rng = check_rng(rng)
@@ -161,8 +162,8 @@ class TestResult:
     fitted: np.ndarray
 
 
-def mc_independence_test(noisy, n: int, noise: Callable, rng, *, shape=None, alpha: float = 0.05,
-                         l: int | None = None, gamma: float = 0.01, a: int = 0, b: int = 1,
+def mc_independence_test(noisy: npt.ArrayLike, n: int, noise: Callable, rng: np.random.Generator | int, *, shape=None,
+                         alpha: float = 0.05, l: int | None = None, gamma: float = 0.01, a: int = 0, b: int = 1,
                          min_cell: float = 0.0) -> TestResult:
     """Monte Carlo independence test on a noisy table (section 4.7.3).
 
@@ -198,7 +199,7 @@ def mc_independence_test(noisy, n: int, noise: Callable, rng, *, shape=None, alp
     return TestResult(bool(reject), stat, thr, fit)
 
 
-def noisy_chi2_test(noisy, n: int, *, alpha: float = 0.05, gamma: float = 0.01, a: int = 0,
+def noisy_chi2_test(noisy: npt.ArrayLike, n: int, *, alpha: float = 0.05, gamma: float = 0.01, a: int = 0,
                     b: int = 1, min_cell: float = 0.0) -> TestResult:
     """Two-step fit, then the classical chi-square critical value (ignores the noise)."""
     fit = two_step_table(np.asarray(noisy, dtype=float).ravel(), n, gamma).reshape(np.shape(noisy))

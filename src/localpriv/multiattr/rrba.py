@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import norm
 
 from localpriv.estimators.em import em
@@ -101,7 +102,7 @@ def view_epsilon(p: float, tables: Sequence) -> float:
 # ------------------------------------------------------------------------------------------
 # Client and block aggregator
 # ------------------------------------------------------------------------------------------
-def rrba_client(cells, p: float, T, rng) -> np.ndarray:
+def rrba_client(cells: npt.ArrayLike, p: float, T: npt.ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
     """Algorithm 1's client for every user at once: true cell w.p. ``p``, else a fake ~ ``T``."""
     T = np.asarray(T, dtype=float).ravel()
     return RRBAMechanism(p=p, table=T / T.sum()).sample(cells, rng)
@@ -154,8 +155,8 @@ class BlockRun:
         return self.estimates[-1]
 
 
-def aggregate_blocks(cells, n_cells: int, p: float, block_size: int, rng, *, floor: float = 1e-3,
-                     init=None) -> BlockRun:
+def aggregate_blocks(cells: npt.ArrayLike, n_cells: int, p: float, block_size: int, rng: np.random.Generator | int, *,
+                     floor: float = 1e-3, init=None) -> BlockRun:
     """Run RRBA's second version on users whose true cells are ``cells``.
 
     Users are taken in the given order in blocks of ``block_size``; every user reports once: when
@@ -273,7 +274,7 @@ def consistent_tables(tables: dict, cards: dict, *, total: float = 1.0, max_iter
     offs = np.concatenate([[0], np.cumsum(sizes)])
     N = int(offs[-1])
     rows, rhs = [], []
-    for i, key in enumerate(keys):  # each table sums to total
+    for i in range(len(keys)):  # each table sums to total
         r = np.zeros(N)
         r[offs[i]:offs[i + 1]] = 1
         rows.append(r)

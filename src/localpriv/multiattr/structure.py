@@ -45,10 +45,11 @@ scores, so a maximizer's arc directions inside its equivalence class are arbitra
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import combinations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import chdtrc, ndtr
 
 from localpriv.multiattr.tables import Records
@@ -62,7 +63,7 @@ __all__ = ["DiscreteBIC", "GaussianBIC", "network_score", "hill_climbing", "pc_s
 # ------------------------------------------------------------------------------------------
 # graphs
 # ------------------------------------------------------------------------------------------
-def adjacency(arcs, d: int) -> np.ndarray:
+def adjacency(arcs: Iterable[tuple[int, int]], d: int) -> np.ndarray:
     """Boolean ``d x d`` adjacency matrix from arcs ``(i, j)`` meaning ``i -> j``."""
     A = np.zeros((d, d), dtype=bool)
     for i, j in arcs:
@@ -70,12 +71,13 @@ def adjacency(arcs, d: int) -> np.ndarray:
     return A
 
 
-def arcs_of(A) -> set[tuple[int, int]]:
+def arcs_of(A: npt.ArrayLike) -> set[tuple[int, int]]:
     """Arcs ``(i, j)`` of an adjacency matrix."""
     return {(int(i), int(j)) for i, j in zip(*np.nonzero(np.asarray(A)))}
 
 
-def parents_of(A, j: int) -> tuple[int, ...]:
+def parents_of(A: npt.ArrayLike, j: int) -> tuple[int, ...]:
+    """Parents of node ``j``: the rows with an arc into column ``j``."""
     return tuple(int(i) for i in np.flatnonzero(np.asarray(A)[:, j]))
 
 
@@ -89,16 +91,17 @@ def _closure(A: np.ndarray) -> np.ndarray:
         R = nxt
 
 
-def is_dag(A) -> bool:
+def is_dag(A: npt.ArrayLike) -> bool:
+    """No directed cycle in the adjacency matrix ``A``."""
     A = np.asarray(A, dtype=bool)
     return not np.any(np.diag(_closure(A)))
 
 
-def v_structures(A) -> set[tuple[int, int, int]]:
+def v_structures(A: npt.ArrayLike) -> set[tuple[int, int, int]]:
     """Unshielded colliders ``(a, c, b)``, ``a < b``: ``a -> c <- b`` with ``a``, ``b`` not adjacent."""
     A = np.asarray(A, dtype=bool)
     adj = A | A.T
-    out = set()
+    out: set[tuple[int, int, int]] = set()
     for c in range(A.shape[0]):
         for a, b in combinations(np.flatnonzero(A[:, c]), 2):
             if not adj[a, b]:
@@ -106,7 +109,7 @@ def v_structures(A) -> set[tuple[int, int, int]]:
     return out
 
 
-def markov_equivalent(A, B) -> bool:
+def markov_equivalent(A: npt.ArrayLike, B: npt.ArrayLike) -> bool:
     """Same skeleton and same v-structures (Verma & Pearl [114, 118])."""
     A, B = np.asarray(A, dtype=bool), np.asarray(B, dtype=bool)
     return np.array_equal(A | A.T, B | B.T) and v_structures(A) == v_structures(B)
@@ -120,11 +123,18 @@ class _Score:
     n: int
     names: list[str]
 
-    def __init__(self):
-        self._cache: dict[tuple, float] = {}
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, tuple[int, ...]], float] = {}
         self.evaluations = 0
 
-    def __call__(self, j: int, parents) -> float:
+    def _local(self, j: int, parents: tuple[int, ...]) -> float:
+        raise NotImplementedError  # each score defines its local term
+
+    def ci_pvalue(self, i: int, j: int, S: Sequence[int] = ()) -> float:
+        """p-value of the conditional-independence test of ``i ⊥ j | S``."""
+        raise NotImplementedError  # each score defines its test
+
+    def __call__(self, j: int, parents: Iterable[int]) -> float:
         key = (int(j), tuple(sorted(int(p) for p in parents)))
         v = self._cache.get(key)
         if v is None:
@@ -139,13 +149,13 @@ class _Score:
 class DiscreteBIC(_Score):
     """Discrete BIC on categorical :class:`~localpriv.multiattr.tables.Records` (see module)."""
 
-    def __init__(self, records: Records):
+    def __init__(self, records: Records) -> None:
         super().__init__()
         self.records = records
         self.d, self.n, self.names = records.d, records.n, list(records.names)
         self.cards = records.cards
 
-    def _local(self, j, parents):
+    def _local(self, j: int, parents: tuple[int, ...]) -> float:
         t = self.records.table([*parents, j]).reshape(-1, self.cards[j])
         npar = t.sum(axis=1, keepdims=True)
         live = t > 0
@@ -153,7 +163,7 @@ class DiscreteBIC(_Score):
         k = (self.cards[j] - 1) * t.shape[0]
         return ll - k * np.log(self.n) / 2
 
-    def ci_pvalue(self, i: int, j: int, S=()) -> float:
+    def ci_pvalue(self, i: int, j: int, S: Sequence[int] = ()) -> float:
         """G-test of ``i ⊥ j | S``: ``G^2 = 2 sum N ln(N N_S / (N_iS N_jS))``, dof
         ``(r_i - 1)(r_j - 1) prod r_S``."""
         S = list(S)
@@ -169,7 +179,7 @@ class DiscreteBIC(_Score):
 class GaussianBIC(_Score):
     """Linear-Gaussian BIC on an ``n x d`` real array (see module); works from the covariance."""
 
-    def __init__(self, data, names: Sequence[str] | None = None):
+    def __init__(self, data: npt.ArrayLike, names: Sequence[str] | None = None) -> None:
         super().__init__()
         X = np.asarray(data, dtype=float)
         if X.ndim != 2 or X.shape[0] < 3:
@@ -191,7 +201,7 @@ class GaussianBIC(_Score):
         self.corr = self.cov / np.outer(sd, sd)
         np.fill_diagonal(self.corr, 1.0)
 
-    def residual_variance(self, j: int, parents) -> float:
+    def residual_variance(self, j: int, parents: Iterable[int]) -> float:
         """``sigma^2 = S_jj (1 - r_jP R_PP^{-1} r_Pj)`` (ML variance of the regression residual;
         ``R`` the correlation matrix, equal to ``S_jj - S_jP S_PP^{-1} S_Pj``)."""
         P = list(parents)
@@ -202,11 +212,11 @@ class GaussianBIC(_Score):
         beta = np.linalg.lstsq(R_PP, r_Pj, rcond=None)[0]
         return float(self.cov[j, j] * max(1.0 - r_Pj @ beta, 1e-300))
 
-    def _local(self, j, parents):
+    def _local(self, j: int, parents: tuple[int, ...]) -> float:
         s2 = self.residual_variance(j, parents)
         return -self.n / 2 * (np.log(2 * np.pi * s2) + 1) - (len(parents) + 2) * np.log(self.n) / 2
 
-    def ci_pvalue(self, i: int, j: int, S=()) -> float:
+    def ci_pvalue(self, i: int, j: int, S: Sequence[int] = ()) -> float:
         """Fisher's z test of the partial correlation ``r_{ij.S}`` (from the inverse of the
         covariance of ``{i, j} + S``): ``z = atanh(r) sqrt(n - |S| - 3)``, two-sided normal."""
         idx = [i, j, *S]
@@ -221,7 +231,7 @@ class GaussianBIC(_Score):
         return float(2 * ndtr(-abs(z)))
 
 
-def network_score(score: _Score, A) -> float:
+def network_score(score: _Score, A: npt.ArrayLike) -> float:
     """``sum_j s(j, Pa(j))`` (decomposability, Example 6.3.1)."""
     A = np.asarray(A, dtype=bool)
     return float(sum(score(j, parents_of(A, j)) for j in range(A.shape[0])))
@@ -230,8 +240,9 @@ def network_score(score: _Score, A) -> float:
 # ------------------------------------------------------------------------------------------
 # hill climbing and restrictive maximization
 # ------------------------------------------------------------------------------------------
-def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int | None = None,
-                  max_iter: int = 10_000, tol: float | None = None, order=None) -> np.ndarray:
+def hill_climbing(score: _Score, *, start: npt.ArrayLike | None = None, allowed: npt.ArrayLike | None = None,
+                  max_parents: int | None = None, max_iter: int = 10_000, tol: float | None = None,
+                  order: npt.ArrayLike | None = None) -> np.ndarray:
     """Hill climbing (section 6.3.4, Fig. 6.2): greedy best-improvement over arc additions,
     deletions and reversals that keep the graph acyclic, until no move raises the score by more
     than ``tol``.
@@ -291,7 +302,7 @@ def hill_climbing(score: _Score, *, start=None, allowed=None, max_parents: int |
     return A
 
 
-def _node_order(order, d: int) -> list[int]:
+def _node_order(order: npt.ArrayLike | None, d: int) -> list[int]:
     if order is None:
         return list(range(d))
     seq = [int(v) for v in np.asarray(order).ravel()]
@@ -313,7 +324,7 @@ def pc_skeleton(score: _Score, *, alpha: float = 0.05, max_cond: int | None = No
             if not adj[i, j]:
                 continue
             for a, b in ((i, j), (j, i)):
-                nb = [k for k in np.flatnonzero(frozen[a]) if k != b]
+                nb = [int(k) for k in np.flatnonzero(frozen[a]) if k != b]
                 if len(nb) < size:
                     continue
                 if any(score.ci_pvalue(i, j, S) > alpha for S in combinations(nb, size)):
@@ -416,7 +427,7 @@ def exact_search(score: _Score, *, max_parents: int | None = None) -> tuple[np.n
     cap = d - 1 if max_parents is None else int(max_parents)
     full = (1 << d) - 1
 
-    def members(mask):
+    def members(mask: int) -> list[int]:
         return [i for i in range(d) if mask >> i & 1]
 
     bps_val = np.full((d, 1 << d), -np.inf)

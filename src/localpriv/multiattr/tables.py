@@ -8,10 +8,11 @@ randomization protocols report.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from localpriv.utils.validation import LocalPrivError
 
@@ -36,7 +37,7 @@ class Records:
     names: list[str]
     levels: list[list[str]] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.data = np.asarray(self.data, dtype=np.int64)
         if self.data.ndim != 2:
             raise LocalPrivError(f"records must be an n x d array, got shape {self.data.shape}")
@@ -60,9 +61,9 @@ class Records:
     def cards(self) -> tuple[int, ...]:
         return tuple(len(l) for l in self.levels)
 
-    def index(self, attrs: Sequence) -> list[int]:
+    def index(self, attrs: Sequence[str | int | np.integer]) -> list[int]:
         """Column indices of ``attrs`` (names or integer positions)."""
-        out = []
+        out: list[int] = []
         for a in attrs:
             if isinstance(a, (int, np.integer)):
                 if not 0 <= int(a) < self.d:
@@ -76,27 +77,29 @@ class Records:
             raise LocalPrivError(f"an attribute is repeated in {list(attrs)}")
         return out
 
-    def shape(self, attrs) -> tuple[int, ...]:
+    def shape(self, attrs: Sequence[str | int | np.integer]) -> tuple[int, ...]:
+        """The table shape over ``attrs``: their numbers of categories."""
         c = self.cards
         return tuple(c[j] for j in self.index(attrs))
 
-    def cells(self, attrs) -> np.ndarray:
+    def cells(self, attrs: Sequence[str | int | np.integer]) -> np.ndarray:
         """The flat cell index (C order) of every record in the table over ``attrs``."""
         cols = self.index(attrs)
         return cell_index(self.data[:, cols], self.shape(attrs))
 
-    def table(self, attrs, normalize: bool = False) -> np.ndarray:
+    def table(self, attrs: Sequence[str | int | np.integer], normalize: bool = False) -> np.ndarray:
         """The k-way contingency table ``T_A`` (counts, or probabilities if ``normalize``)."""
         shape = self.shape(attrs)
         counts = np.bincount(self.cells(attrs), minlength=int(np.prod(shape))).astype(float)
         t = counts.reshape(shape)
         return t / max(self.n, 1) if normalize else t
 
-    def subset(self, rows) -> Records:
+    def subset(self, rows: np.ndarray | Sequence[int] | slice) -> Records:
+        """The records of ``rows`` (an index array, a boolean mask or a slice)."""
         return Records(self.data[rows], list(self.names), [list(l) for l in self.levels])
 
 
-def cell_index(values: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+def cell_index(values: npt.ArrayLike, shape: Sequence[int]) -> np.ndarray:
     """Flat C-order cell index of the rows of ``values`` (``n x k``) in a table of ``shape``."""
     values = np.asarray(values, dtype=np.int64)
     if values.ndim == 1:
@@ -106,13 +109,13 @@ def cell_index(values: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     return np.ravel_multi_index(tuple(values.T), tuple(int(s) for s in shape)).astype(np.int64)
 
 
-def cells_to_table(cells, shape) -> np.ndarray:
+def cells_to_table(cells: npt.ArrayLike, shape: Sequence[int]) -> np.ndarray:
     """Counts of flat cell indices as a table of ``shape``."""
     size = int(np.prod(shape))
     return np.bincount(np.asarray(cells, dtype=np.int64), minlength=size).astype(float).reshape(shape)
 
 
-def marginalize(table: np.ndarray, attrs: Sequence, keep: Sequence) -> np.ndarray:
+def marginalize(table: npt.ArrayLike, attrs: Sequence[Hashable], keep: Sequence[Hashable]) -> np.ndarray:
     """The marginal ``T_{A' <- A}`` of ``table`` (axes named by ``attrs``) on ``keep``, axes in
     the order of ``keep`` (seed 004 section 4.4.3)."""
     attrs = list(attrs)
@@ -125,9 +128,9 @@ def marginalize(table: np.ndarray, attrs: Sequence, keep: Sequence) -> np.ndarra
     return np.transpose(m, [rest.index(a) for a in keep]) if keep else np.asarray(m)
 
 
-def normalize_table(t: np.ndarray) -> np.ndarray:
+def normalize_table(t: npt.ArrayLike) -> np.ndarray:
     """Negative cells set to 0, then scaled to sum 1 (uniform if nothing is left), as the thesis
     does before computing distances (seed 004 section 5.3.3)."""
-    t = np.clip(np.asarray(t, dtype=float), 0, None)
-    s = t.sum()
-    return t / s if s > 0 else np.full_like(t, 1.0 / t.size)
+    a = np.clip(np.asarray(t, dtype=float), 0, None)
+    s = a.sum()
+    return a / s if s > 0 else np.full_like(a, 1.0 / a.size)

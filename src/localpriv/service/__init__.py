@@ -1,4 +1,4 @@
-"""The collector as a service (issue 23): ``localpriv serve``.
+"""The collector as a service: ``localpriv serve`` (storage: docs/decisions/0017-service-storage.md).
 
 Reports arrive over HTTP in batches, are checked against the collection's policy and their
 mechanisms' output spaces, and are added to counts per (mechanism, report) in SQLite (default) or
@@ -89,7 +89,8 @@ def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = open(log, "rb").read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            with open(log, "rb") as f:
+                tail = f.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
             raise LocalPrivError(f"the server exited (code {proc.returncode}): {tail[-1] if tail else 'no output'}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

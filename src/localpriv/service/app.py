@@ -230,12 +230,14 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
     def dashboard(request: Request, token: str | None = Query(None)):
         tok = _token(request, token)
         need_admin(tok)
+        assert tok is not None  # need_admin refuses a missing token
         return HTMLResponse(_page([collector.describe(n) for n in collector.names()], tok))
 
     @app.get("/dashboard/{name}", response_class=HTMLResponse, summary="one collection's estimate (analyst)")
     def dashboard_one(name: str, request: Request, token: str | None = Query(None)):
         tok = _token(request, token)
         need(name, tok, ("analyst", "admin"))
+        assert tok is not None  # need refuses a missing token
         return HTMLResponse(_page([collector.describe(name)], tok))
 
     @app.get("/dashboard/{name}/estimate.png", summary="the estimate's figure (analyst or admin)")

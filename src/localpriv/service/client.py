@@ -157,7 +157,8 @@ class Client:
 
     def estimate(self, estimator: str | None = None, level: float = 0.95, stats: str = "") -> dict:
         """The collection's estimate (needs the analyst token)."""
-        params = {"level": level, **({"estimator": estimator} if estimator else {}), **({"stats": stats} if stats else {})}
+        params = {"level": level, **({"estimator": estimator} if estimator else {}),
+                  **({"stats": stats} if stats else {})}
         return self._request("GET", f"/v1/collections/{self.collection}/estimate", params=params).json()
 
     def info(self) -> dict:

@@ -136,7 +136,10 @@ class Collector:
 
     # ---- authentication ---------------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
-        return bool(token) and hmac.compare_digest(sha256(token), self._admin_sha)
+        """Is ``token`` the admin token (compared in constant time)?"""
+        if not token:
+            return False
+        return hmac.compare_digest(sha256(token), self._admin_sha)
 
     def role(self, name: str, token: str | None) -> str | None:
         """``"admin"``, ``"analyst"``, ``"ingest"`` or ``None`` for ``token`` on collection ``name``."""
@@ -216,7 +219,8 @@ class Collector:
                         and isinstance(g.get("reports"), list)) if isinstance(groups, list) else 0
             self.store.refused(name, total)
             raise
-        rows, raw = [], [] if col["keep_raw"] else None
+        rows: list[tuple[str, str, int]] = []
+        raw: list[tuple[int, str, str]] | None = [] if col["keep_raw"] else None
         for mech, r in parts:
             u, c = unique_counts(r, np.ones(r.shape[0], np.int64))
             spec = str(mech)

@@ -51,7 +51,8 @@ class Policy:
         known = registered()
         bad = [m for m in mechs if m not in known]
         if bad:
-            raise LocalPrivError(f"policy: unknown mechanism(s) {', '.join(bad[:5])}; known: {', '.join(sorted(known))}")
+            raise LocalPrivError(f"policy: unknown mechanism(s) {', '.join(bad[:5])}; "
+                                 f"known: {', '.join(sorted(known))}")
 
         def num(key, default):
             v = data.get(key, default)
@@ -113,7 +114,7 @@ class Policy:
             if not eps >= self.min_eps * (1 - _TOL):
                 raise LocalPrivError(f"{key}: computed epsilon {eps:.6g} is below the collection's "
                                      f"min_eps={self.min_eps:g}")
-        if geo is not None and not geo <= self.max_eps_geo * (1 + _TOL):
+        if geo is not None and self.max_eps_geo is not None and not geo <= self.max_eps_geo * (1 + _TOL):
             raise LocalPrivError(f"{key}: computed geo-indistinguishability level {geo:.6g} is above the "
                                  f"collection's cap max_eps_geo={self.max_eps_geo:g}")
         return mech

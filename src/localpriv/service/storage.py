@@ -14,6 +14,7 @@ raw reports. The transaction commits before the server answers: an acknowledged 
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import sqlite3
@@ -68,9 +69,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                report TEXT NOT NULL,
                PRIMARY KEY (collection, batch_id, seq))""",
     ]),
-    # format version 3 (issue 20): the local-hashing oracles hash with XXH64 unless their spec says
-    # hash=cw; the reports stored before meant the Carter-Wegman family, so their specs get hash=cw
-    # (Python step: the rewrite needs the spec parser, see formats.legacy_spec)
+    # format version 3 (docs/decisions/0007-xxh64-stable-hashing-format-3.md): the local-hashing
+    # oracles hash with XXH64 unless their spec says hash=cw; the reports stored before meant the
+    # Carter-Wegman family, so their specs get hash=cw (Python step: the rewrite needs the spec
+    # parser, see formats.legacy_spec)
     (2, ["legacy_hash_specs"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -150,10 +152,10 @@ class Store:
         if self.pg:
             import psycopg
             try:
-                raw = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+                pg_raw = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             except psycopg.Error as exc:
                 raise LocalPrivError(f"cannot connect to PostgreSQL: {_line(exc)}") from None
-            return _Conn(raw, True)
+            return _Conn(pg_raw, True)
         try:
             raw = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
             raw.execute("PRAGMA journal_mode=WAL")
@@ -193,10 +195,8 @@ class Store:
             else:
                 with self._lock:
                     self._made -= 1
-                try:
+                with contextlib.suppress(Exception):  # a broken connection
                     conn.raw.close()
-                except Exception:  # noqa: BLE001 - a broken connection
-                    pass
 
     @contextmanager
     def transaction(self, write: bool = False) -> Iterator[_Conn]:
@@ -210,10 +210,8 @@ class Store:
             try:
                 yield conn
             except BaseException:
-                try:
+                with contextlib.suppress(Exception):  # the original error is the one to report
                     conn.raw.execute("ROLLBACK")
-                except Exception:  # noqa: BLE001 - the original error is the one to report
-                    pass
                 raise
             conn.raw.execute("COMMIT")
 
@@ -223,10 +221,8 @@ class Store:
                 conn = self._pool.get_nowait()
             except queue.Empty:
                 break
-            try:
+            with contextlib.suppress(Exception):
                 conn.raw.close()
-            except Exception:  # noqa: BLE001
-                pass
         self._made = 0
 
     # ---- migrations -------------------------------------------------------------------------

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.domains import CategoricalDomain, Domain, IntegerDomain
 from localpriv.estimators import fit, log_likelihood
 from localpriv.estimators.registry import REGISTRY, TAGS, Setting, estimator_spec, parse_settings
 from localpriv.estimators.result import Fit
@@ -70,7 +70,7 @@ class EstimatorConformanceError(AssertionError):
         super().__init__(f"{check}({name}): {detail}")
 
 
-def _fail(check: str, name: str, detail: str):
+def _fail(check: str, name: str, detail: str) -> NoReturn:
     raise EstimatorConformanceError(check, name, detail)
 
 
@@ -99,6 +99,7 @@ def _mechanism_specs(tags: frozenset) -> tuple[list[str], bool]:
 @functools.cache
 def _examples(tags: frozenset) -> Observations:
     specs, ordered = _mechanism_specs(tags)
+    domain: Domain
     if ordered:
         domain = IntegerDomain(0, 7)
         theta = np.array([1, 3, 6, 8, 7, 4, 2, 1], dtype=float)
@@ -289,7 +290,7 @@ def check_parses_its_settings_from_text(name: str) -> None:
         if got != s.default or type(got) is not type(s.default):
             _fail(check, name, f"{s.name}={text!r} parsed as {got!r}, expected {s.default!r}")
         if s.kind in ("float", "int"):
-            _one_line_error(check, name, lambda s=s: parse_settings(name, {s.name: "ten"}), (name, s.name),
+            _one_line_error(check, name, functools.partial(parse_settings, name, {s.name: "ten"}), (name, s.name),
                             f"{s.name}='ten'")
     _one_line_error(check, name, lambda: parse_settings(name, {"no_such_setting": "1"}),
                     (name, "no_such_setting"), "the text setting no_such_setting")
@@ -346,9 +347,11 @@ def bad_values(setting: Setting) -> list[Any]:
         if setting.high is not None:
             out.append(setting.high if setting.high_open else setting.high + 1)
         return out
-    return {"bool": [1, "true", None], "str": ["no-such-choice", 1, True],
-            "callable": [5, "print"], "rng": [-1, 1.5, "0", None], "progress": ["yes", 2],
-            "distribution": ["abc", [[0.5, 0.5], [0.5, 0.5]], [0.5, -0.5]]}[setting.kind]
+    others: dict[str, list[Any]] = {
+        "bool": [1, "true", None], "str": ["no-such-choice", 1, True],
+        "callable": [5, "print"], "rng": [-1, 1.5, "0", None], "progress": ["yes", 2],
+        "distribution": ["abc", [[0.5, 0.5], [0.5, 0.5]], [0.5, -0.5]]}
+    return others[setting.kind]
 
 
 def check_refuses_unknown_setting_in_one_line(name: str) -> None:
@@ -371,7 +374,7 @@ def check_refuses_bad_setting_values(name: str) -> None:
         for value in bad_values(s):
             if value is None and s.nullable:
                 continue
-            _one_line_error(check, name, lambda s=s, value=value: _fit(name, **{s.name: value}), (name, s.name),
+            _one_line_error(check, name, functools.partial(_fit, name, **{s.name: value}), (name, s.name),
                             f"{s.name}={value!r}")
 
 

@@ -143,7 +143,7 @@ class Example:
             return parse(self.spec, self.domain)
 
 
-def _example(cls: type, entry: dict[str, Any]) -> Example:
+def _example(cls: type[Mechanism], entry: dict[str, Any]) -> Example:
     if not isinstance(entry, dict) or "spec" not in entry or set(entry) - _EXAMPLE_KEYS:
         raise LocalPrivError(f"{cls.__name__}.examples: each example is a dict with 'spec' and optionally "
                              f"{sorted(_EXAMPLE_KEYS - {'spec'})}, got {entry!r}")
@@ -170,7 +170,7 @@ def mechanism_examples(name: str | None = None) -> list[Example]:
     """
     classes = registered()
     names = sorted(classes) if name is None else [name]
-    out = []
+    out: list[Example] = []
     for n in names:
         cls = classes[n]
         out.extend(_example(cls, e) for e in cls.__dict__.get("examples", ()))
@@ -622,6 +622,7 @@ def check_sampled_likelihood_ratios_within_level(ctx: CheckContext) -> None:
 def check_epsilon_ldp_within_promise(ctx: CheckContext) -> None:
     """The computed LDP level is at most the promised ``eps_ldp`` (and equal to it when ``tight``)."""
     level, eps = ctx.level, ctx.eps_ldp
+    assert eps is not None  # the check runs only with a promised level ("promised-ldp")
     if level > eps * (1 + 1e-9) + 1e-12:
         _fail(ctx, "privacy", "check_epsilon_ldp_within_promise",
               f"computed epsilon_ldp() = {level:.10g} exceeds the promised {eps:g}")
@@ -635,6 +636,7 @@ def check_epsilon_geo_within_promise(ctx: CheckContext) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         geo = float(ctx.mech.epsilon_geo())
+    assert ctx.eps_geo is not None  # the check runs only with a promised level ("promised-geo")
     if geo > ctx.eps_geo * (1 + 1e-9) + 1e-12:
         _fail(ctx, "privacy", "check_epsilon_geo_within_promise",
               f"computed epsilon_geo() = {geo:.10g} exceeds the promised {ctx.eps_geo:g}")
@@ -722,9 +724,9 @@ def _checks(ctx: CheckContext) -> Iterator[tuple[str, str, Callable[[], None]]]:
             yield fn.__name__, group, partial(fn, ctx)
 
 
-def mechanism_checks(mech, rng=None, *, domain: Domain | None = None, eps_ldp: float | None = None,
-                     eps_geo: float | None = None, tight: bool = False, n: int = 20000, alpha: float = 1e-6,
-                     max_channel: int = 1_000_000) -> Iterator[tuple[str, Callable[[], None]]]:
+def mechanism_checks(mech, rng: np.random.Generator | int | None = None, *, domain: Domain | None = None,
+                     eps_ldp: float | None = None, eps_geo: float | None = None, tight: bool = False, n: int = 20000,
+                     alpha: float = 1e-6, max_channel: int = 1_000_000) -> Iterator[tuple[str, Callable[[], None]]]:
     """The checks that apply to ``mech``, as ``(check_name, callable)``; each callable raises a
     :class:`ConformanceError` naming its check when the property fails.
 
@@ -761,9 +763,9 @@ def mechanism_checks(mech, rng=None, *, domain: Domain | None = None, eps_ldp: f
         yield name, fn
 
 
-def check_mechanism(mech, rng=None, *, domain: Domain | None = None, eps_ldp: float | None = None,
-                    eps_geo: float | None = None, tight: bool = False, n: int = 20000, alpha: float = 1e-6,
-                    max_channel: int = 1_000_000) -> tuple[str, ...]:
+def check_mechanism(mech, rng: np.random.Generator | int | None = None, *, domain: Domain | None = None,
+                    eps_ldp: float | None = None, eps_geo: float | None = None, tight: bool = False, n: int = 20000,
+                    alpha: float = 1e-6, max_channel: int = 1_000_000) -> tuple[str, ...]:
     """Run every applicable check (:func:`mechanism_checks`) on ``mech``; raise on the first failure.
 
     Parameters
