@@ -262,7 +262,12 @@ def decode(mech: RAPPOR, reports: ArrayLike | None = None, counts: ArrayLike | N
         res = em([DenseBlock(G, c)], K, **em_settings)
         return Decoded(method, res.theta, res.theta.copy(),
                        {"loglik": res.loglik, "converged": res.converged, "iterations": res.iterations})
-    bc = bit_counts if bit_counts is not None else mech.bit_counts(reports, counts)
+    if bit_counts is not None:
+        bc = bit_counts
+    elif reports is not None:
+        bc = mech.bit_counts(reports, counts)
+    else:
+        raise LocalPrivError("rappor decode: give reports (and counts) or bit_counts")
     n = np.asarray(bc.n, dtype=float)
     ones = np.asarray(bc.ones, dtype=float)
     if n.shape != (mech.cohorts,) or ones.shape != (mech.cohorts, mech.m):

@@ -215,7 +215,7 @@ class _PlanarBase(Mechanism):
 
         outputs = self.output_index(reports)
         if self.k * np.unique(outputs).size <= DENSE_BLOCK_MAX:
-            return super().likelihood_block(reports, counts)
+            return super().likelihood_block(reports, np.asarray(counts))
         return clamped_block_for(self.kernel(), self.eps * self.s, (self.domain.nrows, self.domain.ncols),
                                  outputs, counts)
 

@@ -250,7 +250,8 @@ class Collector:
         rb = pa.RecordBatch.from_arrays([pa.array(mechs, pa.string()), pa.array(reps, pa.string()),
                                          pa.array(cnts, pa.int64())], names=["mechanism", "report", "count"])
         src = Source(f"collection {name} (stored counts)", "json", "counts", 1)
-        blocks = [ObservationBlock(m, r, c) for _s, m, r, c in batch_reports(rb, src, 1, domain)]
+        # a counts source: every batch carries its counts
+        blocks = [ObservationBlock(m, r, c) for _s, m, r, c in batch_reports(rb, src, 1, domain) if c is not None]
         return version, Observations(blocks, domain)
 
     def _cached(self, key, make):

@@ -286,7 +286,7 @@ def em_progress(label: str = "estimate", **kwargs: Any) -> EMProgress:
 
 
 def chain(progress: EMProgress,
-          callback: Callable[[int, np.ndarray, float], None] | None = None) -> Callable[..., None]:
+          callback: Callable[[int, np.ndarray, float], object] | None = None) -> Callable[..., None]:
     """``progress`` and a user's ``callback(t, theta, L)`` as one engine callback (the user's is
     called as before: after every iteration, not during a Newton finish)."""
     if callback is None:
