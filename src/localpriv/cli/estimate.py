@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import math
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -15,16 +14,28 @@ from localpriv.cli.common import DOMAIN_HELP, console, err, fmt_number, friendly
 from localpriv.cli.options import domain_option
 from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
 from localpriv.domains import Domain
-from localpriv.estimators import default_estimator
+from localpriv.estimators import REGISTRY, default_estimator, estimator_spec
 from localpriv.inference.estimate import Estimate
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.progress import EMProgress
 
-#: the estimators run by the EM engine, which take --delta, --stop, --max-iter, --accelerate/--plain
-EM_ESTIMATORS = ("ibu", "gibu", "ibu-exact", "ibu-support", "ibu-m", "ibu-r", "ems", "dirichlet")
-#: ... of which these are regularized and take --strength
-REGULARIZED = ("ems", "dirichlet")
-STOP_CHOICES = ("gap", "loglik", "max_abs")
+#: the command's options that are estimator settings (option -> setting), declared in the registry
+OPTION_SETTINGS = {"--delta": "delta", "--max-iter": "max_iter", "--stop": "stop", "--accelerate": "accelerate",
+                   "--plain": "accelerate", "--strength": "strength"}
+
+
+def takers(setting: str) -> list[str]:
+    """The registered estimators that declare ``setting``, in registration order."""
+    return [name for name, spec in REGISTRY.items() if any(s.name == setting for s in spec.settings)]
+
+
+def _declared(setting: str, estimator: str = "ibu") -> Any:
+    """The declaration of ``setting`` (by ``estimator``, else by the first estimator declaring it)."""
+    for name in (estimator, *takers(setting)):
+        for s in estimator_spec(name).settings if name in REGISTRY else ():
+            if s.name == setting:
+                return s
+    raise LocalPrivError(f"no registered estimator declares {setting}")
 
 
 @friendly
@@ -36,7 +47,7 @@ def estimate(
              "subset of the integers (seed 001 section 8)"),
     estimator: str | None = typer.Option(
         None, "--estimator", "-e",
-        help="ems | ibu | dirichlet | inv-p | inv-n | mi-p | ibu-exact | ... (`localpriv list estimators`). "
+        help=" | ".join(REGISTRY) + " (`localpriv list estimators` says what each is and takes). "
              "Default: ems on ordered domains (lines, grids), dirichlet on categorical ones (docs/estimators.md)"),
     strength: float | None = typer.Option(
         None, "--strength",
@@ -120,26 +131,25 @@ def estimator_settings(domain: Domain | None, estimator: str | None, *, strength
     """The estimator (default: the domain's) and its settings from the estimate command's options;
     options an estimator does not take are refused. What is not given keeps the library's defaults
     (the certified, accelerated maximum). EM estimators get a progress display."""
-    if stop is not None and stop not in STOP_CHOICES:
-        raise typer.BadParameter(f"unknown stopping rule {stop!r}: {', '.join(STOP_CHOICES)}", param_hint="'--stop'")
-    if delta is not None and (not math.isfinite(delta) or delta <= 0):
-        raise typer.BadParameter(f"{delta} is not a number > 0", param_hint="'--delta'")
-    if strength is not None and (not math.isfinite(strength) or strength < 0):
-        raise typer.BadParameter(f"{strength} is not a number >= 0", param_hint="'--strength'")
+    for flag, value in (("--stop", stop), ("--delta", delta), ("--strength", strength)):
+        if value is not None:  # a value no estimator could take is bad usage (exit 2)
+            try:
+                _declared(OPTION_SETTINGS[flag]).check(flag.lstrip("-"), value)
+            except LocalPrivError as exc:
+                raise typer.BadParameter(str(exc).split(": ", 1)[-1], param_hint=f"'{flag}'") from None
     if estimator is None:
         estimator = default_estimator(domain)
-    is_em = estimator in EM_ESTIMATORS
+    declared = {s.name for s in estimator_spec(estimator).settings} if estimator in REGISTRY else set()
     given = {"delta": delta, "max_iter": max_iter, "stop": stop,
              "accelerate": None if accelerate is None else ("newton" if accelerate else "none"),
              "strength": strength}
     flags = {"delta": "--delta", "max_iter": "--max-iter", "stop": "--stop",
              "accelerate": "--accelerate" if accelerate else "--plain", "strength": "--strength"}
     for key, value in given.items():
-        if value is not None and (not is_em or (key == "strength" and estimator not in REGULARIZED)):
-            takers = REGULARIZED if key == "strength" else EM_ESTIMATORS
-            raise LocalPrivError(f"{flags[key]} applies to {'/'.join(takers)}, not to {estimator}")
+        if value is not None and key not in declared:
+            raise LocalPrivError(f"{flags[key]} applies to {'/'.join(takers(key))}, not to {estimator}")
     settings: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
-    if is_em:  # progress of long estimates: a bar on a terminal, a status line every ~10 s otherwise
+    if "progress" in declared:  # progress of long estimates: a bar on a terminal, a status line every ~10 s otherwise
         settings["progress"] = EMProgress(estimator, console=err)
     return estimator, settings
 
