@@ -53,7 +53,7 @@ from localpriv.multiattr.bayesnet import (
     table_l1,
 )
 from localpriv.multiattr.bif import load_network
-from localpriv.multiattr.rrba import combination_views
+from localpriv.multiattr.block_aggregation import combination_views
 from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
 from localpriv.utils.validation import LocalPrivError
 from reproductions.runner import Experiment, register_experiment

@@ -13,7 +13,7 @@ from localpriv.mechanisms import parse
 from localpriv.mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
 from localpriv.multiattr import load_network, read_bif
 from localpriv.multiattr.flips import flip_probability, g2_table_grid, stack_statistic
-from localpriv.multiattr.hybrid import (
+from localpriv.multiattr.rr_geometric import (
     hybrid_channel,
     hybrid_epsilon,
     hybrid_estimate,
@@ -29,7 +29,7 @@ from localpriv.multiattr.independence import (
     rrba_noisy_counts,
     two_step_table,
 )
-from localpriv.multiattr.rrba import (
+from localpriv.multiattr.block_aggregation import (
     aggregate_blocks,
     block_convergence,
     combination_views,

@@ -77,7 +77,7 @@ Estimators (section 5.2.6)
   emitted ``O_t`` (one view: the normalized slice). ``Pr(r[O_t] = a)`` is
   observed (its empirical frequency ``o_O(a)/n``), so the collector inverts
   ``(o(a, b)/n - (1-p) (o_O(a)/n) Fbar_t(b | a)) / p``, then clips negatives and renormalizes
-  (Eq. 4.4 as in :func:`~localpriv.multiattr.rrba.aggregate_blocks`). This is unbiased for the
+  (Eq. 4.4 as in :func:`~localpriv.multiattr.block_aggregation.aggregate_blocks`). This is unbiased for the
   joint of the *emitted* ``O_t`` with the *true* ``N_t``; using it as ``Pr'(A_t)`` is the
   approximation ``r[O_t] = x[O_t]``. It is exact for the first pair (``O_1`` empty) and biased
   for the later ones: ``r[O_t]`` is true only when earlier coins gave heads, so the dependence
