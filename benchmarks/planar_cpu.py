@@ -56,7 +56,7 @@ def main():
 
     counts = {"forward": 0, "backward": 0, "sparse": 0}
 
-    class Old(structured._FlooredClampedConvBlock):  # not replaced by the engine: the pre-issue-22 path
+    class Old(structured._FlooredClampedConvBlock):  # not replaced by the engine: the earlier path
         def forward(self, theta):
             counts["forward"] += 1
             return super().forward(theta)

@@ -640,7 +640,7 @@ def write_tables(results: dict, params: dict, out_dir, name: str = NAME) -> tupl
             row.append(f"**{txt}**" if s["median"] == best else txt)
         lines.append(f"| {c['data']} | {c['mechanism']} | {_eps_label(c)} | {c['n']:,} | {m} | "
                      + " | ".join(row) + " |")
-    lines += ["", "## Claims (issue 17)", ""]
+    lines += ["", "## Claims", ""]
     for cand, rec in results["claims"]["candidates"].items():
         for group, g in rec.items():
             if g["cells"] == 0:
@@ -735,5 +735,5 @@ register_experiment(Experiment(
     quick=QUICK,
     compute=_compute,
     plot=_plot,
-    reference="issue 17, item 3 (evidence for the default estimator)",
+    reference="evidence for the default estimator (docs/decisions/0001)",
 ))

@@ -226,5 +226,5 @@ register_experiment(Experiment(
     quick=QUICK,
     compute=_compute,
     plot=_plot,
-    reference="issue 18, item 1",
+    reference="the advisor's predictions against simulation (docs/decisions/0020)",
 ))

@@ -377,5 +377,5 @@ register_experiment(Experiment(
     quick={"settings": [SETTINGS[0], SETTINGS[4]], "n": [10_000], "runs": 8},
     compute=_compute,
     plot=_plot,
-    reference="issue 16 (calibration of localpriv.inference.uncertainty)",
+    reference="calibration of localpriv.inference.uncertainty (docs/uncertainty.md)",
 ))

@@ -1,4 +1,4 @@
-"""Quick runs of the issue-4 reproductions (dbsec-one-time, dbsec-longitudinal, fig11, fig12) and
+"""Quick runs of the frequency-oracle reproductions (dbsec-one-time, dbsec-longitudinal, fig11, fig12) and
 the pieces they are built from (seed 002's IBU on stacked count vectors, the support-count maximum,
 the binned data)."""
 import json
