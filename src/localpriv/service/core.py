@@ -230,7 +230,7 @@ def decode_batch(data, policy: Policy, domain):
         for _spec, m, r, _c in parts:
             if r.ndim == 2 and r.shape[0]:
                 mask = padding_mask(m, r.shape[1])
-                padded = np.flatnonzero(r[:, -1] & mask) if mask else ()
+                padded = np.flatnonzero(r[:, -1] & mask) if mask else np.zeros(0, np.int64)
                 if len(padded):
                     row = first + int(padded[0])
                     raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: {m}: report {row} sets padding "
