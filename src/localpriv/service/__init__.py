@@ -46,6 +46,7 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
         Header and body deadlines, keep-alive, connection and head-size caps (defaults:
         :class:`~localpriv.service.app.ServerLimits`, ``docs/service.md``).
     """
+    import uvicorn
 
     token = admin_token or os.environ.get("LOCALPRIV_ADMIN_TOKEN")
     if not token:

@@ -145,12 +145,13 @@ def read_json(body: bytes, what: str = "the body") -> object:
     try:
         return json.loads(body, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise LocalPrivError(f"{what} is not valid JSON: {printable(exc, 160)}") from None
+        raise LocalPrivError(f"{what} is not JSON (strict JSON, UTF-8): {printable(exc, 160)}") from None
 
 
 #: the JSON types a report may have, by the mechanism's report kind (an integer where a number is expected)
 _REPORT_TYPES = {"int64": (int,), "float64": (int, float), "binary": (str,)}
-_REPORT_WORDS = {"int64": "JSON integers", "float64": "JSON numbers", "binary": "lowercase hex strings"}
+_REPORT_WORDS = {"int64": "JSON integers (whole numbers without a decimal point)",
+                 "float64": "JSON numbers", "binary": "lowercase hex strings"}
 
 
 def _check_report_types(reports: list, mech, where: str, first: int) -> None:
@@ -160,7 +161,8 @@ def _check_report_types(reports: list, mech, where: str, first: int) -> None:
     allowed = _REPORT_TYPES.get(kind, ())
     if not set(map(type, reports)) <= set(allowed):
         bad = next(i for i, v in enumerate(reports) if type(v) not in allowed)
-        raise LocalPrivError(f"{where}: {mech} takes reports as {_REPORT_WORDS.get(kind, kind)}, got "
+        raise LocalPrivError(f"{where}: reports must be all numbers or all hex strings, of their mechanism's "
+                             f"kind: {mech} takes {_REPORT_WORDS.get(kind, kind)}, got "
                              f"{printable(json.dumps(reports[bad]), 40)} at report {first + bad}")
     if kind == "binary":
         ok = pc.match_substring_regex(pa.array(reports, pa.string()), "^(?:[0-9a-f]{2})+$")
