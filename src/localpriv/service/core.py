@@ -161,6 +161,8 @@ def _check_report_types(reports: list, mech, where: str, first: int) -> None:
     allowed = _REPORT_TYPES.get(kind, ())
     if not set(map(type, reports)) <= set(allowed):
         bad = next(i for i, v in enumerate(reports) if type(v) not in allowed)
+        if reports[bad] is None:
+            raise LocalPrivError(f"{where}: no report (null) at report {first + bad}")
         raise LocalPrivError(f"{where}: reports must be all numbers or all hex strings, of their mechanism's "
                              f"kind: {mech} takes {_REPORT_WORDS.get(kind, kind)}, got "
                              f"{printable(json.dumps(reports[bad]), 40)} at report {first + bad}")
