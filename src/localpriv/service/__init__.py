@@ -16,19 +16,19 @@ import os
 import secrets
 import sys
 
-from localpriv.service.app import DEFAULT_MAX_BODY, create_app
+from localpriv.service.app import DEFAULT_MAX_BODY, ServerLimits, create_app, server_config
 from localpriv.service.core import Collector
 from localpriv.service.storage import open_store
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["serve", "launch", "free_port", "DEFAULT_DB"]
+__all__ = ["serve", "launch", "free_port", "DEFAULT_DB", "ServerLimits"]
 
 #: The database ``localpriv serve`` uses without ``--db``: an SQLite file in the current folder.
 DEFAULT_DB = "localpriv-collector.sqlite"
 
 
 def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None,
-          max_body: int | None = None, pool: int = 4) -> None:
+          max_body: int | None = None, pool: int = 4, limits: ServerLimits | None = None) -> None:
     """Run the collector until interrupted (uvicorn; one process).
 
     Parameters
@@ -42,9 +42,11 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
         printed once on stderr.
     max_body : int, optional
         Request bodies above this many bytes are refused with 413 (default 8 MiB).
+    limits : ServerLimits, optional
+        Header and body deadlines, keep-alive, connection and head-size caps (defaults:
+        :class:`~localpriv.service.app.ServerLimits`, ``docs/service.md``).
     """
     import uvicorn
-
 
     token = admin_token or os.environ.get("LOCALPRIV_ADMIN_TOKEN")
     if not token:
@@ -52,14 +54,14 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
         sys.stderr.write(f"admin token (shown once; set LOCALPRIV_ADMIN_TOKEN to choose it): {token}\n")
     store = open_store(db, pool=pool)
     collector = Collector(store, token)
-    app = create_app(collector, max_body or DEFAULT_MAX_BODY)
+    lim = limits or ServerLimits()
+    app = create_app(collector, max_body or DEFAULT_MAX_BODY, lim.body_timeout)
     where = "PostgreSQL" if store.pg else f"SQLite {store.path}"
     sys.stderr.write(f"localpriv collector on http://{host}:{port} ({where}, schema version "
                      f"{store.schema_version()}); OpenAPI at /docs\n")
     sys.stderr.flush()
     try:
-        # no access log: dashboard URLs carry a token
-        uvicorn.run(app, host=host, port=int(port), log_level="warning", access_log=False)
+        uvicorn.Server(server_config(app, host, int(port), lim)).run()
     finally:
         store.close()
 

@@ -2,58 +2,117 @@
 
 A thin layer over :class:`~localpriv.service.core.Collector`: it authenticates (bearer tokens),
 caps request bodies (413 above ``max_body`` bytes, counted while reading, whatever
-``Content-Length`` claims), and turns every error into one JSON line ``{"error": "..."}``.
-Endpoints and the wire format: ``docs/service.md``.
+``Content-Length`` claims), reads every request strictly (unknown keys and query parameters
+refused, no type coercion, names matched whole, JSON nesting measured before parsing) and turns
+every error into one JSON line ``{"error": "..."}``; 500 only for faults of the server.
+Slow clients are cut off: a header deadline in the HTTP protocol (:func:`server_config`) and a
+body deadline in an ASGI middleware. Endpoints, the wire format and the limits: ``docs/service.md``.
 """
 from __future__ import annotations
 
+import asyncio
 import html
 import json
+import re
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import quote
 
+import h11
+import uvicorn
 from fastapi import FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from localpriv.service.core import Collector
+from localpriv.service.core import NAME, Collector, printable, read_json
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["create_app", "DEFAULT_MAX_BODY"]
+__all__ = ["create_app", "server_config", "ServerLimits", "DEFAULT_MAX_BODY", "MAX_TOKEN", "MAX_QUERY_VALUE"]
 
 #: Request bodies above this many bytes are refused (413): 8 MiB, about 10^6 index reports.
 DEFAULT_MAX_BODY = 8 << 20
+#: Tokens longer than this are refused (401) before hashing; issued tokens have 43 characters.
+MAX_TOKEN = 256
+#: Query values (and estimator settings) longer than this are refused (422); at most 32 settings.
+MAX_QUERY_VALUE = 256
+MAX_SETTINGS = 32
+_TOKEN = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN}}}")  # printable ASCII without spaces
+_SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_ESTIMATOR = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_STATS = re.compile(r"[A-Za-z0-9_]{1,32}(?:,[A-Za-z0-9_]{1,32}){0,15}")
+_DECIMAL = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """How long and how many: the defaults of ``localpriv serve`` (``docs/service.md``, Limits).
+
+    Parameters
+    ----------
+    header_timeout : float
+        Seconds from a connection's first byte (or its previous answer) to the end of a request's
+        headers; then the connection is closed with 408.
+    body_timeout : float
+        Seconds from the start of a request to the last byte of its body; then 408 and close.
+    keep_alive : float
+        Seconds an idle keep-alive connection stays open (uvicorn ``timeout_keep_alive``).
+    max_connections : int
+        Connections and requests in progress at once; above it uvicorn answers 503
+        (``limit_concurrency``).
+    max_header_bytes : int
+        Bytes of a request's head (request line and headers); above it 400
+        (h11 ``max_incomplete_event_size``).
+    """
+
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    keep_alive: float = 5.0
+    max_connections: int = 256
+    max_header_bytes: int = 16 << 10
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, close: bool = False):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.close = status, message, close
 
 
-class PolicyModel(BaseModel):
-    mechanisms: list[str] = Field(..., description="allowed mechanism families (spec names), e.g. [\"krr\", \"oue\"]")
+class _Strict(BaseModel):
+    """Request models: unknown keys refused, nothing coerced (an integer may stand for a float)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class PolicyModel(_Strict):
+    mechanisms: list[str] = Field(..., min_length=1, max_length=64,
+                                  description="allowed mechanism families (spec names), e.g. [\"krr\", \"oue\"]")
     max_eps: float | None = Field(None, description="cap on the computed LDP level epsilon_ldp of every spec")
     min_eps: float = Field(0.0, description="floor on the computed LDP level")
     max_eps_geo: float | None = Field(None, description="cap on the computed geo-indistinguishability level")
 
 
-class CollectionIn(BaseModel):
-    name: str = Field(..., description="1-64 letters, digits, _ or -")
-    domain: str = Field(..., description="a domain as on the command line: 0..99, a,b,c, bbox(...), manhattan")
+class CollectionIn(_Strict):
+    name: str = Field(..., max_length=64, description="1-64 letters, digits, _ or -")
+    domain: str = Field(..., max_length=1024,
+                        description="a domain as on the command line: 0..99, a,b,c, bbox(...), manhattan")
     policy: PolicyModel
     keep_raw: bool = Field(False, description="also keep every report (counts are kept in any case)")
 
 
-class GroupIn(BaseModel):
+class GroupIn(_Strict):
     mechanism: str = Field(..., description="spec, e.g. krr(eps=2.0); k is filled from the collection's domain")
     reports: list[int | float | str] = Field(..., description="numbers (index/float reports) or lowercase "
                                              "hex strings (bit vectors), all of one kind")
 
 
-class BatchIn(BaseModel):
+class BatchIn(_Strict):
     batch_id: str = Field(..., description="client-chosen id, 1-128 of [A-Za-z0-9._:-]; a retry reuses it")
     groups: list[GroupIn]
 
@@ -62,27 +121,136 @@ class BatchIn(BaseModel):
 ESTIMATE_PARAMETERS = ("estimator", "level", "stats", "token")
 
 
-def _estimator_settings(request: Request) -> dict[str, str]:
-    """The estimator settings of an estimate request: its other query parameters, each given once."""
+def _query(request: Request, allowed: tuple[str, ...] | None) -> dict[str, str]:
+    """The query parameters, each given once, of printable text of at most :data:`MAX_QUERY_VALUE`
+    characters; names outside ``allowed`` are refused (``None``: any name of a setting)."""
     out: dict[str, str] = {}
     for key, value in request.query_params.multi_items():
-        if key in ESTIMATE_PARAMETERS:
-            continue
+        if allowed is not None and key not in allowed:
+            known = ", ".join(allowed) or "none"
+            raise ApiError(422, f"unknown query parameter {printable(key, 40)!r} (known: {known})")
+        if allowed is None and key not in ESTIMATE_PARAMETERS and _SETTING.fullmatch(key) is None:
+            raise ApiError(422, f"query parameter {printable(key, 40)!r}: a setting name is a letter or _ "
+                                "then up to 63 letters, digits or _")
         if key in out:
-            raise LocalPrivError(f"the setting {key} is given twice in the query")
+            raise ApiError(422, f"the query parameter {key} is given twice")
+        if key != "token" and (len(value) > MAX_QUERY_VALUE or not value.isprintable()):  # tokens: 401
+            raise ApiError(422, f"query parameter {key}: at most {MAX_QUERY_VALUE} printable characters")
         out[key] = value
     return out
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": " ".join(str(message).split())}, status_code=status)
+def _estimator_settings(query: dict[str, str]) -> dict[str, str]:
+    """The estimator settings of an estimate request: its other query parameters (at most 32)."""
+    out = {k: v for k, v in query.items() if k not in ESTIMATE_PARAMETERS}
+    if len(out) > MAX_SETTINGS:
+        raise ApiError(422, f"{len(out)} estimator settings in the query: at most {MAX_SETTINGS}")
+    return out
+
+
+def _level(text: str | None) -> float:
+    """An interval level from the query: a plain decimal number strictly between 0 and 1."""
+    if text is None:
+        return 0.95
+    if _DECIMAL.fullmatch(text) is None or not 0 < float(text) < 1:
+        raise ApiError(422, f"level {printable(text, 40)!r}: a decimal number between 0 and 1, e.g. 0.95")
+    return float(text)
+
+
+def _error(status: int, message: str, close: bool = False) -> JSONResponse:
+    headers = {"Connection": "close"} if close else None
+    return JSONResponse({"error": printable(" ".join(str(message).split()), 500)}, status_code=status,
+                        headers=headers)
 
 
 def _token(request: Request, query_token: str | None = None) -> str | None:
     auth = request.headers.get("authorization", "")
+    token = query_token
     if auth.lower().startswith("bearer "):
-        return auth[7:].strip() or None
-    return query_token
+        token = auth[7:].strip() or None
+    if token is not None and _TOKEN.fullmatch(token) is None:
+        raise ApiError(401, f"malformed token: at most {MAX_TOKEN} printable ASCII characters without spaces")
+    return token
+
+
+class BodyDeadline:
+    """ASGI middleware: a request's body must have arrived ``seconds`` after the request started;
+    a slower one is answered 408 (one line) and its connection closed."""
+
+    def __init__(self, app: Any, seconds: float) -> None:
+        self.app, self.seconds = app, float(seconds)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.seconds
+
+        async def timed() -> Any:
+            left = deadline - loop.time()
+            try:
+                return await asyncio.wait_for(receive(), max(left, 0.0))
+            except TimeoutError:
+                raise ApiError(408, f"request body not received within {self.seconds:g} s "
+                                    "(--body-timeout); send it faster or in smaller batches", close=True) from None
+        await self.app(scope, timed, send)
+
+
+def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline on request heads (uvicorn has none): from a
+    connection's first byte, or its first byte after an answer, to the end of the headers."""
+
+    class GuardedH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(header_timeout, self._head_expired)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                self._arm()
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _head_expired(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+                return
+            body = json.dumps({"error": f"request headers not received within {header_timeout:g} s "
+                                        "(--header-timeout)"}).encode()
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 b"connection: close\r\ncontent-length: " + str(len(body)).encode() +
+                                 b"\r\n\r\n" + body)
+            self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = None) -> uvicorn.Config:
+    """The uvicorn configuration of ``localpriv serve``: h11 with the header deadline, the keep-alive
+    timeout, the connection cap and the head-size cap of ``limits`` (no access log: dashboard URLs
+    carry a token). The body deadline is in :func:`create_app`."""
+    lim = limits or ServerLimits()
+    return uvicorn.Config(app, host=host, port=int(port), log_level="warning", access_log=False,
+                          http=_guarded_protocol(lim.header_timeout), timeout_keep_alive=int(max(1, lim.keep_alive)),
+                          limit_concurrency=int(lim.max_connections),
+                          h11_max_incomplete_event_size=int(lim.max_header_bytes))
 
 
 async def _body(request: Request, cap: int) -> bytes:
@@ -103,17 +271,28 @@ async def _body(request: Request, cap: int) -> bytes:
     return b"".join(parts)
 
 
-def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
-    """The FastAPI application of ``collector`` (run it with uvicorn: :func:`localpriv.service.serve`)."""
+def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_timeout: float = 60.0) -> FastAPI:
+    """The FastAPI application of ``collector`` (run it with uvicorn: :func:`localpriv.service.serve`);
+    bodies above ``max_body`` bytes are refused (413), bodies slower than ``body_timeout`` seconds
+    too (408)."""
     app = FastAPI(title="localpriv collector", version="1",
                   description="Collects locally privatized reports into counts per (mechanism, report) "
                               "and serves estimates with intervals. Wire format: docs/service.md.")
     app.state.collector = collector
     app.state.started = time.time()
+    app.add_middleware(BodyDeadline, seconds=body_timeout)
 
     @app.exception_handler(ApiError)
     async def _api_error(request, exc: ApiError):
-        return _error(exc.status, exc.message)
+        return _error(exc.status, exc.message, exc.close)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request, exc: StarletteHTTPException):  # unknown path, wrong method
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request, exc: ClientDisconnect):  # nobody reads this answer
+        return _error(400, "the client disconnected before its request was read")
 
     @app.exception_handler(LocalPrivError)
     async def _bad_input(request, exc: LocalPrivError):
@@ -121,20 +300,18 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
 
     @app.exception_handler(Exception)
     async def _internal(request, exc: Exception):  # one line for the client, the type on stderr
-        sys.stderr.write(f"internal error on {request.url.path}: {type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:300]}\n")
+        sys.stderr.write(f"internal error on {printable(request.url.path, 200)}: {type(exc).__name__}: "
+                         f"{printable(' '.join(str(exc).split()), 300)}\n")
         return _error(500, f"internal error ({type(exc).__name__}); retry later")
-
-    from fastapi.exceptions import RequestValidationError
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request, exc: RequestValidationError):
-        errs = exc.errors()
-        first = errs[0] if errs else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return _error(422, f"invalid request: {where}: {first.get('msg', 'invalid')} ({len(errs)} problem(s))")
+        return _error(422, _problem("invalid request", exc.errors()))
 
     def need(name: str, token: str | None, roles: tuple[str, ...]) -> str:
+        if NAME.fullmatch(name) is None:
+            raise ApiError(404, f"no collection named {printable(name, 64)!r}: names are 1-64 ASCII letters, "
+                                "digits, _ or -")
         if not token:
             raise ApiError(401, "missing token: send Authorization: Bearer TOKEN")
         role = collector.role(name, token)
@@ -153,7 +330,8 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
             raise ApiError(401, "wrong token: this needs the admin token")
 
     @app.get("/healthz", summary="liveness and the schema version")
-    def healthz():
+    def healthz(request: Request):
+        _query(request, ())
         return {"status": "ok", "schema_version": collector.store.schema_version()}
 
     @app.post("/v1/collections", status_code=201, summary="create a collection (admin token)",
@@ -162,22 +340,26 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": CollectionIn.model_json_schema()}}}})
     async def create_collection(request: Request):
+        _query(request, ())
         need_admin(_token(request))
         raw = await _body(request, max_body)
+        data = read_json(raw, "the collection")
         try:
-            spec = CollectionIn.model_validate_json(raw)
-        except ValueError as exc:
-            raise ApiError(422, f"invalid collection: {' '.join(str(exc).split())[:300]}") from None
+            spec = CollectionIn.model_validate(data)
+        except ValidationError as exc:
+            raise ApiError(422, _problem("invalid collection", exc.errors())) from None
         return await run_in_threadpool(collector.create, spec.name, spec.domain,
                                        spec.policy.model_dump(exclude_none=False), spec.keep_raw)
 
     @app.get("/v1/collections", summary="list collections (admin token)")
     def list_collections(request: Request):
+        _query(request, ())
         need_admin(_token(request))
         return {"collections": [collector.describe(n) for n in collector.names()]}
 
     @app.get("/v1/collections/{name}", summary="a collection and its ingest statistics (analyst or admin)")
     def get_collection(name: str, request: Request):
+        _query(request, ())
         need(name, _token(request), ("analyst", "admin"))
         return collector.describe(name)
 
@@ -189,6 +371,7 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": BatchIn.model_json_schema()}}}})
     async def post_batch(name: str, request: Request):
+        _query(request, ())
         need(name, _token(request), ("ingest",))
         body = await _body(request, max_body)
         try:
@@ -208,16 +391,23 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
     def get_estimate(name: str, request: Request,
                      estimator: str | None = Query(None, description="e.g. ibu, gibu, inv-p; default: the "
                                                    "domain's default (ems or dirichlet)"),
-                     level: float = Query(0.95, gt=0, lt=1, description="interval level"),
+                     level: str | None = Query(None, description="interval level, a decimal number between "
+                                               "0 and 1 (default 0.95)"),
                      stats: str = Query("", description="comma-separated statistics, e.g. mean,median")):
+        query = _query(request, None)
         need(name, _token(request), ("analyst", "admin"))
-        names = tuple(s.strip() for s in stats.split(",") if s.strip())
-        return collector.estimate(name, estimator, level, names, _estimator_settings(request))
+        if estimator is not None and _ESTIMATOR.fullmatch(estimator) is None:
+            raise ApiError(422, f"estimator {printable(estimator, 40)!r}: a name such as ibu or inv-p")
+        if stats and _STATS.fullmatch(stats) is None:
+            raise ApiError(422, "stats: up to 16 comma-separated names of letters, digits or _, e.g. mean,median")
+        names = tuple(s for s in stats.split(",") if s)
+        return collector.estimate(name, estimator, _level(level), names, _estimator_settings(query))
 
     @app.get("/v1/collections/{name}/counts", summary="the counts as a counts file (analyst or admin)",
              description="The versioned counts file format of docs/format.md (CSV or Parquet): mergeable "
                          "with any other counts or report files by localpriv aggregate.")
-    def get_counts(name: str, request: Request, format: str = Query("csv", pattern="^(csv|parquet)$")):
+    def get_counts(name: str, request: Request, format: Literal["csv", "parquet"] = Query("csv")):
+        _query(request, ("format", "token"))
         need(name, _token(request), ("analyst", "admin"))
         version, data = collector.export_counts(name, format)
         media = "text/csv" if format == "csv" else "application/vnd.apache.parquet"
@@ -228,6 +418,7 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
     # ---- dashboard ---------------------------------------------------------------------------
     @app.get("/dashboard", response_class=HTMLResponse, summary="every collection's estimate (admin token)")
     def dashboard(request: Request, token: str | None = Query(None)):
+        _query(request, ("token",))
         tok = _token(request, token)
         need_admin(tok)
         assert tok is not None  # need_admin refuses a missing token
@@ -235,6 +426,7 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
 
     @app.get("/dashboard/{name}", response_class=HTMLResponse, summary="one collection's estimate (analyst)")
     def dashboard_one(name: str, request: Request, token: str | None = Query(None)):
+        _query(request, ("token",))
         tok = _token(request, token)
         need(name, tok, ("analyst", "admin"))
         assert tok is not None  # need refuses a missing token
@@ -242,12 +434,23 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY) -> FastAP
 
     @app.get("/dashboard/{name}/estimate.png", summary="the estimate's figure (analyst or admin)")
     def dashboard_png(name: str, request: Request, token: str | None = Query(None),
-                      level: float = Query(0.95, gt=0, lt=1),
+                      level: str | None = Query(None, description="interval level (default 0.95)"),
                       estimator: str = Query("ibu", description="default ibu: the MLE and its intervals")):
+        _query(request, ("token", "level", "estimator"))
         need(name, _token(request, token), ("analyst", "admin"))
-        return Response(collector.figure(name, estimator, level), media_type="image/png")
+        if _ESTIMATOR.fullmatch(estimator) is None:
+            raise ApiError(422, f"estimator {printable(estimator, 40)!r}: a name such as ibu or inv-p")
+        return Response(collector.figure(name, estimator, _level(level)), media_type="image/png")
 
     return app
+
+
+def _problem(what: str, errors: Any) -> str:
+    """The first of pydantic's problems as one line: where, what, and how many problems in all."""
+    errs = list(errors)
+    first = errs[0] if errs else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{what}: {printable(where, 80)}: {first.get('msg', 'invalid')} ({len(errs)} problem(s))"
 
 
 def _page(collections: list[dict], token: str) -> str:

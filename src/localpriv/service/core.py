@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from localpriv.data.aggregate import unique_counts
 from localpriv.data.formats import Source, hex_strings
@@ -43,13 +44,17 @@ from localpriv.service.policy import Policy
 from localpriv.service.storage import BatchResult, Store
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Collector", "decode_batch", "MAX_BATCH_REPORTS", "BATCH_ID"]
+__all__ = ["Collector", "decode_batch", "read_json", "check_name", "check_batch_id", "printable",
+           "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME"]
 
 #: Reports in one batch, at most (the body-size cap usually bites first).
 MAX_BATCH_REPORTS = 1_000_000
-#: Batch ids: 1 to 128 characters of letters, digits and ``. _ : -`` (a UUID fits).
-BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+#: JSON bodies nest at most this deep (a batch nests 3 deep, a collection 3): checked before parsing.
+MAX_JSON_DEPTH = 16
+#: Batch ids: 1 to 128 characters of letters, digits and ``. _ : -`` (a UUID fits); the whole string.
+BATCH_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+#: Collection names: 1 to 64 ASCII letters, digits, ``_`` or ``-``, starting with a letter or digit.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _PLOT_LOCK = threading.Lock()  # pyplot keeps global state
 
 
@@ -64,6 +69,127 @@ def _text(r: np.ndarray) -> list[str]:
     return pa.array(r).cast(pa.string()).to_pylist()
 
 
+def printable(text: object, limit: int = 80) -> str:
+    """``text`` shortened to ``limit`` characters with every non-printable character escaped
+    (``\\n``, ``\\x00``, ``\\u202e``): safe inside a one-line message or log line."""
+    s = str(text)
+    cut = s[:limit]
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    return out + ("..." if len(s) > limit else "")
+
+
+def check_name(name: object) -> str:
+    """``name`` if it is a collection name (the whole string matches :data:`NAME`); else a one-line
+    :class:`LocalPrivError`."""
+    if not isinstance(name, str) or NAME.fullmatch(name) is None:
+        shown = printable(name) if isinstance(name, str) else type(name).__name__
+        raise LocalPrivError(f"collection name {shown!r}: 1-64 ASCII letters, digits, _ or -, starting with "
+                             "a letter or digit")
+    return name
+
+
+def check_batch_id(batch_id: object) -> str:
+    """``batch_id`` if the whole string matches :data:`BATCH_ID`; else a one-line :class:`LocalPrivError`."""
+    if not isinstance(batch_id, str) or BATCH_ID.fullmatch(batch_id) is None:
+        raise LocalPrivError("batch_id must be a string of 1-128 characters of letters, digits and . _ : - "
+                             "(e.g. a UUID)")
+    return batch_id
+
+
+def json_depth(body: bytes) -> int:
+    """The deepest nesting of arrays and objects in the JSON text ``body``, brackets inside strings
+    ignored; vectorized (NumPy), so a body is measured before it is parsed.
+
+    A quote is escaped when an odd number of backslashes precede it; the characters between an
+    unescaped quote and the next are inside a string. The depth is the running sum of ``+1`` for
+    ``[``/``{`` and ``-1`` for ``]``/``}`` outside strings."""
+    b = np.frombuffer(body, np.uint8)
+    if not b.size:
+        return 0
+    idx = np.arange(b.size)
+    backslash = b == 0x5C
+    last_other = np.maximum.accumulate(np.where(backslash, -1, idx))  # last non-backslash at or before i
+    quote = np.flatnonzero(b == 0x22)
+    run = (quote - 1) - last_other[np.maximum(quote - 1, 0)]  # backslashes just before each quote
+    run[quote == 0] = 0
+    real = quote[run % 2 == 0]
+    toggle = np.zeros(b.size + 1, np.int8)
+    toggle[real] = 1
+    inside = (np.cumsum(toggle[:-1]) % 2).astype(bool)  # from an opening quote to its closing one
+    step = np.zeros(b.size, np.int32)
+    step[(b == 0x5B) | (b == 0x7B)] = 1
+    step[(b == 0x5D) | (b == 0x7D)] = -1
+    step[inside] = 0
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON (numbers are finite)")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {printable(dup, 40)!r} appears twice in one object")
+    return out
+
+
+def read_json(body: bytes, what: str = "the body") -> object:
+    """Strict JSON: UTF-8, nested at most :data:`MAX_JSON_DEPTH` deep (measured before parsing), no
+    ``NaN``/``Infinity``, no key twice in an object. Raises :class:`LocalPrivError` (one line)."""
+    depth = json_depth(body)
+    if depth > MAX_JSON_DEPTH:
+        raise LocalPrivError(f"{what} nests {depth} levels deep: at most {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(body, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise LocalPrivError(f"{what} is not JSON (strict JSON, UTF-8): {printable(exc, 160)}") from None
+
+
+#: the JSON types a report may have, by the mechanism's report kind (an integer where a number is expected)
+_REPORT_TYPES = {"int64": (int,), "float64": (int, float), "binary": (str,)}
+_REPORT_WORDS = {"int64": "JSON integers (whole numbers without a decimal point)",
+                 "float64": "JSON numbers", "binary": "lowercase hex strings"}
+
+
+def _check_report_types(reports: list, mech, where: str, first: int) -> None:
+    """Reports are JSON values of their mechanism's kind exactly: no ``true`` for 1, no ``"2"`` for 2,
+    no ``2.0`` for an index, hex strings in lowercase without spaces (one text per bit vector)."""
+    kind = mech.report_kind
+    allowed = _REPORT_TYPES.get(kind, ())
+    if not set(map(type, reports)) <= set(allowed):
+        bad = next(i for i, v in enumerate(reports) if type(v) not in allowed)
+        if reports[bad] is None:
+            raise LocalPrivError(f"{where}: no report (null) at report {first + bad}")
+        raise LocalPrivError(f"{where}: reports must be all numbers or all hex strings, of their mechanism's "
+                             f"kind: {mech} takes {_REPORT_WORDS.get(kind, kind)}, got "
+                             f"{printable(json.dumps(reports[bad]), 40)} at report {first + bad}")
+    if kind == "binary":
+        ok = pc.match_substring_regex(pa.array(reports, pa.string()), "^(?:[0-9a-f]{2})+$")
+        okn = ok.to_numpy(zero_copy_only=False)
+        if not okn.all():
+            bad = int(np.flatnonzero(~okn)[0])
+            raise LocalPrivError(f"{where}: {mech} takes reports as lowercase hex strings (pairs of 0-9a-f), "
+                                 f"got {printable(json.dumps(reports[bad]), 40)} at report {first + bad}")
+
+
+def padding_mask(mech, width: int) -> int:
+    """The bits of a bit-vector report's last byte that no report of ``mech`` sets (its padding):
+    ``k`` bits (or a sketch's ``m`` bits after its fixed header bytes) packed most significant bit
+    first into ``width`` bytes leave ``8 * width - bits`` low bits of the last byte unused."""
+    stated = getattr(mech, "report_bytes", None)
+    if stated is None:
+        bits = int(mech.k)
+    elif hasattr(mech, "m"):
+        bits = 8 * (int(stated) - (int(mech.m) + 7) // 8) + int(mech.m)
+    else:
+        return 0
+    spare = 8 * width - bits
+    return (1 << spare) - 1 if 0 < spare < 8 else 0
+
+
 def decode_batch(data, policy: Policy, domain):
     """A parsed JSON batch -> ``(batch_id, n, [(mechanism, reports)])`` with every mechanism
     admitted by ``policy`` and every report checked against its mechanism's output space.
@@ -75,17 +201,16 @@ def decode_batch(data, policy: Policy, domain):
     if unknown:
         raise LocalPrivError(f"batch: unknown key(s) {', '.join(sorted(map(str, unknown)))[:200]}; "
                              "known: batch_id, groups")
-    batch_id = data.get("batch_id")
-    if not isinstance(batch_id, str) or not BATCH_ID.match(batch_id):
-        raise LocalPrivError("batch_id must be 1-128 characters of letters, digits and . _ : - (e.g. a UUID)")
+    batch_id = check_batch_id(data.get("batch_id"))
     groups = data.get("groups")
     if not isinstance(groups, list) or not groups:
         raise LocalPrivError(f"batch {batch_id}: groups must be a non-empty list of {{mechanism, reports}}")
     out, first = [], 1
     src = Source(f"batch {batch_id}", "json", "reports", 1)
     for gi, g in enumerate(groups):
-        if not isinstance(g, dict) or set(g) != {"mechanism", "reports"}:
-            raise LocalPrivError(f"batch {batch_id}: group {gi + 1} must have exactly the keys mechanism and reports")
+        if not isinstance(g, dict) or set(g) != {"mechanism", "reports"} or not isinstance(g["mechanism"], str):
+            raise LocalPrivError(f"batch {batch_id}: group {gi + 1} must have exactly the keys mechanism (a spec "
+                                 "string) and reports")
         reports = g["reports"]
         if not isinstance(reports, list) or not reports:
             raise LocalPrivError(f"batch {batch_id}: group {gi + 1} has no reports (a non-empty list)")
@@ -95,8 +220,9 @@ def decode_batch(data, policy: Policy, domain):
             mech = policy.admit(g["mechanism"], domain)
         except LocalPrivError as exc:
             raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: {exc}") from None
+        _check_report_types(reports, mech, f"batch {batch_id}, group {gi + 1}", first)
         try:
-            col = pa.array(reports)
+            col = pa.array(reports, pa.string() if mech.report_kind == "binary" else None)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: reports must be all numbers or all hex "
                                  f"strings (reports {first}..{first + len(reports) - 1})") from None
@@ -106,6 +232,14 @@ def decode_batch(data, policy: Policy, domain):
             names=["mechanism", "report"])
         parts = batch_reports(rb, src, first, domain)
         for _spec, m, r, _c in parts:
+            if r.ndim == 2 and r.shape[0]:
+                mask = padding_mask(m, r.shape[1])
+                padded = np.flatnonzero(r[:, -1] & mask) if mask else np.zeros(0, np.int64)
+                if len(padded):
+                    row = first + int(padded[0])
+                    raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: {m}: report {row} sets padding "
+                                         f"bits: the last {mask.bit_length()} of its {8 * r.shape[1]} bits "
+                                         f"must be 0 ({len(padded)} such report(s))")
             out.append((m, r))
         first += n
     return batch_id, first - 1, out
@@ -160,8 +294,7 @@ class Collector:
     # ---- collections ------------------------------------------------------------------------
     def create(self, name: str, domain: str, policy: dict, keep_raw: bool = False) -> dict:
         """Create a collection; returns its description with the two new tokens (shown once)."""
-        if not isinstance(name, str) or not NAME.match(name):
-            raise LocalPrivError("collection name: 1-64 letters, digits, _ or -, starting with a letter or digit")
+        check_name(name)
         if not isinstance(domain, str):
             raise LocalPrivError("domain must be a string such as 0..99 or a,b,c")
         dom = parse_domain(domain)
@@ -207,10 +340,10 @@ class Collector:
         """Check and count one batch (JSON bytes, ``docs/service.md``); durable when it returns."""
         col, policy, domain = self._setup(name)
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+            data = read_json(body, "the batch")
+        except LocalPrivError:
             self.store.refused(name, 0)
-            raise LocalPrivError(f"the batch is not JSON: {str(exc)[:120]}") from None
+            raise
         try:
             batch_id, n, parts = decode_batch(data, policy, domain)
         except LocalPrivError:

@@ -56,7 +56,7 @@ class Policy:
 
         def num(key, default):
             v = data.get(key, default)
-            if v is None:
+            if v is None and default is None:  # an optional cap left out (min_eps has a default: never null)
                 return None
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise LocalPrivError(f"policy: {key} must be a finite number >= 0, got {v!r}")
