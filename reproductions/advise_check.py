@@ -12,7 +12,7 @@ The measured error is the median over those runs, with its own generator (indepe
 prediction's).
 
 Reading the ratio. Both sides are medians of random errors: the prediction of 5 runs (a simulated
-row confirmed by up to 60 fresh runs until its median is as precise, see :mod:`localpriv.advice.advisor`)
+row confirmed by 10 to 15 fresh runs, see :mod:`localpriv.advice.advisor`)
 or of 400 normal draws (analytic rows), the measurement of ``runs`` to ``max_runs`` runs. Where one
 run's error is spread widely -- EMS at small eps, whose chosen bandwidth sometimes smooths the truth away -- 20 runs
 leave either median uncertain by +-15-25 %, so both sides draw runs until their medians are known
@@ -85,7 +85,7 @@ QUICK = {
 
 #: a cross-section (``run_experiment(NAME, out, overrides=MEDIUM)``): half the ages cases, ~6 min of
 #: CPU where the full configuration takes ~10 (an ages case costs ~60 s of CPU: EMS on 4 mechanisms
-#: x 5 runs, up to 60 confirmation runs, 20 to 100 measured runs)
+#: x 5 runs, up to 15 confirmation runs, 20 to 100 measured runs)
 MEDIUM = {
     "cases": [{"data": "ages", "goal": "emd", "eps_ldp": [1.0, 4.0], "n": [10_000, 100_000]},
               {"data": "education", "goal": "tv", "eps_ldp": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000]},

@@ -21,9 +21,11 @@ import pytest
 
 from localpriv import LocalPrivError, advise, parse_domain
 from localpriv.advice.advisor import (
+    CONFIRM_FACTOR,
     Advice,
     _round_down,
     _step_down,
+    default_goal,
     default_prior,
     goal_error,
     median_precision,
@@ -357,3 +359,41 @@ def test_median_precision_and_goal_errors():
     assert mean(np.array([0.0, 0.0, 1.0])) == pytest.approx(4.0, rel=1e-6)  # centroids 2 cells of 2 km apart
     q = goal_error("quantiles", parse_domain("0..3"), np.full(4, 0.25))
     assert q(np.full(4, 0.25)) == 0.0 and q(np.array([0.0, 0.0, 0.0, 1.0])) > 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# the default goal, the bounded confirmation and its progress
+# --------------------------------------------------------------------------------------------
+def test_default_goal_is_tv_on_categorical_and_emd_on_ordered_domains():
+    adv = advise(LABELS, eps_ldp=1.0, n=1000, rng=0, runs=2, mechanisms=["krr", "oue"])  # no goal given
+    assert adv.goal == "tv" and adv.reason.startswith("lowest predicted TV distance")
+    assert default_goal(LABELS) == "tv" and default_goal(LINE) == "emd" and default_goal(GRID) == "emd"
+    line = advise(LINE, eps_ldp=1.0, n=800, rng=0, runs=2, mechanisms=["krr"], method="analytic")
+    assert line.goal == "emd" and line.unit == "units"
+
+
+def test_confirmation_advances_the_progress_per_run_and_stops():
+    seen: list[tuple[str, int]] = []
+
+    def progress(items, description=""):
+        for i, item in enumerate(items):
+            seen.append((description, i))
+            yield item
+    adv = advise(LINE, eps_ldp=1.0, n=2000, goal="emd", rng=0, runs=3, progress=progress,
+                 mechanisms=["krr", "geometric", "exponential"])
+    confirming = [d for d, _ in seen if d.startswith("confirming")]
+    confirmed = [r for r in adv.rows if r.ranked_on is not None]
+    assert confirmed and adv.recommended in confirmed or adv.rows[1] in confirmed
+    # one step per fresh simulated run, named after the row, and the stated stop: at most 3 x runs each
+    assert len(confirming) == sum(r.runs for r in confirmed)
+    assert all(2 * 3 <= r.runs <= CONFIRM_FACTOR * 3 for r in confirmed)
+    assert confirming[0] == f"confirming {adv.rows[0].name}" or confirming[0] == f"confirming {adv.rows[1].name}"
+
+
+@pytest.mark.parametrize("domain, eps, n, goal, expected", [
+    ("0..19", 1.0, 2000, "emd", "oue"),  # the former advisor's (60 confirmation runs) recommendation
+])
+def test_recommendation_unchanged_on_checked_cases(domain, eps, n, goal, expected):
+    """The bounded confirmation keeps the recommendation of the former one (up to 12 x runs fresh runs)."""
+    adv = advise(domain, eps_ldp=eps, n=n, goal=goal, rng=0)
+    assert adv.recommended.spec.split("(")[0] == expected

@@ -151,7 +151,7 @@ def aggregate(source: Any, domain: Domain | None = None, aggregator: Any = None,
 
 
 def advise(domain: Any, *, eps_ldp: float | None = None, eps_metric: float | None = None, n: int,
-           goal: str = "emd", theta: Any = None, rng: Any = 0, runs: int = 5, top: int = 10, method: str = "auto",
+           goal: str | None = None, theta: Any = None, rng: Any = 0, runs: int = 5, top: int = 10, method: str = "auto",
            mechanisms: Any = None, truth: str | None = None, progress: Any = None) -> Any:
     """Rank the mechanisms that meet a privacy target by their predicted error; recommend one.
 
@@ -167,8 +167,8 @@ def advise(domain: Any, *, eps_ldp: float | None = None, eps_metric: float | Non
         Metric target per unit of distance (per value on a line, per km on a grid).
     n : int
         Number of users.
-    goal : {"emd", "tv", "mean", "quantiles", "topk"}
-        What the estimate is for.
+    goal : {"emd", "tv", "mean", "quantiles", "topk"}, optional
+        What the estimate is for (default: emd on ordered domains, tv on categorical ones).
     theta : array_like, optional
         The distribution the predictions assume (default: Zipf on categorical domains, a bell on
         ordered ones; :func:`localpriv.advice.advisor.default_prior`).

@@ -46,15 +46,16 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
 
 * **simulation** (the default wherever it is affordable): ``runs`` data sets of ``n`` users,
   obfuscated and estimated by the recommended estimator of the domain,
-  :func:`localpriv.estimators.default_estimator` (``ems`` on ordered domains, ``ibu`` on
-  categorical ones), called with the library's defaults. Finite channels draw the report counts
-  directly, ``Multinomial(n, theta M)`` -- the exact law of ``n`` users drawn from ``theta`` and
-  obfuscated one by one -- so a run costs the estimate only; OUE, OLH and SS draw every user's
-  report, and on domains of at most 64 values the reports with the same likelihood column are
-  merged (exact). The prediction is the median error over the runs; the interval is the smallest
-  to the largest of the runs' errors: a further run falls inside it with probability
-  ``(runs - 1) / (runs + 1)`` (67 % with the default 5 runs; the runs are exchangeable). A row
-  confirmed with more runs (below) gives the quantiles of the same probability.
+  :func:`localpriv.estimators.default_estimator` (``ems`` on ordered domains, ``dirichlet`` on
+  categorical ones: what ``localpriv estimate`` runs by default), called with the library's
+  defaults. Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` -- the
+  exact law of ``n`` users drawn from ``theta`` and obfuscated one by one -- so a run costs the
+  estimate only; OUE, OLH and SS draw every user's report, and on domains of at most 64 values the
+  reports with the same likelihood column are merged (exact). The prediction is the median error
+  over the runs; the interval is the smallest to the largest of the runs' errors: a further run
+  falls inside it with probability ``(runs - 1) / (runs + 1)`` (67 % with the default 5 runs; the
+  runs are exchangeable). A row confirmed with more runs (below) gives the quantiles of the same
+  probability.
 * **analytic** for the pure oracles k-RR, OUE and SS where the recommended estimator's per-user
   simulation would be too slow (:data:`SIMULATION_BUDGET`; e.g. EMS on per-user OUE reports over
   100 values takes about a minute per run at n = 20,000); OLH is then simulated per user through
@@ -89,7 +90,8 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
   ``(runs - 1)/(runs + 1)`` of holding one run's error as a simulated row's. The normal law holds
   when every support count is large (``n q*`` well above 1).
 
-Goals (``goal``) and their error, for an estimate ``hat`` of ``theta``:
+Goals (``goal``; default :func:`default_goal`: ``emd`` on ordered domains, ``tv`` on categorical
+ones) and their error, for an estimate ``hat`` of ``theta``:
 
 * ``"emd"`` -- earth mover's distance: ``sum_t |F_hat(t) - F(t)|`` on a line (domain units),
   the transport linear program in km on a grid (:func:`localpriv.domains.grid.emd_grid`);
@@ -106,10 +108,12 @@ Confirmation. The row with the smallest simulated error is, among candidates of 
 partly the one whose few runs were luckiest: its median is biased low (the winner's curse; on Adult
 education under the four oracles, by about one Monte-Carlo standard deviation). So the best
 simulated row is simulated again with fresh runs, and its reported error and range come from those
-only: at least two batches of ``runs``, then more until the distribution-free 80 % confidence
-interval of the median is within +-10 % of it (:func:`median_precision`) or ``12 x runs`` were drawn (60 with the
-default 5: where one run's error is spread widely, as EMS at LDP eps 0.5 on Adult ages, 20 runs
-leave the median uncertain by +-15-25 %). If that error is above
+only: at least two batches of ``runs``, then one more until the distribution-free 80 % confidence
+interval of the median is within +-10 % of it (:func:`median_precision`) or ``3 x runs`` were drawn
+(15 with the default 5; the stated stop, :data:`CONFIRM_FACTOR`). The fresh runs remove the
+winner's curse; they do not make the median precise where one run's error is spread widely (EMS at
+LDP eps 0.5 on Adult ages: +-15-25 % even with 20 runs), which the row's range shows. The
+progress callback advances once per fresh run. If that error is above
 the runner-up's, the runner-up is confirmed the same way and the lower of the two confirmed errors
 wins. Analytic rows use ``draws`` normal draws, whose
 median is precise, and are not rerun. The recommendation is then the row with the smallest
@@ -147,8 +151,8 @@ from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.utils.simplex import project_simplex
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
 
-__all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_prior", "goal_error",
-           "mi_covariance", "pair_probabilities", "values_prior", "simulate_errors"]
+__all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_goal", "default_prior",
+           "goal_error", "mi_covariance", "pair_probabilities", "values_prior", "simulate_errors"]
 
 #: what the user wants to learn
 GOALS = ("emd", "tv", "mean", "quantiles", "topk")
@@ -169,8 +173,10 @@ CHANNEL_BUDGET = 4_000_000
 PER_USER_BUDGET = 5e7
 #: confirmation (module docstring): fresh runs in batches of ``runs`` until the median's 80 %
 #: confidence interval is within +-CONFIRM_PRECISION of it, or CONFIRM_FACTOR x runs were drawn
+#: (the stated stop: 15 runs with the default 5; it was 60, which took ~55 s of the ~80 s of CPU of
+#: ``advise 0..99 --eps 1 --n 100000``, docs/decisions/0033-advisor-bounded-confirmation.md)
 CONFIRM_PRECISION = 0.1
-CONFIRM_FACTOR = 12
+CONFIRM_FACTOR = 3
 #: ... and at least this many batches: with 5 runs the order-statistic interval is the whole range,
 #: which five lucky runs can make narrow (seen at LDP eps 0.5 on Adult ages, n = 10^5)
 CONFIRM_MIN_BATCHES = 2
@@ -325,6 +331,13 @@ def _kind(domain) -> str:
     if isinstance(domain, GridDomain):
         return "grid"
     return "categorical"
+
+
+def default_goal(domain) -> str:
+    """The goal :func:`advise` answers unless told: ``"emd"`` (earth mover's distance) on an
+    ordered domain (``LO..HI``, a grid), ``"tv"`` (total variation ``(1/2) sum_x |hat_x - theta_x|``)
+    on a categorical one, where no distance between labels makes the EMD meaningful."""
+    return "tv" if _kind(domain) == "categorical" else "emd"
 
 
 def default_prior(domain) -> tuple[np.ndarray, str]:
@@ -571,6 +584,12 @@ def simulate_errors(mech, domain, theta: np.ndarray, n: int, error: Callable[[np
         One error per run.
     """
     twin = dense_twin(mech, CHANNEL_BUDGET, prefer=mech.spec_name in _LINE)
+    return _run_errors(mech, twin, domain, theta, n, error, estimator, runs, rng)
+
+
+def _run_errors(mech, twin, domain, theta, n, error, estimator, runs, rng) -> np.ndarray:
+    """:func:`simulate_errors` with the dense twin built once (``runs`` calls of one run draw the
+    same errors as one call of ``runs``: the generator is consumed in the same order)."""
     out = []
     for _ in range(runs):
         obs = simulate_observations(mech, twin, theta, int(n), rng, domain)
@@ -640,7 +659,7 @@ def _reason(rows: list[Candidate], goal: str, unit: str, metric_unit: str | None
 
 
 def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = None, n: int,
-           goal: str = "emd", theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
+           goal: str | None = None, theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
            method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
            progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
@@ -658,8 +677,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         every candidate's computed metric level is at most this. At least one target is needed.
     n : int
         Number of users.
-    goal : {"emd", "tv", "mean", "quantiles", "topk"}
-        What the estimate is for (module docstring for each error).
+    goal : {"emd", "tv", "mean", "quantiles", "topk"}, optional
+        What the estimate is for (module docstring for each error). Default ``"emd"`` on ordered
+        domains (integer lines, grids) and ``"tv"`` on categorical ones, which have no distance.
     theta : array_like, optional
         The distribution the predictions assume (a prior, or the data's own distribution);
         default :func:`default_prior` (Zipf on categorical domains, a bell on ordered ones) --
@@ -732,6 +752,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         if kind == "categorical":
             raise LocalPrivError(f"eps_metric needs a domain with a distance (LO..HI or a grid); {domain.spec()[:60]} "
                                  "is categorical: give eps_ldp")
+    if goal is None:
+        goal = default_goal(domain)
     if goal not in GOALS:
         raise LocalPrivError(f"unknown goal {goal!r}; choose one of {', '.join(GOALS)}")
     if method not in METHODS:
@@ -823,20 +845,23 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         mech, name = how_to_rerun.pop(id(row))
         t0 = time.perf_counter()
         gen = _candidate_rng(base, name + "|confirm")
-        errors = simulate_errors(mech, domain, theta, n, error, row.estimator, runs, gen)
-        while errors.size < CONFIRM_FACTOR * runs and (errors.size < CONFIRM_MIN_BATCHES * runs
-                                                       or median_precision(errors) > CONFIRM_PRECISION):
-            errors = np.concatenate([errors, simulate_errors(mech, domain, theta, n, error, row.estimator, runs, gen)])
+        twin = dense_twin(mech, CHANNEL_BUDGET, prefer=mech.spec_name in _LINE)
+        found: list[float] = []
+        for _ in track(range(CONFIRM_FACTOR * runs), f"confirming {row.name}"):  # one step per simulated run
+            found.extend(_run_errors(mech, twin, domain, theta, n, error, row.estimator, 1, gen))
+            m = len(found)
+            if m % runs == 0 and m >= CONFIRM_MIN_BATCHES * runs and median_precision(found) <= CONFIRM_PRECISION:
+                break
+        errors = np.asarray(found, dtype=float)
         row.ranked_on = row.error
         row.error, row.lower, row.upper = _summary(errors, runs)
         row.runs = int(errors.size)
         row.seconds = round(row.seconds + time.perf_counter() - t0, 3)
     rows.sort(key=order)
-    for _ in track([0], "confirming"):
-        if id(rows[0]) in how_to_rerun:
-            confirm(rows[0])
-            if len(rows) > 1 and rows[0].error > rows[1].error and id(rows[1]) in how_to_rerun:
-                confirm(rows[1])
+    if id(rows[0]) in how_to_rerun:
+        confirm(rows[0])
+        if len(rows) > 1 and rows[0].error > rows[1].error and id(rows[1]) in how_to_rerun:
+            confirm(rows[1])
     rows.sort(key=order)
     unit = {"line": "units", "grid": "km"}.get(kind, "") if goal in ("emd", "mean", "quantiles") else ""
     metric_unit = {"line": "unit", "grid": "km"}.get(kind)

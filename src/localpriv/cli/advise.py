@@ -19,7 +19,9 @@ def advise(
     metric_eps: float | None = typer.Option(None, "--metric-eps",
                                                help="metric target per unit of distance (per value on LO..HI, per km "
                                                     "on a grid); with --eps both hold"),
-    goal: str = typer.Option("emd", "--goal", help="what the estimate is for: emd | tv | mean | quantiles | topk"),
+    goal: str | None = typer.Option(None, "--goal",
+                                    help="what the estimate is for: emd | tv | mean | quantiles | topk (default: emd "
+                                         "on LO..HI and grids, tv on labels)"),
     values: Path | None = typer.Option(None, "--values",
                                           help="a file of values like yours (CSV, TSV or Parquet): predictions assume "
                                                "their distribution (default: Zipf on labels, a bell on "
@@ -42,7 +44,7 @@ def advise(
         print_json(adv.to_dict())
         return
     unit = f" ({adv.unit})" if adv.unit else ""
-    table = Table(title=f"{goal} error{unit} for n={adv.n:,}; truth: {adv.truth}", title_justify="left")
+    table = Table(title=f"{adv.goal} error{unit} for n={adv.n:,}; truth: {adv.truth}", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("mechanism spec", overflow="fold")
     table.add_column("LDP eps", justify="right")
