@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, localcontext
+from fractions import Fraction
 from math import ceil
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from localpriv.mechanisms.base import Mechanism
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
-           "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
+           "DigitLaplace", "digit_laplace", "DIGIT_BLOCK", "threshold64", "dyadic64", "bernoulli64", "uniform_below",
            "power_of_two_grid", "default_grid", "fill_in_streams", "STREAMS", "CLIENT_CHUNK"]
 
 _LN2 = math.log(2.0)
@@ -94,6 +95,49 @@ def bernoulli_bits(shape: int | tuple[int, ...], q: float, rng: np.random.Genera
     return bits
 
 
+
+
+_TWO64 = 1 << 64
+
+
+def threshold64(p: float) -> int:
+    """The integer ``T = round(p 2^64)`` in ``0..2^64`` (exact, from the float ``p`` in ``[0, 1]``):
+    the 64-bit Bernoulli sampler :func:`bernoulli64` draws ``1`` with probability ``T / 2^64``."""
+    if not 0.0 <= p <= 1.0:
+        raise LocalPrivError(f"a probability must lie in [0, 1], got {p!r}")
+    return round(Fraction(p) * _TWO64)
+
+
+def dyadic64(threshold: int) -> float:
+    """``T / 2^64`` as a float64, exact when ``T = threshold64(p)`` (``p >= 2^-11``: ``p`` itself;
+    below, ``T < 2^53``)."""
+    return math.ldexp(float(threshold), -64)
+
+
+def bernoulli64(thresholds: ArrayLike, index: ArrayLike, rng: np.random.Generator) -> np.ndarray:
+    """Independent bits, bit ``u`` equal to ``1`` with probability exactly ``thresholds[index[u]] / 2^64``.
+
+    One 64-bit word ``w`` of the generator's bit stream per bit, and the bit is ``w < T`` (``T``
+    an integer in ``0..2^64``, from :func:`threshold64`): integer comparisons only, so the law is
+    the dyadic probability, bit for bit."""
+    thr = [int(t) for t in np.atleast_1d(np.asarray(thresholds, dtype=object))]
+    if any(not 0 <= t <= _TWO64 for t in thr):
+        raise LocalPrivError("bernoulli64: thresholds must lie in 0..2^64")
+    full = np.array([t == _TWO64 for t in thr], dtype=bool)
+    low = np.array([min(t, _TWO64 - 1) for t in thr], dtype=np.uint64)
+    idx = np.asarray(index, dtype=np.int64)
+    words = rng.bit_generator.random_raw(idx.size).reshape(idx.shape)
+    return (words < low[idx]) | full[idx]
+
+
+def uniform_below(n: ArrayLike, rng: np.random.Generator) -> np.ndarray:
+    """Independent integers, entry ``u`` uniform on ``0..n[u]-1`` exactly (``1 <= n < 2^63``):
+    NumPy's bounded-integer sampler (Lemire's multiply-and-reject on the generator's 64-bit words),
+    integer arithmetic only, so every value has probability exactly ``1 / n``."""
+    n = np.asarray(n, dtype=np.int64)
+    if n.size and int(n.min()) < 1:
+        raise LocalPrivError("uniform_below needs ranges of at least one integer")
+    return np.asarray(rng.integers(0, n, dtype=np.int64), dtype=np.int64)
 
 
 _U32 = np.uint64(32)
