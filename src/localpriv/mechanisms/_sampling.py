@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, localcontext
-from fractions import Fraction
 from math import ceil
 from typing import TYPE_CHECKING, Any
 
@@ -100,31 +99,38 @@ def bernoulli_bits(shape: int | tuple[int, ...], q: float, rng: np.random.Genera
 _TWO64 = 1 << 64
 
 
-def threshold64(p: float) -> int:
-    """The integer ``T = round(p 2^64)`` in ``0..2^64`` (exact, from the float ``p`` in ``[0, 1]``):
-    the 64-bit Bernoulli sampler :func:`bernoulli64` draws ``1`` with probability ``T / 2^64``."""
-    if not 0.0 <= p <= 1.0:
-        raise LocalPrivError(f"a probability must lie in [0, 1], got {p!r}")
-    return round(Fraction(p) * _TWO64)
+def threshold64(p: ArrayLike) -> np.ndarray:
+    """``T = round(p 2^64)``, integers in ``0..2^64`` held exactly in float64 (``p`` in ``[0, 1]``:
+    scaling by ``2^64`` is exact, and below ``2^-11`` the rounded value has under 53 bits): the
+    64-bit Bernoulli sampler :func:`bernoulli64` draws ``1`` with probability ``T / 2^64``."""
+    p = np.asarray(p, dtype=np.float64)
+    if not np.all((p >= 0.0) & (p <= 1.0)):
+        raise LocalPrivError("a probability must lie in [0, 1]")
+    return np.rint(np.ldexp(p, 64))
 
 
-def dyadic64(threshold: int) -> float:
-    """``T / 2^64`` as a float64, exact when ``T = threshold64(p)`` (``p >= 2^-11``: ``p`` itself;
-    below, ``T < 2^53``)."""
-    return math.ldexp(float(threshold), -64)
+def dyadic64(threshold: ArrayLike) -> np.ndarray:
+    """``T / 2^64`` (exact for ``T`` from :func:`threshold64`; for a Python int, rounded once)."""
+    if isinstance(threshold, int):
+        return np.float64(math.ldexp(float(threshold), -64))
+    return np.ldexp(np.asarray(threshold, dtype=np.float64), -64)
 
 
 def bernoulli64(thresholds: ArrayLike, index: ArrayLike, rng: np.random.Generator) -> np.ndarray:
     """Independent bits, bit ``u`` equal to ``1`` with probability exactly ``thresholds[index[u]] / 2^64``.
 
-    One 64-bit word ``w`` of the generator's bit stream per bit, and the bit is ``w < T`` (``T``
-    an integer in ``0..2^64``, from :func:`threshold64`): integer comparisons only, so the law is
-    the dyadic probability, bit for bit."""
-    thr = [int(t) for t in np.atleast_1d(np.asarray(thresholds, dtype=object))]
-    if any(not 0 <= t <= _TWO64 for t in thr):
+    ``thresholds``: integers in ``0..2^64`` (Python ints, or float64 from :func:`threshold64`).
+    One 64-bit word ``w`` of the generator's bit stream per bit, and the bit is ``w < T``: integer
+    comparisons only, so the law is the dyadic probability, bit for bit."""
+    if isinstance(thresholds, np.ndarray) and thresholds.dtype == np.float64:
+        full = thresholds >= _TWO64
+        low = np.where(full, 0.0, thresholds).astype(np.uint64)
+    else:
+        thr = [int(t) for t in thresholds]  # type: ignore[union-attr]  # a sequence of ints
+        full = np.array([t >= _TWO64 for t in thr], dtype=bool)
+        low = np.array([t if t < _TWO64 else 0 for t in thr], dtype=np.uint64)
+    if np.any(low < 0) or (low.size and np.any(~full & (np.asarray(thresholds, dtype=float) < 0))):
         raise LocalPrivError("bernoulli64: thresholds must lie in 0..2^64")
-    full = np.array([t == _TWO64 for t in thr], dtype=bool)
-    low = np.array([min(t, _TWO64 - 1) for t in thr], dtype=np.uint64)
     idx = np.asarray(index, dtype=np.int64)
     words = rng.bit_generator.random_raw(idx.size).reshape(idx.shape)
     return (words < low[idx]) | full[idx]

@@ -16,7 +16,8 @@ privacy level is computed from it (``ldp_epsilon``): ``log(P(+B|t_{k-1}) / P(+B|
 below ``eps`` because the extreme centres are ``+-(1 - 1/k)``, not ``+-1`` (for ``t = +-1`` the
 ratio is exactly ``e^eps``). The probabilities are rounded to multiples of ``2^-64`` (at most
 ``2^-65`` off, exact floats) and the bit is drawn by one 64-bit word against that integer
-threshold, so the channel is the law of the released bit, bit for bit. The classic estimator is :meth:`Duchi.estimate_mean`; the EM engine
+threshold, so the channel is the law of the released bit, bit for bit.
+The classic estimator is :meth:`Duchi.estimate_mean`; the EM engine
 reads the channel as for any finite mechanism (with two outputs only the mean is identified, so
 distribution estimates from ``duchi`` alone lean entirely on EMS's smoothing).
 """
@@ -65,8 +66,7 @@ class Duchi(Mechanism):
         #: ``B``: the report's magnitude
         self.B = duchi_bound(self.eps)
         #: ``round(P(+B | t_x) 2^64)`` per cell: the client's integer thresholds
-        self.thresholds = [threshold64(float(p)) for p in self.p_plus(signed_centres(self.k))] \
-            if self.k <= 1 << 16 else None
+        self.thresholds = threshold64(self.p_plus(signed_centres(self.k)))
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
@@ -82,19 +82,12 @@ class Duchi(Mechanism):
     def channel(self) -> np.ndarray:
         """``k x 2``: column 0 is ``-B``, column 1 is ``+B``, rows at the cells' centres, the
         probabilities those the client draws with (multiples of ``2^-64``)."""
-        T = self._thresholds()
-        p = np.array([dyadic64(t) for t in T])
-        q = np.array([dyadic64((1 << 64) - t) for t in T])
-        return np.column_stack([q, p])
-
-    def _thresholds(self) -> list[int]:
-        if self.thresholds is not None:
-            return self.thresholds
-        return [threshold64(float(p)) for p in self.p_plus(signed_centres(self.k))]
+        p = dyadic64(self.thresholds)
+        return np.column_stack([1.0 - p, p])  # (1 - p: exact for p >= 1/2, else rounded once, 2^-53 relative)
 
     def draw_bits(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Bits ``[report = +B]`` of checked inputs ``x``: one 64-bit word against the cell's threshold."""
-        return bernoulli64(self._thresholds(), x, rng)
+        return bernoulli64(self.thresholds, x, rng)
 
     def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """One bit per user: ``1`` (``+B``) with probability ``P(+B | t_x)`` (its dyadic value)."""

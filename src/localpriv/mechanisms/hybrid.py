@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
-from localpriv.mechanisms._numeric import mean_interval, signed_centres
+from localpriv.mechanisms._numeric import mean_interval
 from localpriv.mechanisms._sampling import bernoulli64, dyadic64, threshold64
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.duchi import Duchi
@@ -74,8 +74,8 @@ class Hybrid(Mechanism):
         self.eps = check_eps(eps)
         self.duchi = Duchi(self.k, self.eps)
         #: probability of the Piecewise part (a multiple of 2^-64, drawn exactly)
-        self.alpha_threshold = threshold64(-math.expm1(-0.5 * self.eps) if self.eps > HM_EPS_STAR else 0.0)
-        self.alpha = dyadic64(self.alpha_threshold)
+        self.alpha_threshold = int(threshold64(-math.expm1(-0.5 * self.eps) if self.eps > HM_EPS_STAR else 0.0))
+        self.alpha = float(dyadic64(self.alpha_threshold))
         self.pm: Piecewise | None = Piecewise(self.k, self.eps, avoid=self.duchi.B) if self.alpha > 0 else None
 
     def params(self) -> dict[str, Any]:

@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
-from localpriv.mechanisms._numeric import mean_interval, signed_centres
+from localpriv.mechanisms._numeric import mean_interval
 from localpriv.mechanisms._sampling import bernoulli64, dyadic64, uniform_below
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.privacy import checked_epsilon
@@ -101,7 +101,7 @@ class Piecewise(Mechanism):
         n_est = 2.0 * c_plus_1 / base if base > 0 else math.inf
         if not (math.isfinite(n_est) and n_est < PM_MAX_POINTS / 2):
             raise LocalPrivError(f"{type(self).spec_name}(k={self.k},eps={self.eps:g}): the grid would need "
-                                 f"{n_est:.3g} points, above 2^53 (its window shrinks like e^(-eps/2)); "
+                                 f"{n_est:.3g} points, above 2^52 (its window shrinks like e^(-eps/2)); "
                                  "use eps <= 56")
         #: the grid step ``g`` (a power of two)
         self.grid = math.ldexp(1.0, math.frexp(base)[1] - 1)
@@ -122,7 +122,7 @@ class Piecewise(Mechanism):
             R = min(_TWO64 - 1, max(1, int(out.to_integral_value(rounding=ROUND_CEILING))))
         #: the window's probability ``q = T / 2^64`` (``T`` the 64-bit threshold the client draws against)
         self.keep_threshold = _TWO64 - R
-        self.keep = dyadic64(self.keep_threshold)
+        self.keep = float(dyadic64(self.keep_threshold))
         self._outer = R
         #: the two probabilities of a grid point: ``p_in`` in the window, ``p_out`` outside
         self.p_in = float(Fraction(self.keep_threshold, _TWO64 * W))
@@ -155,8 +155,8 @@ class Piecewise(Mechanism):
     def window(self, t: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``(first, last)`` grid values of the window of real inputs ``t`` in ``[-1, 1]``: the start
         ``(N - W)/2 + k D t / 2`` rounded to a grid index (exact at the cell centres)."""
-        t = np.clip(np.asarray(t, dtype=float), -1.0, 1.0)
-        a = np.floor(0.5 * (self.n_points - self.width) + 0.5 * self.k * self.step * t + 0.5)
+        tt: np.ndarray = np.clip(np.asarray(t, dtype=float), -1.0, 1.0)
+        a = np.floor(0.5 * (self.n_points - self.width) + 0.5 * self.k * self.step * tt + 0.5)
         a = np.clip(a, 0, self.n_points - self.width).astype(np.int64)
         return self.values(a), self.values(a + self.width - 1)
 
@@ -261,7 +261,7 @@ class Piecewise(Mechanism):
         al.'s Lemma 2, ``t^2 / (s - 1) + (s + 3) / (3 (s - 1)^2)``, as ``g -> 0``."""
         t = np.asarray(t, dtype=float)
         g, N, W = self.grid, float(self.n_points), float(self.width)
-        q, out = self.keep, dyadic64(self._outer)
+        q, out = self.keep, float(dyadic64(self._outer))
         c = 0.5 * g * self.k * self.step * t
         win = c ** 2 + g ** 2 * (W ** 2 - 1.0) / 12.0
         ez2 = q * win + (out * (g ** 2 * N * (N ** 2 - 1.0) / 12.0 - W * win) / (N - W) if N > W else 0.0)
