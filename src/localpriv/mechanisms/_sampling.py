@@ -126,7 +126,7 @@ def bernoulli64(thresholds: ArrayLike, index: ArrayLike, rng: np.random.Generato
         full = thresholds >= _TWO64
         low = np.where(full, 0.0, thresholds).astype(np.uint64)
     else:
-        thr = [int(t) for t in thresholds]  # type: ignore[union-attr]  # a sequence of ints
+        thr = [int(t) for t in np.asarray(thresholds, dtype=object).reshape(-1)]
         full = np.array([t >= _TWO64 for t in thr], dtype=bool)
         low = np.array([t if t < _TWO64 else 0 for t in thr], dtype=np.uint64)
     if np.any(low < 0) or (low.size and np.any(~full & (np.asarray(thresholds, dtype=float) < 0))):
