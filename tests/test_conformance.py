@@ -6,6 +6,7 @@ The examples are the ones each mechanism class declares (``examples``, read by
 property, e.g. ``krr(k=4,eps=1.0)-check_channel_rows_sum_to_one``.
 """
 import ast
+import math
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from localpriv.testing.mechanisms import (
     mechanism_checks,
     mechanism_examples,
 )
+from localpriv.utils.validation import check_rng
 
 SEED = 20
 
@@ -129,19 +131,42 @@ class _Unparsable(_Broken):
 
 
 class _BrokenPM(Piecewise):
-    """Piecewise whose client draws at 1.5 eps while its likelihood says eps (real-valued reports:
-    only the likelihood-ratio check can see it)."""
+    """Piecewise whose client chooses the window with the probability of 1.5 eps while its
+    likelihood says eps (the same grid: only the likelihood-ratio check can see it)."""
 
     spec_name = "broken-pm"
 
-    def perturb(self, t, rng):
-        return Piecewise(self.k, 1.5 * self.eps).perturb(t, rng)
+    def draw_index(self, starts, rng, threshold=None):
+        e, W, N = math.exp(1.5 * self.eps), self.width, self.n_points
+        return super().draw_index(starts, rng, round(e * W / (e * W + N - W) * 2 ** 64))
+
+
+class _FloatPM(Piecewise):
+    """The former float-computed Piecewise client, ``l(t) + (C - 1) U`` in float64, read back
+    onto the grid by the likelihood: its law is right to ~1e-16, its low bits are not."""
+
+    spec_name = "float-pm"
+
+    def sample(self, x, rng):
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        t = (2.0 * x + 1.0) / self.k - 1.0
+        C = self.C
+        left = 0.5 * (C + 1.0) * t - 0.5 * (C - 1.0)
+        keep = rng.random(t.size) < math.exp(self.eps / 2) / (math.exp(self.eps / 2) + 1)
+        inner = left + (C - 1.0) * rng.random(t.size)
+        w = (C + 1.0) * rng.random(t.size)
+        outer = np.where(w < left + C, -C + w, left + C - 1.0 + (w - left - C))
+        return np.where(keep, inner, outer)
+
+    def output_index(self, reports):
+        return np.asarray(reports, dtype=np.float64).reshape(-1)
 
 
 def _parse_broken(real_parse):
     """``parse`` that also reads the specs of the broken classes (kept out of the registry, which
     every other suite iterates over)."""
-    classes = {cls.spec_name: cls for cls in (_Broken, _Unparsable, _BrokenPM)}
+    classes = {cls.spec_name: cls for cls in (_Broken, _Unparsable, _BrokenPM, _FloatPM)}
 
     def parse(spec, domain=None):
         name, _, body = str(spec).partition("(")
@@ -232,5 +257,16 @@ def test_spec_that_does_not_round_trip_and_broken_promises(broken_registered):
 
 
 def test_likelihood_check_catches_a_real_valued_sampler_at_the_wrong_eps(broken_registered):
+    # (its true level is 1.5: the binade frequencies of the bit-event check see it too)
     assert _failures(_BrokenPM(4, 1.0), eps_ldp=1.0) == {
-        "check_sample_matches_likelihood": "samples-vs-likelihood"}
+        "check_sample_matches_likelihood": "samples-vs-likelihood",
+        "check_released_bits_carry_no_input": "privacy"}
+
+
+def test_float_safety_check_catches_a_float_computed_piecewise(broken_registered):
+    """The former float client (right law to rounding, input in the low bits) fails the bit-event
+    check and no other; the grid-released one passes it."""
+    fails = _failures(_FloatPM(5, 1.0), eps_ldp=1.0)
+    assert fails.get("check_released_bits_carry_no_input") == "privacy"
+    assert "check_sample_matches_likelihood" not in fails
+    assert "check_released_bits_carry_no_input" not in _failures(Piecewise(5, 1.0), eps_ldp=1.0)

@@ -15,6 +15,7 @@ from localpriv.data.observations import Observations
 from localpriv.domains import IntervalDomain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.hybrid import HM_EPS_STAR
+from localpriv.utils.validation import LocalPrivError
 
 ALPHA = 1e-6
 
@@ -45,33 +46,68 @@ def chi2_p(counts, expected):
     return stats.chisquare(counts[keep], expected[keep] * counts.sum() / expected[keep].sum()).pvalue
 
 
-# ---- Piecewise: density audit and privacy -------------------------------------------------------
+# ---- Piecewise: the grid law, its audit against the paper's density, and privacy ---------------
+def pm_grid_pmf(mech, x):
+    """The discrete Piecewise law re-derived from its integers: every grid point, ``q / W`` in the
+    window of cell ``x`` (``a_x = (D + D mod 2)/2 + x D``), ``(1 - q)/(N - W)`` elsewhere."""
+    N, W, D = mech.n_points, mech.width, mech.step
+    q = mech.keep_threshold / 2 ** 64
+    a = (D + D % 2) // 2 + x * D
+    i = np.arange(N)
+    z = (2 * i - (N - 1)) * (mech.grid / 2)
+    inside = (i >= a) & (i < a + W)
+    return z, np.where(inside, q / W, (1 - q) / (N - W))
+
+
 @pytest.mark.parametrize("eps", [0.5, 2.0])
-def test_pm_reports_follow_the_papers_density_and_its_level(eps):
+def test_pm_reports_follow_the_grid_law_close_to_the_papers_density(eps):
+    # (the float reports of the former client had the paper's density but leaked the input through
+    # their low bits; the grid law is exact, and within the grid's resolution of the density)
     k, n = 4, 100_000
     mech = parse(f"pm(k={k},eps={eps})")
     C, p, window = pm_paper(eps)
-    assert pytest.approx(C, rel=1e-12) == mech.C and mech.p_in == pytest.approx(p, rel=1e-12)
-    edges = np.linspace(-C, C, 41)
+    g = mech.grid
+    assert pytest.approx(C, rel=1e-12) == mech.C
+    assert g <= min(C - 1, (C + 1) / k) / 1024 and math.log2(g) == int(math.log2(g))
+    assert mech.z_max == pytest.approx(C, abs=2 * g)
+    assert mech.p_in / g == pytest.approx(p, rel=4 * g / (C - 1) + 4 * g * k / (C + 1))
+    edges = np.linspace(-mech.z_max, mech.z_max + 1e-9, 41)
     masses = []
     rng = np.random.default_rng(11)
     pvals = []
     for x, t in enumerate(centres(k)):
         z = mech.sample(np.full(n, x), rng)
-        assert z.min() >= -C and z.max() <= C
-        counts = np.histogram(z, bins=edges)[0]
+        assert np.all(np.abs(z) <= mech.z_max)
+        assert np.all((z / g * 2) % 1 == 0)  # grid points (multiples of g/2; of g when N is odd)
+        zg, pmf = pm_grid_pmf(mech, x)
+        assert pmf.sum() == pytest.approx(1.0, rel=1e-12)
+        # the paper's window, to the grid's resolution
         lo, hi = window(t)
-        m = interval_masses(edges, p, p / math.exp(eps), lo, hi)
-        assert m.sum() == pytest.approx(1.0, rel=1e-12)
+        inside = zg[pmf == pmf.max()]
+        assert inside.min() == pytest.approx(lo, abs=k * g) and inside.max() == pytest.approx(hi, abs=k * g)
+        m = np.histogram(zg, bins=edges, weights=pmf)[0]
         masses.append(m)
-        pvals.append(chi2_p(counts, m))
-        assert z.mean() == pytest.approx(t, abs=5 * math.sqrt(mech.report_variance(t) / n))
+        pvals.append(chi2_p(np.histogram(z, bins=edges)[0], m))
+        assert z.mean() == pytest.approx(mech.mean_factor * t, abs=5 * math.sqrt(mech.report_variance(t) / n))
+        assert float(np.sum(zg * pmf)) == pytest.approx(mech.mean_factor * t, abs=1e-9 * C)
     assert min(pvals) * k > ALPHA
-    # privacy: the proven level is eps, and the bins' masses never differ by more than e^eps
+    # privacy: the ratio of the two grid-point probabilities, computed from the integers
+    T, N, W = mech.keep_threshold, mech.n_points, mech.width
+    level = math.log(T * (N - W) / ((2 ** 64 - T) * W))
+    assert mech.epsilon_ldp() == pytest.approx(level, rel=1e-9) and mech.epsilon_ldp() <= eps * (1 + 1e-12)
+    assert mech.epsilon_ldp() == pytest.approx(eps, rel=1e-9)
     masses = np.array(masses)
-    worst = np.max(np.log(masses.max(axis=0) / masses.min(axis=0)))
-    assert worst <= eps + 1e-12
-    assert mech.epsilon_ldp() == pytest.approx(eps, rel=1e-12)
+    assert np.max(np.log(masses.max(axis=0) / masses.min(axis=0))) <= eps + 1e-9  # (sums of bins: rounding)
+
+
+def test_pm_refuses_reports_off_its_grid():
+    mech = parse("pm(k=4,eps=1.0)")
+    z = mech.sample(np.arange(4), np.random.default_rng(0))
+    mech.likelihood(z)
+    with pytest.raises(LocalPrivError, match="points of its grid"):
+        mech.likelihood(z + mech.grid / 8)
+    with pytest.raises(LocalPrivError, match="above 2\\^52.*eps <= 56"):
+        parse("pm(k=4,eps=60.0)")
 
 
 # ---- Hybrid: atoms plus Piecewise, the mixture weight -------------------------------------------
@@ -83,8 +119,6 @@ def test_hm_reports_follow_the_mixture(eps):
     alpha = 1 - math.exp(-eps / 2) if eps > HM_EPS_STAR else 0.0
     assert mech.alpha == pytest.approx(alpha, rel=1e-12)
     B = (math.exp(eps) + 1) / (math.exp(eps) - 1)
-    C, p, window = pm_paper(eps)
-    edges = np.linspace(-C, C, 31)
     rng = np.random.default_rng(12)
     pvals = []
     for x, t in enumerate(centres(k)):
@@ -92,16 +126,24 @@ def test_hm_reports_follow_the_mixture(eps):
         atom = np.abs(z) == mech.duchi.B
         assert pytest.approx(B, rel=1e-12) == mech.duchi.B
         plus = 0.5 + t * (math.exp(eps) - 1) / (2 * (math.exp(eps) + 1))
-        lo, hi = window(t)
-        cont = alpha * interval_masses(edges, p, p / math.exp(eps), lo, hi)
+        if alpha > 0:
+            edges = np.linspace(-mech.pm.z_max, mech.pm.z_max + 1e-9, 31)
+            zg, pmf = pm_grid_pmf(mech.pm, x)
+            assert not np.any(np.abs(zg) == B)  # the atoms are off the grid
+            cont = alpha * np.histogram(zg, bins=edges, weights=pmf)[0]
+            hist = np.histogram(z[~atom], bins=edges)[0]
+        else:
+            cont, hist = np.zeros(0), np.zeros(0, int)
+            assert atom.all()
         expected = np.r_[(1 - alpha) * (1 - plus), (1 - alpha) * plus, cont]
-        counts = np.r_[np.sum(z == -mech.duchi.B), np.sum(z == mech.duchi.B), np.histogram(z[~atom], bins=edges)[0]]
+        counts = np.r_[np.sum(z == -mech.duchi.B), np.sum(z == mech.duchi.B), hist]
         pvals.append(chi2_p(counts, expected))
-        assert z.mean() == pytest.approx(t, abs=5 * math.sqrt(mech.report_variance(t) / n))
+        u = mech.unbiased(z)
+        assert u.mean() == pytest.approx(t, abs=5 * math.sqrt(mech.report_variance(t) / n))
     assert min(pvals) * k > ALPHA
     assert mech.epsilon_ldp() <= eps * (1 + 1e-12)
     if alpha > 0:
-        assert mech.epsilon_ldp() == pytest.approx(eps, rel=1e-12)
+        assert mech.epsilon_ldp() == pytest.approx(eps, rel=1e-9)
 
 
 # ---- Duchi et al.: the channel, its level, and the level for t = +-1 ---------------------------

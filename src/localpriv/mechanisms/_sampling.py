@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from localpriv.mechanisms.base import Mechanism
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
-           "DigitLaplace", "digit_laplace", "DIGIT_BLOCK",
+           "DigitLaplace", "digit_laplace", "DIGIT_BLOCK", "threshold64", "dyadic64", "bernoulli64", "uniform_below",
            "power_of_two_grid", "default_grid", "fill_in_streams", "STREAMS", "CLIENT_CHUNK"]
 
 _LN2 = math.log(2.0)
@@ -94,6 +94,56 @@ def bernoulli_bits(shape: int | tuple[int, ...], q: float, rng: np.random.Genera
     return bits
 
 
+
+
+_TWO64 = 1 << 64
+
+
+def threshold64(p: ArrayLike) -> np.ndarray:
+    """``T = round(p 2^64)``, integers in ``0..2^64`` held exactly in float64 (``p`` in ``[0, 1]``:
+    scaling by ``2^64`` is exact, and below ``2^-11`` the rounded value has under 53 bits): the
+    64-bit Bernoulli sampler :func:`bernoulli64` draws ``1`` with probability ``T / 2^64``."""
+    p = np.asarray(p, dtype=np.float64)
+    if not np.all((p >= 0.0) & (p <= 1.0)):
+        raise LocalPrivError("a probability must lie in [0, 1]")
+    return np.rint(np.ldexp(p, 64))
+
+
+def dyadic64(threshold: ArrayLike) -> np.ndarray:
+    """``T / 2^64`` (exact for ``T`` from :func:`threshold64`; for a Python int, rounded once)."""
+    if isinstance(threshold, int):
+        return np.float64(math.ldexp(float(threshold), -64))
+    return np.ldexp(np.asarray(threshold, dtype=np.float64), -64)
+
+
+def bernoulli64(thresholds: ArrayLike, index: ArrayLike, rng: np.random.Generator) -> np.ndarray:
+    """Independent bits, bit ``u`` equal to ``1`` with probability exactly ``thresholds[index[u]] / 2^64``.
+
+    ``thresholds``: integers in ``0..2^64`` (Python ints, or float64 from :func:`threshold64`).
+    One 64-bit word ``w`` of the generator's bit stream per bit, and the bit is ``w < T``: integer
+    comparisons only, so the law is the dyadic probability, bit for bit."""
+    if isinstance(thresholds, np.ndarray) and thresholds.dtype == np.float64:
+        full = thresholds >= _TWO64
+        low = np.where(full, 0.0, thresholds).astype(np.uint64)
+    else:
+        thr = [int(t) for t in np.asarray(thresholds, dtype=object).reshape(-1)]
+        full = np.array([t >= _TWO64 for t in thr], dtype=bool)
+        low = np.array([t if t < _TWO64 else 0 for t in thr], dtype=np.uint64)
+    if np.any(low < 0) or (low.size and np.any(~full & (np.asarray(thresholds, dtype=float) < 0))):
+        raise LocalPrivError("bernoulli64: thresholds must lie in 0..2^64")
+    idx = np.asarray(index, dtype=np.int64)
+    words = rng.bit_generator.random_raw(idx.size).reshape(idx.shape)
+    return (words < low[idx]) | full[idx]
+
+
+def uniform_below(n: ArrayLike, rng: np.random.Generator) -> np.ndarray:
+    """Independent integers, entry ``u`` uniform on ``0..n[u]-1`` exactly (``1 <= n < 2^63``):
+    NumPy's bounded-integer sampler (Lemire's multiply-and-reject on the generator's 64-bit words),
+    integer arithmetic only, so every value has probability exactly ``1 / n``."""
+    n = np.asarray(n, dtype=np.int64)
+    if n.size and int(n.min()) < 1:
+        raise LocalPrivError("uniform_below needs ranges of at least one integer")
+    return np.asarray(rng.integers(0, n, dtype=np.int64), dtype=np.int64)
 
 
 _U32 = np.uint64(32)

@@ -14,7 +14,10 @@ Here the input is a domain index ``i`` in ``0..k-1`` perturbed at its cell centr
 (``1`` for ``+B``, ``0`` for ``-B``): the channel is the finite ``k x 2`` matrix above, so the
 privacy level is computed from it (``ldp_epsilon``): ``log(P(+B|t_{k-1}) / P(+B|t_0))``, slightly
 below ``eps`` because the extreme centres are ``+-(1 - 1/k)``, not ``+-1`` (for ``t = +-1`` the
-ratio is exactly ``e^eps``). The classic estimator is :meth:`Duchi.estimate_mean`; the EM engine
+ratio is exactly ``e^eps``). The probabilities are rounded to multiples of ``2^-64`` (at most
+``2^-65`` off, exact floats) and the bit is drawn by one 64-bit word against that integer
+threshold, so the channel is the law of the released bit, bit for bit.
+The classic estimator is :meth:`Duchi.estimate_mean`; the EM engine
 reads the channel as for any finite mechanism (with two outputs only the mean is identified, so
 distribution estimates from ``duchi`` alone lean entirely on EMS's smoothing).
 """
@@ -26,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from localpriv.mechanisms._numeric import mean_interval, signed_centres
+from localpriv.mechanisms._sampling import bernoulli64, dyadic64, threshold64
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.utils.validation import check_eps, check_int, check_rng
 
@@ -61,6 +65,8 @@ class Duchi(Mechanism):
         self.eps = check_eps(eps)
         #: ``B``: the report's magnitude
         self.B = duchi_bound(self.eps)
+        #: ``round(P(+B | t_x) 2^64)`` per cell: the client's integer thresholds
+        self.thresholds = threshold64(self.p_plus(signed_centres(self.k)))
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
@@ -74,16 +80,20 @@ class Duchi(Mechanism):
         return 0.5 + 0.5 * np.asarray(t, dtype=float) * np.tanh(0.5 * self.eps)
 
     def channel(self) -> np.ndarray:
-        """``k x 2``: column 0 is ``-B``, column 1 is ``+B``, rows at the cells' centres."""
-        p = self.p_plus(signed_centres(self.k))
-        return np.column_stack([1.0 - p, p])
+        """``k x 2``: column 0 is ``-B``, column 1 is ``+B``, rows at the cells' centres, the
+        probabilities those the client draws with (multiples of ``2^-64``)."""
+        p = dyadic64(self.thresholds)
+        return np.column_stack([1.0 - p, p])  # (1 - p: exact for p >= 1/2, else rounded once, 2^-53 relative)
+
+    def draw_bits(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Bits ``[report = +B]`` of checked inputs ``x``: one 64-bit word against the cell's threshold."""
+        return bernoulli64(self.thresholds, x, rng)
 
     def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
-        """One bit per user: ``1`` (``+B``) with probability ``P(+B | t_x)``."""
+        """One bit per user: ``1`` (``+B``) with probability ``P(+B | t_x)`` (its dyadic value)."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
-        p = self.p_plus(signed_centres(self.k))
-        return (rng.random(x.size) < p[x]).astype(np.int64)
+        return self.draw_bits(x, rng).astype(np.int64)
 
     # ---- the classic estimator ------------------------------------------------------------
     def unbiased(self, reports: ArrayLike) -> np.ndarray:

@@ -11,25 +11,29 @@ the Piecewise mechanism (:mod:`~localpriv.mechanisms.piecewise`), else Duchi et 
 the mixture that minimizes the worst-case variance. Both parts are unbiased, so ``E[z | t] = t``
 and ``Var[z | t] = alpha (Var_PM[z | t] + t^2) + (1 - alpha) B^2 - t^2``.
 
-Reports are ``float64``: Duchi's part reports ``+-B`` (``B = coth(eps/2)``), Piecewise's a real in
-``[-C, C]``. The likelihood is taken with respect to counting measure at ``+-B`` plus Lebesgue
-measure elsewhere: ``G[x, j] = (1 - alpha) P_Duchi(z_j | t_x)`` for ``z_j = +-B`` and
-``alpha f_PM(z_j | t_x)`` otherwise (a Piecewise draw equal to ``+-B`` to the last bit has
-probability ~2^-52 and would be read as Duchi's). Privacy from the proven formula evaluated with
-the floats in use: the larger of the Piecewise level ``log p - log(p/e^eps)`` (if ``alpha > 0``)
-and Duchi's level on the cell centres (if ``alpha < 1``), each a ratio of the likelihood's own
-values (mixing weights cancel). Input cells are perturbed at their centres as in both parts.
+Reports are ``float64``: Duchi's part reports ``+-B`` (``B = coth(eps/2)``), Piecewise's a point
+of its grid (:mod:`~localpriv.mechanisms.piecewise`, the discrete Piecewise mechanism, its grid
+shifted by half a step if it would hold ``+-B``). Every choice is exact: the part by a 64-bit word
+against ``alpha``'s threshold (``alpha`` is that dyadic probability), Duchi's sign by a word against
+its threshold (:class:`~localpriv.mechanisms.duchi.Duchi`), the grid point by integers. So the
+reports have a pmf: ``G[x, j] = (1 - alpha) P_Duchi(z_j | x)`` at ``+-B`` and
+``alpha P_PM(z_j | x)`` on the grid, and the privacy level is the larger of the two parts'
+computed levels (the supports are disjoint, so the mixing weights cancel in every ratio). The
+classic estimator reads ``+-B`` as it is and a Piecewise report ``z`` as ``z / (kappa gamma)``
+(unbiased for both parts).
 """
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
-from localpriv.mechanisms._numeric import mean_interval, signed_centres
+from localpriv.mechanisms._numeric import mean_interval
+from localpriv.mechanisms._sampling import bernoulli64, dyadic64, threshold64
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.duchi import Duchi
 from localpriv.mechanisms.piecewise import Piecewise, WindowBlock
@@ -68,10 +72,11 @@ class Hybrid(Mechanism):
     def __init__(self, k: int, eps: float) -> None:
         self.k = check_int(k, "k", minimum=1)
         self.eps = check_eps(eps)
-        self.pm = Piecewise(self.k, self.eps)
         self.duchi = Duchi(self.k, self.eps)
-        #: probability of the Piecewise part
-        self.alpha = -math.expm1(-0.5 * self.eps) if self.eps > HM_EPS_STAR else 0.0
+        #: probability of the Piecewise part (a multiple of 2^-64, drawn exactly)
+        self.alpha_threshold = int(threshold64(-math.expm1(-0.5 * self.eps) if self.eps > HM_EPS_STAR else 0.0))
+        self.alpha = float(dyadic64(self.alpha_threshold))
+        self.pm: Piecewise | None = Piecewise(self.k, self.eps, avoid=self.duchi.B) if self.alpha > 0 else None
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k, "eps": self.eps}
@@ -81,14 +86,16 @@ class Hybrid(Mechanism):
         return None
 
     def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
-        """Piecewise with probability ``alpha``, else Duchi's ``+-B``, at the cell's centre."""
+        """Piecewise (on its grid) with probability ``alpha``, else Duchi's ``+-B``, for the cell."""
         x = self._check_inputs(x)
         rng = check_rng(rng)
-        t = signed_centres(self.k)[x]
-        use_pm = rng.random(x.size) < self.alpha
-        pm = self.pm.perturb(t, rng)
-        bit = rng.random(x.size) < self.duchi.p_plus(t)
-        return np.where(use_pm, pm, np.where(bit, self.duchi.B, -self.duchi.B))
+        use_pm = bernoulli64([self.alpha_threshold], np.zeros(x.size, np.int64), rng)
+        bit = self.duchi.draw_bits(x, rng)
+        out = np.where(bit, self.duchi.B, -self.duchi.B)
+        if self.pm is not None:
+            pm = self.pm.values(self.pm.draw_index(self.pm.starts()[x], rng))
+            out = np.where(use_pm, pm, out)
+        return out
 
     def channel(self) -> np.ndarray:
         raise LocalPrivError(f"{self}: reports are real numbers (no finite channel); use likelihood(reports)")
@@ -100,23 +107,29 @@ class Hybrid(Mechanism):
             raise LocalPrivError(f"{self}: reports must be numbers, got {r.dtype}")
         r = r.astype(np.float64).reshape(-1)
         atom = np.abs(r) == self.duchi.B
-        limit = self.pm.C if self.alpha > 0 else -1.0
-        bad = ~atom & (~np.isfinite(r) | (np.abs(r) > limit))
-        if bad.any():
-            raise LocalPrivError(f"{self}: reports outside its output space (+-B = +-{self.duchi.B:.6g}"
-                                 f"{f' or [-C, C] = [{-self.pm.C:.6g}, {self.pm.C:.6g}]' if self.alpha > 0 else ''}): "
-                                 f"{np.unique(r[bad])[:5].tolist()}")
+        if self.pm is None:
+            if not atom.all():
+                raise LocalPrivError(f"{self}: reports outside its output space (+-B = +-{self.duchi.B:.6g}): "
+                                     f"{np.unique(r[~atom])[:5].tolist()}")
+        elif not atom.all():
+            try:
+                self.pm.grid_index(r[~atom])
+            except LocalPrivError:
+                raise LocalPrivError(f"{self}: reports outside its output space (+-B = +-{self.duchi.B:.6g} "
+                                     f"or a point of the grid of step {self.pm.grid!r} in "
+                                     f"[{-self.pm.z_max:.6g}, {self.pm.z_max:.6g}])") from None
         return r
 
     def likelihood(self, reports: ArrayLike) -> np.ndarray:
         """``G[x, j]``: ``(1 - alpha) P_Duchi(z_j | t_x)`` at ``+-B``, ``alpha f_PM(z_j | t_x)`` elsewhere."""
         z = self.output_index(reports)
         check_dense_size(self.k, z.size, f"{self} likelihood of {z.size} reports")
-        t = signed_centres(self.k)[:, None]
-        p = self.duchi.p_plus(t)
+        M = self.duchi.channel()
         atom = (np.abs(z) == self.duchi.B)[None, :]
-        duchi = (1.0 - self.alpha) * np.where(z[None, :] > 0, p, 1.0 - p)
-        pm = self.alpha * self.pm.density(z[None, :], t)
+        duchi = (1.0 - self.alpha) * np.where(z[None, :] > 0, M[:, 1:2], M[:, 0:1])
+        if self.pm is None:
+            return duchi
+        pm = self.alpha * self.pm.pmf(z[None, :], np.arange(self.k)[:, None])
         return np.where(atom, duchi, pm)
 
     def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
@@ -126,18 +139,18 @@ class Hybrid(Mechanism):
         z = self.output_index(reports)
         counts = np.asarray(counts, dtype=float)
         atom = np.abs(z) == self.duchi.B
-        t = signed_centres(self.k)
-        left, right = self.pm.window(t)
+        pm = self.pm if self.pm is not None else Piecewise(self.k, self.eps)  # no reports of its own
+        left, right = pm.values(pm.starts()), pm.values(pm.starts() + pm.width - 1)
         return _HybridBlock(atom, self.likelihood(z[atom]),
-                            WindowBlock(z[~atom], left, right, self.pm.p_in, self.pm.p_out, counts[~atom],
+                            WindowBlock(z[~atom], left, right, pm.p_in, pm.p_out, counts[~atom],
                                         scale=self.alpha), counts)
 
     def epsilon_ldp(self) -> float:
-        """The larger of the parts' levels (module docstring), from the floats in use."""
-        import warnings
+        """The larger of the parts' computed levels (module docstring): the discrete Piecewise
+        level from its integers, Duchi's from its (exact, dyadic) channel."""
         levels = []
-        if self.alpha > 0:
-            levels.append(math.log(self.pm.p_in) - math.log(self.pm.p_out) if self.k >= 2 else 0.0)
+        if self.pm is not None:
+            levels.append(self.pm.epsilon_ldp())
         if self.alpha < 1:
             with warnings.catch_warnings():  # one warning, for the total, below
                 warnings.simplefilter("ignore", PrivacyWarning)
@@ -146,13 +159,19 @@ class Hybrid(Mechanism):
 
     # ---- the classic estimator ------------------------------------------------------------
     def unbiased(self, reports: ArrayLike) -> np.ndarray:
-        """Per-report unbiased estimates of ``t``: the reports themselves."""
-        return self.output_index(reports)
+        """Per-report unbiased estimates of ``t``: ``+-B`` as they are, a Piecewise report ``z`` as
+        ``z / (kappa gamma)`` (:meth:`Piecewise.unbiased`)."""
+        z = self.output_index(reports)
+        if self.pm is None:
+            return z
+        return np.where(np.abs(z) == self.duchi.B, z, z / self.pm.mean_factor)
 
     def report_variance(self, t: ArrayLike) -> np.ndarray:
-        """``alpha (Var_PM[z | t] + t^2) + (1 - alpha) B^2 - t^2`` (Wang et al. 2019, Lemma 4)."""
+        """``alpha (Var_PM[u | t] + t^2) + (1 - alpha) B^2 - t^2`` (Wang et al. 2019, Lemma 4), with
+        the discrete Piecewise part's variance (:meth:`Piecewise.report_variance`)."""
         t = np.asarray(t, dtype=float)
-        return self.alpha * (self.pm.report_variance(t) + t ** 2) + (1.0 - self.alpha) * self.duchi.B ** 2 - t ** 2
+        pm = self.pm.report_variance(t) + t ** 2 if self.pm is not None else 0.0
+        return self.alpha * pm + (1.0 - self.alpha) * self.duchi.B ** 2 - t ** 2
 
     def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
         """The unbiased mean of the reports with its normal interval, in the domain's units."""

@@ -619,6 +619,71 @@ def check_sampled_likelihood_ratios_within_level(ctx: CheckContext) -> None:
               f"above the computed level {level:.6g}")
 
 
+#: reports per extreme input drawn by :func:`check_released_bits_carry_no_input`
+FLOAT_SAFETY_DRAWS = 200_000
+
+
+def _bit_events(z: np.ndarray) -> np.ndarray:
+    """Event keys of float64 reports: sign, binade (exponent) and the low byte of the mantissa
+    (``256`` for the binade as a whole, ``257`` for "low byte non-zero" in it), one row per event
+    a report belongs to (three per report)."""
+    z = np.asarray(z, dtype=np.float64).reshape(-1)
+    bits = z.view(np.uint64)
+    sign = (bits >> np.uint64(63)).astype(np.int64)
+    expo = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    low = (bits & np.uint64(0xFF)).astype(np.int64)
+    head = (sign << 11 | expo) << 9
+    return np.concatenate([head | low, head | 256, head | np.where(low != 0, 257, 258)])
+
+
+def check_released_bits_carry_no_input(ctx: CheckContext) -> None:
+    """(real-valued reports) Events of the released bits obey the computed level.
+
+    ``FLOAT_SAFETY_DRAWS`` reports are drawn under each of the extreme inputs ``0`` and ``k - 1``
+    (fixed seed), and every event "sign, binade and low byte of the mantissa" (also "binade" and
+    "low byte non-zero in the binade") is counted under both: ``c_0``, ``c_1``. Under an
+    ``epsilon``-LDP release every event's probabilities satisfy ``p_1 >= e^-epsilon p_0``, so
+    given ``m = c_0 + c_1`` the count ``c_1`` is at least ``Binomial(m, 1 / (1 + e^epsilon))``
+    (stochastically); the check fails when ``P(Bin(m, pi) <= min(c_0, c_1)) < alpha / E``
+    (``E`` events seen, Bonferroni), in particular for an event seen ``m`` times under one input and
+    never under the other with ``(1 - pi)^m < alpha / E``.
+
+    Power: a grid release (values ``g n``, ``g`` a power of two) has the same low bits under
+    every input, so passes whatever its level; a float-computed release (``a(t) + b U`` in float64)
+    has input-dependent low bytes in every binade where ``ulp < g``. At ``2 x 10^5`` draws per
+    input and ``epsilon = 1`` (``pi = 0.27``), an event seen ``m >= 81`` times under one input and
+    never under the other fails at ``alpha = 10^-6`` with ``E <= 10^5``; at ``epsilon = 0.01``,
+    ``m >= 37``. The former float Piecewise, ``pm(k=5,eps=1.0)``, fails it with hundreds of such
+    events (``tests/test_conformance.py``).
+    """
+    from scipy import stats
+
+    level = ctx.level
+    if not np.isfinite(level) or ctx.k < 2:
+        return
+    rng = ctx.rng("float-safety")
+    n = FLOAT_SAFETY_DRAWS
+    ends = (0, ctx.k - 1)
+    keys = [_bit_events(ctx.mech.sample(np.full(n, x, dtype=np.int64), rng)) for x in ends]
+    allk, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    c0 = np.bincount(inv[:keys[0].size], minlength=allk.size)
+    c1 = np.bincount(inv[keys[0].size:], minlength=allk.size)
+    pi = 1.0 / (1.0 + math.exp(min(level, 700.0)))
+    m, low = c0 + c1, np.minimum(c0, c1)
+    p = stats.binom.cdf(low, m, pi)
+    bad = p < ctx.alpha / allk.size
+    if bad.any():
+        j = int(np.argmin(p))
+        key = int(allk[j])
+        what = {256: "the whole binade", 257: "low byte non-zero", 258: "low byte zero"}.get(key & 511,
+                                                                                            f"low byte {key & 255}")
+        _fail(ctx, "privacy", "check_released_bits_carry_no_input",
+              f"{int(bad.sum())} events of the released bits split the inputs {ends[0]} and {ends[1]} beyond "
+              f"the level {level:.6g}: e.g. sign {key >> 20}, exponent {(key >> 9) & 0x7FF} ({what}) seen "
+              f"{int(c0[j])} vs {int(c1[j])} times in {n} reports each (p = {p[j]:.2g}); reports computed in "
+              "floating point leak the input through their low bits (release them on a grid)")
+
+
 def check_epsilon_ldp_within_promise(ctx: CheckContext) -> None:
     """The computed LDP level is at most the promised ``eps_ldp`` (and equal to it when ``tight``)."""
     level, eps = ctx.level, ctx.eps_ldp
@@ -670,6 +735,7 @@ _TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] =
         (check_likelihood_block_matches_likelihood, "likelihood-block", ()),
         (check_epsilon_computed_from_channel, "privacy", ("enumerable",)),
         (check_sampled_likelihood_ratios_within_level, "privacy", ()),
+        (check_released_bits_carry_no_input, "privacy", ("numeric-output",)),
         (check_epsilon_ldp_within_promise, "privacy", ("promised-ldp",)),
         (check_epsilon_geo_within_promise, "privacy", ("promised-geo",)),
     ))
