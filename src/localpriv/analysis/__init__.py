@@ -145,7 +145,8 @@ def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
                     out[key] = (f"not computed (needs the {k} x {k} distance matrix, {k * k} entries, above the "
                                 f"analysis limit {PRIVACY_LIMIT})")
                 elif entries is not None and entries > PRIVACY_LIMIT:
-                    out[key] = f"not computed (the channel has {entries} entries, above the analysis limit {PRIVACY_LIMIT})"
+                    out[key] = (f"not computed (the channel has {entries} entries, above the analysis limit "
+                                f"{PRIVACY_LIMIT})")
                 elif metric and dom is not None:
                     out[key] = float(mech.epsilon_geo(dom.distance_matrix()))
                 else:

@@ -264,7 +264,8 @@ def level_budget() -> int:
     try:
         value = int(env)
     except ValueError:
-        raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be a whole number of entries, got {env[:40]!r}") from None
+        raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be a whole number of entries, "
+                             f"got {env[:40]!r}") from None
     if value < 1:
         raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be at least 1, got {env[:40]!r}")
     return value

@@ -6,7 +6,8 @@ never by a parameter: ``Mechanism.epsilon_ldp()`` (``max_z max_{x,x'} log(M[x,z]
 :mod:`localpriv.mechanisms.privacy`) and, when the policy caps it, ``Mechanism.epsilon_geo()`` on the
 domain's metric. Both are computed within a fixed budget of dense entries
 (:func:`~localpriv.mechanisms.base.ldp_level_within_budget`): a spec whose level would need more is
-refused in one line before any channel is built, so admission costs bounded time and memory. A level within ``1e-9`` (relative) of a bound counts as within it, so
+refused in one line before any channel is built, so admission costs bounded time and memory.
+A level within ``1e-9`` (relative) of a bound counts as within it, so
 ``krr(eps=2.0)``, computed 1.9999999999999996, meets ``max_eps = 2``.
 """
 from __future__ import annotations
