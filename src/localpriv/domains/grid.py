@@ -26,8 +26,8 @@ import numpy.typing as npt
 from localpriv.domains.base import Domain
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
-__all__ = ["GridDomain", "KM_PER_DEG_LAT", "MAX_CELLS", "max_grid_cells", "OUTSIDE_CHOICES", "emd_grid", "manhattan_grid",
-           "MANHATTAN_BOX"]
+__all__ = ["GridDomain", "KM_PER_DEG_LAT", "MAX_CELLS", "max_grid_cells", "OUTSIDE_CHOICES", "emd_grid",
+           "manhattan_grid", "MANHATTAN_BOX"]
 
 KM_PER_DEG_LAT = 110.574
 KM_PER_DEG_LON_EQUATOR = 111.320
