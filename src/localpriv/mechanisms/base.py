@@ -344,7 +344,7 @@ def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str) -> Non
     cap = spec_size_cap()
     for key in _SIZE_PARAMETERS:
         v = params.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and v > cap:
+        if isinstance(v, int) and not isinstance(v, bool) and cap < v < 2 ** 63:  # wider: "must fit in 64 bits"
             raise LocalPrivError(f"spec {short_spec(spec)}: {key}={v} is above the cap of {cap} "
                                  "(environment variable LOCALPRIV_MAX_SPEC_SIZE)")
     rows, cols = params.get("nrows"), params.get("ncols")
