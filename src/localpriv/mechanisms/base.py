@@ -331,8 +331,8 @@ def _check_param_types(cls: type[Mechanism], params: dict[str, Any], spec: str) 
     sig = inspect.signature(cls.__init__)
     for key, value in params.items():
         p = sig.parameters.get(key)
-        if p is None or not isinstance(value, str):
-            continue
+        if p is None or not isinstance(value, str) or value.strip().lower().lstrip("+-") in ("inf", "nan", "infinity"):
+            continue  # not a string here; inf/nan get the constructor's own message
         ann = str(p.annotation)
         if any(t in ann for t in ("str", "Any", "object", "Path", "empty")) or ann == "":
             continue
