@@ -17,7 +17,9 @@ from localpriv.analysis.bounds import geometric_inv_lower_bound, inv_matrix, krr
 from localpriv.analysis.concavity import identifiable
 from localpriv.analysis.consistency import dominance
 from localpriv.domains import Domain, IntegerDomain
+from localpriv.likelihood.blocks import dense_cap_override
 from localpriv.mechanisms import KRR, Mechanism
+from localpriv.mechanisms.base import ldp_level_within_budget
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.utils.validation import PrivacyWarning
 
@@ -123,8 +125,8 @@ def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
     key = "epsilon_ldp (from channel)"
     own_eps = type(mech).epsilon_ldp is not Mechanism.epsilon_ldp  # exact, structure-aware
     if own_eps or (entries is not None and entries <= PRIVACY_LIMIT):
-        try:
-            out[key] = float(mech.epsilon_ldp())
+        try:  # bounded: a level needing a dense matrix above the limit is refused before it is built
+            out[key] = ldp_level_within_budget(mech, PRIVACY_LIMIT)
         except Exception as exc:  # noqa: BLE001 - e.g. unbounded outputs without an exact method
             out[key] = f"not computed ({_why(exc)})"
     elif entries is None:
@@ -136,17 +138,19 @@ def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
         key = "epsilon_geo (from channel)"
         structural = mech.spec_name == "geometric" and (dom is None or type(dom) is IntegerDomain)
         try:
-            if structural:  # |x - x'| in index units: the mechanism's own (closed-form) computation
-                out[key] = float(mech.epsilon_geo())
-            elif k * k > PRIVACY_LIMIT:
-                out[key] = (f"not computed (needs the {k} x {k} distance matrix, {k * k} entries, above the "
-                            f"analysis limit {PRIVACY_LIMIT})")
-            elif entries is not None and entries > PRIVACY_LIMIT:
-                out[key] = f"not computed (the channel has {entries} entries, above the analysis limit {PRIVACY_LIMIT})"
-            elif metric and dom is not None:
-                out[key] = float(mech.epsilon_geo(dom.distance_matrix()))
-            else:
-                out[key] = float(mech.epsilon_geo())
+            with dense_cap_override(PRIVACY_LIMIT):  # no distance matrix or channel above the limit
+                if structural:  # |x - x'| in index units: the mechanism's own (closed-form) computation
+                    out[key] = float(mech.epsilon_geo())
+                elif k * k > PRIVACY_LIMIT:
+                    out[key] = (f"not computed (needs the {k} x {k} distance matrix, {k * k} entries, above the "
+                                f"analysis limit {PRIVACY_LIMIT})")
+                elif entries is not None and entries > PRIVACY_LIMIT:
+                    out[key] = (f"not computed (the channel has {entries} entries, above the analysis limit "
+                                f"{PRIVACY_LIMIT})")
+                elif metric and dom is not None:
+                    out[key] = float(mech.epsilon_geo(dom.distance_matrix()))
+                else:
+                    out[key] = float(mech.epsilon_geo())
         except Exception as exc:  # noqa: BLE001
             out[key] = f"not computed ({_why(exc)})"
 

@@ -32,6 +32,7 @@ from localpriv.estimators.em import em
 from localpriv.estimators.ibu import ibu
 from localpriv.likelihood.blocks import DenseBlock
 from localpriv.mechanisms import Mechanism, parse
+from localpriv.mechanisms.base import ldp_level_within_budget
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.utils.validation import check_distribution, check_rng
@@ -71,7 +72,7 @@ def dominance(mech, domain=None, max_dense: int = 16_000_000) -> dict:
     own_eps = type(mech).epsilon_ldp is not Mechanism.epsilon_ldp
     if own_eps and space is not None:
         try:
-            eps = float(mech.epsilon_ldp())
+            eps = ldp_level_within_budget(mech)
         except Exception:  # noqa: BLE001 - fall through to the dense check
             eps = None
         if eps is not None and np.isfinite(eps):

@@ -746,6 +746,12 @@ def open_source(path: str, constants: Mapping[str, str] | None = None) -> Source
                              f"{', '.join(sorted(missing))} (columns: {', '.join(names) or 'none'})")
     if kind == "counts" and "count" not in cols:
         raise LocalPrivError(f"{path} is marked as counts but has no count column")
+    if kind == "reports" and "count" in cols:  # never read as reports with the counts ignored
+        raise LocalPrivError(f"{path} is marked as reports (one row per report) but has a count column; mark it "
+                             f"kind=counts if each row counts reports, or drop the column")
+    twice = sorted({c for c in names if names.count(c) > 1 and c in ("mechanism", "report", "count")})
+    if twice:
+        raise LocalPrivError(f"{path} has the column {twice[0]} more than once: which one is meant is unclear")
     return Source(path, ftype, kind, version, constants, lines, attribute=attribute, declared_specs=declared)
 
 

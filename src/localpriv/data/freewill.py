@@ -110,6 +110,8 @@ MAX_SPEC_CHARS = 1_000
 MAX_MECHANISMS = 10_000
 #: Largest policy file read (bytes).
 MAX_POLICY_BYTES = 1 << 20
+#: Deepest nesting of arrays/tables a policy file may have (a policy needs 3)
+MAX_POLICY_DEPTH = 32
 #: The version of the policy file format (the ``version`` key; optional).
 POLICY_VERSION = 1
 _POLICY_KEYS = ("version", "column", "specs", "default")
@@ -255,6 +257,10 @@ def load_policy(path: str | Path) -> Policy:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise LocalPrivError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    depth = _nesting_depth(text)
+    if depth > MAX_POLICY_DEPTH:
+        raise LocalPrivError(f"{path}: nested more than {MAX_POLICY_DEPTH} levels deep (a policy file nests at most "
+                             f"{MAX_POLICY_DEPTH})")
     try:
         if suffix == ".toml":
             import tomllib
@@ -263,10 +269,39 @@ def load_policy(path: str | Path) -> Policy:
             data = json.loads(text, object_pairs_hook=_unique_keys(path))
     except LocalPrivError:
         raise
+    except RecursionError:
+        raise LocalPrivError(f"{path}: nested too deeply to read (at most {MAX_POLICY_DEPTH} levels)") from None
     except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError
         msg = " ".join(str(exc).split())
         raise LocalPrivError(f"cannot read policy file {path}: {msg[:200]}") from None
     return Policy.from_dict(data, str(path))
+
+
+def _nesting_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` outside quoted strings (JSON and TOML), in one pass, so that a
+    deeply nested file is refused before a recursive parser sees it."""
+    depth = deepest = 0
+    quote = ""
+    escaped = False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote == '"':
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_POLICY_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def _unique_keys(path: Path) -> Callable[[list], dict]:

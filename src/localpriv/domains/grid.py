@@ -16,6 +16,7 @@ the cell boundaries in degrees (what maps, CSV outputs and GeoJSON use).
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass
 
@@ -25,12 +26,12 @@ import numpy.typing as npt
 from localpriv.domains.base import Domain
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
-__all__ = ["GridDomain", "KM_PER_DEG_LAT", "MAX_CELLS", "OUTSIDE_CHOICES", "emd_grid", "manhattan_grid",
-           "MANHATTAN_BOX"]
+__all__ = ["GridDomain", "KM_PER_DEG_LAT", "MAX_CELLS", "max_grid_cells", "OUTSIDE_CHOICES", "emd_grid",
+           "manhattan_grid", "MANHATTAN_BOX"]
 
 KM_PER_DEG_LAT = 110.574
 KM_PER_DEG_LON_EQUATOR = 111.320
-#: The most cells a grid built from a bounding box may have (a larger count is nearly always cells
+#: The most cells a grid may have (``LOCALPRIV_MAX_GRID_CELLS`` overrides it) (a larger count is nearly always cells
 #: given in metres instead of km; the channels and estimators of such grids do not fit in memory).
 MAX_CELLS = 1_000_000
 #: What to do with points outside a grid: refuse them, drop them (counted), or move them to the
@@ -39,6 +40,20 @@ OUTSIDE_CHOICES = ("error", "drop", "clamp")
 #: ``bbox`` warns when the equirectangular projection about the grid's mid-latitude stretches or
 #: shrinks east-west distances by more than this fraction somewhere in the grid.
 DISTORTION_WARN = 0.02
+
+
+def max_grid_cells() -> int:
+    """The most cells any grid may have: ``LOCALPRIV_MAX_GRID_CELLS`` if set, else :data:`MAX_CELLS`."""
+    env = os.environ.get("LOCALPRIV_MAX_GRID_CELLS", "").strip()
+    if not env:
+        return MAX_CELLS
+    try:
+        value = int(env)
+    except ValueError:
+        raise LocalPrivError(f"LOCALPRIV_MAX_GRID_CELLS must be a whole number of cells, got {env[:40]!r}") from None
+    if value < 1:
+        raise LocalPrivError(f"LOCALPRIV_MAX_GRID_CELLS must be at least 1, got {env[:40]!r}")
+    return value
 
 
 def _whole_cells(extent_km: float, cell_km: float) -> int:
@@ -62,14 +77,26 @@ class GridDomain(Domain):
         if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
                    and np.isfinite(v) for v in vals):
             raise LocalPrivError(f"grid: lat0, lon0 and cell_km must be finite numbers, got {vals}")
-        if not (-90.0 <= self.lat0 <= 90.0 and -180.0 <= self.lon0 <= 360.0):
-            raise LocalPrivError(f"grid: lat0={self.lat0}, lon0={self.lon0} is not a position on Earth")
+        if not -90.0 <= self.lat0 <= 90.0:
+            raise LocalPrivError(f"grid: lat0={self.lat0} is not a latitude (-90 to 90)")
+        if not -180.0 <= self.lon0 <= 180.0:
+            raise LocalPrivError(f"grid: lon0={self.lon0} is not a longitude (-180 to 180)")
         for name in ("nrows", "ncols"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise LocalPrivError(f"grid: {name} must be a whole number >= 1, got {v!r}")
         if self.cell_km <= 0:
             raise LocalPrivError(f"grid: cell_km must be > 0, got {self.cell_km}")
+        cap = max_grid_cells()
+        cells = int(self.nrows) * int(self.ncols)
+        if cells > cap:
+            raise LocalPrivError(f"grid: {self.nrows} x {self.ncols} = {cells:,} cells is above the limit of {cap:,} "
+                                 "(use larger cells, or raise it with the environment variable "
+                                 "LOCALPRIV_MAX_GRID_CELLS)")
+        top = self.lat0 + int(self.nrows) * self.cell_km / KM_PER_DEG_LAT
+        if top > 90.0 + 1e-9:
+            raise LocalPrivError(f"grid: {self.nrows} rows of {self.cell_km:g} km from lat {self.lat0:g} reach lat "
+                                 f"{top:.4f}, beyond the north pole; use fewer rows or smaller cells")
 
     @classmethod
     def from_box(cls, lat_min: float, lat_max: float, lon_min: float, lon_max: float,
@@ -86,7 +113,7 @@ class GridDomain(Domain):
 
     @classmethod
     def covering(cls, lat0: float, lon0: float, lat1: float, lon1: float, cell_km: float,
-                 max_cells: int = MAX_CELLS) -> GridDomain:
+                 max_cells: int | None = None) -> GridDomain:
         """The grid of ``bbox(lat0,lon0,lat1,lon1,cell_km)``: the box from the south-west corner
         (lat0, lon0) to the north-east corner (lat1, lon1), cut into square cells of ``cell_km``.
 
@@ -125,6 +152,8 @@ class GridDomain(Domain):
                                  f"meridian are not supported), got {lon0:g} >= {lon1:g}")
         if not cell_km > 0:
             raise LocalPrivError(f"{given}: cell_km must be > 0 (the side of a cell in km), got {cell_km:g}")
+        if max_cells is None:
+            max_cells = max_grid_cells()
         height = (lat1 - lat0) * KM_PER_DEG_LAT
         nrows = _whole_cells(height, cell_km)
         if nrows > max_cells:

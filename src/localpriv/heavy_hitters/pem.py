@@ -121,6 +121,11 @@ METHODS = ("pem", "treehist")
 CHUNK_PAIRS = 1 << 21
 #: at most this many candidates in the first round (``2^(start_bits + bits_per_round)``)
 MAX_FIRST_CANDIDATES = 1 << 20
+#: the most heavy hitters one call may ask for (``k``, and ``keep``/``max_nodes``): a fixed cap
+MAX_K = 100_000
+#: at most this many candidates scored in one round (``kept x 2^bits_per_round``), checked before
+#: they are built
+MAX_ROUND_CANDIDATES = 1 << 24
 #: longest encoded string, in bits
 MAX_BITS = 1024
 #: users encoded at once
@@ -665,6 +670,13 @@ def _identify(reports: PEMReports, k: int, method: str, *, keep: int | None, thr
               level: float = 0.95, progress=None, chunk_pairs: int = CHUNK_PAIRS) -> HeavyHitters:
     k = check_int(k, "k", minimum=1)
     keep = k if keep is None else keep
+    n_users = len(reports)
+    if k > min(n_users, MAX_K):
+        raise LocalPrivError(f"k={k} heavy hitters asked of {n_users} users: k can be at most the number of users "
+                             f"and at most {MAX_K:,}")
+    if keep > MAX_K * 4:
+        raise LocalPrivError(f"{'max_nodes' if threshold is not None else 'keep'}={keep} prefixes kept per round is "
+                             f"above the limit of {MAX_K * 4:,}")
     if not 0.0 < float(level) < 1.0:
         raise LocalPrivError(f"level must be strictly between 0 and 1, got {level!r}")
     plan, enc = reports.plan, reports.plan.encoding
@@ -682,6 +694,10 @@ def _identify(reports: PEMReports, k: int, method: str, *, keep: int | None, thr
         t0 = time.perf_counter()
         bits = plan.prefix_bits(j)
         ext = bits - prev_bits
+        if cands.shape[0] * 2 ** ext > MAX_ROUND_CANDIDATES:
+            raise LocalPrivError(f"round {j + 1} would score {cands.shape[0]:,} x 2^{ext} candidates, above the limit "
+                                 f"of {MAX_ROUND_CANDIDATES:,}; keep fewer prefixes (k, keep) or use fewer "
+                                 "bits_per_round")
         raw = np.repeat(cands, 2 ** ext, axis=0)
         _set_bits(raw, prev_bits, ext, np.tile(np.arange(2 ** ext, dtype=np.uint64), cands.shape[0]))
         ok = _valid(raw, bits, enc)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import os
 import re
 import warnings
 from abc import ABC, abstractmethod
@@ -45,6 +46,12 @@ __all__ = [
     "LargeEpsilonWarning",
     "LARGE_LDP_EPS",
     "k_from_bounds",
+    "ldp_level_within_budget",
+    "geo_level_within_budget",
+    "level_budget",
+    "spec_size_cap",
+    "MAX_SPEC_SIZE",
+    "LEVEL_MAX_ENTRIES",
 ]
 
 
@@ -201,14 +208,18 @@ def parse(spec: str | Mechanism, domain: Domain | None = None, *, trusted: bool 
                 raise LocalPrivError(f"spec {short_spec(spec)} names a file ({key}=...): specs read from "
                                      "files cannot open files; give such a mechanism on the command line")
             params[key] = _parse_value(val)
+        _check_param_types(cls, params, spec)
+        _check_sizes(cls, params, spec)
         try:
             mech = cls.from_params(params, domain)
         except LocalPrivError:
             raise
         except (TypeError, ValueError, ArithmeticError) as exc:  # a parameter of the wrong type
             raise LocalPrivError(f"cannot build {short_spec(spec)}: {exc}") from None
+        _check_output_space(mech)
         if domain is None or mech.k == domain.size:
-            _warn_if_large(mech)
+            # from a file, a spec whose level would cost more than the budget is refused
+            _warn_if_large(mech, None if trusted else ldp_level_within_budget(mech))
     if domain is not None and mech.k != domain.size:
         raise LocalPrivError(f"mechanism {mech} has {mech.k} inputs but the domain has {domain.size} elements")
     return mech
@@ -223,6 +234,9 @@ LARGE_LDP_EPS = 10.0
 #: The parse-time check computes the level only when it needs no dense matrix above this many
 #: entries (32 MiB); structured mechanisms compute it in O(1) whatever ``k``.
 PARSE_CHECK_MAX_ENTRIES = 4_000_000
+#: Dense entries the level computation of one spec may build when a spec is admitted (service
+#: policy, specs read from files, ``localpriv mechanism``/``analyze``): 16 MiB of float64.
+LEVEL_MAX_ENTRIES = 2_000_000
 
 
 class LargeEpsilonWarning(PrivacyWarning):
@@ -241,12 +255,126 @@ def ldp_level_if_cheap(mech: Mechanism) -> float | None:
         return None
 
 
-def _warn_if_large(mech: Mechanism) -> None:
+def level_budget() -> int:
+    """Dense entries the computation of one spec's LDP level may build: ``LOCALPRIV_MAX_LEVEL_ENTRIES``
+    if set, else :data:`LEVEL_MAX_ENTRIES`."""
+    env = os.environ.get("LOCALPRIV_MAX_LEVEL_ENTRIES", "").strip()
+    if not env:
+        return LEVEL_MAX_ENTRIES
+    try:
+        value = int(env)
+    except ValueError:
+        raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be a whole number of entries, "
+                             f"got {env[:40]!r}") from None
+    if value < 1:
+        raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be at least 1, got {env[:40]!r}")
+    return value
+
+
+def ldp_level_within_budget(mech: Mechanism, entries: int | None = None) -> float:
+    """``mech.epsilon_ldp()`` computed with no dense matrix above ``entries`` entries (default
+    :func:`level_budget`); a mechanism whose level would need more is refused with a one-line
+    :class:`LocalPrivError` before any such matrix is allocated.
+
+    Every structured family computes its level in closed form or in ``O(k)`` from its structure
+    (no dense channel), so the budget binds only on mechanisms given by a dense channel (``matrix``,
+    ``shokri``, the planar ones, ``exponential`` off the integers).
+    """
+    budget = level_budget() if entries is None else int(entries)
+    try:
+        with dense_cap_override(budget):
+            return float(mech.epsilon_ldp())
+    except LocalPrivError as exc:
+        if "limit is" not in str(exc):
+            raise
+        raise LocalPrivError(f"{short_spec(str(mech))}: computing its LDP level needs a dense matrix above the "
+                             f"budget of {budget} entries (environment variable LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
+    except MemoryError:
+        raise LocalPrivError(f"{short_spec(str(mech))}: out of memory computing its LDP level (budget "
+                             f"{budget} entries, LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
+
+
+def geo_level_within_budget(mech: Mechanism, entries: int | None = None) -> float:
+    """``mech.epsilon_geo()`` under the same budget as :func:`ldp_level_within_budget`."""
+    budget = level_budget() if entries is None else int(entries)
+    try:
+        with dense_cap_override(budget):
+            return float(mech.epsilon_geo())
+    except LocalPrivError as exc:
+        if "limit is" not in str(exc):
+            raise
+        raise LocalPrivError(f"{short_spec(str(mech))}: computing its geo level needs a dense matrix above the "
+                             f"budget of {budget} entries (environment variable LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
+    except MemoryError:
+        raise LocalPrivError(f"{short_spec(str(mech))}: out of memory computing its geo level (budget "
+                             f"{budget} entries, LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
+
+
+#: Largest ``k`` (inputs) and finite output space a spec may ask for; ``LOCALPRIV_MAX_SPEC_SIZE``
+#: overrides it.
+MAX_SPEC_SIZE = 1_000_000_000
+#: Parameters that size a mechanism's input or output space.
+_SIZE_PARAMETERS = ("k", "nrows", "ncols", "m", "d", "h", "cohorts", "blocks", "buckets", "omega", "cells")
+
+
+def spec_size_cap() -> int:
+    """The cap on a spec's input and output spaces: ``LOCALPRIV_MAX_SPEC_SIZE`` or :data:`MAX_SPEC_SIZE`."""
+    env = os.environ.get("LOCALPRIV_MAX_SPEC_SIZE", "").strip()
+    try:
+        return int(env) if env else MAX_SPEC_SIZE
+    except ValueError:
+        raise LocalPrivError(f"LOCALPRIV_MAX_SPEC_SIZE must be a whole number, got {env[:40]!r}") from None
+
+
+def _check_param_types(cls: type[Mechanism], params: dict[str, Any], spec: str) -> None:
+    """Strings where the constructor expects numbers are refused (``krr(eps='2')``)."""
+    sig = inspect.signature(cls.__init__)
+    for key, value in params.items():
+        p = sig.parameters.get(key)
+        if p is None or not isinstance(value, str) or value.strip().lower().lstrip("+-") in ("inf", "nan", "infinity"):
+            continue  # not a string here; inf/nan get the constructor's own message
+        ann = str(p.annotation)
+        if any(t in ann for t in ("str", "Any", "object", "Path", "empty")) or ann == "":
+            continue
+        raise LocalPrivError(f"spec {short_spec(spec)}: {key} must be a number, got the string {value[:40]!r}")
+
+
+def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str) -> None:
+    """Sizes asked for by the spec's parameters are bounded before anything is built."""
+    cap = spec_size_cap()
+    for key in _SIZE_PARAMETERS:
+        v = params.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and cap < v < 2 ** 63:  # wider: "must fit in 64 bits"
+            raise LocalPrivError(f"spec {short_spec(spec)}: {key}={v} is above the cap of {cap} "
+                                 "(environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+    rows, cols = params.get("nrows"), params.get("ncols")
+    if isinstance(rows, int) and isinstance(cols, int) and rows * cols > cap:
+        raise LocalPrivError(f"spec {short_spec(spec)}: nrows x ncols = {rows * cols} cells is above the cap of "
+                             f"{cap} (environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+    lo, hi = params.get("lo"), params.get("hi")
+    if (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and not isinstance(hi, bool)
+            and hi - lo + 1 > cap):
+        raise LocalPrivError(f"spec {short_spec(spec)}: lo..hi spans {hi - lo + 1} outputs, above the cap of {cap} "
+                             "(environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+
+
+def _check_output_space(mech: Mechanism) -> None:
+    """``k`` and a finite ``n_outputs`` at most :func:`spec_size_cap`."""
+    cap = spec_size_cap()
+    n = mech.n_outputs
+    for what, size in (("inputs (k)", mech.k), ("outputs", n)):
+        if size is not None and size > cap:
+            raise LocalPrivError(f"{short_spec(str(mech))}: {size} {what} is above the cap of {cap} "
+                                 "(environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+
+
+def _warn_if_large(mech: Mechanism, level: float | None = None) -> None:
     """One :class:`LargeEpsilonWarning` line when ``mech``'s computed LDP level exceeds 10.
 
     Levels that are ``inf`` or overflow ``e^eps`` already came with the computation's own
     :class:`PrivacyWarning` (:func:`localpriv.mechanisms.privacy.checked_epsilon`): not repeated."""
-    level = ldp_level_if_cheap(mech)
+    if level is None:
+        level = ldp_level_if_cheap(mech)
     if level is None or not LARGE_LDP_EPS < level <= LOG_FLOAT_MAX:
         return
     ratio = math.exp(level)

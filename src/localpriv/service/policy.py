@@ -4,7 +4,10 @@ Every submitted spec is parsed as untrusted data (``parse(spec, domain, trusted=
 naming files, ``matrix(file=...)``, are refused) and judged by its **computed** privacy level,
 never by a parameter: ``Mechanism.epsilon_ldp()`` (``max_z max_{x,x'} log(M[x,z] / M[x',z])``,
 :mod:`localpriv.mechanisms.privacy`) and, when the policy caps it, ``Mechanism.epsilon_geo()`` on the
-domain's metric. A level within ``1e-9`` (relative) of a bound counts as within it, so
+domain's metric. Both are computed within a fixed budget of dense entries
+(:func:`~localpriv.mechanisms.base.ldp_level_within_budget`): a spec whose level would need more is
+refused in one line before any channel is built, so admission costs bounded time and memory.
+A level within ``1e-9`` (relative) of a bound counts as within it, so
 ``krr(eps=2.0)``, computed 1.9999999999999996, meets ``max_eps = 2``.
 """
 from __future__ import annotations
@@ -15,7 +18,13 @@ import warnings
 from dataclasses import dataclass, field
 
 from localpriv.mechanisms import parse
-from localpriv.mechanisms.base import SPEC_RE, registered, short_spec
+from localpriv.mechanisms.base import (
+    SPEC_RE,
+    geo_level_within_budget,
+    ldp_level_within_budget,
+    registered,
+    short_spec,
+)
 from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Policy"]
@@ -97,9 +106,10 @@ class Policy:
         if levels is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                try:
-                    eps = float(mech.epsilon_ldp()) if (self.max_eps is not None or self.min_eps > 0) else None
-                    geo = float(mech.epsilon_geo()) if self.max_eps_geo is not None else None
+                try:  # bounded: a level that would need more than the budget is refused, never computed
+                    eps = (ldp_level_within_budget(mech) if (self.max_eps is not None or self.min_eps > 0)
+                           else None)
+                    geo = geo_level_within_budget(mech) if self.max_eps_geo is not None else None
                 except LocalPrivError as exc:
                     raise LocalPrivError(f"{key}: its privacy level cannot be computed here: {exc}") from None
             levels = (eps, geo)
