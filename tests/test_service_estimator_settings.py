@@ -19,7 +19,7 @@ ADMIN = "test-admin-token-0123456789"
 
 @pytest.fixture
 def served(tmp_path):
-    collector = Collector(open_store(str(tmp_path / "c.sqlite")), ADMIN)
+    collector = Collector(open_store(str(tmp_path / "c.sqlite")), ADMIN, estimate_wait=300)
     tc = TestClient(create_app(collector))
     info = tc.post("/v1/collections", headers={"Authorization": f"Bearer {ADMIN}"},
                    json={"name": "ages", "domain": "0..9", "policy": {"mechanisms": ["krr"], "max_eps": 2.0}}).json()

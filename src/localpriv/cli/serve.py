@@ -15,6 +15,12 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
           host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: loopback only)"),
           port: int = typer.Option(8000, "--port", help="TCP port"),
           max_body: int = typer.Option(8 << 20, "--max-body", help="bytes: larger request bodies are refused (413)"),
+          estimate_wait: float = typer.Option(2.0, "--estimate-wait",
+                                              help="seconds an estimate request waits before answering 202 "
+                                                   "with a job to poll"),
+          job_workers: int = typer.Option(2, "--job-workers", help="estimates computed at once (processes)"),
+          job_cpu_seconds: float = typer.Option(300.0, "--job-cpu-seconds", help="CPU-time bound of one estimate"),
+          grace: float = typer.Option(10.0, "--grace", help="seconds requests in flight get on SIGTERM"),
           admin_token_file: Path | None = typer.Option(
               None, "--admin-token-file", help="file holding the admin token (default: $LOCALPRIV_ADMIN_TOKEN, "
                                                "else a new token printed once)")) -> None:
@@ -23,4 +29,5 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
     token = None
     if admin_token_file is not None:
         token = admin_token_file.read_text(encoding="utf-8").strip()
-    run_service(db, host, port, token, max_body)
+    run_service(db, host, port, token, max_body, estimate_wait=estimate_wait, job_workers=job_workers,
+                job_cpu_seconds=job_cpu_seconds, grace=grace)
