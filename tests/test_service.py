@@ -59,7 +59,7 @@ def db_url(request, tmp_path):
 
 def _service(db_url, max_body=1 << 20):
     store = open_store(db_url)
-    collector = Collector(store, ADMIN)
+    collector = Collector(store, ADMIN, estimate_wait=300)  # these tests want answers, not jobs
     return TestClient(create_app(collector, max_body)), collector
 
 

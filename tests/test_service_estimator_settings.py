@@ -19,7 +19,7 @@ ADMIN = "test-admin-token-0123456789"
 
 @pytest.fixture
 def served(tmp_path):
-    collector = Collector(open_store(str(tmp_path / "c.sqlite")), ADMIN)
+    collector = Collector(open_store(str(tmp_path / "c.sqlite")), ADMIN, estimate_wait=300)
     tc = TestClient(create_app(collector))
     info = tc.post("/v1/collections", headers={"Authorization": f"Bearer {ADMIN}"},
                    json={"name": "ages", "domain": "0..9", "policy": {"mechanisms": ["krr"], "max_eps": 2.0}}).json()
@@ -56,7 +56,7 @@ def test_settings_from_the_query_reach_the_estimator(served):
     ("estimator=ibu&stop=often", "ibu: stop: unknown stopping rule 'often'; choose one of gap, loglik, max_abs"),
     ("estimator=ibu&theta0=0.1", "ibu: theta0 (a probability vector over the domain (array-like of numbers)) "
                                  "cannot be given as text"),
-    ("estimator=ibu&delta=1e-9&delta=1e-8", "the setting delta is given twice in the query"),
+    ("estimator=ibu&delta=1e-9&delta=1e-8", "the query parameter delta is given twice"),
     ("strength=-1", "ems: strength must be a finite number >= 0 or None, got -1.0"),
 ])
 def test_bad_settings_are_refused_in_one_line(served, query, message):

@@ -25,6 +25,12 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
                                               help="connections at once; above it 503"),
           max_header_bytes: int = typer.Option(16 << 10, "--max-header-bytes", min=1024,
                                                help="bytes of a request's headers; above it 400"),
+          estimate_wait: float = typer.Option(2.0, "--estimate-wait",
+                                              help="seconds an estimate request waits before answering 202 "
+                                                   "with a job to poll"),
+          job_workers: int = typer.Option(2, "--job-workers", help="estimates computed at once (processes)"),
+          job_cpu_seconds: float = typer.Option(300.0, "--job-cpu-seconds", help="CPU-time bound of one estimate"),
+          grace: float = typer.Option(10.0, "--grace", help="seconds requests in flight get on SIGTERM"),
           admin_token_file: Path | None = typer.Option(
               None, "--admin-token-file", help="file holding the admin token (default: $LOCALPRIV_ADMIN_TOKEN, "
                                                "else a new token printed once)")) -> None:
@@ -33,5 +39,6 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
     token = None
     if admin_token_file is not None:
         token = admin_token_file.read_text(encoding="utf-8").strip()
-    run_service(db, host, port, token, max_body, limits=ServerLimits(header_timeout, body_timeout, keep_alive,
-                                                                      max_connections, max_header_bytes))
+    run_service(db, host, port, token, max_body,
+                limits=ServerLimits(header_timeout, body_timeout, keep_alive, max_connections, max_header_bytes),
+                estimate_wait=estimate_wait, job_workers=job_workers, job_cpu_seconds=job_cpu_seconds, grace=grace)

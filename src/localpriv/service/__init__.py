@@ -18,6 +18,7 @@ import sys
 
 from localpriv.service.app import DEFAULT_MAX_BODY, ServerLimits, create_app, server_config
 from localpriv.service.core import Collector
+from localpriv.service.jobs import JobPool
 from localpriv.service.storage import open_store
 from localpriv.utils.validation import LocalPrivError
 
@@ -28,8 +29,10 @@ DEFAULT_DB = "localpriv-collector.sqlite"
 
 
 def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None,
-          max_body: int | None = None, pool: int = 4, limits: ServerLimits | None = None) -> None:
-    """Run the collector until interrupted (uvicorn; one process).
+          max_body: int | None = None, pool: int = 4, limits: ServerLimits | None = None, *,
+          estimate_wait: float = 2.0, job_workers: int = 2, job_cpu_seconds: float = 300.0,
+          job_memory_mb: int | None = 4096, refresh_delay: float | None = 1.0, grace: float = 10.0) -> None:
+    """Run the collector until interrupted (uvicorn; one process, estimates in child processes).
 
     Parameters
     ----------
@@ -45,6 +48,15 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
     limits : ServerLimits, optional
         Header and body deadlines, keep-alive, connection and head-size caps (defaults:
         :class:`~localpriv.service.app.ServerLimits`, ``docs/service.md``).
+    estimate_wait : float
+        Seconds an estimate request waits for its computation before answering 202 with a job.
+    job_workers, job_cpu_seconds, job_memory_mb
+        Estimates computed at once (child processes), and each one's CPU-time and memory bound.
+    refresh_delay : float or None
+        Seconds of quiet after ingest before the default estimate is recomputed (``None``: never).
+    grace : float
+        On SIGTERM or SIGINT: jobs are cancelled at once, requests in flight (an ingest commits or
+        is refused whole) get up to ``grace`` seconds, then the process exits.
     """
     import uvicorn
 
@@ -53,17 +65,30 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
         token = secrets.token_urlsafe(32)
         sys.stderr.write(f"admin token (shown once; set LOCALPRIV_ADMIN_TOKEN to choose it): {token}\n")
     store = open_store(db, pool=pool)
-    collector = Collector(store, token)
     lim = limits or ServerLimits()
+    jobs = JobPool(workers=job_workers, cpu_seconds=job_cpu_seconds,
+                   memory_bytes=None if job_memory_mb is None else int(job_memory_mb) << 20)
+    collector = Collector(store, token, jobs=jobs, estimate_wait=estimate_wait, refresh_delay=refresh_delay)
     app = create_app(collector, max_body or DEFAULT_MAX_BODY, lim.body_timeout)
     where = "PostgreSQL" if store.pg else f"SQLite {store.path}"
     sys.stderr.write(f"localpriv collector on http://{host}:{port} ({where}, schema version "
                      f"{store.schema_version()}); OpenAPI at /docs\n")
     sys.stderr.flush()
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # SIGTERM/SIGINT: cancel the jobs now, then uvicorn's shutdown
+            jobs.cancel_all()
+            super().handle_exit(sig, frame)
+
+    config = server_config(app, host, int(port), lim)  # no access log: dashboard URLs carry a token
+    config.timeout_graceful_shutdown = max(1, round(grace))
     try:
-        uvicorn.Server(server_config(app, host, int(port), lim)).run()
+        Server(config).run()
     finally:
+        collector.close()
         store.close()
+        sys.stderr.write("localpriv collector stopped\n")
+        sys.stderr.flush()
 
 
 def free_port() -> int:
@@ -74,11 +99,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
+def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0, args: tuple[str, ...] = ()):
     """Start ``localpriv serve`` in a child process on loopback and wait until ``/healthz``
     answers (tests, the load test, supervisors). Returns the :class:`subprocess.Popen`; the
-    server's stderr is appended to ``log``. Raises :class:`~localpriv.LocalPrivError` (one line,
-    the end of the log) if it exits or does not answer within ``timeout`` seconds."""
+    server's stderr is appended to ``log``; ``args`` are more options of ``localpriv serve``.
+    Raises :class:`~localpriv.LocalPrivError` (one line, the end of the log) if it exits or does
+    not answer within ``timeout`` seconds."""
     import subprocess
     import time
 
@@ -87,7 +113,7 @@ def launch(db: str, port: int, log, admin_token: str, timeout: float = 60.0):
     env = {**os.environ, "LOCALPRIV_ADMIN_TOKEN": admin_token, "OPENBLAS_NUM_THREADS": "1"}
     with open(log, "ab") as err:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen([sys.executable, "-m", "localpriv.cli.main", "serve", "--db", db, "--host", "127.0.0.1",
-                                 "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=err)
+                                 "--port", str(port), *args], env=env, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

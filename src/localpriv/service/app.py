@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from localpriv.service.core import NAME, Collector, printable, read_json
+from localpriv.service.jobs import Job, JobFailed, JobsBusy
 from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["create_app", "server_config", "ServerLimits", "DEFAULT_MAX_BODY", "MAX_TOKEN", "MAX_QUERY_VALUE"]
@@ -298,6 +299,16 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
     async def _bad_input(request, exc: LocalPrivError):
         return _error(422, str(exc))
 
+    @app.exception_handler(JobsBusy)
+    async def _busy(request, exc: JobsBusy):
+        resp = _error(503, str(exc))
+        resp.headers["Retry-After"] = "2"
+        return resp
+
+    @app.exception_handler(JobFailed)
+    async def _failed(request, exc: JobFailed):
+        return _error(exc.code, str(exc))
+
     @app.exception_handler(Exception)
     async def _internal(request, exc: Exception):  # one line for the client, the type on stderr
         sys.stderr.write(f"internal error on {printable(request.url.path, 200)}: {type(exc).__name__}: "
@@ -385,9 +396,13 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
         return {"status": res.status, "reports": res.reports, "counts_version": res.version}
 
     @app.get("/v1/collections/{name}/estimate", summary="the estimate with intervals (analyst or admin)",
-             description="Cached per counts version: an unchanged collection is never re-estimated. Any "
-                         "other query parameter is a setting of the estimator (e.g. strength=0, stop=gap, "
-                         "delta=1e-9), read by its declared kind; unknown settings are refused (422).")
+             description="Cached per counts version: an unchanged collection is never re-estimated, and "
+                         "concurrent identical requests share one computation. 200 with the estimate when "
+                         "it is ready within the server's wait (default 2 s), else 202 with the job to poll "
+                         "(Location: /v1/jobs/{id}). Any other query parameter is a setting of the estimator "
+                         "(e.g. strength=0, stop=gap, delta=1e-9), read by its declared kind; unknown "
+                         "settings are refused (422).",
+             responses={202: {"description": "still computing: poll the job at Location"}})
     def get_estimate(name: str, request: Request,
                      estimator: str | None = Query(None, description="e.g. ibu, gibu, inv-p; default: the "
                                                    "domain's default (ems or dirichlet)"),
@@ -401,7 +416,27 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
         if stats and _STATS.fullmatch(stats) is None:
             raise ApiError(422, "stats: up to 16 comma-separated names of letters, digits or _, e.g. mean,median")
         names = tuple(s for s in stats.split(",") if s)
-        return collector.estimate(name, estimator, _level(level), names, _estimator_settings(query))
+        out = collector.estimate(name, estimator, _level(level), names, _estimator_settings(query),
+                                 wait=collector.estimate_wait)
+        if isinstance(out, Job):
+            return _job_response(out)
+        return out
+
+    @app.get("/v1/jobs/{job_id}", summary="a long estimate's job (analyst or admin of its collection)",
+             description="200 with {status: done, result} when finished, 202 while queued or running, "
+                         "200 with {status: failed or cancelled, error} if it ended without a result. "
+                         "Jobs are kept for a while after they finish (the last 256).",
+             responses={202: {"description": "still computing: poll again after Retry-After seconds"}})
+    def get_job(job_id: str, request: Request):
+        job = collector.jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, f"no job {job_id[:64]} (finished jobs are forgotten after a while; ask again)")
+        need(job.collection, _token(request), ("analyst", "admin"))
+        if not job.done.wait(min(collector.estimate_wait, 1.0)):
+            return _job_response(job)
+        if job.status == "done":
+            return {**job.describe(), "result": collector.job_value(job)}
+        return job.describe()
 
     @app.get("/v1/collections/{name}/counts", summary="the counts as a counts file (analyst or admin)",
              description="The versioned counts file format of docs/format.md (CSV or Parquet): mergeable "
@@ -435,10 +470,11 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
     @app.get("/dashboard/{name}/estimate.png", summary="the estimate's figure (analyst or admin)")
     def dashboard_png(name: str, request: Request, token: str | None = Query(None),
                       level: str | None = Query(None, description="interval level (default 0.95)"),
-                      estimator: str = Query("ibu", description="default ibu: the MLE and its intervals")):
+                      estimator: str | None = Query(None, description="default: the API's default "
+                                                    "estimator of the domain (ems or dirichlet)")):
         _query(request, ("token", "level", "estimator"))
         need(name, _token(request, token), ("analyst", "admin"))
-        if _ESTIMATOR.fullmatch(estimator) is None:
+        if estimator is not None and _ESTIMATOR.fullmatch(estimator) is None:
             raise ApiError(422, f"estimator {printable(estimator, 40)!r}: a name such as ibu or inv-p")
         return Response(collector.figure(name, estimator, _level(level)), media_type="image/png")
 
@@ -451,6 +487,12 @@ def _problem(what: str, errors: Any) -> str:
     first = errs[0] if errs else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
     return f"{what}: {printable(where, 80)}: {first.get('msg', 'invalid')} ({len(errs)} problem(s))"
+
+
+def _job_response(job: Job) -> JSONResponse:
+    url = f"/v1/jobs/{job.id}"
+    return JSONResponse({**job.describe(), "url": url}, status_code=202,
+                        headers={"Location": url, "Retry-After": "1"})
 
 
 def _page(collections: list[dict], token: str) -> str:

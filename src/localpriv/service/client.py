@@ -97,6 +97,7 @@ class Client:
         self.retries, self.backoff, self.max_backoff = int(retries), float(backoff), float(max_backoff)
         self.http = http if http is not None else httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
         self.attempts = 0  # requests sent, retries included
+        self.polls = 0  # job polls of estimate()
 
     def close(self) -> None:
         self.http.close()
@@ -155,11 +156,36 @@ class Client:
             n, b, d = n + len(part), b + 1, d + (res.get("status") == "duplicate")
         return {"reports": n, "batches": b, "duplicates": d}
 
-    def estimate(self, estimator: str | None = None, level: float = 0.95, stats: str = "") -> dict:
-        """The collection's estimate (needs the analyst token)."""
+    def estimate(self, estimator: str | None = None, level: float = 0.95, stats: str = "", *,
+                 wait: float = 600.0, poll: float = 0.25, max_poll: float = 5.0) -> dict:
+        """The collection's estimate (needs the analyst token).
+
+        The server answers within its own short wait: 200 with the estimate, or 202 with the job
+        computing it; then this polls the job (``poll`` seconds, doubled up to ``max_poll``) for at
+        most ``wait`` seconds in all. A request that failed on the way is sent again, which joins
+        the same computation on the server (one per collection, version and settings), never a
+        second one. Raises :class:`~localpriv.LocalPrivError` if the job fails or ``wait`` runs out."""
         params = {"level": level, **({"estimator": estimator} if estimator else {}),
                   **({"stats": stats} if stats else {})}
-        return self._request("GET", f"/v1/collections/{self.collection}/estimate", params=params).json()
+        deadline = time.monotonic() + float(wait)
+        resp = self._request("GET", f"/v1/collections/{self.collection}/estimate", params=params)
+        if resp.status_code != 202:
+            return resp.json()
+        url = resp.json().get("url") or resp.headers.get("location")
+        delay = float(poll)
+        while True:
+            if time.monotonic() + delay > deadline:
+                raise LocalPrivError(f"the estimate was not ready within {wait:g} s; its job is still at {url}")
+            time.sleep(delay)
+            delay = min(2 * delay, float(max_poll))
+            self.polls += 1
+            resp = self._request("GET", url)
+            if resp.status_code == 202:
+                continue
+            job = resp.json()
+            if job.get("status") == "done":
+                return job["result"]
+            raise LocalPrivError(f"the estimate failed ({job.get('status')}): {job.get('error', 'no reason given')}")
 
     def info(self) -> dict:
         """The collection and its ingest statistics (needs the analyst token)."""

@@ -11,8 +11,12 @@ is the library's own path of the data (``docs/service.md``):
 * its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
   added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
 * an estimate reads the stored counts (never raw reports) as :class:`~localpriv.data.observations.Observations`
-  through the counts-file checks and runs :func:`localpriv.estimators.estimate`; results are cached
-  per (collection, counts version, estimator, level).
+  through the counts-file checks and runs :func:`localpriv.estimators.estimate` in a job
+  (:mod:`localpriv.service.jobs`: a child process under a CPU-time and memory bound); one job per
+  (collection, counts version, estimator, settings, level, statistics) however many requests ask
+  for it, and its result cached under that key;
+* after an accepted batch, the collection's default estimate and figure are recomputed in the
+  background (debounced), so the API's default and the dashboard agree and are warm.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import tempfile
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +45,16 @@ from localpriv.domains import parse_domain
 from localpriv.estimators import default_estimator, parse_settings
 from localpriv.inference import estimate as estimate_with_uncertainty
 from localpriv.inference.plotting import estimate_figure
+from localpriv.service.jobs import Debouncer, Job, JobFailed, JobPool, JobsBusy
 from localpriv.service.policy import Policy
 from localpriv.service.storage import BatchResult, Store
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Collector", "decode_batch", "read_json", "check_name", "check_batch_id", "printable",
-           "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME"]
+__all__ = ["Collector", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
+           "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME", "DEFAULT_LEVEL"]
+
+#: The interval level of the default estimate (API default, dashboard, background refresh).
+DEFAULT_LEVEL = 0.95
 
 #: Reports in one batch, at most (the body-size cap usually bites first).
 MAX_BATCH_REPORTS = 1_000_000
@@ -55,7 +64,6 @@ MAX_JSON_DEPTH = 16
 BATCH_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 #: Collection names: 1 to 64 ASCII letters, digits, ``_`` or ``-``, starting with a letter or digit.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_PLOT_LOCK = threading.Lock()  # pyplot keeps global state
 
 
 def sha256(text: str) -> str:
@@ -258,7 +266,8 @@ class Collector:
         Estimates and figures kept per (collection, counts version, estimator, level).
     """
 
-    def __init__(self, store: Store, admin_token: str, cache_size: int = 64):
+    def __init__(self, store: Store, admin_token: str, cache_size: int = 64, *, jobs: JobPool | None = None,
+                 estimate_wait: float = 2.0, figure_wait: float = 20.0, refresh_delay: float | None = 1.0):
         if not isinstance(admin_token, str) or len(admin_token) < 16:
             raise LocalPrivError("the admin token must have at least 16 characters")
         self.store = store
@@ -267,6 +276,19 @@ class Collector:
         self._cache_size = int(cache_size)
         self._lock = threading.Lock()
         self._policies: dict[str, tuple] = {}
+        self.jobs = jobs if jobs is not None else JobPool()
+        #: seconds an estimate request waits for its job before answering 202 with the job
+        self.estimate_wait = float(estimate_wait)
+        #: seconds a figure request waits before answering 503 (an ``<img>`` cannot follow a job)
+        self.figure_wait = float(figure_wait)
+        self._refreshing: dict[str, Job] = {}
+        self.refresher = Debouncer(refresh_delay, self.refresh) if refresh_delay is not None else None
+
+    def close(self) -> None:
+        """Stop the background refresh and cancel every job (the store stays open)."""
+        if self.refresher is not None:
+            self.refresher.close()
+        self.jobs.close()
 
     # ---- authentication ---------------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
@@ -367,10 +389,13 @@ class Collector:
         counts = sorted((m, t, k) for (m, t), k in merged.items())
         digest = hashlib.sha256(json.dumps(counts, separators=(",", ":")).encode()).hexdigest()
         try:
-            return self.store.ingest(name, batch_id, digest, n, counts, raw)
+            res = self.store.ingest(name, batch_id, digest, n, counts, raw)
         except ValueError:
             raise LocalPrivError(f"batch {batch_id} was received before with other reports: a batch id "
                                  "names one batch; use a new id for new reports") from None
+        if res.status == "accepted" and self.refresher is not None:
+            self.refresher.poke(name)
+        return res
 
     # ---- reading ----------------------------------------------------------------------------
     def observations(self, name: str):
@@ -387,62 +412,105 @@ class Collector:
         blocks = [ObservationBlock(m, r, c) for _s, m, r, c in batch_reports(rb, src, 1, domain) if c is not None]
         return version, Observations(blocks, domain)
 
-    def _cached(self, key, make):
-        with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key], True
-        value = make()
+    def _put(self, key: Hashable, value) -> None:
         with self._lock:
             self._cache[key] = value
+            self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return value, False
 
-    def estimate(self, name: str, estimator: str | None = None, level: float | None = 0.95,
-                 stats: tuple[str, ...] = (), settings: dict[str, str] | None = None) -> dict:
-        """The estimate of a collection as JSON data (:meth:`Estimate.to_dict`) with its counts
-        version; cached per (collection, counts version, estimator, settings, level, statistics).
+    def start_estimate(self, name: str, estimator: str | None = None, level: float | None = DEFAULT_LEVEL,
+                       stats: tuple[str, ...] = (), settings: dict[str, str] | None = None,
+                       figure: bool = False) -> tuple[object, Job | None]:
+        """``(value, None)`` from the cache, or ``(None, job)``: the one job computing this
+        (collection, counts version, estimator, settings, level, statistics), started now or
+        earlier. ``figure``: the value wanted is the PNG (its job also yields the estimate).
 
-        ``settings`` are the estimator's settings as text (query-string values), read by their
-        declared kind (:func:`localpriv.estimators.parse_settings`); unknown settings are refused."""
+        Raises :class:`LocalPrivError` for bad input, :class:`JobsBusy` when the pool refuses."""
         level = _check_level(level)
         version, obs = self.observations(name)
         if obs is None:
             raise LocalPrivError(f"collection {name} has no reports yet")
         method = default_estimator(obs.domain) if estimator is None else estimator
         given = parse_settings(method, settings or {})
-        key = ("estimate", name, version, method, tuple(sorted(given.items())), level, tuple(stats))
+        if figure and given:
+            raise LocalPrivError("the figure takes no estimator settings")
+        est_key = ("estimate", name, version, method, tuple(sorted(given.items())), level, tuple(stats))
+        fig_key = ("figure", name, version, method, level)
+        want = fig_key if figure else est_key
+        keys = (fig_key, est_key) if figure else (est_key,)
+        header = {"collection": name, "counts_version": version}
+        title = f"{name}: {{estimator}} estimate from {{n:,}} reports (counts version {version})" if figure else None
 
-        def make():
-            est = self._estimate(obs, method, given)
-            d = est.to_dict(ci=level, stats=list(stats) or None)
-            return _finite({"collection": name, "counts_version": version, **d})
-        value, hit = self._cached(key, make)
-        return {**value, "cached": hit}
+        def done(job: Job) -> None:
+            self._put(est_key, job.result["estimate"])
+            if figure:
+                self._put(fig_key, job.result["figure"])
 
-    def _estimate(self, obs, estimator, settings=None):
+        with self._lock:  # single flight: the cache and the in-flight table are read under one lock
+            if want in self._cache:
+                self._cache.move_to_end(want)
+                return self._cache[want], None
+            job, _new = self.jobs.submit(keys, name, compute_estimate,
+                                         (obs, method, given, level, tuple(stats), header, title), done)
+        return None, job
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return estimate_with_uncertainty(obs, estimator, **(settings or {}))
+    @staticmethod
+    def job_value(job: Job, figure: bool = False):
+        """The value of a finished job (the estimate's dict or the PNG); raises :class:`JobFailed`."""
+        if job.status != "done":
+            raise JobFailed(job.error or f"the job is {job.status}", job.code)
+        if figure:
+            png = job.result["figure"]
+            if png is None:
+                raise JobFailed("this job made no figure", 500)
+            return png
+        return {**job.result["estimate"], "cached": False}
 
-    def figure(self, name: str, estimator: str | None = None, level: float | None = 0.95) -> bytes:
-        """A PNG of the estimate with its intervals (bars/line, heatmap on planar grids), cached
-        like :meth:`estimate` (:func:`localpriv.inference.plotting.estimate_figure`)."""
-        level = _check_level(level)
-        version, obs = self.observations(name)
-        if obs is None:
-            raise LocalPrivError(f"collection {name} has no reports yet")
+    def estimate(self, name: str, estimator: str | None = None, level: float | None = DEFAULT_LEVEL,
+                 stats: tuple[str, ...] = (), settings: dict[str, str] | None = None,
+                 wait: float | None = None) -> dict | Job:
+        """The estimate of a collection as JSON data (:meth:`Estimate.to_dict`) with its counts
+        version and ``cached``; or, when its job is not finished within ``wait`` seconds (default:
+        no bound), the :class:`Job` computing it.
 
-        def make():
-            est = self._estimate(obs, estimator)
-            with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp, _PLOT_LOCK:
-                path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,
-                                       title=f"{name}: {est.estimator} estimate from {int(est.n):,} reports "
-                                             f"(counts version {version})")
-                return Path(path).read_bytes()
-        return self._cached(("figure", name, version, estimator, level), make)[0]
+        ``settings`` are the estimator's settings as text (query-string values), read by their
+        declared kind (:func:`localpriv.estimators.parse_settings`); unknown settings are refused."""
+        value, job = self.start_estimate(name, estimator, level, stats, settings)
+        if job is None:
+            assert isinstance(value, dict)
+            return {**value, "cached": True}
+        if not job.done.wait(wait):
+            return job
+        return self.job_value(job)
+
+    def figure(self, name: str, estimator: str | None = None, level: float | None = DEFAULT_LEVEL) -> bytes:
+        """A PNG of the estimate with its intervals (bars/line, heatmap on planar grids), computed
+        and cached like :meth:`estimate` (:func:`localpriv.inference.plotting.estimate_figure`);
+        the default estimator is the API's. Raises :class:`JobsBusy` when it is not ready within
+        :attr:`figure_wait` seconds."""
+        value, job = self.start_estimate(name, estimator, level, figure=True)
+        if job is None:
+            assert isinstance(value, bytes)
+            return value
+        if not job.done.wait(self.figure_wait):
+            raise JobsBusy(f"the figure of {name} is being computed; reload in a few seconds")
+        return self.job_value(job, figure=True)
+
+    def refresh(self, name: str) -> bool:
+        """Start computing the collection's default estimate and figure (as the API and the
+        dashboard ask for them) unless they are cached; ``False`` while an earlier refresh of
+        the collection still runs (the debouncer asks again later)."""
+        previous = self._refreshing.get(name)
+        if previous is not None and not previous.done.is_set():
+            return False
+        try:
+            _value, job = self.start_estimate(name, None, DEFAULT_LEVEL, figure=True)
+        except (KeyError, LocalPrivError):
+            return True  # gone, empty, or the pool is busy: the next ingest asks again
+        if job is not None:
+            self._refreshing[name] = job
+        return True
 
     def export_counts(self, name: str, fmt: str = "csv") -> tuple[int, bytes]:
         """``(counts version, bytes of a counts file)`` in the versioned format (docs/format.md)."""
@@ -454,6 +522,27 @@ class Collector:
         with tempfile.TemporaryDirectory(prefix="localpriv-counts-") as tmp:
             path = obs.save(Path(tmp) / f"counts.{fmt}")
             return version, Path(path).read_bytes()
+
+
+def _run_estimator(obs, estimator, settings=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return estimate_with_uncertainty(obs, estimator, **(settings or {}))
+
+
+def compute_estimate(obs, method: str, settings: dict, level: float | None, stats: tuple, header: dict,
+                     title: str | None) -> dict:
+    """A job's computation (in a child process): ``{"estimate": JSON data, "figure": PNG bytes or None}``;
+    the figure (when ``title`` is given, formatted with ``estimator`` and ``n``) at the same level."""
+    est = _run_estimator(obs, method, settings)
+    data = _finite({**header, **est.to_dict(ci=level, stats=list(stats) or None)})
+    png = None
+    if title is not None:
+        with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp:
+            path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,
+                                   title=title.format(estimator=est.estimator, n=int(est.n)))
+            png = Path(path).read_bytes()
+    return {"estimate": data, "figure": png}
 
 
 def _check_level(level):
