@@ -58,7 +58,8 @@ CASES = [
     {"data": "ages", "goal": "mean", "eps_ldp": [1.0], "n": [100_000]},
 ]
 
-#: Keys of a case: ``data`` (ages, education), ``goal``, ``eps_ldp`` (list), ``n`` (list),
+#: Keys of a case: ``data`` (ages, education), ``goal``, ``eps_ldp`` (list), ``n`` (list), ``method`` (optional:
+#: how predictions are made, default auto),
 #: ``mechanisms`` (optional: restrict the candidates, spec names).
 
 DEFAULTS = {
@@ -77,7 +78,8 @@ DEFAULTS = {
 #: pure oracles (the analytic model against per-user simulation), small n
 QUICK = {
     "cases": [{"data": "education", "goal": "tv", "eps_ldp": [1.0], "n": [5_000]},
-              {"data": "ages", "goal": "emd", "eps_ldp": [2.0], "n": [20_000], "mechanisms": ["oue", "olh", "ss"]}],
+              {"data": "ages", "goal": "emd", "eps_ldp": [2.0], "n": [20_000], "mechanisms": ["oue", "olh", "ss"],
+               "method": "analytic"}],
     "runs": 20,
     "default_prior": False,
 }
@@ -141,7 +143,7 @@ def _compute(params, rng, progress):
         adv = advise(data.domain, eps_ldp=float(eps), n=int(n), goal=c["goal"], theta=data.theta,
                      rng=int(np.random.default_rng(_seed(base, f"advise|{key}")).integers(2 ** 31)),
                      runs=int(params["predict_runs"]), mechanisms=c.get("mechanisms"),
-                     truth=f"the empirical distribution of {c['data']}")
+                     method=c.get("method", "auto"), truth=f"the empirical distribution of {c['data']}")
         t_adv = time.perf_counter() - t0
         checked = [_check_row(r, data, c["goal"], int(n), params, base, key)
                    for r in adv.rows[: int(params["rows_checked"])]]

@@ -24,14 +24,13 @@ from localpriv.multiattr.bayesnet import (
     table_l1,
 )
 from localpriv.multiattr.bif import load_network
-from localpriv.multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
-from localpriv.multiattr.rr_geometric import (
-    hybrid_channel,
-    hybrid_epsilon,
-    hybrid_estimate,
-    optimal_mechanism,
-    truncated_geometric,
+from localpriv.multiattr.block_aggregation import (
+    aggregate_blocks,
+    combination_views,
+    consistent_tables,
+    pooled_estimate,
 )
+from localpriv.multiattr.flips import acceptance_rate, eq77_as_written, flip_probability, g2_table_grid, lemma_7_3_1
 from localpriv.multiattr.independence import (
     chi2_test,
     laplace_noisy_counts,
@@ -39,7 +38,13 @@ from localpriv.multiattr.independence import (
     noisy_chi2_test,
     rrba_noisy_counts,
 )
-from localpriv.multiattr.block_aggregation import aggregate_blocks, combination_views, consistent_tables, pooled_estimate
+from localpriv.multiattr.rr_geometric import (
+    hybrid_channel,
+    hybrid_epsilon,
+    hybrid_estimate,
+    optimal_mechanism,
+    truncated_geometric,
+)
 from localpriv.multiattr.structure import DiscreteBIC, arcs_of, hill_climbing
 from localpriv.multiattr.tables import Records, normalize_table
 from localpriv.utils.errors import PrivacyWarning

@@ -12,14 +12,16 @@ from localpriv.analysis import analyze_report
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rrba import RRBAMechanism, floor_table, rrba_epsilon
 from localpriv.multiattr import load_network, read_bif
-from localpriv.multiattr.flips import flip_probability, g2_table_grid, stack_statistic
-from localpriv.multiattr.rr_geometric import (
-    hybrid_channel,
-    hybrid_epsilon,
-    hybrid_estimate,
-    optimal_mechanism,
-    truncated_geometric,
+from localpriv.multiattr.block_aggregation import (
+    aggregate_blocks,
+    block_convergence,
+    combination_views,
+    consistent_tables,
+    pair_views,
+    pooled_estimate,
+    view_epsilon,
 )
+from localpriv.multiattr.flips import flip_probability, g2_table_grid, stack_statistic
 from localpriv.multiattr.independence import (
     chi2_statistic,
     chi2_test,
@@ -29,14 +31,12 @@ from localpriv.multiattr.independence import (
     rrba_noisy_counts,
     two_step_table,
 )
-from localpriv.multiattr.block_aggregation import (
-    aggregate_blocks,
-    block_convergence,
-    combination_views,
-    consistent_tables,
-    pair_views,
-    pooled_estimate,
-    view_epsilon,
+from localpriv.multiattr.rr_geometric import (
+    hybrid_channel,
+    hybrid_epsilon,
+    hybrid_estimate,
+    optimal_mechanism,
+    truncated_geometric,
 )
 from localpriv.multiattr.tables import Records, marginalize
 from localpriv.utils.validation import LocalPrivError
