@@ -19,7 +19,7 @@ from localpriv.heavy_hitters.pem import MAX_K, PEMPlan, StringEncoding, pem_iden
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.base import ldp_level_within_budget
 from localpriv.mechanisms.privacy import ldp_epsilon
-from localpriv.service.policy import Policy
+from localpriv.service.policy import AdmissionPolicy
 from localpriv.utils.validation import LocalPrivError
 
 runner = CliRunner()
@@ -72,7 +72,7 @@ def test_level_above_the_budget_is_refused_before_any_channel(spec):
 
 
 def test_policy_admission_is_bounded():
-    policy = Policy.from_dict({"mechanisms": ["laplace", "krr"], "max_eps": 100.0})
+    policy = AdmissionPolicy.from_dict({"mechanisms": ["laplace", "krr"], "max_eps": 100.0})
     dom = parse_domain("0..4999")
     mech = policy.admit("laplace(eps=0.01,bins=1.0,lo=0,hi=4999)", dom)  # closed form, O(k)
     assert mech.k == 5000

@@ -6,7 +6,7 @@ is the library's own path of the data (``docs/service.md``):
 * a batch (the JSON wire format) becomes one Arrow record batch per report group and goes through
   the same checks as report files (:func:`localpriv.data.reports.batch_reports`: every report against
   its mechanism's output space, the offending positions named), after the collection's
-  :class:`~localpriv.service.policy.Policy` has admitted each group's mechanism by its computed
+  :class:`~localpriv.service.policy.AdmissionPolicy` has admitted each group's mechanism by its computed
   privacy level;
 * its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
   added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
@@ -46,7 +46,7 @@ from localpriv.estimators import default_estimator, parse_settings
 from localpriv.inference import estimate as estimate_with_uncertainty
 from localpriv.inference.plotting import estimate_figure
 from localpriv.service.jobs import Debouncer, Job, JobFailed, JobPool, JobsBusy
-from localpriv.service.policy import Policy
+from localpriv.service.policy import AdmissionPolicy
 from localpriv.service.storage import BatchResult, Store
 from localpriv.utils.errors import LocalPrivError
 
@@ -198,7 +198,7 @@ def padding_mask(mech, width: int) -> int:
     return (1 << spare) - 1 if 0 < spare < 8 else 0
 
 
-def decode_batch(data, policy: Policy, domain):
+def decode_batch(data, policy: AdmissionPolicy, domain):
     """A parsed JSON batch -> ``(batch_id, n, [(mechanism, reports)])`` with every mechanism
     admitted by ``policy`` and every report checked against its mechanism's output space.
 
@@ -320,7 +320,7 @@ class Collector:
         if not isinstance(domain, str):
             raise LocalPrivError("domain must be a string such as 0..99 or a,b,c")
         dom = parse_domain(domain)
-        pol = Policy.from_dict(policy)
+        pol = AdmissionPolicy.from_dict(policy)
         ingest, analyst = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         try:
             self.store.create_collection(name, dom.spec(), pol.to_json(), sha256(ingest), sha256(analyst),
@@ -337,7 +337,7 @@ class Collector:
         key = (col["domain"], col["policy"])
         cached = self._policies.get(name)
         if cached is None or cached[0] != key:
-            cached = (key, Policy.from_json(col["policy"]), parse_domain(col["domain"]))
+            cached = (key, AdmissionPolicy.from_json(col["policy"]), parse_domain(col["domain"]))
             self._policies[name] = cached
         return col, cached[1], cached[2]
 

@@ -27,14 +27,14 @@ from localpriv.mechanisms.base import (
 )
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Policy"]
+__all__ = ["AdmissionPolicy"]
 
 _TOL = 1e-9
 _KEYS = {"mechanisms", "max_eps", "min_eps", "max_eps_geo"}
 
 
 @dataclass(frozen=True)
-class Policy:
+class AdmissionPolicy:
     """Allowed mechanism families (spec names, e.g. ``["krr", "oue"]``) and bounds on the computed
     LDP level (``min_eps <= epsilon_ldp <= max_eps``) and, optionally, on the computed
     geo-indistinguishability level (``epsilon_geo <= max_eps_geo``, per unit of the domain's metric)."""
@@ -46,7 +46,7 @@ class Policy:
     _levels: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_dict(cls, data) -> Policy:
+    def from_dict(cls, data) -> AdmissionPolicy:
         """From JSON data (data, never instructions: unknown keys and wrong types are refused)."""
         if not isinstance(data, dict):
             raise LocalPrivError("policy must be an object with mechanisms and max_eps")
@@ -78,7 +78,7 @@ class Policy:
         return cls(tuple(dict.fromkeys(mechs)), max_eps, min_eps, max_geo)
 
     @classmethod
-    def from_json(cls, text: str) -> Policy:
+    def from_json(cls, text: str) -> AdmissionPolicy:
         return cls.from_dict(json.loads(text))
 
     def to_dict(self) -> dict:
