@@ -16,8 +16,6 @@ from localpriv.heavy_hitters.pem import (
     FORMAT_VERSION,
     PEMPlan,
     StringEncoding,
-    _key_lanes,
-    _olh_hits,
     _prefix,
     _set_bits,
     _valid,
@@ -27,7 +25,7 @@ from localpriv.heavy_hitters.pem import (
     prefix_keys,
     treehist_identify,
 )
-from localpriv.mechanisms.stablehash import hash_keys, to_range
+from localpriv.mechanisms.stablehash import hash_keys, hits_mod, key_lanes, to_range
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -94,7 +92,7 @@ def test_pair_hashing_equals_stablehash_formula():
     for g in (2, 56, 2981):
         y = rng.integers(0, g, 500)
         ref = to_range(hash_keys(keys[None, :], seed=seeds[:, None]), g) == y[:, None]
-        assert (_olh_hits(seeds, _key_lanes(keys), y, g) == ref).all()
+        assert (hits_mod(seeds, key_lanes(keys), y, g) == ref).all()
 
 
 @pytest.mark.parametrize("alphabet, vals", [

@@ -102,8 +102,9 @@ import numpy as np
 
 from localpriv.data.formats import atomic_output, check_output
 from localpriv.data.reports import iter_values
-from localpriv.mechanisms.stablehash import P1, P2, P3, P4, P5, hash_keys, to_range  # XXH64's primes
+from localpriv.mechanisms.hashing import grr_sample, olh_g
 from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
+from localpriv.mechanisms.stablehash import hash_keys, hits_mod, key_lanes, to_range
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
@@ -136,11 +137,6 @@ _ONE = np.uint64(1)
 #: named alphabets (``alphabet="digits"``)
 ALPHABETS = {"digits": "0123456789", "hex": "0123456789abcdef", "lower": "abcdefghijklmnopqrstuvwxyz",
              "alnum": "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
-
-
-def olh_g(eps: float) -> int:
-    """OLH's hash range ``g = round(e^eps) + 1`` (Wang et al. 2017), between 2 and 2^30."""
-    return int(min(2 ** 30, max(2, int(np.rint(np.exp(min(float(eps), 30.0)))) + 1)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -468,45 +464,13 @@ def pem_perturb(values, plan: PEMPlan, rng) -> PEMReports:
             bits = plan.prefix_bits(j)
             keys = prefix_keys(_prefix(words[rows], bits), bits)
             h[rows] = to_range(hash_keys(keys, seed=seed[rows]), g)
-    keep = rng.random(n) < plan.p
-    other = rng.integers(0, g - 1, size=n)
-    other += other >= h  # uniform on the g - 1 other values
-    y = np.where(keep, h, other).astype(np.int64)
+    y = grr_sample(h, g, plan.p, rng)  # OLH's randomized response, the registered mechanism's draw
     return PEMReports(plan, group, seed, y, truncated)
 
 
 # ------------------------------------------------------------------------------------------------
 # The collector
 # ------------------------------------------------------------------------------------------------
-def _key_lanes(keys: np.ndarray) -> np.ndarray:
-    """The key's part of XXH64 of 8 bytes: ``round(0, key) = rotl(key * P2, 31) * P1``."""
-    with np.errstate(over="ignore"):
-        k = np.asarray(keys, dtype=np.uint64) * P2
-        return ((k << np.uint64(31)) | (k >> np.uint64(33))) * P1
-
-
-def _olh_hits(seed: np.ndarray, lanes: np.ndarray, y: np.ndarray, g: int) -> np.ndarray:
-    """``[H_s(key_v) = y]`` for every (report, candidate) pair, ``reports x candidates``.
-
-    The same number as ``to_range(hash_keys(key, seed=s), g) == y`` (tested): XXH64 of 8 bytes
-    ``h = seed + P5 + 8; h ^= round(0, key); h = rotl(h, 27) * P1 + P4``, then the avalanche, with
-    the key's and the seed's parts computed once each and the pair's steps done in place."""
-    with np.errstate(over="ignore"):
-        h = np.bitwise_xor((seed + (P5 + np.uint64(8)))[:, None], lanes[None, :])
-        t = h >> np.uint64(37)
-        h <<= np.uint64(27)
-        h |= t
-        h *= P1
-        h += P4
-        for shift, mult in ((33, P2), (29, P3), (32, None)):  # the avalanche
-            np.right_shift(h, np.uint64(shift), out=t)
-            h ^= t
-            if mult is not None:
-                h *= mult
-        np.remainder(h, np.uint64(g), out=t)
-        return t == y.astype(np.uint64)[:, None]
-
-
 def _support_counts(keys: np.ndarray, seed: np.ndarray, y: np.ndarray, g: int,
                     chunk_pairs: int = CHUNK_PAIRS) -> np.ndarray:
     """``C_v = #{reports : H_s(key_v) = y}`` for every candidate key, in chunks of reports."""
@@ -514,12 +478,12 @@ def _support_counts(keys: np.ndarray, seed: np.ndarray, y: np.ndarray, g: int,
     counts = np.zeros(c, np.int64)
     if c == 0:
         return counts
-    lanes = _key_lanes(keys)
+    lanes = key_lanes(keys)
     seed = np.asarray(seed, dtype=np.uint64)
     step = max(1, chunk_pairs // c)
     for a in range(0, seed.size, step):  # chunks of reports (bounded memory), vectorized inside
         b = min(seed.size, a + step)
-        counts += _olh_hits(seed[a:b], lanes, y[a:b], g).sum(axis=0)
+        counts += hits_mod(seed[a:b], lanes, y[a:b], g).sum(axis=0)
     return counts
 
 

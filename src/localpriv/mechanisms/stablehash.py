@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike
 
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "TEST_VECTORS", "SPEC"]
+__all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "key_lanes", "hits_mod", "TEST_VECTORS", "SPEC"]
 
 #: name recorded in file metadata for reports whose meaning depends on this module's hashes
 SPEC = "xxh64"
@@ -134,6 +134,36 @@ def hash_to_range(keys: ArrayLike, seed: ArrayLike, m: int) -> np.ndarray:
 
 #: below this many hashes the NumPy passes are used (no compile, no import of numba)
 COMPILED_MIN = 1 << 14
+
+
+def key_lanes(keys: np.ndarray) -> np.ndarray:
+    """The key's part of XXH64 of 8-byte keys (for :func:`hits_mod`):
+    ``round(0, key) = rotl(key * P2, 31) * P1``."""
+    with np.errstate(over="ignore"):
+        k = np.asarray(keys, dtype=np.uint64) * P2
+        return ((k << np.uint64(31)) | (k >> np.uint64(33))) * P1
+
+
+def hits_mod(seed: np.ndarray, lanes: np.ndarray, y: np.ndarray, g: int) -> np.ndarray:
+    """``[H_s(key_v) = y]`` for every (report, candidate) pair, ``reports x candidates``.
+
+    The same number as ``to_range(hash_keys(key, seed=s), g) == y`` (tested): XXH64 of 8 bytes
+    ``h = seed + P5 + 8; h ^= round(0, key); h = rotl(h, 27) * P1 + P4``, then the avalanche, with
+    the key's and the seed's parts computed once each and the pair's steps done in place."""
+    with np.errstate(over="ignore"):
+        h = np.bitwise_xor((seed + (P5 + np.uint64(8)))[:, None], lanes[None, :])
+        t = h >> np.uint64(37)
+        h <<= np.uint64(27)
+        h |= t
+        h *= P1
+        h += P4
+        for shift, mult in ((33, P2), (29, P3), (32, None)):  # the avalanche
+            np.right_shift(h, np.uint64(shift), out=t)
+            h ^= t
+            if mult is not None:
+                h *= mult
+        np.remainder(h, np.uint64(g), out=t)
+        return t == y.astype(np.uint64)[:, None]
 
 
 def _kernels() -> ModuleType:
