@@ -92,8 +92,7 @@ def _post(v: np.ndarray, post: str) -> tuple[str, np.ndarray]:
 def exact_loglik(obs: Observations, theta: ArrayLike) -> float:
     """Exact log-likelihood of the individual reports (seed 001 Eq. 2) at ``theta``."""
     blocks = obs.likelihood_blocks()
-    return log_likelihood(blocks, np.asarray(theta, dtype=float)) + sum(getattr(b, "log_offset", 0.0)
-                                                                      for b in blocks)
+    return log_likelihood(blocks, np.asarray(theta, dtype=float)) + sum(b.log_offset for b in blocks)
 
 
 def _maybe_loglik(obs: Observations, theta: np.ndarray, with_loglik: bool) -> float | None:
@@ -188,7 +187,7 @@ def ibu_exact(obs: Observations, *, theta0: ArrayLike | None = None, delta: floa
     blocks = obs.likelihood_blocks()
     res = run_em(blocks, obs.k, progress=progress, label="ibu-exact", theta0=theta0, delta=delta,
                  max_iter=max_iter, keep_trace=keep_trace, callback=callback, accelerate=accelerate, stop=stop)
-    offset = sum(getattr(b, "log_offset", 0.0) for b in blocks)
+    offset = sum(b.log_offset for b in blocks)
     extra: dict[str, Any] = {"trace": np.asarray(res.trace) + offset} if keep_trace else {}
     extra["gap"] = res.gap
     return Fit(res.theta, obs.domain, "ibu-exact",
