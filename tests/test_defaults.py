@@ -386,7 +386,7 @@ def test_cli_estimate_help_is_true():
     from localpriv.cli.main import app
     r = CliRunner().invoke(app, ["estimate", "--help"])
     text = " ".join(r.output.replace("│", " ").split())
-    for needle in ("gap (default", "--accelerate", "--plain", "loglik", "max_abs", "100000", "1e-9"):
+    for needle in ("ibu's is gap", "--accelerate", "--plain", "loglik", "max_abs", "100000", "1e-09"):
         assert needle in text, needle
 
 

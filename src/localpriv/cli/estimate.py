@@ -38,6 +38,14 @@ def _declared(setting: str, estimator: str = "ibu") -> Any:
     raise LocalPrivError(f"no registered estimator declares {setting}")
 
 
+def option_help(setting: str) -> str:
+    """An option's help from the registry's declaration of ``setting``: who takes it, what it is."""
+    decl = _declared(setting)
+    who = "/".join(takers(setting)) if setting == "strength" else "EM estimators"
+    default = "" if decl.default is None else f" (default: the estimator's; ibu's is {decl.default})"
+    return f"{who}: {decl.help}{default}"
+
+
 @friendly
 def estimate(
     inputs: list[str] = typer.Argument(..., help="reports or counts (files, globs, folders; counts are summed)"),
@@ -60,17 +68,9 @@ def estimate(
                                                              "or error bars; on a grid a lat/lon heatmap)"),
     label: str | None = typer.Option(None, "--label",
                                         help="--plot: the axis label, the column and its unit, e.g. 'age (years)'"),
-    delta: float | None = typer.Option(
-        None, help="IBU variants: tolerance of the stopping rule (default 1e-9: with --stop gap, the "
-                   "per-report log-likelihood is within DELTA of the maximum)"),
-    stop: str | None = typer.Option(
-        None, "--stop",
-        help="IBU variants: stopping rule. gap (default; certified: max_x g_x - 1 < delta with g the EM "
-             "multiplier, which bounds the per-report distance to the maximum log-likelihood), loglik "
-             "(seed 001: |L(t)-L(t-1)| < delta, total log-likelihood) or max_abs "
-             "(max|theta(t)-theta(t-1)| < delta)"),
-    max_iter: int | None = typer.Option(None, min=1,
-                                           help="IBU variants: cap on EM evaluations (default 100000)"),
+    delta: float | None = typer.Option(None, help=option_help("delta")),
+    stop: str | None = typer.Option(None, "--stop", help=option_help("stop")),
+    max_iter: int | None = typer.Option(None, min=1, help=option_help("max_iter")),
     accelerate: bool | None = typer.Option(
         None, "--accelerate/--plain",
         help="IBU variants: --accelerate (default) runs SQUAREM with the certified Newton finish where the "
