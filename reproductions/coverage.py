@@ -89,7 +89,8 @@ SETTINGS = [
 SMALL_SETTINGS = [
     {"name": f"{mech} {truth}", "data": truth, "mechanisms": [spec], "fit": {"accelerate": "squarem"}}
     for truth in ("sparse", "concentrated")
-    for mech, spec in (("k-RR", "krr(eps=2.0)"), ("OUE", "oue(eps=2.0)"), ("geometric", "geometric(eps=0.2,lo=0,hi=99)"))
+    for mech, spec in (("k-RR", "krr(eps=2.0)"), ("OUE", "oue(eps=2.0)"),
+                       ("geometric", "geometric(eps=0.2,lo=0,hi=99)"))
 ]
 ORDERED = ("ages", "sparse", "concentrated")
 

@@ -55,11 +55,10 @@ cover on real data.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import warnings
 
 import numpy as np
 import numpy.typing as npt
@@ -245,8 +244,9 @@ def profile_bounds(blocks: list[LikelihoodBlock], theta: npt.ArrayLike, cells: n
     ``1`` (upper) or ``10^-14`` (lower; ``0`` when ``L_p(0)`` is inside), every ``L_p(t)`` by the
     EM steps of :func:`_fixed_em` warm-started at the previous point, and the end returned is the
     excluded side of the final bracket (so the interval errs on the wide side, by the bracket's
-    width: geometric steps while the bracket spans more than a factor 4, then halving). Unlike the Wald interval it needs no
-    quadratic model: it stays honest for cells at or near ``0`` or ``1`` and at small ``n``.
+    width: geometric steps while the bracket spans more than a factor 4, then halving). Unlike the
+    Wald interval it needs no quadratic model: it stays honest for cells at or near ``0`` or ``1`` and
+    at small ``n``.
 
     Cost: at most ``2 (PROFILE_EVALS + 1) PROFILE_ITERS`` forward and backward products per cell
     (:data:`PROFILE_EVALS` = 12, :data:`PROFILE_ITERS` = 40: 1,040), and at most
