@@ -50,8 +50,19 @@ distribution on ``lo..hi`` is read off the CDF interpolated linearly between the
 ``x - 1/2`` and ``x + 1/2`` around each value (so quantiles are real numbers, and the true one of a
 distribution is defined the same way), and its interval is where the band crosses ``q``.
 
+Cells where the Wald (or inversion) interval is not trusted -- estimate at or within
+:data:`BOUNDARY` of ``0`` or ``1``, an unclipped interval reaching outside ``(0, 1)``, a standard
+error of 0, or fewer than :data:`SMALL_N` reports -- get profile-likelihood bounds instead
+(:func:`profile_bounds`: ``{t: 2 (L_max - max_{theta_x = t} L) <= chi2_1(level)}``, found by
+bisection with a constrained EM, a bounded number of EM steps per cell). Intervals of linear
+functionals (mean, CDF values) are clipped to ``[min w, max w]``, the range a distribution allows;
+quantile intervals lie between the domain's edges by construction. The uncertainty carries
+``flags`` (and warns once, :class:`IntervalWarning`) when ``n < SMALL_N`` or when the reports are
+improbable under the fitted model (:func:`lack_of_fit`, a G-test with the fit's degrees of freedom).
+
 All intervals are asymptotic (large ``n``); ``localpriv reproduce coverage`` measures how well they
-cover on real data.
+cover on real data, ``localpriv reproduce coverage-small`` at n = 10 to 1,000 on sparse and
+concentrated truths.
 """
 from __future__ import annotations
 
@@ -250,8 +261,9 @@ def profile_bounds(blocks: list[LikelihoodBlock], theta: npt.ArrayLike, cells: n
 
     Cost: at most ``2 (PROFILE_EVALS + 1) PROFILE_ITERS`` forward and backward products per cell
     (:data:`PROFILE_EVALS` = 12, :data:`PROFILE_ITERS` = 40: 1,040), and at most
-    :data:`PROFILE_MAX_CELLS` cells per call; under k-RR on ``k = 100`` about 5 us per product, so
-    at worst about 0.5 s for all 100 cells (typically a fraction of that: EM stops early).
+    :data:`PROFILE_MAX_CELLS` cells per call. Measured on ``k = 100`` with every cell profiled
+    (n = 50): 0.8 s under k-RR, 4 s under the geometric mechanism (dense channel); ``est.ci()``
+    under k-RR at n = 1,000 on a sparse truth (about 80 cells profiled): 1.3 s (2 busy cores).
     """
     lv = check_level(level)
     theta = np.asarray(theta, dtype=float)
