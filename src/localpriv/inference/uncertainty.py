@@ -438,7 +438,8 @@ class Uncertainty:
         Fisher method: Wald (or inversion, see :meth:`gaussian`) intervals where they are
         accurate; profile-likelihood bounds (:func:`profile_bounds`) for the cells where they are
         not (:meth:`profiled_cells`): at or near the boundary of the simplex, an interval that
-        leaves ``[0, 1]`` or has width 0, or fewer than :data:`SMALL_N` reports.
+        leaves ``[0, 1]`` or has width 0, or fewer than :data:`SMALL_N` reports. A profiled cell
+        gets the union of the two intervals (the profile widens, never narrows).
         """
         lv = check_level(level)
         if self.method == "anchored":
@@ -483,7 +484,9 @@ class Uncertainty:
         if cells.size and plan is not None:
             cells = cells[:PROFILE_MAX_CELLS]
             plo, phi = profile_bounds(plan["blocks"], self.theta, cells, lv)
-            lo[cells], hi[cells] = np.minimum(plo, self.theta[cells]), np.maximum(phi, self.theta[cells])
+            # the union with the Wald / inversion interval: the profile widens, never narrows (with
+            # k nuisance cells and n ~ k the profile itself under-covers a spike, see docs)
+            lo[cells], hi[cells] = np.minimum(plo, lo[cells]), np.maximum(phi, hi[cells])
         return lo, hi
 
     def profiled_cells(self, raw_lo: np.ndarray, raw_hi: np.ndarray, se: np.ndarray) -> np.ndarray:
@@ -605,7 +608,10 @@ def _fisher(est: Fit, obs: Observations, inversion: bool = True,
     if n < SMALL_N:
         flags["small_n"] = (f"only {n:g} reports: asymptotic intervals may not hold their nominal coverage "
                             "(cells get profile-likelihood bounds)")
-    fit = lack_of_fit(obs, theta, int(S.size))
+    # cells within 3 sds of 0 may be 0 in truth: they count as constraints, not parameters (their
+    # share of the chi-bar-square mixture is bounded by the larger df: a conservative p-value)
+    clear = int(np.sum((theta >= BOUNDARY) & (theta > 3.0 * np.sqrt(np.clip(np.diag(cov), 0, None)))))
+    fit = lack_of_fit(obs, theta, max(clear, 1))
     if fit is not None and fit[2] < LACK_OF_FIT_P:
         flags["lack_of_fit"] = (f"the reports are improbable under the fitted model (G = {fit[0]:.1f} on "
                                 f"{fit[1]} df, p = {fit[2]:.1e}): wrong mechanism or parameters? intervals "
@@ -623,7 +629,10 @@ def lack_of_fit(obs: Observations, theta: npt.ArrayLike, support: int | None = N
     counts are ``e = n_b theta M``; outputs expected fewer than :data:`LACK_OF_FIT_MIN_EXPECTED`
     times are pooled into one cell (Cochran's rule) and ``G = 2 sum_j o_j log(o_j / e_j)`` over the
     cells. The degrees of freedom are those of the fit: ``sum_b (cells_b - 1) - (s - 1)`` with
-    ``s`` the number of positive cells of ``theta`` (the free parameters of the MLE on its face);
+    ``s`` the number of positive cells of ``theta`` (the free parameters of the MLE on its face;
+    the uncertainty passes the cells more than 3 standard deviations above 0, so that cells the
+    truth may have at 0 count as degrees of freedom: at the boundary ``G`` follows a chi-bar-square
+    mixture whose quantiles are at most those of the larger df, a conservative p-value);
     ``p = P(chi^2_df > G)`` (Wilks 1938; Agresti, Categorical Data Analysis, 2013, section 1.5).
     Blocks without a finite channel are left out; under 1 degree of freedom there is no test.
     """
