@@ -80,9 +80,33 @@ SETTINGS = [
 ]
 
 
+#: the small-n calibration (``localpriv reproduce coverage-small``): synthetic truths on 0..99 at
+#: the boundary of the simplex, where Wald intervals fail: ``sparse``, five values of mass 0.2
+#: (10, 30, 50, 70, 90) and 95 zero cells; ``concentrated``, 0.9 on the value 40 and 0.001 on
+#: every value; under k-RR, OUE and the geometric mechanism, at n = 10, 100 and 1,000; the MLE by
+#: SQUAREM without the Newton finish (at n = 10 the finish takes ~1,000 face solves per refit of
+#: the face bootstrap: ~100 s per run)
+SMALL_SETTINGS = [
+    {"name": f"{mech} {truth}", "data": truth, "mechanisms": [spec], "fit": {"accelerate": "squarem"}}
+    for truth in ("sparse", "concentrated")
+    for mech, spec in (("k-RR", "krr(eps=2.0)"), ("OUE", "oue(eps=2.0)"),
+                       ("geometric", "geometric(eps=0.2,lo=0,hi=99)"))
+]
+ORDERED = ("ages", "sparse", "concentrated")
+
+
 def _data(name: str):
-    """(domain, true distribution, values for the mean) of a shipped data set (values ``None``: a
-    categorical domain, cells only)."""
+    """(domain, true distribution, values for the mean) of a shipped data set or a synthetic truth
+    (values ``None``: a categorical domain, cells only)."""
+    if name in ("sparse", "concentrated"):
+        dom = IntegerDomain(0, 99)
+        theta = np.zeros(dom.size)
+        if name == "sparse":
+            theta[[10, 30, 50, 70, 90]] = 0.2
+        else:
+            theta[:] = 0.001
+            theta[40] += 0.9
+        return dom, theta, dom.labels.astype(float)
     if name == "education":
         labels, counts = adult_education()
         counts = np.asarray(counts, dtype=float)
@@ -101,7 +125,7 @@ def _one(setting, dom, theta, values, n, levels, rng, true_median):
     shares[: n - shares.sum()] += 1
     obs = Observations([simulate_block(m, theta, int(s), rng) for m, s in zip(mechs, shares)], dom)
     method = setting.get("estimator", "ibu")
-    est = estimate(obs, method, **({"accelerate": "newton"} if method == "ibu" else {}))
+    est = estimate(obs, method, **(setting.get("fit", {"accelerate": "newton"}) if method == "ibu" else {}))
     out = {}
     for lv in levels:
         lo, hi = est.ci(lv)
@@ -129,7 +153,7 @@ def _compute(params, rng, progress):
     results = {"settings": {}}
     for setting in progress(params["settings"], "settings"):
         dom, theta, values = _data(setting["data"])
-        ordered = setting["data"] == "ages"
+        ordered = setting["data"] in ORDERED
         has_mean = values is not None
         true_median = quantile_crossing(values, np.cumsum(theta), 0.5) if ordered else None
         per_n = {}
@@ -283,7 +307,7 @@ def table_markdown(record: dict) -> str:
     Misses of the targets (:data:`TARGETS`) are marked ``under`` or ``over``, and
     ``(significant)`` when beyond the band by more than the coverage's own noise
     (:func:`check_targets`)."""
-    units = {"ages": "years", "manhattan": "km"}
+    units = {"ages": "years", "manhattan": "km", "sparse": "", "concentrated": ""}
     miss_dirs: dict = {}
     for m in record["results"].get("missed_targets", []):
         miss_dirs.setdefault((m["setting"], int(m["n"])), set()).add(
@@ -308,10 +332,13 @@ def table_markdown(record: dict) -> str:
     return "\n".join(lines)
 
 
-def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md") -> None:
-    """Regenerate docs/uncertainty.md's coverage table (between its ``coverage`` markers) from the
-    committed JSON (``make coverage-docs``)."""
+def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md",
+                 small_path="docs/results/coverage-small.json") -> None:
+    """Regenerate docs/uncertainty.md's coverage tables (between its ``coverage`` and
+    ``coverage-small`` markers) from the committed JSON records (``make coverage-docs``)."""
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
+    if Path(small_path).exists():
+        rewrite_block(doc, "coverage-small", table_markdown(json.loads(Path(small_path).read_text())))
 
 
 #: the plot's vertical range; coverages below it are drawn on its lower edge with their value
@@ -378,4 +405,15 @@ register_experiment(Experiment(
     compute=_compute,
     plot=_plot,
     reference="calibration of localpriv.inference.uncertainty (docs/uncertainty.md)",
+))
+
+register_experiment(Experiment(
+    name="coverage-small",
+    description=("Coverage of the 90%/95% intervals (mean, median, cells) of the MLE at small n on sparse and "
+                 "concentrated truths (the boundary of the simplex)"),
+    defaults={"settings": SMALL_SETTINGS, "n": [10, 100, 1000], "runs": 500, "levels": [0.9, 0.95]},
+    quick={"settings": SMALL_SETTINGS[:1], "n": [100], "runs": 8},
+    compute=_compute,
+    plot=_plot,
+    reference="calibration of the profile-likelihood bounds (docs/decisions/0031-profile-bounds-at-the-boundary.md)",
 ))

@@ -50,11 +50,23 @@ distribution on ``lo..hi`` is read off the CDF interpolated linearly between the
 ``x - 1/2`` and ``x + 1/2`` around each value (so quantiles are real numbers, and the true one of a
 distribution is defined the same way), and its interval is where the band crosses ``q``.
 
+Cells where the Wald (or inversion) interval is not trusted -- estimate at or within
+:data:`BOUNDARY` of ``0`` or ``1``, an unclipped interval reaching outside ``(0, 1)``, a standard
+error of 0, or fewer than :data:`SMALL_N` reports -- get profile-likelihood bounds instead
+(:func:`profile_bounds`: ``{t: 2 (L_max - max_{theta_x = t} L) <= chi2_1(level)}``, found by
+bisection with a constrained EM, a bounded number of EM steps per cell). Intervals of linear
+functionals (mean, CDF values) are clipped to ``[min w, max w]``, the range a distribution allows;
+quantile intervals lie between the domain's edges by construction. The uncertainty carries
+``flags`` (and warns once, :class:`IntervalWarning`) when ``n < SMALL_N`` or when the reports are
+improbable under the fitted model (:func:`lack_of_fit`, a G-test with the fit's degrees of freedom).
+
 All intervals are asymptotic (large ``n``); ``localpriv reproduce coverage`` measures how well they
-cover on real data.
+cover on real data, ``localpriv reproduce coverage-small`` at n = 10 to 1,000 on sparse and
+concentrated truths.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +89,8 @@ from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.simplex import clip_normalize, project_simplex
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUNDARY"]
+__all__ = ["Interval", "Uncertainty", "uncertainty", "fisher_information", "BOUNDARY", "IntervalWarning",
+           "profile_bounds", "lack_of_fit"]
 
 #: cells below this estimate are treated as on the boundary of the simplex
 BOUNDARY = 1e-9
@@ -97,6 +110,25 @@ BOOT_REPLICATES = 200
 FACE_MAX_SHARE = 0.25
 #: refits of that bootstrap (each a certified MLE of counts redrawn from the estimate)
 FACE_REPLICATES = 60
+#: profile-likelihood bounds (:func:`profile_bounds`): bisection steps per end, EM steps per point,
+#: the EM's stopping gain (log-likelihood units) and the most cells profiled in one call
+PROFILE_EVALS = 12
+PROFILE_ITERS = 40
+PROFILE_TOL = 1e-6
+PROFILE_MAX_CELLS = 2000
+#: fewer reports than this: asymptotic intervals are not trusted (every cell gets profile bounds
+#: and the uncertainty carries the ``small_n`` flag)
+SMALL_N = 100
+#: the lack-of-fit test (:func:`lack_of_fit`) flags the fit below this p-value
+LACK_OF_FIT_P = 1e-3
+#: outputs expected fewer times than this are pooled into one cell for that test
+LACK_OF_FIT_MIN_EXPECTED = 5.0
+
+
+class IntervalWarning(UserWarning):
+    """Intervals that may not hold their nominal coverage: too few reports for asymptotic
+    intervals, or observations improbable under the fitted model (one line; the same text is in
+    ``Uncertainty.flags``)."""
 
 
 def _quad(W: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -160,6 +192,119 @@ def _constrained_cov(info: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.nd
     return cov, B, beta, a
 
 
+# --------------------------------------------------------------------------------------------
+# Profile-likelihood bounds of single cells
+# --------------------------------------------------------------------------------------------
+def _loglik_grad(blocks: list[LikelihoodBlock], theta: np.ndarray) -> tuple[float, np.ndarray]:
+    """``(L(theta), dL/dtheta)`` summed over the blocks."""
+    total, grad = 0.0, np.zeros(theta.size)
+    for b in blocks:
+        value, g = b.loglik_and_grad(theta)
+        total += value
+        grad += g
+    return total, grad
+
+
+def _fixed_em(blocks: list[LikelihoodBlock], start: np.ndarray, x: int, t: float,
+              iters: int) -> tuple[float, np.ndarray]:
+    """``max L(theta)`` subject to ``theta_x = t`` by at most ``iters`` EM steps from ``start``.
+
+    The E-step is the engine's (``r = theta * dL/dtheta``, the expected counts per input); the
+    constrained M-step keeps ``theta_x = t`` and gives the other cells ``theta_y = (1 - t) r_y /
+    sum_{z != x} r_z`` (the maximizer of ``sum_y r_y log theta_y`` on that slice), so every step
+    raises ``L`` (Dempster, Laird and Rubin 1977). Stops when a step gains less than
+    :data:`PROFILE_TOL`. Returns the log-likelihood reached (a lower bound of the profile) and theta.
+    """
+    th = np.asarray(start, dtype=float).copy()
+    th[x] = 0.0
+    rest = th.sum()
+    if rest <= 0:
+        th[:] = 1.0
+        th[x] = 0.0
+        rest = th.sum()
+    th *= (1.0 - t) / rest
+    th[x] = t
+    prev = -np.inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(iters):  # a bounded number of EM steps (never a loop over reports)
+            value, grad = _loglik_grad(blocks, th)
+            if not np.isfinite(value) or value - prev < PROFILE_TOL or t >= 1.0:
+                prev = max(prev, value) if np.isfinite(value) else prev
+                break
+            prev = value
+            r = th * np.where(np.isfinite(grad), grad, 0.0)
+            r[x] = 0.0
+            s = r.sum()
+            if s <= 0:
+                break
+            th = r * ((1.0 - t) / s)
+            th[x] = t
+        else:
+            prev = max(prev, _loglik_grad(blocks, th)[0])
+    return prev, th
+
+
+def profile_bounds(blocks: list[LikelihoodBlock], theta: npt.ArrayLike, cells: npt.ArrayLike,
+                   level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Profile-likelihood (likelihood-ratio) confidence bounds of single cells.
+
+    For a cell ``x`` the profile ``L_p(t) = max {L(theta): theta_x = t}`` of the log-likelihood
+    ``L(theta) = sum_j c_j log (theta @ G)_j`` (seed 001 Eq. 2) is concave in ``t``; the interval is
+    ``{t: 2 (L(theta_hat) - L_p(t)) <= chi2_1(level)}`` (Wilks 1938; Venzon and Moolgavkar 1988
+    for profile bounds). Each end is found by geometric bisection between the estimate and
+    ``1`` (upper) or ``10^-14`` (lower; ``0`` when ``L_p(0)`` is inside), every ``L_p(t)`` by the
+    EM steps of :func:`_fixed_em` warm-started at the previous point, and the end returned is the
+    excluded side of the final bracket (so the interval errs on the wide side, by the bracket's
+    width: geometric steps while the bracket spans more than a factor 4, then halving). Unlike the
+    Wald interval it needs no quadratic model: it stays honest for cells at or near ``0`` or ``1`` and
+    at small ``n``.
+
+    Cost: at most ``2 (PROFILE_EVALS + 1) PROFILE_ITERS`` forward and backward products per cell
+    (:data:`PROFILE_EVALS` = 12, :data:`PROFILE_ITERS` = 40: 1,040), and at most
+    :data:`PROFILE_MAX_CELLS` cells per call. Measured on ``k = 100`` with every cell profiled
+    (n = 50): 0.8 s under k-RR, 4 s under the geometric mechanism (dense channel); ``est.ci()``
+    under k-RR at n = 1,000 on a sparse truth (about 80 cells profiled): 1.3 s (2 busy cores).
+    """
+    lv = check_level(level)
+    theta = np.asarray(theta, dtype=float)
+    target = 0.5 * float(stats.chi2.ppf(lv, 1))
+    top, _ = _loglik_grad(blocks, theta)
+    cells = np.asarray(cells, dtype=int)
+    lo = np.zeros(cells.size)
+    hi = np.ones(cells.size)
+    for i, x in enumerate(cells):  # one bounded search per cell
+        tx = float(theta[x])
+        best = top
+        # upper end: bracket [tx, 1]
+        l1, _ = _fixed_em(blocks, theta, int(x), 1.0, 1)
+        if top - l1 > target:
+            a, b, warm = max(tx, 1e-14), 1.0, theta
+            for _ in range(PROFILE_EVALS):
+                mid = float(np.sqrt(a * b)) if b > 4.0 * a else 0.5 * (a + b)
+                val, warm = _fixed_em(blocks, warm, int(x), mid, PROFILE_ITERS)
+                best = max(best, val)
+                if best - val > target:
+                    b = mid
+                else:
+                    a = mid
+            hi[i] = b
+        # lower end: bracket [0, tx]
+        if tx > BOUNDARY:
+            l0, w0 = _fixed_em(blocks, theta, int(x), 0.0, PROFILE_ITERS)
+            best = max(best, l0)
+            if best - l0 > target:
+                a, b, warm = 1e-14, tx, theta
+                for _ in range(PROFILE_EVALS):
+                    mid = float(np.sqrt(a * b)) if b > 4.0 * a else 0.5 * (a + b)
+                    val, warm = _fixed_em(blocks, warm, int(x), mid, PROFILE_ITERS)
+                    if best - val > target:
+                        a = mid
+                    else:
+                        b = mid
+                lo[i] = a
+    return lo, np.maximum(hi, lo)
+
+
 @dataclass
 class Uncertainty:
     """The spread of one estimate: a covariance (Gaussian methods) or replicates (bootstrap)."""
@@ -176,6 +321,8 @@ class Uncertainty:
     post: str | None = None                 # "n" / "p" post-processing (linear)
     replicates: np.ndarray | None = None    # R x k (linear: post(v*); bootstrap: refits)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: reasons not to trust the intervals' nominal coverage (``small_n``, ``lack_of_fit``): name -> one line
+    flags: dict[str, str] = field(default_factory=dict)
 
     # ---- Gaussian intervals of functionals (fisher: the Wald or the inversion interval) --------
     def gaussian(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -286,36 +433,74 @@ class Uncertainty:
         return se
 
     def cell_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Per-cell intervals ``(lower, upper)`` at ``level``.
+
+        Fisher method: Wald (or inversion, see :meth:`gaussian`) intervals where they are
+        accurate; profile-likelihood bounds (:func:`profile_bounds`) for the cells where they are
+        not (:meth:`profiled_cells`): at or near the boundary of the simplex, an interval that
+        leaves ``[0, 1]`` or has width 0, or fewer than :data:`SMALL_N` reports. A profiled cell
+        gets the union of the two intervals (the profile widens, never narrows).
+        """
         lv = check_level(level)
         if self.method == "anchored":
             lo, hi = self.extra["mle"].cell_intervals(lv)
             return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
         if self.method == "fisher":
-            z = stats.norm.ppf(0.5 + lv / 2)
-            assert self.cov is not None and self.boundary is not None  # the fisher method sets them
-            se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
-            lo = np.clip(self.theta - z * se, 0.0, 1.0)
-            hi = np.clip(self.theta + z * se, 0.0, 1.0)
-            if self.boundary.any():
-                c = stats.norm.ppf(lv) ** 2  # one-sided at the boundary (chi^2 mixture)
-                lam, V = self.kkt, self.face_var
-                assert lam is not None and V is not None  # set with boundary cells
-                u = V * (-lam + np.sqrt(lam * lam + c / V))
-                lo[self.boundary] = 0.0
-                hi[self.boundary] = np.clip(u, 0.0, 1.0)
-            inv = self._inverse_cells()
-            if inv is not None:  # inversion intervals where they apply (see gaussian)
-                se_f = self.std_error_fisher()
-                c_inv, se_inv = inv
-                use = se_inv <= INVERSION_MAX_RATIO * se_f
-                lo = np.where(use, np.clip(c_inv - z * se_inv, 0.0, 1.0), lo)
-                hi = np.where(use, np.clip(c_inv + z * se_inv, 0.0, 1.0), hi)
-                lo, hi = np.minimum(lo, self.theta), np.maximum(hi, self.theta)
-            return lo, hi
+            cache = self.extra.setdefault("cell_intervals", {})
+            if lv not in cache:
+                cache[lv] = self._fisher_cells(lv)
+            lo, hi = cache[lv]
+            return lo.copy(), hi.copy()
         a = (1 - lv) / 2
         assert self.replicates is not None  # the linear and bootstrap methods set them
         lo, hi = np.quantile(self.replicates, [a, 1 - a], axis=0)
         return np.minimum(lo, self.theta), np.maximum(hi, self.theta)
+
+    def _fisher_cells(self, lv: float) -> tuple[np.ndarray, np.ndarray]:
+        z = stats.norm.ppf(0.5 + lv / 2)
+        assert self.cov is not None and self.boundary is not None  # the fisher method sets them
+        se = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+        raw_lo, raw_hi = self.theta - z * se, self.theta + z * se
+        if self.boundary.any():
+            c = stats.norm.ppf(lv) ** 2  # one-sided at the boundary (chi^2 mixture)
+            lam, V = self.kkt, self.face_var
+            assert lam is not None and V is not None  # set with boundary cells
+            with np.errstate(over="ignore", invalid="ignore"):
+                u = V * (-lam + np.sqrt(lam * lam + c / V))
+            raw_lo[self.boundary] = 0.0
+            raw_hi[self.boundary] = np.nan_to_num(u, nan=1.0)
+        inv = self._inverse_cells()
+        if inv is not None:  # inversion intervals where they apply (see gaussian)
+            se_f = self.std_error_fisher()
+            c_inv, se_inv = inv
+            use = se_inv <= INVERSION_MAX_RATIO * se_f
+            raw_lo = np.where(use, c_inv - z * se_inv, raw_lo)
+            raw_hi = np.where(use, c_inv + z * se_inv, raw_hi)
+            se = np.where(use, se_inv, se)
+        lo = np.minimum(np.clip(raw_lo, 0.0, 1.0), self.theta)
+        hi = np.maximum(np.clip(raw_hi, 0.0, 1.0), self.theta)
+        cells = self.profiled_cells(raw_lo, raw_hi, se)
+        plan = self.extra.get("profile")
+        if cells.size and plan is not None:
+            cells = cells[:PROFILE_MAX_CELLS]
+            plo, phi = profile_bounds(plan["blocks"], self.theta, cells, lv)
+            # the union with the Wald / inversion interval: the profile widens, never narrows (with
+            # k nuisance cells and n ~ k the profile itself under-covers a spike, see docs)
+            lo[cells], hi[cells] = np.minimum(plo, lo[cells]), np.maximum(phi, hi[cells])
+        return lo, hi
+
+    def profiled_cells(self, raw_lo: np.ndarray, raw_hi: np.ndarray, se: np.ndarray) -> np.ndarray:
+        """The cells whose Wald (or inversion) interval ``[raw_lo, raw_hi]`` is not trusted: every
+        cell under :data:`SMALL_N` reports, else those at or within :data:`BOUNDARY` of ``0`` or
+        ``1``, with an unclipped interval reaching outside ``(0, 1)``, or with standard error 0
+        (a plug-in variance of 0, e.g. no report of an output)."""
+        plan = self.extra.get("profile")
+        k = self.theta.size
+        if plan is not None and plan["n"] < SMALL_N:
+            return np.arange(k)
+        near = (self.theta < BOUNDARY) | (self.theta > 1.0 - BOUNDARY)
+        bad = near | (raw_lo <= 0.0) | (raw_hi >= 1.0) | ~(se > 0)
+        return np.flatnonzero(bad)
 
     # ---- functionals ------------------------------------------------------------------------
     def functional(self, w: npt.ArrayLike, level: float = 0.95, name: str = "functional") -> Interval:
@@ -333,8 +518,9 @@ class Uncertainty:
             c, sd, use = self.gaussian(w[None, :])
             z = stats.norm.ppf(0.5 + lv / 2)
             lo, hi = float(c[0] - z * sd[0]), float(c[0] + z * sd[0])
-            if use[0]:  # the inverse's interval, kept within what a distribution allows
-                lo, hi = max(lo, float(w.min())), min(hi, float(w.max()))
+            # kept within what a distribution allows: w @ theta lies in [min w, max w] (clipped)
+            lo, hi = max(lo, float(w.min())), min(hi, float(w.max()))
+            if use[0]:  # the inverse's interval
                 return Interval(value, min(lo, value), max(hi, value), lv, "inversion (exact covariance)")
             how = "fisher (delta)" if self.face_replicates() is None else "fisher, bootstrap sd (low-dimensional face)"
             return Interval(value, lo, hi, lv, how)
@@ -388,8 +574,9 @@ def _fisher(est: Fit, obs: Observations, inversion: bool = True,
         s = np.diag(info)[Z] - np.einsum("sz,sz->z", I_SZ, U)
         s = np.maximum(s, 1e-300)
         r = 1.0 - I_SZ.T @ a                           # (A^{-1} 1)_x * s_x
-        tot = beta + r * r / s
-        face_var = np.maximum(1.0 / s - (r / s) ** 2 / tot, 1e-300)
+        with np.errstate(over="ignore", invalid="ignore"):
+            tot = beta + r * r / s
+            face_var = np.nan_to_num(np.maximum(1.0 / s - (r / s) ** 2 / tot, 1e-300), nan=1.0, posinf=1.0)
         kkt = np.maximum(n - grad[Z], 0.0)
     text = ("asymptotic normality of the MLE on its support face (observed information, sum-to-one "
             "constraint); cells at 0: one-sided quadratic profile-likelihood bound; large n")
@@ -414,8 +601,64 @@ def _fisher(est: Fit, obs: Observations, inversion: bool = True,
                  "covariance, normal approximation"
                  + ("; mechanisms combined per functional by inverse-variance weights" if len(inverse) > 1
                     else "") + ")")
+    extra["profile"] = {"blocks": blocks, "n": n}
+    text += ("; profile-likelihood bounds (chi^2_1) for cells at or near 0 or 1, whose Wald interval leaves "
+             f"[0, 1] or has width 0, and for every cell under {SMALL_N} reports")
+    flags = {}
+    if n < SMALL_N:
+        flags["small_n"] = (f"only {n:g} reports: asymptotic intervals may not hold their nominal coverage "
+                            "(cells get profile-likelihood bounds)")
+    # cells within 3 sds of 0 may be 0 in truth: they count as constraints, not parameters (their
+    # share of the chi-bar-square mixture is bounded by the larger df: a conservative p-value)
+    clear = int(np.sum((theta >= BOUNDARY) & (theta > 3.0 * np.sqrt(np.clip(np.diag(cov), 0, None)))))
+    fit = lack_of_fit(obs, theta, max(clear, 1))
+    if fit is not None and fit[2] < LACK_OF_FIT_P:
+        flags["lack_of_fit"] = (f"the reports are improbable under the fitted model (G = {fit[0]:.1f} on "
+                                f"{fit[1]} df, p = {fit[2]:.1e}): wrong mechanism or parameters? intervals "
+                                "assume the model")
     return Uncertainty("fisher", theta, text, cov=cov, boundary=boundary, kkt=kkt, face_var=face_var,
-                       raw=raw, raw_cov=raw_cov, extra=extra)
+                       raw=raw, raw_cov=raw_cov, extra=extra, flags=flags)
+
+
+def lack_of_fit(obs: Observations, theta: npt.ArrayLike, support: int | None = None,
+                ) -> tuple[float, int, float] | None:
+    """``(G, df, p)``: the G-test of the observed report counts against the fitted report
+    distribution, or None where no block has a finite channel.
+
+    Per mechanism with a finite channel ``M`` (reports that are its output indices), the expected
+    counts are ``e = n_b theta M``; outputs expected fewer than :data:`LACK_OF_FIT_MIN_EXPECTED`
+    times are pooled into one cell (Cochran's rule) and ``G = 2 sum_j o_j log(o_j / e_j)`` over the
+    cells. The degrees of freedom are those of the fit: ``sum_b (cells_b - 1) - (s - 1)`` with
+    ``s`` the number of positive cells of ``theta`` (the free parameters of the MLE on its face;
+    the uncertainty passes the cells more than 3 standard deviations above 0, so that cells the
+    truth may have at 0 count as degrees of freedom: at the boundary ``G`` follows a chi-bar-square
+    mixture whose quantiles are at most those of the larger df, a conservative p-value);
+    ``p = P(chi^2_df > G)`` (Wilks 1938; Agresti, Categorical Data Analysis, 2013, section 1.5).
+    Blocks without a finite channel are left out; under 1 degree of freedom there is no test.
+    """
+    theta = np.asarray(theta, dtype=float)
+    s = int(np.sum(theta >= BOUNDARY)) if support is None else int(support)
+    G, cells_df, tested = 0.0, 0, False
+    for b in obs.blocks:
+        if not _multinomial(b.mechanism):
+            continue
+        o = b.count_vector().astype(float)
+        e = b.n * np.clip(theta @ b.mechanism.channel(), 0.0, None)
+        small = e < LACK_OF_FIT_MIN_EXPECTED
+        oo = np.append(o[~small], o[small].sum()) if small.any() else o
+        ee = np.append(e[~small], e[small].sum()) if small.any() else e
+        keep = ee > 0
+        if np.any(oo[~keep] > 0):
+            return float("inf"), max(1, int(keep.sum()) - 1), 0.0  # a report the fit says is impossible
+        oo, ee = oo[keep], ee[keep]
+        pos = oo > 0
+        G += 2.0 * float(np.sum(oo[pos] * np.log(oo[pos] / ee[pos])))
+        cells_df += oo.size - 1
+        tested = True
+    df = cells_df - (s - 1)
+    if not tested or df < 1:
+        return None
+    return G, int(df), float(stats.chi2.sf(G, df))
 
 
 def _post(v: np.ndarray, post: str) -> np.ndarray:
@@ -578,7 +821,8 @@ def _anchored(est: Fit, obs: Observations) -> Uncertainty:
             f"to contain this {est.estimator} estimate (L1 distance to the MLE {gap:.3g}); covers at least "
             "as often as the MLE's")
     return Uncertainty("anchored", theta, text, extra={"mle": inner, "mle_estimate": mle,
-                                                         "mle_converged": mle.converged})
+                                                         "mle_converged": mle.converged},
+                       flags=dict(inner.flags))
 
 
 def _accepted(method: str) -> set[str]:
@@ -659,7 +903,10 @@ def uncertainty(est: Fit, obs: Observations | None = None, *, rng: np.random.Gen
     if method in ("fisher", "wald"):
         if method == "wald" and name not in FISHER:
             raise LocalPrivError(f"the wald method applies to {', '.join(FISHER)}, not {name}")
-        return _fisher(est, obs, inversion=method == "fisher", rng=rng if method == "fisher" else None)
+        out = _fisher(est, obs, inversion=method == "fisher", rng=rng if method == "fisher" else None)
+        for text in out.flags.values():  # one line each, once per computed uncertainty
+            warnings.warn(text, IntervalWarning, stacklevel=2)
+        return out
     if method == "linear":
         if name not in LINEAR:
             raise LocalPrivError(f"the linear method applies to {', '.join(LINEAR)}, not {name}")
