@@ -115,13 +115,16 @@ def test_bbox_refusals_are_one_line(text, msg):
     assert "\n" not in str(info.value)
 
 
-def test_bbox_cell_cap_is_the_documented_constant():
+def test_bbox_cell_cap_is_the_documented_constant(monkeypatch):
     # 0.1-km cells over a 1 x 1 degree box: 1,106 x 847 cells, under 10^6; 0.09-km cells: over
     g = GridDomain.covering(40, -74, 41, -73, 0.1)
     assert g.size <= MAX_CELLS
     with pytest.raises(LocalPrivError, match="limit"):
         GridDomain.covering(40, -74, 41, -73, 0.09)
-    assert GridDomain.covering(40, -74, 41, -73, 0.09, max_cells=2 * MAX_CELLS).size > MAX_CELLS
+    with pytest.raises(LocalPrivError, match="LOCALPRIV_MAX_GRID_CELLS"):  # max_cells only lowers the cap
+        GridDomain.covering(40, -74, 41, -73, 0.09, max_cells=2 * MAX_CELLS)
+    monkeypatch.setenv("LOCALPRIV_MAX_GRID_CELLS", str(2 * MAX_CELLS))  # the documented way to raise it
+    assert GridDomain.covering(40, -74, 41, -73, 0.09).size > MAX_CELLS
 
 
 def test_bbox_warns_when_the_projection_distorts():

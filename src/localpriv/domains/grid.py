@@ -124,7 +124,8 @@ class GridDomain(Domain):
         so that every point of the box lies in a cell (``from_box`` rounds instead and can stop
         short of the box). Every number is checked (one-line :class:`LocalPrivError`): latitudes in
         [-90, 90], longitudes in [-180, 180], ``lat0 < lat1``, ``lon0 < lon1``, ``cell_km > 0``, at
-        most ``max_cells`` cells. A :class:`~localpriv.PrivacyWarning` says when the projection
+        most ``max_cells`` cells (at most the global cap :func:`max_grid_cells`). A
+        :class:`~localpriv.PrivacyWarning` says when the projection
         distorts east-west distances by more than 2 % somewhere in the grid (a large box): distances,
         and so metric privacy levels per km, are then off by that much there.
         """
@@ -152,8 +153,12 @@ class GridDomain(Domain):
                                  f"meridian are not supported), got {lon0:g} >= {lon1:g}")
         if not cell_km > 0:
             raise LocalPrivError(f"{given}: cell_km must be > 0 (the side of a cell in km), got {cell_km:g}")
+        cap = max_grid_cells()
         if max_cells is None:
-            max_cells = max_grid_cells()
+            max_cells = cap
+        elif max_cells > cap:
+            raise LocalPrivError(f"grid: max_cells={max_cells:,} is above the limit of {cap:,} cells (raise it with "
+                                 "the environment variable LOCALPRIV_MAX_GRID_CELLS)")
         height = (lat1 - lat0) * KM_PER_DEG_LAT
         nrows = _whole_cells(height, cell_km)
         if nrows > max_cells:
