@@ -16,7 +16,6 @@ the cell boundaries in degrees (what maps, CSV outputs and GeoJSON use).
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from localpriv.domains.base import Domain
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, env_int
 
 __all__ = ["GridDomain", "KM_PER_DEG_LAT", "MAX_CELLS", "max_grid_cells", "OUTSIDE_CHOICES", "emd_grid",
            "manhattan_grid", "MANHATTAN_BOX"]
@@ -44,16 +43,7 @@ DISTORTION_WARN = 0.02
 
 def max_grid_cells() -> int:
     """The most cells any grid may have: ``LOCALPRIV_MAX_GRID_CELLS`` if set, else :data:`MAX_CELLS`."""
-    env = os.environ.get("LOCALPRIV_MAX_GRID_CELLS", "").strip()
-    if not env:
-        return MAX_CELLS
-    try:
-        value = int(env)
-    except ValueError:
-        raise LocalPrivError(f"LOCALPRIV_MAX_GRID_CELLS must be a whole number of cells, got {env[:40]!r}") from None
-    if value < 1:
-        raise LocalPrivError(f"LOCALPRIV_MAX_GRID_CELLS must be at least 1, got {env[:40]!r}")
-    return value
+    return env_int("LOCALPRIV_MAX_GRID_CELLS", MAX_CELLS, "cells")
 
 
 def _whole_cells(extent_km: float, cell_km: float) -> int:

@@ -109,7 +109,6 @@ How the products are evaluated (the iterates are unchanged up to rounding):
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -124,7 +123,7 @@ from localpriv.estimators import _kernels
 from localpriv.estimators.batch import batch_blocks
 from localpriv.estimators.newton import KKT_TOL, newton_finish, supports_newton
 from localpriv.likelihood.blocks import Evaluation, LikelihoodBlock, total_loglik
-from localpriv.utils.validation import LocalPrivError, check_distribution
+from localpriv.utils.validation import LocalPrivError, check_distribution, env_int
 
 if TYPE_CHECKING:
     from localpriv.likelihood.structured import ScaledIdentityBlock
@@ -364,16 +363,7 @@ def blas_threads() -> int:
     (``0``: BLAS is left as configured)."""
     if BLAS_THREADS is not None:
         return int(BLAS_THREADS)
-    env = os.environ.get("LOCALPRIV_BLAS_THREADS", "").strip()
-    if not env:
-        return 1
-    try:
-        n = int(env)
-    except ValueError:
-        raise LocalPrivError(f"LOCALPRIV_BLAS_THREADS must be a whole number of threads, got {env[:40]!r}") from None
-    if n < 0:
-        raise LocalPrivError(f"LOCALPRIV_BLAS_THREADS must be >= 0, got {env[:40]!r}")
-    return n
+    return env_int("LOCALPRIV_BLAS_THREADS", 1, "threads", minimum=0)
 
 
 _BLAS_LIBS: list[Any] | None = None

@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
-from localpriv.utils.validation import LocalPrivError
+from localpriv.utils.validation import LocalPrivError, env_int
 
 __all__ = ["LikelihoodBlock", "DenseBlock", "total_loglik", "check_dense_size", "max_dense_entries",
            "dense_cap_override", "MAX_DENSE_ENTRIES", "Evaluation"]
@@ -54,17 +53,7 @@ def dense_cap_override(entries: int) -> Iterator[None]:
 
 
 def _configured_cap() -> int:
-    env = os.environ.get("LOCALPRIV_MAX_DENSE_ENTRIES", "").strip()
-    if not env:
-        return MAX_DENSE_ENTRIES
-    try:
-        cap = int(float(env))
-    except (ValueError, OverflowError):
-        raise LocalPrivError(
-            f"LOCALPRIV_MAX_DENSE_ENTRIES must be a whole number of entries, got {env[:40]!r}") from None
-    if cap < 1:
-        raise LocalPrivError(f"LOCALPRIV_MAX_DENSE_ENTRIES must be at least 1, got {env[:40]!r}")
-    return cap
+    return env_int("LOCALPRIV_MAX_DENSE_ENTRIES", MAX_DENSE_ENTRIES)
 
 
 def _count(n: int) -> str:

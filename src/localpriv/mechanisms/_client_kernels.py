@@ -28,11 +28,12 @@ Kernels:
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from localpriv.utils.jit import numba_enabled
 
 __all__ = ["kernels", "enabled", "COMPILED_MIN"]
 
@@ -48,9 +49,7 @@ if TYPE_CHECKING:
     _Count: TypeAlias = int | np.integer[Any]
 
 
-def enabled() -> bool:
-    """False when ``LOCALPRIV_NUMBA`` is ``0``/``no``/``off``/``false`` (compiled paths disabled)."""
-    return os.environ.get("LOCALPRIV_NUMBA", "1").strip().lower() not in ("0", "no", "off", "false")
+enabled = numba_enabled
 
 
 _U32 = np.uint64(32)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import inspect
 import math
-import os
 import re
 import warnings
 from abc import ABC, abstractmethod
@@ -31,7 +30,7 @@ from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock, check_dense_size, dense_cap_override
 from localpriv.mechanisms.privacy import LOG_FLOAT_MAX, geo_epsilon, ldp_epsilon
-from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_int, check_rng
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_int, check_rng, env_int
 
 if TYPE_CHECKING:
     from localpriv.domains.base import Domain
@@ -258,17 +257,7 @@ def ldp_level_if_cheap(mech: Mechanism) -> float | None:
 def level_budget() -> int:
     """Dense entries the computation of one spec's LDP level may build: ``LOCALPRIV_MAX_LEVEL_ENTRIES``
     if set, else :data:`LEVEL_MAX_ENTRIES`."""
-    env = os.environ.get("LOCALPRIV_MAX_LEVEL_ENTRIES", "").strip()
-    if not env:
-        return LEVEL_MAX_ENTRIES
-    try:
-        value = int(env)
-    except ValueError:
-        raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be a whole number of entries, "
-                             f"got {env[:40]!r}") from None
-    if value < 1:
-        raise LocalPrivError(f"LOCALPRIV_MAX_LEVEL_ENTRIES must be at least 1, got {env[:40]!r}")
-    return value
+    return env_int("LOCALPRIV_MAX_LEVEL_ENTRIES", LEVEL_MAX_ENTRIES)
 
 
 def ldp_level_within_budget(mech: Mechanism, entries: int | None = None) -> float:
@@ -280,33 +269,27 @@ def ldp_level_within_budget(mech: Mechanism, entries: int | None = None) -> floa
     (no dense channel), so the budget binds only on mechanisms given by a dense channel (``matrix``,
     ``shokri``, the planar ones, ``exponential`` off the integers).
     """
-    budget = level_budget() if entries is None else int(entries)
-    try:
-        with dense_cap_override(budget):
-            return float(mech.epsilon_ldp())
-    except LocalPrivError as exc:
-        if "limit is" not in str(exc):
-            raise
-        raise LocalPrivError(f"{short_spec(str(mech))}: computing its LDP level needs a dense matrix above the "
-                             f"budget of {budget} entries (environment variable LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
-    except MemoryError:
-        raise LocalPrivError(f"{short_spec(str(mech))}: out of memory computing its LDP level (budget "
-                             f"{budget} entries, LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
+    return _level_within_budget(mech, "LDP", entries)
 
 
 def geo_level_within_budget(mech: Mechanism, entries: int | None = None) -> float:
     """``mech.epsilon_geo()`` under the same budget as :func:`ldp_level_within_budget`."""
+    return _level_within_budget(mech, "geo", entries)
+
+
+def _level_within_budget(mech: Mechanism, which: str, entries: int | None) -> float:
     budget = level_budget() if entries is None else int(entries)
+    compute = mech.epsilon_ldp if which == "LDP" else mech.epsilon_geo
     try:
         with dense_cap_override(budget):
-            return float(mech.epsilon_geo())
+            return float(compute())
     except LocalPrivError as exc:
         if "limit is" not in str(exc):
             raise
-        raise LocalPrivError(f"{short_spec(str(mech))}: computing its geo level needs a dense matrix above the "
+        raise LocalPrivError(f"{short_spec(str(mech))}: computing its {which} level needs a dense matrix above the "
                              f"budget of {budget} entries (environment variable LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
     except MemoryError:
-        raise LocalPrivError(f"{short_spec(str(mech))}: out of memory computing its geo level (budget "
+        raise LocalPrivError(f"{short_spec(str(mech))}: out of memory computing its {which} level (budget "
                              f"{budget} entries, LOCALPRIV_MAX_LEVEL_ENTRIES)") from None
 
 
@@ -319,11 +302,7 @@ _SIZE_PARAMETERS = ("k", "nrows", "ncols", "m", "d", "h", "cohorts", "blocks", "
 
 def spec_size_cap() -> int:
     """The cap on a spec's input and output spaces: ``LOCALPRIV_MAX_SPEC_SIZE`` or :data:`MAX_SPEC_SIZE`."""
-    env = os.environ.get("LOCALPRIV_MAX_SPEC_SIZE", "").strip()
-    try:
-        return int(env) if env else MAX_SPEC_SIZE
-    except ValueError:
-        raise LocalPrivError(f"LOCALPRIV_MAX_SPEC_SIZE must be a whole number, got {env[:40]!r}") from None
+    return env_int("LOCALPRIV_MAX_SPEC_SIZE", MAX_SPEC_SIZE, "values")
 
 
 def _check_param_types(cls: type[Mechanism], params: dict[str, Any], spec: str) -> None:

@@ -5,6 +5,8 @@ what was wrong and, where it helps, what to do instead.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import numpy.typing as npt
 
@@ -12,6 +14,7 @@ import numpy.typing as npt
 from localpriv.utils.errors import LocalPrivError, PrivacyWarning
 
 __all__ = [
+    "env_int",
     "LocalPrivError",
     "PrivacyWarning",
     "check_rng",
@@ -140,3 +143,21 @@ def check_stochastic(matrix: npt.ArrayLike, name: str = "channel", atol: float =
             f"({bad.size} row(s) off by more than {atol})"
         )
     return m
+
+
+def env_int(name: str, default: int, what: str = "entries", minimum: int = 1) -> int:
+    """A whole-number setting from the environment variable ``name`` (``default`` when unset or
+    empty); ``2e8`` is read as 200,000,000. One-line :class:`LocalPrivError` for anything else."""
+    env = os.environ.get(name, "").strip()
+    if not env:
+        return default
+    try:
+        value = float(env)
+        if value != int(value):
+            raise ValueError(env)
+        number = int(value)
+    except (ValueError, OverflowError):
+        raise LocalPrivError(f"{name} must be a whole number of {what}, got {env[:40]!r}") from None
+    if number < minimum:
+        raise LocalPrivError(f"{name} must be at least {minimum}, got {env[:40]!r}")
+    return number
