@@ -1,0 +1,314 @@
+"""Post-processing of an unbiased frequency estimate (Wang et al., NDSS 2020).
+
+T. Wang, M. Lopuhaä-Zwakenberg, Z. Li, B. Skoric, N. Li, "Locally Differentially Private Frequency
+Estimation with Consistency", NDSS 2020, post-process the unbiased estimate ``f~`` of a frequency
+oracle, which may have negative entries and need not sum to 1, using the knowledge that the true
+frequencies are non-negative and sum to 1. ``f~`` comes from the same dispatch as ``mi-*`` and
+``inv-*``: a pure frequency oracle (k-RR, unary encodings, local hashing, ...:
+:func:`~localpriv.estimators.oracles.pure_parameters`) gives
+``f~_v = (C_v/n - q*) / (p* - q*)`` (:func:`~localpriv.estimators.oracles.mi_vector`); any other
+mechanism with a finite, invertible channel gives ``f~ = q M^{-1}``
+(:func:`~localpriv.estimators.inv.inverse_vector`).
+
+The methods, with ``d`` the number of cells:
+
+* ``base-pos``: ``f'_v = max(f~_v, 0)``;
+* ``base-cut``: ``f'_v = f~_v [f~_v > T_v]``, ``T_v = sigma_v Phi^{-1}(1 - level/d)`` (a one-sided
+  significance test per cell with a Bonferroni correction);
+* ``norm``: ``f'_v = f~_v + (1 - sum f~)/d``;
+* ``norm-mul``: ``f'_v = gamma max(f~_v, 0)``, ``gamma = 1 / sum max(f~, 0)``;
+* ``norm-cut``: negatives to 0, and while the rest sums to more than 1 the smallest kept entry to 0;
+* ``norm-sub``: ``f'_v = max(f~_v + delta, 0)`` with ``delta`` such that ``sum f' = 1``, found by the
+  paper's iteration (the Euclidean projection of ``f~`` onto the simplex);
+* ``power``: the posterior mean ``E[f_v | f~_v]`` under a power-law prior ``pi(x) ~ x^{-a}`` on
+  ``[1/n, 1]`` fitted to the significant estimates and Gaussian noise ``f~_v ~ N(f_v, sigma_v^2)``;
+* ``power-ns``: ``power`` followed by ``norm-sub``.
+
+Our estimators return distributions: where a method's result is not one (``base-pos``,
+``base-cut``, ``norm-cut`` and ``power`` need not sum to 1, ``norm`` may keep negative entries), we
+normalize at the end: negatives to 0, then divide by the sum (uniform if nothing is positive). The
+method's own result is kept in ``extra["unnormalized"]`` and ``f~`` in ``extra["raw_inverse"]``.
+As distributions ``base-pos`` and ``norm-mul`` therefore coincide (they are ``mi-n``/``inv-n``),
+and ``norm-sub`` is ``mi-p``/``inv-p``.
+
+``sigma_v^2``: for a pure oracle the paper's ``sigma^2 = q*(1 - q*) / (n (p* - q*)^2)`` (the
+variance of ``f~_v`` when ``f_v = 0``, Wang et al., USENIX Security 2017); for another finite
+channel the plug-in variance of ``f~_v = sum_j q_j W_jv`` (``W = M^{-1}``):
+``(sum_j q_j W_jv^2 - f~_v^2) / n`` at the observed ``q``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.estimators.inv import inverse_vector
+from localpriv.estimators.oracles import exact_loglik, mi_vector, pure_parameters
+from localpriv.estimators.registry import Setting, register_estimator
+from localpriv.estimators.result import Fit
+from localpriv.mechanisms.krr import KRR
+from localpriv.utils.simplex import clip_normalize
+from localpriv.utils.validation import LocalPrivError
+
+__all__ = ["METHODS", "DEFAULT_LEVEL", "unbiased_estimate", "noise_variance", "base_pos", "base_cut",
+           "cut_threshold", "norm", "norm_mul", "norm_cut", "norm_sub", "power", "power_exponent",
+           "postprocess"]
+
+#: the significance level of ``base-cut`` and of the tail of ``power`` (the paper's 0.05)
+DEFAULT_LEVEL = 0.05
+#: sums within this of 1 count as 1 (``f~`` of k-RR sums to 1 up to rounding)
+_ROUNDING = 1e-12
+#: grid points of the prior in ``power`` (log-spaced on [1/n, 1], plus a fine grid around each estimate)
+_GRID = 1500
+
+
+def _is_pure(block: ObservationBlock) -> bool:
+    mech = block.mechanism
+    return isinstance(mech, KRR) or (getattr(mech, "p_star", None) is not None
+                                     and getattr(mech, "q_star", None) is not None)
+
+
+def unbiased_estimate(block: ObservationBlock) -> np.ndarray:
+    """The unbiased frequency estimate ``f~`` of one mechanism's reports, the dispatch of ``mi-*``
+    and ``inv-*``: ``(C_v/n - q*)/(p* - q*)`` for a pure oracle, ``q M^{-1}`` otherwise."""
+    if _is_pure(block):
+        return mi_vector(block)
+    return inverse_vector(block.mechanism, block.count_vector())
+
+
+def noise_variance(block: ObservationBlock, raw: np.ndarray) -> np.ndarray:
+    """The variance ``sigma_v^2`` of each entry of ``f~`` (see the module docstring).
+
+    Parameters
+    ----------
+    block : ObservationBlock
+        The reports of one mechanism.
+    raw : ndarray
+        ``f~`` (:func:`unbiased_estimate`).
+
+    Returns
+    -------
+    ndarray
+        ``q*(1-q*)/(n(p*-q*)^2)`` in every cell for a pure oracle (Wang et al., NDSS 2020, Sec. IV);
+        ``(sum_j q_j W_jv^2 - f~_v^2)/n`` with ``W = M^{-1}`` for another finite channel.
+    """
+    n = float(block.n)
+    if _is_pure(block):
+        p, q = pure_parameters(block.mechanism)
+        return np.full(raw.size, q * (1.0 - q) / (n * (p - q) ** 2))
+    M = np.asarray(block.mechanism.channel(), dtype=float)
+    c = block.count_vector()
+    qhat = c / c.sum()
+    W = np.linalg.pinv(M)  # m x k: f~ = q W
+    return np.maximum(qhat @ W**2 - raw**2, 0.0) / n
+
+
+def base_pos(raw: ArrayLike) -> np.ndarray:
+    """Base-Pos: ``f'_v = max(f~_v, 0)`` (not normalized)."""
+    return np.maximum(np.asarray(raw, dtype=float), 0.0)
+
+
+def cut_threshold(sigma2: ArrayLike, level: float = DEFAULT_LEVEL) -> np.ndarray:
+    """Base-Cut's threshold ``T_v = sigma_v Phi^{-1}(1 - level/d)`` (Wang et al., NDSS 2020, Sec. IV-A)."""
+    s2 = np.asarray(sigma2, dtype=float)
+    if not 0.0 < level < 1.0:
+        raise LocalPrivError(f"base-cut: level must be in (0, 1), got {level!r}")
+    return np.sqrt(s2) * NormalDist().inv_cdf(1.0 - level / s2.size)
+
+
+def base_cut(raw: ArrayLike, sigma2: ArrayLike, level: float = DEFAULT_LEVEL) -> np.ndarray:
+    """Base-Cut: ``f'_v = f~_v`` if ``f~_v > T_v`` (:func:`cut_threshold`), else 0 (not normalized)."""
+    v = np.asarray(raw, dtype=float)
+    return np.where(v > cut_threshold(sigma2, level), v, 0.0)
+
+
+def norm(raw: ArrayLike) -> np.ndarray:
+    """Norm: ``f'_v = f~_v + (1 - sum f~)/d`` (sums to 1, may keep negative entries)."""
+    v = np.asarray(raw, dtype=float)
+    return v + (1.0 - v.sum()) / v.size
+
+
+def norm_mul(raw: ArrayLike) -> np.ndarray:
+    """Norm-Mul: ``f'_v = max(f~_v, 0) / sum max(f~, 0)`` (uniform if nothing is positive)."""
+    return clip_normalize(raw)
+
+
+def norm_cut(raw: ArrayLike) -> np.ndarray:
+    """Norm-Cut: negatives to 0; while the kept entries sum to more than 1, the smallest kept one
+    to 0 (the largest entry is always kept; sums within 1e-12 of 1 count as 1). Sums to at most 1 when the largest entry is <= 1."""
+    p = np.maximum(np.asarray(raw, dtype=float), 0.0)
+    if p.sum() <= 1.0 + _ROUNDING:
+        return p
+    order = np.argsort(-p, kind="stable")
+    csum = np.cumsum(p[order])
+    keep = max(int(np.searchsorted(csum, 1.0 + _ROUNDING, side="right")), 1)  # the top entries summing to <= 1
+    out = np.zeros_like(p)
+    out[order[:keep]] = p[order[:keep]]
+    return out
+
+
+def norm_sub(raw: ArrayLike, max_iter: int | None = None) -> np.ndarray:
+    """Norm-Sub: ``f'_v = max(f~_v + delta, 0)`` with ``sum f' = 1``, by the paper's iteration.
+
+    Starting from every cell, ``delta = (1 - sum_{v in S} f~_v) / |S|`` over the kept set ``S``,
+    cells with ``f~_v + delta <= 0`` leave ``S``, repeated until none does (at most ``d`` rounds).
+    The fixed point is the Euclidean projection of ``f~`` onto the probability simplex
+    (Wang et al., NDSS 2020, Sec. IV-B; equal to Constrained Least Squares, Sec. IV-C).
+    """
+    v = np.asarray(raw, dtype=float)
+    keep = np.ones(v.size, dtype=bool)
+    for _ in range(max_iter or v.size):
+        delta = (1.0 - v[keep].sum()) / keep.sum()
+        drop = keep & (v + delta <= 0.0)
+        if not drop.any():
+            break
+        keep &= ~drop
+    return np.where(keep, np.maximum(v + delta, 0.0), 0.0)
+
+
+def power_exponent(raw: ArrayLike, sigma2: ArrayLike, level: float = DEFAULT_LEVEL) -> float:
+    """The exponent ``a`` of the power-law prior, fitted to the tail: the continuous power-law
+    maximum-likelihood estimate ``a = 1 + m / sum_i ln(f~_i / x_min)`` (Clauset, Shalizi, Newman,
+    SIAM Review 2009, Eq. 3.1) over the ``m`` estimates above ``x_min = max_v T_v``, Base-Cut's
+    threshold (:func:`cut_threshold`). ``0`` (a flat prior) when no estimate is significant."""
+    v = np.asarray(raw, dtype=float)
+    xmin = float(np.max(cut_threshold(sigma2, level)))
+    tail = v[v > xmin]
+    if tail.size == 0 or xmin <= 0.0:
+        return 0.0
+    logs = float(np.log(tail / xmin).sum())
+    return 1.0 + tail.size / logs if logs > 0 else 0.0
+
+
+def power(raw: ArrayLike, sigma2: ArrayLike, n: float, exponent: float | None = None,
+          level: float = DEFAULT_LEVEL) -> tuple[np.ndarray, float]:
+    """Power: the posterior mean of each frequency under a power-law prior (not normalized).
+
+    ``f'_v = int x pi(x) phi((f~_v - x)/sigma_v) dx / int pi(x) phi((f~_v - x)/sigma_v) dx`` with
+    ``pi(x) ~ x^{-a}`` on ``[1/n, 1]`` and ``phi`` the standard normal density: the estimate
+    minimizing the expected squared error given ``f~_v`` (Wang et al., NDSS 2020, Sec. IV-E).
+    Integrated numerically on a log-spaced grid plus a fine grid over ``f~_v +- 8 sigma_v``.
+
+    Returns
+    -------
+    (ndarray, float)
+        The posterior means and the exponent ``a`` (:func:`power_exponent` unless given).
+    """
+    v = np.asarray(raw, dtype=float)
+    s2 = np.asarray(sigma2, dtype=float)
+    a = power_exponent(v, s2, level) if exponent is None else float(exponent)
+    lo = min(1.0 / max(float(n), 1.0), 0.5)
+    base = np.geomspace(lo, 1.0, _GRID)
+    out = np.empty(v.size)
+    for i, (fv, var) in enumerate(zip(v, s2)):
+        sd = np.sqrt(var)
+        if sd <= 0.0:
+            out[i] = min(max(fv, lo), 1.0)
+            continue
+        near = np.linspace(max(lo, fv - 8 * sd), min(1.0, fv + 8 * sd), 400) if fv + 8 * sd > lo and \
+            fv - 8 * sd < 1.0 else np.empty(0)
+        x = np.unique(np.concatenate([base, near]))
+        w = np.gradient(x)  # trapezoid-like quadrature weights
+        logw = np.log(w) - a * np.log(x) - 0.5 * (fv - x) ** 2 / var
+        logw -= logw.max()
+        wt = np.exp(logw)
+        out[i] = float((wt * x).sum() / wt.sum())
+    return out, a
+
+
+#: the method names and their one-line summaries
+METHODS: dict[str, str] = {
+    "base-pos": "negatives of the unbiased estimate set to 0, then normalized",
+    "base-cut": "entries of the unbiased estimate below the significance threshold set to 0, then normalized",
+    "norm": "a constant added to the unbiased estimate so it sums to 1 (negatives then clipped)",
+    "norm-mul": "negatives of the unbiased estimate clipped, the rest multiplied to sum 1",
+    "norm-cut": "negatives clipped, the smallest entries set to 0 until the rest sums to at most 1",
+    "norm-sub": "a constant subtracted and negatives clipped so the sum is 1 (projection onto the simplex)",
+    "power": "posterior means under a power-law prior fitted to the tail, then normalized",
+    "power-ns": "posterior means under a power-law prior, then Norm-Sub",
+}
+
+
+def postprocess(obs: Observations, *, method: str, level: float = DEFAULT_LEVEL, exponent: float | None = None,
+                loglik: bool = False) -> Fit:
+    """One of Wang et al.'s post-processing methods on the unbiased estimate of one mechanism.
+
+    Parameters
+    ----------
+    obs : Observations
+        The reports of one mechanism with an unbiased estimator (a pure frequency oracle, or a
+        finite invertible channel).
+    method : str
+        One of :data:`METHODS`.
+    level : float
+        The significance level of Base-Cut's threshold (and of the tail Power fits).
+    exponent : float, optional
+        Power's prior exponent ``a``; ``None``: fitted (:func:`power_exponent`).
+    loglik : bool
+        Also compute the exact log-likelihood of the reports at the estimate.
+
+    Returns
+    -------
+    Fit
+        ``extra["raw_inverse"]`` holds ``f~``, ``extra["unnormalized"]`` the method's own result
+        (before the final normalization), ``extra["variance"]`` ``sigma_v^2`` where it is used.
+    """
+    if method not in METHODS:
+        raise LocalPrivError(f"unknown post-processing {method!r}; choose one of {', '.join(METHODS)}")
+    block = obs.single(method)
+    raw = unbiased_estimate(block)
+    extra: dict[str, Any] = {"raw_inverse": raw}
+    settings: dict[str, Any] = {}
+    if method in ("base-cut", "power", "power-ns"):
+        s2 = noise_variance(block, raw)
+        extra["variance"] = s2
+        settings["level"] = level
+    if method == "base-pos":
+        out = base_pos(raw)
+    elif method == "base-cut":
+        extra["threshold"] = cut_threshold(s2, level)
+        out = base_cut(raw, s2, level)
+    elif method == "norm":
+        out = norm(raw)
+    elif method == "norm-mul":
+        out = norm_mul(raw)
+    elif method == "norm-cut":
+        out = norm_cut(raw)
+    elif method == "norm-sub":
+        out = norm_sub(raw)
+    else:
+        out, a = power(raw, s2, obs.n, exponent, level)
+        extra["exponent"] = a
+        settings["exponent"] = exponent
+        if method == "power-ns":
+            out = norm_sub(out)
+    extra["unnormalized"] = out
+    theta = clip_normalize(out)
+    return Fit(theta, obs.domain, method, settings, loglik=exact_loglik(obs, theta) if loglik else None,
+               n=obs.n, extra=extra)
+
+
+_LOGLIK = Setting("loglik", "bool", False, "also compute the exact log-likelihood of the reports at the estimate")
+_LEVEL = Setting("level", "float", DEFAULT_LEVEL, "significance level of the cut threshold "
+                 "sigma Phi^-1(1 - level/d)", low=0.0, high=1.0, low_open=True, high_open=True)
+_EXPONENT = Setting("exponent", "float", None, "exponent a of the power-law prior x^-a; none: fitted to the "
+                    "estimates above the cut threshold", low=0.0, nullable=True)
+_SETTINGS: dict[str, tuple[Setting, ...]] = {
+    "base-cut": (_LEVEL, _LOGLIK), "power": (_LEVEL, _EXPONENT, _LOGLIK), "power-ns": (_LEVEL, _EXPONENT, _LOGLIK)}
+
+
+def _estimator(method: str) -> Callable[..., Fit]:
+    def run(obs: Observations, **settings: Any) -> Fit:
+        return postprocess(obs, method=method, **settings)
+    run.__name__ = method.replace("-", "_")
+    run.__doc__ = f"{method}: {METHODS[method]} (Wang et al., NDSS 2020)."
+    return run
+
+
+for _name, _summary in METHODS.items():
+    register_estimator(_name, _estimator(_name), summary=f"{_summary} (Wang et al. NDSS 2020; one mechanism)",
+                       tags={"single-mechanism"}, settings=_SETTINGS.get(_name, (_LOGLIK,)))
