@@ -139,7 +139,8 @@ def norm_mul(raw: ArrayLike) -> np.ndarray:
 
 def norm_cut(raw: ArrayLike) -> np.ndarray:
     """Norm-Cut: negatives to 0; while the kept entries sum to more than 1, the smallest kept one
-    to 0 (the largest entry is always kept; sums within 1e-12 of 1 count as 1). Sums to at most 1 when the largest entry is <= 1."""
+    to 0 (the largest entry is always kept; sums within 1e-12 of 1 count as 1). Sums to at most 1
+    when the largest entry is <= 1."""
     p = np.maximum(np.asarray(raw, dtype=float), 0.0)
     if p.sum() <= 1.0 + _ROUNDING:
         return p
