@@ -232,11 +232,11 @@ def shuffle_report(mech: Mechanism, n: int, delta: float) -> dict[str, Any]:
     """
     n_, d = _check(n, delta)
     eps0 = _eps0_of(mech)
-    out: dict[str, Any] = {"shuffle: reports n": n_, "shuffle: delta": d, "shuffle: eps0 (local, from channel)": eps0}
-    out["shuffle: central eps, numerical (FMT 2021 clones)"] = _numerical(eps0, n_, d)
+    out: dict[str, Any] = {"shuffle: n reports": n_, "shuffle: delta": d, "shuffle: eps0 (local, from channel)": eps0}
+    out["shuffled central eps (numerical, FMT21)"] = _numerical(eps0, n_, d)
     if closed_form_applies(eps0, n_, d):
-        out["shuffle: central eps, closed form (FMT 2021 Thm 3.1)"] = closed_form_epsilon(eps0, n_, d)
+        out["shuffled central eps (closed form, FMT21 Thm 3.1)"] = closed_form_epsilon(eps0, n_, d)
     else:
-        out["shuffle: central eps, closed form (FMT 2021 Thm 3.1)"] = (
+        out["shuffled central eps (closed form, FMT21 Thm 3.1)"] = (
             "does not apply (needs eps0 <= log(n / (16 log(2/delta))))")
     return out
