@@ -4,7 +4,8 @@
 
 Submodules: :mod:`.likelihood` (Eq. 2, Figs. 3 and 5), :mod:`.concavity` (Theorems 4.1 and 6.1,
 rank tests), :mod:`.consistency` (section 6), :mod:`.bounds` (Theorem 4.4, Proposition 7.6, exact
-INV error), :mod:`.likely` (section 8), :mod:`.examples` (small channels from the seeds).
+INV error), :mod:`.likely` (section 8), :mod:`.examples` (small channels from the seeds),
+:mod:`.shuffle` (amplification by shuffling, Feldman-McMillan-Talwar 2021).
 """
 from __future__ import annotations
 
