@@ -27,6 +27,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from localpriv.data.formats import (
@@ -38,6 +39,8 @@ from localpriv.data.formats import (
     expand_sources,
     file_type,
     hex_bytes,
+    VALUE_FORMATS,
+    check_format,
     one_line,
     open_text,
     read_error,
@@ -221,10 +224,14 @@ def write_reports(table: pa.Table, path: str | Path, inputs: Any = (), attribute
 TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
 
 
-def values_format(path: str) -> tuple[str, str]:
-    """``(file type, delimiter)`` of a values file: ``("parquet", "")``, ``("csv", ",")`` or, for
-    ``.tsv``/``.tsv.gz``/``.tab`` files, ``("csv", "\\t")``."""
-    if not str(path).lower().endswith(TSV_SUFFIXES):
+def values_format(path: str, fmt: str | None = None) -> tuple[str, str]:
+    """``(file type, delimiter)`` of a values file: ``("parquet", "")``, ``("csv", ",")``,
+    ``("csv", "\\t")`` for ``.tsv``/``.tsv.gz``/``.tab`` files, ``("json", "")`` (JSON Lines).
+    ``fmt`` (``--format``: csv, tsv, parquet or json) names the type whatever the suffix."""
+    fmt = check_format(fmt, VALUE_FORMATS)
+    if fmt in ("csv", "parquet"):
+        return fmt, ("," if fmt == "csv" else "")
+    if fmt is None and not str(path).lower().endswith(TSV_SUFFIXES):
         ftype = file_type(path)
         return ftype, ("," if ftype == "csv" else "")
     try:
@@ -237,8 +244,9 @@ def values_format(path: str) -> tuple[str, str]:
     if not head:
         raise LocalPrivError(f"{path} is empty (0 bytes)")
     if head == b"PAR1":
-        raise LocalPrivError(f"{path} is a Parquet file, not tab-separated text; name it .parquet")
-    return "csv", "\t"
+        raise LocalPrivError(f"{path} is a Parquet file, not {'JSON' if fmt == 'json' else 'tab-separated'} text; "
+                             "read it as Parquet")
+    return ("json", "") if fmt == "json" else ("csv", "\t")
 
 
 def _header_names(path: str, delimiter: str = ",") -> list[str]:
@@ -269,6 +277,10 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
             names = pq.read_schema(path).names
         except (pa.ArrowException, OSError) as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
+    elif ftype == "json":
+        if not header:
+            raise LocalPrivError(f"{path}: JSON Lines objects always name their fields; --no-header is for CSV/TSV")
+        names = _json_reader(path).schema.names
     else:
         try:
             names = _header_names(path, delimiter)
@@ -300,19 +312,35 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
     return cols, shown
 
 
-def value_attribute(path: str | Path, column: str | None = None, header: bool = True) -> str | None:
+def _json_reader(path: str) -> pajson.JSONStreamingReader:
+    """A streaming reader of a JSON Lines file (one object per line)."""
+    try:
+        return pajson.open_json(open_text(path), read_options=pajson.ReadOptions(block_size=CSV_BLOCK_BYTES,
+                                                                                 use_threads=False))
+    except (pa.ArrowException, OSError, UnicodeError) as exc:
+        raise LocalPrivError(f"cannot read {path} as JSON Lines (one object per line): {one_line(exc)}") from None
+
+
+def value_attribute(path: str | Path, column: str | None = None, header: bool = True,
+                    fmt: str | None = None) -> str | None:
     """The name of the value column(s) that :func:`iter_values` reads (``"lat,lon"`` for two),
     recorded in report files as their attribute; ``None`` for files without a header."""
     if not header:
         return None
-    ftype, delimiter = values_format(str(path))
+    ftype, delimiter = values_format(str(path), fmt)
     cols, shown = _resolve_columns(str(path), ftype, delimiter, column, header)
     return shown or None
 
 
-def _value_batches(path: str, cols: list[str], delimiter: str = ",",
-                   header: bool = True) -> Iterator[tuple[list[pa.Array], int]]:
-    ftype = "csv" if delimiter == "\t" else file_type(path)
+def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: bool = True,
+                   ftype: str = "csv") -> Iterator[tuple[list[pa.Array], int]]:
+    if ftype == "json":
+        row = 1
+        for b in _json_reader(path):
+            _check_columns(path, cols, b.schema.names)
+            yield [b.column(c) for c in cols], row
+            row += b.num_rows
+        return
     if ftype == "parquet":
         try:
             pf = pq.ParquetFile(path)
@@ -398,7 +426,7 @@ def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
 
 def iter_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
                 drop_missing: bool = False, stats: dict | None = None,
-                header: bool = True) -> Iterator[tuple[np.ndarray, int]]:
+                header: bool = True, fmt: str | None = None, strip: bool = True) -> Iterator[tuple[np.ndarray, int]]:
     """Stream raw values from a CSV, TSV or Parquet file as ``(values, first_row)`` chunks.
 
     ``column``: one column (default: the first), or several separated by commas (``"lat,lon"`` for
@@ -422,6 +450,11 @@ def iter_values(path: str | Path, column: str | None = None, *, domain: Domain |
         Filled with ``rows`` (read) and ``dropped`` (missing, dropped).
     header : bool
         Whether the first line of a CSV/TSV file names the columns.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json`` (JSON Lines), whatever the file's suffix (default:
+        from the suffix).
+    strip : bool
+        Remove surrounding blanks from text values (default).
 
     Yields
     ------
@@ -431,7 +464,7 @@ def iter_values(path: str | Path, column: str | None = None, *, domain: Domain |
         The row (Parquet) or line (CSV) number of the chunk's first row.
     """
     for vals, _labels, first, _kept in iter_rows(path, column, domain=domain, drop_missing=drop_missing,
-                                                 stats=stats, header=header):
+                                                 stats=stats, header=header, fmt=fmt, strip=strip):
         yield vals, first
 
 
@@ -448,7 +481,7 @@ def _missing(arrays: list, n: int) -> np.ndarray:
 
 def iter_rows(path: str | Path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
               drop_missing: bool = False, stats: dict | None = None, header: bool = True,
-              ) -> Iterator[RowChunk]:
+              fmt: str | None = None, strip: bool = True) -> Iterator[RowChunk]:
     """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
     mechanism spec or a group per row, for :func:`localpriv.data.freewill.perturb_file_mixed`).
 
@@ -457,12 +490,13 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     text); ``kept`` is ``None`` when no row of the chunk was dropped, else the positions (from
     ``first_row``) of the rows kept, so that row ``i`` is number ``first_row + kept[i]``.
     A row whose label is missing counts as a missing value (refused, or dropped with
-    ``drop_missing``).
+    ``drop_missing``). ``fmt``: the file's format (:func:`values_format`); ``strip``: surrounding
+    blanks of text values are removed (UCI's ``", "`` separators leave one before every value).
     """
     path = str(path)
     if not Path(path).exists():
         raise LocalPrivError(f"input file {path} not found")
-    ftype, delimiter = values_format(path)
+    ftype, delimiter = values_format(path, fmt)
     cols, shown = _resolve_columns(path, ftype, delimiter, column, header)
     extra: list[str] = []
     if labels is not None:
@@ -476,7 +510,10 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     stats.setdefault("rows", 0)
     stats.setdefault("dropped", 0)
     try:
-        for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header):
+        for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header, ftype):
+            if strip:
+                arrays = [pc.utf8_trim_whitespace(a) if pa.types.is_string(a.type) or pa.types.is_large_string(a.type)
+                          else a for a in arrays]
             n = len(arrays[0])
             stats["rows"] += n
             lab = None
@@ -529,7 +566,8 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
 
 
 def read_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
-                drop_missing: bool = False, header: bool = True) -> np.ndarray:
+                drop_missing: bool = False, header: bool = True, fmt: str | None = None,
+                strip: bool = True) -> np.ndarray:
     """All values of a CSV, TSV or Parquet file column (see :func:`iter_values`) as one array.
 
     Parameters
@@ -550,7 +588,7 @@ def read_values(path: str | Path, column: str | None = None, *, domain: Domain |
     numpy.ndarray
     """
     parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing,
-                                       header=header)]
+                                       header=header, fmt=fmt, strip=strip)]
     if not parts:
         raise LocalPrivError(f"{path} has no values")
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -606,10 +644,57 @@ def refuse_outside(domain: GridDomain, chunks: Iterable[tuple[np.ndarray, int]],
                          f"counted, with --outside drop|clamp")
 
 
+#: Most distinct values outside the domain kept while counting them (past it: "at least").
+MAX_BAD_DISTINCT = 10_000
+#: Lines (rows) named in the error for values outside the domain.
+BAD_LINES_SHOWN = 3
+
+
+def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: Iterable[tuple[np.ndarray, int]],
+                          path: str, word: str) -> NoReturn:
+    """Values outside a domain: count them over the whole file (read only, nothing is written):
+    every bad row and, up to :data:`MAX_BAD_DISTINCT`, the distinct bad values, then refuse in one
+    line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``."""
+    check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))
+    rows, lines, seen, capped, partial = 0, [], {}, False, False
+
+    def visit(vals: np.ndarray, at: int) -> None:
+        nonlocal rows, capped
+        bad = np.flatnonzero(check(vals))
+        if not bad.size:
+            return
+        rows += int(bad.size)
+        lines.extend(int(b) + at for b in bad[:max(0, BAD_LINES_SHOWN - len(lines))])
+        for v in np.asarray(vals, dtype=object)[bad]:
+            key = str(v)
+            if key in seen:
+                continue
+            if len(seen) >= MAX_BAD_DISTINCT:
+                capped = True
+                continue
+            seen[key] = v
+
+    visit(values, first)
+    try:
+        for vals, at in rest:
+            visit(as_values(vals, domain), at)
+    except LocalPrivError:  # a later problem (a missing value ...): the counts so far are lower bounds
+        partial = True
+    least = "at least " if partial else ""
+    distinct = f"{'at least ' if capped or partial else ''}{len(seen):,} distinct value{'s' if len(seen) != 1 else ''}"
+    shown = ", ".join(repr(v) for v in list(seen)[:5]) + (" ..." if len(seen) > 5 else "")
+    blank = any(k != k.strip() for k in seen)
+    hint = "; surrounding blanks are kept (--no-strip)" if blank else ""
+    raise LocalPrivError(f"{path}: {least}{rows:,} {word}{'s' if rows != 1 else ''} ({distinct}) outside the "
+                         f"domain ({domain.size} values), first at {word}{'s' if len(lines) > 1 else ''} "
+                         f"{', '.join(map(str, lines))}: {shown}{hint}")
+
+
 def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechanism, domain: Domain,
                  rng: np.random.Generator, *, column: str | None = None,
                  drop_missing: bool = False, progress: Callable[[int], None] | None = None,
-                 header: bool = True, outside: str = "error") -> PerturbSummary:
+                 header: bool = True, outside: str = "error", fmt: str | None = None,
+                 strip: bool = True) -> PerturbSummary:
     """Stream a values file through ``mechanism`` into a report file, in bounded memory.
 
     The output is written atomically (nothing appears unless every value was turned into a report)
@@ -641,6 +726,10 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechani
         Whether the first line of a CSV/TSV file names the columns.
     outside : {"error", "drop", "clamp"}
         Grid domains: what to do with points outside the grid.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json``, whatever the suffix (default: from the suffix).
+    strip : bool
+        Remove surrounding blanks from text values (default).
 
     Returns
     -------
@@ -650,7 +739,7 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechani
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
     res = perturb_rows(input, output, domain, OneMechanism(mech, rng), column=column, drop_missing=drop_missing,
-                       header=header, outside=outside, progress=progress)
+                       header=header, outside=outside, progress=progress, fmt=fmt, strip=strip)
     return PerturbSummary(res.rows, res.dropped, res.reports, str(mech), res.path, outside=res.outside,
                           outside_action=res.outside_action)
 
@@ -676,7 +765,8 @@ class OneMechanism:
 def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, assignment: Any, *,
                  label_column: str | None = None, column: str | None = None, drop_missing: bool = False,
                  header: bool = True, outside: str = "error",
-                 progress: Callable[[int], None] | None = None) -> PerturbSummary:
+                 progress: Callable[[int], None] | None = None, fmt: str | None = None,
+                 strip: bool = True) -> PerturbSummary:
     """The file perturbation pipeline of :func:`perturb_file` and
     :func:`localpriv.data.freewill.perturb_file_mixed`: stream a values file, place or encode its
     values, cut them into fixed blocks (:func:`block_size` of the first mechanism) and sample each
@@ -694,17 +784,17 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
         raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
                              f"manhattan), not to {domain}: values outside other domains are always refused")
     path = str(input)
-    word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
+    word = "line" if Path(path).exists() and values_format(path, fmt)[0] == "csv" else "row"
     size = 0  # rows per block: fixed by the first row's mechanism
     stats: dict[str, int] = {}
     n_outside = 0
     pend_x: list[np.ndarray] = []
     pend_g: list[np.ndarray] = []
     npend = 0
-    attribute = value_attribute(path, column, header) if Path(path).exists() else None
+    attribute = value_attribute(path, column, header, fmt) if Path(path).exists() else None
     with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
         chunks = iter_rows(path, column, label_column, domain=domain, drop_missing=drop_missing, stats=stats,
-                           header=header)
+                           header=header, fmt=fmt, strip=strip)
         for vals, coded, first, kept in chunks:
             g = np.zeros(len(vals), dtype=np.int64) if label_column is None else \
                 assignment.codes(coded, first, kept, word, chunks)
@@ -720,8 +810,13 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
                     if outside == "drop":
                         x, g = x[~out], g[~out]
             else:
-                x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
-                            where=f"{path}: ", word=word)
+                try:
+                    x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
+                                      where=f"{path}: ", word=word)
+                except LocalPrivError:
+                    if domain is None or not hasattr(domain, "invalid"):
+                        raise
+                    refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word)
             pend_x.append(x)
             pend_g.append(g)
             npend += x.size
