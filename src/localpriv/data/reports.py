@@ -17,6 +17,7 @@ inputs of at most one block they are exactly ``mechanism.sample(values, rng)``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from localpriv.data.formats import (
     PARQUET_BATCH_ROWS,
     Source,
     TableWriter,
+    atomic_output,
     csv_columns,
     expand_sources,
     file_type,
@@ -53,7 +55,7 @@ from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
-           "iter_values", "iter_rows", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+           "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
 BLOCK_BYTES = 8 << 20
@@ -229,8 +231,10 @@ def values_format(path: str, fmt: str | None = None) -> tuple[str, str]:
     ``("csv", "\\t")`` for ``.tsv``/``.tsv.gz``/``.tab`` files, ``("json", "")`` (JSON Lines).
     ``fmt`` (``--format``: csv, tsv, parquet or json) names the type whatever the suffix."""
     fmt = check_format(fmt, VALUE_FORMATS)
-    if fmt in ("csv", "parquet"):
-        return fmt, ("," if fmt == "csv" else "")
+    if fmt == "parquet":
+        return file_type(path, fmt), ""
+    if fmt == "csv":
+        return "csv", ","
     if fmt is None and not str(path).lower().endswith(TSV_SUFFIXES):
         ftype = file_type(path)
         return ftype, ("," if ftype == "csv" else "")
@@ -371,7 +375,7 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: boo
                                              include_missing_columns=True))
     names = [f.name for f in reader.schema]
     line = start = 2 if header else 1
-    for b in reader:
+    for b in _without_trailing_blanks(reader, _trailing_blank_lines(path)):
         if bad:
             n, text = bad[0]
             cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
@@ -384,6 +388,35 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: boo
         n, text = bad[0]
         cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
         raise LocalPrivError(f"{path}: line {n} {cause}")
+
+
+def _trailing_blank_lines(path: str) -> int:
+    """Blank lines at the very end of an uncompressed text file (UCI's files end with one): not rows."""
+    if path.lower().endswith(".gz"):
+        return 0
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - 4096))
+            tail = fh.read()
+    except OSError:
+        return 0
+    rest = tail[len(tail.rstrip(b" \t\r\n")):]
+    if len(rest) == len(tail):  # nothing but blanks in the tail: leave it to the reader's checks
+        return 0
+    n = rest.count(b"\n")
+    return n - 1 if rest.endswith(b"\n") else n
+
+
+def _without_trailing_blanks(batches: Iterable[pa.RecordBatch], blank: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` with the last ``blank`` rows (the file's trailing blank lines) left out."""
+    held = None
+    for b in batches:
+        if held is not None:
+            yield held
+        held = b
+    if held is not None:
+        yield held.slice(0, max(0, held.num_rows - blank)) if blank else held
 
 
 def _check_columns(path: str, cols: Sequence[str], names: Sequence[str]) -> None:
@@ -611,6 +644,58 @@ class PerturbSummary:
     by_mechanism: dict[str, int] | None = None
 
 
+#: Most distinct values :func:`distinct_values` lists (a categorical column, not identifiers).
+MAX_DISTINCT_VALUES = 100_000
+
+
+class _AsText:
+    """Stand-in domain for :func:`iter_rows`: keep the values as text (no numbers parsed)."""
+
+    is_numeric = False
+
+
+@dataclass(frozen=True)
+class DistinctValues:
+    """The distinct values of a column and how often each occurs (most frequent first)."""
+
+    values: list[tuple[str, int]]
+    rows: int
+    missing: int
+
+
+def distinct_values(path: str | Path, column: str | None = None, *, header: bool = True, fmt: str | None = None,
+                    strip: bool = True, limit: int = MAX_DISTINCT_VALUES) -> DistinctValues:
+    """The distinct values of one column of a values file, with their counts, streamed: what a
+    data owner reviews before writing a domain (``localpriv domain``). Missing values are counted
+    apart; more than ``limit`` distinct values is refused (not a categorical column)."""
+    counts: dict[str, int] = {}
+    stats: dict[str, int] = {}
+    text = cast(Domain, _AsText())
+    for vals, _first in iter_values(path, column, domain=text, drop_missing=True, stats=stats, header=header,
+                                    fmt=fmt, strip=strip):
+        if np.ndim(vals) != 1:
+            raise LocalPrivError(f"{path}: give one column to list, not {column!r}")
+        uniq, cnt = np.unique(np.asarray(vals, dtype=object).astype(str), return_counts=True)
+        for u, c in zip(uniq.tolist(), cnt.tolist()):
+            counts[u] = counts.get(u, 0) + int(c)
+        if len(counts) > limit:
+            raise LocalPrivError(f"{path}: column {column or 1} has more than {limit:,} distinct values: it is not "
+                                 "a categorical column")
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return DistinctValues(ordered, stats.get("rows", 0), stats.get("dropped", 0))
+
+
+def write_labels(labels: Sequence[str], path: str | Path) -> Path:
+    """Write a labels file (one label per line, UTF-8; what ``--domain @FILE`` reads), atomically."""
+    bad = [lab for lab in labels if "\n" in lab or "\r" in lab or lab != lab.strip() or not lab]
+    if bad:
+        raise LocalPrivError(f"{len(bad)} label(s) cannot be written one per line (line breaks, surrounding "
+                             f"blanks or empty), e.g. {bad[0][:40]!r}")
+    with atomic_output(path) as tmp:
+        tmp.write_text("".join(f"{lab}\n" for lab in labels), encoding="utf-8")
+    return Path(path)
+
+
 def place_values(domain: GridDomain, arr: np.ndarray, outside: str, first: int, path: str,
                  word: str) -> tuple[np.ndarray, np.ndarray]:
     """``domain.place`` on one chunk; points that are no coordinates are refused with their rows."""
@@ -686,7 +771,7 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
     blank = any(k != k.strip() for k in seen)
     hint = "; surrounding blanks are kept (--no-strip)" if blank else ""
     raise LocalPrivError(f"{path}: {least}{rows:,} {word}{'s' if rows != 1 else ''} ({distinct}) outside the "
-                         f"domain ({domain.size} values), first at {word}{'s' if len(lines) > 1 else ''} "
+                         f"domain of {domain.size} values, first at {word}{'s' if len(lines) > 1 else ''} "
                          f"{', '.join(map(str, lines))}: {shown}{hint}")
 
 
