@@ -75,7 +75,8 @@ def test_exact_counts_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     data = uci_file(tmp_path, 500)
     res = perturb_uci(data, labels_file(tmp_path, ["nothing", "none"]), tmp_path / "r.parquet")
     assert res.exit_code == 1
-    assert "500 lines (at least 4 distinct values) outside the domain of 2 values, first at lines 1, 2, 3" in " ".join(res.output.split())
+    text = " ".join(res.output.split())
+    assert "500 lines (at least 4 distinct values) outside the domain of 2 values, first at lines 1, 2, 3" in text
 
 
 def test_labels_file_commas_blank_lines_and_caps(tmp_path: Path) -> None:

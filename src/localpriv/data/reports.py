@@ -34,15 +34,15 @@ import pyarrow.parquet as pq
 from localpriv.data.formats import (
     CSV_BLOCK_BYTES,
     PARQUET_BATCH_ROWS,
+    VALUE_FORMATS,
     Source,
     TableWriter,
     atomic_output,
+    check_format,
     csv_columns,
     expand_sources,
     file_type,
     hex_bytes,
-    VALUE_FORMATS,
-    check_format,
     one_line,
     open_text,
     read_error,
@@ -55,7 +55,8 @@ from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
-           "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+           "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES",
+           "refuse_outside_domain", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
 BLOCK_BYTES = 8 << 20
@@ -740,8 +741,10 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
     """Values outside a domain: count them over the whole file (read only, nothing is written):
     every bad row and, up to :data:`MAX_BAD_DISTINCT`, the distinct bad values, then refuse in one
     line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``."""
-    check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))
-    rows, lines, seen, capped, partial = 0, [], {}, False, False
+    check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))  # noqa: B009 - not on Domain
+    lines: list[int] = []
+    seen: dict[str, Any] = {}
+    rows, capped, partial = 0, False, False
 
     def visit(vals: np.ndarray, at: int) -> None:
         nonlocal rows, capped
