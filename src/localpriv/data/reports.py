@@ -48,7 +48,7 @@ from localpriv.data.formats import (
     read_error,
     rows_text,
 )
-from localpriv.domains import Domain
+from localpriv.domains import CategoricalDomain, Domain
 from localpriv.domains.grid import OUTSIDE_CHOICES, GridDomain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.utils.errors import SettingError
@@ -902,7 +902,7 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
                     x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
                                       where=f"{path}: ", word=word)
                 except LocalPrivError:
-                    if domain is None or not hasattr(domain, "invalid"):
+                    if not isinstance(domain, CategoricalDomain):  # numeric domains: their own cause
                         raise
                     refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word)
             pend_x.append(x)
