@@ -196,7 +196,8 @@ def rich_progress(status: Status | None = None) -> Any:
     return progress
 
 
-DOMAIN_HELP = ("LO..HI, comma-separated labels, bbox(lat0,lon0,lat1,lon1,cell_km) (a grid of cell_km-km cells "
+DOMAIN_HELP = ("LO..HI, comma-separated labels, @FILE (labels one per line, commas allowed), "
+               "bbox(lat0,lon0,lat1,lon1,cell_km) (a grid of cell_km-km cells "
                "covering a lat/lon box), manhattan[:CELL_KM] or grid(lat0=..,lon0=..,nrows=..,ncols=..,cell_km=..)")
 
 

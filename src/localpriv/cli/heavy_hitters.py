@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from localpriv.cli.common import Table, console, fmt_number, friendly, say, status_of
-from localpriv.cli.options import generator
+from localpriv.cli.options import FORMAT_HELP, STRIP_HELP, generator, input_format
 from localpriv.heavy_hitters.pem import heavy_hitters_file
 
 
@@ -44,11 +44,14 @@ def heavy_hitters_(
                                 help="--no-header: the CSV/TSV file's first line is data (give --column by number)"),
     drop_missing: bool = typer.Option(False, "--drop-missing",
                                       help="drop missing values (counted and reported) instead of failing"),
+    fmt: str | None = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
+    strip: bool = typer.Option(True, "--strip/--no-strip", help=STRIP_HELP),
 ) -> None:
     """Find the top-k strings of a column under LDP (users simulated from the file), with their
     estimated frequencies and intervals (docs/heavy-hitters.md)."""
     if not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
+    fmt = input_format(input, fmt)
     with status_of("heavy-hitters", f"reading {input}") as status:
         rounds: list[Any] = []  # the task of the rounds' bar, made on the first call
 
@@ -61,7 +64,7 @@ def heavy_hitters_(
                                  drop_missing=drop_missing, max_length=max_length, alphabet=alphabet,
                                  start_bits=start_bits, bits_per_round=bits_per_round, level=ci, output=output,
                                  extra={"input": str(input), "column": column, "seed": seed},
-                                 stage=status.stage, progress=progress)
+                                 stage=status.stage, progress=progress, fmt=fmt, strip=strip)
     res, plan, stats = run.result, run.plan, run.stats
     table = Table(title=f"top {k} by {method}, eps {fmt_number(eps)}, {res.n:,} users", title_justify="left")
     for name, just in (("#", "right"), ("value", "left"), ("estimate", "right"),

@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "perturb": ("localpriv.cli.perturb", "perturb",
                   "Obfuscate a column of values: one report per value (streamed in bounded memory); with "
                   "--mechanism-column or --policy each row applies its own mechanism (free will)."),
+    "domain": ("localpriv.cli.domain", "domain",
+               "List the distinct values of a column with their counts, on the data owner's side: to review and "
+               "write a domain (--out labels.txt for --domain @labels.txt). Never learn a domain from other "
+               "people's data: the set of values is itself information about them (docs/cli.md)."),
     "aggregate": ("localpriv.cli.aggregate", "aggregate",
                     "Count reports per (mechanism, report); counts files among the inputs are summed."),
     "estimate": ("localpriv.cli.estimate", "estimate",

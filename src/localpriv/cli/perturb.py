@@ -8,13 +8,13 @@ import typer
 from typer._click.exceptions import UsageError
 
 from localpriv.cli.common import DOMAIN_HELP, friendly, say, status_of
-from localpriv.cli.options import domain_option, generator, rows_hint
+from localpriv.cli.options import FORMAT_HELP, STRIP_HELP, domain_option, generator, input_format, rows_hint
 from localpriv.data.freewill import perturb_values_file
 
 
 @friendly
 def perturb(
-    input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz) or Parquet file of raw values"),
+    input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz), Parquet or JSON Lines file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
     mechanism: str | None = typer.Option(None, "--mechanism", "-m",
                                             help="mechanism spec of every row, e.g. 'krr(eps=2.0)'"),
@@ -40,6 +40,8 @@ def perturb(
                                             "secure generator seeded by the OS (use that for real users)"),
     drop_missing: bool = typer.Option(False, "--drop-missing",
                                       help="drop missing values (counted and reported) instead of failing"),
+    fmt: str | None = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
+    strip: bool = typer.Option(True, "--strip/--no-strip", help=STRIP_HELP),
 ) -> None:
     """Obfuscate a column of values: one report per value (streamed in bounded memory); with
     --mechanism-column or --policy each row applies its own mechanism (free will)."""
@@ -49,11 +51,13 @@ def perturb(
         raise UsageError("give one of --mechanism (every row), --mechanism-column or --policy (each row its own)"
                          + (f", not {' and '.join(given)}" if given else ""))
     dom = domain_option(domain)
+    fmt = input_format(input, fmt)
     with status_of("perturb", f"reading {input}") as status:
         rows = status.task("rows", rows_hint(input), "read")
         res = perturb_values_file(input, output, dom, generator(seed), mechanism=mechanism,
                                   mechanism_column=mechanism_column, policy=policy, column=column,
-                                  drop_missing=drop_missing, header=header, outside=outside, progress=rows.update)
+                                  drop_missing=drop_missing, header=header, outside=outside, progress=rows.update,
+                                  fmt=fmt, strip=strip)
     if res.outside:
         did, to = ("dropped", "") if res.outside_action == "drop" else ("moved", " to the nearest cell")
         say(f"{did} {res.outside:,} of {res.rows - res.dropped:,} points outside the grid{to} ({input})")

@@ -59,7 +59,7 @@ __all__ = [
     "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
-    "spec_for_version",
+    "spec_for_version", "VALUE_FORMATS", "REPORT_FORMATS", "sniff_format", "check_format", "KNOWN_SUFFIXES",
 ]
 
 #: The version of the report and counts formats this release writes.
@@ -109,8 +109,11 @@ def _suffix(name: str) -> str:
     return ".csv" if low.endswith(".csv.gz") else Path(low).suffix
 
 
-def file_type(path: str) -> str:
-    """``"parquet"`` or ``"csv"``, from the file's first bytes, checked against its extension."""
+def file_type(path: str, fmt: str | None = None) -> str:
+    """``"parquet"`` or ``"csv"``, from the file's first bytes, checked against its extension
+    (``fmt``, ``--format``: the type named, whatever the extension; a Parquet file is still checked)."""
+    if fmt is not None:
+        return _named_type(path, fmt)
     suffix = _suffix(path)
     if is_uri(path):
         if suffix in (".parquet", ".pq"):
@@ -142,6 +145,80 @@ def file_type(path: str) -> str:
             raise LocalPrivError(f"{path}: unknown file type {suffix!r}; use .csv or .parquet")
         return "csv"
     raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .csv or .parquet")
+
+
+#: ``--format`` of the commands that read values (``json``: JSON Lines, one object per line).
+VALUE_FORMATS = ("csv", "tsv", "parquet", "json")
+#: ``--format`` of the commands that read report or counts files.
+REPORT_FORMATS = ("csv", "parquet")
+#: Suffixes whose format is known without looking inside (no sniffing, nothing printed).
+KNOWN_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".tab", ".parquet", ".pq")
+#: bytes of the first line looked at when sniffing CSV against TSV
+SNIFF_BYTES = 1 << 16
+
+
+def check_format(fmt: str | None, allowed: Sequence[str] = VALUE_FORMATS) -> str | None:
+    """``--format`` checked against ``allowed`` (lower-cased); ``None`` stays ``None``."""
+    if fmt is None:
+        return None
+    low = str(fmt).strip().lower()
+    if low not in allowed:
+        raise LocalPrivError(f"unknown format {str(fmt)[:30]!r}; use {' or '.join(allowed)}")
+    return low
+
+
+def sniff_format(path: str, allowed: Sequence[str] = VALUE_FORMATS) -> tuple[str, str]:
+    """``(format, why)`` of a file whose name does not say: Parquet by its magic bytes, JSON Lines
+    by a first line starting with ``{``, CSV against TSV by the first line's delimiters (commas and
+    no tabs, or tabs and no commas). Anything else is ambiguous and refused: name it with --format."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not head:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    choices = " or ".join(allowed)
+    if head.startswith(b"PAR1"):
+        found, why = "parquet", "it starts with the Parquet magic bytes PAR1"
+    else:
+        first = head.lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].rstrip(b"\r")
+        commas, tabs = first.count(b","), first.count(b"\t")
+        if first.lstrip().startswith(b"{"):
+            found, why = "json", "its first line is a JSON object"
+        elif commas and not tabs:
+            found, why = "csv", f"its first line holds {commas} comma(s) and no tab"
+        elif tabs and not commas:
+            found, why = "tsv", f"its first line holds {tabs} tab(s) and no comma"
+        else:
+            raise LocalPrivError(f"{path}: cannot tell its format (first line: {commas} comma(s), {tabs} tab(s)); "
+                                 f"give --format {choices}")
+    if found not in allowed:
+        raise LocalPrivError(f"{path} looks like {found.upper()} ({why}); this command reads {choices}")
+    return found, why
+
+
+def _named_type(path: str, fmt: str) -> str:
+    """The type ``fmt`` (``--format``) names, any extension; Parquet checked by its magic bytes."""
+    if fmt not in REPORT_FORMATS:
+        raise LocalPrivError(f"{path}: report and counts files are {' or '.join(REPORT_FORMATS)}, not {fmt}")
+    if is_uri(path):
+        return fmt
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not head:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    if (head == b"PAR1") != (fmt == "parquet"):
+        raise LocalPrivError(f"{path} is {'a' if head == b'PAR1' else 'not a'} Parquet file, but --format {fmt} "
+                             "was given")
+    return fmt
 
 
 def _first_bad_utf8(path: str) -> tuple[int, int, bytes] | None:

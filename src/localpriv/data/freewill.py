@@ -434,7 +434,8 @@ class _Mixture:
 def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
                        mechanism_column: str | None = None, policy: Policy | str | Path | None = None,
                        column: str | None = None, drop_missing: bool = False, header: bool = True,
-                       outside: str = "error", progress: Callable[[int], None] | None = None) -> PerturbSummary:
+                       outside: str = "error", progress: Callable[[int], None] | None = None,
+                       fmt: str | None = None, strip: bool = True) -> PerturbSummary:
     """Obfuscate a values file with each row's own mechanism (free will), streamed, into one
     report file whose rows name their mechanism (so :func:`localpriv.data.aggregate` makes one block
     per mechanism and the IBU family estimates the mixture: GIBU, seed 003).
@@ -476,6 +477,10 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
         Grid domains: what to do with points outside the grid (counted).
     progress : callable, optional
         Called with the number of rows read so far after every chunk.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json``, whatever the suffix (default: from the suffix).
+    strip : bool
+        Remove surrounding blanks from text values (default).
 
     Returns
     -------
@@ -492,14 +497,16 @@ def perturb_file_mixed(input: str | Path, output: str | Path, domain: Domain, rn
     label_col = mechanism_column if policy is None else policy.column
     mix = _Mixture(domain, rng, str(input), repr(str(label_col)), policy)
     return perturb_rows(input, output, domain, mix, label_column=str(label_col), column=column,
-                        drop_missing=drop_missing, header=header, outside=outside, progress=progress)
+                        drop_missing=drop_missing, header=header, outside=outside, progress=progress,
+                        fmt=fmt, strip=strip)
 
 
 def perturb_values_file(input: str | Path, output: str | Path, domain: Domain, rng: np.random.Generator, *,
                         mechanism: str | Mechanism | None = None, mechanism_column: str | None = None,
                         policy: Policy | str | Path | None = None, column: str | None = None,
                         drop_missing: bool = False, header: bool = True, outside: str = "error",
-                        progress: Callable[[int], None] | None = None) -> PerturbSummary:
+                        progress: Callable[[int], None] | None = None, fmt: str | None = None,
+                        strip: bool = True) -> PerturbSummary:
     """Obfuscate a values file into a report file, checked first (``.parquet`` or ``.csv``, not an
     input): every row with ``mechanism`` (:func:`localpriv.data.reports.perturb_file`), or each row
     its own (``mechanism_column`` or ``policy``: :func:`perturb_file_mixed`); give exactly one."""
@@ -508,10 +515,10 @@ def perturb_values_file(input: str | Path, output: str | Path, domain: Domain, r
         raise LocalPrivError("give one of mechanism (every row), mechanism_column or policy (each row its own)")
     if mechanism is not None:
         return perturb_file(input, output, mechanism, domain, rng, column=column, drop_missing=drop_missing,
-                            header=header, outside=outside, progress=progress)
+                            header=header, outside=outside, progress=progress, fmt=fmt, strip=strip)
     return perturb_file_mixed(input, output, domain, rng, mechanism_column=mechanism_column, policy=policy,
                               column=column, drop_missing=drop_missing, header=header, outside=outside,
-                              progress=progress)
+                              progress=progress, fmt=fmt, strip=strip)
 
 
 def split_users(n: int, n_mechanisms: int, rng: np.random.Generator | int | None = None, *,

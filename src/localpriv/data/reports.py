@@ -17,6 +17,7 @@ inputs of at most one block they are exactly ``mechanism.sample(values, rng)``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +28,17 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from localpriv.data.formats import (
     CSV_BLOCK_BYTES,
     PARQUET_BATCH_ROWS,
+    VALUE_FORMATS,
     Source,
     TableWriter,
+    atomic_output,
+    check_format,
     csv_columns,
     expand_sources,
     file_type,
@@ -43,14 +48,15 @@ from localpriv.data.formats import (
     read_error,
     rows_text,
 )
-from localpriv.domains import Domain
+from localpriv.domains import CategoricalDomain, Domain
 from localpriv.domains.grid import OUTSIDE_CHOICES, GridDomain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
-           "iter_values", "iter_rows", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+           "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES",
+           "refuse_outside_domain", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
 BLOCK_BYTES = 8 << 20
@@ -221,10 +227,16 @@ def write_reports(table: pa.Table, path: str | Path, inputs: Any = (), attribute
 TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
 
 
-def values_format(path: str) -> tuple[str, str]:
-    """``(file type, delimiter)`` of a values file: ``("parquet", "")``, ``("csv", ",")`` or, for
-    ``.tsv``/``.tsv.gz``/``.tab`` files, ``("csv", "\\t")``."""
-    if not str(path).lower().endswith(TSV_SUFFIXES):
+def values_format(path: str, fmt: str | None = None) -> tuple[str, str]:
+    """``(file type, delimiter)`` of a values file: ``("parquet", "")``, ``("csv", ",")``,
+    ``("csv", "\\t")`` for ``.tsv``/``.tsv.gz``/``.tab`` files, ``("json", "")`` (JSON Lines).
+    ``fmt`` (``--format``: csv, tsv, parquet or json) names the type whatever the suffix."""
+    fmt = check_format(fmt, VALUE_FORMATS)
+    if fmt == "parquet":
+        return file_type(path, fmt), ""
+    if fmt == "csv":
+        return "csv", ","
+    if fmt is None and not str(path).lower().endswith(TSV_SUFFIXES):
         ftype = file_type(path)
         return ftype, ("," if ftype == "csv" else "")
     try:
@@ -237,8 +249,9 @@ def values_format(path: str) -> tuple[str, str]:
     if not head:
         raise LocalPrivError(f"{path} is empty (0 bytes)")
     if head == b"PAR1":
-        raise LocalPrivError(f"{path} is a Parquet file, not tab-separated text; name it .parquet")
-    return "csv", "\t"
+        raise LocalPrivError(f"{path} is a Parquet file, not {'JSON' if fmt == 'json' else 'tab-separated'} text; "
+                             "read it as Parquet")
+    return ("json", "") if fmt == "json" else ("csv", "\t")
 
 
 def _header_names(path: str, delimiter: str = ",") -> list[str]:
@@ -269,6 +282,10 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
             names = pq.read_schema(path).names
         except (pa.ArrowException, OSError) as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
+    elif ftype == "json":
+        if not header:
+            raise LocalPrivError(f"{path}: JSON Lines objects always name their fields; --no-header is for CSV/TSV")
+        names = _json_reader(path).schema.names
     else:
         try:
             names = _header_names(path, delimiter)
@@ -300,19 +317,35 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
     return cols, shown
 
 
-def value_attribute(path: str | Path, column: str | None = None, header: bool = True) -> str | None:
+def _json_reader(path: str) -> pajson.JSONStreamingReader:
+    """A streaming reader of a JSON Lines file (one object per line)."""
+    try:
+        return pajson.open_json(open_text(path), read_options=pajson.ReadOptions(block_size=CSV_BLOCK_BYTES,
+                                                                                 use_threads=False))
+    except (pa.ArrowException, OSError, UnicodeError) as exc:
+        raise LocalPrivError(f"cannot read {path} as JSON Lines (one object per line): {one_line(exc)}") from None
+
+
+def value_attribute(path: str | Path, column: str | None = None, header: bool = True,
+                    fmt: str | None = None) -> str | None:
     """The name of the value column(s) that :func:`iter_values` reads (``"lat,lon"`` for two),
     recorded in report files as their attribute; ``None`` for files without a header."""
     if not header:
         return None
-    ftype, delimiter = values_format(str(path))
+    ftype, delimiter = values_format(str(path), fmt)
     cols, shown = _resolve_columns(str(path), ftype, delimiter, column, header)
     return shown or None
 
 
-def _value_batches(path: str, cols: list[str], delimiter: str = ",",
-                   header: bool = True) -> Iterator[tuple[list[pa.Array], int]]:
-    ftype = "csv" if delimiter == "\t" else file_type(path)
+def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: bool = True,
+                   ftype: str = "csv") -> Iterator[tuple[list[pa.Array], int]]:
+    if ftype == "json":
+        row = 1
+        for b in _json_reader(path):
+            _check_columns(path, cols, b.schema.names)
+            yield [b.column(c) for c in cols], row
+            row += b.num_rows
+        return
     if ftype == "parquet":
         try:
             pf = pq.ParquetFile(path)
@@ -343,7 +376,7 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",",
                                              include_missing_columns=True))
     names = [f.name for f in reader.schema]
     line = start = 2 if header else 1
-    for b in reader:
+    for b in _without_trailing_blanks(reader, _trailing_blank_lines(path)):
         if bad:
             n, text = bad[0]
             cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
@@ -356,6 +389,35 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",",
         n, text = bad[0]
         cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
         raise LocalPrivError(f"{path}: line {n} {cause}")
+
+
+def _trailing_blank_lines(path: str) -> int:
+    """Blank lines at the very end of an uncompressed text file (UCI's files end with one): not rows."""
+    if path.lower().endswith(".gz"):
+        return 0
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - 4096))
+            tail = fh.read()
+    except OSError:
+        return 0
+    rest = tail[len(tail.rstrip(b" \t\r\n")):]
+    if len(rest) == len(tail):  # nothing but blanks in the tail: leave it to the reader's checks
+        return 0
+    n = rest.count(b"\n")
+    return n - 1 if rest.endswith(b"\n") else n
+
+
+def _without_trailing_blanks(batches: Iterable[pa.RecordBatch], blank: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` with the last ``blank`` rows (the file's trailing blank lines) left out."""
+    held = None
+    for b in batches:
+        if held is not None:
+            yield held
+        held = b
+    if held is not None:
+        yield held.slice(0, max(0, held.num_rows - blank)) if blank else held
 
 
 def _check_columns(path: str, cols: Sequence[str], names: Sequence[str]) -> None:
@@ -398,7 +460,7 @@ def _to_numpy(arrays: list[pa.Array], domain: Domain | None) -> np.ndarray:
 
 def iter_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
                 drop_missing: bool = False, stats: dict | None = None,
-                header: bool = True) -> Iterator[tuple[np.ndarray, int]]:
+                header: bool = True, fmt: str | None = None, strip: bool = True) -> Iterator[tuple[np.ndarray, int]]:
     """Stream raw values from a CSV, TSV or Parquet file as ``(values, first_row)`` chunks.
 
     ``column``: one column (default: the first), or several separated by commas (``"lat,lon"`` for
@@ -422,6 +484,11 @@ def iter_values(path: str | Path, column: str | None = None, *, domain: Domain |
         Filled with ``rows`` (read) and ``dropped`` (missing, dropped).
     header : bool
         Whether the first line of a CSV/TSV file names the columns.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json`` (JSON Lines), whatever the file's suffix (default:
+        from the suffix).
+    strip : bool
+        Remove surrounding blanks from text values (default).
 
     Yields
     ------
@@ -431,7 +498,7 @@ def iter_values(path: str | Path, column: str | None = None, *, domain: Domain |
         The row (Parquet) or line (CSV) number of the chunk's first row.
     """
     for vals, _labels, first, _kept in iter_rows(path, column, domain=domain, drop_missing=drop_missing,
-                                                 stats=stats, header=header):
+                                                 stats=stats, header=header, fmt=fmt, strip=strip):
         yield vals, first
 
 
@@ -448,7 +515,7 @@ def _missing(arrays: list, n: int) -> np.ndarray:
 
 def iter_rows(path: str | Path, column: str | None = None, labels: str | None = None, *, domain: Domain | None = None,
               drop_missing: bool = False, stats: dict | None = None, header: bool = True,
-              ) -> Iterator[RowChunk]:
+              fmt: str | None = None, strip: bool = True) -> Iterator[RowChunk]:
     """:func:`iter_values` with one more column read as text beside the values: ``labels`` (a
     mechanism spec or a group per row, for :func:`localpriv.data.freewill.perturb_file_mixed`).
 
@@ -457,12 +524,13 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     text); ``kept`` is ``None`` when no row of the chunk was dropped, else the positions (from
     ``first_row``) of the rows kept, so that row ``i`` is number ``first_row + kept[i]``.
     A row whose label is missing counts as a missing value (refused, or dropped with
-    ``drop_missing``).
+    ``drop_missing``). ``fmt``: the file's format (:func:`values_format`); ``strip``: surrounding
+    blanks of text values are removed (UCI's ``", "`` separators leave one before every value).
     """
     path = str(path)
     if not Path(path).exists():
         raise LocalPrivError(f"input file {path} not found")
-    ftype, delimiter = values_format(path)
+    ftype, delimiter = values_format(path, fmt)
     cols, shown = _resolve_columns(path, ftype, delimiter, column, header)
     extra: list[str] = []
     if labels is not None:
@@ -476,7 +544,10 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     stats.setdefault("rows", 0)
     stats.setdefault("dropped", 0)
     try:
-        for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header):
+        for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header, ftype):
+            if strip:
+                arrays = [pc.utf8_trim_whitespace(a) if pa.types.is_string(a.type) or pa.types.is_large_string(a.type)
+                          else a for a in arrays]
             n = len(arrays[0])
             stats["rows"] += n
             lab = None
@@ -529,7 +600,8 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
 
 
 def read_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
-                drop_missing: bool = False, header: bool = True) -> np.ndarray:
+                drop_missing: bool = False, header: bool = True, fmt: str | None = None,
+                strip: bool = True) -> np.ndarray:
     """All values of a CSV, TSV or Parquet file column (see :func:`iter_values`) as one array.
 
     Parameters
@@ -550,7 +622,7 @@ def read_values(path: str | Path, column: str | None = None, *, domain: Domain |
     numpy.ndarray
     """
     parts = [v for v, _ in iter_values(path, column, domain=domain, drop_missing=drop_missing,
-                                       header=header)]
+                                       header=header, fmt=fmt, strip=strip)]
     if not parts:
         raise LocalPrivError(f"{path} has no values")
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -571,6 +643,58 @@ class PerturbSummary:
     outside_action: str = "error"
     #: reports per mechanism (:func:`localpriv.data.freewill.perturb_file_mixed`; ``None`` for one mechanism)
     by_mechanism: dict[str, int] | None = None
+
+
+#: Most distinct values :func:`distinct_values` lists (a categorical column, not identifiers).
+MAX_DISTINCT_VALUES = 100_000
+
+
+class _AsText:
+    """Stand-in domain for :func:`iter_rows`: keep the values as text (no numbers parsed)."""
+
+    is_numeric = False
+
+
+@dataclass(frozen=True)
+class DistinctValues:
+    """The distinct values of a column and how often each occurs (most frequent first)."""
+
+    values: list[tuple[str, int]]
+    rows: int
+    missing: int
+
+
+def distinct_values(path: str | Path, column: str | None = None, *, header: bool = True, fmt: str | None = None,
+                    strip: bool = True, limit: int = MAX_DISTINCT_VALUES) -> DistinctValues:
+    """The distinct values of one column of a values file, with their counts, streamed: what a
+    data owner reviews before writing a domain (``localpriv domain``). Missing values are counted
+    apart; more than ``limit`` distinct values is refused (not a categorical column)."""
+    counts: dict[str, int] = {}
+    stats: dict[str, int] = {}
+    text = cast(Domain, _AsText())
+    for vals, _first in iter_values(path, column, domain=text, drop_missing=True, stats=stats, header=header,
+                                    fmt=fmt, strip=strip):
+        if np.ndim(vals) != 1:
+            raise LocalPrivError(f"{path}: give one column to list, not {column!r}")
+        uniq, cnt = np.unique(np.asarray(vals, dtype=object).astype(str), return_counts=True)
+        for u, c in zip(uniq.tolist(), cnt.tolist()):
+            counts[u] = counts.get(u, 0) + int(c)
+        if len(counts) > limit:
+            raise LocalPrivError(f"{path}: column {column or 1} has more than {limit:,} distinct values: it is not "
+                                 "a categorical column")
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return DistinctValues(ordered, stats.get("rows", 0), stats.get("dropped", 0))
+
+
+def write_labels(labels: Sequence[str], path: str | Path) -> Path:
+    """Write a labels file (one label per line, UTF-8; what ``--domain @FILE`` reads), atomically."""
+    bad = [lab for lab in labels if "\n" in lab or "\r" in lab or lab != lab.strip() or not lab]
+    if bad:
+        raise LocalPrivError(f"{len(bad)} label(s) cannot be written one per line (line breaks, surrounding "
+                             f"blanks or empty), e.g. {bad[0][:40]!r}")
+    with atomic_output(path) as tmp:
+        tmp.write_text("".join(f"{lab}\n" for lab in labels), encoding="utf-8")
+    return Path(path)
 
 
 def place_values(domain: GridDomain, arr: np.ndarray, outside: str, first: int, path: str,
@@ -606,10 +730,59 @@ def refuse_outside(domain: GridDomain, chunks: Iterable[tuple[np.ndarray, int]],
                          f"counted, with --outside drop|clamp")
 
 
+#: Most distinct values outside the domain kept while counting them (past it: "at least").
+MAX_BAD_DISTINCT = 10_000
+#: Lines (rows) named in the error for values outside the domain.
+BAD_LINES_SHOWN = 3
+
+
+def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: Iterable[tuple[np.ndarray, int]],
+                          path: str, word: str) -> NoReturn:
+    """Values outside a domain: count them over the whole file (read only, nothing is written):
+    every bad row and, up to :data:`MAX_BAD_DISTINCT`, the distinct bad values, then refuse in one
+    line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``."""
+    check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))  # noqa: B009 - not on Domain
+    lines: list[int] = []
+    seen: dict[str, Any] = {}
+    rows, capped, partial = 0, False, False
+
+    def visit(vals: np.ndarray, at: int) -> None:
+        nonlocal rows, capped
+        bad = np.flatnonzero(check(vals))
+        if not bad.size:
+            return
+        rows += int(bad.size)
+        lines.extend(int(b) + at for b in bad[:max(0, BAD_LINES_SHOWN - len(lines))])
+        for v in np.asarray(vals, dtype=object)[bad]:
+            key = str(v)
+            if key in seen:
+                continue
+            if len(seen) >= MAX_BAD_DISTINCT:
+                capped = True
+                continue
+            seen[key] = v
+
+    visit(values, first)
+    try:
+        for vals, at in rest:
+            visit(as_values(vals, domain), at)
+    except LocalPrivError:  # a later problem (a missing value ...): the counts so far are lower bounds
+        partial = True
+    least = "at least " if partial else ""
+    distinct = f"{'at least ' if capped or partial else ''}{len(seen):,} distinct value{'s' if len(seen) != 1 else ''}"
+    shown = ", ".join(repr(v) for v in list(seen)[:5]) + (" ..." if len(seen) > 5 else "")
+    blank = any(k != k.strip() for k in seen)
+    hint = "; surrounding blanks are kept (--no-strip)" if blank else ""
+    raise LocalPrivError(f"{path}: {least}{rows:,} {word}{'s' if rows != 1 else ''} ({distinct}) outside the "
+                         f"domain of {domain.size} values, first at {word}{'s' if len(lines) > 1 else ''} "
+                         f"{', '.join(map(str, lines))}: {shown}{hint}")
+
+
 def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechanism, domain: Domain,
                  rng: np.random.Generator, *, column: str | None = None,
                  drop_missing: bool = False, progress: Callable[[int], None] | None = None,
-                 header: bool = True, outside: str = "error") -> PerturbSummary:
+                 header: bool = True, outside: str = "error", fmt: str | None = None,
+                 strip: bool = True) -> PerturbSummary:
     """Stream a values file through ``mechanism`` into a report file, in bounded memory.
 
     The output is written atomically (nothing appears unless every value was turned into a report)
@@ -641,6 +814,10 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechani
         Whether the first line of a CSV/TSV file names the columns.
     outside : {"error", "drop", "clamp"}
         Grid domains: what to do with points outside the grid.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json``, whatever the suffix (default: from the suffix).
+    strip : bool
+        Remove surrounding blanks from text values (default).
 
     Returns
     -------
@@ -650,7 +827,7 @@ def perturb_file(input: str | Path, output: str | Path, mechanism: str | Mechani
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
     res = perturb_rows(input, output, domain, OneMechanism(mech, rng), column=column, drop_missing=drop_missing,
-                       header=header, outside=outside, progress=progress)
+                       header=header, outside=outside, progress=progress, fmt=fmt, strip=strip)
     return PerturbSummary(res.rows, res.dropped, res.reports, str(mech), res.path, outside=res.outside,
                           outside_action=res.outside_action)
 
@@ -676,7 +853,8 @@ class OneMechanism:
 def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, assignment: Any, *,
                  label_column: str | None = None, column: str | None = None, drop_missing: bool = False,
                  header: bool = True, outside: str = "error",
-                 progress: Callable[[int], None] | None = None) -> PerturbSummary:
+                 progress: Callable[[int], None] | None = None, fmt: str | None = None,
+                 strip: bool = True) -> PerturbSummary:
     """The file perturbation pipeline of :func:`perturb_file` and
     :func:`localpriv.data.freewill.perturb_file_mixed`: stream a values file, place or encode its
     values, cut them into fixed blocks (:func:`block_size` of the first mechanism) and sample each
@@ -694,17 +872,17 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
         raise LocalPrivError(f"outside={outside!r} (--outside) applies to planar grid domains (bbox, grid, "
                              f"manhattan), not to {domain}: values outside other domains are always refused")
     path = str(input)
-    word = "line" if Path(path).exists() and values_format(path)[0] == "csv" else "row"
+    word = "line" if Path(path).exists() and values_format(path, fmt)[0] == "csv" else "row"
     size = 0  # rows per block: fixed by the first row's mechanism
     stats: dict[str, int] = {}
     n_outside = 0
     pend_x: list[np.ndarray] = []
     pend_g: list[np.ndarray] = []
     npend = 0
-    attribute = value_attribute(path, column, header) if Path(path).exists() else None
+    attribute = value_attribute(path, column, header, fmt) if Path(path).exists() else None
     with TableWriter(output, "reports", inputs=[input], attribute=attribute) as w:
         chunks = iter_rows(path, column, label_column, domain=domain, drop_missing=drop_missing, stats=stats,
-                           header=header)
+                           header=header, fmt=fmt, strip=strip)
         for vals, coded, first, kept in chunks:
             g = np.zeros(len(vals), dtype=np.int64) if label_column is None else \
                 assignment.codes(coded, first, kept, word, chunks)
@@ -720,8 +898,13 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
                     if outside == "drop":
                         x, g = x[~out], g[~out]
             else:
-                x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
-                            where=f"{path}: ", word=word)
+                try:
+                    x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
+                                      where=f"{path}: ", word=word)
+                except LocalPrivError:
+                    if not isinstance(domain, CategoricalDomain):  # numeric domains: their own cause
+                        raise
+                    refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word)
             pend_x.append(x)
             pend_g.append(g)
             npend += x.size

@@ -1,13 +1,50 @@
 """Domains written as text (the command line, files, requests): one parser for every kind."""
 from __future__ import annotations
 
+import os
 import re
 
 from localpriv.domains.base import CategoricalDomain, Domain, IntegerDomain, IntervalDomain
 from localpriv.domains.grid import GridDomain, manhattan_grid
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["parse_domain"]
+__all__ = ["parse_domain", "read_labels", "MAX_LABELS_FILE_BYTES"]
+
+#: Largest labels file ``--domain @FILE`` reads (the file is data, not a program: read as text only).
+MAX_LABELS_FILE_BYTES = 1 << 20
+
+
+def read_labels(path: str) -> CategoricalDomain:
+    """A categorical domain from a labels file: one label per line, any characters (commas too),
+    UTF-8, surrounding blanks removed, blank lines ignored; at most :data:`MAX_LABELS_FILE_BYTES`."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_LABELS_FILE_BYTES:
+            raise LocalPrivError(f"labels file {path} holds {size:,} bytes, more than the "
+                                 f"{MAX_LABELS_FILE_BYTES:,} a domain may have")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_LABELS_FILE_BYTES + 1)
+    except IsADirectoryError:
+        raise LocalPrivError(f"labels file {path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read labels file {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise LocalPrivError(f"labels file {path} is not UTF-8 text (line {line}, byte {exc.start})") from None
+    first: dict[str, int] = {}
+    for number, line_text in enumerate(text.splitlines(), 1):
+        label = line_text.strip()
+        if not label:
+            continue
+        if label in first:
+            raise LocalPrivError(f"labels file {path}: label {label[:60]!r} on lines {first[label]} and {number}; "
+                                 "labels must be distinct")
+        first[label] = number
+    if not first:
+        raise LocalPrivError(f"labels file {path} holds no labels (one per line)")
+    return CategoricalDomain(list(first))
 
 
 def _parse_interval(text: str) -> IntervalDomain:
@@ -40,6 +77,8 @@ def parse_domain(text: str) -> Domain:
 
     * ``"0..99"``: an :class:`IntegerDomain`;
     * ``"a,b,c"``: a :class:`CategoricalDomain`;
+    * ``"@labels.txt"``: a :class:`CategoricalDomain` read from a file, one label per line
+      (:func:`read_labels`: commas allowed, blank lines ignored, UTF-8, size-capped);
     * ``"interval(0,100,50)"``: the real interval [0, 100] in 50 equal cells (:class:`IntervalDomain`;
       ``interval(lo=0,hi=100,bins=50)`` too);
     * ``"manhattan"`` or ``"manhattan:0.25"``: the planar grid over the Manhattan box of seed 001
@@ -61,6 +100,8 @@ def parse_domain(text: str) -> Domain:
     Domain
     """
     text = str(text).strip()
+    if text.startswith("@"):
+        return read_labels(text[1:])
     low = text.lower()
     if low.startswith("bbox"):
         return _parse_bbox(text)

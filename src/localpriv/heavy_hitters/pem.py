@@ -795,7 +795,7 @@ class _Text:
 
 
 def read_strings(path, column: str | None = None, *, header: bool = True,
-                 drop_missing: bool = False) -> tuple[Any, dict]:
+                 drop_missing: bool = False, fmt: str | None = None, strip: bool = True) -> tuple[Any, dict]:
     """The string values of one column of a CSV, TSV or Parquet file, with the project's refusal
     rules (:func:`localpriv.data.reports.iter_values`): missing values refused with their count and
     rows, or dropped and counted with ``drop_missing``. Integer columns are read as decimal text;
@@ -806,7 +806,7 @@ def read_strings(path, column: str | None = None, *, header: bool = True,
     parts = []
     text = _Text()  # duck-typed: iter_values reads only is_numeric
     for vals, first in iter_values(path, column, domain=text, drop_missing=drop_missing,  # type: ignore[arg-type]
-                                   stats=stats, header=header):
+                                   stats=stats, header=header, fmt=fmt, strip=strip):
         if vals.ndim != 1:
             raise LocalPrivError(f"{path}: give one column of strings, not {vals.shape[1]}")
         if vals.dtype.kind not in "OUiu":
@@ -835,9 +835,11 @@ def heavy_hitters_file(input: str | Path, k: int, eps: float, rng, method: str =
                        max_length: int = 8, alphabet: str | None = None, start_bits: int | None = None,
                        bits_per_round: int | None = None, level: float = 0.95, output: str | Path | None = None,
                        extra: dict | None = None, stage: Callable[[str], None] | None = None,
-                       progress: Callable[[int, int], None] | None = None) -> HeavyHittersRun:
+                       progress: Callable[[int, int], None] | None = None, fmt: str | None = None,
+                       strip: bool = True) -> HeavyHittersRun:
     """:func:`heavy_hitters` of the strings of a file's column (:func:`read_strings`; users
-    simulated from the file), the plan checked before reading; with ``output`` the result is
+    simulated from the file; ``fmt`` and ``strip`` as for :func:`localpriv.data.reports.iter_values`),
+    the plan checked before reading; with ``output`` the result is
     written as JSON (with ``extra`` and the rows read). ``stage`` is told what runs."""
     if output is not None:
         check_output(output, (".json",), [input], what="heavy-hitters file")
@@ -845,7 +847,7 @@ def heavy_hitters_file(input: str | Path, k: int, eps: float, rng, method: str =
         raise SettingError(f"{method!r} is not one of {', '.join(METHODS)}", "method")
     plan = PEMPlan(eps, StringEncoding(max_length, alphabet), start_bits, bits_per_round,
                    final_group=method == "treehist")  # refuse before reading
-    values, stats = read_strings(input, column, header=header, drop_missing=drop_missing)
+    values, stats = read_strings(input, column, header=header, drop_missing=drop_missing, fmt=fmt, strip=strip)
     if stage is not None:
         stage(f"{method}: {len(values):,} users")
     res = heavy_hitters(values, k, eps, rng, method, max_length=max_length, alphabet=alphabet, start_bits=start_bits,
