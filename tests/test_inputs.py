@@ -114,6 +114,8 @@ def test_format_any_suffix_and_wrong_parquet(tmp_path: Path) -> None:
     assert res.exit_code != 0 and "unknown format" in res.output
 
 
+# the shared data sit beside every checkout here and in CI; a clone elsewhere has only the small
+# UCI-shaped file the tests above write, which covers the same code paths
 @pytest.mark.skipif(not ADULT.is_file(), reason="../shared/data/adult.data (UCI Adult) is not on this machine")
 def test_real_adult(tmp_path: Path) -> None:
     labels, out = tmp_path / "edu.txt", tmp_path / "r.parquet"
