@@ -5,11 +5,13 @@ import json
 import pytest
 
 from localpriv import LocalPrivError
+from localpriv.inference import uncertainty
 from reproductions import coverage as C
 from reproductions import run_experiment
 
 
-def test_runs_split_by_n_merge_into_the_whole_run_and_replace_only_when_asked(tmp_path):
+def test_runs_split_by_n_merge_into_the_whole_run_and_replace_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(uncertainty, "PROFILE_MAX_CELLS", 0)  # the record's bookkeeping, not calibration
     S = [C.SETTINGS[0]]  # k-RR on ages: count-level draws, cheap
     name = S[0]["name"]
     whole = run_experiment("coverage", tmp_path / "w", overrides={"settings": S, "n": [300, 600], "runs": 3})
@@ -73,10 +75,11 @@ def test_a_miss_is_significant_only_beyond_the_noise_of_the_coverage():
     assert C.check_targets(res(0.940, 500)) == []
 
 
-def test_categorical_settings_report_cells_only_and_render(tmp_path):
+def test_categorical_settings_report_cells_only_and_render(tmp_path, monkeypatch):
     """The education settings (the MLE and the categorical default, Dirichlet, anchored) have no
     mean or median: their records hold None there, the table shows '-', the figure still draws
     (its legend from the cells' panel), and a merge with an ordered setting keeps both."""
+    monkeypatch.setattr(uncertainty, "PROFILE_MAX_CELLS", 0)  # the record's bookkeeping, not calibration
     edu = [s for s in C.SETTINGS if s["data"] == "education"]
     assert {s.get("estimator", "ibu") for s in edu} == {"ibu", "dirichlet"}
     rec = run_experiment("coverage", tmp_path / "e", overrides={"settings": edu, "n": [2000], "runs": 3})

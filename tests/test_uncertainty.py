@@ -199,6 +199,7 @@ def test_coverage_experiment_quick(tmp_path, monkeypatch):
     from localpriv.inference import uncertainty
     from reproductions import run_experiment
     monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)
+    monkeypatch.setattr(uncertainty, "PROFILE_MAX_CELLS", 0)  # no profile bounds: tested on their own
     rec = run_experiment("coverage", tmp_path, quick=True)
     settings = rec["results"]["settings"]
     assert set(settings) == {"k-RR", "geometric"}
@@ -341,6 +342,7 @@ def test_coverage_runs_split_by_setting_merge_into_the_whole_run(tmp_path, monke
     from reproductions import coverage as C
     from reproductions import run_experiment
     monkeypatch.setattr(uncertainty, "FACE_REPLICATES", 5)  # the record's bookkeeping, not calibration
+    monkeypatch.setattr(uncertainty, "PROFILE_MAX_CELLS", 0)
     S = [C.SETTINGS[0], C.SETTINGS[4]]
     kw = {"n": [500], "runs": 3}
     whole = run_experiment("coverage", tmp_path / "w", overrides={"settings": S, **kw})

@@ -43,7 +43,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                     "Summarize a mechanism's channel and its privacy level computed from it."),
     "analyze": ("localpriv.cli.analyze", "analyze",
                   "Privacy level (LDP or metric), identifiability and the error bounds that apply; with --consistency, "
-                  "the consistency report of seed 001 section 6 with an empirical study."),
+                  "the consistency report of seed 001 section 6 with an empirical study; with --shuffle N --delta D, "
+                  "the central level after a shuffler (numerical and closed form)."),
     "advise": ("localpriv.cli.advise", "advise",
                  "Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."),
     "reproduce": ("localpriv.cli.reproduce", "reproduce",
