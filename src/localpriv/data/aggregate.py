@@ -46,6 +46,7 @@ from localpriv.data.formats import (
 from localpriv.data.observations import Observations
 from localpriv.data.reports import ReportPart, batch_reports, parse_file_spec, read_reports, validate_reports
 from localpriv.domains import Domain
+from localpriv.utils.engines import load_engine
 from localpriv.utils.errors import SettingError
 from localpriv.utils.validation import LocalPrivError, check_int
 
@@ -394,14 +395,7 @@ def engine_aggregator(engine: str, domain: Domain | None = None) -> Aggregator:
     Raises a one-line :class:`LocalPrivError` for an unknown name, listing the known ones, or when
     the engine's module cannot be imported (e.g. ``"spark"`` without pyspark).
     """
-    target = ENGINES.get(engine) if isinstance(engine, str) else None
-    if target is None:
-        raise LocalPrivError(f"unknown aggregation engine {engine!r}; known: {', '.join(ENGINES)}")
-    module, _, name = target.partition(":")
-    try:
-        factory: Callable[..., Aggregator] = getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        raise LocalPrivError(f"aggregation engine {engine!r} is not available: {one_line(exc)}") from None
+    factory: Callable[..., Aggregator] = load_engine(ENGINES, engine, "aggregation")
     return factory(domain)
 
 

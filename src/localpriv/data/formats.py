@@ -55,6 +55,7 @@ from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # n
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = [
+    "read_head",
     "write_counts",
     "FORMAT_VERSION", "REPORT_SUFFIXES", "ESTIMATE_SUFFIXES", "IMAGE_SUFFIXES", "atomic_output",
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
@@ -91,6 +92,22 @@ StrPath: TypeAlias = "str | os.PathLike[str]"
 # --------------------------------------------------------------------------------------------
 # Small helpers
 # --------------------------------------------------------------------------------------------
+
+def read_head(path: str | os.PathLike[str], size: int = 4) -> bytes:
+    """The first ``size`` bytes of the file ``path`` (to tell Parquet from text), or a one-line
+    :class:`LocalPrivError`: a folder, an unreadable file, an empty file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(size)
+    except IsADirectoryError:
+        raise LocalPrivError(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not head:
+        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    return head
+
+
 def rows_text(rows: Iterable[SupportsInt], total: int | None = None, limit: int = 5, word: str = "row") -> str:
     """``"rows 3, 17, 42 and 9 more"``: where a problem is, 1-based, the first few."""
     rows = [int(r) for r in rows]
@@ -206,15 +223,7 @@ def _named_type(path: str, fmt: str) -> str:
         raise LocalPrivError(f"{path}: report and counts files are {' or '.join(REPORT_FORMATS)}, not {fmt}")
     if is_uri(path):
         return fmt
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except IsADirectoryError:
-        raise LocalPrivError(f"{path} is a folder, not a file") from None
-    except OSError as exc:
-        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not head:
-        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    head = read_head(path)
     if (head == b"PAR1") != (fmt == "parquet"):
         raise LocalPrivError(f"{path} is {'a' if head == b'PAR1' else 'not a'} Parquet file, but --format {fmt} "
                              "was given")

@@ -46,6 +46,7 @@ from localpriv.data.formats import (
     one_line,
     open_text,
     read_error,
+    read_head,
     rows_text,
 )
 from localpriv.domains import CategoricalDomain, Domain
@@ -239,15 +240,7 @@ def values_format(path: str, fmt: str | None = None) -> tuple[str, str]:
     if fmt is None and not str(path).lower().endswith(TSV_SUFFIXES):
         ftype = file_type(path)
         return ftype, ("," if ftype == "csv" else "")
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except IsADirectoryError:
-        raise LocalPrivError(f"{path} is a folder, not a file") from None
-    except OSError as exc:
-        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not head:
-        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    head = read_head(path)
     if head == b"PAR1":
         raise LocalPrivError(f"{path} is a Parquet file, not {'JSON' if fmt == 'json' else 'tab-separated'} text; "
                              "read it as Parquet")

@@ -2,15 +2,13 @@
 standard errors, statistics), metrics and figures."""
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
 from localpriv.data.observations import Observations
 from localpriv.estimators import fit
 from localpriv.estimators.result import Fit
 from localpriv.inference.estimate import Estimate
-from localpriv.utils.validation import LocalPrivError
+from localpriv.utils.engines import load_engine
 
 __all__ = ["Estimate", "estimate", "ESTIMATION_ENGINES", "local_engine"]
 
@@ -37,12 +35,5 @@ def estimate(obs: Observations, method: str | None = None, engine: str = "local"
     needs observations from ``aggregate(..., engine="spark")`` and runs the IBU family only) and
     returns its result as an :class:`Estimate`, whose methods give the estimate's uncertainty.
     """
-    target = ESTIMATION_ENGINES.get(engine) if isinstance(engine, str) else None
-    if target is None:
-        raise LocalPrivError(f"unknown estimation engine {engine!r}; known: {', '.join(ESTIMATION_ENGINES)}")
-    module, _, name = target.partition(":")
-    try:
-        run: Callable[..., Any] = getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        raise LocalPrivError(f"estimation engine {engine!r} is not available: {str(exc).splitlines()[0]}") from None
+    run = load_engine(ESTIMATION_ENGINES, engine, "estimation")
     return Estimate.from_fit(run(obs, method, **settings))
