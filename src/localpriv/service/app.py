@@ -31,8 +31,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from localpriv.service.core import NAME, Collector, printable, read_json
+from localpriv.service.core import NAME, Collector, Principal, printable, read_json
 from localpriv.service.jobs import Job, JobFailed, JobsBusy
+from localpriv.service.limits import RateLimited
+from localpriv.service.storage import OverBudget
 from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["create_app", "server_config", "ServerLimits", "DEFAULT_MAX_BODY", "MAX_TOKEN", "MAX_QUERY_VALUE"]
@@ -91,12 +93,29 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+class BudgetModel(_Strict):
+    period: int = Field(..., description="seconds; fixed windows of Unix time (1 s to 366 days)")
+    eps: float | None = Field(None, description="cap on a device's spending in this collection per period")
+    group: str | None = Field(None, max_length=64, description="device group: collections sharing device "
+                              "identities and the cross-collection cap")
+    group_eps: float | None = Field(None, description="cap on a device's spending over its group per period")
+    devices_only: bool = Field(False, description="refuse batches posted with the shared ingest token")
+
+
+class RateLimitModel(_Strict):
+    period: int = Field(..., description="seconds; fixed windows of Unix time (1 s to 366 days)")
+    requests: int | None = Field(None, description="requests per token and period")
+    reports: int | None = Field(None, description="reports per token and period")
+
+
 class PolicyModel(_Strict):
     mechanisms: list[str] = Field(..., min_length=1, max_length=64,
                                   description="allowed mechanism families (spec names), e.g. [\"krr\", \"oue\"]")
     max_eps: float | None = Field(None, description="cap on the computed LDP level epsilon_ldp of every spec")
     min_eps: float = Field(0.0, description="floor on the computed LDP level")
     max_eps_geo: float | None = Field(None, description="cap on the computed geo-indistinguishability level")
+    budget: BudgetModel | None = Field(None, description="privacy budget per device and period")
+    rate_limit: RateLimitModel | None = Field(None, description="requests and reports per token and period")
 
 
 class CollectionIn(_Strict):
@@ -254,6 +273,13 @@ def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = 
                           h11_max_incomplete_event_size=int(lim.max_header_bytes))
 
 
+async def _empty_body(request: Request) -> None:
+    """A request that takes no body: nothing, or an empty JSON object (``{}``); else 422."""
+    raw = await _body(request, 1024)
+    if raw.strip() and read_json(raw, "the body") != {}:
+        raise ApiError(422, "this request takes no body (or an empty JSON object {})")
+
+
 async def _body(request: Request, cap: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -299,6 +325,16 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
     async def _bad_input(request, exc: LocalPrivError):
         return _error(422, str(exc))
 
+    @app.exception_handler(RateLimited)
+    async def _limited(request, exc: RateLimited):
+        resp = _error(429, str(exc))
+        resp.headers["Retry-After"] = str(exc.retry_after)
+        return resp
+
+    @app.exception_handler(OverBudget)
+    async def _over_budget(request, exc: OverBudget):
+        return _error(403, str(exc))
+
     @app.exception_handler(JobsBusy)
     async def _busy(request, exc: JobsBusy):
         resp = _error(503, str(exc))
@@ -320,19 +356,22 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
         return _error(422, _problem("invalid request", exc.errors()))
 
     def need(name: str, token: str | None, roles: tuple[str, ...]) -> str:
+        return who(name, token, roles).role
+
+    def who(name: str, token: str | None, roles: tuple[str, ...]) -> Principal:
         if NAME.fullmatch(name) is None:
             raise ApiError(404, f"no collection named {printable(name, 64)!r}: names are 1-64 ASCII letters, "
                                 "digits, _ or -")
         if not token:
             raise ApiError(401, "missing token: send Authorization: Bearer TOKEN")
-        role = collector.role(name, token)
-        if role is None:
+        principal = collector.principal(name, token)
+        if principal is None:
             raise ApiError(401, "wrong token")
-        if role not in roles:
-            raise ApiError(403, f"the {role} token cannot do this (needs: {' or '.join(roles)})")
+        if principal.role not in roles:
+            raise ApiError(403, f"the {principal.role} token cannot do this (needs: {' or '.join(roles)})")
         if collector.store.collection(name) is None:
             raise ApiError(404, f"no collection named {name}")
-        return role
+        return principal
 
     def need_admin(token: str | None) -> None:
         if not token:
@@ -374,19 +413,55 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
         need(name, _token(request), ("analyst", "admin"))
         return collector.describe(name)
 
-    @app.post("/v1/collections/{name}/batches", summary="submit a batch of reports (ingest token)",
+    @app.post("/v1/collections/{name}/enrollment-tokens", status_code=201,
+              summary="a new enrollment token of the collection (admin token)",
+              description="Devices register with it (POST /v1/collections/{name}/devices). Shown once, "
+                          "stored as a SHA-256 hash. No body (or an empty JSON object).")
+    async def post_enrollment(name: str, request: Request):
+        _query(request, ())
+        tok = _token(request)
+        need_admin(tok)
+        if NAME.fullmatch(name) is None or collector.store.collection(name) is None:
+            raise ApiError(404, f"no collection named {printable(name, 64)!r}")
+        await _empty_body(request)
+        return await run_in_threadpool(collector.enroll, name)
+
+    @app.post("/v1/collections/{name}/devices", status_code=201,
+              summary="register a device (enrollment token)",
+              description="Returns the new device's device_id and device_token (shown once, stored as a "
+                          "SHA-256 hash). The device token posts batches to every collection of the "
+                          "collection's device group, each charged to the device. No body (or an empty "
+                          "JSON object). Rate limited like ingest (429 with Retry-After).")
+    async def post_device(name: str, request: Request):
+        _query(request, ())
+        principal = who(name, _token(request), ("enroll",))
+        await _empty_body(request)
+        return await run_in_threadpool(collector.register, name, principal)
+
+    @app.get("/v1/collections/{name}/privacy", summary="the collection's privacy report (analyst or admin)",
+             description="Mechanisms in use with their computed levels and the level amplified by shuffling, "
+                         "the distribution of devices' spending (basic composition) in the current period "
+                         "and over their lifetime, over-budget refusals, reports charged to no device, and "
+                         "what a level means in plain words.")
+    def get_privacy(name: str, request: Request):
+        _query(request, ())
+        need(name, _token(request), ("analyst", "admin"))
+        return collector.privacy_report(name)
+
+    @app.post("/v1/collections/{name}/batches", summary="submit a batch of reports (ingest or device token)",
               description="Idempotent by batch_id: a retried batch counts once (status duplicate). "
-                          "Acknowledged (200) batches are committed to disk. 413 above the body cap, "
-                          "422 for reports outside their mechanism's output space or a mechanism the "
-                          "policy refuses, 409 for a batch id reused with other reports.",
+                          "Acknowledged (200) batches are committed to disk, a device's with its charge. "
+                          "413 above the body cap, 422 for reports outside their mechanism's output space or a "
+                          "mechanism the policy refuses, 409 for a batch id reused with other reports, 403 "
+                          "over the device's budget, 429 (Retry-After) over the token's rate limit.",
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": BatchIn.model_json_schema()}}}})
     async def post_batch(name: str, request: Request):
         _query(request, ())
-        need(name, _token(request), ("ingest",))
+        principal = who(name, _token(request), ("ingest", "device"))
         body = await _body(request, max_body)
         try:
-            res = await run_in_threadpool(collector.ingest, name, body)
+            res = await run_in_threadpool(collector.ingest, name, body, principal)
         except LocalPrivError as exc:
             # one line on the server's stderr per refused batch (the reply carries the same line)
             sys.stderr.write(f"refused a batch for collection {name}: {' '.join(str(exc).split())[:500]}\n")
@@ -467,6 +542,13 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
         assert tok is not None  # need refuses a missing token
         return HTMLResponse(_page([collector.describe(name)], tok))
 
+    @app.get("/dashboard/{name}/privacy", response_class=HTMLResponse,
+             summary="one collection's privacy report as a page (analyst or admin)")
+    def dashboard_privacy(name: str, request: Request, token: str | None = Query(None)):
+        _query(request, ("token",))
+        need(name, _token(request, token), ("analyst", "admin"))
+        return HTMLResponse(_privacy_page(collector.privacy_report(name)))
+
     @app.get("/dashboard/{name}/estimate.png", summary="the estimate's figure (analyst or admin)")
     def dashboard_png(name: str, request: Request, token: str | None = Query(None),
                       level: str | None = Query(None, description="interval level (default 0.95)"),
@@ -507,10 +589,52 @@ def _page(collections: list[dict], token: str) -> str:
             ("last ingest", last), ("counts version", c["counts_version"])))
         img = (f'<img alt="estimate of {html.escape(c["name"])}" src="/dashboard/{quote(c["name"])}/estimate.png'
                f'?level=0.95&amp;token={quote(token)}">' if s["reports"] else "<p>no reports yet</p>")
-        parts.append(f'<section><h2>{html.escape(c["name"])}</h2><table>{rows}</table>{img}</section>')
+        link = (f'<p><a href="/dashboard/{quote(c["name"])}/privacy?token={quote(token)}">privacy report</a></p>')
+        parts.append(f'<section><h2>{html.escape(c["name"])}</h2><table>{rows}</table>{link}{img}</section>')
     body = "".join(parts) or "<p>no collections</p>"
     return ("<!doctype html><html><head><meta charset='utf-8'><title>localpriv collector</title>"
             "<style>body{font-family:sans-serif;margin:1em;background:#fff}th{text-align:left;padding-right:1em}"
             "img{max-width:100%;display:block;margin-top:.5em}section{margin-bottom:2em}</style></head>"
             f"<body><h1>localpriv collector</h1><p>Estimates with 95 % intervals; counts per (mechanism, "
             f"report), never raw reports.</p>{body}</body></html>")
+
+
+def _privacy_page(rep: dict) -> str:
+    """The privacy report (:meth:`Collector.privacy_report`) as an HTML page, every value escaped."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return html.escape(f"{v:.4g}")
+        return html.escape("-" if v is None else str(v))
+
+    mech_rows = "".join(
+        f"<tr><td>{cell(m['mechanism'])}</td><td>{cell(m['reports'])}</td><td>{cell(m['epsilon'])}</td>"
+        f"<td>{cell((m.get('shuffled') or {}).get('epsilon'))}</td>"
+        f"<td>{cell((m.get('longitudinal') or {}).get('epsilon_perm'))}</td><td>{cell(m['meaning'])}</td></tr>"
+        for m in rep["mechanisms"])
+    dev = rep["devices"]
+
+    def spread_rows(label: str, d: dict) -> str:
+        qs = ", ".join(f"{q}: {cell(v)}" for q, v in d["quantiles"].items())
+        return f"<tr><th>{html.escape(label)}</th><td>{cell(d['devices'])}</td><td>{qs}</td><td>{cell(d['max'])}</td></tr>"
+    period = dev["period"]
+    start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(period["start"]))
+    un = rep["unattributed"]
+    label = f"this period (from {start}, {period['seconds']} s)"
+    delta = rep["mechanisms"][0]["shuffled"]["delta"] if rep["mechanisms"] and "shuffled" in rep["mechanisms"][0] else None
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>privacy of "
+            f"{html.escape(rep['collection'])}</title><style>body{{font-family:sans-serif;margin:1em}}"
+            "th,td{text-align:left;padding-right:1em}</style></head><body>"
+            f"<h1>Privacy of {html.escape(rep['collection'])}</h1><p>{cell(rep['meaning'])}.</p>"
+            f"<p>How levels add up: {cell(rep['composition'])}.</p>"
+            f"<h2>Mechanisms in use</h2><table><tr><th>mechanism</th><th>reports</th><th>computed eps</th>"
+            f"<th>eps if shuffled (delta {cell(delta)})</th><th>eps_perm (memoized)</th><th>meaning</th></tr>"
+            f"{mech_rows}</table>"
+            f"<h2>Devices</h2><p>group {cell(dev['group'])}, {cell(dev['registered'])} registered; budget "
+            f"{cell(json.dumps(rep['budget']))}; rate limit {cell(json.dumps(rep['rate_limit']))}</p>"
+            "<table><tr><th>spending</th><th>devices</th><th>quantiles</th><th>max</th></tr>"
+            f"{spread_rows(label, period)}"
+            f"{spread_rows('lifetime', dev['lifetime'])}</table>"
+            f"<p>over-budget refusals: {cell(dev['over_budget_refusals'])}; worst device this period: "
+            f"{cell(dev['worst_device_meaning'])}</p>"
+            f"<h2>Charged to no device</h2><p>{cell(un['batches'])} batches, {cell(un['reports'])} reports: "
+            f"{cell(un['meaning'])}.</p></body></html>")

@@ -16,7 +16,12 @@ is the library's own path of the data (``docs/service.md``):
   (collection, counts version, estimator, settings, level, statistics) however many requests ask
   for it, and its result cached under that key;
 * after an accepted batch, the collection's default estimate and figure are recomputed in the
-  background (debounced), so the API's default and the dashboard agree and are warm.
+  background (debounced), so the API's default and the dashboard agree and are warm;
+* devices register with an enrollment token and post with their own device token; a device's batch
+  is charged its computed level (basic composition) in the transaction that counts it, refused past
+  the policy's budgets (:class:`~localpriv.service.storage.OverBudget`), and every token's requests
+  and reports are rate limited (:mod:`localpriv.service.limits`); :meth:`Collector.privacy_report`
+  says what the collection's reports reveal.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import re
 import secrets
 import tempfile
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -37,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from localpriv.analysis.shuffle import shuffle_epsilon
 from localpriv.data.aggregate import unique_counts
 from localpriv.data.formats import Source, hex_strings
 from localpriv.data.observations import ObservationBlock, Observations
@@ -45,16 +52,27 @@ from localpriv.domains import parse_domain
 from localpriv.estimators import default_estimator, parse_settings
 from localpriv.inference import estimate as estimate_with_uncertainty
 from localpriv.inference.plotting import estimate_figure
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.base import Memoized
 from localpriv.service.jobs import Debouncer, Job, JobFailed, JobPool, JobsBusy
+from localpriv.service.limits import RateLimited, RateLimiter
 from localpriv.service.policy import AdmissionPolicy
-from localpriv.service.storage import BatchResult, Store
+from localpriv.service.storage import BatchResult, Caps, OverBudget, Store
+from localpriv.service.words import COMPOSITION, LONGITUDINAL, MEANING, UNATTRIBUTED, explain_level
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Collector", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
+__all__ = ["Collector", "Principal", "OverBudget", "RateLimited", "SHUFFLE_DELTA", "REPORT_QUANTILES", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
            "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME", "DEFAULT_LEVEL"]
 
 #: The interval level of the default estimate (API default, dashboard, background refresh).
 DEFAULT_LEVEL = 0.95
+
+#: The central delta at which the privacy report states the level amplified by shuffling.
+SHUFFLE_DELTA = 1e-6
+#: The quantiles of devices' spending in the privacy report.
+REPORT_QUANTILES = (0.5, 0.9, 0.99)
+#: Mechanisms (distinct specs) described by the privacy report, at most.
+MAX_REPORT_MECHANISMS = 64
 
 #: Reports in one batch, at most (the body-size cap usually bites first).
 MAX_BATCH_REPORTS = 1_000_000
@@ -68,6 +86,25 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Principal:
+    """Who a token is on one collection: ``role`` (``"admin"``, ``"analyst"``, ``"ingest"`` (the
+    shared ingest token), ``"enroll"`` (an enrollment token), ``"device"``), the ``device_id`` of a
+    device token, and ``key``, the token's hash (its rate-limit counter)."""
+
+    __slots__ = ("role", "device_id", "key")
+
+    def __init__(self, role: str, device_id: str | None, key: str) -> None:
+        self.role, self.device_id, self.key = role, device_id, key
+
+
+def device_group(name: str, policy: AdmissionPolicy) -> str:
+    """The device group of collection ``name``: its policy's ``budget.group``, else the collection
+    alone (``collection/NAME``: a device registered there is known there only)."""
+    if policy.budget is not None and policy.budget.group is not None:
+        return policy.budget.group
+    return f"collection/{name}"
 
 
 def _text(r: np.ndarray) -> list[str]:
@@ -282,6 +319,9 @@ class Collector:
         #: seconds a figure request waits before answering 503 (an ``<img>`` cannot follow a job)
         self.figure_wait = float(figure_wait)
         self._refreshing: dict[str, Job] = {}
+        #: rate-limit counters per token (bounded memory: :mod:`localpriv.service.limits`)
+        self.limiter = RateLimiter()
+        self._limited: dict[str, int] = {}  # 429s per collection since start
         self.refresher = Debouncer(refresh_delay, self.refresh) if refresh_delay is not None else None
 
     def close(self) -> None:
@@ -298,19 +338,34 @@ class Collector:
         return hmac.compare_digest(sha256(token), self._admin_sha)
 
     def role(self, name: str, token: str | None) -> str | None:
-        """``"admin"``, ``"analyst"``, ``"ingest"`` or ``None`` for ``token`` on collection ``name``."""
+        """``"admin"``, ``"analyst"``, ``"ingest"``, ``"enroll"``, ``"device"`` or ``None`` for
+        ``token`` on collection ``name``."""
+        who = self.principal(name, token)
+        return None if who is None else who.role
+
+    def principal(self, name: str, token: str | None) -> Principal | None:
+        """Who ``token`` is on collection ``name`` (:class:`Principal`), or ``None``. The
+        collection's own tokens are compared in constant time; enrollment and device tokens are
+        looked up by their SHA-256 hash (a device token opens the collections of its device group)."""
         if not token:
             return None
+        digest = sha256(token)
         if self.is_admin(token):
-            return "admin"
+            return Principal("admin", None, digest)
         col = self.store.collection(name)
         if col is None:
             return None
-        digest = sha256(token)
         if hmac.compare_digest(digest, col["analyst_token_sha256"]):
-            return "analyst"
+            return Principal("analyst", None, digest)
         if hmac.compare_digest(digest, col["ingest_token_sha256"]):
-            return "ingest"
+            return Principal("ingest", None, digest)
+        if self.store.enrollment(digest) == name:
+            return Principal("enroll", None, digest)
+        dev = self.store.device(digest)
+        if dev is not None:
+            _col, policy, _dom = self._setup(name)
+            if hmac.compare_digest(dev[1], device_group(name, policy)):
+                return Principal("device", dev[0], digest)
         return None
 
     # ---- collections ------------------------------------------------------------------------
@@ -321,10 +376,19 @@ class Collector:
             raise LocalPrivError("domain must be a string such as 0..99 or a,b,c")
         dom = parse_domain(domain)
         pol = AdmissionPolicy.from_dict(policy)
+        group = pol.budget.group if pol.budget is not None else None
+        if group is not None:  # one period and one cross-collection cap per group
+            for other, text in self.store.group_policies(group):
+                ob = AdmissionPolicy.from_json(text).budget
+                if ob is None or (ob.period, ob.group_eps) != (pol.budget.period, pol.budget.group_eps):
+                    raise LocalPrivError(f"device group {group}: collection {other} states period="
+                                         f"{None if ob is None else ob.period} and group_eps="
+                                         f"{None if ob is None else ob.group_eps}; every collection of a group "
+                                         "states the same budget.period and budget.group_eps")
         ingest, analyst = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         try:
             self.store.create_collection(name, dom.spec(), pol.to_json(), sha256(ingest), sha256(analyst),
-                                         bool(keep_raw))
+                                         bool(keep_raw), group)
         except KeyError:
             raise LocalPrivError(f"collection {name} exists already") from None
         return {**self.describe(name), "ingest_token": ingest, "analyst_token": analyst}
@@ -352,15 +416,65 @@ class Collector:
                            "duplicate_batches": int(col["n_duplicates"]),
                            "refused_batches": int(col["n_refused_batches"]),
                            "refused_reports": int(col["n_refused_reports"]),
+                           "over_budget_batches": int(col["n_over_budget"] or 0),
+                           "rate_limited_requests": self._limited.get(name, 0),
                            "last_ingest": col["last_ingest"]}}
 
     def names(self) -> list[str]:
         return [c["name"] for c in self.store.collections()]
 
     # ---- ingest -----------------------------------------------------------------------------
-    def ingest(self, name: str, body: bytes) -> BatchResult:
-        """Check and count one batch (JSON bytes, ``docs/service.md``); durable when it returns."""
+    # ---- devices ----------------------------------------------------------------------------
+    def enroll(self, name: str) -> dict:
+        """A new enrollment token of collection ``name`` (shown once, stored hashed): devices
+        register with it (:meth:`register`)."""
+        _col, policy, _dom = self._setup(name)
+        token = secrets.token_urlsafe(32)
+        self.store.add_enrollment(name, sha256(token))
+        return {"collection": name, "group": device_group(name, policy), "enrollment_token": token}
+
+    def register(self, name: str, who: Principal) -> dict:
+        """Register a new device with the enrollment token ``who`` of collection ``name``; returns
+        its ``device_id`` and ``device_token`` (shown once, stored hashed) and its device group."""
+        _col, policy, _dom = self._setup(name)
+        self.check_rate(name, who.key, policy)
+        group = device_group(name, policy)
+        device_id, token = secrets.token_hex(16), secrets.token_urlsafe(32)
+        self.store.register_device(name, who.key, group, device_id, sha256(token))
+        return {"collection": name, "group": group, "device_id": device_id, "device_token": token}
+
+    def check_rate(self, name: str, key: str, policy: AdmissionPolicy | None = None) -> None:
+        """Count one request of token ``key`` against the collection's rate limit
+        (:class:`RateLimited` past it)."""
+        if policy is None:
+            _col, policy, _dom = self._setup(name)
+        try:
+            self.limiter.request(key, policy.rate_limit)
+        except RateLimited:
+            self._limited[name] = self._limited.get(name, 0) + 1
+            raise
+
+    def batch_level(self, parts, policy: AdmissionPolicy) -> float:
+        """A batch's charge: the sum over its reports of their mechanisms' computed levels
+        ``epsilon_ldp`` (basic composition; a memoized mechanism's report counts at its one-report
+        level, decision record 0053)."""
+        return float(math.fsum(r.shape[0] * policy.level(m) for m, r in parts))
+
+    def ingest(self, name: str, body: bytes, who: Principal | None = None) -> BatchResult:
+        """Check and count one batch (JSON bytes, ``docs/service.md``); durable when it returns.
+
+        ``who``: the token that posted it (``None``: a trusted caller, no limits). A device
+        token's batch is charged to its device in the same transaction (:meth:`Store.ingest`);
+        past a budget :class:`OverBudget`, past a rate limit :class:`RateLimited`."""
         col, policy, domain = self._setup(name)
+        device_id = who.device_id if who is not None else None
+        budget = policy.budget
+        if who is not None:
+            if who.role == "ingest" and budget is not None and budget.devices_only:
+                self.store.refused(name, 0)
+                raise OverBudget(f"collection {name} takes batches from registered devices only (budget."
+                                 "devices_only): register with an enrollment token and post with the device token")
+            self.check_rate(name, who.key, policy)
         try:
             data = read_json(body, "the batch")
         except LocalPrivError:
@@ -388,11 +502,39 @@ class Collector:
             merged[(m, t)] = merged.get((m, t), 0) + k
         counts = sorted((m, t, k) for (m, t), k in merged.items())
         digest = hashlib.sha256(json.dumps(counts, separators=(",", ":")).encode()).hexdigest()
+        caps = None
+        if device_id is not None:
+            try:
+                eps = self.batch_level(parts, policy)
+            except LocalPrivError:
+                self.store.refused(name, n)
+                raise
+            period = budget.period if budget is not None else 86400
+            start = int(math.floor(time.time() / period) * period)
+            caps = Caps(eps, period, start, budget.eps if budget else None, budget.group_eps if budget else None,
+                        budget.group if budget else None)
+        rule = policy.rate_limit if who is not None else None
+        if who is not None:
+            try:
+                self.limiter.reports(who.key, rule, n)
+            except RateLimited:
+                self._limited[name] = self._limited.get(name, 0) + 1
+                raise
         try:
-            res = self.store.ingest(name, batch_id, digest, n, counts, raw)
+            res = self.store.ingest(name, batch_id, digest, n, counts, raw, device_id, caps)
+        except OverBudget:
+            self.limiter.refund(who.key if who else "", rule, n)
+            self.store.refused(name, n, over_budget=True)
+            raise
         except ValueError:
+            self.limiter.refund(who.key if who else "", rule, n)
             raise LocalPrivError(f"batch {batch_id} was received before with other reports: a batch id "
                                  "names one batch; use a new id for new reports") from None
+        except BaseException:
+            self.limiter.refund(who.key if who else "", rule, n)
+            raise
+        if res.status == "duplicate":
+            self.limiter.refund(who.key if who else "", rule, n)
         if res.status == "accepted" and self.refresher is not None:
             self.refresher.poke(name)
         return res
@@ -522,6 +664,77 @@ class Collector:
         with tempfile.TemporaryDirectory(prefix="localpriv-counts-") as tmp:
             path = obs.save(Path(tmp) / f"counts.{fmt}")
             return version, Path(path).read_bytes()
+
+    # ---- privacy report ---------------------------------------------------------------------
+    def _mechanism_entry(self, spec: str, n: int, policy: AdmissionPolicy, domain) -> dict:
+        """One mechanism in use: its computed level, its reports, the level if its ``n`` reports
+        were shuffled (:func:`~localpriv.analysis.shuffle.shuffle_epsilon` at :data:`SHUFFLE_DELTA`),
+        and the memoization bound of a longitudinal mechanism (shown, never credited)."""
+        entry: dict = {"mechanism": spec, "reports": n, "epsilon": None, "meaning": explain_level(math.nan)}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mech = parse(spec, domain, trusted=False)
+            eps = policy.level(mech)
+        except LocalPrivError:
+            return entry
+        entry.update(epsilon=eps, meaning=explain_level(eps))
+        shuffled: dict = {"n": n, "delta": SHUFFLE_DELTA, "epsilon": None,
+                          "assumes": "each report from a different device, shuffled before the server sees them"}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                amp = shuffle_epsilon(eps, n, SHUFFLE_DELTA)
+            shuffled.update(epsilon=amp, meaning=explain_level(amp, SHUFFLE_DELTA))
+        except LocalPrivError as exc:
+            shuffled["why_not"] = str(exc)
+        entry["shuffled"] = shuffled
+        if isinstance(mech, Memoized) and hasattr(mech, "epsilon_perm"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                entry["longitudinal"] = {"epsilon_perm": float(mech.epsilon_perm()), "charged": LONGITUDINAL}
+        return entry
+
+    def privacy_report(self, name: str) -> dict:
+        """What a collection's reports reveal, as JSON data: its mechanisms in use with their
+        computed levels (and the level amplified by shuffling), how levels add up
+        (:data:`~localpriv.service.words.COMPOSITION`), the distribution of the devices' spending in
+        the current period and over their lifetime (quantiles :data:`REPORT_QUANTILES`, max), the
+        over-budget refusals, and the reports charged to no device (shared ingest token).
+
+        The per-device spending read is bounded by the group's device cap
+        (:data:`~localpriv.service.storage.MAX_DEVICES`), the mechanisms by
+        :data:`MAX_REPORT_MECHANISMS` (the rest counted, not described)."""
+        col, policy, domain = self._setup(name)
+        budget = policy.budget
+        period = budget.period if budget is not None else 86400
+        start = int(math.floor(time.time() / period) * period)
+        led = self.store.ledger(name, device_group(name, policy), start)
+        mechs = led["mechanisms"]
+        entries = [self._mechanism_entry(spec, n, policy, domain) for spec, n in mechs[:MAX_REPORT_MECHANISMS]]
+
+        def spread(a: np.ndarray) -> dict:
+            out: dict = {"devices": int(a.size), "max": float(a.max()) if a.size else None}
+            qs = np.quantile(a, REPORT_QUANTILES) if a.size else [None] * len(REPORT_QUANTILES)
+            out["quantiles"] = {f"{q:g}": (None if v is None else float(v)) for q, v in zip(REPORT_QUANTILES, qs)}
+            return out
+        now, life = spread(led["period"]), spread(led["lifetime"])
+        if budget is not None and budget.eps is not None:
+            now["over_cap"] = int(np.count_nonzero(led["period"] > budget.eps * (1 + 1e-9)))
+        worst = now["max"]
+        ub, ur = led["unattributed"]
+        return _finite({
+            "collection": name, "counts_version": int(col["version"]),
+            "composition": COMPOSITION,
+            "budget": None if budget is None else budget.to_dict(),
+            "rate_limit": None if policy.rate_limit is None else policy.rate_limit.to_dict(),
+            "mechanisms": entries, "mechanisms_not_described": max(0, len(mechs) - MAX_REPORT_MECHANISMS),
+            "devices": {"group": device_group(name, policy), "registered": led["devices"],
+                        "period": {"start": start, "seconds": period, **now}, "lifetime": life,
+                        "over_budget_refusals": int(col["n_over_budget"] or 0),
+                        "worst_device_meaning": explain_level(worst) if worst is not None else None},
+            "unattributed": {"batches": ub, "reports": ur, "meaning": UNATTRIBUTED},
+            "meaning": MEANING})
 
 
 def _run_estimator(obs, estimator, settings=None):

@@ -11,6 +11,14 @@ excluded.count``) in the same transaction that records its batch id, so a batch 
 once (a retry finds its id and changes nothing) and an estimate reads the counts table only, never
 raw reports. The transaction commits before the server answers: an acknowledged batch is on disk
 (SQLite in WAL mode with ``synchronous=FULL``; PostgreSQL's default ``synchronous_commit=on``).
+
+Devices (schema version 3): enrollment tokens register devices, each with its own token (stored as
+a SHA-256 hash) and a device group. A batch posted with a device token is **charged** in the same
+transaction that counts it: its computed level (``sum over its reports of epsilon_ldp``, basic
+composition) is added to the device's row of ``spending`` (device, collection, period) and recorded
+on its row of ``batches``, after the caps of the collection and of the device's group were checked
+against the sums already charged (the device's row locked first on PostgreSQL). So a batch is
+counted with its charge or not at all, and a batch over budget is not counted.
 """
 from __future__ import annotations
 
@@ -25,10 +33,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from localpriv.data.formats import legacy_spec
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult"]
+__all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult", "OverBudget", "Caps",
+           "MAX_DEVICES"]
+
+#: Devices registered in one device group, at most (registration past it is refused).
+MAX_DEVICES = 1_000_000
 
 #: Migrations: ``(version, statements)``; a store at version ``v`` runs every step above ``v``.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -74,6 +88,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # Carter-Wegman family, so their specs get hash=cw (Python step: the rewrite needs the spec
     # parser, see formats.legacy_spec)
     (2, ["legacy_hash_specs"]),
+    # devices, enrollment tokens and the privacy ledger (docs/decisions/0053-device-budgets-at-ingest.md)
+    (3, ["devices_and_spending"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -88,7 +104,75 @@ def _legacy_hash_specs(c) -> None:
                 c.execute(f"UPDATE {table} SET mechanism = ? WHERE mechanism = ?", (new, spec))
 
 
-_PY_STEPS = {"legacy_hash_specs": _legacy_hash_specs}
+def _columns(c, table: str) -> set[str]:
+    if c.pg:
+        rows = c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", (table,))
+        return {r[0] for r in rows.fetchall()}
+    return {r[1] for r in c.execute(f"PRAGMA table_info({table})").fetchall()}
+
+
+def _devices_and_spending(c) -> None:
+    """Schema 3: enrollment tokens, devices, spending per (device, collection, period), the device
+    and charge of each batch, a collection's device group and its over-budget refusals. Written to
+    be run again over a store that has them (tables and columns added only when missing)."""
+    c.execute("""CREATE TABLE IF NOT EXISTS enrollments (
+                     token_sha256 TEXT PRIMARY KEY,
+                     collection TEXT NOT NULL,
+                     created DOUBLE PRECISION NOT NULL,
+                     n_devices BIGINT NOT NULL DEFAULT 0)""")
+    c.execute("""CREATE TABLE IF NOT EXISTS devices (
+                     device_id TEXT PRIMARY KEY,
+                     grp TEXT NOT NULL,
+                     token_sha256 TEXT NOT NULL UNIQUE,
+                     collection TEXT NOT NULL,
+                     created DOUBLE PRECISION NOT NULL)""")
+    c.execute("CREATE INDEX IF NOT EXISTS devices_grp ON devices (grp)")
+    c.execute("""CREATE TABLE IF NOT EXISTS spending (
+                     device_id TEXT NOT NULL,
+                     collection TEXT NOT NULL,
+                     period_start BIGINT NOT NULL,
+                     eps DOUBLE PRECISION NOT NULL,
+                     reports BIGINT NOT NULL,
+                     batches BIGINT NOT NULL,
+                     PRIMARY KEY (device_id, collection, period_start))""")
+    c.execute("CREATE INDEX IF NOT EXISTS spending_collection ON spending (collection, period_start)")
+    have = _columns(c, "batches")
+    if "device_id" not in have:
+        c.execute("ALTER TABLE batches ADD COLUMN device_id TEXT")
+    if "eps" not in have:
+        c.execute("ALTER TABLE batches ADD COLUMN eps DOUBLE PRECISION NOT NULL DEFAULT 0")
+    have = _columns(c, "collections")
+    if "grp" not in have:
+        c.execute("ALTER TABLE collections ADD COLUMN grp TEXT")
+    if "n_over_budget" not in have:
+        c.execute("ALTER TABLE collections ADD COLUMN n_over_budget BIGINT NOT NULL DEFAULT 0")
+
+
+_PY_STEPS = {"legacy_hash_specs": _legacy_hash_specs, "devices_and_spending": _devices_and_spending}
+
+
+class OverBudget(LocalPrivError):
+    """A batch whose charge would take its device above a cap (nothing of it was stored)."""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What a device's batch is charged and against which caps (:meth:`Store.ingest`).
+
+    ``eps``: the batch's charge; ``period`` seconds and ``period_start`` (Unix time) of the window;
+    ``cap`` per device in this collection and ``group_cap`` over the device's group (``None``: no
+    cap); ``group`` names the device group (for the message)."""
+
+    eps: float
+    period: int
+    period_start: int
+    cap: float | None = None
+    group_cap: float | None = None
+    group: str | None = None
+
+
+def _over(spent: float, cap: float | None) -> bool:
+    return cap is not None and not spent <= cap * (1 + 1e-9)
 
 
 @dataclass
@@ -253,17 +337,23 @@ class Store:
 
     # ---- collections ------------------------------------------------------------------------
     def create_collection(self, name: str, domain: str, policy: str, ingest_sha: str, analyst_sha: str,
-                          keep_raw: bool) -> None:
+                          keep_raw: bool, group: str | None = None) -> None:
         with self.transaction(write=True) as c:
             if c.execute("SELECT 1 FROM collections WHERE name = ?", (name,)).fetchone():
                 raise KeyError(name)
             c.execute("INSERT INTO collections (name, domain, policy, ingest_token_sha256, analyst_token_sha256, "
-                      "keep_raw, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (name, domain, policy, ingest_sha, analyst_sha, int(bool(keep_raw)), time.time()))
+                      "keep_raw, created, grp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (name, domain, policy, ingest_sha, analyst_sha, int(bool(keep_raw)), time.time(), group))
+
+    def group_policies(self, group: str) -> list[tuple[str, str]]:
+        """``[(collection, policy JSON)]`` of the collections of a device group."""
+        with self.transaction() as c:
+            rows = c.execute("SELECT name, policy FROM collections WHERE grp = ? ORDER BY name", (group,)).fetchall()
+        return [(str(a), str(b)) for a, b in rows]
 
     _COLUMNS = ("name", "domain", "policy", "ingest_token_sha256", "analyst_token_sha256", "keep_raw", "created",
                 "version", "n_reports", "n_batches", "n_duplicates", "n_refused_batches", "n_refused_reports",
-                "last_ingest")
+                "last_ingest", "grp", "n_over_budget")
 
     def collection(self, name: str) -> dict | None:
         with self.transaction() as c:
@@ -277,11 +367,20 @@ class Store:
 
     # ---- ingest -----------------------------------------------------------------------------
     def ingest(self, name: str, batch_id: str, digest: str, n: int, counts: list[tuple[str, str, int]],
-               raw: list[tuple[int, str, str]] | None = None) -> BatchResult:
+               raw: list[tuple[int, str, str]] | None = None, device_id: str | None = None,
+               caps: Caps | None = None) -> BatchResult:
         """Record batch ``batch_id`` and add its ``counts`` ``[(mechanism, report, count)]`` in one
         transaction; a batch id seen before changes nothing (``status="duplicate"``). A batch id
-        seen before with another content (``digest``) raises :class:`ValueError`."""
+        seen before with another content (``digest``) raises :class:`ValueError`.
+
+        With ``device_id`` and ``caps``, the same transaction charges the batch to the device
+        (basic composition: ``caps.eps`` added to its spending in this collection and period) after
+        checking that neither its spending here nor its spending summed over its group's
+        collections would pass ``caps.cap`` or ``caps.group_cap``; past a cap it raises
+        :class:`OverBudget` and stores nothing."""
         with self.transaction(write=True) as c:
+            if device_id is not None and c.pg:  # serialize a device's charges (SQLite: one writer anyway)
+                c.execute("SELECT device_id FROM devices WHERE device_id = ? FOR UPDATE", (device_id,))
             prev = c.execute("SELECT n_reports, digest FROM batches WHERE collection = ? AND batch_id = ?",
                              (name, batch_id)).fetchone()
             if prev is not None:
@@ -290,8 +389,31 @@ class Store:
                 c.execute("UPDATE collections SET n_duplicates = n_duplicates + 1 WHERE name = ?", (name,))
                 v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
                 return BatchResult("duplicate", int(prev[0]), int(v))
-            c.execute("INSERT INTO batches (collection, batch_id, n_reports, digest, received) VALUES (?, ?, ?, ?, ?)",
-                      (name, batch_id, int(n), digest, time.time()))
+            charge = 0.0
+            if device_id is not None and caps is not None:
+                charge = float(caps.eps)
+                here = c.execute("SELECT eps FROM spending WHERE device_id = ? AND collection = ? AND period_start = ?",
+                                 (device_id, name, caps.period_start)).fetchone()
+                spent = float(here[0]) if here else 0.0
+                if _over(spent + charge, caps.cap):
+                    raise OverBudget(f"over budget: this batch's level {charge:.6g} would take the device to "
+                                     f"{spent + charge:.6g} in collection {name}, above its budget eps={caps.cap:g} "
+                                     f"per {caps.period:g} s (window ends at {caps.period_start + caps.period})")
+                if caps.group_cap is not None:
+                    total = c.execute("SELECT SUM(eps) FROM spending WHERE device_id = ? AND period_start = ?",
+                                      (device_id, caps.period_start)).fetchone()[0]
+                    total = float(total or 0.0)
+                    if _over(total + charge, caps.group_cap):
+                        raise OverBudget(f"over budget: this batch's level {charge:.6g} would take the device to "
+                                         f"{total + charge:.6g} over device group {caps.group}, above its budget "
+                                         f"group_eps={caps.group_cap:g} per {caps.period:g} s (window ends at "
+                                         f"{caps.period_start + caps.period})")
+                c.execute("INSERT INTO spending (device_id, collection, period_start, eps, reports, batches) "
+                          "VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (device_id, collection, period_start) DO UPDATE "
+                          "SET eps = spending.eps + excluded.eps, reports = spending.reports + excluded.reports, "
+                          "batches = spending.batches + 1", (device_id, name, caps.period_start, charge, int(n)))
+            c.execute("INSERT INTO batches (collection, batch_id, n_reports, digest, received, device_id, eps) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (name, batch_id, int(n), digest, time.time(), device_id, charge))
             c.executemany("INSERT INTO counts (collection, mechanism, report, count) VALUES (?, ?, ?, ?) "
                           "ON CONFLICT (collection, mechanism, report) DO UPDATE SET count = counts.count + "
                           "excluded.count", [(name, m, r, int(k)) for m, r, k in counts])
@@ -303,11 +425,68 @@ class Store:
             v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
         return BatchResult("accepted", int(n), int(v))
 
-    def refused(self, name: str, n_reports: int) -> None:
-        """Count a refused batch of ``n_reports`` reports (ingest statistics)."""
+    def refused(self, name: str, n_reports: int, over_budget: bool = False) -> None:
+        """Count a refused batch of ``n_reports`` reports (ingest statistics); ``over_budget``: it
+        was refused for its device's budget."""
         with self.transaction(write=True) as c:
             c.execute("UPDATE collections SET n_refused_batches = n_refused_batches + 1, "
-                      "n_refused_reports = n_refused_reports + ? WHERE name = ?", (int(n_reports), name))
+                      "n_refused_reports = n_refused_reports + ?, n_over_budget = n_over_budget + ? WHERE name = ?",
+                      (int(n_reports), int(bool(over_budget)), name))
+
+    # ---- devices ------------------------------------------------------------------------------
+    def add_enrollment(self, name: str, token_sha: str) -> None:
+        """Store an enrollment token (its hash) of collection ``name``."""
+        with self.transaction(write=True) as c:
+            c.execute("INSERT INTO enrollments (token_sha256, collection, created) VALUES (?, ?, ?)",
+                      (token_sha, name, time.time()))
+
+    def enrollment(self, token_sha: str) -> str | None:
+        """The collection of an enrollment token's hash, or ``None``."""
+        with self.transaction() as c:
+            row = c.execute("SELECT collection FROM enrollments WHERE token_sha256 = ?", (token_sha,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def register_device(self, name: str, enrollment_sha: str, group: str, device_id: str, token_sha: str,
+                        max_devices: int = MAX_DEVICES) -> int:
+        """Register a device of ``group`` through an enrollment token of ``name``; returns the
+        group's number of devices. Past ``max_devices`` a one-line :class:`LocalPrivError`."""
+        with self.transaction(write=True) as c:
+            if c.pg:
+                c.execute("SELECT pg_advisory_xact_lock(2324)")
+            had = int(c.execute("SELECT COUNT(*) FROM devices WHERE grp = ?", (group,)).fetchone()[0])
+            if had >= max_devices:
+                raise LocalPrivError(f"device group {group} has {had:,} devices: at most {max_devices:,}")
+            c.execute("INSERT INTO devices (device_id, grp, token_sha256, collection, created) VALUES (?, ?, ?, ?, ?)",
+                      (device_id, group, token_sha, name, time.time()))
+            c.execute("UPDATE enrollments SET n_devices = n_devices + 1 WHERE token_sha256 = ?", (enrollment_sha,))
+        return had + 1
+
+    def device(self, token_sha: str) -> tuple[str, str] | None:
+        """``(device_id, group)`` of a device token's hash, or ``None``."""
+        with self.transaction() as c:
+            row = c.execute("SELECT device_id, grp FROM devices WHERE token_sha256 = ?", (token_sha,)).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    def ledger(self, name: str, group: str, period_start: int | None) -> dict:
+        """One snapshot of a collection's ledger: ``devices`` registered in its group, per device
+        spending in this collection (``lifetime``, and ``period`` in the window starting at
+        ``period_start``, as float arrays of reporting devices), the batches and reports charged to no
+        device (``unattributed``) and ``mechanisms`` ``[(spec, reports)]`` of the stored counts."""
+        with self.transaction() as c:
+            n_dev = int(c.execute("SELECT COUNT(*) FROM devices WHERE grp = ?", (group,)).fetchone()[0])
+            life = c.execute("SELECT SUM(eps) FROM spending WHERE collection = ? GROUP BY device_id",
+                             (name,)).fetchall()
+            now = [] if period_start is None else c.execute(
+                "SELECT eps FROM spending WHERE collection = ? AND period_start = ?", (name, period_start)).fetchall()
+            un = c.execute("SELECT COUNT(*), COALESCE(SUM(n_reports), 0) FROM batches WHERE collection = ? AND "
+                           "device_id IS NULL", (name,)).fetchone()
+            mechs = c.execute("SELECT mechanism, SUM(count) FROM counts WHERE collection = ? GROUP BY mechanism "
+                              "ORDER BY mechanism", (name,)).fetchall()
+        return {"devices": n_dev,
+                "lifetime": np.array([float(r[0]) for r in life], dtype=np.float64),
+                "period": np.array([float(r[0]) for r in now], dtype=np.float64),
+                "unattributed": (int(un[0]), int(un[1])),
+                "mechanisms": [(str(m), int(k)) for m, k in mechs]}
 
     def counts(self, name: str) -> tuple[int, list[tuple[str, str, int]]]:
         """``(version, [(mechanism, report text, count)])`` of one snapshot, sorted."""
