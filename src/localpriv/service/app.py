@@ -615,12 +615,14 @@ def _privacy_page(rep: dict) -> str:
 
     def spread_rows(label: str, d: dict) -> str:
         qs = ", ".join(f"{q}: {cell(v)}" for q, v in d["quantiles"].items())
-        return f"<tr><th>{html.escape(label)}</th><td>{cell(d['devices'])}</td><td>{qs}</td><td>{cell(d['max'])}</td></tr>"
+        return (f"<tr><th>{html.escape(label)}</th><td>{cell(d['devices'])}</td><td>{qs}</td>"
+                f"<td>{cell(d['max'])}</td></tr>")
     period = dev["period"]
     start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(period["start"]))
     un = rep["unattributed"]
     label = f"this period (from {start}, {period['seconds']} s)"
-    delta = rep["mechanisms"][0]["shuffled"]["delta"] if rep["mechanisms"] and "shuffled" in rep["mechanisms"][0] else None
+    first = rep["mechanisms"][0] if rep["mechanisms"] else {}
+    delta = (first.get("shuffled") or {}).get("delta")
     return ("<!doctype html><html><head><meta charset='utf-8'><title>privacy of "
             f"{html.escape(rep['collection'])}</title><style>body{{font-family:sans-serif;margin:1em}}"
             "th,td{text-align:left;padding-right:1em}</style></head><body>"

@@ -190,3 +190,26 @@ class Client:
     def info(self) -> dict:
         """The collection and its ingest statistics (needs the analyst token)."""
         return self._request("GET", f"/v1/collections/{self.collection}").json()
+
+    def register(self) -> dict:
+        """Register this device with the collection (the client's token must be an enrollment
+        token); returns ``{"device_id", "device_token", "group", "collection"}`` and from then on
+        uses the device token, so the batches it posts are charged to this device. Sent once, never
+        retried (a retry could register a second device)."""
+        resp = self.http.request("POST", f"/v1/collections/{self.collection}/devices",
+                                 headers={"Authorization": f"Bearer {self.token}"})
+        self.attempts += 1
+        if resp.status_code != 201:
+            try:
+                msg = resp.json().get("error", resp.text)
+            except ValueError:
+                msg = resp.text
+            raise LocalPrivError(f"server refused ({resp.status_code}): {' '.join(str(msg).split())}")
+        device = resp.json()
+        self.token = device["device_token"]
+        return device
+
+    def privacy_report(self) -> dict:
+        """The collection's privacy report (needs the analyst token): mechanisms and their computed
+        levels, the devices' spending, over-budget refusals (``docs/service.md``)."""
+        return self._request("GET", f"/v1/collections/{self.collection}/privacy").json()

@@ -61,7 +61,8 @@ from localpriv.service.storage import BatchResult, Caps, OverBudget, Store
 from localpriv.service.words import COMPOSITION, LONGITUDINAL, MEANING, UNATTRIBUTED, explain_level
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Collector", "Principal", "OverBudget", "RateLimited", "SHUFFLE_DELTA", "REPORT_QUANTILES", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
+__all__ = ["Collector", "Principal", "OverBudget", "RateLimited", "SHUFFLE_DELTA", "REPORT_QUANTILES",
+           "device_group", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
            "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME", "DEFAULT_LEVEL"]
 
 #: The interval level of the default estimate (API default, dashboard, background refresh).
@@ -376,11 +377,12 @@ class Collector:
             raise LocalPrivError("domain must be a string such as 0..99 or a,b,c")
         dom = parse_domain(domain)
         pol = AdmissionPolicy.from_dict(policy)
-        group = pol.budget.group if pol.budget is not None else None
-        if group is not None:  # one period and one cross-collection cap per group
+        mine = pol.budget
+        group = mine.group if mine is not None else None
+        if mine is not None and group is not None:  # one period and one cross-collection cap per group
             for other, text in self.store.group_policies(group):
                 ob = AdmissionPolicy.from_json(text).budget
-                if ob is None or (ob.period, ob.group_eps) != (pol.budget.period, pol.budget.group_eps):
+                if ob is None or (ob.period, ob.group_eps) != (mine.period, mine.group_eps):
                     raise LocalPrivError(f"device group {group}: collection {other} states period="
                                          f"{None if ob is None else ob.period} and group_eps="
                                          f"{None if ob is None else ob.group_eps}; every collection of a group "

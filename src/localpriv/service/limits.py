@@ -59,7 +59,7 @@ class RateLimiter:
     def __len__(self) -> int:
         return len(self._counts)
 
-    def _entry(self, key: Hashable, rule: RateLimit) -> tuple[list, float]:
+    def _entry(self, key: Hashable, rule: RateLimit) -> tuple[list, int]:
         now = self.clock()
         start = math.floor(now / rule.period) * rule.period
         entry = self._counts.get(key)
@@ -69,7 +69,7 @@ class RateLimiter:
         self._counts.move_to_end(key)
         while len(self._counts) > self.max_keys:
             self._counts.popitem(last=False)
-        return entry, max(1, math.ceil(start + rule.period - now))
+        return entry, max(1, int(math.ceil(start + rule.period - now)))
 
     def request(self, key: Hashable, rule: RateLimit | None) -> None:
         """Count one request of ``key``; :class:`RateLimited` if it would pass ``rule.requests``."""
