@@ -256,10 +256,29 @@ def test_longitudinal_reports_charged_at_their_one_report_level(tmp_path):
     assert "never credited" in m["longitudinal"]["charged"]
 
 
-def test_device_batches_under_concurrent_ingest_never_pass_the_cap(tmp_path):
-    """Threads of two devices race at the cap: each device's accepted batches are exactly its
-    charge, never above the cap, and every batch is counted with its charge."""
-    collector = Collector(open_store(str(tmp_path / "c.sqlite"), pool=4), ADMIN, refresh_delay=None)
+@pytest.fixture(scope="module")
+def pg_server(tmp_path_factory):
+    import pgserver
+    server = pgserver.get_server(str(tmp_path_factory.mktemp("pg")), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "c.sqlite")
+    server = request.getfixturevalue("pg_server")
+    name = f"dev{os.getpid()}_{len(os.listdir(tmp_path.parent))}_{tmp_path.name}".replace("-", "_").lower()[:60]
+    server.psql(f"CREATE DATABASE {name};")
+    return server.get_uri(name)
+
+
+def test_device_batches_under_concurrent_ingest_never_pass_the_cap(db_url):
+    """Threads of two devices race at the cap (SQLite: one writer; PostgreSQL: the device's row
+    locked in the transaction): each device's accepted batches are exactly its charge, never above
+    the cap, and every batch is counted with its charge."""
+    collector = Collector(open_store(db_url, pool=4), ADMIN, refresh_delay=None)
     tc = TestClient(create_app(collector), raise_server_exceptions=False)
     _create(tc, budget={"period": 3600, "eps": 5})
     devs = [_device(tc) for _ in range(2)]
@@ -281,7 +300,8 @@ def test_device_batches_under_concurrent_ingest_never_pass_the_cap(tmp_path):
     assert sorted(set(codes)) == [200, 403] and codes.count(200) == 10  # 5 per device, 24 tried
     spent, on_batches = _ledger(collector.store, "ages")
     assert spent == on_batches == {d["device_id"]: (5.0, 5) for d in devs}
-    assert collector.describe("ages")["ingest"]["over_budget_batches"] == 14
+    stats = collector.describe("ages")["ingest"]
+    assert stats["over_budget_batches"] == 14 and stats["batches"] == 10 and stats["reports"] == 10
     collector.store.close()
 
 
