@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -87,6 +87,10 @@ numeric-evidence: $(STAMP)
 bench-service: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
 	$(PY) benchmarks/report.py
+
+# the collector's ledger and rate-limit measurements (correctness only, seconds; -> docs/results/service-ledger.json)
+service-ledger-evidence: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/service_ledger_evidence.py
 
 # Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
 # Gowalla place ids (-> benchmarks/results-large_domains.json, results-heavy_hitters.json)

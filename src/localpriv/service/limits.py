@@ -7,7 +7,7 @@ with :class:`RateLimited`, whose ``retry_after`` is the number of seconds to the
 (the HTTP layer answers 429 with ``Retry-After``).
 
 Memory is bounded: at most ``max_keys`` counters are kept (least recently used evicted first;
-about 200 bytes each, so the default 65,536 keys hold about 13 MB). A token whose counter was
+their measured size: decision record 0054). A token whose counter was
 evicted starts its window afresh, so the limits hold exactly as long as fewer than ``max_keys``
 tokens are active at once; the counters live in one server process (not shared between servers,
 not kept over a restart).

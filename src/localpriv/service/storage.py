@@ -171,6 +171,10 @@ class Caps:
     group: str | None = None
 
 
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
 def _over(spent: float, cap: float | None) -> bool:
     return cap is not None and not spent <= cap * (1 + 1e-9)
 
@@ -398,7 +402,8 @@ class Store:
                 if _over(spent + charge, caps.cap):
                     raise OverBudget(f"over budget: this batch's level {charge:.6g} would take the device to "
                                      f"{spent + charge:.6g} in collection {name}, above its budget eps={caps.cap:g} "
-                                     f"per {caps.period:g} s (window ends at {caps.period_start + caps.period})")
+                                     f"per {caps.period:g} s (this window ends "
+                                     f"{_utc(caps.period_start + caps.period)})")
                 if caps.group_cap is not None:
                     total = c.execute("SELECT SUM(eps) FROM spending WHERE device_id = ? AND period_start = ?",
                                       (device_id, caps.period_start)).fetchone()[0]
@@ -406,8 +411,8 @@ class Store:
                     if _over(total + charge, caps.group_cap):
                         raise OverBudget(f"over budget: this batch's level {charge:.6g} would take the device to "
                                          f"{total + charge:.6g} over device group {caps.group}, above its budget "
-                                         f"group_eps={caps.group_cap:g} per {caps.period:g} s (window ends at "
-                                         f"{caps.period_start + caps.period})")
+                                         f"group_eps={caps.group_cap:g} per {caps.period:g} s (this window ends "
+                                         f"{_utc(caps.period_start + caps.period)})")
                 c.execute("INSERT INTO spending (device_id, collection, period_start, eps, reports, batches) "
                           "VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (device_id, collection, period_start) DO UPDATE "
                           "SET eps = spending.eps + excluded.eps, reports = spending.reports + excluded.reports, "
