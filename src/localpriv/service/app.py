@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from localpriv.service.core import NAME, Collector, Principal, printable, read_json
+from localpriv.service.core import NAME, Collector, NotAllowed, Principal, printable, read_json
 from localpriv.service.jobs import Job, JobFailed, JobsBusy
 from localpriv.service.limits import RateLimited
 from localpriv.service.storage import OverBudget
@@ -333,6 +333,10 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
 
     @app.exception_handler(OverBudget)
     async def _over_budget(request, exc: OverBudget):
+        return _error(403, str(exc))
+
+    @app.exception_handler(NotAllowed)
+    async def _not_allowed(request, exc: NotAllowed):
         return _error(403, str(exc))
 
     @app.exception_handler(JobsBusy)

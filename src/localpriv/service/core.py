@@ -61,7 +61,7 @@ from localpriv.service.storage import BatchResult, Caps, OverBudget, Store
 from localpriv.service.words import COMPOSITION, LONGITUDINAL, MEANING, UNATTRIBUTED, explain_level
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["Collector", "Principal", "OverBudget", "RateLimited", "SHUFFLE_DELTA", "REPORT_QUANTILES",
+__all__ = ["Collector", "Principal", "NotAllowed", "OverBudget", "RateLimited", "SHUFFLE_DELTA", "REPORT_QUANTILES",
            "device_group", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
            "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME", "DEFAULT_LEVEL"]
 
@@ -87,6 +87,10 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class NotAllowed(LocalPrivError):
+    """A request this token may not make under the collection's policy (the HTTP layer's 403)."""
 
 
 class Principal:
@@ -474,7 +478,7 @@ class Collector:
         if who is not None:
             if who.role == "ingest" and budget is not None and budget.devices_only:
                 self.store.refused(name, 0)
-                raise OverBudget(f"collection {name} takes batches from registered devices only (budget."
+                raise NotAllowed(f"collection {name} takes batches from registered devices only (budget."
                                  "devices_only): register with an enrollment token and post with the device token")
             self.check_rate(name, who.key, policy)
         try:
