@@ -14,6 +14,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -27,7 +29,7 @@ from localpriv.service.client import Client
 from localpriv.service.core import Collector
 from localpriv.service.limits import RateLimited, RateLimiter
 from localpriv.service.policy import AdmissionPolicy, RateLimit
-from localpriv.service.storage import open_store
+from localpriv.service.storage import Caps, OverBudget, open_store
 from localpriv.service.words import explain_level
 from localpriv.utils.errors import LocalPrivError
 
@@ -208,6 +210,37 @@ def test_device_budget_per_collection(tmp_path):
     assert rep["devices"]["period"]["devices"] == 2 and rep["devices"]["period"]["max"] == 3.0
     assert rep["devices"]["period"]["over_cap"] == 0
     assert rep["unattributed"]["batches"] == 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(charges=st.lists(st.integers(1, 6), min_size=1, max_size=12), cap=st.integers(1, 20),
+       windows=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_the_store_charges_exactly_what_it_counts(charges, cap, windows):
+    """Batches of integer charges (exact in floats) against a cap, some in a second window: a batch
+    is stored iff the device's spending in its window stays within the cap, and the ledger is the sum
+    of the stored batches' charges, window by window."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"{tmp}/c.sqlite")
+        store.create_collection("c", "0..1", "{}", "x" * 64, "y" * 64, False)
+        spent = {0: 0, 3600: 0}
+        for i, (eps, later) in enumerate(zip(charges, windows)):
+            start = 3600 if later else 0
+            caps = Caps(float(eps), 3600, start, float(cap))
+            try:
+                store.ingest("c", f"b{i}", f"d{i}", 1, [("krr(k=2,eps=1.0)", "0", 1)], None, "dev", caps)
+            except OverBudget:
+                assert spent[start] + eps > cap
+            else:
+                assert spent[start] + eps <= cap
+                spent[start] += eps
+        with store.transaction() as c:
+            ledger = dict(c.execute("SELECT period_start, eps FROM spending WHERE device_id = 'dev'").fetchall())
+            stored = c.execute("SELECT COUNT(*), COALESCE(SUM(eps), 0) FROM batches").fetchone()
+            counted = c.execute("SELECT COALESCE(SUM(count), 0) FROM counts").fetchone()[0]
+        assert {k: v for k, v in spent.items() if v} == ledger
+        assert stored[1] == sum(spent.values()) and counted == stored[0]
+        store.close()
 
 
 def test_device_budget_across_the_collections_of_a_group(tmp_path):
