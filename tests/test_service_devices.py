@@ -202,8 +202,10 @@ def test_device_budget_per_collection(tmp_path):
     assert sorted(r for _m, r, _k in rows) == ["1", "2", "5"]  # nothing of the refused batch
     spent, on_batches = _ledger(collector.store, "ages")
     assert spent == {dev["device_id"]: (3.0, 2)} and on_batches == spent
-    # a second device has its own budget
+    # a second device has its own budget, and cannot pass for the first with its batch id
     other = _device(tc)
+    r = _post(tc, other["device_token"], "d1", reports=[1, 2])
+    assert r.status_code == 409 and "another sender" in r.json()["error"]
     assert _post(tc, other["device_token"], "e1", reports=[1, 2, 3]).status_code == 200
     rep = tc.get("/v1/collections/ages/privacy", headers=_auth(info["analyst_token"])).json()
     assert rep["devices"]["registered"] == 2 and rep["devices"]["over_budget_refusals"] == 1

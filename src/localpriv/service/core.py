@@ -526,6 +526,9 @@ class Collector:
             except RateLimited:
                 self._limited[name] = self._limited.get(name, 0) + 1
                 raise
+            except LocalPrivError:  # a batch above the whole allowance
+                self.store.refused(name, n)
+                raise
         try:
             res = self.store.ingest(name, batch_id, digest, n, counts, raw, device_id, caps)
         except OverBudget:
@@ -534,8 +537,8 @@ class Collector:
             raise
         except ValueError:
             self.limiter.refund(who.key if who else "", rule, n)
-            raise LocalPrivError(f"batch {batch_id} was received before with other reports: a batch id "
-                                 "names one batch; use a new id for new reports") from None
+            raise LocalPrivError(f"batch {batch_id} was received before with other reports (or from another "
+                                 "sender): a batch id names one batch; use a new id for new reports") from None
         except BaseException:
             self.limiter.refund(who.key if who else "", rule, n)
             raise

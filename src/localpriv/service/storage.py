@@ -375,7 +375,7 @@ class Store:
                caps: Caps | None = None) -> BatchResult:
         """Record batch ``batch_id`` and add its ``counts`` ``[(mechanism, report, count)]`` in one
         transaction; a batch id seen before changes nothing (``status="duplicate"``). A batch id
-        seen before with another content (``digest``) raises :class:`ValueError`.
+        seen before with another content (``digest``) or from another device raises :class:`ValueError`.
 
         With ``device_id`` and ``caps``, the same transaction charges the batch to the device
         (basic composition: ``caps.eps`` added to its spending in this collection and period) after
@@ -385,10 +385,10 @@ class Store:
         with self.transaction(write=True) as c:
             if device_id is not None and c.pg:  # serialize a device's charges (SQLite: one writer anyway)
                 c.execute("SELECT device_id FROM devices WHERE device_id = ? FOR UPDATE", (device_id,))
-            prev = c.execute("SELECT n_reports, digest FROM batches WHERE collection = ? AND batch_id = ?",
+            prev = c.execute("SELECT n_reports, digest, device_id FROM batches WHERE collection = ? AND batch_id = ?",
                              (name, batch_id)).fetchone()
             if prev is not None:
-                if prev[1] != digest:
+                if prev[1] != digest or prev[2] != device_id:  # another batch, or another sender's
                     raise ValueError(batch_id)
                 c.execute("UPDATE collections SET n_duplicates = n_duplicates + 1 WHERE name = ?", (name,))
                 v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
