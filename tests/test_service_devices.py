@@ -292,11 +292,20 @@ def test_longitudinal_reports_charged_at_their_one_report_level(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pg_server(tmp_path_factory):
+def pg_server():
+    """A PostgreSQL server (pinned ``pgserver``) in its own folder under the system's temporary
+    folder: pgserver runs it as another user, who must reach the folder whatever permissions
+    concurrent pytest sessions set on pytest's shared base folder."""
+    import shutil
+    import tempfile
+
     import pgserver
-    server = pgserver.get_server(str(tmp_path_factory.mktemp("pg")), cleanup_mode="stop")
+    root = tempfile.mkdtemp(prefix="localpriv-pg-")
+    os.chmod(root, 0o755)
+    server = pgserver.get_server(root, cleanup_mode="stop")
     yield server
     server.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
