@@ -106,7 +106,8 @@ def _legacy_hash_specs(c) -> None:
 
 def _columns(c, table: str) -> set[str]:
     if c.pg:
-        rows = c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", (table,))
+        rows = c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                         "AND table_schema = current_schema()", (table,))
         return {r[0] for r in rows.fetchall()}
     return {r[1] for r in c.execute(f"PRAGMA table_info({table})").fetchall()}
 
