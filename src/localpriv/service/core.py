@@ -327,6 +327,7 @@ class Collector:
         #: rate-limit counters per token (bounded memory: :mod:`localpriv.service.limits`)
         self.limiter = RateLimiter()
         self._limited: dict[str, int] = {}  # 429s per collection since start
+        self._shuffled: OrderedDict = OrderedDict()  # (eps0, n) -> shuffled level or why not (at most 1024)
         self.refresher = Debouncer(refresh_delay, self.refresh) if refresh_delay is not None else None
 
     def close(self) -> None:
@@ -690,13 +691,23 @@ class Collector:
         entry.update(epsilon=eps, meaning=explain_level(eps))
         shuffled: dict = {"n": n, "delta": SHUFFLE_DELTA, "epsilon": None,
                           "assumes": "each report from a different device, shuffled before the server sees them"}
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                amp = shuffle_epsilon(eps, n, SHUFFLE_DELTA)
+        key = (eps, n)
+        amp = self._shuffled.get(key)
+        if amp is None:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    amp = float(shuffle_epsilon(eps, n, SHUFFLE_DELTA))
+            except LocalPrivError as exc:
+                amp = str(exc)
+            with self._lock:
+                self._shuffled[key] = amp
+                while len(self._shuffled) > 1024:
+                    self._shuffled.popitem(last=False)
+        if isinstance(amp, float):
             shuffled.update(epsilon=amp, meaning=explain_level(amp, SHUFFLE_DELTA))
-        except LocalPrivError as exc:
-            shuffled["why_not"] = str(exc)
+        else:
+            shuffled["why_not"] = amp
         entry["shuffled"] = shuffled
         if isinstance(mech, Memoized) and hasattr(mech, "epsilon_perm"):
             with warnings.catch_warnings():
