@@ -1,0 +1,617 @@
+"""The portable client protocol: word-exact samplers that other languages reproduce bit for bit.
+
+The vectorized samplers of the mechanisms draw from a NumPy ``Generator``, whose algorithms are not
+portable. This module defines a small set of primitives on a *word source* (a stream of uniform
+32-bit words) and, per mechanism, a scalar sampler ``sample_portable(mech, x, source)`` that
+consumes words in a documented order and returns the report in the collector's wire format
+(``docs/service.md``: a JSON integer, a lowercase hex bit vector or a float). The JavaScript and
+Java clients implement the same functions; ``clients/vectors/vectors-v1.json`` (``make
+vectors``) holds the reports they must reproduce. The protocol is specified in ``docs/clients.md``
+("The portable protocol"); the choice is recorded in decision 0049.
+
+Word sources:
+
+* :class:`ChaCha20Source` -- the test-only deterministic stream: the ChaCha20 block function of
+  RFC 8439 (section 2.3) keyed by ``SHA-256(UTF-8 of a seed string)``, nonce 12 zero bytes, block
+  counter from 0, keystream read as consecutive little-endian 32-bit words;
+* :class:`SystemSource` -- the operating system's CSPRNG (``secrets``), what real clients use.
+
+Primitives (every sampler is written with these only):
+
+* ``u32()``; ``u64() = lo + 2^32 hi`` (two words, ``lo`` first);
+* ``uniform_int(n)``, ``1 <= n <= 2^64``: for ``n <= 2^32`` draw ``w = u32()`` until
+  ``w < 2^32 - (2^32 mod n)``, return ``w mod n``; for larger ``n`` the same with ``u64()`` and
+  ``2^64``;
+* ``bernoulli(p)`` for a float64 ``p``: ``U = u64() >> 11``, return ``U < p 2^53`` (the law is
+  ``ceil(p 2^53) / 2^53``);
+* ``bernoulli_rational(a, b)``, integers ``0 <= a <= b``: exactly ``a / b``, by comparing words with
+  the base-``2^32`` digits of ``a / b`` (expected ``1 + 2^-32`` words);
+* ``bernoulli_exp(a, b)``: exactly ``exp(-a/b)`` (Canonne, Kamath and Steinke, NeurIPS 2020,
+  Algorithm 1) from ``bernoulli_rational``;
+* ``discrete_laplace(a, b)``: ``P(Y = y) ∝ exp(-|y| a / b)`` exactly (ibid., Algorithm 2), used
+  with ``a / b`` the exact rational value of a float64 ``eps``.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import secrets
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Protocol
+
+from localpriv.domains.base import CategoricalDomain, Domain, IntegerDomain
+from localpriv.domains.parse import parse_domain
+from localpriv.mechanisms import stablehash
+from localpriv.mechanisms.base import Mechanism, parse
+from localpriv.mechanisms.hashing import LocalHashing
+from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.utils.validation import LocalPrivError
+
+__all__ = [
+    "WordSource", "ChaCha20Source", "SystemSource", "ListSource", "chacha20_block",
+    "u32", "u64", "uniform_int", "bernoulli", "bernoulli_rational", "bernoulli_exp", "discrete_laplace",
+    "PortableError", "ERROR_CODES", "parse_portable", "encode_value", "sample_portable",
+    "PORTABLE_SAMPLERS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS",
+]
+
+#: the protocol's version (the vectors file is ``vectors-v{PROTOCOL_VERSION}.json``)
+PROTOCOL_VERSION = 1
+_M32 = 0xFFFFFFFF
+_TWO32 = 1 << 32
+_TWO53 = 1 << 53
+_TWO64 = 1 << 64
+#: blocks one ChaCha20 stream may produce (RFC 8439's 32-bit block counter): ``2^36`` words
+MAX_BLOCKS = 1 << 32
+
+
+# --------------------------------------------------------------------------------------------
+# Word sources
+# --------------------------------------------------------------------------------------------
+class WordSource(Protocol):
+    """A stream of independent uniform 32-bit words."""
+
+    def u32(self) -> int:
+        """The next word, an int in ``0..2^32-1``."""
+
+
+def _quarter(s: list[int], a: int, b: int, c: int, d: int) -> None:
+    """RFC 8439 section 2.1, on the 16-word state ``s`` (mod ``2^32``)."""
+    s[a] = (s[a] + s[b]) & _M32
+    s[d] ^= s[a]
+    s[d] = ((s[d] << 16) | (s[d] >> 16)) & _M32
+    s[c] = (s[c] + s[d]) & _M32
+    s[b] ^= s[c]
+    s[b] = ((s[b] << 12) | (s[b] >> 20)) & _M32
+    s[a] = (s[a] + s[b]) & _M32
+    s[d] ^= s[a]
+    s[d] = ((s[d] << 8) | (s[d] >> 24)) & _M32
+    s[c] = (s[c] + s[d]) & _M32
+    s[b] ^= s[c]
+    s[b] = ((s[b] << 7) | (s[b] >> 25)) & _M32
+
+
+def chacha20_block(key: bytes, counter: int, nonce: bytes) -> list[int]:
+    """The ChaCha20 block function (RFC 8439 section 2.3): 16 little-endian 32-bit output words.
+
+    ``state = constants "expand 32-byte k" | key (8 words) | counter | nonce (3 words)``, 20
+    rounds (10 column + diagonal double rounds), then the input state added word by word.
+
+    Parameters
+    ----------
+    key : bytes
+        32 bytes.
+    counter : int
+        The block counter, ``0..2^32-1``.
+    nonce : bytes
+        12 bytes.
+
+    Returns
+    -------
+    list of int
+        The block's 16 words (serialized little-endian they are the 64 keystream bytes).
+    """
+    if len(key) != 32 or len(nonce) != 12 or not 0 <= counter < MAX_BLOCKS:
+        raise LocalPrivError("chacha20_block needs a 32-byte key, a 12-byte nonce and a counter in 0..2^32-1")
+    init = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574, *struct.unpack("<8I", key), counter,
+            *struct.unpack("<3I", nonce)]
+    s = list(init)
+    for _ in range(10):
+        _quarter(s, 0, 4, 8, 12)
+        _quarter(s, 1, 5, 9, 13)
+        _quarter(s, 2, 6, 10, 14)
+        _quarter(s, 3, 7, 11, 15)
+        _quarter(s, 0, 5, 10, 15)
+        _quarter(s, 1, 6, 11, 12)
+        _quarter(s, 2, 7, 8, 13)
+        _quarter(s, 3, 4, 9, 14)
+    return [(x + y) & _M32 for x, y in zip(s, init)]
+
+
+class ChaCha20Source:
+    """The test-only deterministic word stream of the vectors: ChaCha20 (RFC 8439) keyed by
+    ``SHA-256(seed.encode("utf-8"))``, nonce 12 zero bytes, block counter 0, 1, 2, ...; the words
+    are the keystream read as consecutive little-endian uint32 (block ``c``'s 16 output words, in
+    order). At most :data:`MAX_BLOCKS` blocks (``2^36`` words). Never for real users: anyone who
+    knows the seed string knows every word."""
+
+    def __init__(self, seed: str) -> None:
+        if not isinstance(seed, str):
+            raise LocalPrivError(f"a ChaCha20 seed is a string, got {type(seed).__name__}")
+        self.key = hashlib.sha256(seed.encode("utf-8")).digest()
+        self.nonce = bytes(12)
+        self.counter = 0
+        self._buf: list[int] = []
+        self._pos = 0
+        #: words consumed so far
+        self.used = 0
+
+    def u32(self) -> int:
+        if self._pos == len(self._buf):
+            if self.counter >= MAX_BLOCKS:
+                raise LocalPrivError(f"ChaCha20 stream exhausted after {MAX_BLOCKS} blocks (2^36 words)")
+            self._buf = chacha20_block(self.key, self.counter, self.nonce)
+            self.counter += 1
+            self._pos = 0
+        w = self._buf[self._pos]
+        self._pos += 1
+        self.used += 1
+        return w
+
+
+class SystemSource:
+    """Words from the operating system's CSPRNG (``secrets.token_bytes``, 256 words per read):
+    the source of real reports."""
+
+    def __init__(self) -> None:
+        self._buf: tuple[int, ...] = ()
+        self._pos = 0
+
+    def u32(self) -> int:
+        if self._pos == len(self._buf):
+            self._buf = struct.unpack("<256I", secrets.token_bytes(1024))
+            self._pos = 0
+        w = self._buf[self._pos]
+        self._pos += 1
+        return w
+
+
+class ListSource:
+    """Words from a list (the primitive vectors; refuses to run past its end)."""
+
+    def __init__(self, words: list[int]) -> None:
+        self.words = [int(w) & _M32 for w in words]
+        self.used = 0
+
+    def u32(self) -> int:
+        if self.used >= len(self.words):
+            raise LocalPrivError(f"word list of {len(self.words)} words exhausted")
+        w = self.words[self.used]
+        self.used += 1
+        return w
+
+
+# --------------------------------------------------------------------------------------------
+# Primitives
+# --------------------------------------------------------------------------------------------
+#: an observer of bernoulli thresholds, ``(U, p)``; the vectors' generator installs one to find
+#: draws that lie too close to their threshold (see :func:`bernoulli`)
+_BERNOULLI_WATCH: list[Callable[[int, float], None]] = []
+
+
+def u32(src: WordSource) -> int:
+    """One word."""
+    return src.u32()
+
+
+def u64(src: WordSource) -> int:
+    """``lo + 2^32 hi`` from two consecutive words, ``lo`` first."""
+    lo = src.u32()
+    return lo + (src.u32() << 32)
+
+
+def uniform_int(src: WordSource, n: int) -> int:
+    """Uniform on ``0..n-1`` for ``1 <= n <= 2^64``, by rejection (no bias).
+
+    ``n <= 2^32``: words ``w = u32()`` until ``w < 2^32 - (2^32 mod n)``, then ``w mod n``;
+    ``2^32 < n <= 2^64``: the same with ``u64()`` and ``2^64``. At least one word is drawn even
+    for ``n = 1``. Expected words below 2 (below 4 for the wide branch)."""
+    if not 1 <= n <= _TWO64:
+        raise LocalPrivError(f"uniform_int: n must be in 1..2^64, got {n}")
+    if n <= _TWO32:
+        lim = _TWO32 - _TWO32 % n
+        while True:
+            w = src.u32()
+            if w < lim:
+                return w % n
+    lim = _TWO64 - _TWO64 % n
+    while True:
+        w = u64(src)
+        if w < lim:
+            return w % n
+
+
+def bernoulli(src: WordSource, p: float) -> bool:
+    """``True`` with probability ``ceil(p 2^53) / 2^53`` (``p`` a float64 in ``[0, 1]``): ``U =
+    u64() >> 11`` (53 bits), ``U < p 2^53`` (an exact comparison: ``p 2^53`` is an exact float).
+    Always two words. Used only for categorical choices; a 1-ulp difference of ``p`` between
+    languages changes the outcome only when ``U`` lies within 1 of ``p 2^53`` (probability
+    ``2^-52`` per draw), and the vectors are generated with no draw that close."""
+    if not 0.0 <= p <= 1.0:
+        raise LocalPrivError(f"bernoulli: p must lie in [0, 1], got {p!r}")
+    U = u64(src) >> 11
+    for watch in _BERNOULLI_WATCH:
+        watch(U, p)
+    return math.ldexp(p, 53) > U
+
+
+def bernoulli_rational(src: WordSource, a: int, b: int) -> bool:
+    """``True`` with probability exactly ``a / b`` (integers ``0 <= a <= b``, ``b >= 1``).
+
+    A uniform real ``V = 0.w1 w2 ...`` (base ``2^32``, one word per digit) is compared with
+    ``a / b``: digit ``d = floor(2^32 a / b)``, remainder ``a <- 2^32 a - d b``; ``w < d``:
+    ``True``; ``w > d``: ``False``; ``w = d``: ``False`` if the remainder is 0, else the next
+    digit. ``a = b`` is ``True`` and ``a = 0`` is ``False`` without a word."""
+    if not (0 <= a <= b and b >= 1):
+        raise LocalPrivError(f"bernoulli_rational: need 0 <= a <= b, b >= 1, got {a}/{b}")
+    if a == b:
+        return True
+    while a:
+        d, a = divmod(a << 32, b)
+        w = src.u32()
+        if w != d:
+            return w < d
+    return False
+
+
+def bernoulli_exp(src: WordSource, a: int, b: int) -> bool:
+    """``True`` with probability exactly ``exp(-a/b)`` (integers ``a >= 0``, ``b >= 1``).
+
+    Canonne, Kamath and Steinke (2020), Algorithm 1: for ``g = a/b <= 1``, ``K = 1``; while
+    ``bernoulli_rational(a, b K)``: ``K += 1``; return ``K`` odd. For ``g > 1``: ``floor(g)`` draws
+    of ``exp(-1)`` (that algorithm with ``a = b = 1``), returning ``False`` at the first ``False``,
+    then one of ``exp(-(a mod b)/b)``."""
+    if a < 0 or b < 1:
+        raise LocalPrivError(f"bernoulli_exp: need a >= 0, b >= 1, got {a}/{b}")
+    whole, rest = divmod(a, b)
+    for _ in range(whole):
+        if not _bernoulli_exp_unit(src, 1, 1):
+            return False
+    return _bernoulli_exp_unit(src, rest, b)
+
+
+def _bernoulli_exp_unit(src: WordSource, a: int, b: int) -> bool:
+    k = 1
+    while bernoulli_rational(src, a, b * k):
+        k += 1
+    return k % 2 == 1
+
+
+def discrete_laplace(src: WordSource, a: int, b: int) -> int:
+    """``Y`` with ``P(Y = y) = (1 - r)/(1 + r) r^|y|``, ``r = exp(-a/b)`` (integers ``a, b >= 1``,
+    ``b <= 2^64``): Canonne, Kamath and Steinke (2020), Algorithm 2 with ``s = a``, ``t = b``::
+
+        loop: U = uniform_int(b); if not bernoulli_exp(U, b): continue
+              V = 0; while bernoulli_exp(1, 1): V += 1
+              X = U + b V; Y = X div a; B = bernoulli_rational(1, 2)
+              if B and Y == 0: continue
+              return -Y if B else Y
+    """
+    if a < 1 or not 1 <= b <= _TWO64:
+        raise LocalPrivError(f"discrete_laplace: need a >= 1 and 1 <= b <= 2^64, got {a}/{b}")
+    while True:
+        U = uniform_int(src, b)
+        if not bernoulli_exp(src, U, b):
+            continue
+        V = 0
+        while bernoulli_exp(src, 1, 1):
+            V += 1
+        Y = (U + b * V) // a
+        neg = bernoulli_rational(src, 1, 2)
+        if neg and Y == 0:
+            continue
+        return -Y if neg else Y
+
+
+def eps_ratio(eps: float) -> tuple[int, int]:
+    """The exact value of the float64 ``eps`` as a reduced fraction ``(a, b)`` (``b`` a power of two)."""
+    a, b = float(eps).as_integer_ratio()
+    return a, b
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------------
+def bits_hex(bits: list[bool] | list[int]) -> str:
+    """The wire form of a bit vector: bit ``y`` is bit ``7 - y mod 8`` of byte ``y div 8`` (most
+    significant first, as ``numpy.packbits``), unused bits 0, bytes in lowercase hex."""
+    out = bytearray((len(bits) + 7) // 8)
+    for y, bit in enumerate(bits):
+        if bit:
+            out[y >> 3] |= 0x80 >> (y & 7)
+    return out.hex()
+
+
+def _grr(src: WordSource, x: int, g: int, p: float) -> int:
+    """GRR on ``0..g-1``: ``bernoulli(p)`` keeps ``x``; else ``r = uniform_int(g - 1)``,
+    reported as ``r + [r >= x]``."""
+    if bernoulli(src, p):
+        return x
+    r = uniform_int(src, g - 1)
+    return r + (r >= x)
+
+
+def _krr(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, KRR)
+    return _grr(src, x, mech.k, mech.p_keep)
+
+
+def _unary(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, UnaryEncoding)
+    p, q = mech.p1, mech.q1
+    return bits_hex([bernoulli(src, p if y == x else q) for y in range(mech.k)])
+
+
+def _local_hashing(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, LocalHashing)
+    s = uniform_int(src, mech.n_seeds)
+    h = int(stablehash.hash_keys(x, s)) % mech.g
+    return s * mech.g + _grr(src, h, mech.g, mech.p_g)
+
+
+#: the portable sampler of each portable mechanism, by spec name
+PORTABLE_SAMPLERS: dict[str, Callable[[Mechanism, int, WordSource], Any]] = {
+    "krr": _krr,
+    "oue": _unary,
+    "sue": _unary,
+    "olh": _local_hashing,
+    "blh": _local_hashing,
+}
+
+#: registered mechanisms without a portable sampler, with the reason (docs/clients.md's table)
+NOT_PORTABLE: dict[str, str] = {}
+
+
+def sample_portable(mech: Mechanism, x: int, source: WordSource) -> Any:
+    """One report of ``mech`` for the input index ``x``, drawn from ``source`` by the portable
+    protocol (``docs/clients.md``), in the wire format of the collector (an int, a lowercase hex
+    bit vector or a float).
+
+    Parameters
+    ----------
+    mech : Mechanism
+        A mechanism with a portable sampler (:data:`PORTABLE_SAMPLERS`).
+    x : int
+        The input's domain index, ``0..k-1``.
+    source : WordSource
+        :class:`SystemSource` for real reports; :class:`ChaCha20Source` for tests.
+
+    Returns
+    -------
+    int, str or float
+        The report.
+    """
+    fn = PORTABLE_SAMPLERS.get(mech.spec_name)
+    if fn is None:
+        raise PortableError("spec.unknown_mechanism", f"{mech.spec_name} has no portable sampler")
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < mech.k:
+        raise PortableError("value.out_of_domain", f"input index {x!r} outside 0..{mech.k - 1}")
+    return fn(mech, x, source)
+
+
+# --------------------------------------------------------------------------------------------
+# Spec strings (the grammar clients implement) and error codes
+# --------------------------------------------------------------------------------------------
+#: the error codes of the protocol (every refusal of a client carries one)
+ERROR_CODES = {
+    "spec.syntax": "the spec does not match NAME(key=value,...)",
+    "spec.unknown_mechanism": "the name is not a portable mechanism",
+    "spec.unknown_key": "a key the mechanism does not take",
+    "spec.duplicate_key": "a key given twice",
+    "spec.missing_key": "a required key is absent (k may come from the domain)",
+    "spec.bad_value": "a value of the wrong type or outside its range",
+    "domain.syntax": "the domain string is not lo..hi or a label list",
+    "value.out_of_domain": "an input value that is not in the domain",
+}
+
+
+class PortableError(LocalPrivError):
+    """A refusal of the portable protocol, with its error ``code`` (:data:`ERROR_CODES`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+_INT = "int"
+_NUM = "number"
+_WORD = "word"
+#: keys of each portable mechanism and their value types (the order is the canonical spec order)
+PORTABLE_KEYS: dict[str, dict[str, str]] = {
+    "krr": {"k": _INT, "eps": _NUM},
+    "oue": {"k": _INT, "eps": _NUM},
+    "sue": {"k": _INT, "eps": _NUM},
+    "olh": {"k": _INT, "eps": _NUM, "n_seeds": _INT, "hash": _WORD},
+    "blh": {"k": _INT, "eps": _NUM, "n_seeds": _INT, "hash": _WORD},
+}
+#: keys every spec of the mechanism must give (``k`` may come from the domain instead)
+_REQUIRED: dict[str, tuple[str, ...]] = {name: ("k", "eps") for name in PORTABLE_KEYS}
+
+_WS = " \t\r\n"
+_SPEC = re.compile(r"[ \t\r\n]*([a-z][a-z0-9-]*)[ \t\r\n]*\((.*)\)[ \t\r\n]*", re.S)
+_VALUE = re.compile(r"[^ \t\r\n,()=]+")
+_KEY = re.compile(r"[a-z_][a-z0-9_]*")
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_NUM_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _spec_fields(spec: str) -> tuple[str, dict[str, str]]:
+    m = _SPEC.fullmatch(spec)
+    if not m:
+        raise PortableError("spec.syntax", f"cannot read {spec[:80]!r}: expected NAME(key=value,...)")
+    name, body = m.group(1), m.group(2)
+    pairs: list[tuple[str, str]] = []
+    if body.strip(_WS):
+        for part in body.split(","):
+            key, eq, value = part.partition("=")
+            key, value = key.strip(_WS), value.strip(_WS)
+            if not eq or not _KEY.fullmatch(key) or not _VALUE.fullmatch(value):
+                raise PortableError("spec.syntax", f"cannot read argument {part.strip()[:40]!r}: expected key=value")
+            pairs.append((key, value))
+    if name not in PORTABLE_KEYS:
+        raise PortableError("spec.unknown_mechanism", f"{name!r} is not a portable mechanism; known: "
+                            f"{', '.join(sorted(PORTABLE_KEYS))}")
+    fields: dict[str, str] = {}
+    for key, value in pairs:
+        if key not in PORTABLE_KEYS[name]:
+            raise PortableError("spec.unknown_key", f"{name}: unknown key {key!r}; accepted: "
+                                f"{', '.join(PORTABLE_KEYS[name])}")
+        if key in fields:
+            raise PortableError("spec.duplicate_key", f"{name}: {key} given twice")
+        fields[key] = value
+    return name, fields
+
+
+def _typed(name: str, key: str, text: str) -> int | float | str:
+    kind = PORTABLE_KEYS[name][key]
+    if kind == _INT:
+        if not _INT_RE.fullmatch(text):
+            raise PortableError("spec.bad_value", f"{name}: {key} must be an integer, got {text[:40]!r}")
+        return int(text)
+    if kind == _NUM:
+        if not _NUM_RE.fullmatch(text):
+            raise PortableError("spec.bad_value", f"{name}: {key} must be a number, got {text[:40]!r}")
+        v = float(text)
+        if not math.isfinite(v):
+            raise PortableError("spec.bad_value", f"{name}: {key} must be finite, got {text[:40]!r}")
+        return v
+    if not _WORD_RE.fullmatch(text):
+        raise PortableError("spec.bad_value", f"{name}: {key} must be a word, got {text[:40]!r}")
+    return text
+
+
+def _check_ranges(name: str, v: dict[str, Any]) -> None:
+    """The value ranges every client checks (the same as the Python constructors')."""
+    for key in ("eps",):
+        if key in v and not v[key] > 0:
+            raise PortableError("spec.bad_value", f"{name}: {key} must be > 0, got {v[key]!r}")
+    if "k" in v and not 2 <= v["k"] <= 1_000_000_000:
+        raise PortableError("spec.bad_value", f"{name}: k must be in 2..10^9, got {v['k']}")
+    if "n_seeds" in v and not 1 <= v["n_seeds"] <= _TWO32:
+        raise PortableError("spec.bad_value", f"{name}: n_seeds must be in 1..2^32, got {v['n_seeds']}")
+    if "hash" in v and v["hash"] != "xxh64":
+        raise PortableError("spec.bad_value", f"{name}: hash must be xxh64 in the portable protocol, got {v['hash']!r}")
+
+
+def parse_portable(spec: str, domain: Domain | str | None = None) -> Mechanism:
+    """Read a spec string as a client does (the grammar of ``docs/clients.md``): refusals carry an
+    error code (:class:`PortableError`). ``k`` left out is the domain's size; a ``k`` that differs
+    from the domain's size is ``spec.bad_value``.
+
+    Parameters
+    ----------
+    spec : str
+        ``NAME(key=value,...)`` of a portable mechanism.
+    domain : Domain or str, optional
+        The input domain (``lo..hi`` or a label list), which fills ``k``.
+
+    Returns
+    -------
+    Mechanism
+        The mechanism, built by :func:`localpriv.mechanisms.parse` from the checked values.
+    """
+    if not isinstance(spec, str):
+        raise PortableError("spec.syntax", f"a spec is a string, got {type(spec).__name__}")
+    name, fields = _spec_fields(spec)
+    values = {key: _typed(name, key, text) for key, text in fields.items()}
+    dom = portable_domain(domain) if isinstance(domain, str) else domain
+    if dom is not None:
+        if "k" in values and values["k"] != dom.size:
+            raise PortableError("spec.bad_value", f"{name}: k={values['k']} but the domain has {dom.size} values")
+        values["k"] = dom.size
+    missing = [key for key in _REQUIRED[name] if key not in values]
+    if missing:
+        raise PortableError("spec.missing_key", f"{name}: missing {', '.join(missing)}")
+    _check_ranges(name, values)
+    ordered = {key: values[key] for key in PORTABLE_KEYS[name] if key in values}
+    text = f"{name}({','.join(f'{key}={_show(val)}' for key, val in ordered.items())})"
+    try:
+        return parse(text)
+    except LocalPrivError as exc:
+        raise PortableError("spec.bad_value", str(exc)) from None
+
+
+def _show(v: int | float | str) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+# --------------------------------------------------------------------------------------------
+# Domains clients support
+# --------------------------------------------------------------------------------------------
+#: the most labels a client's label-list domain may hold
+MAX_CLIENT_LABELS = 1 << 20
+
+
+def portable_domain(text: str) -> Domain:
+    """The domains clients support: an integer range ``lo..hi`` (``lo <= hi``, both within
+    ``+-2^53``) or a label list ``a,b,c`` (labels trimmed, distinct, non-empty, no comma). Anything
+    else is ``domain.syntax``."""
+    t = text.strip()
+    m = re.fullmatch(r"([+-]?[0-9]+)\s*\.\.\s*([+-]?[0-9]+)", t)
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if not (-_TWO53 <= lo <= hi <= _TWO53):
+            raise PortableError("domain.syntax", f"domain {t[:60]!r}: need lo <= hi within +-2^53")
+        if hi - lo + 1 > 1_000_000_000:
+            raise PortableError("domain.syntax", f"domain {t[:60]!r}: more than 10^9 values")
+        dom = parse_domain(t)
+        assert isinstance(dom, IntegerDomain)
+        return dom
+    labels = [s.strip() for s in t.split(",")]
+    if len(labels) < 2 or any(not s for s in labels) or len(set(labels)) != len(labels) \
+            or len(labels) > MAX_CLIENT_LABELS or ".." in t:
+        raise PortableError("domain.syntax", f"cannot read domain {t[:60]!r}: expected lo..hi or distinct "
+                            "labels a,b,c")
+    return CategoricalDomain(labels)
+
+
+def encode_value(domain: Domain, line: str) -> int:
+    """The domain index of one input line (surrounding blanks removed): ``v - lo`` for an integer
+    range (the line a decimal integer), the label's position for a label list."""
+    v = line.strip()
+    if isinstance(domain, IntegerDomain):
+        if not _INT_RE.fullmatch(v) or not domain.lo <= int(v) <= domain.hi:
+            raise PortableError("value.out_of_domain", f"{v[:40]!r} is not an integer in {domain.lo}..{domain.hi}")
+        return int(v) - domain.lo
+    if isinstance(domain, CategoricalDomain):
+        index = _label_index(domain)
+        if v not in index:
+            raise PortableError("value.out_of_domain", f"{v[:40]!r} is not one of the domain's labels")
+        return index[v]
+    raise PortableError("domain.syntax", f"domain {domain} is not a client domain")
+
+
+def _label_index(domain: CategoricalDomain) -> dict[str, int]:
+    cached = getattr(domain, "_portable_index", None)
+    if cached is None:
+        cached = {str(label): i for i, label in enumerate(domain.labels)}
+        object.__setattr__(domain, "_portable_index", cached)
+    return cached
+
+
+@dataclass(frozen=True)
+class Draw:
+    """A report and the words it consumed (for the vectors)."""
+
+    report: Any
+    words: int
+
+
+def exact_fraction(p: float) -> Fraction:
+    """The exact rational value of a float (documentation helper for thresholds)."""
+    return Fraction(p)

@@ -1,0 +1,309 @@
+"""The conformance vectors of the portable client protocol (``clients/vectors/vectors-v1.json``).
+
+:func:`build_vectors` computes the whole document from :mod:`localpriv.mechanisms.portable` (a
+few seconds of pure Python), :func:`render_vectors` gives its exact bytes (``make vectors`` writes
+them with ``tools/portable_vectors.py``), and :func:`check_vectors` replays a document as a client
+would (every report from its spec, domain, values and seed) and lists the differences. The JS and
+Java clients run the same replay against the same file.
+
+A vector's Bernoulli draws all lie at least :data:`MARGIN` away from their threshold ``p 2^53``:
+a client whose ``exp`` differs from Python's by a few ulps then still reproduces every report. A
+case whose draws come closer is generated again with the seed suffixed ``/1``, ``/2``, ...
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+from localpriv.mechanisms import portable as P
+from localpriv.mechanisms import stablehash
+from localpriv.mechanisms.base import LargeEpsilonWarning
+from localpriv.utils.validation import LocalPrivError
+
+__all__ = ["build_vectors", "render_vectors", "check_vectors", "MARGIN", "MECHANISM_CASES", "NEGATIVE_CASES",
+           "VECTORS_PATH"]
+
+#: where the committed vectors live, relative to a checkout's root
+VECTORS_PATH = f"clients/vectors/vectors-v{P.PROTOCOL_VERSION}.json"
+#: the least distance, in units of ``2^-53``, between a vector's Bernoulli draw and its threshold
+MARGIN = 1 << 12
+#: re-seeding attempts before a case is given up (never reached in practice: ``2^-40`` per draw)
+_MAX_ATTEMPTS = 16
+
+# (spec, domain, values): small and large eps, small and large domains
+MECHANISM_CASES: tuple[tuple[str, str, list[Any]], ...] = (
+    ("krr(eps=1.0)", "0..9", [0, 3, 9, 5, 5, 1, 7, 2, 8, 4]),
+    ("krr(eps=0.1)", "a,b,c", ["a", "b", "c", "a", "c", "b", "a", "a"]),
+    ("krr(k=1000,eps=6.0)", "1..1000", [1, 500, 1000, 37, 999, 2, 250, 750]),
+    ("krr(eps=12.0)", "0..99999", [0, 99999, 12345, 50000, 77777, 31415]),
+    ("oue(eps=1.0)", "0..9", [0, 9, 4, 4, 7]),
+    ("oue(eps=0.2)", "red,green,blue", ["red", "blue", "green", "red"]),
+    ("oue(k=200,eps=5.0)", "0..199", [0, 199, 100]),
+    ("sue(eps=1.0)", "0..9", [0, 9, 4, 4, 7]),
+    ("sue(eps=0.1)", "0..20", [0, 20, 10]),
+    ("sue(k=128,eps=8.0)", "0..127", [0, 127, 64]),
+    ("olh(eps=2.0)", "0..99", [0, 37, 99, 37, 50, 1, 98]),
+    ("olh(eps=0.5)", "x,y,z,w", ["x", "y", "z", "w", "x"]),
+    ("olh(eps=10.0)", "0..999999", [0, 999999, 424242, 7]),
+    ("olh(eps=1.0,n_seeds=16)", "0..9", [0, 5, 9, 3]),
+    ("blh(eps=1.0)", "0..99", [0, 37, 99, 50]),
+    ("blh(eps=0.1)", "0..3", [0, 1, 2, 3]),
+    ("blh(k=100000,eps=4.0)", "0..99999", [0, 99999, 5]),
+)
+
+# (spec, domain, value or None, expected error code)
+NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str], ...] = (
+    ("krr eps=1.0", "0..9", None, "spec.syntax"),
+    ("krr(eps)", "0..9", None, "spec.syntax"),
+    ("krr(eps=1.0", "0..9", None, "spec.syntax"),
+    ("Krr(eps=1.0)", "0..9", None, "spec.syntax"),
+    ("zzz(eps=1.0)", "0..9", None, "spec.unknown_mechanism"),
+    ("matrix(file=m.csv)", "0..1", None, "spec.unknown_mechanism"),
+    ("krr(eps=1.0,delta=0.1)", "0..9", None, "spec.unknown_key"),
+    ("oue(eps=1.0,p=0.5)", "0..9", None, "spec.unknown_key"),
+    ("krr(eps=1.0,eps=2.0)", "0..9", None, "spec.duplicate_key"),
+    ("krr(k=10)", None, None, "spec.missing_key"),
+    ("krr(eps=1.0)", None, None, "spec.missing_key"),
+    ("krr(k=10,eps='2')", None, None, "spec.bad_value"),
+    ("krr(k=10,eps=two)", None, None, "spec.bad_value"),
+    ("krr(k=10.0,eps=1.0)", None, None, "spec.bad_value"),
+    ("krr(k=10,eps=0)", None, None, "spec.bad_value"),
+    ("krr(k=10,eps=-1.0)", None, None, "spec.bad_value"),
+    ("krr(k=10,eps=1e999)", None, None, "spec.bad_value"),
+    ("krr(k=1,eps=1.0)", None, None, "spec.bad_value"),
+    ("krr(k=11,eps=1.0)", "0..9", None, "spec.bad_value"),
+    ("olh(eps=1.0,n_seeds=0)", "0..9", None, "spec.bad_value"),
+    ("olh(eps=1.0,n_seeds=4294967297)", "0..9", None, "spec.bad_value"),
+    ("olh(eps=1.0,hash=cw)", "0..9", None, "spec.bad_value"),
+    ("krr(eps=1.0)", "9..0", None, "domain.syntax"),
+    ("krr(eps=1.0)", "a,a,b", None, "domain.syntax"),
+    ("krr(eps=1.0)", "0..9", "10", "value.out_of_domain"),
+    ("krr(eps=1.0)", "0..9", "-1", "value.out_of_domain"),
+    ("krr(eps=1.0)", "0..9", "3.5", "value.out_of_domain"),
+    ("krr(eps=1.0)", "0..9", "three", "value.out_of_domain"),
+    ("oue(eps=1.0)", "a,b,c", "d", "value.out_of_domain"),
+    ("olh(eps=1.0)", "1..100", "0", "value.out_of_domain"),
+)
+
+_CHACHA_SEEDS = ("localpriv-1", "", "vectors/é中")
+_UNIFORM_CASES = (1, 2, 3, 7, 10, 1000, (1 << 31) + 1, 1 << 32, (1 << 32) + 1, 1 << 53, (1 << 64) - 1)
+_BERNOULLI_CASES = (0.0, 0.5, 1.0 / 3.0, 0.9, 1e-3, 1.0)
+_EXP_CASES = ((0, 1), (1, 1), (1, 2), (3, 4), (5, 2), (1, 1 << 20))
+_LAPLACE_CASES = ((1, 1), (1, 10), (3, 2), (1, 1 << 55))
+
+
+@contextmanager
+def _closest() -> Iterator[list[float]]:
+    """Records the closest distance of a Bernoulli draw to its threshold, in units of ``2^-53``."""
+    seen = [math.inf]
+
+    def watch(U: int, p: float) -> None:
+        if 0.0 < p < 1.0:
+            seen[0] = min(seen[0], abs(U - math.ldexp(p, 53)))
+    P._BERNOULLI_WATCH.append(watch)
+    try:
+        yield seen
+    finally:
+        P._BERNOULLI_WATCH.remove(watch)
+
+
+def _with_margin(seed: str, run: Callable[[P.ChaCha20Source], Any]) -> tuple[str, Any, int]:
+    """``run`` on the stream of ``seed`` (suffixed ``/1``, ``/2``, ... until every Bernoulli draw
+    keeps :data:`MARGIN`): ``(seed used, result, words used)``."""
+    for attempt in range(_MAX_ATTEMPTS):
+        s = seed if attempt == 0 else f"{seed}/{attempt}"
+        src = P.ChaCha20Source(s)
+        with _closest() as seen:
+            out = run(src)
+        if seen[0] >= MARGIN:
+            return s, out, src.used
+    raise LocalPrivError(f"no seed of {seed!r} keeps the Bernoulli margin")  # pragma: no cover
+
+
+def _report_text(r: Any) -> str:
+    return repr(r) if isinstance(r, float) else str(r)
+
+
+def _mechanism_vector(i: int, spec: str, domain: str, values: list[Any]) -> dict[str, Any]:
+    dom = P.portable_domain(domain)
+    mech = P.parse_portable(spec, dom)
+    idx = [P.encode_value(dom, str(v)) for v in values]
+    seed, reports, used = _with_margin(f"{mech.spec_name}-{i}",
+                                       lambda src: [P.sample_portable(mech, x, src) for x in idx])
+    return {"spec": spec, "domain": domain, "canonical": str(mech), "seed": seed, "values": values,
+            "indices": idx, "reports": reports, "reports_text": [_report_text(r) for r in reports],
+            "words": used}
+
+
+def _primitives() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    out["u64"] = [{"seed": "prim-u64", "draws": [str(v) for v in _draws("prim-u64", P.u64, 4)[0]]}]
+    out["uniform_int"] = []
+    for n in _UNIFORM_CASES:
+        draws, used = _draws(f"prim-uniform-{n}", partial(_call, P.uniform_int, n), 6)
+        out["uniform_int"].append({"seed": f"prim-uniform-{n}", "n": str(n), "draws": [str(d) for d in draws],
+                                   "words": used})
+    out["uniform_int_rejection"] = [_rejection_case()]
+    out["bernoulli"] = []
+    for p in _BERNOULLI_CASES:
+        seed, (draws, used) = _bernoulli_case(p)
+        out["bernoulli"].append({"seed": seed, "p": p, "p_hex": p.hex(), "draws": draws, "words": used})
+    out["bernoulli_rational"] = []
+    for a, b in ((1, 3), (2, 3), (1, 2), (0, 5), (5, 5), (123456789, 1 << 40)):
+        draws, used = _draws(f"prim-rational-{a}/{b}", partial(_call, P.bernoulli_rational, a, b), 8)
+        out["bernoulli_rational"].append({"seed": f"prim-rational-{a}/{b}", "a": str(a), "b": str(b),
+                                          "draws": draws, "words": used})
+    out["bernoulli_exp"] = []
+    for a, b in _EXP_CASES:
+        draws, used = _draws(f"prim-exp-{a}/{b}", partial(_call, P.bernoulli_exp, a, b), 8)
+        out["bernoulli_exp"].append({"seed": f"prim-exp-{a}/{b}", "a": str(a), "b": str(b), "draws": draws,
+                                     "words": used})
+    out["discrete_laplace"] = []
+    for a, b in _LAPLACE_CASES:
+        draws, used = _draws(f"prim-dlap-{a}/{b}", partial(_call, P.discrete_laplace, a, b), 8)
+        out["discrete_laplace"].append({"seed": f"prim-dlap-{a}/{b}", "a": str(a), "b": str(b), "draws": draws,
+                                        "words": used})
+    return out
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(source, *args)`` with the source last in the partial's call; bools as 0/1."""
+    *params, src = args
+    out = fn(src, *params)
+    return int(out) if isinstance(out, bool) else out
+
+
+def _draws(seed: str, fn: Callable[[P.ChaCha20Source], Any], n: int) -> tuple[list[Any], int]:
+    src = P.ChaCha20Source(seed)
+    return [fn(src) for _ in range(n)], src.used
+
+
+def _bernoulli_case(p: float) -> tuple[str, tuple[list[int], int]]:
+    seed, out, _ = _with_margin(f"prim-bernoulli-{p!r}", lambda src: _draws_on(src, p))
+    return seed, out
+
+
+def _draws_on(src: P.ChaCha20Source, p: float) -> tuple[list[int], int]:
+    draws = [int(P.bernoulli(src, p)) for _ in range(8)]
+    return draws, src.used
+
+
+def _rejection_case() -> dict[str, Any]:
+    """``uniform_int(3)`` on explicit words: the first two are rejected (``>= 2^32 - 1``)."""
+    words = [0xFFFFFFFF, 0xFFFFFFFF, 7]
+    src = P.ListSource(words)
+    return {"words_in": words, "n": "3", "draw": str(P.uniform_int(src, 3)), "words": src.used}
+
+
+def _chacha() -> dict[str, Any]:
+    rfc_key = bytes(range(32))
+    rfc_nonce = bytes.fromhex("000000090000004a00000000")
+    streams = []
+    for seed in _CHACHA_SEEDS:
+        src = P.ChaCha20Source(seed)
+        streams.append({"seed": seed, "key_hex": hashlib.sha256(seed.encode("utf-8")).hexdigest(),
+                        "words": [src.u32() for _ in range(40)]})
+    return {"rfc8439_2.3.2": {"key_hex": rfc_key.hex(), "nonce_hex": rfc_nonce.hex(), "counter": 1,
+                              "words_hex": [f"{w:08x}" for w in P.chacha20_block(rfc_key, 1, rfc_nonce)]},
+            "streams": streams}
+
+
+def _xxh64() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for data, seed, h in stablehash.TEST_VECTORS:
+        kind = "utf8" if isinstance(data, str) else "le64"
+        out.append({"input_kind": kind, "input": data if isinstance(data, str) else str(data), "seed": str(seed),
+                    "xxh64_hex": f"{h:016x}"})
+    for x, seed, g in ((0, 0, 2), (37, 3141592653, 8), (42, 17, 1 << 30), (999999, (1 << 32) - 1, 21)):
+        h = int(stablehash.hash_keys(x, seed))
+        out.append({"input_kind": "le64", "input": str(x), "seed": str(seed), "xxh64_hex": f"{h:016x}",
+                    "mod": g, "h_mod": h % g})
+    return out
+
+
+def _negative() -> list[dict[str, Any]]:
+    out = []
+    for spec, domain, value, code in NEGATIVE_CASES:
+        got = _error_code(spec, domain, value)
+        if got != code:
+            raise LocalPrivError(f"negative vector {spec!r} {domain!r} {value!r}: expected {code}, got {got}")
+        out.append({"spec": spec, "domain": domain, "value": value, "error": code})
+    return out
+
+
+def _error_code(spec: str, domain: str | None, value: str | None) -> str | None:
+    try:
+        dom = P.portable_domain(domain) if domain is not None else None
+        mech = P.parse_portable(spec, dom)
+        if value is not None and dom is not None:
+            P.encode_value(dom, value)
+        del mech
+    except P.PortableError as exc:
+        return exc.code
+    return None
+
+
+def build_vectors() -> dict[str, Any]:
+    """The whole vectors document (a dict ready for :func:`render_vectors`)."""
+    with warnings.catch_warnings():  # the large-eps cases are deliberate
+        warnings.simplefilter("ignore", LargeEpsilonWarning)
+        return _build()
+
+
+def _build() -> dict[str, Any]:
+    return {
+        "protocol": "localpriv portable client protocol",
+        "version": P.PROTOCOL_VERSION,
+        "spec": "docs/clients.md#the-portable-protocol",
+        "generated_by": "make vectors (tools/portable_vectors.py, localpriv.testing.portable)",
+        "bernoulli_margin": MARGIN,
+        "error_codes": dict(P.ERROR_CODES),
+        "chacha20": _chacha(),
+        "xxh64": _xxh64(),
+        "primitives": _primitives(),
+        "mechanisms": [_mechanism_vector(i, spec, dom, vals) for i, (spec, dom, vals) in enumerate(MECHANISM_CASES)],
+        "negative": _negative(),
+    }
+
+
+def render_vectors(doc: dict[str, Any]) -> str:
+    """The file's exact text: JSON, 1-space indent, keys in insertion order, ASCII, final newline."""
+    return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
+
+
+def check_vectors(doc: dict[str, Any]) -> list[str]:
+    """Replays a vectors document as a client does; returns the differences (empty: conformant)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LargeEpsilonWarning)
+        return _check(doc)
+
+
+def _check(doc: dict[str, Any]) -> list[str]:
+    bad: list[str] = []
+    for s in doc["chacha20"]["streams"]:
+        src = P.ChaCha20Source(s["seed"])
+        if [src.u32() for _ in s["words"]] != s["words"]:
+            bad.append(f"chacha20 stream {s['seed']!r}")
+    for v in doc["mechanisms"]:
+        try:
+            dom = P.portable_domain(v["domain"])
+            mech = P.parse_portable(v["spec"], dom)
+            idx = [P.encode_value(dom, str(x)) for x in v["values"]]
+            src = P.ChaCha20Source(v["seed"])
+            reports = [P.sample_portable(mech, x, src) for x in idx]
+        except LocalPrivError as exc:
+            bad.append(f"{v['spec']} on {v['domain']}: {exc}")
+            continue
+        if str(mech) != v["canonical"] or idx != v["indices"] or reports != v["reports"] or src.used != v["words"]:
+            bad.append(f"{v['spec']} on {v['domain']} (seed {v['seed']!r})")
+    for n in doc["negative"]:
+        got = _error_code(n["spec"], n["domain"], n["value"])
+        if got != n["error"]:
+            bad.append(f"negative {n['spec']!r}: expected {n['error']}, got {got}")
+    return bad

@@ -1,0 +1,132 @@
+"""The portable client protocol (localpriv.mechanisms.portable) and its vectors file."""
+import hashlib
+import math
+import pathlib
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localpriv.mechanisms import portable as P
+from localpriv.testing.portable import VECTORS_PATH, build_vectors, check_vectors, render_vectors
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_chacha20_block_rfc8439_2_3_2():
+    key = bytes(range(32))
+    nonce = bytes.fromhex("000000090000004a00000000")
+    words = P.chacha20_block(key, 1, nonce)
+    assert [f"{w:08x}" for w in words] == ["e4e7f110", "15593bd1", "1fdd0f50", "c47120a3", "c7f4d1c7",
+                                           "0368c033", "9aaa2204", "4e6cd4c3", "466482d2", "09aa9f07",
+                                           "05d7c214", "a2028bd9", "d19c12b5", "b94e16de", "e883d0cb",
+                                           "4e3c50a2"]
+
+
+def test_chacha20_encryption_rfc8439_2_4_2():
+    """The keystream of counter 1, 2 XORed with the RFC's plaintext gives its ciphertext."""
+    key = bytes(range(32))
+    nonce = bytes.fromhex("000000000000004a00000000")
+    text = (b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, "
+            b"sunscreen would be it.")
+    stream = b"".join(b"".join(w.to_bytes(4, "little") for w in P.chacha20_block(key, c, nonce)) for c in (1, 2))
+    cipher = bytes(a ^ b for a, b in zip(text, stream))
+    assert cipher.hex().startswith("6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b")
+    assert cipher.hex().endswith("5af90bbf74a35be6b40b8eedf2785e42874d")
+
+
+def test_chacha_source_is_the_keystream_of_the_sha256_key():
+    src = P.ChaCha20Source("abc")
+    words = [src.u32() for _ in range(20)]
+    key = hashlib.sha256(b"abc").digest()
+    assert words == P.chacha20_block(key, 0, bytes(12)) + P.chacha20_block(key, 1, bytes(12))[:4]
+    assert src.used == 20
+
+
+def test_uniform_int_rejects_the_top_and_covers_its_range():
+    src = P.ListSource([0xFFFFFFFF, 0xFFFFFFFE, 7])
+    assert P.uniform_int(src, 3) == 0xFFFFFFFE % 3 and src.used == 2  # limit 2^32 - 1: only 2^32 - 1 rejected
+    assert P.uniform_int(P.ListSource([5]), 1) == 0
+    assert P.uniform_int(P.ListSource([1, 2]), (1 << 32) + 1) == (1 + (2 << 32)) % ((1 << 32) + 1)
+    with pytest.raises(P.LocalPrivError, match="1..2"):
+        P.uniform_int(P.ListSource([0]), (1 << 64) + 1)
+
+
+def test_bernoulli_compares_the_top_53_bits():
+    # U = u64 >> 11; with hi = 2^31 (U = 2^52) the draw is U < p 2^53: False at p = 0.5, True above
+    assert not P.bernoulli(P.ListSource([0, 1 << 31]), 0.5)
+    assert P.bernoulli(P.ListSource([0, 1 << 31]), math.nextafter(0.5, 1.0))
+    assert P.bernoulli(P.ListSource([0x7FF, (1 << 31) - 1]), 0.5)  # low 11 bits ignored
+    assert not P.bernoulli(P.ListSource([0, 0]), 0.0) and P.bernoulli(P.ListSource([0xFFFFFFFF] * 2), 1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=st.integers(0, 1000), b=st.integers(1, 1000), w=st.lists(st.integers(0, 2 ** 32 - 1), min_size=4,
+                                                                   max_size=4))
+def test_bernoulli_rational_is_the_comparison_of_a_uniform_real(a, b, w):
+    a = min(a, b)
+    src = P.ListSource(w + [0] * 4)
+    got = P.bernoulli_rational(src, a, b)
+    v = sum(Fraction(x, 2 ** (32 * (i + 1))) for i, x in enumerate(w))
+    if a == b:
+        assert got
+    elif abs(v - Fraction(a, b)) > Fraction(1, 2 ** 128):
+        assert got == (v < Fraction(a, b))
+
+
+def test_bernoulli_exp_and_discrete_laplace_follow_their_laws():
+    """Frequencies within 5 standard errors (fixed seeds; 4000 draws each)."""
+    src = P.ChaCha20Source("law")
+    n = 4000
+    for a, b in ((1, 2), (3, 2)):
+        hits = sum(P.bernoulli_exp(src, a, b) for _ in range(n))
+        p = math.exp(-a / b)
+        assert abs(hits / n - p) < 5 * math.sqrt(p * (1 - p) / n)
+    r = math.exp(-0.5)
+    ys = [P.discrete_laplace(src, 1, 2) for _ in range(n)]
+    p0 = (1 - r) / (1 + r)
+    assert abs(ys.count(0) / n - p0) < 5 * math.sqrt(p0 * (1 - p0) / n)
+    assert abs(sum(ys) / n) < 5 * math.sqrt(2 * r / (1 - r) ** 2 / n)
+
+
+def test_bits_hex_is_most_significant_first():
+    assert P.bits_hex([1, 0, 0, 0, 0, 0, 0, 0, 0, 1]) == "8040"
+    assert P.bits_hex([0] * 3) == "00"
+
+
+@pytest.mark.parametrize("spec,domain,code", [
+    ("krr(delta=1,eps)", "0..9", "spec.syntax"),
+    ("krr(delta=1,eps=x)", "0..9", "spec.unknown_key"),
+    ("olh(eps=1.0,k=10)", None, None),
+    ("krr( k = 10 , eps = 1 )", None, None),
+    ("krr(k=10,eps=1.)", None, None),
+    ("krr(k=10,eps=nan)", None, "spec.bad_value"),
+    ("krr(k=10,eps=inf)", None, "spec.bad_value"),
+])
+def test_spec_grammar(spec, domain, code):
+    try:
+        P.parse_portable(spec, domain)
+        got = None
+    except P.PortableError as exc:
+        got = exc.code
+        assert "\n" not in str(exc) and str(exc).startswith(code)
+    assert got == code
+
+
+def test_canonical_spec_matches_python():
+    assert str(P.parse_portable("olh( eps=2 )", "0..99")) == "olh(k=100,eps=2.0)"
+    assert str(P.parse_portable("sue(k=4,eps=1e-1)")) == "sue(k=4,eps=0.1)"
+
+
+def test_committed_vectors_are_what_make_vectors_writes():
+    committed = (ROOT / VECTORS_PATH).read_text(encoding="utf-8")
+    assert render_vectors(build_vectors()) == committed
+
+
+def test_committed_vectors_replay():
+    import json
+    doc = json.loads((ROOT / VECTORS_PATH).read_text(encoding="utf-8"))
+    assert check_vectors(doc) == []
+    doc["mechanisms"][0]["reports"][0] += 1  # the checker sees a changed report
+    assert len(check_vectors(doc)) == 1
