@@ -49,8 +49,10 @@ def test_uniform_int_rejects_the_top_and_covers_its_range():
     assert P.uniform_int(src, 3) == 0xFFFFFFFE % 3 and src.used == 2  # limit 2^32 - 1: only 2^32 - 1 rejected
     assert P.uniform_int(P.ListSource([5]), 1) == 0
     assert P.uniform_int(P.ListSource([1, 2]), (1 << 32) + 1) == (1 + (2 << 32)) % ((1 << 32) + 1)
-    with pytest.raises(P.LocalPrivError, match="1..2"):
-        P.uniform_int(P.ListSource([0]), (1 << 64) + 1)
+    # three words per try above 2^64, the first the lowest
+    assert P.uniform_int(P.ListSource([1, 2, 3]), (1 << 64) + 1) == (1 + (2 << 32) + (3 << 64)) % ((1 << 64) + 1)
+    with pytest.raises(P.LocalPrivError, match="n must be in"):
+        P.uniform_int(P.ListSource([0]), 0)
 
 
 def test_bernoulli_compares_the_top_53_bits():
@@ -130,3 +132,51 @@ def test_committed_vectors_replay():
     assert check_vectors(doc) == []
     doc["mechanisms"][0]["reports"][0] += 1  # the checker sees a changed report
     assert len(check_vectors(doc)) == 1
+
+
+def test_batched_chacha_blocks_equal_the_block_function():
+    key = hashlib.sha256(b"batch").digest()
+    src = P.ChaCha20Source("batch")
+    words = [src.u32() for _ in range(16 * 70)]  # two refills
+    assert words == [w for c in range(70) for w in P.chacha20_block(key, c, bytes(12))]
+
+
+def test_xxh64_le64_matches_the_stable_hash():
+    from localpriv.mechanisms import stablehash
+    for data, seed, h in stablehash.TEST_VECTORS:
+        if isinstance(data, int):
+            assert P.xxh64_le64(data, seed) == h
+    for x, s in ((37, 3141592653), (999999, 2 ** 32 - 1), (5, 2 ** 40)):
+        assert P.xxh64_le64(x, s) == int(stablehash.hash_keys(x, s))
+
+
+def test_memo_is_kept_by_the_caller_and_checked():
+    mech = P.parse_portable("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9")
+    src = P.ChaCha20Source("memo")
+    memo = P.memoize_portable(mech, 3, src)
+    assert set(memo) == {"mechanism", "index", "memo"} and memo["mechanism"] == str(mech)
+    assert all(0 <= P.sample_portable(mech, 3, src, memo) < 10 for _ in range(5))
+    with pytest.raises(P.PortableError, match="memo.invalid"):
+        P.sample_portable(mech, 4, src, memo)
+    with pytest.raises(P.PortableError, match="memo.invalid"):
+        P.sample_portable(P.parse_portable("krr(eps=1.0)", "0..9"), 3, src, memo)
+
+
+def test_every_registered_mechanism_is_portable_or_listed():
+    from localpriv.mechanisms import registered
+    portable = set(P.PORTABLE_SAMPLERS) | set(P.PORTABLE_MEMOIZED)
+    assert portable | set(P.NOT_PORTABLE) == set(registered())
+    assert not portable & set(P.NOT_PORTABLE)
+    assert portable == set(P.PORTABLE_KEYS)
+
+
+def test_a_portable_sampler_at_the_wrong_eps_fails_the_conformance_check(monkeypatch):
+    from localpriv.mechanisms import KRR
+    from localpriv.testing.mechanisms import ConformanceError, mechanism_checks
+
+    def too_honest(mech, x, src):  # draws at eps = 1.5 while the channel says 1.0
+        return P._grr(src, x, mech.k, KRR(mech.k, 1.5 * mech.eps).p_keep)
+    monkeypatch.setitem(P.PORTABLE_SAMPLERS, "krr", too_honest)
+    checks = dict(mechanism_checks(KRR(4, 1.0), 20))
+    with pytest.raises(ConformanceError, match="portable reports of input"):
+        checks["check_portable_sampler_matches_channel"]()

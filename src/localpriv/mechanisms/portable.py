@@ -19,9 +19,9 @@ Word sources:
 Primitives (every sampler is written with these only):
 
 * ``u32()``; ``u64() = lo + 2^32 hi`` (two words, ``lo`` first);
-* ``uniform_int(n)``, ``1 <= n <= 2^64``: for ``n <= 2^32`` draw ``w = u32()`` until
-  ``w < 2^32 - (2^32 mod n)``, return ``w mod n``; for larger ``n`` the same with ``u64()`` and
-  ``2^64``;
+* ``uniform_int(n)``: for ``n <= 2^32`` draw ``w = u32()`` until ``w < 2^32 - (2^32 mod n)``,
+  return ``w mod n``; for larger ``n`` the same with as many words per try as ``n - 1`` needs
+  (``u64()`` up to ``2^64``);
 * ``bernoulli(p)`` for a float64 ``p``: ``U = u64() >> 11``, return ``U < p 2^53`` (the law is
   ``ceil(p 2^53) / 2^53``);
 * ``bernoulli_rational(a, b)``, integers ``0 <= a <= b``: exactly ``a / b``, by comparing words with
@@ -39,24 +39,32 @@ import re
 import secrets
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Protocol
+
+import numpy as np
 
 from localpriv.domains.base import CategoricalDomain, Domain, IntegerDomain
 from localpriv.domains.parse import parse_domain
-from localpriv.mechanisms import stablehash
 from localpriv.mechanisms.base import Mechanism, parse
+from localpriv.mechanisms.duchi import Duchi
+from localpriv.mechanisms.geometric import Geometric
+from localpriv.mechanisms.hadamard import HadamardResponse
 from localpriv.mechanisms.hashing import LocalHashing
 from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.longitudinal import LBLH, LGRR, LOLH, LOSUE, LOUE, LSOUE, LSUE
+from localpriv.mechanisms.piecewise import Piecewise
+from localpriv.mechanisms.planar import PlanarGeometric
+from localpriv.mechanisms.rappor import RAPPOR
+from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = [
     "WordSource", "ChaCha20Source", "SystemSource", "ListSource", "chacha20_block",
     "u32", "u64", "uniform_int", "bernoulli", "bernoulli_rational", "bernoulli_exp", "discrete_laplace",
-    "PortableError", "ERROR_CODES", "parse_portable", "encode_value", "sample_portable",
-    "PORTABLE_SAMPLERS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS",
+    "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
+    "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
+    "PORTABLE_KEYS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS",
 ]
 
 #: the protocol's version (the vectors file is ``vectors-v{PROTOCOL_VERSION}.json``)
@@ -65,6 +73,8 @@ _M32 = 0xFFFFFFFF
 _TWO32 = 1 << 32
 _TWO53 = 1 << 53
 _TWO64 = 1 << 64
+#: the largest range of :func:`uniform_int` (32 words per try)
+_MAX_UNIFORM = 1 << 1024
 #: blocks one ChaCha20 stream may produce (RFC 8439's 32-bit block counter): ``2^36`` words
 MAX_BLOCKS = 1 << 32
 
@@ -132,12 +142,52 @@ def chacha20_block(key: bytes, counter: int, nonce: bytes) -> list[int]:
     return [(x + y) & _M32 for x, y in zip(s, init)]
 
 
+def _chacha20_blocks(key: bytes, counter: int, nonce: bytes, n: int) -> list[int]:
+    """The words of ``n`` consecutive blocks from ``counter``: :func:`chacha20_block` vectorized
+    over the counters (NumPy ``uint32`` arithmetic wraps mod ``2^32``), block after block."""
+    const = np.array([0x61707865, 0x3320646E, 0x79622D32, 0x6B206574, *struct.unpack("<8I", key), 0,
+                      *struct.unpack("<3I", nonce)], dtype=np.uint32)
+    init = np.repeat(const[:, None], n, axis=1)
+    init[12] = np.arange(counter, counter + n, dtype=np.uint64).astype(np.uint32)
+    x = [init[i].copy() for i in range(16)]
+
+    def qr(a: int, b: int, c: int, d: int) -> None:
+        x[a] += x[b]
+        x[d] ^= x[a]
+        x[d] = (x[d] << np.uint32(16)) | (x[d] >> np.uint32(16))
+        x[c] += x[d]
+        x[b] ^= x[c]
+        x[b] = (x[b] << np.uint32(12)) | (x[b] >> np.uint32(20))
+        x[a] += x[b]
+        x[d] ^= x[a]
+        x[d] = (x[d] << np.uint32(8)) | (x[d] >> np.uint32(24))
+        x[c] += x[d]
+        x[b] ^= x[c]
+        x[b] = (x[b] << np.uint32(7)) | (x[b] >> np.uint32(25))
+
+    for _ in range(10):
+        qr(0, 4, 8, 12)
+        qr(1, 5, 9, 13)
+        qr(2, 6, 10, 14)
+        qr(3, 7, 11, 15)
+        qr(0, 5, 10, 15)
+        qr(1, 6, 11, 12)
+        qr(2, 7, 8, 13)
+        qr(3, 4, 9, 14)
+    out = np.stack(x) + init  # 16 x n
+    return [int(w) for w in out.T.ravel()]
+
+
 class ChaCha20Source:
     """The test-only deterministic word stream of the vectors: ChaCha20 (RFC 8439) keyed by
     ``SHA-256(seed.encode("utf-8"))``, nonce 12 zero bytes, block counter 0, 1, 2, ...; the words
     are the keystream read as consecutive little-endian uint32 (block ``c``'s 16 output words, in
     order). At most :data:`MAX_BLOCKS` blocks (``2^36`` words). Never for real users: anyone who
-    knows the seed string knows every word."""
+    knows the seed string knows every word. Blocks are computed 64 at a time (the same words as
+    :func:`chacha20_block`, tested)."""
+
+    #: blocks computed per refill
+    BATCH = 64
 
     def __init__(self, seed: str) -> None:
         if not isinstance(seed, str):
@@ -147,19 +197,24 @@ class ChaCha20Source:
         self.counter = 0
         self._buf: list[int] = []
         self._pos = 0
-        #: words consumed so far
-        self.used = 0
+        self._base = 0  # words consumed before the current buffer
+
+    @property
+    def used(self) -> int:
+        """Words consumed so far."""
+        return self._base + self._pos
 
     def u32(self) -> int:
         if self._pos == len(self._buf):
-            if self.counter >= MAX_BLOCKS:
+            n = min(self.BATCH, MAX_BLOCKS - self.counter)
+            if n <= 0:
                 raise LocalPrivError(f"ChaCha20 stream exhausted after {MAX_BLOCKS} blocks (2^36 words)")
-            self._buf = chacha20_block(self.key, self.counter, self.nonce)
-            self.counter += 1
+            self._base += len(self._buf)
+            self._buf = _chacha20_blocks(self.key, self.counter, self.nonce, n)
+            self.counter += n
             self._pos = 0
         w = self._buf[self._pos]
         self._pos += 1
-        self.used += 1
         return w
 
 
@@ -215,22 +270,21 @@ def u64(src: WordSource) -> int:
 
 
 def uniform_int(src: WordSource, n: int) -> int:
-    """Uniform on ``0..n-1`` for ``1 <= n <= 2^64``, by rejection (no bias).
+    """Uniform on ``0..n-1`` for ``n >= 1``, by rejection (no bias).
 
-    ``n <= 2^32``: words ``w = u32()`` until ``w < 2^32 - (2^32 mod n)``, then ``w mod n``;
-    ``2^32 < n <= 2^64``: the same with ``u64()`` and ``2^64``. At least one word is drawn even
-    for ``n = 1``. Expected words below 2 (below 4 for the wide branch)."""
-    if not 1 <= n <= _TWO64:
-        raise LocalPrivError(f"uniform_int: n must be in 1..2^64, got {n}")
-    if n <= _TWO32:
-        lim = _TWO32 - _TWO32 % n
-        while True:
-            w = src.u32()
-            if w < lim:
-                return w % n
-    lim = _TWO64 - _TWO64 % n
+    With ``L = max(1, ceil(bitlength(n - 1) / 32))`` words per try (1 for ``n <= 2^32``, 2 for
+    ``n <= 2^64``): ``w = w_0 + 2^32 w_1 + ... + 2^(32(L-1)) w_(L-1)`` (words in order, the first
+    the lowest), tried until ``w < 2^(32L) - (2^(32L) mod n)``; returns ``w mod n``. For ``L = 2``
+    a try is ``u64()``. At least one word is drawn even for ``n = 1``; expected tries below 2."""
+    if n < 1 or n > _MAX_UNIFORM:
+        raise LocalPrivError(f"uniform_int: n must be in 1..2^1024, got {n}")
+    words = max(1, -(-(n - 1).bit_length() // 32))
+    span = 1 << (32 * words)
+    lim = span - span % n
     while True:
-        w = u64(src)
+        w = 0
+        for i in range(words):
+            w |= src.u32() << (32 * i)
         if w < lim:
             return w % n
 
@@ -293,7 +347,7 @@ def _bernoulli_exp_unit(src: WordSource, a: int, b: int) -> bool:
 
 def discrete_laplace(src: WordSource, a: int, b: int) -> int:
     """``Y`` with ``P(Y = y) = (1 - r)/(1 + r) r^|y|``, ``r = exp(-a/b)`` (integers ``a, b >= 1``,
-    ``b <= 2^64``): Canonne, Kamath and Steinke (2020), Algorithm 2 with ``s = a``, ``t = b``::
+    ``b <= 2^1024``): Canonne, Kamath and Steinke (2020), Algorithm 2 with ``s = a``, ``t = b``::
 
         loop: U = uniform_int(b); if not bernoulli_exp(U, b): continue
               V = 0; while bernoulli_exp(1, 1): V += 1
@@ -301,8 +355,8 @@ def discrete_laplace(src: WordSource, a: int, b: int) -> int:
               if B and Y == 0: continue
               return -Y if B else Y
     """
-    if a < 1 or not 1 <= b <= _TWO64:
-        raise LocalPrivError(f"discrete_laplace: need a >= 1 and 1 <= b <= 2^64, got {a}/{b}")
+    if a < 1 or not 1 <= b <= _MAX_UNIFORM:
+        raise LocalPrivError(f"discrete_laplace: need a >= 1 and 1 <= b <= 2^1024, got {a}/{b}")
     while True:
         U = uniform_int(src, b)
         if not bernoulli_exp(src, U, b):
@@ -321,6 +375,38 @@ def eps_ratio(eps: float) -> tuple[int, int]:
     """The exact value of the float64 ``eps`` as a reduced fraction ``(a, b)`` (``b`` a power of two)."""
     a, b = float(eps).as_integer_ratio()
     return a, b
+
+
+# --------------------------------------------------------------------------------------------
+# Hashing: XXH64 of an 8-byte little-endian key (docs/hashing.md)
+# --------------------------------------------------------------------------------------------
+_M64 = (1 << 64) - 1
+_P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+_P4, _P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def _rotl64(v: int, r: int) -> int:
+    return ((v << r) | (v >> (64 - r))) & _M64
+
+
+def xxh64_le64(key: int, seed: int) -> int:
+    """XXH64 of the 8 little-endian bytes of the unsigned 64-bit ``key`` with the 64-bit ``seed``
+    (Collet's specification for an 8-byte input, all arithmetic mod ``2^64``)::
+
+        acc = seed + P5 + 8
+        acc ^= rotl(key P2, 31) P1
+        acc = rotl(acc, 27) P1 + P4
+        acc ^= acc >> 33; acc *= P2; acc ^= acc >> 29; acc *= P3; acc ^= acc >> 32
+
+    The same number as :func:`localpriv.mechanisms.stablehash.hash_keys` (tested)."""
+    acc = (seed + _P5 + 8) & _M64
+    acc ^= (_rotl64((key * _P2) & _M64, 31) * _P1) & _M64
+    acc = (_rotl64(acc, 27) * _P1 + _P4) & _M64
+    acc ^= acc >> 33
+    acc = (acc * _P2) & _M64
+    acc ^= acc >> 29
+    acc = (acc * _P3) & _M64
+    return acc ^ (acc >> 32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,8 +445,231 @@ def _unary(mech: Mechanism, x: int, src: WordSource) -> Any:
 def _local_hashing(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, LocalHashing)
     s = uniform_int(src, mech.n_seeds)
-    h = int(stablehash.hash_keys(x, s)) % mech.g
+    h = xxh64_le64(x, s) % mech.g
     return s * mech.g + _grr(src, h, mech.g, mech.p_g)
+
+
+def _subset(src: WordSource, size: int, m: int) -> list[int]:
+    """A uniform ``m``-subset of ``0..size-1`` (Floyd's algorithm): for ``j = size - m .. size - 1``,
+    ``t = uniform_int(j + 1)``; add ``j`` if ``t`` is already in, else ``t``. Sorted."""
+    chosen: set[int] = set()
+    for j in range(size - m, size):
+        t = uniform_int(src, j + 1)
+        chosen.add(j if t in chosen else t)
+    return sorted(chosen)
+
+
+def _ss(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, SS)
+    include = bernoulli(src, mech.p_star)
+    others = _subset(src, mech.k - 1, mech.omega - include)
+    bits = [False] * mech.k
+    for p in others:
+        bits[p + (p >= x)] = True  # position p of the values other than x
+    bits[x] = include
+    return bits_hex(bits)
+
+
+def _hr(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, HadamardResponse)
+    if bernoulli(src, mech.p_uniform):
+        return uniform_int(src, mech.K)
+    b = mech.width
+    block, t = divmod(x, b - 1)
+    t += 1
+    j = uniform_int(src, b)
+    if bin(t & j).count("1") % 2:  # H_b[t, j] = -1: flip t's lowest set bit in j
+        j ^= t & -t
+    return block * b + j
+
+
+def _geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, Geometric)
+    a, b = mech.eps.as_integer_ratio()
+    z = x + discrete_laplace(src, a, b)
+    if mech.lo is not None and mech.hi is not None:
+        z = min(max(z, mech.lo), mech.hi) - mech.lo
+    return z
+
+
+def _duchi(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, Duchi)
+    t = (2.0 * x + 1.0) / mech.k - 1.0
+    return int(bernoulli(src, 0.5 + 0.5 * t * math.tanh(0.5 * mech.eps)))
+
+
+def pm_keep(mech: Piecewise) -> float:
+    """The portable Piecewise's window probability ``1 / (1 + ((N - W) / W) e^-eps)`` (within a
+    few ulps of the mechanism's ``T / 2^64``)."""
+    N, W = mech.n_points, mech.width
+    return 1.0 / (1.0 + ((N - W) / W) * math.exp(-mech.eps))
+
+
+def _pm(mech: Mechanism, x: int, src: WordSource) -> Any:
+    assert isinstance(mech, Piecewise)
+    N, W, D = mech.n_points, mech.width, mech.step
+    a = (D + D % 2) // 2 + x * D
+    if N == W or bernoulli(src, pm_keep(mech)):
+        i = a + uniform_int(src, W)
+    else:
+        u = uniform_int(src, N - W)
+        i = u if u < a else u + W
+    return float(2 * i - (N - 1)) * (0.5 * mech.grid)
+
+
+def _planar_geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
+    """Offsets by rejection: a proposal of two independent discrete Laplace draws at the rational
+    rate ``c = a / 2^32 <= eps s / sqrt(2)`` (so ``c (|di| + |dj|) <= eps s sqrt(di^2 + dj^2)``),
+    accepted with ``bernoulli(exp(-(eps s sqrt(di^2 + dj^2) - c (|di| + |dj|))))`` and refused
+    beyond the kernel's radius ``R``; then the cell is clamped to the grid."""
+    assert isinstance(mech, PlanarGeometric)
+    es = mech.eps * mech.s
+    a = planar_rate(es)
+    c = a / _TWO32
+    R = mech.R
+    while True:
+        di = discrete_laplace(src, a, _TWO32)
+        dj = discrete_laplace(src, a, _TWO32)
+        p = min(1.0, math.exp(-(es * math.sqrt(di * di + dj * dj) - c * (abs(di) + abs(dj)))))
+        if bernoulli(src, p) and abs(di) <= R and abs(dj) <= R:
+            break
+    nr, nc = mech.domain.nrows, mech.domain.ncols
+    r, col = divmod(x, nc)
+    return min(max(r + di, 0), nr - 1) * nc + min(max(col + dj, 0), nc - 1)
+
+
+def planar_rate(es: float) -> int:
+    """``a = floor(2^32 eps s / sqrt(2)) - 1`` (float64 products; at least 1): the proposal's
+    rate ``a / 2^32`` of the portable planar geometric sampler, below ``eps s / sqrt(2)``."""
+    a = math.floor(math.ldexp(es * _SQRT_HALF, 32)) - 1
+    if a < 1:
+        raise PortableError("spec.bad_value", f"planar-geometric: eps * cell_km = {es!r} is below the portable "
+                            "sampler's least rate 2^-31")
+    return a
+
+
+_SQRT_HALF = 0.7071067811865476
+
+
+# ---- memoized mechanisms: the memo is a small JSON object the caller keeps per user and value
+def _memo_lgrr(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
+    assert isinstance(mech, LGRR)
+    return {"value": _grr(src, x, mech.k, mech.first[0])}
+
+
+def _round_lgrr(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
+    assert isinstance(mech, LGRR)
+    return _grr(src, _memo_int(memo, "value", mech.k), mech.k, mech.second[0])
+
+
+_LUE_CLASSES = (LSUE, LOUE, LSOUE, LOSUE)
+_LLH_CLASSES = (LBLH, LOLH)
+
+
+def _memo_lue(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
+    assert isinstance(mech, _LUE_CLASSES)
+    p, q = mech.first
+    return {"bits": bits_hex([bernoulli(src, p if y == x else q) for y in range(mech.k)])}
+
+
+def _round_lue(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
+    assert isinstance(mech, _LUE_CLASSES)
+    p, q = mech.second
+    bits = _memo_bits(memo, "bits", mech.k)
+    return bits_hex([bernoulli(src, p if b else q) for b in bits])
+
+
+def _memo_llh(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
+    assert isinstance(mech, _LLH_CLASSES)
+    s = uniform_int(src, mech.n_seeds)
+    h = xxh64_le64(x, s) % mech.g
+    return {"seed": s, "value": _grr(src, h, mech.g, mech.first[0])}
+
+
+def _round_llh(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
+    assert isinstance(mech, _LLH_CLASSES)
+    s = _memo_int(memo, "seed", mech.n_seeds)
+    y = _grr(src, _memo_int(memo, "value", mech.g), mech.g, mech.second[0])
+    return s * mech.g + y
+
+
+def _memo_rappor(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
+    """The cohort ``c = uniform_int(cohorts)``, then per filter bit ``j = 0..m-1`` the permanent bit
+    ``bernoulli(1 - f/2)`` where the Bloom filter of ``x`` in cohort ``c`` is set, else
+    ``bernoulli(f/2)``."""
+    assert isinstance(mech, RAPPOR)
+    c = uniform_int(src, mech.cohorts)
+    bloom = {xxh64_le64(x, c * mech.h + i) % mech.m for i in range(mech.h)}
+    half = mech.f / 2.0
+    prr = [bernoulli(src, 1.0 - half if j in bloom else half) for j in range(mech.m)]
+    return {"cohort": c, "bits": bits_hex(prr)}
+
+
+def _round_rappor(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
+    """Per bit ``j``: ``bernoulli(q)`` where the permanent bit is set, else ``bernoulli(p)``;
+    reported as ``c 2^m + sum_j bit_j 2^j``, or for wide filters as the bit vector of 2 + ceil(m/8)
+    bytes (cohort little-endian, then bit ``j`` at bit ``j mod 8`` of byte ``2 + j div 8``)."""
+    assert isinstance(mech, RAPPOR)
+    c = _memo_int(memo, "cohort", mech.cohorts)
+    prr = _memo_bits(memo, "bits", mech.m)
+    bits = [bernoulli(src, mech.q if b else mech.p) for b in prr]
+    if not mech.wide:
+        return (c << mech.m) | sum(1 << j for j, b in enumerate(bits) if b)
+    out = bytearray(2 + (mech.m + 7) // 8)
+    out[0], out[1] = c & 0xFF, c >> 8
+    for j, b in enumerate(bits):
+        if b:
+            out[2 + (j >> 3)] |= 1 << (j & 7)
+    return out.hex()
+
+
+def _memo_int(memo: dict[str, Any], key: str, bound: int) -> int:
+    v = memo.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < bound:
+        raise PortableError("memo.invalid", f"memo field {key!r} must be an integer in 0..{bound - 1}")
+    return v
+
+
+def _memo_bits(memo: dict[str, Any], key: str, width: int) -> list[bool]:
+    v = memo.get(key)
+    n = (width + 7) // 8
+    if not isinstance(v, str) or not re.fullmatch(f"[0-9a-f]{{{2 * n}}}", v):
+        raise PortableError("memo.invalid", f"memo field {key!r} must be {2 * n} lowercase hex digits")
+    raw = bytes.fromhex(v)
+    bits = [bool(raw[y >> 3] & (0x80 >> (y & 7))) for y in range(8 * n)]
+    if any(bits[width:]):
+        raise PortableError("memo.invalid", f"memo field {key!r} has padding bits set")
+    return bits[:width]
+
+
+#: the memoized portable mechanisms: (draw the memo, draw one report from it), by spec name
+PORTABLE_MEMOIZED: dict[str, tuple[Callable[[Mechanism, int, WordSource], dict[str, Any]],
+                                   Callable[[Mechanism, dict[str, Any], WordSource], Any]]] = {
+    "lgrr": (_memo_lgrr, _round_lgrr),
+    "lsue": (_memo_lue, _round_lue),
+    "loue": (_memo_lue, _round_lue),
+    "lsoue": (_memo_lue, _round_lue),
+    "losue": (_memo_lue, _round_lue),
+    "lblh": (_memo_llh, _round_llh),
+    "lolh": (_memo_llh, _round_llh),
+    "rappor": (_memo_rappor, _round_rappor),
+}
+
+
+def memoize_portable(mech: Mechanism, x: int, source: WordSource) -> dict[str, Any]:
+    """The permanent part of a memoized mechanism for input index ``x``, as the memo object the
+    caller keeps: ``{"mechanism": canonical spec, "index": x, "memo": {...}}`` (fields per
+    mechanism in ``docs/clients.md``). Drawn once per user and value."""
+    pair = PORTABLE_MEMOIZED.get(mech.spec_name)
+    if pair is None:
+        raise PortableError("spec.unknown_mechanism", f"{mech.spec_name} is not a memoized portable mechanism")
+    _check_index(mech, x)
+    return {"mechanism": str(mech), "index": x, "memo": pair[0](mech, x, source)}
+
+
+def _check_index(mech: Mechanism, x: object) -> None:
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < mech.k:
+        raise PortableError("value.out_of_domain", f"input index {x!r} outside 0..{mech.k - 1}")
 
 
 #: the portable sampler of each portable mechanism, by spec name
@@ -370,13 +679,67 @@ PORTABLE_SAMPLERS: dict[str, Callable[[Mechanism, int, WordSource], Any]] = {
     "sue": _unary,
     "olh": _local_hashing,
     "blh": _local_hashing,
+    "ss": _ss,
+    "hr": _hr,
+    "geometric": _geometric,
+    "duchi": _duchi,
+    "pm": _pm,
+    "planar-geometric": _planar_geometric,
 }
 
-#: registered mechanisms without a portable sampler, with the reason (docs/clients.md's table)
-NOT_PORTABLE: dict[str, str] = {}
+def portable_parameters(mech: Mechanism) -> dict[str, Any]:
+    """The derived parameters a client computes from the spec (float64 probabilities, grid sizes):
+    what the vectors list beside each case so that a client can compare its intermediate values."""
+    out: dict[str, Any] = {}
+    if isinstance(mech, KRR):
+        out["p"] = mech.p_keep
+    elif isinstance(mech, (LGRR,)):
+        out.update(eps_2=mech.eps_2, p1=mech.first[0], p2=mech.second[0])
+    elif isinstance(mech, _LUE_CLASSES):
+        out.update(eps_2=mech.eps_2, p1=mech.first[0], q1=mech.first[1], p2=mech.second[0], q2=mech.second[1])
+    elif isinstance(mech, _LLH_CLASSES):
+        out.update(g=mech.g, eps_2=mech.eps_2, p1=mech.first[0], p2=mech.second[0])
+    elif isinstance(mech, UnaryEncoding):
+        out.update(p=mech.p1, q=mech.q1)
+    elif isinstance(mech, LocalHashing):
+        out.update(g=mech.g, p=mech.p_g)
+    elif isinstance(mech, SS):
+        out.update(omega=mech.omega, p=mech.p_star)
+    elif isinstance(mech, HadamardResponse):
+        out.update(blocks=mech.blocks, width=mech.width, K=mech.K, p_uniform=mech.p_uniform)
+    elif isinstance(mech, Geometric):
+        a, b = mech.eps.as_integer_ratio()
+        out.update(a=str(a), b=str(b))
+    elif isinstance(mech, Duchi):
+        out["p_plus"] = [0.5 + 0.5 * ((2.0 * x + 1.0) / mech.k - 1.0) * math.tanh(0.5 * mech.eps)
+                         for x in range(min(mech.k, 8))]
+    elif isinstance(mech, Piecewise):
+        out.update(grid=mech.grid, N=mech.n_points, W=mech.width, D=mech.step, keep=pm_keep(mech))
+    elif isinstance(mech, PlanarGeometric):
+        out.update(R=mech.R, a=planar_rate(mech.eps * mech.s), b=_TWO32)
+    elif isinstance(mech, RAPPOR):
+        out.update(prr_set=1.0 - mech.f / 2.0, prr_clear=mech.f / 2.0, wide=mech.wide)
+    return out
 
 
-def sample_portable(mech: Mechanism, x: int, source: WordSource) -> Any:
+#: registered mechanisms without a portable sampler, and why (docs/clients.md's table)
+NOT_PORTABLE: dict[str, str] = {
+    "ue": "general p, q: use oue or sue",
+    "the": "thresholded histogram encoding: float Laplace noise per bit before the threshold",
+    "she": "summation histogram encoding: float32 reports of grid Laplace noise (digit sampler)",
+    "laplace": "grid-released Laplace: its digit sampler is not specified in the protocol",
+    "hm": "hybrid of pm and duchi: not in protocol version 1",
+    "sw": "reports drawn by the inverse CDF of a float channel",
+    "exponential": "dense channel on arbitrary domains",
+    "matrix": "a channel given as a matrix (trusted specs only)",
+    "shokri": "optimal remapping solved by a linear program",
+    "rrba": "one RRBA report as a dense mechanism",
+    "cms": "count-mean sketch: not in protocol version 1",
+    "hcms": "Hadamard count-mean sketch: not in protocol version 1",
+    "planar-laplace": "continuous noise: no exact sampler on words (not in protocol version 1)",
+}
+
+def sample_portable(mech: Mechanism, x: int, source: WordSource, memo: dict[str, Any] | None = None) -> Any:
     """One report of ``mech`` for the input index ``x``, drawn from ``source`` by the portable
     protocol (``docs/clients.md``), in the wire format of the collector (an int, a lowercase hex
     bit vector or a float).
@@ -384,22 +747,38 @@ def sample_portable(mech: Mechanism, x: int, source: WordSource) -> Any:
     Parameters
     ----------
     mech : Mechanism
-        A mechanism with a portable sampler (:data:`PORTABLE_SAMPLERS`).
+        A mechanism with a portable sampler (:data:`PORTABLE_SAMPLERS`, :data:`PORTABLE_MEMOIZED`).
     x : int
         The input's domain index, ``0..k-1``.
     source : WordSource
         :class:`SystemSource` for real reports; :class:`ChaCha20Source` for tests.
+    memo : dict, optional
+        Memoized mechanisms only: the user's memo for ``x`` (:func:`memoize_portable`); drawn
+        first, from ``source``, when left out. A memo of another mechanism or input is
+        ``memo.invalid``.
 
     Returns
     -------
     int, str or float
         The report.
     """
+    _check_index(mech, x)
+    pair = PORTABLE_MEMOIZED.get(mech.spec_name)
+    if pair is not None:
+        if memo is None:
+            memo = memoize_portable(mech, x, source)
+        if not isinstance(memo, dict) or set(memo) != {"mechanism", "index", "memo"} \
+                or not isinstance(memo["memo"], dict):
+            raise PortableError("memo.invalid", "a memo is {\"mechanism\", \"index\", \"memo\"}")
+        if memo["mechanism"] != str(mech) or memo["index"] != x:
+            raise PortableError("memo.invalid", f"the memo is for {str(memo['mechanism'])[:80]!r}, input "
+                                f"{str(memo['index'])[:20]}, not {mech}, input {x}")
+        return pair[1](mech, memo["memo"], source)
     fn = PORTABLE_SAMPLERS.get(mech.spec_name)
     if fn is None:
         raise PortableError("spec.unknown_mechanism", f"{mech.spec_name} has no portable sampler")
-    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < mech.k:
-        raise PortableError("value.out_of_domain", f"input index {x!r} outside 0..{mech.k - 1}")
+    if memo is not None:
+        raise PortableError("memo.invalid", f"{mech.spec_name} keeps no memo")
     return fn(mech, x, source)
 
 
@@ -416,6 +795,7 @@ ERROR_CODES = {
     "spec.bad_value": "a value of the wrong type or outside its range",
     "domain.syntax": "the domain string is not lo..hi or a label list",
     "value.out_of_domain": "an input value that is not in the domain",
+    "memo.invalid": "a memo of another mechanism or input, or with bad fields",
 }
 
 
@@ -437,9 +817,27 @@ PORTABLE_KEYS: dict[str, dict[str, str]] = {
     "sue": {"k": _INT, "eps": _NUM},
     "olh": {"k": _INT, "eps": _NUM, "n_seeds": _INT, "hash": _WORD},
     "blh": {"k": _INT, "eps": _NUM, "n_seeds": _INT, "hash": _WORD},
+    "ss": {"k": _INT, "eps": _NUM, "omega": _INT},
+    "hr": {"k": _INT, "eps": _NUM, "blocks": _INT},
+    "geometric": {"k": _INT, "eps": _NUM, "lo": _INT, "hi": _INT},
+    "duchi": {"k": _INT, "eps": _NUM},
+    "pm": {"k": _INT, "eps": _NUM},
+    "planar-geometric": {"eps": _NUM, "nrows": _INT, "ncols": _INT, "cell_km": _NUM, "k": _INT},
+    "lgrr": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
+    "lsue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
+    "loue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
+    "lsoue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
+    "losue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
+    "lblh": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM, "n_seeds": _INT, "hash": _WORD},
+    "lolh": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM, "n_seeds": _INT, "hash": _WORD},
+    "rappor": {"k": _INT, "m": _INT, "h": _INT, "cohorts": _INT, "f": _NUM, "p": _NUM, "q": _NUM, "keys": _WORD},
 }
 #: keys every spec of the mechanism must give (``k`` may come from the domain instead)
 _REQUIRED: dict[str, tuple[str, ...]] = {name: ("k", "eps") for name in PORTABLE_KEYS}
+_REQUIRED["planar-geometric"] = ("eps", "nrows", "ncols")
+for _name in ("lgrr", "lsue", "loue", "lsoue", "losue", "lblh", "lolh"):
+    _REQUIRED[_name] = ("k", "eps_perm", "eps_1")
+_REQUIRED["rappor"] = ("k",)
 
 _WS = " \t\r\n"
 _SPEC = re.compile(r"[ \t\r\n]*([a-z][a-z0-9-]*)[ \t\r\n]*\((.*)\)[ \t\r\n]*", re.S)
@@ -496,14 +894,17 @@ def _typed(name: str, key: str, text: str) -> int | float | str:
 
 
 def _check_ranges(name: str, v: dict[str, Any]) -> None:
-    """The value ranges every client checks (the same as the Python constructors')."""
-    for key in ("eps",):
-        if key in v and not v[key] > 0:
+    """The ranges every client checks itself; the mechanisms' own checks (``omega < k``, ``lo <
+    hi``, ...) follow in :func:`localpriv.mechanisms.parse` and are ``spec.bad_value`` too."""
+    for key in ("eps", "eps_perm", "eps_1", "cell_km", "f", "p", "q"):
+        if key in v and not (v[key] > 0 or (key in ("f", "p", "q") and v[key] == 0)):
             raise PortableError("spec.bad_value", f"{name}: {key} must be > 0, got {v[key]!r}")
     if "k" in v and not 2 <= v["k"] <= 1_000_000_000:
         raise PortableError("spec.bad_value", f"{name}: k must be in 2..10^9, got {v['k']}")
     if "n_seeds" in v and not 1 <= v["n_seeds"] <= _TWO32:
         raise PortableError("spec.bad_value", f"{name}: n_seeds must be in 1..2^32, got {v['n_seeds']}")
+    if "keys" in v and v["keys"] != "index":
+        raise PortableError("spec.bad_value", f"{name}: keys must be index in the portable protocol, got {v['keys']!r}")
     if "hash" in v and v["hash"] != "xxh64":
         raise PortableError("spec.bad_value", f"{name}: hash must be xxh64 in the portable protocol, got {v['hash']!r}")
 
@@ -603,15 +1004,3 @@ def _label_index(domain: CategoricalDomain) -> dict[str, int]:
         object.__setattr__(domain, "_portable_index", cached)
     return cached
 
-
-@dataclass(frozen=True)
-class Draw:
-    """A report and the words it consumed (for the vectors)."""
-
-    report: Any
-    words: int
-
-
-def exact_fraction(p: float) -> Fraction:
-    """The exact rational value of a float (documentation helper for thresholds)."""
-    return Fraction(p)

@@ -23,11 +23,11 @@ from typing import Any
 
 from localpriv.mechanisms import portable as P
 from localpriv.mechanisms import stablehash
-from localpriv.mechanisms.base import LargeEpsilonWarning
+from localpriv.mechanisms.base import LargeEpsilonWarning, Mechanism
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["build_vectors", "render_vectors", "check_vectors", "MARGIN", "MECHANISM_CASES", "NEGATIVE_CASES",
-           "VECTORS_PATH"]
+__all__ = ["build_vectors", "render_vectors", "check_vectors", "MARGIN", "MECHANISM_CASES", "MEMO_CASES",
+           "NEGATIVE_CASES", "MEMO_NEGATIVE_CASES", "VECTORS_PATH"]
 
 #: where the committed vectors live, relative to a checkout's root
 VECTORS_PATH = f"clients/vectors/vectors-v{P.PROTOCOL_VERSION}.json"
@@ -55,6 +55,39 @@ MECHANISM_CASES: tuple[tuple[str, str, list[Any]], ...] = (
     ("blh(eps=1.0)", "0..99", [0, 37, 99, 50]),
     ("blh(eps=0.1)", "0..3", [0, 1, 2, 3]),
     ("blh(k=100000,eps=4.0)", "0..99999", [0, 99999, 5]),
+    ("ss(eps=1.0)", "0..9", [0, 9, 4, 4, 7]),
+    ("ss(eps=0.2,omega=3)", "a,b,c,d,e", ["a", "e", "c"]),
+    ("ss(k=100,eps=4.0)", "0..99", [0, 99, 50]),
+    ("hr(eps=0.5)", "0..9", [0, 9, 4, 4, 7]),
+    ("hr(eps=3.0)", "0..99", [0, 99, 50, 31]),
+    ("hr(k=1000,eps=8.0,blocks=16)", "0..999", [0, 999, 500]),
+    ("geometric(eps=1.0)", "0..9", [0, 9, 4, 4, 7]),
+    ("geometric(eps=0.1,lo=0,hi=99)", "0..99", [0, 99, 50, 50, 1]),
+    ("geometric(eps=0.01,lo=0,hi=999)", "0..999", [0, 999, 500]),
+    ("geometric(eps=3.0,lo=0,hi=4)", "10..14", [10, 14, 12, 12]),
+    ("duchi(eps=1.0)", "0..9", [0, 9, 4, 5]),
+    ("duchi(eps=0.1)", "0..99", [0, 99, 50]),
+    ("pm(eps=1.0)", "0..9", [0, 9, 4, 4, 7]),
+    ("pm(eps=0.1)", "0..99", [0, 99, 50]),
+    ("pm(eps=8.0)", "0..1999", [0, 1999, 1000]),
+    ("planar-geometric(eps=1.0,nrows=4,ncols=5,cell_km=0.5)", "0..19", [0, 19, 7, 12]),
+    ("planar-geometric(eps=0.2,nrows=20,ncols=14,cell_km=0.5)", "0..279", [0, 279, 140]),
+    ("planar-geometric(eps=5.0,nrows=3,ncols=3,cell_km=1.0)", "0..8", [4, 4, 0]),
+)
+
+# (spec, domain, values, rounds): memoized mechanisms, each value's memo then its rounds
+MEMO_CASES: tuple[tuple[str, str, list[Any], int], ...] = (
+    ("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9", [0, 9, 4], 3),
+    ("lgrr(k=1000,eps_perm=8.0,eps_1=2.0)", "0..999", [0, 999], 3),
+    ("lsue(eps_perm=2.0,eps_1=1.0)", "0..9", [0, 9], 3),
+    ("loue(eps_perm=4.0,eps_1=1.0)", "0..15", [0, 15], 2),
+    ("lsoue(eps_perm=2.0,eps_1=0.5)", "0..9", [3], 2),
+    ("losue(eps_perm=2.0,eps_1=0.5)", "0..9", [3], 2),
+    ("lblh(eps_perm=2.0,eps_1=1.0)", "0..99", [0, 99], 3),
+    ("lolh(eps_perm=4.0,eps_1=1.0)", "0..99", [0, 99, 50], 3),
+    ("rappor()", "0..99", [0, 37, 99], 2),
+    ("rappor(m=16,h=3,cohorts=4,f=0.25,p=0.25,q=0.75)", "0..9", [0, 9], 3),
+    ("rappor(m=128,h=2,cohorts=4,f=0.5,p=0.5,q=0.75)", "0..9", [5], 2),
 )
 
 # (spec, domain, value or None, expected error code)
@@ -63,16 +96,23 @@ NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str], ...] = (
     ("krr(eps)", "0..9", None, "spec.syntax"),
     ("krr(eps=1.0", "0..9", None, "spec.syntax"),
     ("Krr(eps=1.0)", "0..9", None, "spec.syntax"),
+    ("krr(eps=(1.0))", "0..9", None, "spec.syntax"),
+    ("krr(delta=0.1,eps)", "0..9", None, "spec.syntax"),
     ("zzz(eps=1.0)", "0..9", None, "spec.unknown_mechanism"),
     ("matrix(file=m.csv)", "0..1", None, "spec.unknown_mechanism"),
+    ("laplace(eps=1.0)", "0..9", None, "spec.unknown_mechanism"),
     ("krr(eps=1.0,delta=0.1)", "0..9", None, "spec.unknown_key"),
     ("oue(eps=1.0,p=0.5)", "0..9", None, "spec.unknown_key"),
+    ("krr(delta=x,eps=1.0)", "0..9", None, "spec.unknown_key"),
     ("krr(eps=1.0,eps=2.0)", "0..9", None, "spec.duplicate_key"),
     ("krr(k=10)", None, None, "spec.missing_key"),
     ("krr(eps=1.0)", None, None, "spec.missing_key"),
+    ("planar-geometric(eps=1.0,nrows=3)", None, None, "spec.missing_key"),
+    ("lgrr(k=10,eps_perm=2.0)", None, None, "spec.missing_key"),
     ("krr(k=10,eps='2')", None, None, "spec.bad_value"),
     ("krr(k=10,eps=two)", None, None, "spec.bad_value"),
     ("krr(k=10.0,eps=1.0)", None, None, "spec.bad_value"),
+    ("krr(k=1e1,eps=1.0)", None, None, "spec.bad_value"),
     ("krr(k=10,eps=0)", None, None, "spec.bad_value"),
     ("krr(k=10,eps=-1.0)", None, None, "spec.bad_value"),
     ("krr(k=10,eps=1e999)", None, None, "spec.bad_value"),
@@ -81,14 +121,37 @@ NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str], ...] = (
     ("olh(eps=1.0,n_seeds=0)", "0..9", None, "spec.bad_value"),
     ("olh(eps=1.0,n_seeds=4294967297)", "0..9", None, "spec.bad_value"),
     ("olh(eps=1.0,hash=cw)", "0..9", None, "spec.bad_value"),
+    ("ss(eps=1.0,omega=10)", "0..9", None, "spec.bad_value"),
+    ("hr(eps=1.0,blocks=3)", "0..9", None, "spec.bad_value"),
+    ("geometric(eps=1.0,lo=5,hi=5)", "0..9", None, "spec.bad_value"),
+    ("lgrr(eps_perm=1.0,eps_1=2.0)", "0..9", None, "spec.bad_value"),
+    ("rappor(p=0.8,q=0.5)", "0..9", None, "spec.bad_value"),
+    ("rappor(keys=labels)", "a,b,c", None, "spec.bad_value"),
     ("krr(eps=1.0)", "9..0", None, "domain.syntax"),
     ("krr(eps=1.0)", "a,a,b", None, "domain.syntax"),
+    ("krr(eps=1.0)", "a,,b", None, "domain.syntax"),
     ("krr(eps=1.0)", "0..9", "10", "value.out_of_domain"),
     ("krr(eps=1.0)", "0..9", "-1", "value.out_of_domain"),
     ("krr(eps=1.0)", "0..9", "3.5", "value.out_of_domain"),
     ("krr(eps=1.0)", "0..9", "three", "value.out_of_domain"),
+    ("krr(eps=1.0)", "0..9", "", "value.out_of_domain"),
     ("oue(eps=1.0)", "a,b,c", "d", "value.out_of_domain"),
     ("olh(eps=1.0)", "1..100", "0", "value.out_of_domain"),
+)
+
+# (spec, domain, value, memo, expected error code): memos that do not fit
+MEMO_NEGATIVE_CASES: tuple[tuple[str, str, str, dict[str, Any], str], ...] = (
+    ("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9", "3",
+     {"mechanism": "lgrr(k=10,eps_perm=2.0,eps_1=1.0)", "index": 4, "memo": {"value": 4}}, "memo.invalid"),
+    ("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9", "3",
+     {"mechanism": "lgrr(k=10,eps_perm=3.0,eps_1=1.0)", "index": 3, "memo": {"value": 3}}, "memo.invalid"),
+    ("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9", "3",
+     {"mechanism": "lgrr(k=10,eps_perm=2.0,eps_1=1.0)", "index": 3, "memo": {"value": 10}}, "memo.invalid"),
+    ("lsue(eps_perm=2.0,eps_1=1.0)", "0..9", "3",
+     {"mechanism": "lsue(k=10,eps_perm=2.0,eps_1=1.0)", "index": 3, "memo": {"bits": "ffff"}}, "memo.invalid"),
+    ("rappor(m=16)", "0..9", "3",
+     {"mechanism": "rappor(k=10,m=16,h=2,cohorts=8,f=0.5,p=0.5,q=0.75)", "index": 3,
+      "memo": {"cohort": 8, "bits": "0000"}}, "memo.invalid"),
 )
 
 _CHACHA_SEEDS = ("localpriv-1", "", "vectors/é中")
@@ -136,9 +199,29 @@ def _mechanism_vector(i: int, spec: str, domain: str, values: list[Any]) -> dict
     idx = [P.encode_value(dom, str(v)) for v in values]
     seed, reports, used = _with_margin(f"{mech.spec_name}-{i}",
                                        lambda src: [P.sample_portable(mech, x, src) for x in idx])
-    return {"spec": spec, "domain": domain, "canonical": str(mech), "seed": seed, "values": values,
-            "indices": idx, "reports": reports, "reports_text": [_report_text(r) for r in reports],
-            "words": used}
+    return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": P.portable_parameters(mech),
+            "seed": seed, "values": values, "indices": idx, "reports": reports,
+            "reports_text": [_report_text(r) for r in reports], "words": used}
+
+
+def _memo_run(mech: Mechanism, idx: list[int], rounds: int, src: P.ChaCha20Source) -> tuple[list[Any], list[Any]]:
+    memos, reports = [], []
+    for x in idx:
+        memo = P.memoize_portable(mech, x, src)
+        memos.append(memo)
+        reports.append([P.sample_portable(mech, x, src, memo) for _ in range(rounds)])
+    return memos, reports
+
+
+def _memo_vector(i: int, spec: str, domain: str, values: list[Any], rounds: int) -> dict[str, Any]:
+    dom = P.portable_domain(domain)
+    mech = P.parse_portable(spec, dom)
+    idx = [P.encode_value(dom, str(v)) for v in values]
+    seed, (memos, reports), used = _with_margin(f"{mech.spec_name}-memo-{i}",
+                                                partial(_memo_run, mech, idx, rounds))
+    return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": P.portable_parameters(mech),
+            "seed": seed, "values": values, "indices": idx, "rounds": rounds, "memos": memos, "reports": reports,
+            "reports_text": [[_report_text(r) for r in row] for row in reports], "words": used}
 
 
 def _primitives() -> dict[str, Any]:
@@ -237,13 +320,24 @@ def _negative() -> list[dict[str, Any]]:
     return out
 
 
-def _error_code(spec: str, domain: str | None, value: str | None) -> str | None:
+def _negative_memo() -> list[dict[str, Any]]:
+    out = []
+    for spec, domain, value, memo, code in MEMO_NEGATIVE_CASES:
+        got = _error_code(spec, domain, value, memo)
+        if got != code:
+            raise LocalPrivError(f"negative memo vector {spec!r}: expected {code}, got {got}")
+        out.append({"spec": spec, "domain": domain, "value": value, "memo": memo, "error": code})
+    return out
+
+
+def _error_code(spec: str, domain: str | None, value: str | None, memo: dict[str, Any] | None = None) -> str | None:
     try:
         dom = P.portable_domain(domain) if domain is not None else None
         mech = P.parse_portable(spec, dom)
         if value is not None and dom is not None:
-            P.encode_value(dom, value)
-        del mech
+            x = P.encode_value(dom, value)
+            if memo is not None:
+                P.sample_portable(mech, x, P.ChaCha20Source("negative"), memo)
     except P.PortableError as exc:
         return exc.code
     return None
@@ -268,7 +362,9 @@ def _build() -> dict[str, Any]:
         "xxh64": _xxh64(),
         "primitives": _primitives(),
         "mechanisms": [_mechanism_vector(i, spec, dom, vals) for i, (spec, dom, vals) in enumerate(MECHANISM_CASES)],
+        "memoized": [_memo_vector(i, spec, dom, vals, r) for i, (spec, dom, vals, r) in enumerate(MEMO_CASES)],
         "negative": _negative(),
+        "negative_memo": _negative_memo(),
     }
 
 
@@ -302,8 +398,20 @@ def _check(doc: dict[str, Any]) -> list[str]:
             continue
         if str(mech) != v["canonical"] or idx != v["indices"] or reports != v["reports"] or src.used != v["words"]:
             bad.append(f"{v['spec']} on {v['domain']} (seed {v['seed']!r})")
-    for n in doc["negative"]:
-        got = _error_code(n["spec"], n["domain"], n["value"])
+    for v in doc["memoized"]:
+        try:
+            dom = P.portable_domain(v["domain"])
+            mech = P.parse_portable(v["spec"], dom)
+            idx = [P.encode_value(dom, str(x)) for x in v["values"]]
+            src = P.ChaCha20Source(v["seed"])
+            memos, reports = _memo_run(mech, idx, v["rounds"], src)
+        except LocalPrivError as exc:
+            bad.append(f"{v['spec']} on {v['domain']}: {exc}")
+            continue
+        if str(mech) != v["canonical"] or memos != v["memos"] or reports != v["reports"] or src.used != v["words"]:
+            bad.append(f"{v['spec']} on {v['domain']} (seed {v['seed']!r})")
+    for n in doc["negative"] + doc["negative_memo"]:
+        got = _error_code(n["spec"], n["domain"], n["value"], n.get("memo"))
         if got != n["error"]:
             bad.append(f"negative {n['spec']!r}: expected {n['error']}, got {got}")
     return bad
