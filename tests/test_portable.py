@@ -180,3 +180,40 @@ def test_a_portable_sampler_at_the_wrong_eps_fails_the_conformance_check(monkeyp
     checks = dict(mechanism_checks(KRR(4, 1.0), 20))
     with pytest.raises(ConformanceError, match="portable reports of input"):
         checks["check_portable_sampler_matches_channel"]()
+
+
+def test_client_command_reproduces_a_vector_and_refuses_bad_lines(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from localpriv.cli.main import app
+    doc = json.loads((ROOT / VECTORS_PATH).read_text(encoding="utf-8"))
+    case = next(v for v in doc["mechanisms"] if v["spec"] == "olh(eps=2.0)")
+    text = "".join(f"{v}\n" for v in case["values"])
+    res = CliRunner().invoke(app, ["client", case["spec"], "--domain", case["domain"], "--seed", case["seed"]],
+                             input=text)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == case["reports_text"]
+    out = tmp_path / "group.json"
+    res = CliRunner().invoke(app, ["client", case["spec"], "-d", case["domain"], "--seed", case["seed"], "--group",
+                                   "--out", str(out)], input=text)
+    assert json.loads(out.read_text()) == {"mechanism": case["canonical"], "reports": case["reports"]}
+    res = CliRunner().invoke(app, ["client", "krr(eps=1.0)", "-d", "0..9"], input="3\n10\n")
+    assert res.exit_code == 1 and res.stdout == ""
+    assert "value.out_of_domain: line 2" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_client_command_keeps_memos(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from localpriv.cli.main import app
+    memo = tmp_path / "memo.json"
+    args = ["client", "lgrr(eps_perm=2.0,eps_1=1.0)", "-d", "a,b,c", "--memo", str(memo)]
+    assert CliRunner().invoke(app, args, input="a\nb\na\n").exit_code == 0
+    memos = json.loads(memo.read_text())["memos"]
+    assert [m["index"] for m in memos] == [0, 1]  # one memo per value, reused for the second "a"
+    assert CliRunner().invoke(app, args, input="a\n").exit_code == 0
+    assert json.loads(memo.read_text())["memos"] == memos

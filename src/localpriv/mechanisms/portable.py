@@ -38,7 +38,8 @@ import math
 import re
 import secrets
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,7 +65,8 @@ __all__ = [
     "u32", "u64", "uniform_int", "bernoulli", "bernoulli_rational", "bernoulli_exp", "discrete_laplace",
     "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
     "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
-    "PORTABLE_KEYS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS",
+    "PORTABLE_KEYS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines", "ClientRun",
+    "MAX_CLIENT_LINES",
 ]
 
 #: the protocol's version (the vectors file is ``vectors-v{PROTOCOL_VERSION}.json``)
@@ -369,12 +371,6 @@ def discrete_laplace(src: WordSource, a: int, b: int) -> int:
         if neg and Y == 0:
             continue
         return -Y if neg else Y
-
-
-def eps_ratio(eps: float) -> tuple[int, int]:
-    """The exact value of the float64 ``eps`` as a reduced fraction ``(a, b)`` (``b`` a power of two)."""
-    a, b = float(eps).as_integer_ratio()
-    return a, b
 
 
 # --------------------------------------------------------------------------------------------
@@ -1004,3 +1000,73 @@ def _label_index(domain: CategoricalDomain) -> dict[str, int]:
         object.__setattr__(domain, "_portable_index", cached)
     return cached
 
+
+
+# --------------------------------------------------------------------------------------------
+# The client command's library function
+# --------------------------------------------------------------------------------------------
+#: the most input lines one run of the client command perturbs (reports are written only when
+#: every line is valid, so they are held in memory)
+MAX_CLIENT_LINES = 1_000_000
+
+
+@dataclass
+class ClientRun:
+    """What :func:`perturb_lines` returns: the mechanism, one report per line and the memos."""
+
+    mechanism: Mechanism
+    reports: list[Any]
+    memos: list[dict[str, Any]]
+
+
+def perturb_lines(spec: str, domain: str, lines: Iterable[str], source: WordSource,
+                  memos: list[dict[str, Any]] | None = None) -> ClientRun:
+    """The client command's contract: one report per input line, by the portable protocol.
+
+    Each line (its line break removed; surrounding blanks removed) is a value of ``domain``
+    (:func:`encode_value`). Memoized mechanisms use the memo of ``(canonical spec, index)`` from
+    ``memos`` when there is one, else draw one and add it (the caller stores them). Every line is
+    checked before any report is drawn: a bad line refuses the whole input.
+
+    Parameters
+    ----------
+    spec : str
+        A portable spec (:func:`parse_portable`).
+    domain : str
+        ``lo..hi`` or a label list (:func:`portable_domain`).
+    lines : iterable of str
+        The values, one per line; at most :data:`MAX_CLIENT_LINES`.
+    source : WordSource
+        :class:`SystemSource` (real reports) or :class:`ChaCha20Source` (tests).
+    memos : list of dict, optional
+        Memo objects from earlier runs (:func:`memoize_portable`).
+
+    Returns
+    -------
+    ClientRun
+    """
+    dom = portable_domain(domain)
+    mech = parse_portable(spec, dom)
+    idx: list[int] = []
+    for number, line in enumerate(lines, 1):
+        if number > MAX_CLIENT_LINES:
+            raise LocalPrivError(f"more than {MAX_CLIENT_LINES:,} input lines in one run; split the input")
+        try:
+            idx.append(encode_value(dom, line.rstrip("\r\n")))
+        except PortableError as exc:
+            raise PortableError(exc.code, f"line {number}: {str(exc).partition(': ')[2]}") from None
+    kept = list(memos or [])
+    if mech.spec_name not in PORTABLE_MEMOIZED:
+        return ClientRun(mech, [sample_portable(mech, x, source) for x in idx], kept)
+    canon = str(mech)
+    by_index: dict[int, dict[str, Any]] = {}
+    for memo in kept:
+        if isinstance(memo, dict) and memo.get("mechanism") == canon and isinstance(memo.get("index"), int):
+            by_index[memo["index"]] = memo
+    reports = []
+    for x in idx:
+        if x not in by_index:
+            by_index[x] = memoize_portable(mech, x, source)
+            kept.append(by_index[x])
+        reports.append(sample_portable(mech, x, source, by_index[x]))
+    return ClientRun(mech, reports, kept)
