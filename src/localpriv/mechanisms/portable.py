@@ -56,6 +56,7 @@ from localpriv.mechanisms.longitudinal import LBLH, LGRR, LOLH, LOSUE, LOUE, LSO
 from localpriv.mechanisms.piecewise import Piecewise
 from localpriv.mechanisms.planar import PlanarGeometric
 from localpriv.mechanisms.rappor import RAPPOR
+from localpriv.mechanisms.square_wave import SquareWave
 from localpriv.mechanisms.subset import SS
 from localpriv.mechanisms.unary import UnaryEncoding
 from localpriv.utils.validation import LocalPrivError
@@ -63,6 +64,7 @@ from localpriv.utils.validation import LocalPrivError
 __all__ = [
     "WordSource", "ChaCha20Source", "SystemSource", "ListSource", "chacha20_block",
     "u32", "u64", "uniform_int", "bernoulli", "bernoulli_rational", "bernoulli_exp", "discrete_laplace",
+    "categorical_bisect",
     "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
     "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
     "PORTABLE_KEYS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines", "ClientRun",
@@ -513,6 +515,40 @@ def _pm(mech: Mechanism, x: int, src: WordSource) -> Any:
     return float(2 * i - (N - 1)) * (0.5 * mech.grid)
 
 
+def categorical_bisect(src: WordSource, n: int, weight: Callable[[int, int], float]) -> int:
+    """An index of ``0..n-1`` drawn with probability proportional to its weight, by bisection:
+    with ``lo = 0``, ``hi = n``, while ``hi - lo > 1``: ``mid = lo + (hi - lo) div 2``, go to
+    ``[lo, mid)`` if ``bernoulli(weight(lo, mid) / weight(lo, hi))``, else to ``[mid, hi)``.
+    ``weight(lo, hi)`` is the (float64) weight of the indices ``lo..hi-1``, computed by a closed
+    form (never by summing); ``ceil(log2 n)`` Bernoulli draws."""
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = lo + (hi - lo) // 2
+        if bernoulli(src, min(1.0, weight(lo, mid) / weight(lo, hi))):
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def _sw(mech: Mechanism, x: int, src: WordSource) -> Any:
+    """The bucket of Square Wave by :func:`categorical_bisect` on the channel row: the weight of
+    buckets ``lo..hi-1`` is ``q (e_hi - e_lo) + (p - q) overlap``, ``e_j = -b + j (1 + 2b) / B``
+    the bucket edges and ``overlap`` the length of ``[e_lo, e_hi]`` inside ``[v - b, v + b]``,
+    ``v = (x + 1/2) / k``."""
+    assert isinstance(mech, SquareWave)
+    b, p, q, B = mech.b, mech.p, mech.q, mech.buckets
+    v = (x + 0.5) / mech.k
+    width = (1.0 + 2.0 * b) / B
+
+    def weight(lo: int, hi: int) -> float:
+        e_lo, e_hi = -b + lo * width, -b + hi * width
+        overlap = max(0.0, min(e_hi, v + b) - max(e_lo, v - b))
+        return q * (e_hi - e_lo) + (p - q) * overlap
+
+    return categorical_bisect(src, B, weight)
+
+
 def _planar_geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
     """Offsets by rejection: a proposal of two independent discrete Laplace draws at the rational
     rate ``c = a / 2^32 <= eps s / sqrt(2)`` (so ``c (|di| + |dj|) <= eps s sqrt(di^2 + dj^2)``),
@@ -681,6 +717,7 @@ PORTABLE_SAMPLERS: dict[str, Callable[[Mechanism, int, WordSource], Any]] = {
     "duchi": _duchi,
     "pm": _pm,
     "planar-geometric": _planar_geometric,
+    "sw": _sw,
 }
 
 def portable_parameters(mech: Mechanism) -> dict[str, Any]:
@@ -711,6 +748,8 @@ def portable_parameters(mech: Mechanism) -> dict[str, Any]:
                          for x in range(min(mech.k, 8))]
     elif isinstance(mech, Piecewise):
         out.update(grid=mech.grid, N=mech.n_points, W=mech.width, D=mech.step, keep=pm_keep(mech))
+    elif isinstance(mech, SquareWave):
+        out.update(b=mech.b, p=mech.p, q=mech.q, buckets=mech.buckets)
     elif isinstance(mech, PlanarGeometric):
         out.update(R=mech.R, a=planar_rate(mech.eps * mech.s), b=_TWO32)
     elif isinstance(mech, RAPPOR):
@@ -725,7 +764,6 @@ NOT_PORTABLE: dict[str, str] = {
     "she": "summation histogram encoding: float32 reports of grid Laplace noise (digit sampler)",
     "laplace": "grid-released Laplace: its digit sampler is not specified in the protocol",
     "hm": "hybrid of pm and duchi: not in protocol version 1",
-    "sw": "reports drawn by the inverse CDF of a float channel",
     "exponential": "dense channel on arbitrary domains",
     "matrix": "a channel given as a matrix (trusted specs only)",
     "shokri": "optimal remapping solved by a linear program",
@@ -818,6 +856,7 @@ PORTABLE_KEYS: dict[str, dict[str, str]] = {
     "geometric": {"k": _INT, "eps": _NUM, "lo": _INT, "hi": _INT},
     "duchi": {"k": _INT, "eps": _NUM},
     "pm": {"k": _INT, "eps": _NUM},
+    "sw": {"k": _INT, "eps": _NUM, "buckets": _INT},
     "planar-geometric": {"eps": _NUM, "nrows": _INT, "ncols": _INT, "cell_km": _NUM, "k": _INT},
     "lgrr": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
     "lsue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
