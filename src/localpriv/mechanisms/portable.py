@@ -573,6 +573,9 @@ def _planar_geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
 def planar_rate(es: float) -> int:
     """``a = floor(2^32 eps s / sqrt(2)) - 1`` (float64 products; at least 1): the proposal's
     rate ``a / 2^32`` of the portable planar geometric sampler, below ``eps s / sqrt(2)``."""
+    if not es <= _MAX_RATE:
+        raise PortableError("spec.bad_value", f"planar-geometric: eps * cell_km = {es!r} is above the portable "
+                            "sampler's largest rate 2^20")
     a = math.floor(math.ldexp(es * _SQRT_HALF, 32)) - 1
     if a < 1:
         raise PortableError("spec.bad_value", f"planar-geometric: eps * cell_km = {es!r} is below the portable "
@@ -581,6 +584,8 @@ def planar_rate(es: float) -> int:
 
 
 _SQRT_HALF = 0.7071067811865476
+#: the largest ``eps * cell_km`` of the portable planar geometric sampler (``a < 2^52``: exact floats)
+_MAX_RATE = float(1 << 20)
 
 
 # ---- memoized mechanisms: the memo is a small JSON object the caller keeps per user and value
@@ -938,6 +943,8 @@ def _check_ranges(name: str, v: dict[str, Any]) -> None:
         raise PortableError("spec.bad_value", f"{name}: k must be in 2..10^9, got {v['k']}")
     if "n_seeds" in v and not 1 <= v["n_seeds"] <= _TWO32:
         raise PortableError("spec.bad_value", f"{name}: n_seeds must be in 1..2^32, got {v['n_seeds']}")
+    if name == "planar-geometric" and "eps" in v:
+        planar_rate(v["eps"] * v.get("cell_km", 0.5))
     if "keys" in v and v["keys"] != "index":
         raise PortableError("spec.bad_value", f"{name}: keys must be index in the portable protocol, got {v['keys']!r}")
     if "hash" in v and v["hash"] != "xxh64":
@@ -989,6 +996,8 @@ def _show(v: int | float | str) -> str:
 # --------------------------------------------------------------------------------------------
 # Domains clients support
 # --------------------------------------------------------------------------------------------
+#: the blanks removed around values, labels and domains (ASCII only, the same in every language)
+_BLANKS = " \t\r\n"
 #: the most labels a client's label-list domain may hold
 MAX_CLIENT_LABELS = 1 << 20
 
@@ -997,8 +1006,8 @@ def portable_domain(text: str) -> Domain:
     """The domains clients support: an integer range ``lo..hi`` (``lo <= hi``, both within
     ``+-2^53``) or a label list ``a,b,c`` (labels trimmed, distinct, non-empty, no comma). Anything
     else is ``domain.syntax``."""
-    t = text.strip()
-    m = re.fullmatch(r"([+-]?[0-9]+)\s*\.\.\s*([+-]?[0-9]+)", t)
+    t = text.strip(_BLANKS)
+    m = re.fullmatch(r"([+-]?[0-9]+)\.\.([+-]?[0-9]+)", t)
     if m:
         lo, hi = int(m.group(1)), int(m.group(2))
         if not (-_TWO53 <= lo <= hi <= _TWO53):
@@ -1008,7 +1017,7 @@ def portable_domain(text: str) -> Domain:
         dom = parse_domain(t)
         assert isinstance(dom, IntegerDomain)
         return dom
-    labels = [s.strip() for s in t.split(",")]
+    labels = [s.strip(_BLANKS) for s in t.split(",")]
     if len(labels) < 2 or any(not s for s in labels) or len(set(labels)) != len(labels) \
             or len(labels) > MAX_CLIENT_LABELS or ".." in t:
         raise PortableError("domain.syntax", f"cannot read domain {t[:60]!r}: expected lo..hi or distinct "
@@ -1019,7 +1028,7 @@ def portable_domain(text: str) -> Domain:
 def encode_value(domain: Domain, line: str) -> int:
     """The domain index of one input line (surrounding blanks removed): ``v - lo`` for an integer
     range (the line a decimal integer), the label's position for a label list."""
-    v = line.strip()
+    v = line.strip(_BLANKS)
     if isinstance(domain, IntegerDomain):
         if not _INT_RE.fullmatch(v) or not domain.lo <= int(v) <= domain.hi:
             raise PortableError("value.out_of_domain", f"{v[:40]!r} is not an integer in {domain.lo}..{domain.hi}")

@@ -23,8 +23,8 @@ from typing import Any
 
 from localpriv.mechanisms import portable as P
 from localpriv.mechanisms import stablehash
-from localpriv.mechanisms.base import LargeEpsilonWarning, Mechanism
-from localpriv.utils.validation import LocalPrivError
+from localpriv.mechanisms.base import Mechanism
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
 __all__ = ["build_vectors", "render_vectors", "check_vectors", "MARGIN", "MECHANISM_CASES", "MEMO_CASES",
            "NEGATIVE_CASES", "MEMO_NEGATIVE_CASES", "VECTORS_PATH"]
@@ -93,8 +93,8 @@ MEMO_CASES: tuple[tuple[str, str, list[Any], int], ...] = (
     ("rappor(m=128,h=2,cohorts=4,f=0.5,p=0.5,q=0.75)", "0..9", [5], 2),
 )
 
-# (spec, domain, value or None, expected error code)
-NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str], ...] = (
+# (spec, domain, value or None, expected error code; None: accepted)
+NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str | None], ...] = (
     ("krr eps=1.0", "0..9", None, "spec.syntax"),
     ("krr(eps)", "0..9", None, "spec.syntax"),
     ("krr(eps=1.0", "0..9", None, "spec.syntax"),
@@ -134,6 +134,10 @@ NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str], ...] = (
     ("krr(eps=1.0)", "9..0", None, "domain.syntax"),
     ("krr(eps=1.0)", "a,a,b", None, "domain.syntax"),
     ("krr(eps=1.0)", "a,,b", None, "domain.syntax"),
+    ("krr(eps=1.0)", "0 .. 9", None, "domain.syntax"),
+    ("krr(eps=1.0)", "7", None, "domain.syntax"),
+    ("planar-geometric(eps=1e9,nrows=2,ncols=2)", None, None, "spec.bad_value"),
+    ("krr(eps=1.0)", " a , b ", " b ", None),
     ("krr(eps=1.0)", "0..9", "10", "value.out_of_domain"),
     ("krr(eps=1.0)", "0..9", "-1", "value.out_of_domain"),
     ("krr(eps=1.0)", "0..9", "3.5", "value.out_of_domain"),
@@ -355,7 +359,7 @@ def _error_code(spec: str, domain: str | None, value: str | None, memo: dict[str
 def build_vectors() -> dict[str, Any]:
     """The whole vectors document (a dict ready for :func:`render_vectors`)."""
     with warnings.catch_warnings():  # the large-eps cases are deliberate
-        warnings.simplefilter("ignore", LargeEpsilonWarning)
+        warnings.simplefilter("ignore", PrivacyWarning)
         return _build()
 
 
@@ -389,7 +393,7 @@ def render_vectors(doc: dict[str, Any]) -> str:
 def check_vectors(doc: dict[str, Any]) -> list[str]:
     """Replays a vectors document as a client does; returns the differences (empty: conformant)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LargeEpsilonWarning)
+        warnings.simplefilter("ignore", PrivacyWarning)
         return _check(doc)
 
 
