@@ -217,3 +217,15 @@ def test_client_command_keeps_memos(tmp_path):
     assert [m["index"] for m in memos] == [0, 1]  # one memo per value, reused for the second "a"
     assert CliRunner().invoke(app, args, input="a\n").exit_code == 0
     assert json.loads(memo.read_text())["memos"] == memos
+
+
+def test_the_portability_table_of_the_docs_is_the_code():
+    import re
+
+    from localpriv.mechanisms import registered
+    text = (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (yes|yes \(memoized\)|no) \|", text, flags=re.M))
+    assert set(rows) == set(registered())
+    for name, flag in rows.items():
+        assert (flag == "yes") == (name in P.PORTABLE_SAMPLERS), name
+        assert (flag == "yes (memoized)") == (name in P.PORTABLE_MEMOIZED), name
