@@ -50,7 +50,7 @@ from localpriv.mechanisms.base import Mechanism, parse
 from localpriv.mechanisms.duchi import Duchi
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.hadamard import HadamardResponse
-from localpriv.mechanisms.hashing import LocalHashing
+from localpriv.mechanisms.hashing import BLH, OLH, LocalHashing
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.longitudinal import LBLH, LGRR, LOLH, LOSUE, LOUE, LSOUE, LSUE
 from localpriv.mechanisms.piecewise import Piecewise
@@ -58,7 +58,7 @@ from localpriv.mechanisms.planar import PlanarGeometric
 from localpriv.mechanisms.rappor import RAPPOR
 from localpriv.mechanisms.square_wave import SquareWave
 from localpriv.mechanisms.subset import SS
-from localpriv.mechanisms.unary import UnaryEncoding
+from localpriv.mechanisms.unary import OUE, SUE, UnaryEncoding
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = [
@@ -67,8 +67,8 @@ __all__ = [
     "categorical_bisect",
     "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
     "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
-    "PORTABLE_KEYS", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines", "ClientRun",
-    "MAX_CLIENT_LINES",
+    "PORTABLE_KEYS", "grr_second", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines",
+    "ClientRun", "MAX_CLIENT_LINES",
 ]
 
 #: the protocol's version (the vectors file is ``vectors-v{PROTOCOL_VERSION}.json``)
@@ -429,14 +429,71 @@ def _grr(src: WordSource, x: int, g: int, p: float) -> int:
     return r + (r >= x)
 
 
+# ---- the float64 parameters, by the formulas of docs/clients.md (math, not NumPy: one libm)
+_EXP_MAX = 709.782712893384  # log of the largest double
+
+
+def _exp(v: float) -> float:
+    """``e^v`` with overflow to ``inf`` (``math.exp`` raises instead)."""
+    return math.inf if v > _EXP_MAX else math.exp(v)
+
+
+def _grr_p(level: float, g: int) -> float:
+    """GRR's keep probability on ``g`` values: ``1 / (1 + (g - 1) exp(-level))``."""
+    return 1.0 / (1.0 + (g - 1) * _exp(-level))
+
+
+def _expit(logit: float) -> float:
+    """``1 / (1 + exp(-logit))``."""
+    return 1.0 / (1.0 + _exp(-logit))
+
+
+def _log_expm1(v: float) -> float:
+    """``log(e^v - 1)`` for ``v > 0``: ``v + log(-expm1(-v))`` above 1, else ``log(expm1(v))``."""
+    return v + math.log(-math.expm1(-v)) if v > 1.0 else math.log(math.expm1(v))
+
+
+def _logaddexp(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    hi, lo = max(a, b), min(a, b)
+    return hi + math.log1p(math.exp(lo - hi))
+
+
+def grr_second(l1: float, t: float, g: int) -> float:
+    """``L2(l1, t, g)``: the second level of two chained GRRs on ``g`` values whose chained level is
+    ``t``: ``logaddexp(LE(t + l1), log(g - 2) + LE(t)) - t - LE(l1 - t)``, ``LE(v) = log(e^v - 1)``
+    (``log(g - 2) = -inf`` for ``g = 2``)."""
+    lg2 = math.log(g - 2.0) if g > 2 else -math.inf
+    return _logaddexp(_log_expm1(t + l1), lg2 + _log_expm1(t)) - t - _log_expm1(l1 - t)
+
+
+_UE_LOGITS: dict[str, Callable[[float], tuple[float, float]]] = {
+    "sue": lambda e: (e / 2.0, -e / 2.0),
+    "oue": lambda e: (0.0, -e),
+}
+#: the (first, second) unary rounds of the longitudinal unary encodings
+_LUE_ROUNDS = {"lsue": ("sue", "sue"), "loue": ("oue", "oue"), "lsoue": ("sue", "oue"), "losue": ("oue", "sue")}
+
+
+def _th(mech: Mechanism) -> dict[str, Any]:
+    """The float64 parameters of ``mech``'s portable sampler (:func:`portable_parameters`), cached."""
+    cached = mech.__dict__.get("_portable_th")
+    if cached is None:
+        cached = portable_parameters(mech)
+        mech.__dict__["_portable_th"] = cached
+    return cached
+
+
 def _krr(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, KRR)
-    return _grr(src, x, mech.k, mech.p_keep)
+    return _grr(src, x, mech.k, _th(mech)["p"])
 
 
 def _unary(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, UnaryEncoding)
-    p, q = mech.p1, mech.q1
+    th = _th(mech)
+    p, q = th["p"], th["q"]
     return bits_hex([bernoulli(src, p if y == x else q) for y in range(mech.k)])
 
 
@@ -444,7 +501,7 @@ def _local_hashing(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, LocalHashing)
     s = uniform_int(src, mech.n_seeds)
     h = xxh64_le64(x, s) % mech.g
-    return s * mech.g + _grr(src, h, mech.g, mech.p_g)
+    return s * mech.g + _grr(src, h, mech.g, _th(mech)["p"])
 
 
 def _subset(src: WordSource, size: int, m: int) -> list[int]:
@@ -459,7 +516,7 @@ def _subset(src: WordSource, size: int, m: int) -> list[int]:
 
 def _ss(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, SS)
-    include = bernoulli(src, mech.p_star)
+    include = bernoulli(src, _th(mech)["p"])
     others = _subset(src, mech.k - 1, mech.omega - include)
     bits = [False] * mech.k
     for p in others:
@@ -470,7 +527,7 @@ def _ss(mech: Mechanism, x: int, src: WordSource) -> Any:
 
 def _hr(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, HadamardResponse)
-    if bernoulli(src, mech.p_uniform):
+    if bernoulli(src, _th(mech)["p_uniform"]):
         return uniform_int(src, mech.K)
     b = mech.width
     block, t = divmod(x, b - 1)
@@ -492,22 +549,26 @@ def _geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
 
 def _duchi(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, Duchi)
+    return int(bernoulli(src, _duchi_p(mech, x)))
+
+
+def _duchi_p(mech: Duchi, x: int) -> float:
     t = (2.0 * x + 1.0) / mech.k - 1.0
-    return int(bernoulli(src, 0.5 + 0.5 * t * math.tanh(0.5 * mech.eps)))
+    return 0.5 + 0.5 * t * math.tanh(0.5 * mech.eps)
 
 
 def pm_keep(mech: Piecewise) -> float:
     """The portable Piecewise's window probability ``1 / (1 + ((N - W) / W) e^-eps)`` (within a
     few ulps of the mechanism's ``T / 2^64``)."""
     N, W = mech.n_points, mech.width
-    return 1.0 / (1.0 + ((N - W) / W) * math.exp(-mech.eps))
+    return 1.0 / (1.0 + ((N - W) / W) * _exp(-mech.eps))
 
 
 def _pm(mech: Mechanism, x: int, src: WordSource) -> Any:
     assert isinstance(mech, Piecewise)
     N, W, D = mech.n_points, mech.width, mech.step
     a = (D + D % 2) // 2 + x * D
-    if N == W or bernoulli(src, pm_keep(mech)):
+    if N == W or bernoulli(src, _th(mech)["keep"]):
         i = a + uniform_int(src, W)
     else:
         u = uniform_int(src, N - W)
@@ -591,12 +652,12 @@ _MAX_RATE = float(1 << 20)
 # ---- memoized mechanisms: the memo is a small JSON object the caller keeps per user and value
 def _memo_lgrr(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
     assert isinstance(mech, LGRR)
-    return {"value": _grr(src, x, mech.k, mech.first[0])}
+    return {"value": _grr(src, x, mech.k, _th(mech)["p1"])}
 
 
 def _round_lgrr(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
     assert isinstance(mech, LGRR)
-    return _grr(src, _memo_int(memo, "value", mech.k), mech.k, mech.second[0])
+    return _grr(src, _memo_int(memo, "value", mech.k), mech.k, _th(mech)["p2"])
 
 
 _LUE_CLASSES = (LSUE, LOUE, LSOUE, LOSUE)
@@ -605,13 +666,13 @@ _LLH_CLASSES = (LBLH, LOLH)
 
 def _memo_lue(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
     assert isinstance(mech, _LUE_CLASSES)
-    p, q = mech.first
+    p, q = _th(mech)["p1"], _th(mech)["q1"]
     return {"bits": bits_hex([bernoulli(src, p if y == x else q) for y in range(mech.k)])}
 
 
 def _round_lue(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
     assert isinstance(mech, _LUE_CLASSES)
-    p, q = mech.second
+    p, q = _th(mech)["p2"], _th(mech)["q2"]
     bits = _memo_bits(memo, "bits", mech.k)
     return bits_hex([bernoulli(src, p if b else q) for b in bits])
 
@@ -620,13 +681,13 @@ def _memo_llh(mech: Mechanism, x: int, src: WordSource) -> dict[str, Any]:
     assert isinstance(mech, _LLH_CLASSES)
     s = uniform_int(src, mech.n_seeds)
     h = xxh64_le64(x, s) % mech.g
-    return {"seed": s, "value": _grr(src, h, mech.g, mech.first[0])}
+    return {"seed": s, "value": _grr(src, h, mech.g, _th(mech)["p1"])}
 
 
 def _round_llh(mech: Mechanism, memo: dict[str, Any], src: WordSource) -> Any:
     assert isinstance(mech, _LLH_CLASSES)
     s = _memo_int(memo, "seed", mech.n_seeds)
-    y = _grr(src, _memo_int(memo, "value", mech.g), mech.g, mech.second[0])
+    y = _grr(src, _memo_int(memo, "value", mech.g), mech.g, _th(mech)["p2"])
     return s * mech.g + y
 
 
@@ -726,31 +787,42 @@ PORTABLE_SAMPLERS: dict[str, Callable[[Mechanism, int, WordSource], Any]] = {
 }
 
 def portable_parameters(mech: Mechanism) -> dict[str, Any]:
-    """The derived parameters a client computes from the spec (float64 probabilities, grid sizes):
-    what the vectors list beside each case so that a client can compare its intermediate values."""
+    """The parameters a client computes from the spec, by the formulas of ``docs/clients.md``
+    (float64 with ``math``'s functions; structural sizes from the mechanism): what the samplers
+    use, and what the vectors list beside each case (``derived``) so that a client can compare its
+    intermediate values."""
     out: dict[str, Any] = {}
+    name = mech.spec_name
     if isinstance(mech, KRR):
-        out["p"] = mech.p_keep
-    elif isinstance(mech, (LGRR,)):
-        out.update(eps_2=mech.eps_2, p1=mech.first[0], p2=mech.second[0])
+        out["p"] = _grr_p(mech.eps, mech.k)
+    elif isinstance(mech, LGRR):
+        eps_2 = grr_second(mech.eps_perm, mech.eps_1, mech.k)
+        out.update(eps_2=eps_2, p1=_grr_p(mech.eps_perm, mech.k), p2=_grr_p(eps_2, mech.k))
     elif isinstance(mech, _LUE_CLASSES):
-        out.update(eps_2=mech.eps_2, p1=mech.first[0], q1=mech.first[1], p2=mech.second[0], q2=mech.second[1])
+        first, second = _LUE_ROUNDS[name]
+        lp1, lq1 = _UE_LOGITS[first](mech.eps_perm)
+        lp2, lq2 = _UE_LOGITS[second](mech.eps_2)
+        out.update(eps_2=mech.eps_2, p1=_expit(lp1), q1=_expit(lq1), p2=_expit(lp2), q2=_expit(lq2))
     elif isinstance(mech, _LLH_CLASSES):
-        out.update(g=mech.g, eps_2=mech.eps_2, p1=mech.first[0], p2=mech.second[0])
-    elif isinstance(mech, UnaryEncoding):
-        out.update(p=mech.p1, q=mech.q1)
-    elif isinstance(mech, LocalHashing):
-        out.update(g=mech.g, p=mech.p_g)
+        eps_2 = grr_second(mech.eps_perm, mech.eps_1, mech.g)
+        out.update(g=mech.g, eps_2=eps_2, p1=_grr_p(mech.eps_perm, mech.g), p2=_grr_p(eps_2, mech.g))
+    elif isinstance(mech, OUE):
+        out.update(p=0.5, q=1.0 / (1.0 + _exp(mech.eps)))
+    elif isinstance(mech, SUE):
+        p = _expit(mech.eps / 2.0)
+        out.update(p=p, q=1.0 - p if 1.0 - p >= 2.0 ** -20 else _expit(-mech.eps / 2.0))
+    elif isinstance(mech, (OLH, BLH)):
+        out.update(g=mech.g, p=_grr_p(mech.eps, mech.g))
     elif isinstance(mech, SS):
-        out.update(omega=mech.omega, p=mech.p_star)
+        out.update(omega=mech.omega, p=1.0 / (1.0 + ((mech.k - mech.omega) / mech.omega) * _exp(-mech.eps)))
     elif isinstance(mech, HadamardResponse):
-        out.update(blocks=mech.blocks, width=mech.width, K=mech.K, p_uniform=mech.p_uniform)
+        B = mech.blocks
+        out.update(blocks=B, width=mech.width, K=mech.K, p_uniform=2.0 * B / (2.0 * B - 1.0 + _exp(mech.eps)))
     elif isinstance(mech, Geometric):
         a, b = mech.eps.as_integer_ratio()
         out.update(a=str(a), b=str(b))
     elif isinstance(mech, Duchi):
-        out["p_plus"] = [0.5 + 0.5 * ((2.0 * x + 1.0) / mech.k - 1.0) * math.tanh(0.5 * mech.eps)
-                         for x in range(min(mech.k, 8))]
+        out["p_plus"] = [_duchi_p(mech, x) for x in range(min(mech.k, 8))]
     elif isinstance(mech, Piecewise):
         out.update(grid=mech.grid, N=mech.n_points, W=mech.width, D=mech.step, keep=pm_keep(mech))
     elif isinstance(mech, SquareWave):

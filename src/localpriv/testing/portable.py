@@ -202,6 +202,18 @@ def _with_margin(seed: str, run: Callable[[P.ChaCha20Source], Any]) -> tuple[str
     raise LocalPrivError(f"no seed of {seed!r} keeps the Bernoulli margin")  # pragma: no cover
 
 
+def _rounded(params: dict[str, Any]) -> dict[str, Any]:
+    """Derived floats to 12 significant digits: the file then does not depend on the last bits of
+    this machine's libm (clients compare them with a tolerance)."""
+    def r(v: Any) -> Any:
+        if isinstance(v, float):
+            return float(f"{v:.12g}")
+        if isinstance(v, list):
+            return [r(u) for u in v]
+        return v
+    return {k: r(v) for k, v in params.items()}
+
+
 def _report_text(r: Any) -> str:
     return repr(r) if isinstance(r, float) else str(r)
 
@@ -212,7 +224,7 @@ def _mechanism_vector(i: int, spec: str, domain: str, values: list[Any]) -> dict
     idx = [P.encode_value(dom, str(v)) for v in values]
     seed, reports, used = _with_margin(f"{mech.spec_name}-{i}",
                                        lambda src: [P.sample_portable(mech, x, src) for x in idx])
-    return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": P.portable_parameters(mech),
+    return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": _rounded(P.portable_parameters(mech)),
             "seed": seed, "values": values, "indices": idx, "reports": reports,
             "reports_text": [_report_text(r) for r in reports], "words": used}
 
@@ -232,7 +244,7 @@ def _memo_vector(i: int, spec: str, domain: str, values: list[Any], rounds: int)
     idx = [P.encode_value(dom, str(v)) for v in values]
     seed, (memos, reports), used = _with_margin(f"{mech.spec_name}-memo-{i}",
                                                 partial(_memo_run, mech, idx, rounds))
-    return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": P.portable_parameters(mech),
+    return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": _rounded(P.portable_parameters(mech)),
             "seed": seed, "values": values, "indices": idx, "rounds": rounds, "memos": memos, "reports": reports,
             "reports_text": [[_report_text(r) for r in row] for row in reports], "words": used}
 
