@@ -29,7 +29,14 @@ Primitives (every sampler is written with these only):
 * ``bernoulli_exp(a, b)``: exactly ``exp(-a/b)`` (Canonne, Kamath and Steinke, NeurIPS 2020,
   Algorithm 1) from ``bernoulli_rational``;
 * ``discrete_laplace(a, b)``: ``P(Y = y) ∝ exp(-|y| a / b)`` exactly (ibid., Algorithm 2), used
-  with ``a / b`` the exact rational value of a float64 ``eps``.
+  with ``a / b`` the exact rational value of a float64 ``eps``;
+* ``categorical_bisect(n, W)``: an index by ``ceil(log2 n)`` Bernoulli draws on closed-form weights.
+
+Memoized mechanisms (the longitudinal ones and RAPPOR) keep their permanent part in a memo object
+the caller holds (:func:`memoize_portable`). :func:`parse_portable` reads spec strings by the
+clients' grammar with error codes (:data:`ERROR_CODES`); :func:`perturb_lines` is the client
+command's contract (``localpriv client``). Bounds: :func:`uniform_int` up to ``2^1024``, a stream
+up to ``2^36`` words, :data:`MAX_CLIENT_LINES` lines per run.
 """
 from __future__ import annotations
 
