@@ -61,7 +61,7 @@ from localpriv.mechanisms.hashing import BLH, OLH, LocalHashing
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.longitudinal import LBLH, LGRR, LOLH, LOSUE, LOUE, LSOUE, LSUE
 from localpriv.mechanisms.piecewise import Piecewise
-from localpriv.mechanisms.planar import PlanarGeometric
+from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace
 from localpriv.mechanisms.rappor import RAPPOR
 from localpriv.mechanisms.square_wave import SquareWave
 from localpriv.mechanisms.subset import SS
@@ -71,7 +71,7 @@ from localpriv.utils.validation import LocalPrivError
 __all__ = [
     "WordSource", "ChaCha20Source", "SystemSource", "ListSource", "chacha20_block",
     "u32", "u64", "uniform_int", "bernoulli", "bernoulli_rational", "bernoulli_exp", "discrete_laplace",
-    "categorical_bisect",
+    "categorical_bisect", "uniform_open", "CELL_MARGIN",
     "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
     "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
     "PORTABLE_KEYS", "grr_second", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines",
@@ -638,6 +638,46 @@ def _planar_geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
     return min(max(r + di, 0), nr - 1) * nc + min(max(col + dj, 0), nc - 1)
 
 
+#: observers of the float cell coordinates ``v`` of planar Laplace (the vectors' generator checks
+#: that ``v + 1/2`` keeps :data:`CELL_MARGIN` from the integers)
+_POSITION_WATCH: list[Callable[[float], None]] = []
+#: the least distance, in cells, between a vector's planar Laplace point and a cell edge
+CELL_MARGIN = 2.0 ** -20
+_TWO_PI = 6.283185307179586
+
+
+def uniform_open(src: WordSource) -> float:
+    """A float64 in ``(0, 1]``: ``((u64() >> 11) + 1) 2^-53`` (exact)."""
+    lo = src.u32()
+    return ((((src.u32() << 32) | lo) >> 11) + 1) * 2.0 ** -53
+
+
+def _planar_laplace(mech: Mechanism, x: int, src: WordSource) -> Any:
+    """Continuous planar Laplace noise, then the cell: ``r = -(log U1 + log U2) / eps``
+    (``Gamma(2, 1/eps)``, ``U1``, ``U2`` by :func:`uniform_open`), angle ``2 pi U3`` with
+    ``U3 = (u64() >> 11) 2^-53``; offsets ``di = floor(r sin(angle) / s + 1/2)``,
+    ``dj = floor(r cos(angle) / s + 1/2)``; then clamped to the grid. The one sampler whose
+    outcome depends on float functions (``log``, ``sin``, ``cos``) beyond a Bernoulli threshold:
+    only the cell is released, and a difference of a few ulps moves the point across a cell edge
+    only when it lies within about ``1e-12`` cells of it (decision 0050)."""
+    assert isinstance(mech, PlanarLaplace)
+    u1 = uniform_open(src)
+    u2 = uniform_open(src)
+    lo = src.u32()
+    u3 = (((src.u32() << 32) | lo) >> 11) * 2.0 ** -53
+    r = -(math.log(u1) + math.log(u2)) / mech.eps
+    angle = _TWO_PI * u3
+    vi = r * math.sin(angle) / mech.s
+    vj = r * math.cos(angle) / mech.s
+    for watch in _POSITION_WATCH:
+        watch(vi)
+        watch(vj)
+    di, dj = math.floor(vi + 0.5), math.floor(vj + 0.5)
+    nr, nc = mech.domain.nrows, mech.domain.ncols
+    row, col = divmod(x, nc)
+    return min(max(row + di, 0), nr - 1) * nc + min(max(col + dj, 0), nc - 1)
+
+
 def planar_rate(es: float) -> int:
     """``a = floor(2^32 eps s / sqrt(2)) - 1`` (float64 products; at least 1): the proposal's
     rate ``a / 2^32`` of the portable planar geometric sampler, below ``eps s / sqrt(2)``."""
@@ -791,6 +831,7 @@ PORTABLE_SAMPLERS: dict[str, Callable[[Mechanism, int, WordSource], Any]] = {
     "pm": _pm,
     "planar-geometric": _planar_geometric,
     "sw": _sw,
+    "planar-laplace": _planar_laplace,
 }
 
 def portable_parameters(mech: Mechanism) -> dict[str, Any]:
@@ -854,7 +895,6 @@ NOT_PORTABLE: dict[str, str] = {
     "rrba": "one RRBA report as a dense mechanism",
     "cms": "count-mean sketch: not in protocol version 1",
     "hcms": "Hadamard count-mean sketch: not in protocol version 1",
-    "planar-laplace": "continuous noise: no exact sampler on words (not in protocol version 1)",
 }
 
 def sample_portable(mech: Mechanism, x: int, source: WordSource, memo: dict[str, Any] | None = None) -> Any:
@@ -942,6 +982,7 @@ PORTABLE_KEYS: dict[str, dict[str, str]] = {
     "pm": {"k": _INT, "eps": _NUM},
     "sw": {"k": _INT, "eps": _NUM, "buckets": _INT},
     "planar-geometric": {"eps": _NUM, "nrows": _INT, "ncols": _INT, "cell_km": _NUM, "k": _INT},
+    "planar-laplace": {"eps": _NUM, "nrows": _INT, "ncols": _INT, "cell_km": _NUM, "k": _INT},
     "lgrr": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
     "lsue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
     "loue": {"k": _INT, "eps_perm": _NUM, "eps_1": _NUM},
@@ -953,7 +994,7 @@ PORTABLE_KEYS: dict[str, dict[str, str]] = {
 }
 #: keys every spec of the mechanism must give (``k`` may come from the domain instead)
 _REQUIRED: dict[str, tuple[str, ...]] = {name: ("k", "eps") for name in PORTABLE_KEYS}
-_REQUIRED["planar-geometric"] = ("eps", "nrows", "ncols")
+_REQUIRED["planar-geometric"] = _REQUIRED["planar-laplace"] = ("eps", "nrows", "ncols")
 for _name in ("lgrr", "lsue", "loue", "lsoue", "losue", "lblh", "lolh"):
     _REQUIRED[_name] = ("k", "eps_perm", "eps_1")
 _REQUIRED["rappor"] = ("k",)

@@ -6,7 +6,8 @@ them with ``tools/portable_vectors.py``), and :func:`check_vectors` replays a do
 would (every report from its spec, domain, values and seed) and lists the differences. The JS and
 Java clients run the same replay against the same file.
 
-A vector's Bernoulli draws all lie at least :data:`MARGIN` away from their threshold ``p 2^53``:
+A vector's Bernoulli draws all lie at least :data:`MARGIN` away from their threshold ``p 2^53``
+(and its planar Laplace points :data:`~localpriv.mechanisms.portable.CELL_MARGIN` from a cell edge):
 a client whose ``exp`` differs from Python's by a few ulps then still reproduces every report. A
 case whose draws come closer is generated again with the seed suffixed ``#1``, ``#2``, ...
 """
@@ -76,6 +77,9 @@ MECHANISM_CASES: tuple[tuple[str, str, list[Any]], ...] = (
     ("planar-geometric(eps=1.0,nrows=4,ncols=5,cell_km=0.5)", "0..19", [0, 19, 7, 12]),
     ("planar-geometric(eps=0.2,nrows=20,ncols=14,cell_km=0.5)", "0..279", [0, 279, 140]),
     ("planar-geometric(eps=5.0,nrows=3,ncols=3,cell_km=1.0)", "0..8", [4, 4, 0]),
+    ("planar-laplace(eps=1.0,nrows=4,ncols=5,cell_km=0.5)", "0..19", [0, 19, 7, 12]),
+    ("planar-laplace(eps=0.2,nrows=20,ncols=14,cell_km=0.5)", "0..279", [0, 279, 140, 141]),
+    ("planar-laplace(eps=5.0,nrows=3,ncols=3,cell_km=1.0)", "0..8", [4, 4, 0]),
 )
 
 # (spec, domain, values, rounds): memoized mechanisms, each value's memo then its rounds
@@ -104,7 +108,6 @@ NEGATIVE_CASES: tuple[tuple[str, str | None, str | None, str | None], ...] = (
     ("zzz(eps=1.0)", "0..9", None, "spec.unknown_mechanism"),
     ("matrix(file=m.csv)", "0..1", None, "spec.unknown_mechanism"),
     ("laplace(eps=1.0)", "0..9", None, "spec.unknown_mechanism"),
-    ("planar-laplace(eps=1.0,nrows=2,ncols=2)", "0..3", None, "spec.unknown_mechanism"),
     ("krr(eps=1.0,delta=0.1)", "0..9", None, "spec.unknown_key"),
     ("oue(eps=1.0,p=0.5)", "0..9", None, "spec.unknown_key"),
     ("krr(delta=x,eps=1.0)", "0..9", None, "spec.unknown_key"),
@@ -177,11 +180,17 @@ def _closest() -> Iterator[list[float]]:
     def watch(U: int, p: float) -> None:
         if 0.0 < p < 1.0:
             seen[0] = min(seen[0], abs(U - math.ldexp(p, 53)))
+
+    def position(v: float) -> None:  # planar Laplace: a point too close to a cell edge fails the case
+        if abs(v + 0.5 - round(v + 0.5)) < P.CELL_MARGIN:
+            seen[0] = 0.0
     P._BERNOULLI_WATCH.append(watch)
+    P._POSITION_WATCH.append(position)
     try:
         yield seen
     finally:
         P._BERNOULLI_WATCH.remove(watch)
+        P._POSITION_WATCH.remove(position)
 
 
 #: cases generated again with another seed because a draw came within :data:`MARGIN` (reset per build)
@@ -385,6 +394,7 @@ def _build() -> dict[str, Any]:
         "spec": "docs/clients.md#the-portable-protocol",
         "generated_by": "make vectors (tools/portable_vectors.py, localpriv.testing.portable)",
         "bernoulli_margin": MARGIN,
+        "cell_margin": P.CELL_MARGIN,
         "error_codes": dict(P.ERROR_CODES),
         "chacha20": _chacha(),
         "xxh64": _xxh64(),
