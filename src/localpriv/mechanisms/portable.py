@@ -45,7 +45,8 @@ import math
 import re
 import secrets
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,7 +72,7 @@ from localpriv.utils.validation import LocalPrivError
 __all__ = [
     "WordSource", "ChaCha20Source", "SystemSource", "ListSource", "chacha20_block",
     "u32", "u64", "uniform_int", "bernoulli", "bernoulli_rational", "bernoulli_exp", "discrete_laplace",
-    "categorical_bisect", "uniform_open", "CELL_MARGIN",
+    "categorical_bisect", "uniform_open", "CELL_MARGIN", "watching",
     "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
     "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
     "PORTABLE_KEYS", "grr_second", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines",
@@ -267,6 +268,26 @@ class ListSource:
 #: an observer of bernoulli thresholds, ``(U, p)``; the vectors' generator installs one to find
 #: draws that lie too close to their threshold (see :func:`bernoulli`)
 _BERNOULLI_WATCH: list[Callable[[int, float], None]] = []
+#: observers of the float cell coordinates ``v`` of planar Laplace (the vectors' generator checks
+#: that ``v + 1/2`` keeps :data:`CELL_MARGIN` from the integers)
+_POSITION_WATCH: list[Callable[[float], None]] = []
+
+
+@contextmanager
+def watching(on_bernoulli: Callable[[int, float], None],
+             on_position: Callable[[float], None] | None = None) -> Iterator[None]:
+    """Within the block, every :func:`bernoulli` draw calls ``on_bernoulli(U, p)`` and every planar
+    Laplace point ``on_position(v)`` (each cell coordinate): the vectors' generator keeps the draws
+    away from their thresholds with these."""
+    _BERNOULLI_WATCH.append(on_bernoulli)
+    if on_position is not None:
+        _POSITION_WATCH.append(on_position)
+    try:
+        yield
+    finally:
+        _BERNOULLI_WATCH.remove(on_bernoulli)
+        if on_position is not None:
+            _POSITION_WATCH.remove(on_position)
 
 
 def u32(src: WordSource) -> int:
@@ -638,9 +659,6 @@ def _planar_geometric(mech: Mechanism, x: int, src: WordSource) -> Any:
     return min(max(r + di, 0), nr - 1) * nc + min(max(col + dj, 0), nc - 1)
 
 
-#: observers of the float cell coordinates ``v`` of planar Laplace (the vectors' generator checks
-#: that ``v + 1/2`` keeps :data:`CELL_MARGIN` from the integers)
-_POSITION_WATCH: list[Callable[[float], None]] = []
 #: the least distance, in cells, between a vector's planar Laplace point and a cell edge
 CELL_MARGIN = 2.0 ** -20
 _TWO_PI = 6.283185307179586

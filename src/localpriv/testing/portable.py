@@ -184,13 +184,8 @@ def _closest() -> Iterator[list[float]]:
     def position(v: float) -> None:  # planar Laplace: a point too close to a cell edge fails the case
         if abs(v + 0.5 - round(v + 0.5)) < P.CELL_MARGIN:
             seen[0] = 0.0
-    P._BERNOULLI_WATCH.append(watch)
-    P._POSITION_WATCH.append(position)
-    try:
+    with P.watching(watch, position):
         yield seen
-    finally:
-        P._BERNOULLI_WATCH.remove(watch)
-        P._POSITION_WATCH.remove(position)
 
 
 #: cases generated again with another seed because a draw came within :data:`MARGIN` (reset per build)
