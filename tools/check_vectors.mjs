@@ -104,6 +104,10 @@ Object.assign(samplers, {
     const di = Math.floor(r * Math.sin(ang) / cell + 0.5), dj = Math.floor(r * Math.cos(ang) / cell + 0.5); return String(clampCell(m, x, di, dj)); },
 });
 ok = 0; bad = 0;
+class Words { constructor(w) { this.w = w; this.used = 0; } u32() { return this.w[this.used++]; } }
+for (const c of doc.primitives.on_words) { const s = new Words(c.words_in);
+  const r = c.primitive === 'bernoulli' ? (bernoulli(s, c.args[0]) ? 1 : 0) : c.primitive === 'bernoulli_rational' ? (bernRational(s, c.args[0], c.args[1]) ? 1 : 0) : uniformInt(s, c.args[0]).toString();
+  if (r === c.result && s.used === c.words) ok++; else { bad++; console.log('on_words', c, r, s.used); } }
 for (const c of doc.primitives.discrete_laplace) { const s = new Src(c.seed); const d = c.draws.map(() => Number(dlap(s, c.a, c.b))); if (JSON.stringify(d) === JSON.stringify(c.draws) && s.used === c.words) ok++; else { bad++; console.log('dlap', c, d); } }
 for (const v of doc.mechanisms) { const m = parseCanon(v.canonical); const f = samplers[m.name]; if (!f || ['krr','oue','sue','olh','blh'].includes(m.name)) continue; const s = new Src(v.seed);
   const r = v.indices.map(x => f(m, x, s)); const same = m.name === 'pm' ? r.every((z, i) => Number(z) === v.reports[i]) : JSON.stringify(r) === JSON.stringify(v.reports_text);

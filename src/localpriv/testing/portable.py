@@ -262,6 +262,7 @@ def _primitives() -> dict[str, Any]:
         out["uniform_int"].append({"seed": f"prim-uniform-{n}", "n": str(n), "draws": [str(d) for d in draws],
                                    "words": used})
     out["uniform_int_rejection"] = [_rejection_case()]
+    out["on_words"] = _word_cases()
     out["bernoulli"] = []
     for p in _BERNOULLI_CASES:
         seed, (draws, used) = _bernoulli_case(p)
@@ -304,6 +305,37 @@ def _bernoulli_case(p: float) -> tuple[str, tuple[list[int], int]]:
 def _draws_on(src: P.ChaCha20Source, p: float) -> tuple[list[int], int]:
     draws = [int(P.bernoulli(src, p)) for _ in range(8)]
     return draws, src.used
+
+
+def _word_cases() -> list[dict[str, Any]]:
+    """Primitives on explicit words: the edge cases a random stream almost never reaches (a
+    Bernoulli draw on its threshold, digits of ``a / b`` equal to the words)."""
+    cases: list[tuple[str, list[int], list[Any]]] = [
+        ("bernoulli", [0, 1 << 31], [0.5]),                      # U = 2^52 = 0.5 2^53: false
+        ("bernoulli", [0x7FF, 1 << 31], [0.5]),                  # the low 11 bits are dropped: false
+        ("bernoulli", [0xFFFFF800, (1 << 31) - 1], [0.5]),       # U = 2^52 - 1: true
+        ("bernoulli", [0xFFFFFFFF, 0xFFFFFFFF], [1.0]),
+        ("bernoulli", [0, 0], [0.0]),
+        ("bernoulli_rational", [0x55555555, 0x55555555, 0x55555554], ["1", "3"]),  # equal, equal, below
+        ("bernoulli_rational", [0x55555555, 0x55555556], ["1", "3"]),  # equal, above: false
+        ("bernoulli_rational", [0x80000000], ["1", "2"]),        # equal and the remainder is 0: false
+        ("bernoulli_rational", [0x7FFFFFFF], ["1", "2"]),
+        ("uniform_int", [5, 6, 7], ["1"]),
+        ("uniform_int", [0xFFFFFFFF, 0xFFFFFFFE, 9], ["3"]),
+        ("uniform_int", [1, 2, 3], [str((1 << 64) + 1)]),     # three words per try above 2^64
+        ("uniform_int", [0xFFFFFFFF, 0xFFFFFFFF, 4, 0], [str((1 << 32) + 1)]),  # 2^64 - 1 rejected
+    ]
+    out = []
+    for name, words, args in cases:
+        src = P.ListSource(words)
+        if name == "bernoulli":
+            got: Any = int(P.bernoulli(src, args[0]))
+        elif name == "bernoulli_rational":
+            got = int(P.bernoulli_rational(src, int(args[0]), int(args[1])))
+        else:
+            got = str(P.uniform_int(src, int(args[0])))
+        out.append({"primitive": name, "args": args, "words_in": words, "result": got, "words": src.used})
+    return out
 
 
 def _rejection_case() -> dict[str, Any]:
@@ -416,6 +448,8 @@ def check_vectors(doc: dict[str, Any]) -> list[str]:
 
 def _check(doc: dict[str, Any]) -> list[str]:
     bad: list[str] = []
+    if doc["primitives"]["on_words"] != _word_cases():
+        bad.append("primitives on explicit words")
     for s in doc["chacha20"]["streams"]:
         src = P.ChaCha20Source(s["seed"])
         if [src.u32() for _ in s["words"]] != s["words"]:
