@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors
 
 venv: $(STAMP)
 
@@ -80,6 +80,10 @@ bench-spark: $(STAMP)
 	$(PY) benchmarks/report.py
 
 # the numbers in docs/numeric.md (Adult age and hours-per-week; minutes on one core)
+# the portable client protocol's conformance vectors (clients/vectors/vectors-v1.json; seconds)
+vectors: $(STAMP)
+	$(PY) tools/portable_vectors.py
+
 numeric-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
 

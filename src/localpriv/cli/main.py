@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "perturb": ("localpriv.cli.perturb", "perturb",
                   "Obfuscate a column of values: one report per value (streamed in bounded memory); with "
                   "--mechanism-column or --policy each row applies its own mechanism (free will)."),
+    "client": ("localpriv.cli.client", "client",
+               "Perturb values on this machine with the portable protocol: one report per input line, as JSON."),
     "domain": ("localpriv.cli.domain", "domain",
                "List the distinct values of a column with their counts, on the data owner's side: to review and "
                "write a domain (--out labels.txt for --domain @labels.txt). Never learn a domain from other "

@@ -26,6 +26,8 @@ gated by tags (:func:`mechanism_tags`) derived from the mechanism and the promis
     a permanent part per user (:class:`~localpriv.mechanisms.base.Memoized`): ``sample_rounds``.
 ``numeric-output``, ``binary-output``
     real-valued or packed-bit reports (``report_kind``).
+``portable``
+    a sampler of the portable client protocol (:mod:`localpriv.mechanisms.portable`).
 ``promised-ldp``, ``promised-geo``
     a promised LDP or metric (geo-indistinguishability) level to compare the computed one with.
 
@@ -49,7 +51,7 @@ import numpy as np
 
 from localpriv.domains import Domain
 from localpriv.domains.parse import parse_domain
-from localpriv.mechanisms import Mechanism, parse, registered
+from localpriv.mechanisms import Mechanism, parse, portable, registered
 from localpriv.mechanisms.base import Memoized
 from localpriv.mechanisms.privacy import ldp_epsilon
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_rng
@@ -544,6 +546,71 @@ def check_sample_matches_likelihood(ctx: CheckContext) -> None:
     _ratio_test(ctx, ctx.x, ctx.z, "check_sample_matches_likelihood", "samples-vs-likelihood")
 
 
+#: reports per input the portable-sampler check draws (scalar pure-Python draws: kept small) ...
+PORTABLE_N = 1500
+#: ... at most this many Bernoulli draws in all (wide bit vectors get fewer reports, at least 200)
+PORTABLE_DRAWS = 60_000
+
+
+def _portable_n(ctx: CheckContext) -> int:
+    mech = ctx.mech
+    per_report = 2 * int(getattr(mech, "m", 1)) if mech.spec_name == "rappor" else (
+        ctx.k * (2 if isinstance(mech, Memoized) else 1) if mech.report_kind == "binary" else 1)
+    return max(200, min(PORTABLE_N, PORTABLE_DRAWS // (ctx.k * per_report)))
+
+
+def _portable_reports(ctx: CheckContext) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, z)``: :data:`PORTABLE_N` reports per input (fewer for wide bit vectors) from the portable sampler
+    (:func:`localpriv.mechanisms.portable.sample_portable`) on a ChaCha20 stream seeded from the
+    run's seed, converted to the arrays ``sample`` returns (packed-bit rows for bit vectors)."""
+    mech = ctx.mech
+    x = np.repeat(np.arange(ctx.k, dtype=np.int64), _portable_n(ctx))
+    src = portable.ChaCha20Source(f"conformance/{ctx.seed}/{mech}")
+    reports = [portable.sample_portable(mech, int(v), src) for v in x]  # scalar by design: the client path
+    if mech.report_kind == "binary":
+        return x, np.array([np.frombuffer(bytes.fromhex(r), dtype=np.uint8) for r in reports])
+    return x, np.asarray(reports, dtype=np.float64 if mech.report_kind == "float64" else np.int64)
+
+
+def check_portable_sampler_matches_channel(ctx: CheckContext) -> None:
+    """(portable) The portable client sampler releases the mechanism's law: :data:`PORTABLE_N`
+    reports per input from a ChaCha20 stream follow the channel row (Pearson's chi-square, cells of
+    expected count below 5 pooled, Bonferroni over the rows at level ``alpha``) where the outputs
+    can be enumerated, else the likelihood-ratio test of :func:`check_sample_matches_likelihood`.
+    Power: with 1,500 reports per input a k-RR keep probability off by 0.1 (``krr(k=4,eps=1.0)``
+    drawn at ``eps = 1.5``) fails (tested)."""
+    name = "check_portable_sampler_matches_channel"
+    x, z = _portable_reports(ctx)
+    if not ctx.enumerable:
+        _ratio_test(ctx, x, z, name, "samples-vs-channel")
+        return
+    from scipy import stats
+
+    M = ctx.channel
+    idx = ctx.mech.output_index(z)
+    pvals = []
+    for xv in range(ctx.k):  # one test per input row (k is small)
+        counts = np.bincount(idx[x == xv], minlength=M.shape[1]).astype(float)
+        expected = M[xv] * np.count_nonzero(x == xv)
+        dead = expected <= 0
+        if counts[dead].sum() > 0:
+            _fail(ctx, "samples-vs-channel", name, f"the portable sampler gave input {xv} an output of probability 0")
+        obs_l, exp_l = counts[~dead], expected[~dead]
+        small = exp_l < 5
+        if small.any():
+            obs_l = np.r_[obs_l[~small], obs_l[small].sum()]
+            exp_l = np.r_[exp_l[~small], exp_l[small].sum()]
+        if exp_l.size < 2:
+            continue
+        pvals.append((stats.chisquare(obs_l, exp_l * obs_l.sum() / exp_l.sum()).pvalue, xv))
+    if pvals:
+        p, xv = min(pvals)
+        if p * len(pvals) < ctx.alpha:
+            _fail(ctx, "samples-vs-channel", name,
+                  f"the portable reports of input {xv} do not follow row {xv} of the channel (chi-square p = "
+                  f"{p:.3g}, Bonferroni over {len(pvals)} rows, level {ctx.alpha:g})")
+
+
 def check_sample_rounds_share_the_memo(ctx: CheckContext) -> None:
     """(memoized) ``sample_rounds(x, rng, r)`` gives ``r`` arrays of one report per input, the first
     equal to ``sample(x, rng)`` at the same seed; a later round's reports, each drawn from the same
@@ -732,6 +799,7 @@ _TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] =
         (check_sample_matches_channel, "samples-vs-channel", ("enumerable",)),
         (check_sample_matches_likelihood, "samples-vs-likelihood", ()),
         (check_sample_rounds_share_the_memo, "samples-vs-likelihood", ("memoized",)),
+        (check_portable_sampler_matches_channel, "samples-vs-channel", ("portable",)),
         (check_likelihood_block_matches_likelihood, "likelihood-block", ()),
         (check_epsilon_computed_from_channel, "privacy", ("enumerable",)),
         (check_sampled_likelihood_ratios_within_level, "privacy", ()),
@@ -756,7 +824,7 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     -------
     frozenset of str
         ``mechanism`` (a :class:`Mechanism` with a positive ``k``, else no other tag), ``enumerable``
-        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``promised-ldp``,
+        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``, ``promised-ldp``,
         ``promised-geo``.
     """
     mech = ctx.mech
@@ -766,6 +834,8 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     if isinstance(mech, Memoized):
         tags.add("memoized")
     tags.add({"float64": "numeric-output", "binary": "binary-output"}.get(mech.report_kind, "index-output"))
+    if mech.spec_name in portable.PORTABLE_SAMPLERS or mech.spec_name in portable.PORTABLE_MEMOIZED:
+        tags.add("portable")
     if ctx.eps_ldp is not None:
         tags.add("promised-ldp")
     if ctx.eps_geo is not None:
