@@ -53,6 +53,16 @@ def test_java_client_replays_every_vector(build):
     assert m and int(m.group(1)) > 500, res.stdout[-2000:]
 
 
+def test_java_core_compiles_against_the_java_8_api(tmp_path):
+    """The samplers, parser, sources and JSON (everything but the desktop command and the
+    java.net.http submitter) use only the Java 8 API, the one Android's library follows."""
+    desktop = {"Main.java", "Submit.java", "Submitter.java"}
+    core = sorted(str(p) for p in (JAVA / "src").rglob("*.java") if p.name not in desktop)
+    res = subprocess.run(["javac", "--release", "8", "-Xlint:-options", "-d", str(tmp_path), *core],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def test_java_command_is_the_python_command(build, tmp_path):
     """Same spec, domain, seed and lines: the same group as Python; memos written by Java are read
     by Python (and the reverse) and give the same longitudinal reports."""

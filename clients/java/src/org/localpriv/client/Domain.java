@@ -90,7 +90,7 @@ public final class Domain {
             throw new PortableException("domain.syntax", "cannot read domain '" + shown
                     + "': expected lo..hi or distinct labels a,b,c");
         }
-        return new Domain(0, 0, List.copyOf(labels));
+        return new Domain(0, 0, java.util.Collections.unmodifiableList(labels));
     }
 
     /** The number of values. */

@@ -362,6 +362,10 @@ public final class Json {
             String frac = digits.length() > exp + 1 ? digits.substring(exp + 1) : "0";
             return sign + whole + "." + frac;
         }
-        return sign + "0." + "0".repeat(-exp - 1) + digits;
+        StringBuilder zeros = new StringBuilder();
+        for (int i = 0; i < -exp - 1; i++) {
+            zeros.append('0');
+        }
+        return sign + "0." + zeros + digits;
     }
 }

@@ -2,6 +2,7 @@ package org.localpriv.client;
 
 import java.math.BigInteger;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,7 +22,9 @@ public final class Mechanism {
     private static final String WORD = "word";
     private static final long TWO32 = 1L << 32;
     private static final Map<String, String[][]> KEYS = new LinkedHashMap<>();
-    private static final Set<String> MEMOIZED = Set.of("lgrr", "lsue", "loue", "lsoue", "losue", "lblh", "lolh", "rappor");
+    private static final Set<String> MEMOIZED = new java.util.HashSet<>(Arrays.asList("lgrr", "lsue", "loue", "lsoue", "losue", "lblh",
+        "lolh", "rappor"));
+    private static final Set<String> MEMO_KEYS = new java.util.HashSet<>(Arrays.asList("mechanism", "index", "memo"));
     private static final Pattern KEY = Pattern.compile("[a-z_][a-z0-9_]*");
     private static final Pattern VALUE = Pattern.compile("[^ \t\r\n,()=]+");
     private static final Pattern INT_RE = Pattern.compile("[+-]?[0-9]+");
@@ -219,7 +222,7 @@ public final class Mechanism {
         }
         if (v.containsKey("k")) {
             BigInteger kk = (BigInteger) v.get("k");
-            if (kk.compareTo(BigInteger.TWO) < 0 || kk.compareTo(BigInteger.valueOf(1_000_000_000L)) > 0) {
+            if (kk.compareTo(BigInteger.valueOf(2)) < 0 || kk.compareTo(BigInteger.valueOf(1_000_000_000L)) > 0) {
                 throw bad(name + ": k must be in 2..10^9, got " + kk);
             }
         }
@@ -248,15 +251,15 @@ public final class Mechanism {
 
     private static List<String> required(String name) {
         if (name.startsWith("planar-")) {
-            return List.of("eps", "nrows", "ncols");
+            return Arrays.asList("eps", "nrows", "ncols");
         }
         if (name.equals("rappor")) {
-            return List.of("k");
+            return Arrays.asList("k");
         }
-        if (name.startsWith("l") && !name.equals("lgrr") || name.equals("lgrr")) {
-            return List.of("k", "eps_perm", "eps_1");
+        if (name.startsWith("l")) { // the longitudinal mechanisms
+            return Arrays.asList("k", "eps_perm", "eps_1");
         }
-        return List.of("k", "eps");
+        return Arrays.asList("k", "eps");
     }
 
     private static Object typed(String name, String key, String kind, String text) {
@@ -647,7 +650,7 @@ public final class Mechanism {
             }
             case "rappor": {
                 int mBits = (int) intIn(name, "m", v.getOrDefault("m", BigInteger.valueOf(32)), 1, 4096);
-                int hh = (int) intIn(name, "h", v.getOrDefault("h", BigInteger.TWO), 1, mBits);
+                int hh = (int) intIn(name, "h", v.getOrDefault("h", BigInteger.valueOf(2)), 1, mBits);
                 int co = (int) intIn(name, "cohorts", v.getOrDefault("cohorts", BigInteger.valueOf(8)), 1, 1 << 16);
                 double ff = (Double) v.getOrDefault("f", 0.5);
                 double pp = (Double) v.getOrDefault("p", 0.5);
@@ -929,7 +932,7 @@ public final class Mechanism {
 
     @SuppressWarnings("unchecked")
     private String fromMemo(int x, Map<String, Object> memo, WordSource src) {
-        if (!memo.keySet().equals(Set.of("mechanism", "index", "memo")) || !(memo.get("memo") instanceof Map)) {
+        if (!memo.keySet().equals(MEMO_KEYS) || !(memo.get("memo") instanceof Map)) {
             throw new PortableException("memo.invalid", "a memo is {\"mechanism\", \"index\", \"memo\"}");
         }
         Object idx = memo.get("index");
