@@ -7,8 +7,6 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.security.SecureRandom;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -25,8 +23,6 @@ import java.util.Set;
 public final class Submitter {
     /** The statuses a post is retried on. */
     public static final Set<Integer> RETRY_STATUS = Set.of(429, 500, 502, 503, 504);
-    /** The most reports of one batch (the collector's default body cap holds about 10^6 index reports). */
-    public static final int MAX_BATCH_REPORTS = 1_000_000;
 
     private final HttpClient http;
     private final URI base;
@@ -78,31 +74,6 @@ public final class Submitter {
         this.timeout = timeout;
     }
 
-    /** A random batch id: 128 bits from {@link SecureRandom}, lowercase hex. */
-    public String newBatchId() {
-        byte[] b = new byte[16];
-        random.nextBytes(b);
-        return Mechanism.hex(b);
-    }
-
-    /** The request body of one group ({@code reports} are the reports' JSON texts, as the samplers return them). */
-    public static String body(String batchId, String mechanism, List<String> reports) {
-        if (reports.size() > MAX_BATCH_REPORTS) {
-            throw new IllegalArgumentException("more than " + MAX_BATCH_REPORTS + " reports in one batch; split them");
-        }
-        List<Object> raw = new ArrayList<>(reports.size());
-        for (String r : reports) {
-            raw.add(new Json.RawJson(r));
-        }
-        Map<String, Object> group = new LinkedHashMap<>();
-        group.put("mechanism", mechanism);
-        group.put("reports", raw);
-        Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put("batch_id", batchId);
-        doc.put("groups", List.of(group));
-        return Json.write(doc);
-    }
-
     /**
      * Posts one group as one batch with a new batch id, retrying as the class says.
      *
@@ -110,7 +81,7 @@ public final class Submitter {
      * @throws RefusedException on a refusal; IOException when every attempt failed
      */
     public Map<String, Object> post(String mechanism, List<String> reports) throws IOException, InterruptedException {
-        return postBody(body(newBatchId(), mechanism, reports));
+        return postBody(Batch.body(Batch.newId(random), mechanism, reports));
     }
 
     /** Posts a prepared body (a retry of it sends the same bytes, so the same batch id). */

@@ -404,8 +404,8 @@ public final class VectorsTest {
         checkEq("json round trip", "{\"a\": [1, -2, 18446744073709551616, 0.5, \"x\\u00e9\", true, null]}",
             Json.write(Json.parse("{\"a\":[1,-2,18446744073709551616,5e-1,\"x\\u00e9\",true,null]}")));
         checkEq("batch body", "{\"batch_id\": \"b1\", \"groups\": [{\"mechanism\": \"krr(k=10,eps=1.0)\", \"reports\": [3, 7]}]}",
-            Submitter.body("b1", "krr(k=10,eps=1.0)", List.of("3", "7")));
-        String id = new Submitter("http://127.0.0.1:1", "ages", "t").newBatchId();
+            Batch.body("b1", "krr(k=10,eps=1.0)", List.of("3", "7")));
+        String id = Batch.newId(new java.security.SecureRandom());
         check("batch id", id.matches("[0-9a-f]{32}"), id);
         for (String bad : new String[] {"{", "[1,]", "01", "{\"a\":1,\"a\":2}", "\"\\x\"", "1 2"}) {
             boolean refused = false;
