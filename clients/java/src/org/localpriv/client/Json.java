@@ -319,7 +319,7 @@ public final class Json {
 
     /**
      * Python's {@code repr} of a float64: the shortest decimal that reads back to the same double
-     * (the closest such when several), fixed notation for decimal exponents -4..15 with at least one
+     * (the closest to it when several have that length), fixed notation for decimal exponents -4..15 with at least one
      * digit after the point, else scientific with a signed exponent of at least two digits
      * ({@code 1.0}, {@code 0.1}, {@code 1e-05}, {@code 1e+16}).
      */
@@ -335,11 +335,16 @@ public final class Json {
         }
         BigDecimal exact = new BigDecimal(v);
         BigDecimal d = null;
-        for (int p = 1; p <= 17; p++) {
+        for (int p = 1; p <= 17 && d == null; p++) {
+            // the p-digit decimals next to v: the nearest, and one unit of the last digit either side
+            // (at a power of two the interval of decimals that read back to v is wider above v)
             BigDecimal r = exact.round(new MathContext(p, java.math.RoundingMode.HALF_EVEN));
-            if (r.doubleValue() == v) {
-                d = r;
-                break;
+            BigDecimal unit = BigDecimal.ONE.scaleByPowerOfTen(r.precision() - r.scale() - p);
+            for (BigDecimal c : new BigDecimal[] {r, r.add(unit), r.subtract(unit)}) {
+                if (c.doubleValue() == v && (d == null
+                        || c.subtract(exact).abs().compareTo(d.subtract(exact).abs()) < 0)) {
+                    d = c;
+                }
             }
         }
         if (d == null) {

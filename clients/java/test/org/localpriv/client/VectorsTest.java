@@ -401,6 +401,9 @@ public final class VectorsTest {
         checkEq("pyFloat 0.0001", "0.0001", Json.pyFloat(1e-4));
         checkEq("pyFloat 2^-1074", "5e-324", Json.pyFloat(Double.MIN_VALUE));
         checkEq("pyFloat 1/3", "0.3333333333333333", Json.pyFloat(1.0 / 3));
+        // powers of two, where the decimals reading back to v reach farther above v than below
+        checkEq("pyFloat 2^-1017", "7.120236347223045e-307", Json.pyFloat(Math.scalb(1.0, -1017)));
+        checkEq("pyFloat 2^-921", "5.641232424577593e-278", Json.pyFloat(Math.scalb(1.0, -921)));
         checkEq("json round trip", "{\"a\": [1, -2, 18446744073709551616, 0.5, \"x\\u00e9\", true, null]}",
             Json.write(Json.parse("{\"a\":[1,-2,18446744073709551616,5e-1,\"x\\u00e9\",true,null]}")));
         checkEq("batch body", "{\"batch_id\": \"b1\", \"groups\": [{\"mechanism\": \"krr(k=10,eps=1.0)\", \"reports\": [3, 7]}]}",
