@@ -16,7 +16,14 @@ import warnings
 
 import pytest
 
-from localpriv.mechanisms.portable import ChaCha20Source, perturb_lines
+from localpriv.mechanisms.portable import (
+    ChaCha20Source,
+    PortableError,
+    encode_value,
+    parse_portable,
+    perturb_lines,
+    portable_domain,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 JAVA = ROOT / "clients" / "java"
@@ -87,6 +94,71 @@ def test_java_command_is_the_python_command(build, tmp_path):
     again = perturb_lines(spec, dom, ["42", "7", "42"], ChaCha20Source("cmd-2"), memos)
     assert res.stdout.splitlines() == [json.dumps(r) for r in again.reports]
     assert json.loads(memo.read_text())["memos"] == memos  # no new value: no new memo
+
+
+_NAMES = ["krr", "oue", "sue", "olh", "blh", "ss", "hr", "geometric", "duchi", "pm", "sw", "planar-geometric",
+          "planar-laplace", "lgrr", "lsue", "loue", "lsoue", "losue", "lblh", "lolh", "rappor", "laplace", "Krr"]
+_KEYS = ["k", "eps", "n_seeds", "hash", "omega", "blocks", "lo", "hi", "buckets", "nrows", "ncols", "cell_km",
+         "eps_perm", "eps_1", "m", "h", "cohorts", "f", "p", "q", "keys", "delta"]
+_VALUES = ["0", "1", "2", "3", "10", "-1", "+4", "1.0", "0.5", "1e-3", "2.5e2", ".5", "5.", "1e400", "xxh64", "cw",
+           "index", "4294967297", "9223372036854775808", "1e-320", "57", "'2'", "(1)"]
+_DOMAINS = ["0..9", "1..100", "a,b,c", "-5..5", "0..0", "+1..+3", " x , y ", "0..19", "a,,b", "9..0", "0 .. 9", None]
+_ALPHABET = "(),= \t.+-eE0123456789abkxz_"
+
+
+def _spec_cases(rng, n):
+    """Spec strings around the vectors' specs: mutated characters, random keys and values, domains."""
+    doc = json.loads(VECTORS.read_text(encoding="utf-8"))
+    base = [(c["spec"], c["domain"]) for c in doc["mechanisms"] + doc["memoized"] + doc["negative"]]
+    cases = []
+    for _ in range(n):
+        r = rng.random()
+        spec, domain = rng.choice(base)
+        if rng.random() < 0.5:
+            domain = rng.choice(_DOMAINS)
+        if r < 0.4:
+            pass  # the vector's spec as it is
+        elif r < 0.65:
+            for _ in range(rng.randint(1, 3)):
+                i = rng.randrange(len(spec) + 1)
+                spec = spec[:i] + rng.choice(_ALPHABET) + spec[i + rng.randint(0, 1):]
+        else:
+            args = [f"{rng.choice(_KEYS)}={rng.choice(_VALUES)}" for _ in range(rng.randint(0, 3))]
+            if rng.random() < 0.6:
+                args.insert(0, rng.choice(["eps=1.0", "eps_perm=2.0,eps_1=1.0", "eps=0.5,nrows=2,ncols=5"]))
+            spec = f"{rng.choice(_NAMES)}({','.join(args)})"
+        value = rng.choice([None, "0", "3", "a", " b ", "10", "-1", "1.5", ""]) if domain else None
+        cases.append({"spec": spec, "domain": domain, "value": value})
+    return cases
+
+
+def _python_answer(case):
+    try:
+        dom = portable_domain(case["domain"]) if case["domain"] is not None else None
+        mech = parse_portable(case["spec"], dom)
+        out = {"error": None, "canonical": str(mech)}
+        if case["value"] is not None:
+            out["index"] = encode_value(dom, case["value"])
+        return out
+    except PortableError as exc:
+        return {"error": exc.code}
+
+
+def test_java_parser_agrees_with_python_on_random_specs(build):
+    """Spec strings, domains and values around the vectors': Java and Python refuse with the same
+    code or accept with the same canonical spec and index."""
+    import random
+    cases = _spec_cases(random.Random(39), 300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # large-eps warnings of the accepted specs
+        expected = [_python_answer(c) for c in cases]
+    res = _java(build, "SpecProbe", stdin="".join(json.dumps(c) + "\n" for c in cases))
+    assert res.returncode == 0, res.stderr
+    got = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(got) == len(cases)
+    bad = [(c, e, g) for c, e, g in zip(cases, expected, got) if e != g]
+    assert not bad, bad[:5]
+    assert sum(e["error"] is None for e in expected) > 20  # accepted specs are compared too
 
 
 def test_java_command_refuses_in_one_line(build, tmp_path):
