@@ -42,7 +42,7 @@ public final class ChaCha20Source implements WordSource {
     public int nextWord() {
         if (pos == 16) {
             if (counter >= (1L << 32)) {
-                throw new PortableException("source.exhausted", "ChaCha20 stream exhausted after 2^32 blocks");
+                throw new IllegalStateException("ChaCha20 stream exhausted after 2^32 blocks (2^36 words)");
             }
             block(key, (int) counter, nonce, block);
             counter++;

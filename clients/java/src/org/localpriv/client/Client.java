@@ -88,7 +88,7 @@ public final class Client {
      */
     public List<String> perturbLines(List<String> lines, WordSource src) {
         if (lines.size() > MAX_LINES) {
-            throw new PortableException("input.too_long", "more than 1,000,000 input lines in one run; split the input");
+            throw new IllegalArgumentException("more than 1,000,000 input lines in one run; split the input");
         }
         int[] idx = new int[lines.size()];
         for (int i = 0; i < idx.length; i++) {

@@ -17,7 +17,7 @@ public final class ListSource implements WordSource {
     @Override
     public int nextWord() {
         if (used >= words.length) {
-            throw new PortableException("source.exhausted", "word list of " + words.length + " words exhausted");
+            throw new IllegalStateException("word list of " + words.length + " words exhausted");
         }
         return (int) words[used++];
     }

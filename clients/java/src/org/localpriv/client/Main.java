@@ -45,7 +45,10 @@ public final class Main {
         } catch (PortableException e) {
             err.println("error: " + e.getMessage());
             System.exit(1);
-        } catch (UsageException | IOException | IllegalArgumentException e) {
+        } catch (java.nio.file.NoSuchFileException e) {
+            err.println("error: no such file: " + e.getFile());
+            System.exit(1);
+        } catch (UsageException | IOException | IllegalArgumentException | IllegalStateException e) {
             err.println("error: " + String.join(" ", e.getMessage().split("\\s+")));
             System.exit(1);
         }
