@@ -132,12 +132,13 @@ def _spec_cases(rng, n):
     return cases
 
 
-def _python_answer(case):
+def _python_answer(case: dict) -> dict[str, object]:
     try:
         dom = portable_domain(case["domain"]) if case["domain"] is not None else None
         mech = parse_portable(case["spec"], dom)
-        out = {"error": None, "canonical": str(mech)}
+        out: dict[str, object] = {"error": None, "canonical": str(mech)}
         if case["value"] is not None:
+            assert dom is not None  # a value comes with a domain
             out["index"] = encode_value(dom, case["value"])
         return out
     except PortableError as exc:
