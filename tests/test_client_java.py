@@ -94,6 +94,13 @@ def test_java_command_is_the_python_command(build, tmp_path):
     again = perturb_lines(spec, dom, ["42", "7", "42"], ChaCha20Source("cmd-2"), memos)
     assert res.stdout.splitlines() == [json.dumps(r) for r in again.reports]
     assert json.loads(memo.read_text())["memos"] == memos  # no new value: no new memo
+    # and the reverse: memos drawn by Python, reports drawn by Java
+    py_memos = perturb_lines("rappor(m=16)", "a,b,c", ["c"], ChaCha20Source("cmd-3")).memos
+    memo.write_text(json.dumps({"memos": py_memos}) + "\n", encoding="utf-8")
+    res = _java(build, "Main", "rappor(m=16)", "-d", "a,b,c", "--memo", str(memo), "--seed", "cmd-4", stdin="c\nc\n")
+    assert res.returncode == 0, res.stderr
+    again = perturb_lines("rappor(m=16)", "a,b,c", ["c", "c"], ChaCha20Source("cmd-4"), py_memos)
+    assert res.stdout.splitlines() == [json.dumps(r) for r in again.reports]
 
 
 _NAMES = ["krr", "oue", "sue", "olh", "blh", "ss", "hr", "geometric", "duchi", "pm", "sw", "planar-geometric",
