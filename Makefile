@@ -65,6 +65,7 @@ java-client: $(JDK_STAMP)
 # the Java client's throughput on one core (-> benchmarks/results-java-client.json; a quiet machine)
 bench-java-client: $(JDK_STAMP)
 	$(PY) benchmarks/java_client.py --out benchmarks/results-java-client.json
+	$(PY) benchmarks/report.py
 
 test: $(STAMP) $(BROWSER_STAMP) $(JDK_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25

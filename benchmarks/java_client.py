@@ -74,8 +74,12 @@ def main() -> None:
         "started": started,
         "load_before": load_before,
         "load_after": load(),
-        "results": {"java_client": {"benchmark": "java_client", "k": 100, "n": n, "rounds": rounds,
-                                    "warmup": warmup, "runs": runs}},
+        "benchmark": "java_client",
+        "k": 100,
+        "n": n,
+        "rounds": rounds,
+        "warmup": warmup,
+        "runs": runs,
     }
     text = json.dumps(doc, indent=2) + "\n"
     out = _out_arg()
