@@ -24,7 +24,7 @@ public final class Client {
     public final Mechanism mechanism;
     /** The input domain. */
     public final Domain domain;
-    private final List<Map<String, Object>> memos = new ArrayList<>();
+    private final List<Object> memos = new ArrayList<>();
     private final Map<Integer, Map<String, Object>> byIndex = new HashMap<>();
 
     private Client(Mechanism mechanism, Domain domain) {
@@ -42,11 +42,11 @@ public final class Client {
     @SuppressWarnings("unchecked")
     public void addMemos(List<Object> earlier) {
         for (Object o : earlier) {
+            memos.add(o);
             if (!(o instanceof Map)) {
                 continue;
             }
             Map<String, Object> memo = (Map<String, Object>) o;
-            memos.add(memo);
             Object idx = memo.get("index");
             if (mechanism.canonical.equals(memo.get("mechanism")) && idx instanceof Long
                     && (Long) idx >= 0 && (Long) idx < Integer.MAX_VALUE) {
@@ -55,8 +55,8 @@ public final class Client {
         }
     }
 
-    /** Every memo: those added and those drawn since. */
-    public List<Map<String, Object>> memos() {
+    /** Every memo: those added (kept as they were, in order) and those drawn since. */
+    public List<Object> memos() {
         return memos;
     }
 
