@@ -189,3 +189,26 @@ def test_explain_level_in_plain_words():
     assert "practically nothing" in explain_level(20.0)
     with pytest.raises(LocalPrivError):
         explain_level(-1.0)
+
+
+def test_the_docs_tables_are_rendered_from_the_committed_json():
+    """docs/accounting.md and decisions 0051-0052 quote docs/results/accounting.json through
+    tools/accounting_evidence.py (`make accounting-evidence`), never typed numbers."""
+    import importlib.util
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("accounting_evidence", root / "tools" / "accounting_evidence.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    blocks = tool.tables(json.loads((root / "docs" / "results" / "accounting.json").read_text()))
+    seen = 0
+    for path in tool.DOCS:
+        for name, body in re.findall(r"<!-- accounting-evidence:([\w-]+) -->\n(.*?)\n<!-- /accounting-evidence -->",
+                                     path.read_text(), flags=re.S):
+            assert body == blocks[name], f"{path.name}: block {name} differs from the JSON's rendering"
+            seen += 1
+    assert seen == 6

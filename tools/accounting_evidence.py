@@ -1,28 +1,38 @@
 """Measurements for docs/accounting.md and decision 0051 (correctness only, no timings; seconds).
 
-Run by `make accounting-evidence`: writes docs/results/accounting.json (atomically) and prints it.
+Run by `make accounting-evidence`: writes docs/results/accounting.json (atomically), prints it,
+and rewrites the generated tables of docs/accounting.md and decision 0051 from it (between the
+markers ``<!-- accounting-evidence:NAME -->`` and ``<!-- /accounting-evidence -->``; ``--docs-only``
+re-renders them from the committed JSON).
 
 1. Reports drawn from ONE memo: the exact joint channel of ``t`` reports of the longitudinal
    oracles (``P(z_1..z_t | x) = sum_m P(m | x) prod_i P(z_i | m)``, enumerated for k = 3) and its
    LDP level, against ``t * eps_1`` (what per-report composition would say) and ``eps_perm``.
 2. The PLD accountant (dp-accounting) against basic composition, for ``r`` reports of k-RR and
    of a generic eps-LDP mechanism, at delta = 1e-6, and the effect of the loss grid (1e-3 vs 1e-4).
+3. ``explain_level`` at three levels; the shuffled central target's largest local level at the
+   point of FMT21's calculator.
 """
 from __future__ import annotations
 
 import json
 import math
 import pathlib
+import re
 import sys
 
 import numpy as np
 
 from localpriv import parse
+from localpriv.analysis.shuffle import largest_local_epsilon, shuffle_epsilon
 from localpriv.data.formats import atomic_output
-from localpriv.mechanisms.accounting import PLD_DISCRETIZATION, compose, release_of
+from localpriv.mechanisms.accounting import PLD_DISCRETIZATION, compose, explain_level, release_of
 from localpriv.mechanisms.privacy import ldp_epsilon
 
-OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "accounting.json"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "results" / "accounting.json"
+DOCS = (ROOT / "docs" / "accounting.md", ROOT / "docs" / "decisions" / "0051-privacy-ledger.md",
+        ROOT / "docs" / "decisions" / "0052-advisor-shuffled-central-target.md")
 K = 3
 
 
@@ -100,7 +110,70 @@ def grid_rows() -> list[dict]:
     return rows
 
 
+def shuffle_point() -> dict:
+    """FMT21's calculator point (eps0 = 4 at n = 10^5, delta = 1e-6 gives 0.17) read backwards."""
+    n, target, delta = 10 ** 5, 0.17, 1e-6
+    x = largest_local_epsilon(n, target, delta)
+    return {"n": n, "central_eps": target, "delta": delta, "eps0": x,
+            "central_at_eps0": shuffle_epsilon(x, n, delta), "central_above": shuffle_epsilon(1.001 * x, n, delta)}
+
+
+def _g(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}g}"
+
+
+def tables(out: dict) -> dict[str, str]:
+    """The generated Markdown blocks, by marker name, from the evidence JSON."""
+    m = out["memo"]
+    lines = ["| spec | reports t | joint level of the t reports | t eps_1 | eps_perm |", "|---|---:|---:|---:|---:|"]
+    for r in m["rows"]:
+        if r["spec"].startswith(("loue", "lsue")) or r["exceeds_t_eps_1"]:
+            mark = " (above t eps_1)" if r["exceeds_t_eps_1"] else ""
+            lines.append(f"| `{r['spec']}` | {r['t']} | {_g(r['joint_level'])}{mark} | {_g(r['t_eps_1'])} | "
+                         f"{_g(r['eps_perm'])} |")
+    memo = "\n".join(lines) + (f"\n\nIn all, {m['exceeding_t_eps_1']} of {m['cases']} cases (lgrr, lsue, loue, lsoue, "
+                               f"losue at k = {m['k']}; three (eps_perm, eps_1) pairs; t = 2, 3, 4) exceed t eps_1, by "
+                               f"up to {_g(100 * (m['largest_ratio_to_t_eps_1'] - 1), 3)}%; "
+                               f"{'every one' if m['all_within_eps_perm'] else 'NOT every one'} is within eps_perm.")
+    p = out["pld"]
+    lines = [f"| spec | reports | basic eps | PLD eps at delta {p['delta']:g} | PLD model |", "|---|---:|---:|---:|---|"]
+    for r in p["rows"]:
+        lines.append(f"| `{r['spec']}` | {r['reports']:,} | {_g(r['basic'])} | {_g(r['pld'])} | {r['model']} |")
+    worst = max(g["relative_difference"] for g in p["grid"])
+    pld = "\n".join(lines) + (f"\n\nThe loss grid of {p['discretization']:g} changes eps by at most a relative "
+                              f"{worst:.1e} against a grid of 1e-4 (eps-DP PLD, {len(p['grid'])} cases).")
+    short = [ln for ln in memo.split("\n")[:2]] + [
+        f"| `{r['spec']}` | {r['t']} | {_g(r['joint_level'])} | {_g(r['t_eps_1'])} | {_g(r['eps_perm'])} |"
+        for r in m["rows"] if r["exceeds_t_eps_1"]]
+    memo_short = "\n".join(short) + "\n\n" + memo.rsplit("\n\n", 1)[1]
+    pld_short = "\n".join(pld.split("\n")[:2] + [
+        f"| `{r['spec']}` | {r['reports']:,} | {_g(r['basic'])} | {_g(r['pld'])} | {r['model']} |"
+        for r in p["rows"] if r["reports"] in (100, 1000) and r["spec"].endswith("eps=1.0)")])
+    sh = out["shuffle"]
+    shuffle = (f"Reading the calculator's point backwards: `largest_local_epsilon({sh['n']:,}, {sh['central_eps']:g}, "
+               f"{sh['delta']:g})` = {_g(sh['eps0'], 5)}, whose shuffled level is {_g(sh['central_at_eps0'], 5)}; "
+               f"0.1% above it the level is {_g(sh['central_above'], 5)}, past the target.")
+    meaning = "\n".join(f"- `explain_level({e['epsilon']:g})`: {e['text']}" for e in out["meaning"])
+    return {"memo": memo, "pld": pld, "meaning": meaning, "memo-short": memo_short, "pld-short": pld_short,
+            "shuffle": shuffle}
+
+
+def render(out: dict, paths=DOCS) -> None:
+    """Rewrite the marked blocks of ``paths`` from ``out``."""
+    blocks = tables(out)
+    for path in paths:
+        text = path.read_text()
+        for name, body in blocks.items():
+            text = re.sub(rf"(<!-- accounting-evidence:{name} -->\n)(?:.*?\n)?(<!-- /accounting-evidence -->)",
+                          lambda mt, b=body: mt.group(1) + b + "\n" + mt.group(2), text, flags=re.S)
+        with atomic_output(path) as tmp:
+            tmp.write_text(text)
+
+
 def main() -> None:
+    if "--docs-only" in sys.argv[1:]:
+        render(json.loads(OUT.read_text()))
+        return
     memo = memo_rows()
     out = {
         "memo": {"k": K, "rows": memo,
@@ -108,11 +181,14 @@ def main() -> None:
                  "all_within_eps_perm": all(r["within_eps_perm"] for r in memo),
                  "largest_ratio_to_t_eps_1": max(r["joint_level"] / r["t_eps_1"] for r in memo)},
         "pld": {"delta": 1e-6, "discretization": PLD_DISCRETIZATION, "rows": pld_rows(), "grid": grid_rows()},
+        "meaning": [{"epsilon": e, "text": explain_level(e)} for e in (0.5, 1.0, 4.0)],
+        "shuffle": shuffle_point(),
     }
     with atomic_output(OUT) as tmp:
         tmp.write_text(json.dumps(out, indent=1, allow_nan=False) + "\n")
     json.dump(out, sys.stdout, indent=1)
     print()
+    render(out)
     assert not math.isnan(out["memo"]["largest_ratio_to_t_eps_1"])
 
 
