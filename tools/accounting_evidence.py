@@ -136,7 +136,8 @@ def tables(out: dict) -> dict[str, str]:
                                f"up to {_g(100 * (m['largest_ratio_to_t_eps_1'] - 1), 3)}%; "
                                f"{'every one' if m['all_within_eps_perm'] else 'NOT every one'} is within eps_perm.")
     p = out["pld"]
-    lines = [f"| spec | reports | basic eps | PLD eps at delta {p['delta']:g} | PLD model |", "|---|---:|---:|---:|---|"]
+    lines = [f"| spec | reports | basic eps | PLD eps at delta {p['delta']:g} | PLD model |",
+             "|---|---:|---:|---:|---|"]
     for r in p["rows"]:
         lines.append(f"| `{r['spec']}` | {r['reports']:,} | {_g(r['basic'])} | {_g(r['pld'])} | {r['model']} |")
     worst = max(g["relative_difference"] for g in p["grid"])
