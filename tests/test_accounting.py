@@ -32,12 +32,15 @@ def release(eps: float, reports: int = 1, **kw) -> Release:
 
 @settings(max_examples=20, deadline=None)
 @given(eps_perm=levels, parts=st.lists(st.tuples(st.floats(0.001, 1.0), counts), min_size=1, max_size=6),
-       delta=st.sampled_from([None, 1e-6]))
-def test_reports_of_one_memo_never_exceed_eps_perm(eps_perm, parts, delta):
+       delta=st.sampled_from([None, 1e-6]), inst=st.sampled_from([None, 0.05, 1.5]))
+def test_reports_of_one_memo_never_exceed_eps_perm(eps_perm, parts, delta, inst):
     rels = [Release(spec="lgrr(k=4,eps_perm=2.0,eps_1=1.0)", epsilon=frac * eps_perm, reports=r, memo_key="v",
-                    eps_perm=eps_perm) for frac, r in parts]
+                    eps_perm=eps_perm, eps_inst=None if inst is None else max(inst, frac * eps_perm))
+            for frac, r in parts]
     comp = compose(rels, delta=delta)
     assert comp.epsilon <= eps_perm
+    if sum(r.reports for r in rels) > 1 and inst is not None:
+        assert comp.epsilon <= math.fsum(r.reports * r.eps_inst for r in rels) * (1 + 1e-12)
     if delta is not None:
         assert comp.pld_epsilon is not None and comp.pld_epsilon <= eps_perm
 
@@ -84,6 +87,13 @@ def test_one_memo_group_costs_eps_perm_from_two_reports_on_and_one_report_its_ow
     assert compose([release_of(m, 5, memo_key="x"), release_of(m, 5, memo_key="y")]).epsilon == pytest.approx(4.0)
     # no memo key: the reports were drawn independently, eps_1 each
     assert compose([release_of(m, 5)]).epsilon == pytest.approx(5.0)
+    # a memo of a family with an instantaneous level: min(eps_perm, t eps_2)
+    m = parse("lgrr(k=4,eps_perm=4.0,eps_1=0.5)")
+    assert 0.5 < m.epsilon_instantaneous() < 2.0
+    assert compose([release_of(m, 2, memo_key="x")]).epsilon == pytest.approx(2 * m.epsilon_instantaneous())
+    assert compose([release_of(m, 100, memo_key="x")]).epsilon == pytest.approx(4.0)
+    assert release_of(parse("lolh(k=4,eps_perm=2.0,eps_1=1.0)")).eps_inst is not None
+    assert release_of(parse("lsue(k=4,eps_perm=2.0,eps_1=1.0)")).eps_inst is None
 
 
 def test_reports_of_one_memo_do_not_compose_by_their_own_level():
@@ -108,6 +118,7 @@ def test_release_of_records_the_computed_levels():
     r = release_of(parse("rappor(k=8,m=16,h=2,f=0.5,cohorts=2)"), 3, collection="c", time="2026-01-01T00:00:00Z")
     mech = parse(r.spec)
     assert (r.epsilon, r.eps_perm, r.reports, r.rr_values) == (mech.epsilon_ldp(), mech.epsilon_perm(), 3, None)
+    assert r.eps_inst is None
     assert release_of(parse("krr(k=5,eps=1.0)")).rr_values == 5
     assert release_of(parse("oue(k=5,eps=1.0)")).eps_perm is None
     with pytest.raises(LocalPrivError, match="no memoized randomization"):

@@ -31,7 +31,7 @@ def test_the_file_round_trips_and_is_plain_json(tmp_path):
     assert obj["format"] == LEDGER_FORMAT and obj["version"] == 1 and len(obj["releases"]) == 3
     assert obj["releases"][2]["epsilon"] == "inf"
     assert set(obj["releases"][0]) == {"spec", "epsilon", "delta", "reports", "collection", "time", "memo_key",
-                                       "eps_perm", "rr_values"}
+                                       "eps_perm", "eps_inst", "rr_values"}
     again = Ledger(path)
     assert again.releases == book.releases and again.total().epsilon == math.inf
     assert [p.name for p in tmp_path.iterdir()] == ["ledger.json"]  # no temporary file left

@@ -7,7 +7,8 @@ re-renders them from the committed JSON).
 
 1. Reports drawn from ONE memo: the exact joint channel of ``t`` reports of the longitudinal
    oracles (``P(z_1..z_t | x) = sum_m P(m | x) prod_i P(z_i | m)``, enumerated for k = 3) and its
-   LDP level, against ``t * eps_1`` (what per-report composition would say) and ``eps_perm``.
+   LDP level, against ``t * eps_1`` (what per-report composition would say), ``eps_perm`` and the
+   ledger's charge ``min(eps_perm, t * eps_inst)`` (``eps_inst``: L-GRR's second round alone).
 2. The PLD accountant (dp-accounting) against basic composition, for ``r`` reports of k-RR and
    of a generic eps-LDP mechanism, at delta = 1e-6, and the effect of the loss grid (1e-3 vs 1e-4).
 3. ``explain_level`` at three levels; the shuffled central target's largest local level at the
@@ -76,10 +77,14 @@ def memo_rows() -> list[dict]:
             assert abs(ldp_epsilon(joint(first, second, 1)) - mech.epsilon_ldp()) < 1e-9
             for t in (2, 3, 4):
                 level = ldp_epsilon(joint(first, second, t))
+                inst = getattr(mech, "epsilon_instantaneous", None)
+                cap = min(mech.epsilon_perm(), t * inst()) if inst is not None else mech.epsilon_perm()
                 rows.append({"spec": str(mech), "t": t, "joint_level": level, "t_eps_1": t * mech.epsilon_ldp(),
-                             "eps_perm": mech.epsilon_perm(),
+                             "eps_perm": mech.epsilon_perm(), "t_eps_inst": None if inst is None else t * inst(),
+                             "charged": cap,
                              "exceeds_t_eps_1": bool(level > t * mech.epsilon_ldp() * (1 + 1e-9)),
-                             "within_eps_perm": bool(level <= mech.epsilon_perm() * (1 + 1e-9))})
+                             "within_eps_perm": bool(level <= mech.epsilon_perm() * (1 + 1e-9)),
+                             "within_charge": bool(level <= cap * (1 + 1e-9))})
     return rows
 
 
@@ -125,16 +130,20 @@ def _g(x: float, digits: int = 4) -> str:
 def tables(out: dict) -> dict[str, str]:
     """The generated Markdown blocks, by marker name, from the evidence JSON."""
     m = out["memo"]
-    lines = ["| spec | reports t | joint level of the t reports | t eps_1 | eps_perm |", "|---|---:|---:|---:|---:|"]
+    lines = ["| spec | reports t | joint level of the t reports | t eps_1 | eps_perm | t eps_inst | charged |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in m["rows"]:
-        if r["spec"].startswith(("loue", "lsue")) or r["exceeds_t_eps_1"]:
+        if r["spec"].startswith(("loue", "lgrr")) or r["exceeds_t_eps_1"]:
             mark = " (above t eps_1)" if r["exceeds_t_eps_1"] else ""
+            inst = "--" if r["t_eps_inst"] is None else _g(r["t_eps_inst"])
             lines.append(f"| `{r['spec']}` | {r['t']} | {_g(r['joint_level'])}{mark} | {_g(r['t_eps_1'])} | "
-                         f"{_g(r['eps_perm'])} |")
+                         f"{_g(r['eps_perm'])} | {inst} | {_g(r['charged'])} |")
     memo = "\n".join(lines) + (f"\n\nIn all, {m['exceeding_t_eps_1']} of {m['cases']} cases (lgrr, lsue, loue, lsoue, "
                                f"losue at k = {m['k']}; three (eps_perm, eps_1) pairs; t = 2, 3, 4) exceed t eps_1, by "
                                f"up to {_g(100 * (m['largest_ratio_to_t_eps_1'] - 1), 3)}%; "
-                               f"{'every one' if m['all_within_eps_perm'] else 'NOT every one'} is within eps_perm.")
+                               f"{'every one' if m['all_within_eps_perm'] else 'NOT every one'} is within eps_perm, "
+                               f"and {'every one' if m['all_within_charge'] else 'NOT every one'} within the ledger's "
+                               f"charge (min(eps_perm, t eps_inst) where the family gives eps_inst, else eps_perm).")
     p = out["pld"]
     lines = [f"| spec | reports | basic eps | PLD eps at delta {p['delta']:g} | PLD model |",
              "|---|---:|---:|---:|---|"]
@@ -143,7 +152,8 @@ def tables(out: dict) -> dict[str, str]:
     worst = max(g["relative_difference"] for g in p["grid"])
     pld = "\n".join(lines) + (f"\n\nThe loss grid of {p['discretization']:g} changes eps by at most a relative "
                               f"{worst:.1e} against a grid of 1e-4 (eps-DP PLD, {len(p['grid'])} cases).")
-    short = [ln for ln in memo.split("\n")[:2]] + [
+    head = ["| spec | reports t | joint level of the t reports | t eps_1 | eps_perm |", "|---|---:|---:|---:|---:|"]
+    short = head + [
         f"| `{r['spec']}` | {r['t']} | {_g(r['joint_level'])} | {_g(r['t_eps_1'])} | {_g(r['eps_perm'])} |"
         for r in m["rows"] if r["exceeds_t_eps_1"]]
     memo_short = "\n".join(short) + "\n\n" + memo.rsplit("\n\n", 1)[1]
@@ -180,6 +190,7 @@ def main() -> None:
         "memo": {"k": K, "rows": memo,
                  "exceeding_t_eps_1": sum(r["exceeds_t_eps_1"] for r in memo), "cases": len(memo),
                  "all_within_eps_perm": all(r["within_eps_perm"] for r in memo),
+                 "all_within_charge": all(r["within_charge"] for r in memo),
                  "largest_ratio_to_t_eps_1": max(r["joint_level"] / r["t_eps_1"] for r in memo)},
         "pld": {"delta": 1e-6, "discretization": PLD_DISCRETIZATION, "rows": pld_rows(), "grid": grid_rows()},
         "meaning": [{"epsilon": e, "text": explain_level(e)} for e in (0.5, 1.0, 4.0)],

@@ -7,7 +7,7 @@ write too::
     {"format": "localpriv-ledger", "version": 1,
      "releases": [{"spec": "krr(k=4,eps=1.0)", "epsilon": 1.0, "delta": 0.0, "reports": 1,
                    "collection": "ages", "time": "2026-11-28T10:00:00Z", "memo_key": null,
-                   "eps_perm": null, "rr_values": 4}]}
+                   "eps_perm": null, "eps_inst": null, "rr_values": 4}]}
 
 Unknown keys are refused, at the top and in every release. The file is rewritten atomically
 (:func:`localpriv.data.formats.atomic_output`) at every :meth:`Ledger.record`. :meth:`Ledger.check`
@@ -48,7 +48,7 @@ LEDGER_VERSION = 1
 #: Largest ledger file read (about 200 bytes a release: :data:`MAX_RELEASES` fit).
 MAX_LEDGER_BYTES = 64 * 2 ** 20
 _TOP_KEYS = ("format", "version", "releases")
-_LEVELS = ("epsilon", "eps_perm")
+_LEVELS = ("epsilon", "eps_perm", "eps_inst")
 
 
 def utc_now() -> str:

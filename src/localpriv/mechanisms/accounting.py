@@ -12,15 +12,18 @@ How each release is modelled
   with fresh randomness, compose to ``r eps`` (basic composition: the likelihood ratios multiply).
 * **Reports sharing one memo** (same ``memo_key``): every report is post-processing of the
   memoized value, so together they are ``eps_perm``-LDP whatever their number (RAPPOR's
-  ``eps_inf``, Erlingsson et al. 2014). One report alone costs its own ``eps``. Two or more cost
-  ``eps_perm``, *not* ``min(r eps, eps_perm)``: reports drawn from one memo are correlated, and
-  their joint level can exceed ``r eps`` (measured in ``docs/results/accounting.json``, decision
+  ``eps_inf``, Erlingsson et al. 2014). One report alone costs its own ``eps``. ``t >= 2`` cost
+  ``min(eps_perm, sum of eps_inst)`` where every release of the memo gives ``eps_inst``, the level
+  of one report *given* the memo (:meth:`epsilon_instantaneous`; their joint probability
+  ``sum_m P(m | x) prod_i P(z_i | m)`` is a mixture of products of ``t`` such rounds), else
+  ``eps_perm`` -- *never* ``min(t eps, eps_perm)``: reports drawn from one memo are correlated, and
+  their joint level can exceed ``t eps`` (measured in ``docs/results/accounting.json``, decision
   0051), so the per-report level does not compose for them.
 * **(eps, delta) accounting** (``delta > 0`` asked): the privacy loss distributions (PLD) of the
   events are composed by Google's ``dp-accounting`` (``dp_accounting.pld``, pessimistic
   discretization): a k-RR report (``rr_values = k``) by the PLD of k-ary randomized response, any
   other ``eps``-LDP event by the PLD of the dominating pair of ``eps``-DP (binary randomized
-  response; ``from_privacy_parameters``), a memo group by that of ``eps_perm``-DP. The answer is
+  response; ``from_privacy_parameters``), a memo group by the eps-DP one at its cost (above). The answer is
   ``min(PLD, basic)``: both are upper bounds, and the discretization can put the PLD a grid step
   above the basic sum for few, small events. Basic composition is used instead when
   ``dp-accounting`` is not installed, a level is infinite, or the PLD's bounds are passed
@@ -58,7 +61,8 @@ MAX_PLD_EPSILON = 50.0
 #: Grid of the privacy losses in the PLD (pessimistic: each loss is rounded up to it).
 PLD_DISCRETIZATION = 1e-3
 #: The keys of a release, in the order of the ledger file (docs/accounting.md).
-RELEASE_KEYS = ("spec", "epsilon", "delta", "reports", "collection", "time", "memo_key", "eps_perm", "rr_values")
+RELEASE_KEYS = ("spec", "epsilon", "delta", "reports", "collection", "time", "memo_key", "eps_perm", "eps_inst",
+                "rr_values")
 
 
 def _level(value: object, name: str, allow_inf: bool = True) -> float:
@@ -94,6 +98,9 @@ class Release:
         bounded by ``eps_perm``.
     eps_perm : float or None
         The level of the permanent randomization (:meth:`epsilon_perm`), needed with ``memo_key``.
+    eps_inst : float or None
+        The level of one report given the memo (:meth:`epsilon_instantaneous`, where the family has
+        it): ``t`` reports of one memo then cost ``min(eps_perm, t eps_inst)``.
     rr_values : int or None
         ``k`` when a report is k-ary randomized response on ``k`` values (then modelled by the RR PLD).
     """
@@ -106,6 +113,7 @@ class Release:
     time: str = ""
     memo_key: str | None = None
     eps_perm: float | None = None
+    eps_inst: float | None = None
     rr_values: int | None = None
 
     def __post_init__(self) -> None:
@@ -127,8 +135,9 @@ class Release:
                 raise LocalPrivError("release: memo_key must be a non-empty string or null")
             if self.eps_perm is None:
                 raise LocalPrivError("release: a memo_key needs eps_perm, the level of the memoized randomization")
-        if self.eps_perm is not None:
-            object.__setattr__(self, "eps_perm", _level(self.eps_perm, "eps_perm"))
+        for name in ("eps_perm", "eps_inst"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _level(getattr(self, name), name))
         k = self.rr_values
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 2):
             raise LocalPrivError(f"release: rr_values must be an integer >= 2 or null, got {k!r}")
@@ -157,7 +166,8 @@ def release_of(mech: Mechanism, reports: int = 1, *, collection: str = "", time:
     """The release of ``reports`` reports of ``mech``, with its levels computed from the channel.
 
     ``epsilon = mech.epsilon_ldp()``; for a memoized mechanism (the longitudinal oracles,
-    RAPPOR) ``eps_perm = mech.epsilon_perm()``. Give ``memo_key`` only when the reports were drawn
+    RAPPOR) ``eps_perm = mech.epsilon_perm()`` and, where the family has it,
+    ``eps_inst = mech.epsilon_instantaneous()``. Give ``memo_key`` only when the reports were drawn
     from a *stored* memo (the same permanent randomization as earlier reports with that key): a
     client that draws a new memo for each submission (as :meth:`Mechanism.sample` does) sends
     independent reports, which compose at ``epsilon`` each.
@@ -166,12 +176,14 @@ def release_of(mech: Mechanism, reports: int = 1, *, collection: str = "", time:
         raise LocalPrivError(f"release_of: expected a Mechanism, got {type(mech).__name__}")
     perm = getattr(mech, "epsilon_perm", None) if isinstance(mech, Memoized) else None
     eps_perm = float(perm()) if callable(perm) else None
+    inst = getattr(mech, "epsilon_instantaneous", None) if isinstance(mech, Memoized) else None
+    eps_inst = float(inst()) if callable(inst) else None
     if memo_key is not None and eps_perm is None:
         raise LocalPrivError(f"release_of: {mech} has no memoized randomization, so no memo_key")
     k = getattr(mech, "k", None)
     rr = int(k) if getattr(mech, "spec_name", "") in ("krr", "lgrr") and isinstance(k, int) else None
     return Release(spec=str(mech), epsilon=float(mech.epsilon_ldp()), reports=reports, collection=collection,
-                   time=time, memo_key=memo_key, eps_perm=eps_perm, rr_values=rr)
+                   time=time, memo_key=memo_key, eps_perm=eps_perm, eps_inst=eps_inst, rr_values=rr)
 
 
 @dataclass(frozen=True)
@@ -233,8 +245,11 @@ def _events(releases: list[Release]) -> dict[tuple[str, float, float, int], list
             m = members[0]
             model = ("rr", m.rr_values) if m.rr_values is not None and m.delta == 0 else ("eps-dp", 0)
             c = classes.setdefault((model[0], m.epsilon, m.delta, model[1]), [0, 0])
-        else:
-            c = classes.setdefault(("memo", float(members[0].eps_perm or 0.0), 0.0, 0), [0, 0])
+        else:  # min(eps_perm, sum of the instantaneous levels) when every release gives its own
+            cap = float(members[0].eps_perm or 0.0)
+            if all(m.eps_inst is not None for m in members):
+                cap = min(cap, math.fsum(m.reports * float(m.eps_inst or 0.0) for m in members))
+            c = classes.setdefault(("memo", cap, 0.0, 0), [0, 0])
             n = 1
         c[0] += n
         c[1] += len(members)
@@ -283,7 +298,8 @@ def compose(releases: Iterable[Release], delta: float | None = None) -> Composit
     """The total level of ``releases`` (module docstring: how each release is modelled).
 
     Basic composition [DR14]_ (Theorem 3.16): ``eps = sum_i r_i eps_i`` over independent releases
-    plus ``eps_perm`` per memo group of two or more reports (one report alone: its ``eps``), and
+    plus, per memo group of two or more reports, ``min(eps_perm, sum_i r_i eps_inst_i)`` (or
+    ``eps_perm`` where a release lacks ``eps_inst``; one report alone: its ``eps``), and
     ``delta = sum_i r_i delta_i``. With ``delta`` given, also the PLD accountant's ``eps`` at that
     ``delta`` (``min(PLD, basic)``; basic when the PLD does not apply, as ``accountant`` says).
 

@@ -724,8 +724,10 @@ def check_release_records_the_computed_level(ctx: CheckContext) -> None:
 
 
 def check_memo_level_bounds_its_reports(ctx: CheckContext) -> None:
-    """(memoized) ``epsilon_perm()`` is at least ``epsilon_ldp()`` (one report is post-processing
-    of the memo), and any number of reports recorded under one memo key compose to at most it."""
+    """(memoized) ``epsilon_perm()`` and, where offered, ``epsilon_instantaneous()`` are at least
+    ``epsilon_ldp()`` (one report is post-processing of the memo, and a mixture over memos of the
+    instantaneous round), and any number of reports recorded under one memo key compose to at
+    most ``epsilon_perm()``."""
     name = "check_memo_level_bounds_its_reports"
     perm = getattr(ctx.mech, "epsilon_perm", None)
     if not callable(perm):
@@ -737,6 +739,9 @@ def check_memo_level_bounds_its_reports(ctx: CheckContext) -> None:
         rels = [release_of(ctx.mech, r, memo_key="m") for r in (1, 2, 5)]
     if ctx.level > eps_perm * (1 + 1e-9):
         _fail(ctx, "privacy", name, f"epsilon_ldp() = {ctx.level!r} exceeds epsilon_perm() = {eps_perm!r}")
+    inst = rels[0].eps_inst
+    if inst is not None and ctx.level > inst * (1 + 1e-9):
+        _fail(ctx, "privacy", name, f"epsilon_ldp() = {ctx.level!r} exceeds epsilon_instantaneous() = {inst!r}")
     total = compose(rels).epsilon
     if total > eps_perm:
         _fail(ctx, "privacy", name, f"8 reports of one memo compose to {total!r}, above epsilon_perm() {eps_perm!r}")
