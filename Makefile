@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence
 
 venv: $(STAMP)
 
@@ -137,6 +137,11 @@ coverage-docs: $(STAMP)
 # (house rule: numbers in the docs come from this JSON; about 10 minutes on one core)
 docs-numbers: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
+
+# the measurements of docs/accounting.md and decisions 0051-0052 (correctness only, seconds):
+# docs/results/accounting.json, then the tables between the docs' accounting-evidence markers
+accounting-evidence: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
 
 # the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
 estimator-evidence: $(STAMP)

@@ -133,6 +133,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from localpriv.analysis.shuffle import largest_local_epsilon, shuffle_epsilon
 from localpriv.data.reports import read_values
 from localpriv.domains import Domain, IntegerDomain, parse_domain
 from localpriv.domains.grid import GridDomain, emd_grid
@@ -232,6 +233,9 @@ class Candidate:
     ranked_on : float or None
         For a row whose error was confirmed by fresh runs (:func:`advise`, "confirmation"), the
         error of the first runs, which ranked it; ``None`` otherwise.
+    eps_central : float or None
+        With a shuffled central target: the central level of ``Advice.shuffle`` shuffled reports at
+        ``Advice.delta`` (:func:`localpriv.analysis.shuffle.shuffle_epsilon` of ``eps_ldp``).
     """
 
     name: str
@@ -247,6 +251,7 @@ class Candidate:
     seconds: float = 0.0
     note: str = ""
     ranked_on: float | None = None
+    eps_central: float | None = None
 
 
 @dataclass
@@ -278,6 +283,10 @@ class Advice:
     seed : int
         The seed of the simulations; ``runs`` the runs per candidate, and :attr:`level` the
         probability of each row's interval.
+    shuffle, central_eps, delta : int, float, float or None
+        The shuffled central target, if given: ``shuffle`` reports, central ``(central_eps, delta)``.
+    local_eps : float or None
+        Then the largest local level meeting it (:func:`localpriv.analysis.shuffle.largest_local_epsilon`).
     """
 
     domain: str
@@ -296,6 +305,10 @@ class Advice:
     skipped: dict[str, str] = field(default_factory=dict)
     seed: Any = 0
     runs: int = 5
+    shuffle: int | None = None
+    central_eps: float | None = None
+    delta: float | None = None
+    local_eps: float | None = None
 
     @property
     def level(self) -> float:
@@ -314,6 +327,8 @@ class Advice:
         lines = [f"{_GOAL_LABEL[self.goal]}{unit} for n={self.n:,} on {self.domain}; truth: {self.truth}"]
         for i, r in enumerate(self.rows, 1):
             metric = "" if r.eps_metric is None else f", metric eps {r.eps_metric:.4g}"
+            if r.eps_central is not None:
+                metric += f", central eps {r.eps_central:.4g} shuffled"
             lines.append(f"{i}. {r.spec}: {r.error:.4g} [{r.lower:.4g}, {r.upper:.4g}] (LDP eps {r.eps_ldp:.4g}"
                          f"{metric}; {r.estimator}, {r.how})")
         for name, why in self.skipped.items():
@@ -662,7 +677,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
            goal: str | None = None, theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
            method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
-           progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
+           progress: Callable | None = None, values=None, column: str | None = None,
+           shuffle: int | None = None, central_eps: float | None = None, delta: float | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
 
     Parameters
@@ -707,6 +723,13 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         A file of values like the users' (CSV, TSV or Parquet; ``column`` as in
         :func:`localpriv.data.reports.read_values`): ``theta`` is their distribution
         (:func:`values_prior`); not with ``theta``.
+    shuffle, central_eps, delta : int, float, float, optional
+        A central target under a shuffler (give all three): ``shuffle`` reports are shuffled and
+        their release must be ``(central_eps, delta)``-DP by the numerical bound of Feldman,
+        McMillan and Talwar (:mod:`localpriv.analysis.shuffle`). The LDP target becomes the largest
+        local level that meets it (:func:`~localpriv.analysis.shuffle.largest_local_epsilon`; the
+        smaller of the two with ``eps_ldp``), so every candidate runs at the largest local level
+        the central target allows, and each row gives its central level (``eps_central``).
 
     Returns
     -------
@@ -741,6 +764,16 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     if k < 2:
         raise LocalPrivError(f"the domain {domain.spec()} has {k} value: nothing to hide")
     n = check_int(n, "n (the number of users)", minimum=1)
+    local_eps = None
+    if shuffle is not None or central_eps is not None or delta is not None:
+        if shuffle is None or central_eps is None or delta is None:
+            raise LocalPrivError("a shuffled central target needs all of shuffle (--shuffle N), central_eps "
+                                 "(--central-eps) and delta (--delta)")
+        shuffle = check_int(shuffle, "shuffle (the number of shuffled reports)", minimum=1)
+        central_eps = check_eps(central_eps, "central_eps")
+        # a hair below the largest level, so that rounding in a level's own computation cannot pass it
+        local_eps = largest_local_epsilon(shuffle, central_eps, delta) * (1 - 1e-9)
+        eps_ldp = local_eps if eps_ldp is None else min(check_eps(eps_ldp, "eps_ldp"), local_eps)
     if eps_ldp is None and eps_metric is None:
         raise LocalPrivError("give a privacy target: eps_ldp (--eps, the LDP level), eps_metric (--metric-eps, per "
                              "unit of distance) or both")
@@ -865,6 +898,14 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     rows.sort(key=order)
     unit = {"line": "units", "grid": "km"}.get(kind, "") if goal in ("emd", "mean", "quantiles") else ""
     metric_unit = {"line": "unit", "grid": "km"}.get(kind)
+    reason = _reason(rows, goal, unit, metric_unit, (runs - 1) / (runs + 1))
+    if shuffle is not None and central_eps is not None and delta is not None and local_eps is not None:
+        for r in rows:
+            r.eps_central = shuffle_epsilon(r.eps_ldp, shuffle, delta)
+        central = _fmt(cast(float, rows[0].eps_central))
+        reason += (f"; shuffled among {shuffle:,} reports its central level is {central} "
+                   f"at delta {delta:g} (target {central_eps:g}; the largest local level meeting it is "
+                   f"{_fmt(local_eps)})")
     best = rows[0]
     if best.eps_ldp > LARGE_LDP_EPS:  # what reading the spec will say, said now
         why = ("it meets the metric target only; give eps_ldp too to bound it" if eps_ldp is None
@@ -874,8 +915,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                       stacklevel=2)
     return Advice(domain=domain.spec(), k=k, goal=goal, unit=unit, n=n, eps_ldp=eps_ldp, eps_metric=eps_metric,
                   metric_unit=metric_unit, estimator=estimator, truth=truth, rows=rows, recommended=rows[0],
-                  reason=_reason(rows, goal, unit, metric_unit, (runs - 1) / (runs + 1)),
-                  skipped=skipped, seed=base, runs=runs)
+                  reason=reason, skipped=skipped, seed=base, runs=runs, shuffle=shuffle, central_eps=central_eps,
+                  delta=delta, local_eps=local_eps)
 
 
 def values_prior(values, domain, column: str | None = None) -> tuple[np.ndarray, str]:

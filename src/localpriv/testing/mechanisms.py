@@ -52,6 +52,7 @@ import numpy as np
 from localpriv.domains import Domain
 from localpriv.domains.parse import parse_domain
 from localpriv.mechanisms import Mechanism, parse, portable, registered
+from localpriv.mechanisms.accounting import compose, release_of
 from localpriv.mechanisms.base import Memoized
 from localpriv.mechanisms.privacy import ldp_epsilon
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_rng
@@ -774,6 +775,45 @@ def check_epsilon_geo_within_promise(ctx: CheckContext) -> None:
               f"computed epsilon_geo() = {geo:.10g} exceeds the promised {ctx.eps_geo:g}")
 
 
+def check_release_records_the_computed_level(ctx: CheckContext) -> None:
+    """The ledger's record of ``r`` reports (:func:`~localpriv.mechanisms.accounting.release_of`)
+    carries ``epsilon_ldp()`` and the spec, and ``r`` independent reports compose to ``r`` times it."""
+    name = "check_release_records_the_computed_level"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        rel = release_of(ctx.mech, 3)
+    if rel.epsilon != ctx.level or rel.spec != str(ctx.mech):
+        _fail(ctx, "privacy", name, f"release_of gave epsilon {rel.epsilon!r} and spec {rel.spec!r}, the mechanism "
+              f"{ctx.level!r} and {str(ctx.mech)!r}")
+    total = compose([rel]).epsilon
+    if not total <= 3 * ctx.level * (1 + 1e-12):
+        _fail(ctx, "privacy", name, f"3 reports compose to {total!r}, above 3 x {ctx.level!r}")
+
+
+def check_memo_level_bounds_its_reports(ctx: CheckContext) -> None:
+    """(memoized) ``epsilon_perm()`` and, where offered, ``epsilon_instantaneous()`` are at least
+    ``epsilon_ldp()`` (one report is post-processing of the memo, and a mixture over memos of the
+    instantaneous round), and any number of reports recorded under one memo key compose to at
+    most ``epsilon_perm()``."""
+    name = "check_memo_level_bounds_its_reports"
+    perm = getattr(ctx.mech, "epsilon_perm", None)
+    if not callable(perm):
+        _fail(ctx, "privacy", name, "a memoized mechanism has no epsilon_perm()")
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        eps_perm = float(perm())
+        rels = [release_of(ctx.mech, r, memo_key="m") for r in (1, 2, 5)]
+    if ctx.level > eps_perm * (1 + 1e-9):
+        _fail(ctx, "privacy", name, f"epsilon_ldp() = {ctx.level!r} exceeds epsilon_perm() = {eps_perm!r}")
+    inst = rels[0].eps_inst
+    if inst is not None and ctx.level > inst * (1 + 1e-9):
+        _fail(ctx, "privacy", name, f"epsilon_ldp() = {ctx.level!r} exceeds epsilon_instantaneous() = {inst!r}")
+    total = compose(rels).epsilon
+    if total > eps_perm:
+        _fail(ctx, "privacy", name, f"8 reports of one memo compose to {total!r}, above epsilon_perm() {eps_perm!r}")
+
+
 # --------------------------------------------------------------------------------------------
 # the registry of checks
 # --------------------------------------------------------------------------------------------
@@ -806,6 +846,8 @@ _TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] =
         (check_released_bits_carry_no_input, "privacy", ("numeric-output",)),
         (check_epsilon_ldp_within_promise, "privacy", ("promised-ldp",)),
         (check_epsilon_geo_within_promise, "privacy", ("promised-geo",)),
+        (check_release_records_the_computed_level, "privacy", ()),
+        (check_memo_level_bounds_its_reports, "privacy", ("memoized",)),
     ))
 
 #: The name of every check, in the order :func:`check_mechanism` runs them.
