@@ -18,6 +18,7 @@ from localpriv.mechanisms.accounting import (
     explain_level,
     posterior_bound,
     release_of,
+    report_charge,
 )
 from localpriv.mechanisms.privacy import ldp_epsilon
 from localpriv.utils.validation import LocalPrivError
@@ -112,6 +113,8 @@ def test_reports_of_one_memo_do_not_compose_by_their_own_level():
     level = ldp_epsilon(two)
     assert level > 2 * mech.epsilon_ldp() * (1 + 1e-6)
     assert level <= mech.epsilon_perm()
+    # what a collector that cannot see memo groups charges per report covers the pair
+    assert 2 * report_charge(mech) >= level
 
 
 def test_release_of_records_the_computed_levels():

@@ -44,7 +44,7 @@ from typing import Any
 from localpriv.mechanisms.base import Mechanism, Memoized
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["Release", "Composition", "release_of", "compose", "explain_level", "posterior_bound",
+__all__ = ["Release", "Composition", "release_of", "report_charge", "compose", "explain_level", "posterior_bound",
            "pld_available", "RELEASE_KEYS", "MAX_RELEASES", "MAX_REPORTS", "MAX_PLD_EVENTS", "MAX_PLD_CLASSES",
            "MAX_PLD_EPSILON", "PLD_DISCRETIZATION"]
 
@@ -184,6 +184,34 @@ def release_of(mech: Mechanism, reports: int = 1, *, collection: str = "", time:
     rr = int(k) if getattr(mech, "spec_name", "") in ("krr", "lgrr") and isinstance(k, int) else None
     return Release(spec=str(mech), epsilon=float(mech.epsilon_ldp()), reports=reports, collection=collection,
                    time=time, memo_key=memo_key, eps_perm=eps_perm, eps_inst=eps_inst, rr_values=rr)
+
+
+def report_charge(mech: Mechanism, level: float | None = None) -> float:
+    """What one report of ``mech`` must be charged when the charger cannot see memo groups.
+
+    A collector sees reports, not whether a device's value (and so its memo) changed between them.
+    For a mechanism without memo the charge is its one-report level ``epsilon_ldp``. For a
+    memoized one it is ``c = max(eps_1, min(eps_perm, eps_inst))`` (``eps_inst = inf`` where the
+    family has no instantaneous level): ``t`` reports of one memo then cost ``t c >= min(eps_perm,
+    t eps_inst)``, which bounds their joint level, and reports of different memos compose. The
+    one-report level ``eps_1`` alone is *not* a valid charge: two reports of one memo can reveal
+    more than ``2 eps_1`` (``docs/accounting.md``).
+
+    Parameters
+    ----------
+    mech : Mechanism
+        The mechanism of the report.
+    level : float, optional
+        Its one-report level, when the caller already computed it (else ``mech.epsilon_ldp()``).
+    """
+    one = float(mech.epsilon_ldp()) if level is None else float(level)
+    if not isinstance(mech, Memoized):
+        return one
+    perm = getattr(mech, "epsilon_perm", None)
+    inst = getattr(mech, "epsilon_instantaneous", None)
+    eps_perm = float(perm()) if callable(perm) else math.inf
+    eps_inst = float(inst()) if callable(inst) else math.inf
+    return max(one, min(eps_perm, eps_inst))
 
 
 @dataclass(frozen=True)
