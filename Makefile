@@ -5,10 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
-# the headless browser of the dashboard test: Debian's chromium, pinned to the version apt
-# offered when the test was written; installed only where /usr/bin/chromium is missing (needs root)
+# the headless browser of the dashboard and map tests: Debian's chromium, pinned to the version apt
+# offered when the test was written, and Debian's Leaflet (the map test runs offline, so the page's
+# Leaflet is loaded from it); each installed only where it is missing (needs root)
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
+LEAFLET_VERSION := 1.7.1~dfsg-7
 
 .PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
 
@@ -39,6 +41,9 @@ $(BROWSER_STAMP): $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION); fi
+	@if [ ! -f /usr/share/javascript/leaflet/leaflet.js ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libjs-leaflet=$(LEAFLET_VERSION); fi
 	touch $(BROWSER_STAMP)
 
 browser: $(BROWSER_STAMP)

@@ -501,10 +501,12 @@ POLICY_LABELS = {"mechanisms": "allowed mechanisms", "max_eps": "largest LDP lev
 
 
 def policy_table(policy: dict[str, Any]) -> str:
-    """A collection's policy as an HTML table (one row per rule, lists joined by commas, no
-    cap written as "none"), every value escaped."""
+    """A collection's policy as an HTML table (one row per rule in the order of
+    :data:`POLICY_LABELS`, lists joined by commas, no cap written as "none"), every value escaped."""
     rows = []
-    for key, value in policy.items():
+    order = [k for k in POLICY_LABELS if k in policy] + sorted(k for k in policy if k not in POLICY_LABELS)
+    for key in order:
+        value = policy[key]
         text = "none" if value is None else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
         rows.append(f"<tr><th>{html.escape(POLICY_LABELS.get(key, key))}</th><td>{html.escape(text)}</td></tr>")
     return f'<table class="policy">{"".join(rows)}</table>'
