@@ -4,6 +4,7 @@ fast first steps of the getting-started page print today what the page shows. Al
 site's checks (tools/check_site.py) on a small made-up site."""
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -28,8 +29,11 @@ def test_no_other_page_shows_a_command_output():
     pages = sorted({*ROOT.glob("docs/**/*.md"), ROOT / "README.md"} - {ROOT / p for p in docs_outputs.PAGES})
     for path in pages:
         for b in docs_outputs.parse(path).blocks:
+            where = f"{path.relative_to(ROOT)}:{b.start + 1}"
             assert b.output is None or not b.command.lstrip().startswith(("localpriv ", "python ")), \
-                f"{path.relative_to(ROOT)}:{b.start + 1}: a command's output outside tools/docs_outputs.py's pages"
+                f"{where}: a command's output outside tools/docs_outputs.py's pages"
+            pasted = [ln for ln in b.command.splitlines() if re.match(r"\s*# (wrote |Estimate\(|HeavyHitters\()", ln)]
+            assert not pasted, f"{where}: an output pasted as a comment: {pasted[0]}"
 
 
 def test_an_edited_output_or_command_is_caught(tmp_path):
