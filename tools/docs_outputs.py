@@ -43,8 +43,9 @@ FILE = re.compile(r"^<!-- docs-file: (\S+) -->$")
 IMAGE = re.compile(r"^<!-- docs-image: (\S+) -->$")
 LINK = re.compile(r"^!\[[^\]]*\]\(([^)\s]+)\)")
 SKIP = "<!-- docs-skip -->"
-#: progress lines of long commands (a status line every ~10 s when stderr is not a terminal)
-PROGRESS = re.compile(r"\b\d+(\.\d+)? s elapsed\b|^\s*(\S+ )?\d+%\|")
+#: progress lines of long commands (a status line every ~10 s when stderr is not a terminal, and
+#: the final "NAME: done, ..., 16 s" of an estimator's progress display)
+PROGRESS = re.compile(r"\b\d+(\.\d+)? s elapsed\b|^\s*(\S+ )?\d+%\||^[\w.-]+: done, .*, \d+(\.\d+)? s$")
 #: the largest output kept in a page (a command printing more is an error of the page)
 MAX_OUTPUT_LINES = 200
 
