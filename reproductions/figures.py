@@ -63,7 +63,8 @@ def run(out: Path = OUT, reps: int = REPS, sizes: tuple[int, ...] = SIZES, seed:
         k = len(joint)
         cov = float(np.mean(joint))
         rows.append({"estimator": name, "n": n, "reps": k, "bins_mean": float(np.mean(bins)),
-                     "bins_min": int(np.min(bins)), "bins_max": int(np.max(bins)), "informative_share": float(np.mean(informative)),
+                     "bins_min": int(np.min(bins)), "bins_max": int(np.max(bins)),
+                     "informative_share": float(np.mean(informative)),
                      "simultaneous_coverage": cov, "coverage_se": float(np.sqrt(cov * (1 - cov) / k)),
                      "per_bin_coverage": float(np.mean(single))})
     record = {"name": "figure-resolution", "domain": DOMAIN, "mechanism": MECHANISM, "estimators": list(ESTIMATORS),

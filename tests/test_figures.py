@@ -1,5 +1,5 @@
 """Figures that show what is known: ordered estimates at the resolution the data support (merged
-cells with simultaneous intervals, mean and median with theirs), grids masked where the interval
+cells with joint (Bonferroni) intervals, mean and median with theirs), grids masked where the interval
 includes 0 (PNG and an interactive Leaflet map), and the map in a real headless browser."""
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_ordered_figure_shows_merged_intervals_and_the_statistics(ages, monkeypa
     assert main.get_xlabel() == "age (years)" and main.get_ylabel() == "probability per cell"
     labels = [t.get_text() for t in main.get_legend().get_texts()]
     bins = merge_cells(ages, 0.95)
-    assert any(f"95% simultaneous intervals, {bins.size} bins of merged cells" in t for t in labels), labels
+    assert any(f"95% joint (Bonferroni) intervals, {bins.size} bins of merged cells" in t for t in labels), labels
     # one interval box and one estimate segment per informative bin, spanning the bin's cells
     boxes = [p for c in main.containers for p in c.patches]
     assert len(boxes) == bins.size

@@ -65,7 +65,7 @@ def estimate(
     output: Path | None = typer.Option(None, "--out", "-o",
                                           help="estimate file (.csv or .json; on a grid the cells' lat/lon "
                                                "centres are included; .geojson: cell polygons for GIS tools)"),
-    plot: Path | None = typer.Option(None, "--plot", help="PNG of the estimate: on ordered values, simultaneous "
+    plot: Path | None = typer.Option(None, "--plot", help="PNG of the estimate: on ordered values, joint (Bonferroni) "
                                                              "intervals over cells merged to the resolution the data "
                                                              "support, with the mean and median (at --ci, default "
                                                              "0.95); on labels, bars (with --ci, error bars); on a "

@@ -81,7 +81,7 @@ def estimate_figure(est: Estimate, path: StrPath, level: float | None = None, ti
     """An estimate with what is known about it.
 
     Ordered numeric domains (``LO..HI``, ``interval(...)``): :func:`ordered_figure`, the estimate
-    with simultaneous intervals over adjacent cells merged to the resolution the data support, above
+    with joint (Bonferroni) intervals over adjacent cells merged to the resolution the data support, above
     the mean and the median with their intervals (at ``level``, default 0.95). Planar grids:
     :func:`grid_figure`. Labels: bars with their ``level`` intervals as error bars (none without
     ``level``). An estimate without its observations is drawn alone. ``xlabel``: the axis label,
@@ -116,8 +116,8 @@ def ordered_figure(est: Estimate, path: StrPath, level: float = 0.95, title: str
     Main panel: the estimate of every cell (a thin line) and, over bins of adjacent cells merged
     until each bin's interval is narrower than its mass (:func:`localpriv.inference.resolution.merge_cells`),
     the bin's estimate and its interval, both as probability per cell (the bin's mass divided by
-    its number of cells, so that bins of any width share the axis). The bins' intervals hold
-    simultaneously at ``level`` (Bonferroni over the bins); a remainder that no merging makes
+    its number of cells, so that bins of any width share the axis). The bins' intervals are at
+    the Bonferroni level that aims at ``level`` jointly over the bins; a remainder that no merging makes
     informative is drawn grey. On domains of more than
     :data:`~localpriv.inference.resolution.MERGE_MAX_CELLS` cells the band is the cells' own
     pointwise intervals, and the legend says so. Panel above it, on the same value axis: the mean
@@ -139,7 +139,7 @@ def ordered_figure(est: Estimate, path: StrPath, level: float = 0.95, title: str
         good = bins.informative
         ax.bar(left[good], ((bins.upper - bins.lower) / per)[good], bottom=(bins.lower / per)[good],
                width=(right - left)[good], align="edge", color="tab:blue", alpha=0.25, lw=0,
-               label=f"{level:.0%} simultaneous intervals, {bins.size} bins of merged cells ({bins.method})")
+               label=f"{level:.0%} joint (Bonferroni) intervals, {bins.size} bins of merged cells ({bins.method})")
         ax.hlines((bins.mass / per)[good], left[good], right[good], color="navy", lw=1.6,
                   label="estimate per bin (probability per cell)")
         if (~good).any():

@@ -1,6 +1,6 @@
 """What an estimate knows, at the resolution its data support: adjacent cells of an ordered domain
-merged until each merged cell's interval is informative, and simultaneous intervals over the merged
-cells; on planar grids, the cells whose interval includes 0.
+merged until each merged cell's interval is informative, and joint (Bonferroni) intervals over the
+merged cells; on planar grids, the cells whose interval includes 0.
 
 The figures (:mod:`localpriv.inference.plotting`) draw these; the rules are those of
 ``docs/decisions/0047-figures-at-the-resolution-the-data-support.md``.
@@ -32,13 +32,14 @@ MAP_MAX_CELLS = 50_000
 
 @dataclass(frozen=True)
 class MergedCells:
-    """Adjacent cells merged into bins, each with its probability mass and a simultaneous interval.
+    """Adjacent cells merged into bins, each with its probability mass and a joint (Bonferroni) interval.
 
     Bin ``b`` holds the cells ``start[b] .. stop[b] - 1``; ``mass[b]`` is their estimated total
     probability, ``[lower[b], upper[b]]`` its interval at ``bin_level``, the Bonferroni level
-    ``1 - (1 - level) / m`` over the ``m`` bins, so that all ``m`` intervals hold together with
-    probability at least ``level`` (given the bins). ``informative[b]`` is True when the interval's
-    width is below the mass (the rule the bins were merged by); only the last bin can fail it.
+    ``1 - (1 - level) / m`` over the ``m`` bins, the level at which all ``m`` intervals would hold
+    together with probability at least ``level`` (Bonferroni; see :func:`merge_cells`).
+    ``informative[b]`` is True when the interval's width is below the mass (the rule the bins
+    were merged by); only the last bin can fail it.
     """
 
     start: np.ndarray
@@ -138,23 +139,25 @@ def merge_cells(est: Fit, level: float = 0.95, u: Uncertainty | None = None) -> 
     becomes informative is one bin, flagged. The rule runs twice: at ``level``, giving ``m1``
     bins, then at the Bonferroni level ``1 - (1 - level) / m1``, giving ``m <= m1`` bins. The
     bins' intervals are reported at ``1 - (1 - level) / m`` (narrower than those the second pass
-    merged by, so the rule still holds), and hold simultaneously with probability at least
-    ``level`` for the chosen bins (Bonferroni's inequality; the bins are chosen from the same data,
-    so this is approximate).
+    merged by, so the rule still holds). If each bin's interval held at its level, all would hold
+    together with probability at least ``level`` (Bonferroni's inequality); the bins are chosen
+    from the same data and the per-bin intervals are asymptotic, so the joint coverage is
+    measured, not guaranteed (``make figure-evidence``, decision 0047: below ``level`` at the
+    settings measured there).
 
     Parameters
     ----------
     est
         An estimate with observations (a :class:`~localpriv.inference.estimate.Estimate`).
     level
-        The simultaneous confidence level, strictly between 0 and 1.
+        The joint confidence level aimed at, strictly between 0 and 1.
     u
         Its uncertainty, when already computed (default: computed from ``est``).
 
     Returns
     -------
     MergedCells
-        The bins, their masses and their simultaneous intervals.
+        The bins, their masses and their Bonferroni intervals.
 
     Raises
     ------
