@@ -282,8 +282,11 @@ def test_dashboard_shows_the_policy_as_a_table(tmp_path):
         collector.store.close()
 
 
-def test_service_figure_names_the_value_axis_after_the_collection(ages, monkeypatch):
+def test_service_figure_names_the_value_axis_after_the_collection(monkeypatch):
     from localpriv.service.core import compute_estimate
+    d = parse_domain("0..9")
+    x = np.random.default_rng(5).binomial(9, 0.4, 2_000)
+    obs = aggregate(perturb(x, "krr(eps=2.0)", np.random.default_rng(6), d), d)
     seen = []
     original = plotting.save
 
@@ -292,7 +295,7 @@ def test_service_figure_names_the_value_axis_after_the_collection(ages, monkeypa
         return original(fig, path)
 
     monkeypatch.setattr(plotting, "save", keep)
-    out = compute_estimate(ages.observations, "ems", {}, 0.95, (), {"collection": "age_years", "counts_version": 1},
+    out = compute_estimate(obs, "ems", {}, 0.95, (), {"collection": "age_years", "counts_version": 1},
                            "{estimator} from {n} reports")
     assert out["figure"][:8] == b"\x89PNG\r\n\x1a\n"
     assert seen == ["age_years"]
