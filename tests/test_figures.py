@@ -158,6 +158,21 @@ def test_ordered_figure_without_observations_is_the_estimate_alone(monkeypatch, 
     original(figs[0], tmp_path / "line.png")
 
 
+def test_label_figure_has_bars_with_their_intervals(monkeypatch, tmp_path):
+    d = parse_domain("a,b,c,d")
+    x = np.array(list("abcd"))[np.random.default_rng(8).integers(0, 4, 3_000)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = estimate(aggregate(perturb(x, "krr(eps=2.0)", np.random.default_rng(9), d), d))
+    figs, original = _capture(monkeypatch)
+    plotting.estimate_figure(est, tmp_path / "c.png", level=0.9, xlabel="letter")
+    (ax,) = figs[0].axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
+    assert len(ax.patches) == 4 and ax.get_xlabel() == "letter"
+    assert any(t.get_text().startswith("90% intervals") for t in ax.get_legend().get_texts())
+    original(figs[0], tmp_path / "c.png")
+
+
 # --------------------------------------------------------------------------------------------
 # grids: the PNG and the interactive map
 # --------------------------------------------------------------------------------------------
