@@ -5,12 +5,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
-# the headless browser of the dashboard test: Debian's chromium, pinned to the version apt
-# offered when the test was written; installed only where /usr/bin/chromium is missing (needs root)
+# the headless browser of the dashboard and map tests: Debian's chromium, pinned to the version apt
+# offered when the test was written, and Debian's Leaflet (the map test runs offline, so the page's
+# Leaflet is loaded from it); each installed only where it is missing (needs root)
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
+LEAFLET_VERSION := 1.7.1~dfsg-7
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence
 
 venv: $(STAMP)
 
@@ -31,6 +33,7 @@ $(DOCS_STAMP): $(STAMP) requirements-docs.lock
 # the documentation site (mkdocs-material; API reference from the docstrings) -> site/
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+	$(PY) tools/check_site.py site
 
 demo: $(STAMP)
 	$(VENV)/bin/localpriv demo --out out/demo
@@ -39,6 +42,9 @@ $(BROWSER_STAMP): $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION); fi
+	@if [ ! -f /usr/share/javascript/leaflet/leaflet.js ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libjs-leaflet=$(LEAFLET_VERSION); fi
 	touch $(BROWSER_STAMP)
 
 browser: $(BROWSER_STAMP)
@@ -148,6 +154,17 @@ estimator-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
 	from reproductions.accuracy import EVIDENCE; \
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
+
+# the command outputs and figures that docs/getting-started.md and docs/heavy-hitters.md show, rerun
+# in one shell session per page and rewritten between their markers (minutes on one core; the
+# Gowalla file is read from ../shared/data)
+docs-outputs: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/docs_outputs.py
+
+# the figures' merged cells against the truth (-> docs/results/figures.json and the table of
+# docs/decisions/0047; a few minutes on one core)
+figure-evidence: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) -m reproductions.figures
 
 clean:
 	rm -rf $(VENV) out site

@@ -479,10 +479,10 @@ def test_grid_plot_is_a_lat_lon_heatmap(small_estimate, tmp_path, monkeypatch):
     assert any("share of users" in lab for lab in labels) and any("width of the 90% interval" in lab for lab in labels)
 
 
-def test_non_grid_plot_is_unchanged(tmp_path, monkeypatch):
+def test_non_grid_plot_is_not_a_heatmap(tmp_path, monkeypatch):
     plotting, seen = _captured_figures(monkeypatch)
     est = Estimate(np.full(10, 0.1), parse_domain("0..9"), "ibu", n=10)
     plotting.estimate_figure(est, tmp_path / "line.png")
     (xlabel, ylabel, *_rest), = seen[0]
-    assert (xlabel, ylabel) == ("value", "probability")
+    assert (xlabel, ylabel) == ("value", "probability per cell")
     assert "QuadMesh" not in seen[0][0][4]
