@@ -16,6 +16,7 @@ from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_out
 from localpriv.domains import Domain
 from localpriv.estimators import REGISTRY, default_estimator, estimator_spec
 from localpriv.inference.estimate import Estimate
+from localpriv.inference.unbiased import has_unbiased_mean
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.progress import EMProgress
 
@@ -81,7 +82,9 @@ def estimate(
                                             "the output and on the plot"),
     stat: str | None = typer.Option(None, "--stat",
                                        help="statistics with their intervals, e.g. mean,median,p90 "
-                                            "(mean, var, sd, median, pNN, qX)"),
+                                            "(mean, var, sd, median, pNN, qX, mean_unbiased); for pm, hm, "
+                                            "duchi and sw reports mean also gives the reports' unbiased mean "
+                                            "(mean_unbiased) beside the estimate's"),
 ) -> None:
     """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""
     if output is not None:
@@ -102,7 +105,7 @@ def estimate(
     with ExitStack() as outputs:  # both outputs appear, or neither (a failed plot drops the estimate)
         out_tmp = outputs.enter_context(atomic_output(output)) if output else None
         plot_tmp = outputs.enter_context(atomic_output(plot)) if plot else None
-        stats = est.statistics(stat, ci if ci is not None else 0.95) if stat else {}
+        stats = est.statistics(stat_names(stat, est), ci if ci is not None else 0.95) if stat else {}
         if out_tmp is not None:
             est.save(out_tmp, ci=ci, stats=list(stats) or None)
         if plot_tmp is not None:  # matplotlib loads with the plotting module only
@@ -123,6 +126,17 @@ def estimate(
         ([f"its plot -> {plot}"] if plot else [])
     if wrote:
         say("wrote " + ", ".join(wrote))
+
+
+def stat_names(stat: str, est: Estimate) -> list[str]:
+    """``--stat`` as names; ``mean`` brings ``mean_unbiased`` beside it when the reports are those
+    of one mechanism with a classic unbiased mean (pm, hm, duchi, sw)."""
+    names = [t.strip() for t in stat.split(",") if t.strip()]
+    low = [n.lower() for n in names]
+    if "mean" in low and "mean_unbiased" not in low and est.observations is not None \
+            and has_unbiased_mean(est.observations):
+        names.insert(low.index("mean") + 1, "mean_unbiased")
+    return names
 
 
 def estimator_settings(domain: Domain | None, estimator: str | None, *, strength: float | None = None,
