@@ -164,7 +164,7 @@ def _truncated_parquet(d):
 
 
 def _txt_to_estimate(d):
-    return ["estimate", text(d, "r.txt", f'mechanism,report\n"{KRR}",1\n'), "-d", "0..9"]
+    return ["estimate", text(d, "r.txt", f'mechanism\treport\n{KRR}\t1\n'), "-d", "0..9"]
 
 
 
@@ -361,7 +361,8 @@ CLI_REFUSALS = [
     (_failed_output_leaves_no_folder, 1, r"outside the domain 0\.\.9: 12 .*at line 3"),
     # report and counts files (aggregate, estimate)
     (_truncated_parquet, 1, r"r\.parquet is a truncated Parquet file"),
-    (_txt_to_estimate, 1, r"r\.txt: unknown file type '\.txt'"),
+    (_txt_to_estimate, 1, r"r\.txt looks like TSV \(its first line holds 1 tab\(s\) and no comma\); this command "
+                          r"reads csv or parquet"),
     (_count_fraction, 1, r"c\.csv: counts must be whole numbers.*at line 3"),
     (_count_1e308, 1, r"c\.csv: counts must be whole numbers.*at line 3"),
     (_count_empty_mechanism, 1, r"c\.csv: 1 row\(s\) have no mechanism, at line 3"),

@@ -135,7 +135,7 @@ import numpy as np
 
 from localpriv.data.reports import read_values
 from localpriv.domains import Domain, IntegerDomain, parse_domain
-from localpriv.domains.grid import GridDomain, emd_grid
+from localpriv.domains.grid import GridDomain, check_emd_grid, emd_grid
 from localpriv.estimators import default_estimator
 from localpriv.estimators.oracles import pure_parameters
 from localpriv.inference import estimate
@@ -389,6 +389,7 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     if goal == "emd":
         if kind == "line":
             return lambda est: emd_line(theta, est)
+        check_emd_grid()  # POT (the geo extra) missing: said before any simulation
         D = domain.distance_matrix()
         return lambda est: emd_grid(theta, est, D)
     if goal == "mean":
@@ -662,7 +663,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
            goal: str | None = None, theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
            method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
-           progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
+           progress: Callable | None = None, values=None, column: str | None = None,
+           values_format: str | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
 
     Parameters
@@ -707,6 +709,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         A file of values like the users' (CSV, TSV or Parquet; ``column`` as in
         :func:`localpriv.data.reports.read_values`): ``theta`` is their distribution
         (:func:`values_prior`); not with ``theta``.
+    values_format : str, optional
+        The values file's format (``csv``, ``tsv``, ``parquet``, ``json``) whatever its name
+        (default: from the suffix).
 
     Returns
     -------
@@ -735,7 +740,7 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     if values is not None:
         if theta is not None:
             raise LocalPrivError("give the prior as theta or as a values file, not both")
-        theta, described = values_prior(values, domain, column)
+        theta, described = values_prior(values, domain, column, values_format)
         truth = truth or described
     k = int(domain.size)
     if k < 2:
@@ -878,9 +883,10 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                   skipped=skipped, seed=base, runs=runs)
 
 
-def values_prior(values, domain, column: str | None = None) -> tuple[np.ndarray, str]:
+def values_prior(values, domain, column: str | None = None, fmt: str | None = None) -> tuple[np.ndarray, str]:
     """The distribution of a values file on ``domain`` (a prior for :func:`advise`) and its
-    description, e.g. ``"the distribution of ages.csv (48,842 values)"``."""
-    idx = domain.encode(read_values(values, column, domain=domain))
+    description, e.g. ``"the distribution of ages.csv (48,842 values)"``; ``fmt``: the file's
+    format whatever its name."""
+    idx = domain.encode(read_values(values, column, domain=domain, fmt=fmt))
     theta = np.bincount(idx, minlength=domain.size) / idx.size
     return theta, f"the distribution of {values} ({idx.size:,} values)"

@@ -11,7 +11,7 @@ import typer
 
 from localpriv.analysis.files import estimate_files
 from localpriv.cli.common import DOMAIN_HELP, console, err, fmt_number, friendly, inputs_text, say, status_of
-from localpriv.cli.options import domain_option
+from localpriv.cli.options import REPORT_FORMAT_HELP, domain_option, report_inputs
 from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
 from localpriv.domains import Domain
 from localpriv.estimators import REGISTRY, default_estimator, estimator_spec
@@ -85,6 +85,7 @@ def estimate(
                                             "(mean, var, sd, median, pNN, qX, mean_unbiased); for pm, hm, "
                                             "duchi and sw reports mean also gives the reports' unbiased mean "
                                             "(mean_unbiased) beside the estimate's"),
+    fmt: str | None = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP),
 ) -> None:
     """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""
     if output is not None:
@@ -94,6 +95,7 @@ def estimate(
     if ci is not None and not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
     dom = domain_option(domain)
+    inputs = report_inputs(inputs, fmt)
     if output is not None and output.suffix.lower() == ".geojson" and not hasattr(dom, "edges"):
         raise LocalPrivError(f"--out {output}: GeoJSON needs a planar grid domain (--domain bbox(...), grid(...) "
                              "or manhattan); write .csv or .json instead")

@@ -65,7 +65,7 @@ __all__ = [
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
     "spec_for_version", "VALUE_FORMATS", "REPORT_FORMATS", "sniff_format", "check_format", "KNOWN_SUFFIXES",
-    "sidecar_path", "SIDECAR_SUFFIX", "SIDECAR_KEYS",
+    "sidecar_path", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath",
 ]
 
 #: The version of the report and counts formats this release writes.
@@ -169,11 +169,12 @@ def file_type(path: str, fmt: str | None = None) -> str:
     if suffix in (".parquet", ".pq"):
         raise LocalPrivError(f"{path} is not a Parquet file (it does not start with PAR1); "
                              "if it is CSV, name it .csv")
-    if suffix in (".csv", ".txt", ".tsv") or path.lower().endswith(".csv.gz"):
-        if suffix != ".csv":
-            raise LocalPrivError(f"{path}: unknown file type {suffix!r}; use .csv or .parquet")
+    if suffix == ".csv":
         return "csv"
-    raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .csv or .parquet")
+    if path.lower().endswith((".tsv", ".tsv.gz", ".tab")):
+        raise LocalPrivError(f"{path}: report and counts files are CSV or Parquet, not TSV; use .csv or .parquet")
+    found, _why = sniff_format(path, REPORT_FORMATS)  # another name: its content says (or it is refused)
+    return found
 
 
 #: ``--format`` of the commands that read values (``json``: JSON Lines, one object per line).
@@ -217,6 +218,8 @@ def sniff_format(path: str, allowed: Sequence[str] = VALUE_FORMATS) -> tuple[str
         commas, tabs = first.count(b","), first.count(b"\t")
         if first.lstrip().startswith(b"{"):
             found, why = "json", "its first line is a JSON object"
+        elif first.startswith(b"#localpriv format="):
+            found, why = "csv", "its first line is a localpriv CSV format line"
         elif commas and not tabs:
             found, why = "csv", f"its first line holds {commas} comma(s) and no tab"
         elif tabs and not commas:
@@ -906,10 +909,26 @@ def csv_columns(path: str, skip: int) -> list[str]:
     return [c.strip().strip('"') for c in header.split(",")]
 
 
-def open_source(path: str, constants: Mapping[str, str] | None = None) -> Source:
-    """Inspect one report or counts file: its type, format version and kind."""
+class FormatPath(str):
+    """A file name that carries the format to read it as (``--format``: ``"csv"`` or ``"parquet"``);
+    a ``str`` everywhere else, so every engine passes it on to :func:`expand_sources` unchanged."""
+
+    fmt: str | None
+
+    def __new__(cls, path: StrPath, fmt: str | None) -> FormatPath:
+        obj = super().__new__(cls, os.fspath(path))
+        obj.fmt = check_format(fmt, REPORT_FORMATS)
+        return obj
+
+    def __reduce__(self) -> tuple[type[FormatPath], tuple[str, str | None]]:
+        return FormatPath, (str.__str__(self), self.fmt)
+
+
+def open_source(path: str, constants: Mapping[str, str] | None = None, fmt: str | None = None) -> Source:
+    """Inspect one report or counts file: its type (``fmt`` names it, whatever the name; else the
+    suffix, or for other names the content, :func:`file_type`), format version and kind."""
     constants = dict(constants or {})
-    ftype = file_type(path)
+    ftype = file_type(path, fmt)
     declared: list[str] | None = None
     rows: int | None = None
     if ftype == "parquet":
@@ -978,8 +997,9 @@ def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
     out: list[Source] = []
     for item in items:
         text = str(item)
+        fmt = getattr(item, "fmt", None)  # a FormatPath: --format
         if is_uri(text):
-            out.append(open_source(text))
+            out.append(open_source(text, fmt=fmt))
             continue
         if any(ch in text for ch in "*?["):
             matches = sorted(_glob.glob(text, recursive=True))
@@ -999,7 +1019,7 @@ def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
             continue
         if not p.exists():
             raise LocalPrivError(f"input file {text} not found")
-        out.append(open_source(text))
+        out.append(open_source(text, fmt=fmt))
     return out
 
 

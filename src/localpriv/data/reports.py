@@ -730,11 +730,19 @@ BAD_LINES_SHOWN = 3
 
 
 def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: Iterable[tuple[np.ndarray, int]],
-                          path: str, word: str) -> NoReturn:
+                          path: str, word: str, error: LocalPrivError | None = None,
+                          check: Callable[[np.ndarray], np.ndarray] | None = None) -> NoReturn:
     """Values outside a domain: count them over the whole file (read only, nothing is written):
     every bad row and, up to :data:`MAX_BAD_DISTINCT`, the distinct bad values, then refuse in one
-    line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``."""
-    check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))  # noqa: B009 - not on Domain
+    line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``.
+
+    Numeric domains (integer lines, intervals, grids) keep the first block's own cause (``error``:
+    not numbers, NaN, not whole, out of range) and add the counts over the whole file: ``...; in
+    the whole file N lines (M distinct values) not in the domain, first at lines a, b, c``.
+    ``check`` is the mask of bad values (default: the domain's ``invalid``); when it finds none in
+    the first block, ``error`` (the problem is not the values) is raised as it is."""
+    if check is None:
+        check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))  # noqa: B009 - not on Domain
     lines: list[int] = []
     seen: dict[str, Any] = {}
     rows, capped, partial = 0, False, False
@@ -746,7 +754,8 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
             return
         rows += int(bad.size)
         lines.extend(int(b) + at for b in bad[:max(0, BAD_LINES_SHOWN - len(lines))])
-        for v in np.asarray(vals, dtype=object)[bad]:
+        picked = np.asarray(vals, dtype=object)[bad]
+        for v in (picked if picked.ndim == 1 else (tuple(r) for r in picked)):
             key = str(v)
             if key in seen:
                 continue
@@ -755,7 +764,15 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
                 continue
             seen[key] = v
 
-    visit(values, first)
+    try:
+        visit(values, first)
+    except LocalPrivError:
+        if error is None:
+            raise
+        raise error from None
+    if error is not None and not rows:
+        raise error
+    in_first = rows
     try:
         for vals, at in rest:
             visit(as_values(vals, domain), at)
@@ -763,6 +780,13 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
         partial = True
     least = "at least " if partial else ""
     distinct = f"{'at least ' if capped or partial else ''}{len(seen):,} distinct value{'s' if len(seen) != 1 else ''}"
+    if not isinstance(domain, CategoricalDomain) and error is not None:
+        if rows == in_first and not partial:  # no bad value past the first block: its message is exact
+            raise error
+        what = domain.describe() if isinstance(domain, GridDomain) else domain.spec()
+        raise LocalPrivError(f"{error}; in the whole file {least}{rows:,} {word}{'s' if rows != 1 else ''} "
+                             f"({distinct}) not in the domain {what}, first at {word}{'s' if len(lines) > 1 else ''} "
+                             f"{', '.join(map(str, lines))}")
     shown = ", ".join(repr(v) for v in list(seen)[:5]) + (" ..." if len(seen) > 5 else "")
     blank = any(k != k.strip() for k in seen)
     hint = "; surrounding blanks are kept (--no-strip)" if blank else ""
@@ -883,7 +907,11 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
             arr = as_values(vals, domain)
             if grid:
                 placed = cast(GridDomain, domain)  # a planar grid: it has place()
-                x, out = place_values(placed, arr, outside, first, path, word)
+                try:
+                    x, out = place_values(placed, arr, outside, first, path, word)
+                except LocalPrivError as exc:  # points that are no coordinates: counted in the whole file
+                    refuse_outside_domain(placed, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word,
+                                          error=exc, check=placed.unreadable)
                 if out.any():
                     if outside == "error":
                         refuse_outside(placed, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
@@ -894,10 +922,12 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
                 try:
                     x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
                                       where=f"{path}: ", word=word)
-                except LocalPrivError:
-                    if not isinstance(domain, CategoricalDomain):  # numeric domains: their own cause
+                except LocalPrivError as exc:
+                    if domain is None or not hasattr(domain, "invalid"):
                         raise
-                    refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word)
+                    numeric = not isinstance(domain, CategoricalDomain)  # numeric: their own cause first
+                    refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word,
+                                          error=exc if numeric else None)
             pend_x.append(x)
             pend_g.append(g)
             npend += x.size
