@@ -95,3 +95,10 @@ def test_grid_points_that_are_no_coordinates_are_counted_over_the_whole_file(tmp
     text = " ".join(res.output.split())
     assert "are not coordinates" in text and "in the whole file 3 lines (2 distinct values) not in the domain" in text
     assert "first at lines 12, 202, 252" in text
+
+
+def test_sidecars_named_or_globbed_are_read_with_their_files(reports: Path, tmp_path: Path) -> None:
+    res = run("aggregate", reports, reports.with_name("r.csv.meta.json"), "-o", tmp_path / "c1.parquet")
+    assert res.exit_code == 0, res.output
+    res = run("estimate", f"{tmp_path}/r*", "-d", "0..99", "--estimator", "inv-n")
+    assert res.exit_code == 0, res.output

@@ -14,6 +14,7 @@ from localpriv.data.formats import (
     VALUE_FORMATS,
     FormatPath,
     check_format,
+    is_sidecar,
     is_uri,
     sniff_format,
 )
@@ -81,7 +82,7 @@ def report_inputs(inputs: list[str], fmt: str | None) -> list[str]:
     out: list[str] = []
     for item in inputs:
         text = str(item)
-        named = is_uri(text) or Path(text).is_file()
+        named = (is_uri(text) or Path(text).is_file()) and not is_sidecar(text)
         if fmt is not None:
             out.append(FormatPath(text, fmt) if named else text)
         elif named and not is_uri(text) and not text.lower().endswith(KNOWN_SUFFIXES):

@@ -65,7 +65,7 @@ __all__ = [
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
     "spec_for_version", "VALUE_FORMATS", "REPORT_FORMATS", "sniff_format", "check_format", "KNOWN_SUFFIXES",
-    "sidecar_path", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath",
+    "sidecar_path", "is_sidecar", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath",
 ]
 
 #: The version of the report and counts formats this release writes.
@@ -776,6 +776,12 @@ def _csv_marker(path: str) -> tuple[int | None, str | None, int, str | None]:
     return version, m.group(2), 1, attribute
 
 
+def is_sidecar(path: StrPath) -> bool:
+    """Is ``path`` the sidecar of a CSV file that exists (``r.csv.meta.json`` beside ``r.csv``)?"""
+    text = os.fspath(path)
+    return text.endswith(SIDECAR_SUFFIX) and not is_uri(text) and os.path.isfile(text[:-len(SIDECAR_SUFFIX)])
+
+
 def sidecar_path(path: StrPath) -> Path:
     """The sidecar of a CSV report or counts file: ``FILE.meta.json`` beside ``FILE``."""
     return Path(str(path) + SIDECAR_SUFFIX)
@@ -998,6 +1004,8 @@ def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
     for item in items:
         text = str(item)
         fmt = getattr(item, "fmt", None)  # a FormatPath: --format
+        if is_sidecar(text):  # a CSV file's metadata (a shell's r* names it too): read with its file
+            continue
         if is_uri(text):
             out.append(open_source(text, fmt=fmt))
             continue
@@ -1006,7 +1014,8 @@ def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
             if not matches:
                 raise LocalPrivError(f"no file matches {text}")
             for m in matches:
-                out.extend(expand_sources([m]) if Path(m).is_dir() else [open_source(m)])
+                if not is_sidecar(m):
+                    out.extend(expand_sources([m]) if Path(m).is_dir() else [open_source(m)])
             continue
         p = Path(text)
         if p.is_dir():
