@@ -707,20 +707,24 @@ def place_values(domain: GridDomain, arr: np.ndarray, outside: str, first: int, 
 def refuse_outside(domain: GridDomain, chunks: Iterable[tuple[np.ndarray, int]], out: np.ndarray, first: int,
                    path: str, word: str, stats: dict[str, int]) -> NoReturn:
     """Points outside the grid with ``outside="error"``: count them in the rest of the file too
-    (read only, nothing is written), then refuse in one line saying how many and where."""
-    total, first_bad, partial = int(out.sum()), int(np.flatnonzero(out)[0]) + first, False
+    (read only, nothing is written), then refuse in one line saying how many and where (the first
+    :data:`BAD_LINES_SHOWN` lines)."""
+    total, partial = int(out.sum()), False
+    lines = [int(b) + first for b in np.flatnonzero(out)[:BAD_LINES_SHOWN]]
     try:
-        for vals, _ in chunks:
+        for vals, at in chunks:
             arr = as_values(vals, domain)
-            keep = ~domain.unreadable(arr)
-            total += int(domain.place(arr[keep], "drop")[1].sum())
+            keep = np.flatnonzero(~domain.unreadable(arr))
+            bad = keep[domain.place(arr[keep], "drop")[1]]
+            total += int(bad.size)
+            lines.extend(int(b) + at for b in bad[:max(0, BAD_LINES_SHOWN - len(lines))])
     except LocalPrivError:  # a later problem (a missing value ...): the count so far is a lower bound
         partial = True
     points = stats["rows"] - stats["dropped"]
     how_many = f"at least {total:,}" if partial else f"{total:,} of {points:,}"
     raise LocalPrivError(f"{path}: {how_many} points lie outside the grid ({domain.describe()}), the "
-                         f"first at {word} {first_bad}; drop them or move them to the nearest cell, "
-                         f"counted, with --outside drop|clamp")
+                         f"first at {word}{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}; drop them "
+                         f"or move them to the nearest cell, counted, with --outside drop|clamp")
 
 
 #: Most distinct values outside the domain kept while counting them (past it: "at least").
