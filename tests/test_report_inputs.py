@@ -102,3 +102,29 @@ def test_sidecars_named_or_globbed_are_read_with_their_files(reports: Path, tmp_
     assert res.exit_code == 0, res.output
     res = run("estimate", f"{tmp_path}/r*", "-d", "0..99", "--estimator", "inv-n")
     assert res.exit_code == 0, res.output
+
+
+def test_value_counts_streams_and_refuses_with_whole_file_counts(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What advise --values reads: counts per domain value in chunks, bad values counted in all."""
+    import numpy as np
+
+    import localpriv.data.reports as reports
+    from localpriv.advice.advisor import values_prior
+    from localpriv.domains import parse_domain
+    from localpriv.utils.validation import LocalPrivError
+    monkeypatch.setattr(reports, "CSV_BLOCK_BYTES", 256)
+    lines = [str(i % 10) for i in range(600)]
+    (tmp_path / "ok.dat").write_text("x\n" + "\n".join(lines) + "\n")
+    counts = reports.value_counts(tmp_path / "ok.dat", parse_domain("0..9"), fmt="csv")
+    assert counts.tolist() == [60] * 10
+    theta, said = values_prior(tmp_path / "ok.dat", parse_domain("0..9"), fmt="csv")
+    assert np.allclose(theta, 0.1) and "600 values" in said
+    lines[500], lines[550] = "12", "x"
+    (tmp_path / "bad.csv").write_text("x\n" + "\n".join(lines) + "\n")
+    with pytest.raises(LocalPrivError, match=r"in the whole file 2 lines \(2 distinct values\) not in the domain "
+                                             r"0\.\.9, first at lines 502, 552"):
+        reports.value_counts(tmp_path / "bad.csv", parse_domain("0..9"))
+    (tmp_path / "labels.csv").write_text("x\n" + "\n".join(["a", "b"] * 200 + ["c"]) + "\n")
+    with pytest.raises(LocalPrivError, match=r"1 line \(1 distinct value\) outside the domain of 2 values"):
+        reports.value_counts(tmp_path / "labels.csv", parse_domain("a,b"))

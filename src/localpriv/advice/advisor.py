@@ -133,7 +133,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from localpriv.data.reports import read_values
+from localpriv.data.reports import value_counts
 from localpriv.domains import Domain, IntegerDomain, parse_domain
 from localpriv.domains.grid import GridDomain, check_emd_grid, emd_grid
 from localpriv.estimators import default_estimator
@@ -886,7 +886,10 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
 def values_prior(values, domain, column: str | None = None, fmt: str | None = None) -> tuple[np.ndarray, str]:
     """The distribution of a values file on ``domain`` (a prior for :func:`advise`) and its
     description, e.g. ``"the distribution of ages.csv (48,842 values)"``; ``fmt``: the file's
-    format whatever its name."""
-    idx = domain.encode(read_values(values, column, domain=domain, fmt=fmt))
-    theta = np.bincount(idx, minlength=domain.size) / idx.size
-    return theta, f"the distribution of {values} ({idx.size:,} values)"
+    format whatever its name. Read in chunks (:func:`localpriv.data.reports.value_counts`): values
+    outside the domain are counted over the whole file and refused in one line."""
+    counts = value_counts(values, domain, column, fmt=fmt)
+    n = int(counts.sum())
+    if n == 0:
+        raise LocalPrivError(f"{values} has no values")
+    return counts / n, f"the distribution of {values} ({n:,} values)"

@@ -57,7 +57,8 @@ from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
            "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES",
-           "refuse_outside_domain", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+           "refuse_outside_domain", "read_reports", "validate_reports", "block_size", "PerturbSummary",
+           "value_counts"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
 BLOCK_BYTES = 8 << 20
@@ -869,6 +870,64 @@ class OneMechanism:
         """One block of reports, sampled in one call."""
         self.counts[0] += int(x.size)
         return report_table(self.mechs[0], self.mechs[0].sample(x, self.rng))
+
+
+def value_counts(path: str | Path, domain: Domain, column: str | None = None, *, header: bool = True,
+                 fmt: str | None = None, strip: bool = True) -> np.ndarray:
+    """How often each value of ``domain`` occurs in a values file, streamed in bounded memory.
+
+    Memory: one chunk of the file plus ``domain.size`` counts. Values outside the domain (or that
+    are no values of it) are refused in one line with their exact count over the whole file and
+    the first lines, as :func:`perturb_file` refuses them; missing values are refused too.
+
+    Parameters
+    ----------
+    path : str or Path
+        A CSV, TSV, Parquet or JSON Lines file of values (:func:`iter_values`).
+    domain : Domain
+        The values' domain (a planar grid reads two columns, ``"lat,lon"``).
+    column : str, optional
+        The value column(s), by name or 1-based number (default: the first).
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json``, whatever the suffix.
+    strip : bool
+        Remove surrounding blanks from text values (default).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``domain.size`` counts (int64), in the domain's index order.
+    """
+    path = str(path)
+    ftype, _ = values_format(path, fmt)
+    word = "line" if ftype == "csv" else "row"
+    counts = np.zeros(domain.size, dtype=np.int64)
+    stats: dict[str, int] = {}
+    chunks = iter_values(path, column, domain=domain, stats=stats, header=header, fmt=fmt, strip=strip)
+    for vals, first in chunks:
+        arr = as_values(vals, domain)
+        if isinstance(domain, GridDomain):
+            try:
+                x, out = place_values(domain, arr, "error", first, path, word)
+            except LocalPrivError as exc:
+                refuse_outside_domain(domain, arr, first, chunks, path, word, error=exc, check=domain.unreadable)
+            if out.any():
+                refuse_outside(domain, chunks, out, first, path, word, stats)
+        else:
+            try:
+                x = domain.encode(arr)
+            except LocalPrivError as exc:
+                if not hasattr(domain, "invalid"):
+                    raise LocalPrivError(f"{path}: {exc}") from None
+                numeric = not isinstance(domain, CategoricalDomain)
+                bad = np.flatnonzero(domain.invalid(arr)) if numeric else np.zeros(0, dtype=np.int64)
+                at = f" at {rows_text(bad + first, word=word)}" if bad.size else ""
+                refuse_outside_domain(domain, arr, first, chunks, path, word,
+                                      error=LocalPrivError(f"{path}: {exc}{at}") if numeric else None)
+        counts += np.bincount(np.asarray(x, dtype=np.int64), minlength=domain.size)
+    return counts
 
 
 def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, assignment: Any, *,
