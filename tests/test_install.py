@@ -13,8 +13,9 @@ import pytest
 from localpriv.utils.errors import EXTRAS, missing_extra
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUP_LOCKS = {"fast": "requirements-fast.lock", "service": "requirements-service.lock", "spark": "requirements-spark.lock",
-               "geo": "requirements-geo.lock", "test": "requirements-test.lock", "docs": "requirements-docs.lock"}
+GROUP_LOCKS = {"fast": "requirements-fast.lock", "service": "requirements-service.lock",
+               "spark": "requirements-spark.lock", "geo": "requirements-geo.lock", "test": "requirements-test.lock",
+               "docs": "requirements-docs.lock"}
 
 
 def _norm(name: str) -> str:
