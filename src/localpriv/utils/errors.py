@@ -61,5 +61,5 @@ def missing_extra(exc: BaseException) -> LocalPrivError | None:
     extra = EXTRAS.get(top)
     if extra is None:
         return None
-    return LocalPrivError(f"this needs the optional dependency {top!r} of the {extra!r} extra, which is not "
-                          f"installed: pip install 'localpriv[{extra}]' (from a clone: pip install -e '.[{extra}]')")
+    return LocalPrivError(f"this needs the optional group {extra!r}, which is not installed (no module named "
+                          f"{top!r}): pip install 'localpriv[{extra}]' (from a clone: pip install -e '.[{extra}]')")
