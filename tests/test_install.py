@@ -109,3 +109,21 @@ main(["serve", "--port", "1"])
     res = _run_without_extras(code, tmp_path)
     assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
     assert res.stderr.startswith("error: ") and "pip install 'localpriv[service]'" in res.stderr
+
+
+def test_every_lock_is_a_prerequisite_of_a_stamp_and_demo_needs_only_the_core() -> None:
+    """A changed lock refreshes the environment: each lock is a prerequisite of the stamp that
+    installs it; make demo depends on the core stamp only, make test and lint on all groups."""
+    make = (ROOT / "Makefile").read_text()
+    extra = re.search(r"^EXTRA_LOCKS\s*:=\s*(.+)$", make, re.M)
+    assert extra is not None
+    rules = {m.group(1): m.group(2).split() for m in re.finditer(r"^(\S+):\s*(.*)$", make, re.M)}
+    assert "requirements.lock" in rules["$(STAMP)"]
+    assert "$(EXTRA_LOCKS)" in rules["$(FULL_STAMP)"] and "$(STAMP)" in rules["$(FULL_STAMP)"]
+    groups = ("fast", "service", "spark", "geo", "test")
+    assert set(extra.group(1).split()) == {f"requirements-{g}.lock" for g in groups}
+    assert "requirements-docs.lock" in rules["$(DOCS_STAMP)"] and "requirements-bench.lock" in rules["$(BENCH_STAMP)"]
+    assert rules["demo"] == ["$(STAMP)"]
+    assert "$(FULL_STAMP)" in rules["test"] and rules["lint"] == ["$(FULL_STAMP)"]
+    for lock in ROOT.glob("requirements*.lock"):
+        assert lock.name in make or lock.name in extra.group(1), lock.name
