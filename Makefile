@@ -1,8 +1,14 @@
-# localpriv: every target creates or refreshes the virtual environment from the pinned lock.
+# localpriv: every target creates or refreshes the virtual environment from the pinned locks.
+# `make demo` installs the core lock only (the library, the command line, the demo); the tests, the
+# quality gates, the reproductions and the benchmarks also install the optional groups' locks
+# (fast, service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
+# Each stamp depends on its locks: a changed lock refreshes the environment at the next target.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+FULL_STAMP  := $(VENV)/.full-installed
+EXTRA_LOCKS := requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
 # the headless browser of the dashboard and map tests: Debian's chromium, pinned to the version apt
@@ -12,7 +18,7 @@ BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 LEAFLET_VERSION := 1.7.1~dfsg-7
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size
 
 venv: $(STAMP)
 
@@ -22,12 +28,16 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-$(BENCH_STAMP): $(STAMP) requirements-bench.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.lock
+$(FULL_STAMP): $(STAMP) $(EXTRA_LOCKS)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock $(addprefix -r ,$(EXTRA_LOCKS))
+	touch $(FULL_STAMP)
+
+$(BENCH_STAMP): $(FULL_STAMP) requirements-bench.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -r requirements-bench.lock
 	touch $(BENCH_STAMP)
 
 $(DOCS_STAMP): $(STAMP) requirements-docs.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-docs.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -r requirements-docs.lock
 	touch $(DOCS_STAMP)
 
 # the documentation site (mkdocs-material; API reference from the docstrings) -> site/
@@ -49,17 +59,22 @@ $(BROWSER_STAMP): $(STAMP)
 
 browser: $(BROWSER_STAMP)
 
-test: $(STAMP) $(BROWSER_STAMP)
+test: $(FULL_STAMP) $(BROWSER_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
+# the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
+# temporary folder, per package (-> docs/results/venv-size.json; one build, its time is one sample)
+venv-size:
+	$(PYTHON) tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json
+
 # ruff (rules in pyproject.toml) over the whole tree and mypy over the package: zero findings
-lint: $(STAMP)
+lint: $(FULL_STAMP)
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/mypy
 
 # every reproduction of the README's table with its defaults (hours on 2 cores), then the
 # table between the README's markers rewritten from their JSON (docs/results/repro/*.json)
-reproduce: $(STAMP)
+reproduce: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/reproduce_all.py --out docs/results/repro
 
 # every benchmark of run_all.py (~30 min on a quiet 2-core machine; run it when nothing else
@@ -68,20 +83,20 @@ bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py
 	$(PY) benchmarks/report.py
 
-bench-report: $(STAMP)
+bench-report: $(FULL_STAMP)
 	$(PY) benchmarks/report.py
 
-bench-memory: $(STAMP)
+bench-memory: $(FULL_STAMP)
 	$(PY) benchmarks/run_all.py memory
 	$(PY) benchmarks/report.py
 
-bench-uncertainty: $(STAMP)
+bench-uncertainty: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
 	$(PY) benchmarks/report.py
 
 # DuckDB path vs hand-written SQL vs Spark local[2] at 10^7 and 10^8 reports, EM on Spark
 # (-> benchmarks/results-spark.json, read by docs/scale.md; run it on a quiet machine)
-bench-spark: $(STAMP)
+bench-spark: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py spark
 	$(PY) benchmarks/report.py
 
@@ -90,16 +105,16 @@ bench-spark: $(STAMP)
 vectors: $(STAMP)
 	$(PY) tools/portable_vectors.py
 
-numeric-evidence: $(STAMP)
+numeric-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
 
 # the collector service's load test: SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
-bench-service: $(STAMP)
+bench-service: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
 	$(PY) benchmarks/report.py
 
 # the collector's ledger and rate-limit measurements (correctness only, seconds; -> docs/results/service-ledger.json)
-service-ledger-evidence: $(STAMP)
+service-ledger-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/service_ledger_evidence.py
 
 # Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
@@ -126,31 +141,31 @@ bench-rappor-accuracy: $(BENCH_STAMP)
 	$(PY) benchmarks/report.py
 
 # start-up cost of `import localpriv` and `localpriv --help` (target: under 0.25 s of CPU)
-bench-import: $(STAMP)
+bench-import: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py import_time
 	$(PY) benchmarks/report.py
 
 # the calibration of the intervals (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
-coverage: $(STAMP)
+coverage: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # docs/uncertainty.md's coverage table from the committed docs/results/coverage.json
-coverage-docs: $(STAMP)
+coverage-docs: $(FULL_STAMP)
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # the measured numbers of docs/convergence.md, docs/regularized.md and docs/uncertainty.md
 # (house rule: numbers in the docs come from this JSON; about 10 minutes on one core)
-docs-numbers: $(STAMP)
+docs-numbers: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
 
 # the measurements of docs/accounting.md and decisions 0051-0052 (correctness only, seconds):
 # docs/results/accounting.json, then the tables between the docs' accounting-evidence markers
-accounting-evidence: $(STAMP)
+accounting-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
 
 # the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
-estimator-evidence: $(STAMP)
+estimator-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
 	from reproductions.accuracy import EVIDENCE; \
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
@@ -158,12 +173,12 @@ estimator-evidence: $(STAMP)
 # the command outputs and figures that docs/getting-started.md and docs/heavy-hitters.md show, rerun
 # in one shell session per page and rewritten between their markers (minutes on one core; the
 # Gowalla file is read from ../shared/data)
-docs-outputs: $(STAMP)
+docs-outputs: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/docs_outputs.py
 
 # the figures' merged cells against the truth (-> docs/results/figures.json and the table of
 # docs/decisions/0047; a few minutes on one core)
-figure-evidence: $(STAMP)
+figure-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -m reproductions.figures
 
 clean:
