@@ -1,0 +1,84 @@
+// Primitives beyond the vectors: bounds, exactness on explicit words, the CSPRNG source, float
+// formatting, and the separation of the test-only stream from the main entry.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as main from '../src/index.js';
+import {
+  ClientError, CryptoSource, bernoulli, bernoulliRational, exactRatio, parseDomain, pyFloat, uniformInt,
+} from '../src/index.js';
+import { ChaCha20Source, ListSource } from '../src/testing.js';
+
+test('the main entry exports no deterministic stream', () => {
+  assert.equal('ChaCha20Source' in main, false);
+  assert.equal('ListSource' in main, false);
+  assert.equal('chacha20Block' in main, false);
+});
+
+test('CryptoSource: words are 32-bit integers and vary', () => {
+  const s = new CryptoSource();
+  const words = Array.from({ length: 600 }, () => s.u32());
+  assert.ok(words.every((w) => Number.isInteger(w) && w >= 0 && w < 2 ** 32));
+  assert.ok(new Set(words).size > 590); // 600 uniform 32-bit words collide with probability < 1e-4
+});
+
+test('uniformInt refuses n outside 1..2^1024 and rejects words at and above the limit', () => {
+  const s = new ListSource([0]);
+  assert.throws(() => uniformInt(s, 0), ClientError);
+  assert.throws(() => uniformInt(s, 2n ** 1024n + 1n), ClientError);
+  assert.throws(() => uniformInt(s, 1.5), ClientError);
+  // n = 3: lim = 2^32 - 1, so the word 2^32 - 1 is rejected
+  assert.equal(uniformInt(new ListSource([2 ** 32 - 1, 5]), 3), 2);
+  // n = 2^32 + 1 takes two words per try, the first the lowest
+  assert.equal(uniformInt(new ListSource([7, 0]), 2n ** 32n + 1n), 7n);
+});
+
+test('bernoulli compares the top 53 bits with p 2^53 exactly', () => {
+  // U = hi 2^21 + (lo >>> 11); p = 0.5 is U < 2^52
+  assert.equal(bernoulli(new ListSource([2 ** 32 - 1, 2 ** 31 - 1]), 0.5), true);
+  assert.equal(bernoulli(new ListSource([0, 2 ** 31]), 0.5), false);
+  assert.equal(bernoulli(new ListSource([0, 0]), 0), false);
+  assert.equal(bernoulli(new ListSource([2 ** 32 - 1, 2 ** 32 - 1]), 1), true);
+  assert.throws(() => bernoulli(new ListSource([0, 0]), 1.5), ClientError);
+  assert.throws(() => bernoulli(new ListSource([0, 0]), Number.NaN), ClientError);
+});
+
+test('bernoulliRational: a = b and a = 0 draw no word; digits equal to a/b draw the next', () => {
+  const s = new ListSource([]);
+  assert.equal(bernoulliRational(s, 3, 3), true);
+  assert.equal(bernoulliRational(s, 0, 3), false);
+  assert.equal(s.used, 0);
+  // 1/2 = 0.8000_0000 (base 2^32): the word 2^31 equals the digit, remainder 0: false after one word
+  const t = new ListSource([2 ** 31]);
+  assert.equal(bernoulliRational(t, 1, 2), false);
+  assert.equal(t.used, 1);
+});
+
+test('exactRatio is Python float.as_integer_ratio', () => {
+  assert.deepEqual(exactRatio(1), [1n, 1n]);
+  assert.deepEqual(exactRatio(0.5), [1n, 2n]);
+  assert.deepEqual(exactRatio(0.1), [3602879701896397n, 36028797018963968n]);
+  assert.deepEqual(exactRatio(3.0), [3n, 1n]);
+  assert.deepEqual(exactRatio(5e-324), [1n, 2n ** 1074n]);
+});
+
+test('pyFloat writes Python repr', () => {
+  const cases = [[1, '1.0'], [0.1, '0.1'], [1e-5, '1e-05'], [1e16, '1e+16'], [123456.75, '123456.75'], [0.0001, '0.0001'],
+    [1234567890123456.8, '1234567890123456.8'], [1.2345678901234568e17, '1.2345678901234568e+17'], [-2.5, '-2.5'], [5e-324, '5e-324'],
+    [0, '0.0'], [1.7976931348623157e308, '1.7976931348623157e+308'], [100, '100.0']];
+  for (const [v, want] of cases) assert.equal(pyFloat(v), want, String(v));
+});
+
+test('domains: blanks are ASCII only; bounds', () => {
+  assert.deepEqual(parseDomain('a,b\u00a0').labels, ['a', 'b\u00a0']);
+  assert.equal(parseDomain('+1..5').size, 5);
+  assert.equal(parseDomain('-9007199254740992..-9007199254740991').size, 2);
+  assert.throws(() => parseDomain('0..1000000000'), /domain.syntax: .*10\^9/);
+  assert.throws(() => parseDomain('0..9007199254740993'), /domain.syntax/);
+});
+
+test('the ChaCha20 stream counts its words', () => {
+  const s = new ChaCha20Source('x');
+  for (let i = 0; i < 40; i++) s.u32();
+  assert.equal(s.used, 40);
+  assert.throws(() => new ChaCha20Source(3), ClientError);
+});
