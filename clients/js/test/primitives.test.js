@@ -82,3 +82,18 @@ test('the ChaCha20 stream counts its words', () => {
   assert.equal(s.used, 40);
   assert.throws(() => new ChaCha20Source(3), ClientError);
 });
+
+test('without globalThis.crypto the source falls back to node:crypto', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const code = `Object.defineProperty(globalThis, 'crypto', { value: undefined, configurable: true, writable: true });
+    const m = await import('./src/index.js');
+    const s = new m.CryptoSource();
+    const w = Array.from({ length: 300 }, () => s.u32());
+    process.stdout.write(JSON.stringify([globalThis.crypto === undefined, new Set(w).size, m.newBatchId().length]));`;
+  const res = spawnSync(process.execPath, ['--input-type=module', '-e', code], { cwd: new URL('..', import.meta.url), encoding: 'utf8' });
+  assert.equal(res.status, 0, res.stderr);
+  const [noGlobal, distinct, idLength] = JSON.parse(res.stdout);
+  assert.equal(noGlobal, true);
+  assert.ok(distinct > 290);
+  assert.equal(idLength, 32);
+});
