@@ -139,17 +139,26 @@ def _ingest(url: str, name: str, token: str) -> dict[str, Any]:
 
 
 SUBMIT = """
-import { submit } from './src/index.js';
+import { perturbValues, postBatch, submit } from './src/index.js';
 const [url, collection, token, spec, domain, n] = process.argv.slice(1);
 const values = Array.from({ length: Number(n) }, (_, i) => String(i % 7));
 const res = await submit({ url, collection, token, spec, domain, values, batchSize: 40 });
+// a batch posted twice with one id (as a retry after a lost answer does) is counted once
+const run = perturbValues(spec, domain, ['1', '2', '3']);
+const group = { mechanism: run.mechanism.canonical, reports: run.reports };
+res.again = [];
+for (let i = 0; i < 2; i++) {
+  const answer = await postBatch({ url, collection, token, groups: group, batchId: `js-${collection}-1` });
+  res.again.push(answer.status);
+}
 process.stdout.write(JSON.stringify(res) + '\\n');
 """
 
 
 def test_submit_posts_every_report_kind_to_a_real_collector(collector):
     """Index reports beyond 2^53 (olh), hex bit vectors (oue), floats (pm) and memoized reports
-    (lgrr), drawn from the CSPRNG and posted by submit(): the collector counts each report once."""
+    (lgrr), drawn from the CSPRNG and posted by submit(): the collector counts each report once,
+    and a batch posted again under its id is a duplicate, not counted twice."""
     kinds = [("big", "olh(eps=3.0)"), ("bits", "oue(eps=1.0)"), ("floats", "pm(eps=1.0)"),
              ("memo", "lgrr(eps_perm=2.0,eps_1=1.0)")]
     for name, spec in kinds:
@@ -158,8 +167,10 @@ def test_submit_posts_every_report_kind_to_a_real_collector(collector):
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert (out["reports"], out["batches"], out["duplicates"]) == (100, 3, 0)
+        assert out["again"] == ["accepted", "duplicate"]
         stats = _ingest(collector, name, info["analyst_token"])
-        assert (stats["reports"], stats["batches"], stats["refused_reports"]) == (100, 3, 0), stats
+        assert (stats["reports"], stats["batches"], stats["refused_reports"]) == (103, 4, 0), stats
+        assert stats["duplicate_batches"] == 1
 
 
 def test_browser_page_posts_to_the_collector(collector):
