@@ -65,7 +65,11 @@ SPECS: list[tuple[str, str | None]] = [
     ("lolh(eps_perm=7.5,eps_1=0.25)", "0..999"), ("sw(eps=3.0,buckets=7)", "-3..3"),
     ("planar-laplace(eps=0.5,nrows=3,ncols=4)", "0..11"), ("planar-geometric(eps=0.5,nrows=3,ncols=4)", "0..10"),
     ("hr(eps=9.5)", "0..4999"), ("ss(eps=0.01)", "x,y,z"), ("duchi(eps=1e-3)", "0..1"), ("pm(eps=2.5)", "1..7"),
-    ("losue(eps_perm=3,eps_1=2)", "0..40"), ("krr(k=3,eps=1)", "a,b"), ("krr(eps=1", "a,b"), ("zz(k=2)", "a,a"),
+    ("losue(eps_perm=3,eps_1=2)", "0..40"), ("hr(eps=0.5)", "0..999999999"), ("hr(k=600000000,eps=0.5)", None),
+    ("hr(k=1000000000,eps=9,blocks=1073741824)", None), ("sw(k=10,eps=1,buckets=1000000001)", None),
+    ("sw(k=10,eps=1,buckets=1000000000)", None), ("geometric(k=10,eps=1,lo=0,hi=1000000000)", None),
+    ("geometric(k=10,eps=1,lo=-5,hi=999999994)", None), ("oue(k=30,eps=1)", None), ("rappor(k=10,m=40)", None),
+    ("krr(k=3,eps=1)", "a,b"), ("krr(eps=1", "a,b"), ("zz(k=2)", "a,a"),
 ]
 
 

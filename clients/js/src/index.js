@@ -8,7 +8,7 @@ export {
 } from './primitives.js';
 export { parseDomain, encodeValue, pyFloat, PORTABLE_KEYS } from './spec.js';
 export {
-  parseMechanism, sampleIndex, drawMemo, reportJSON, exactRatio, PORTABLE_MECHANISMS, MEMOIZED_MECHANISMS,
+  parseMechanism, sampleIndex, drawMemo, reportJSON, exactRatio, PORTABLE_MECHANISMS, MEMOIZED_MECHANISMS, MAX_SPEC_SIZE,
 } from './mechanisms.js';
 export { CryptoSource } from './source.js';
 export { perturbValues, groupJSON, MAX_VALUES } from './client.js';

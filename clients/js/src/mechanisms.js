@@ -17,6 +17,12 @@ export const PORTABLE_MECHANISMS = Object.freeze(Object.keys(PORTABLE_KEYS));
 export const MEMOIZED_MECHANISMS = Object.freeze([...MEMOIZED]);
 
 const bad = (text) => new PortableError('spec.bad_value', text);
+/**
+ * The cap on a spec's input and output spaces and size parameters: the Python reference's default
+ * (it reads LOCALPRIV_MAX_SPEC_SIZE; a client has no such setting).
+ */
+export const MAX_SPEC_SIZE = 1_000_000_000;
+const overCap = (what, v) => bad(`${what} = ${v} is above the cap of ${MAX_SPEC_SIZE} (the reference's spec size cap)`);
 
 // ---- exact rational value of a float64 (Python's float.as_integer_ratio)
 /** `[a, b]` (BigInts, b a power of two, reduced) with a / b exactly the finite double `x > 0`. */
@@ -196,6 +202,7 @@ const BUILD = {
     const k = withK(name, v);
     let B;
     if (v.blocks !== undefined) {
+      if (v.blocks > BigInt(MAX_SPEC_SIZE)) throw overCap('hr: blocks', v.blocks);
       B = asNumber(name, 'blocks', v.blocks, 1, 2 * k);
       if ((B & (B - 1)) !== 0 && B < 2 ** 31) throw bad(`hr: blocks must be a power of two, got ${B}`);
       if (B >= 2 ** 31 && 2 ** Math.round(Math.log2(B)) !== B) throw bad(`hr: blocks must be a power of two, got ${B}`);
@@ -205,6 +212,7 @@ const BUILD = {
     const per = Math.ceil(k / B);
     const width = 2 ** per.toString(2).length;
     const K = B * width;
+    if (K > MAX_SPEC_SIZE) throw overCap(`hr(k=${k}): outputs B b`, K);
     return mk({
       name, k, eps: v.eps, blocks: B, width, K, report: 'index',
       canonical: canonical(name, [['k', k], ['eps', f64(v.eps)], ['blocks', v.blocks === undefined ? null : B]]),
@@ -214,6 +222,7 @@ const BUILD = {
   geometric(name, v) {
     const k = withK(name, v);
     if ((v.lo === undefined) !== (v.hi === undefined)) throw bad('geometric: give both lo and hi (truncated) or neither (untruncated)');
+    if (v.lo !== undefined && v.hi - v.lo + 1n > BigInt(MAX_SPEC_SIZE)) throw overCap('geometric: outputs hi - lo + 1', v.hi - v.lo + 1n);
     if (v.lo !== undefined && !(v.lo < v.hi)) throw bad(`geometric: need lo < hi, got lo=${v.lo}, hi=${v.hi}`);
     const [a, b] = exactRatio(v.eps);
     return mk({
@@ -251,7 +260,8 @@ const BUILD = {
   },
   sw(name, v) {
     const k = withK(name, v);
-    const B = v.buckets === undefined ? k : asNumber(name, 'buckets', v.buckets, 1, Number.MAX_SAFE_INTEGER);
+    if (v.buckets !== undefined && v.buckets > BigInt(MAX_SPEC_SIZE)) throw overCap('sw: buckets', v.buckets);
+    const B = v.buckets === undefined ? k : asNumber(name, 'buckets', v.buckets, 1, MAX_SPEC_SIZE);
     const e = v.eps;
     const b = (e + Math.expm1(-e)) / (2 * (Math.expm1(e) - e));
     if (!(b > 0 && Number.isFinite(b))) throw bad(`sw: eps=${pyFloat(e)} gives no finite window`);

@@ -73,6 +73,8 @@ export interface Memo {
 
 export const PORTABLE_MECHANISMS: readonly string[];
 export const MEMOIZED_MECHANISMS: readonly string[];
+/** The cap on a spec's input and output spaces (the Python reference's default). */
+export const MAX_SPEC_SIZE: number;
 export function parseMechanism(spec: string, domain?: Domain | string | null): Mechanism;
 export function sampleIndex(mech: Mechanism, x: number, src: WordSource, memo?: Memo | null): Report;
 export function drawMemo(mech: Mechanism, x: number, src: WordSource): Memo;
