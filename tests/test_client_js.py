@@ -237,3 +237,33 @@ def test_random_specs_get_the_same_canonical_form_or_error_code(cases):
     specs = [(f"{name}({','.join(f'{k}{sep}={sep}{v}' for k, v in args)})", domain)
              for name, args, domain, sep in cases]
     _compare_specs(specs)
+
+
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.text(alphabet=" \t,.-+019ab\u00a0", max_size=12),
+                          st.lists(st.text(alphabet=" \t.-+019ab\u00a0", max_size=5), max_size=4)),
+                min_size=60, max_size=60))
+def test_random_domains_and_values_read_as_in_python(cases):
+    """Domain texts and input values assembled at random: the same size and indices, or the same
+    error code (``domain.syntax``, ``value.out_of_domain``), in JavaScript as in Python."""
+    from localpriv.mechanisms.portable import encode_value, portable_domain
+
+    fixed = [("0..9", ["3", " 9 ", "+0", "-0", "10", "3.0", ""]), ("-2..2", ["-2", "2", "- 1"]),
+             (" a , b ", [" b ", "a", "a b"]), ("a,b,a", []), ("0 .. 9", []), ("1..0", []),
+             ("9007199254740992..9007199254740992", [])]
+    cases = fixed + [(text, values) for text, values in cases]
+    res = _node("scripts/domains.mjs", input=json.dumps(cases))
+    assert res.returncode == 0, res.stderr
+    for (text, values), js in zip(cases, json.loads(res.stdout), strict=True):
+        try:
+            dom = portable_domain(text)
+        except PortableError as exc:
+            assert js == {"error": exc.code}, text
+            continue
+        want = []
+        for v in values:
+            try:
+                want.append(encode_value(dom, v))
+            except PortableError as exc:
+                want.append(exc.code)
+        assert js == {"size": dom.size, "indices": want}, text
