@@ -14,7 +14,10 @@ export const MAX_VALUES = 1_000_000;
  * the memo of (canonical spec, index) from `memos` and add the memos they draw.
  * Returns `{mechanism, reports, memos}`.
  */
-export function perturbValues(spec, domain, values, { source = new CryptoSource(), memos = [] } = {}) {
+export function perturbValues(spec, domain, values, options = {}) {
+  const unknown = Object.keys(options).filter((key) => key !== 'source' && key !== 'memos');
+  if (unknown.length) throw new ClientError(`perturbValues: unknown option ${JSON.stringify(unknown[0])}; accepted: source, memos`);
+  const { source = new CryptoSource(), memos = [] } = options;
   const dom = typeof domain === 'string' ? parseDomain(domain) : domain;
   const mech = typeof spec === 'string' ? parseMechanism(spec, dom) : spec;
   if (!dom) throw new PortableError('domain.syntax', 'a domain is required');

@@ -34,6 +34,16 @@ export function batchBody(groups, batchId) {
 }
 
 const wait = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+const POST_KEYS = ['url', 'collection', 'token', 'batchId', 'retries', 'backoff', 'maxBackoff', 'timeout', 'fetch', 'onAttempt'];
+const SUBMIT_KEYS = ['url', 'collection', 'token', 'spec', 'domain', 'values', 'batchSize', 'source', 'memos', 'retries', 'backoff',
+  'maxBackoff', 'timeout', 'fetch', 'onAttempt'];
+
+/** Unknown option names are refused (a misspelt option would otherwise be ignored). */
+export function checkKeys(what, options, allowed) {
+  if (!options || typeof options !== 'object') throw new ClientError(`${what} takes one options object`);
+  const unknown = Object.keys(options).filter((key) => !allowed.includes(key));
+  if (unknown.length) throw new ClientError(`${what}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}; accepted: ${allowed.join(', ')}`);
+}
 
 /**
  * Post one batch (a group or a list of groups) to `collection`, retrying with the same id until the
@@ -42,8 +52,14 @@ const wait = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
  * retry, doubled up to `maxBackoff`, default 0.25 and 8), `timeout` (seconds per attempt, 30),
  * `fetch` (default globalThis.fetch), `onAttempt` (called before each attempt with its number).
  */
-export async function postBatch({ url, collection, token, groups, batchId = newBatchId(), retries = 8, backoff = 0.25,
-  maxBackoff = 8, timeout = 30, fetch = globalThis.fetch, onAttempt = undefined }) {
+export async function postBatch(options) {
+  checkKeys('postBatch', options, [...POST_KEYS, 'groups']);
+  const { url, collection, token, groups, batchId = newBatchId(), retries = 8, backoff = 0.25, maxBackoff = 8, timeout = 30,
+    fetch = globalThis.fetch, onAttempt = undefined } = options;
+  if (typeof url !== 'string' || typeof collection !== 'string' || typeof token !== 'string') {
+    throw new ClientError('postBatch needs url, collection and token (strings)');
+  }
+  if (!(backoff >= 0 && maxBackoff >= 0 && timeout > 0)) throw new ClientError('backoff and maxBackoff must be >= 0 seconds, timeout > 0');
   if (!BATCH_ID.test(batchId)) throw new ClientError('a batch id is 1-128 characters of A-Z a-z 0-9 . _ : -');
   if (!(Number.isInteger(retries) && retries >= 0 && retries <= 1000)) throw new ClientError('retries must be an integer in 0..1000');
   const list = Array.isArray(groups) ? groups : [groups];
@@ -95,15 +111,16 @@ export async function postBatch({ url, collection, token, groups, batchId = newB
  * Memoized mechanisms take and return the caller's `memos`. Returns `{reports, batches, duplicates,
  * memos}` (duplicates: batches the server had already counted when a retry arrived).
  */
-export async function submit({ url, collection, token, spec, domain, values, batchSize = 10_000, source = undefined,
-  memos = [], ...options }) {
+export async function submit(options) {
+  checkKeys('submit', options, SUBMIT_KEYS);
+  const { url, collection, token, spec, domain, values, batchSize = 10_000, source = undefined, memos = [], ...post } = options;
   if (!(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= MAX_BATCH)) throw new ClientError(`batchSize must be an integer in 1..${MAX_BATCH}`);
   const run = perturbValues(spec, domain, values, { source: source ?? new CryptoSource(), memos });
   let batches = 0;
   let duplicates = 0;
   for (let s = 0; s < run.reports.length; s += batchSize) {
     const part = run.reports.slice(s, s + batchSize);
-    const res = await postBatch({ url, collection, token, groups: { mechanism: run.mechanism.canonical, reports: part }, ...options });
+    const res = await postBatch({ url, collection, token, groups: { mechanism: run.mechanism.canonical, reports: part }, ...post });
     batches += 1;
     if (res.status === 'duplicate') duplicates += 1;
   }

@@ -65,3 +65,11 @@ test('submit perturbs here and posts batches of batchSize with distinct ids', as
   await assert.rejects(submit({ url: 'http://x', collection: 'c', token: 't', spec: 'krr(eps=2.0)', domain: '0..9', values: ['1', '99'], fetch }), /value\.out_of_domain: line 2/);
   assert.equal(calls.length, 3);
 });
+
+test('unknown options are refused', async () => {
+  const { fetch, calls } = scripted([{ status: 200, body: { status: 'accepted' } }]);
+  await assert.rejects(submit({ url: 'http://x', collection: 'c', token: 't', spec: 'krr(eps=2.0)', domain: '0..9', values: ['1'], batchsize: 5, fetch }),
+    /submit: unknown option "batchsize"/);
+  await assert.rejects(postBatch({ url: 'http://x', collection: 'c', token: 't', groups: [], retry: 1, fetch }), /postBatch: unknown option "retry"/);
+  assert.equal(calls.length, 0);
+});
