@@ -97,3 +97,26 @@ test('without globalThis.crypto the source falls back to node:crypto', async () 
   assert.ok(distinct > 290);
   assert.equal(idLength, 32);
 });
+
+test('the samplers release their channel: frequencies within 5 standard deviations (fixed seed)', async () => {
+  const { parseMechanism, sampleIndex } = await import('../src/index.js');
+  const n = 20000;
+  const within = (count, p, what) => {
+    const sd = Math.sqrt(n * p * (1 - p));
+    assert.ok(Math.abs(count - n * p) <= 5 * sd, `${what}: ${count} vs ${n * p} +- ${5 * sd}`);
+  };
+  const s = new ChaCha20Source('law');
+  const krr = parseMechanism('krr(k=4,eps=1.0)');
+  let keep = 0;
+  for (let i = 0; i < n; i++) keep += sampleIndex(krr, 2, s) === 2 ? 1 : 0;
+  within(keep, Math.E / (Math.E + 3), 'krr keep');
+  const geo = parseMechanism('geometric(k=10,eps=0.5)');
+  const r = Math.exp(-0.5);
+  let zero = 0;
+  for (let i = 0; i < n; i++) zero += sampleIndex(geo, 4, s) === 4 ? 1 : 0;
+  within(zero, (1 - r) / (1 + r), 'geometric zero');
+  const duchi = parseMechanism('duchi(k=4,eps=1.0)');
+  let plus = 0;
+  for (let i = 0; i < n; i++) plus += sampleIndex(duchi, 3, s);
+  within(plus, 0.5 + 0.5 * 0.75 * Math.tanh(0.5), 'duchi +B');
+});
