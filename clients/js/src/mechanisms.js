@@ -151,34 +151,31 @@ export function parseMechanism(spec, domain = null) {
   return BUILD[name](name, v);
 }
 
+/** `name(key=value,...)`, the parts left out when undefined or null; integers (Number or BigInt) in decimal. */
 function canonical(name, parts) {
-  return `${name}(${parts.filter(([, val]) => val !== undefined && val !== null)
-    .map(([key, val]) => `${key}=${typeof val === 'number' && !Number.isInteger(val) ? pyFloat(val) : typeof val === 'number' ? String(val) : val}`).join(',')})`;
+  return `${name}(${parts.filter(([, val]) => val !== undefined && val !== null).map(([key, val]) => `${key}=${val}`).join(',')})`;
 }
 const f64 = (x) => ({ toString: () => pyFloat(x) }); // a float64 written as Python's repr
 const mk = (obj) => Object.freeze(obj);
-
-function withK(name, v) {
-  return Number(v.k);
-}
+const withK = (v) => Number(v.k); // checked to lie in 2..10^9
 
 const BUILD = {
   krr(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     return mk({ name, k, eps: v.eps, report: 'index', canonical: canonical(name, [['k', k], ['eps', f64(v.eps)]]), params: { p: grrP(v.eps, k) } });
   },
   oue(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     return mk({ name, k, eps: v.eps, report: 'bits', canonical: canonical(name, [['k', k], ['eps', f64(v.eps)]]), params: { p: 0.5, q: 1 / (1 + Math.exp(v.eps)) } });
   },
   sue(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     const p = expit(v.eps / 2);
     const q = 1 - p >= 2 ** -20 ? 1 - p : expit(-v.eps / 2);
     return mk({ name, k, eps: v.eps, report: 'bits', canonical: canonical(name, [['k', k], ['eps', f64(v.eps)]]), params: { p, q } });
   },
   olh(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     const g = name === 'blh' ? 2 : Math.min(2 ** 30, Math.max(2, rint(Math.exp(Math.min(v.eps, 30))) + 1));
     const nSeeds = v.n_seeds === undefined ? TWO32 : Number(v.n_seeds);
     return mk({
@@ -188,7 +185,7 @@ const BUILD = {
     });
   },
   ss(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     let omega;
     if (v.omega !== undefined) omega = asNumber(name, 'omega', v.omega, 1, k - 1);
     else omega = Math.min(k - 1, Math.max(1, rint(k / (1 + Math.exp(v.eps)))));
@@ -199,13 +196,12 @@ const BUILD = {
     });
   },
   hr(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     let B;
     if (v.blocks !== undefined) {
       if (v.blocks > BigInt(MAX_SPEC_SIZE)) throw overCap('hr: blocks', v.blocks);
       B = asNumber(name, 'blocks', v.blocks, 1, 2 * k);
-      if ((B & (B - 1)) !== 0 && B < 2 ** 31) throw bad(`hr: blocks must be a power of two, got ${B}`);
-      if (B >= 2 ** 31 && 2 ** Math.round(Math.log2(B)) !== B) throw bad(`hr: blocks must be a power of two, got ${B}`);
+      if ((v.blocks & (v.blocks - 1n)) !== 0n) throw bad(`hr: blocks must be a power of two, got ${B}`);
     } else {
       B = v.eps <= 1 ? 1 : 2 ** Math.floor(Math.min(Math.log2(2 * k), v.eps / Math.LN2));
     }
@@ -220,7 +216,7 @@ const BUILD = {
     });
   },
   geometric(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     if ((v.lo === undefined) !== (v.hi === undefined)) throw bad('geometric: give both lo and hi (truncated) or neither (untruncated)');
     if (v.lo !== undefined && v.hi - v.lo + 1n > BigInt(MAX_SPEC_SIZE)) throw overCap('geometric: outputs hi - lo + 1', v.hi - v.lo + 1n);
     if (v.lo !== undefined && !(v.lo < v.hi)) throw bad(`geometric: need lo < hi, got lo=${v.lo}, hi=${v.hi}`);
@@ -232,7 +228,7 @@ const BUILD = {
     });
   },
   duchi(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     const th = Math.tanh(0.5 * v.eps);
     const pPlus = (x) => 0.5 + 0.5 * ((2 * x + 1) / k - 1) * th;
     return mk({
@@ -241,7 +237,7 @@ const BUILD = {
     });
   },
   pm(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     const sm1 = v.eps < 1400 ? Math.expm1(0.5 * v.eps) : Infinity;
     const cm1 = 2 / sm1;
     const cp1 = 2 + 2 / sm1;
@@ -259,7 +255,7 @@ const BUILD = {
     });
   },
   sw(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     if (v.buckets !== undefined && v.buckets > BigInt(MAX_SPEC_SIZE)) throw overCap('sw: buckets', v.buckets);
     const B = v.buckets === undefined ? k : asNumber(name, 'buckets', v.buckets, 1, MAX_SPEC_SIZE);
     const e = v.eps;
@@ -299,7 +295,7 @@ const BUILD = {
     return mk(out);
   },
   lgrr(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     checkChain(v);
     const eps2 = grrSecond(v.eps_perm, v.eps_1, k);
     return mk({
@@ -309,7 +305,7 @@ const BUILD = {
     });
   },
   lue(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     checkChain(v);
     const eps2 = ueSecond(name, v.eps_perm, v.eps_1);
     const [first, second] = LUE_ROUNDS[name];
@@ -322,7 +318,7 @@ const BUILD = {
     });
   },
   llh(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     checkChain(v);
     const g = name === 'lblh' ? 2 : lolhG(v.eps_perm, v.eps_1);
     const eps2 = grrSecond(v.eps_perm, v.eps_1, g);
@@ -334,7 +330,7 @@ const BUILD = {
     });
   },
   rappor(name, v) {
-    const k = withK(name, v);
+    const k = withK(v);
     const m = asNumber(name, 'm', v.m ?? 32n, 1, 4096);
     const h = asNumber(name, 'h', v.h ?? 2n, 1, m);
     const cohorts = asNumber(name, 'cohorts', v.cohorts ?? 8n, 1, 65536);
