@@ -17,8 +17,14 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 LEAFLET_VERSION := 1.7.1~dfsg-7
+# the JavaScript client's tests (clients/js): Node.js from Debian where /usr/bin/node or npm is
+# missing (the versions apt offered when the client was written), then `npm ci` from the committed
+# lockfile (playwright-core, which drives the chromium above; no browser download, no install scripts)
+NODEJS_VERSION := 18.20.4+dfsg-1~deb12u3
+NPM_VERSION := 9.2.0~ds1-1
+CLIENTS_STAMP := clients/js/node_modules/.installed
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size
 
 venv: $(STAMP)
 
@@ -59,7 +65,16 @@ $(BROWSER_STAMP): $(STAMP)
 
 browser: $(BROWSER_STAMP)
 
-test: $(FULL_STAMP) $(BROWSER_STAMP)
+$(CLIENTS_STAMP): clients/js/package.json clients/js/package-lock.json
+	@if [ ! -x /usr/bin/node ] || ! command -v npm >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    nodejs=$(NODEJS_VERSION) npm=$(NPM_VERSION); fi
+	cd clients/js && npm ci --prefer-offline --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(CLIENTS_STAMP)
+
+clients: $(CLIENTS_STAMP)
+
+test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
 # the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
@@ -104,6 +119,11 @@ bench-spark: $(FULL_STAMP)
 # the portable client protocol's conformance vectors (clients/vectors/vectors-v1.json; seconds)
 vectors: $(STAMP)
 	$(PY) tools/portable_vectors.py
+
+# the JavaScript client's throughput on one core, per mechanism (-> benchmarks/results-clients_js.json;
+# timings: run on a quiet machine; `node benchmarks/clients_js.mjs --quick` is a smoke run)
+bench-clients-js: $(CLIENTS_STAMP)
+	node benchmarks/clients_js.mjs --rounds 5
 
 numeric-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
