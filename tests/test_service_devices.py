@@ -273,22 +273,25 @@ def test_devices_only_refuses_the_shared_token(tmp_path):
     assert _post(tc, _device(tc)["device_token"], "d1").status_code == 200
 
 
-def test_longitudinal_reports_charged_at_their_one_report_level(tmp_path):
+def test_longitudinal_reports_charged_what_bounds_any_memo_grouping(tmp_path):
     tc, collector = _service(tmp_path)
     info = _create(tc, max_eps=3)
     dev = _device(tc)
     spec = "lgrr(eps_perm=2.0,eps_1=1.0)"
     mech = parse(spec, parse_domain("0..9"))
-    per_report, perm = mech.epsilon_ldp(), mech.epsilon_perm()
+    one, perm, inst = mech.epsilon_ldp(), mech.epsilon_perm(), mech.epsilon_instantaneous()
+    per_report = max(one, min(perm, inst))
+    assert per_report >= one
     assert _post(tc, dev["device_token"], "l1", reports=[1, 2, 3], spec=spec).status_code == 200
     spent, _ = _ledger(collector.store, "ages")
     charged = spent[dev["device_id"]][0]
-    assert math.isclose(charged, 3 * per_report, rel_tol=1e-12)  # no credit for memoization ...
-    assert charged > perm  # ... even past the memoization bound (decision 0053)
+    # three reports of one memo reveal at most min(perm, 3 inst); of three memos at most 3 * one
+    assert math.isclose(charged, 3 * per_report, rel_tol=1e-12)
+    assert charged >= min(perm, 3 * inst) and charged >= 3 * one
     rep = tc.get("/v1/collections/ages/privacy", headers=_auth(info["analyst_token"])).json()
     (m,) = rep["mechanisms"]
     assert math.isclose(m["longitudinal"]["epsilon_perm"], perm, rel_tol=1e-12)
-    assert "never credited" in m["longitudinal"]["charged"]
+    assert "min(epsilon_perm, epsilon_inst)" in m["longitudinal"]["charged"]
 
 
 @pytest.fixture(scope="module")

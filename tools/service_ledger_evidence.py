@@ -5,9 +5,9 @@ Run by `make service-ledger-evidence`: writes docs/results/service-ledger.json (
 prints it.
 
 * ``longitudinal``: for memoized mechanisms on ``0..9``, the computed one-report level
-  ``epsilon_ldp`` (what the service charges per report), the memoization bound ``epsilon_perm``
-  (never credited), and the number of reports after which the basic-composition charge passes
-  ``epsilon_perm`` (the price of the conservative choice).
+  ``epsilon_ldp``, the memoization bound ``epsilon_perm``, what the service charges per report
+  (``report_charge``: at least ``min(epsilon_perm, epsilon_inst)``), and the number of reports
+  after which the charge passes ``epsilon_perm`` (the price of not seeing memo groups).
 * ``shuffle``: the level the privacy report states if ``N`` reports were shuffled
   (``shuffle_epsilon`` at the report's delta), for k-RR at two levels and four ``N``.
 * ``ledger``: devices racing at a per-device cap through the HTTP layer on SQLite: accepted
@@ -30,6 +30,7 @@ from localpriv.analysis.shuffle import shuffle_epsilon
 from localpriv.data.formats import atomic_output
 from localpriv.domains import parse_domain
 from localpriv.mechanisms import parse
+from localpriv.mechanisms.accounting import report_charge
 from localpriv.service.app import create_app
 from localpriv.service.core import SHUFFLE_DELTA, Collector
 from localpriv.service.limits import DEFAULT_MAX_KEYS, RateLimiter
@@ -47,8 +48,9 @@ for spec in ("lgrr(eps_perm=2.0,eps_1=1.0)", "lgrr(eps_perm=4.0,eps_1=0.5)", "lo
         warnings.simplefilter("ignore")
         m = parse(spec, dom)
         e1, perm = float(m.epsilon_ldp()), float(m.epsilon_perm())
-    rows.append({"spec": str(m), "epsilon_ldp": e1, "epsilon_perm": perm,
-                 "reports_until_charge_passes_perm": int(math.floor(perm / e1)) + 1})
+        c = float(report_charge(m, e1))
+    rows.append({"spec": str(m), "epsilon_ldp": e1, "epsilon_perm": perm, "charge": c,
+                 "reports_until_charge_passes_perm": int(math.floor(perm / c)) + 1})
 out["longitudinal"] = rows
 
 out["shuffle"] = {"delta": SHUFFLE_DELTA, "rows": [

@@ -133,9 +133,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from localpriv.data.reports import read_values
+from localpriv.analysis.shuffle import largest_local_epsilon, shuffle_epsilon
+from localpriv.data.reports import value_counts
 from localpriv.domains import Domain, IntegerDomain, parse_domain
-from localpriv.domains.grid import GridDomain, emd_grid
+from localpriv.domains.grid import GridDomain, check_emd_grid, emd_grid
 from localpriv.estimators import default_estimator
 from localpriv.estimators.oracles import pure_parameters
 from localpriv.inference import estimate
@@ -232,6 +233,9 @@ class Candidate:
     ranked_on : float or None
         For a row whose error was confirmed by fresh runs (:func:`advise`, "confirmation"), the
         error of the first runs, which ranked it; ``None`` otherwise.
+    eps_central : float or None
+        With a shuffled central target: the central level of ``Advice.shuffle`` shuffled reports at
+        ``Advice.delta`` (:func:`localpriv.analysis.shuffle.shuffle_epsilon` of ``eps_ldp``).
     """
 
     name: str
@@ -247,6 +251,7 @@ class Candidate:
     seconds: float = 0.0
     note: str = ""
     ranked_on: float | None = None
+    eps_central: float | None = None
 
 
 @dataclass
@@ -278,6 +283,10 @@ class Advice:
     seed : int
         The seed of the simulations; ``runs`` the runs per candidate, and :attr:`level` the
         probability of each row's interval.
+    shuffle, central_eps, delta : int, float, float or None
+        The shuffled central target, if given: ``shuffle`` reports, central ``(central_eps, delta)``.
+    local_eps : float or None
+        Then the largest local level meeting it (:func:`localpriv.analysis.shuffle.largest_local_epsilon`).
     """
 
     domain: str
@@ -296,6 +305,10 @@ class Advice:
     skipped: dict[str, str] = field(default_factory=dict)
     seed: Any = 0
     runs: int = 5
+    shuffle: int | None = None
+    central_eps: float | None = None
+    delta: float | None = None
+    local_eps: float | None = None
 
     @property
     def level(self) -> float:
@@ -314,6 +327,8 @@ class Advice:
         lines = [f"{_GOAL_LABEL[self.goal]}{unit} for n={self.n:,} on {self.domain}; truth: {self.truth}"]
         for i, r in enumerate(self.rows, 1):
             metric = "" if r.eps_metric is None else f", metric eps {r.eps_metric:.4g}"
+            if r.eps_central is not None:
+                metric += f", central eps {r.eps_central:.4g} shuffled"
             lines.append(f"{i}. {r.spec}: {r.error:.4g} [{r.lower:.4g}, {r.upper:.4g}] (LDP eps {r.eps_ldp:.4g}"
                          f"{metric}; {r.estimator}, {r.how})")
         for name, why in self.skipped.items():
@@ -389,6 +404,7 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     if goal == "emd":
         if kind == "line":
             return lambda est: emd_line(theta, est)
+        check_emd_grid()  # POT (the geo extra) missing: said before any simulation
         D = domain.distance_matrix()
         return lambda est: emd_grid(theta, est, D)
     if goal == "mean":
@@ -662,7 +678,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
            goal: str | None = None, theta=None, rng: np.random.Generator | int = 0, runs: int = 5, top: int = 10,
            method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
-           progress: Callable | None = None, values=None, column: str | None = None) -> Advice:
+           progress: Callable | None = None, values=None, column: str | None = None,
+           shuffle: int | None = None, central_eps: float | None = None, delta: float | None = None,
+           values_format: str | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
 
     Parameters
@@ -707,6 +725,16 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         A file of values like the users' (CSV, TSV or Parquet; ``column`` as in
         :func:`localpriv.data.reports.read_values`): ``theta`` is their distribution
         (:func:`values_prior`); not with ``theta``.
+    shuffle, central_eps, delta : int, float, float, optional
+        A central target under a shuffler (give all three): ``shuffle`` reports are shuffled and
+        their release must be ``(central_eps, delta)``-DP by the numerical bound of Feldman,
+        McMillan and Talwar (:mod:`localpriv.analysis.shuffle`). The LDP target becomes the largest
+        local level that meets it (:func:`~localpriv.analysis.shuffle.largest_local_epsilon`; the
+        smaller of the two with ``eps_ldp``), so every candidate runs at the largest local level
+        the central target allows, and each row gives its central level (``eps_central``).
+    values_format : str, optional
+        The values file's format (``csv``, ``tsv``, ``parquet``, ``json``) whatever its name
+        (default: from the suffix).
 
     Returns
     -------
@@ -735,12 +763,22 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     if values is not None:
         if theta is not None:
             raise LocalPrivError("give the prior as theta or as a values file, not both")
-        theta, described = values_prior(values, domain, column)
+        theta, described = values_prior(values, domain, column, values_format)
         truth = truth or described
     k = int(domain.size)
     if k < 2:
         raise LocalPrivError(f"the domain {domain.spec()} has {k} value: nothing to hide")
     n = check_int(n, "n (the number of users)", minimum=1)
+    local_eps = None
+    if shuffle is not None or central_eps is not None or delta is not None:
+        if shuffle is None or central_eps is None or delta is None:
+            raise LocalPrivError("a shuffled central target needs all of shuffle (--shuffle N), central_eps "
+                                 "(--central-eps) and delta (--delta)")
+        shuffle = check_int(shuffle, "shuffle (the number of shuffled reports)", minimum=1)
+        central_eps = check_eps(central_eps, "central_eps")
+        # a hair below the largest level, so that rounding in a level's own computation cannot pass it
+        local_eps = largest_local_epsilon(shuffle, central_eps, delta) * (1 - 1e-9)
+        eps_ldp = local_eps if eps_ldp is None else min(check_eps(eps_ldp, "eps_ldp"), local_eps)
     if eps_ldp is None and eps_metric is None:
         raise LocalPrivError("give a privacy target: eps_ldp (--eps, the LDP level), eps_metric (--metric-eps, per "
                              "unit of distance) or both")
@@ -865,6 +903,14 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     rows.sort(key=order)
     unit = {"line": "units", "grid": "km"}.get(kind, "") if goal in ("emd", "mean", "quantiles") else ""
     metric_unit = {"line": "unit", "grid": "km"}.get(kind)
+    reason = _reason(rows, goal, unit, metric_unit, (runs - 1) / (runs + 1))
+    if shuffle is not None and central_eps is not None and delta is not None and local_eps is not None:
+        for r in rows:
+            r.eps_central = shuffle_epsilon(r.eps_ldp, shuffle, delta)
+        central = _fmt(cast(float, rows[0].eps_central))
+        reason += (f"; shuffled among {shuffle:,} reports its central level is {central} "
+                   f"at delta {delta:g} (target {central_eps:g}; the largest local level meeting it is "
+                   f"{_fmt(local_eps)})")
     best = rows[0]
     if best.eps_ldp > LARGE_LDP_EPS:  # what reading the spec will say, said now
         why = ("it meets the metric target only; give eps_ldp too to bound it" if eps_ldp is None
@@ -874,13 +920,17 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                       stacklevel=2)
     return Advice(domain=domain.spec(), k=k, goal=goal, unit=unit, n=n, eps_ldp=eps_ldp, eps_metric=eps_metric,
                   metric_unit=metric_unit, estimator=estimator, truth=truth, rows=rows, recommended=rows[0],
-                  reason=_reason(rows, goal, unit, metric_unit, (runs - 1) / (runs + 1)),
-                  skipped=skipped, seed=base, runs=runs)
+                  reason=reason, skipped=skipped, seed=base, runs=runs, shuffle=shuffle, central_eps=central_eps,
+                  delta=delta, local_eps=local_eps)
 
 
-def values_prior(values, domain, column: str | None = None) -> tuple[np.ndarray, str]:
+def values_prior(values, domain, column: str | None = None, fmt: str | None = None) -> tuple[np.ndarray, str]:
     """The distribution of a values file on ``domain`` (a prior for :func:`advise`) and its
-    description, e.g. ``"the distribution of ages.csv (48,842 values)"``."""
-    idx = domain.encode(read_values(values, column, domain=domain))
-    theta = np.bincount(idx, minlength=domain.size) / idx.size
-    return theta, f"the distribution of {values} ({idx.size:,} values)"
+    description, e.g. ``"the distribution of ages.csv (48,842 values)"``; ``fmt``: the file's
+    format whatever its name. Read in chunks (:func:`localpriv.data.reports.value_counts`): values
+    outside the domain are counted over the whole file and refused in one line."""
+    counts = value_counts(values, domain, column, fmt=fmt)
+    n = int(counts.sum())
+    if n == 0:
+        raise LocalPrivError(f"{values} has no values")
+    return counts / n, f"the distribution of {values} ({n:,} values)"

@@ -49,13 +49,17 @@ from scipy import stats
 from localpriv.mechanisms import Mechanism
 from localpriv.utils.validation import LocalPrivError, check_int
 
-__all__ = ["shuffle_epsilon", "shuffle_delta", "closed_form_epsilon", "closed_form_applies", "shuffle_report"]
+__all__ = ["shuffle_epsilon", "shuffle_delta", "closed_form_epsilon", "closed_form_applies", "shuffle_report",
+           "largest_local_epsilon", "MAX_LOCAL_EPSILON"]
 
 #: Largest number of reports accepted (beyond, the binomial window is still small, but the count
 #: of reports of one release is not plausible).
 MAX_N = 10 ** 12
 #: Tolerance of the bisection on ``eps``.
 TOL = 1e-9
+#: Largest local level :func:`largest_local_epsilon` searches (beyond it the local level hides
+#: practically nothing on its own).
+MAX_LOCAL_EPSILON = 20.0
 #: Share of ``delta`` left to the dropped tails of ``C`` (added to the computed divergence).
 TAIL_SHARE = 1e-9
 
@@ -120,7 +124,11 @@ def shuffle_delta(eps0: float, n: int, eps: float, tail: float = 0.0) -> float:
     if tail > 0.0 and n > 1:
         c_dist = stats.binom(n - 1, q)
         lo = max(0, int(c_dist.ppf(tail)) - 1)
-        hi = min(n - 1, int(c_dist.isf(tail)) + 1)
+        # Bernstein's bound caps the upper end: SciPy's isf gives n - 1 for tails it cannot
+        # bracket (1e-17 at n = 10^6, q = 4.5e-5), which made the window the whole range
+        mu, lt = (n - 1) * q, math.log(1.0 / tail)
+        bern = int(math.ceil(mu + lt / 3.0 + math.sqrt((lt / 3.0) ** 2 + 2.0 * mu * lt))) + 1
+        hi = min(n - 1, int(c_dist.isf(tail)) + 1, bern)
         dropped = float(c_dist.cdf(lo - 1)) + float(c_dist.sf(hi))
     c = np.arange(lo, hi + 1, dtype=np.float64)
     w = stats.binom.pmf(c, n - 1, q)
@@ -240,3 +248,40 @@ def shuffle_report(mech: Mechanism, n: int, delta: float) -> dict[str, Any]:
         out["shuffled central eps (closed form, FMT21 Thm 3.1)"] = (
             "does not apply (needs eps0 <= log(n / (16 log(2/delta))))")
     return out
+
+
+def largest_local_epsilon(n: int, central_eps: float, delta: float, tol: float = 1e-4) -> float:
+    """The largest local level ``eps0`` whose ``n`` shuffled reports are ``(central_eps, delta)``-DP
+    by the numerical bound of [FMT21]_ (:func:`shuffle_epsilon`), searched up to
+    ``min(MAX_LOCAL_EPSILON, max(2 central_eps, log(n) + 2))``.
+
+    ``eps0`` meets the target when ``delta(central_eps) <= delta`` for ``eps0``
+    (:func:`shuffle_delta`, the dropped tail mass added): one evaluation, the same test as
+    ``shuffle_epsilon(eps0, n, delta) <= central_eps``. The central level never exceeds ``eps0``, so
+    ``eps0 = central_eps`` always meets it; bisection between that and the upper end (beyond
+    ``log(n)`` a report has fewer than one expected clone and amplification fades) to ``tol``
+    (relative) returns the end that meets the target. ``O(log(1 / tol))`` evaluations, each
+    ``O(min(n, sqrt(n e^-eps0 log(1/delta))))``.
+    """
+    n_, d = _check(n, delta)
+    target = _eps0_of(central_eps)
+    if not target > 0.0:
+        raise LocalPrivError(f"shuffle: the central target must be a level > 0, got {central_eps!r}")
+    tail = TAIL_SHARE * d
+
+    def meets(eps0: float) -> bool:
+        return shuffle_delta(eps0, n_, target, tail=tail) <= d
+
+    top = min(MAX_LOCAL_EPSILON, max(2.0 * target, math.log(n_) + 2.0))
+    if target >= top:
+        return target
+    if meets(top):
+        return top
+    lo, hi = target, top  # meets at lo, not at hi
+    while hi - lo > tol * lo:
+        mid = 0.5 * (lo + hi)
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

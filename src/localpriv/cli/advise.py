@@ -7,6 +7,7 @@ import typer
 
 from localpriv.advice.advisor import advise as advise_mechanisms
 from localpriv.cli.common import DOMAIN_HELP, Table, console, fmt_number, friendly, print_json, status_of
+from localpriv.cli.options import FORMAT_HELP, input_format
 
 
 @friendly
@@ -34,12 +35,22 @@ def advise(
     method: str = typer.Option("auto", "--method",
                                help="auto (simulate where affordable, else analytic) | simulation | analytic"),
     seed: int = typer.Option(0, "--seed", min=0, help="seed of the simulations"),
+    shuffle: int | None = typer.Option(None, "--shuffle", min=1,
+                                          help="central target under a shuffler: the number of shuffled reports "
+                                               "(with --central-eps and --delta)"),
+    central_eps: float | None = typer.Option(None, "--central-eps",
+                                                help="with --shuffle: the shuffled release's central eps; the "
+                                                     "mechanisms run at the largest local level meeting it (FMT21)"),
+    delta: float | None = typer.Option(None, "--delta", help="with --shuffle: the central delta, in (0, 1)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
+    fmt: str | None = typer.Option(None, "--format", "-f", help="--values: " + FORMAT_HELP),
 ) -> None:
     """Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."""
     with status_of("advise", "calibrating and simulating") as status:
         adv = advise_mechanisms(domain, eps_ldp=eps, eps_metric=metric_eps, n=n, goal=goal, values=values,
-                                column=column, rng=seed, runs=runs, top=top, method=method, progress=status.track)
+                                values_format=None if values is None else input_format(values, fmt),
+                                column=column, rng=seed, runs=runs, top=top, method=method, progress=status.track,
+                                shuffle=shuffle, central_eps=central_eps, delta=delta)
     if as_json:
         print_json(adv.to_dict())
         return
@@ -50,6 +61,8 @@ def advise(
     table.add_column("LDP eps", justify="right")
     if adv.metric_unit is not None:
         table.add_column(f"metric eps /{adv.metric_unit}", justify="right")
+    if adv.shuffle is not None:
+        table.add_column(f"central eps ({adv.shuffle:,} shuffled)", justify="right")
     table.add_column("predicted", justify="right")
     table.add_column(f"{adv.level:.0%} range", justify="right")
     table.add_column("estimator")
@@ -58,6 +71,8 @@ def advise(
         cells = [str(i), r.spec, fmt_number(r.eps_ldp)]
         if adv.metric_unit is not None:
             cells.append(fmt_number(r.eps_metric))
+        if adv.shuffle is not None:
+            cells.append(fmt_number(r.eps_central))
         cells += [fmt_number(r.error), f"{fmt_number(r.lower)}-{fmt_number(r.upper)}", r.estimator,
                   f"{r.how} ({r.runs})"]
         table.add_row(*cells)

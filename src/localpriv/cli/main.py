@@ -59,6 +59,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "heavy-hitters": ("localpriv.cli.heavy_hitters", "heavy_hitters_",
                         "Find the top-k strings of a column under LDP (users simulated from the file), with their "
                         "estimated frequencies and intervals (docs/heavy-hitters.md)."),
+    "ledger": ("localpriv.cli.ledger", "ledger",
+               "Show a privacy ledger: totals per collection, per mechanism spec and overall (basic composition and "
+               "the PLD accountant's (eps, delta)), and what the total means."),
     "list": ("localpriv.cli.listing", "list_",
                "List the registered mechanisms (spec names), estimators and reproducible experiments."),
 }

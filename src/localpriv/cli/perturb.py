@@ -10,6 +10,7 @@ from typer._click.exceptions import UsageError
 from localpriv.cli.common import DOMAIN_HELP, friendly, say, status_of
 from localpriv.cli.options import FORMAT_HELP, STRIP_HELP, domain_option, generator, input_format, rows_hint
 from localpriv.data.freewill import perturb_values_file
+from localpriv.data.ledger import Ledger, file_release
 
 
 @friendly
@@ -42,6 +43,12 @@ def perturb(
                                       help="drop missing values (counted and reported) instead of failing"),
     fmt: str | None = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     strip: bool = typer.Option(True, "--strip/--no-strip", help=STRIP_HELP),
+    ledger: Path | None = typer.Option(None, "--ledger",
+                                          help="privacy ledger (JSON, docs/accounting.md): the reports are recorded "
+                                               "there before anything is perturbed; with --mechanism only"),
+    budget: float | None = typer.Option(None, "--budget", min=0.0,
+                                           help="with --ledger: refuse (before perturbing) if the ledger's total eps "
+                                                "(basic composition) would exceed this"),
 ) -> None:
     """Obfuscate a column of values: one report per value (streamed in bounded memory); with
     --mechanism-column or --policy each row applies its own mechanism (free will)."""
@@ -50,8 +57,18 @@ def perturb(
     if len(given) != 1:
         raise UsageError("give one of --mechanism (every row), --mechanism-column or --policy (each row its own)"
                          + (f", not {' and '.join(given)}" if given else ""))
+    if budget is not None and ledger is None:
+        raise UsageError("--budget needs --ledger (the file of what has been released)")
+    if ledger is not None and mechanism is None:
+        raise UsageError("--ledger works with --mechanism (one mechanism for every row)")
     dom = domain_option(domain)
     fmt = input_format(input, fmt)
+    if ledger is not None and mechanism is not None:
+        book = Ledger(ledger)
+        total = book.record(file_release(input, mechanism, dom, collection=output.name, column=column,
+                                         drop_missing=drop_missing, header=header, fmt=fmt, strip=strip), budget)
+        say(f"recorded in {ledger}: the ledger now totals eps {total.epsilon:.6g} (basic composition)"
+            + (f", budget {budget:g}" if budget is not None else ""))
     with status_of("perturb", f"reading {input}") as status:
         rows = status.task("rows", rows_hint(input), "read")
         res = perturb_values_file(input, output, dom, generator(seed), mechanism=mechanism,

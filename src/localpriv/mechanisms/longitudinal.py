@@ -19,6 +19,9 @@ Privacy we compute (never take from a parameter)
 * ``epsilon_perm()`` -- the longitudinal bound: any number of reports is post-processing of the
   memoized value, so the level of ``M1`` computed from its channel bounds all of them together
   (RAPPOR's ``eps_inf``). ``eps_1 < eps_perm`` is required.
+* ``epsilon_instantaneous()`` (L-GRR, L-BLH, L-OLH) -- the level of one report *given* the memo,
+  ``eps_2``: ``t`` reports of one memo are ``min(eps_perm, t eps_2)``-LDP together (the privacy
+  ledger, :mod:`localpriv.mechanisms.accounting`); ``t eps_1`` does not bound them.
 
 Log space. Everything is computed from log-odds, so no parameter overflows:
 
@@ -231,6 +234,12 @@ class LGRR(_Longitudinal, PureProtocol):
         """Level of the memoized GRR: ``log(keep / other) = eps_perm - 0`` (same normalizer)."""
         return checked_epsilon(self.eps_perm - 0.0, str(self))
 
+    def epsilon_instantaneous(self) -> float:
+        """Level of one report given the memo (the second GRR alone): ``eps_2``. ``t`` reports of one
+        memo are ``min(eps_perm, t eps_2)``-LDP together: their joint probability is a mixture over
+        memos of products of ``t`` second rounds."""
+        return checked_epsilon(self.eps_2 - 0.0, str(self))
+
 
 # --------------------------------------------------------------------------------------------
 class _LUE(_Longitudinal, UnaryEncoding):
@@ -320,6 +329,11 @@ class _LLH(_Longitudinal, LocalHashing):
     def epsilon_perm(self) -> float:
         """Level of the memoized GRR on hashed values: ``eps_perm - 0`` (same normalizer)."""
         return checked_epsilon(self.eps_perm - 0.0, str(self))
+
+    def epsilon_instantaneous(self) -> float:
+        """Level of one report given the memo: the second GRR on ``g`` values, ``eps_2`` (the
+        memoized seed does not depend on the value, and every report of one memo carries it)."""
+        return checked_epsilon(self.eps_2 - 0.0, str(self))
 
 
 @register

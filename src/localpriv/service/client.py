@@ -13,6 +13,14 @@ Example::
     from localpriv.service.client import Client
     c = Client("http://127.0.0.1:8000", "ages", token=INGEST_TOKEN)
     c.submit(ages, "krr(eps=2.0)", domain="0..99")     # secure randomness, batches of 10,000
+
+With a privacy ledger (:class:`localpriv.data.ledger.Ledger`, ``docs/accounting.md``),
+``submit(..., ledger="device-ledger.json", budget=4.0)`` records the submission's release and
+refuses, in one line and before anything is perturbed or sent, one that would take the device's
+total past the budget. The release is recorded before the batches are posted: a submission that
+fails on the way stays counted (over-counting, never under-counting). This client draws a new
+memo for every submission, so reports of memoized mechanisms are recorded as independent reports
+(no memo key), at their per-report level.
 """
 from __future__ import annotations
 
@@ -21,9 +29,14 @@ import secrets
 import time
 from typing import Any
 
+import numpy as np
+
 from localpriv.data.formats import hex_strings
+from localpriv.data.ledger import Ledger, utc_now
 from localpriv.data.reports import perturb
 from localpriv.domains import Domain, parse_domain
+from localpriv.mechanisms import Mechanism, parse
+from localpriv.mechanisms.accounting import release_of
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.rng import secure_generator
 from localpriv.utils.validation import check_int
@@ -142,11 +155,30 @@ class Client:
         return self._request("POST", f"/v1/collections/{self.collection}/batches", content=body,
                              headers={"Content-Type": "application/json"}).json()
 
-    def submit(self, values: Any, mechanism, domain=None, rng=None, batch_size: int = 10_000) -> dict:
+    def submit(self, values: Any, mechanism, domain=None, rng=None, batch_size: int = 10_000, *,
+               ledger: Ledger | str | None = None, budget: float | None = None,
+               delta: float | None = None) -> dict:
         """Perturb ``values`` here and post them in batches of ``batch_size`` reports; returns
         ``{"reports": n, "batches": b, "duplicates": d}`` (duplicates: batches the server had
-        already counted when a retry arrived)."""
+        already counted when a retry arrived).
+
+        ``ledger`` (a :class:`~localpriv.data.ledger.Ledger` or its file): the submission's release
+        (one report per value, the level computed from the mechanism) is checked against ``budget``
+        (pure ``eps`` by basic composition, or with ``delta`` the PLD's ``eps`` at ``delta``) and
+        recorded *before* anything is perturbed or posted; past the budget a one-line
+        :class:`~localpriv.LocalPrivError` says the ledger's total, the request's cost and the
+        budget, and nothing leaves the device. A budget without a ledger is refused."""
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=1_000_000)
+        if ledger is None and (budget is not None or delta is not None):
+            raise LocalPrivError("a budget needs a ledger (the file of what this device has released)")
+        if ledger is not None:
+            book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+            dom = parse_domain(domain) if isinstance(domain, str) else domain
+            mech = mechanism if isinstance(mechanism, Mechanism) else parse(mechanism, dom)
+            n_values = len(values) if hasattr(values, "__len__") else int(np.asarray(values).shape[0])
+            if n_values == 0:
+                raise LocalPrivError("no values to submit")
+            book.record(release_of(mech, n_values, collection=self.collection, time=utc_now()), budget, delta)
         group = report_group(values, mechanism, domain, rng)
         reps = group["reports"]
         n = b = d = 0

@@ -462,10 +462,10 @@ class Collector:
             raise
 
     def batch_level(self, parts, policy: AdmissionPolicy) -> float:
-        """A batch's charge: the sum over its reports of their mechanisms' computed levels
-        ``epsilon_ldp`` (basic composition; a memoized mechanism's report counts at its one-report
-        level, decision record 0053)."""
-        return float(math.fsum(r.shape[0] * policy.level(m) for m, r in parts))
+        """A batch's charge: the sum over its reports of their charges (basic composition):
+        a report's computed level ``epsilon_ldp``, or for a memoized mechanism at least
+        ``min(eps_perm, eps_inst)`` (:meth:`AdmissionPolicy.charge`; decision record 0053)."""
+        return float(math.fsum(r.shape[0] * policy.charge(m) for m, r in parts))
 
     def ingest(self, name: str, body: bytes, who: Principal | None = None) -> BatchResult:
         """Check and count one batch (JSON bytes, ``docs/service.md``); durable when it returns.
@@ -679,7 +679,7 @@ class Collector:
     def _mechanism_entry(self, spec: str, n: int, policy: AdmissionPolicy, domain) -> dict:
         """One mechanism in use: its computed level, its reports, the level if its ``n`` reports
         were shuffled (:func:`~localpriv.analysis.shuffle.shuffle_epsilon` at :data:`SHUFFLE_DELTA`),
-        and the memoization bound of a longitudinal mechanism (shown, never credited)."""
+        and the memoization bound of a longitudinal mechanism (shown, with what a report is charged)."""
         entry: dict = {"mechanism": spec, "reports": n, "epsilon": None, "meaning": explain_level(math.nan)}
         try:
             with warnings.catch_warnings():
@@ -766,14 +766,16 @@ def _run_estimator(obs, estimator, settings=None):
 def compute_estimate(obs, method: str, settings: dict, level: float | None, stats: tuple, header: dict,
                      title: str | None) -> dict:
     """A job's computation (in a child process): ``{"estimate": JSON data, "figure": PNG bytes or None}``;
-    the figure (when ``title`` is given, formatted with ``estimator`` and ``n``) at the same level."""
+    the figure (when ``title`` is given, formatted with ``estimator`` and ``n``) at the same level,
+    its value axis labelled with the collection's name (the attribute collected)."""
     est = _run_estimator(obs, method, settings)
     data = _finite({**header, **est.to_dict(ci=level, stats=list(stats) or None)})
     png = None
     if title is not None:
         with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp:
             path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,
-                                   title=title.format(estimator=est.estimator, n=int(est.n)))
+                                   title=title.format(estimator=est.estimator, n=int(est.n)),
+                                   xlabel=str(header.get("collection", "value")).replace("$", r"\$"))
             png = Path(path).read_bytes()
     return {"estimate": data, "figure": png}
 

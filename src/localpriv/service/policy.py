@@ -23,6 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from localpriv.mechanisms import parse
+from localpriv.mechanisms.accounting import report_charge
 from localpriv.mechanisms.base import (
     SPEC_RE,
     geo_level_within_budget,
@@ -251,6 +252,23 @@ class AdmissionPolicy:
                 self._levels.clear()
             self._levels[key] = eps
         return float(eps)
+
+    def charge(self, mech) -> float:
+        """What one report of an admitted mechanism is charged against a device's budget:
+        :func:`~localpriv.mechanisms.accounting.report_charge` of its computed level (its
+        one-report level, or for a memoized mechanism ``min(eps_perm, eps_inst)`` at least), since
+        the service cannot see which reports share a memo; remembered per spec."""
+        key = ("charge", str(mech))
+        c = self._levels.get(key)
+        if c is None:
+            level = self.level(mech)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                c = report_charge(mech, level)
+            if len(self._levels) > 1024:
+                self._levels.clear()
+            self._levels[key] = c
+        return float(c)
 
     def admit(self, spec: str, domain):
         """The mechanism of ``spec`` on ``domain`` if the policy allows it; else a one-line

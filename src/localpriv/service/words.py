@@ -20,9 +20,9 @@ COMPOSITION = ("basic composition: a device's level over a period is the sum of 
 UNATTRIBUTED = ("posted with the collection's shared ingest token: the service cannot tell which device "
                 "sent them, so they are charged to no device and no budget bounds them")
 #: How memoized (longitudinal) mechanisms are charged (docs/decisions/0053-device-budgets-at-ingest.md).
-LONGITUDINAL = ("charged per report at its one-report level epsilon_ldp, like any other mechanism; the "
-                "memoization bound epsilon_perm holds only while the device's value does not change, "
-                "which the service cannot see, so it is shown and never credited")
+LONGITUDINAL = ("charged per report at min(epsilon_perm, epsilon_inst) (at least its one-report level): "
+                "two reports of one memo can reveal more than twice the one-report level, and the service "
+                "cannot see which reports share a memo, so the charge bounds either case")
 
 
 def explain_level(eps: float, delta: float = 0.0) -> str:
