@@ -410,6 +410,7 @@ public final class VectorsTest {
             Batch.body("b1", "krr(k=10,eps=1.0)", List.of("3", "7")));
         String id = Batch.newId(new java.security.SecureRandom());
         check("batch id", id.matches("[0-9a-f]{32}"), id);
+        secureRandomLaw();
         for (String bad : new String[] {"{", "[1,]", "01", "{\"a\":1,\"a\":2}", "\"\\x\"", "1 2"}) {
             boolean refused = false;
             try {
@@ -418,6 +419,34 @@ public final class VectorsTest {
                 refused = true;
             }
             check("json refuses " + bad, refused, "accepted");
+        }
+    }
+
+    /**
+     * The buffered and unbuffered {@link SecureRandomSource} (on a seeded SHA1PRNG: a fixed stream)
+     * give k-RR its law: the kept share within 5 standard deviations of {@code p}.
+     */
+    private void secureRandomLaw() {
+        Client client = Client.create("krr(eps=1.0)", "0..9");
+        double p = (Double) client.mechanism.derived().get("p");
+        for (boolean buffered : new boolean[] {true, false}) {
+            java.security.SecureRandom rng;
+            try {
+                rng = java.security.SecureRandom.getInstance("SHA1PRNG");
+            } catch (java.security.NoSuchAlgorithmException e) {
+                check("SHA1PRNG", false, "missing");
+                return;
+            }
+            rng.setSeed(39L);
+            SecureRandomSource src = new SecureRandomSource(rng, buffered);
+            int n = 20000;
+            int kept = 0;
+            for (int i = 0; i < n; i++) {
+                kept += client.report("3", src).equals("3") ? 1 : 0;
+            }
+            double sd = Math.sqrt(p * (1 - p) / n);
+            check("krr law on SecureRandomSource buffered=" + buffered, Math.abs((double) kept / n - p) <= 5 * sd,
+                "kept share " + (double) kept / n + ", p " + p);
         }
     }
 
