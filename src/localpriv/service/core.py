@@ -47,7 +47,7 @@ from localpriv.analysis.shuffle import shuffle_epsilon
 from localpriv.data.aggregate import unique_counts
 from localpriv.data.formats import Source, hex_strings
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import batch_reports
+from localpriv.data.reports import batch_reports, validate_reports
 from localpriv.domains import parse_domain
 from localpriv.estimators import default_estimator, parse_settings
 from localpriv.inference import estimate as estimate_with_uncertainty
@@ -116,6 +116,8 @@ def _text(r: np.ndarray) -> list[str]:
     """Reports (``int64``, ``float64`` or ``n x w`` bytes) -> their text form (docs/format.md), vectorized."""
     if r.ndim == 2:
         return hex_strings(r).to_pylist()
+    if r.dtype.kind in "iu":  # decimal digits, as Arrow's cast writes them, without its per-call cost
+        return [str(v) for v in r.tolist()]
     return pa.array(r).cast(pa.string()).to_pylist()
 
 
@@ -277,10 +279,16 @@ def decode_batch(data, policy: AdmissionPolicy, domain):
             raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: reports must be all numbers or all hex "
                                  f"strings (reports {first}..{first + len(reports) - 1})") from None
         n = len(col)
-        rb = pa.RecordBatch.from_arrays(
-            [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([str(mech)])), col],
-            names=["mechanism", "report"])
-        parts = batch_reports(rb, src, first, domain)
+        if mech.report_kind in ("int64", "float64") and not pa.types.is_string(col.type):
+            # numbers (their JSON types checked above): the output-space check of report files
+            # (validate_reports, the same message and positions) without an Arrow record batch
+            r = validate_reports(mech, col.to_numpy(zero_copy_only=False), f"{src.path}: ", first, "row")
+            parts = [(str(mech), mech, r, None)]
+        else:
+            rb = pa.RecordBatch.from_arrays(
+                [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([str(mech)])), col],
+                names=["mechanism", "report"])
+            parts = batch_reports(rb, src, first, domain)
         for _spec, m, r, _c in parts:
             if r.ndim == 2 and r.shape[0]:
                 mask = padding_mask(m, r.shape[1])
