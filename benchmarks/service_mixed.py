@@ -295,6 +295,8 @@ def run(clients: int = 8, analysts: int = 2, seconds: float = 300.0, kills: int 
             at = t1 + seconds * (k + 1) / (kills + 1)
             while time.perf_counter() < at and not stop.is_set():
                 time.sleep(0.05)
+            if time.perf_counter() >= deadline[0]:  # a slow restart used the time up: no more kills
+                break
             k0 = time.perf_counter()
             downtimes.append(server.kill_and_restart())
             windows.append((k0, time.perf_counter()))
@@ -347,7 +349,7 @@ def run(clients: int = 8, analysts: int = 2, seconds: float = 300.0, kills: int 
                       "analyst_request_latency_ms": {"p50": pct(get_lat, 50), "p99": pct(get_lat, 99),
                                                      "requests": len(get_lat)},
                       "estimate_answers": est_status,
-                      "restart_downtime_s": [round(x, 3) for x in downtimes],
+                      "kills_done": len(downtimes), "restart_downtime_s": [round(x, 3) for x in downtimes],
                       "peak_server_tree_rss_mib": round(rss_peak[0] / 2**20, 1), "rss_samples": rss_samples[0]},
             "acknowledged_batches": int(acked.sum()), "acknowledged_reports": int(acked.sum()) * size,
             "server_counted_reports": stats["reports"], "server_batches": stats["batches"],
@@ -364,9 +366,8 @@ def run(clients: int = 8, analysts: int = 2, seconds: float = 300.0, kills: int 
 def _n(x, digits: int = 3) -> str:
     if x is None:
         return "n/a"
-    if isinstance(x, (int, np.integer)) or float(x).is_integer() and abs(x) >= 100:
-        return f"{int(round(x)):,}"
-    return f"{float(x):.{digits}g}"
+    x = float(x)
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.{digits}g}"
 
 
 def docs_block(doc: dict) -> str:
@@ -379,7 +380,8 @@ def docs_block(doc: dict) -> str:
         "does on a quiet machine; `make bench-service-mixed` runs the full test.")
     return "\n".join([
         f"Run of {doc['started']} ({r['clients']} ingest clients, {r['analysts']} analysts, "
-        f"{_n(r['seconds'])} s, {r['kills']} SIGKILLs, batches of {_n(r['reports_per_batch'])} k-RR reports; "
+        f"{_n(r['seconds'])} s, {m.get('kills_done', r['kills'])} SIGKILLs, batches of "
+        f"{_n(r['reports_per_batch'])} k-RR reports; "
         f"{doc['machine'].get('cpu', 'machine')}, {doc['machine'].get('cores', '?')} cores, load average before "
         f"{load}).{quiet}",
         "",
@@ -390,6 +392,8 @@ def docs_block(doc: dict) -> str:
         f"{_n(m['ingest_latency_ms_outside_restarts']['p99'])} ms |",
         f"| estimate latency p50 / p99 ({m['estimate_latency_ms']['answers']} answers) | "
         f"{_n(m['estimate_latency_ms']['p50'])} / {_n(m['estimate_latency_ms']['p99'])} ms |",
+        f"| analyst request latency p50 / p99 (estimate or job URL, any status) | "
+        f"{_n(m['analyst_request_latency_ms']['p50'])} / {_n(m['analyst_request_latency_ms']['p99'])} ms |",
         f"| restart downtime | {', '.join(_n(x) for x in m['restart_downtime_s']) or 'n/a'} s |",
         f"| peak RSS of the server's process tree | {_n(m['peak_server_tree_rss_mib'])} MiB |",
         f"| lost / double-counted reports | {r['lost_reports']} / {r['double_counted_reports']} |",

@@ -14,7 +14,7 @@ from localpriv.data.formats import Source
 from localpriv.data.reports import batch_reports
 from localpriv.domains import parse_domain
 from localpriv.mechanisms import parse
-from localpriv.service.core import decode_batch
+from localpriv.service.core import decode_batch, json_depth
 from localpriv.service.policy import AdmissionPolicy
 from localpriv.utils.errors import LocalPrivError
 
@@ -83,3 +83,38 @@ def test_remembered_parse_is_a_fresh_parse():
     for _ in range(2):  # a spec above the cap is refused each time, its parse remembered or not
         with pytest.raises(LocalPrivError):
             policy.admit("krr(k=10,eps=5.0)", DOMAIN)
+
+
+def _depth_by_byte(body: bytes) -> int:
+    """The nesting depth computed over every byte (the former ``json_depth``), the reference."""
+    b = np.frombuffer(body, np.uint8)
+    if not b.size:
+        return 0
+    idx = np.arange(b.size)
+    backslash = b == 0x5C
+    last_other = np.maximum.accumulate(np.where(backslash, -1, idx))
+    quote = np.flatnonzero(b == 0x22)
+    run = (quote - 1) - last_other[np.maximum(quote - 1, 0)]
+    run[quote == 0] = 0
+    real = quote[run % 2 == 0]
+    toggle = np.zeros(b.size + 1, np.int8)
+    toggle[real] = 1
+    inside = (np.cumsum(toggle[:-1]) % 2).astype(bool)
+    step = np.zeros(b.size, np.int32)
+    step[(b == 0x5B) | (b == 0x7B)] = 1
+    step[(b == 0x5D) | (b == 0x7D)] = -1
+    step[inside] = 0
+    return int(np.cumsum(step).max(initial=0))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.text(alphabet='[]{}"\\\\ a,1', max_size=60))
+def test_json_depth_over_the_special_bytes_is_the_depth_over_every_byte(text):
+    body = text.encode()
+    assert json_depth(body) == _depth_by_byte(body)
+
+
+@pytest.mark.parametrize("body, depth", [(b'{"a":[1,[2]]}', 3), (b'{"a":"[[[["}', 1), (b'["\\\\"', 1),
+                                         (b'["\\"[["]', 1), (b'[["\\\\\\\\"],[[]]]', 3), (b"", 0), (b"12", 0)])
+def test_json_depth_examples(body, depth):
+    assert json_depth(body) == depth
