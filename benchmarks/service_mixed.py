@@ -191,6 +191,7 @@ def run(clients: int = 8, analysts: int = 2, seconds: float = 300.0, kills: int 
         acked = np.zeros(clients, np.int64)
         ingest_lat: list[tuple[float, float]] = []
         est_lat: list[tuple[float, float]] = []
+        est_failures: list[str] = []  # the first few estimates that ended without a result
         get_lat: list[float] = []  # every analyst request (estimate or job URL), whatever its status
         est_status = {"200": 0, "202_then_done": 0, "failed": 0}
         errors: list[str] = []
@@ -254,6 +255,8 @@ def run(clients: int = 8, analysts: int = 2, seconds: float = 300.0, kills: int 
                             elif r.status_code not in (404, 503):  # a job forgotten by a restarted server
                                 with lock:
                                     est_status["failed"] += 1
+                                    if len(est_failures) < 5:
+                                        est_failures.append(f"HTTP {r.status_code}: {r.text[:200]}")
                         except httpx.TransportError:
                             pass
                         time.sleep(poll)
@@ -348,7 +351,7 @@ def run(clients: int = 8, analysts: int = 2, seconds: float = 300.0, kills: int 
                                               "answers": len(est)},
                       "analyst_request_latency_ms": {"p50": pct(get_lat, 50), "p99": pct(get_lat, 99),
                                                      "requests": len(get_lat)},
-                      "estimate_answers": est_status,
+                      "estimate_answers": est_status, "estimate_failures": est_failures,
                       "kills_done": len(downtimes), "restart_downtime_s": [round(x, 3) for x in downtimes],
                       "peak_server_tree_rss_mib": round(rss_peak[0] / 2**20, 1), "rss_samples": rss_samples[0]},
             "acknowledged_batches": int(acked.sum()), "acknowledged_reports": int(acked.sum()) * size,
