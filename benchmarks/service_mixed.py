@@ -383,7 +383,8 @@ def docs_block(doc: dict) -> str:
         "does on a quiet machine; `make bench-service-mixed` runs the full test.")
     return "\n".join([
         f"Run of {doc['started']} ({r['clients']} ingest clients, {r['analysts']} analysts, "
-        f"{_n(r['seconds'])} s, {m.get('kills_done', r['kills'])} SIGKILLs, batches of "
+        f"{_n(r['seconds'])} s, SIGKILL {m.get('kills_done', r['kills'])} of {r['kills']} times (a kill is skipped "
+        "when restarts have used the time up), batches of "
         f"{_n(r['reports_per_batch'])} k-RR reports; "
         f"{doc['machine'].get('cpu', 'machine')}, {doc['machine'].get('cores', '?')} cores, load average before "
         f"{load}).{quiet}",

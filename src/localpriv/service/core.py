@@ -3,9 +3,10 @@
 The HTTP layer (:mod:`localpriv.service.app`) only authenticates and translates; everything here
 is the library's own path of the data (``docs/service.md``):
 
-* a batch (the JSON wire format) becomes one Arrow record batch per report group and goes through
-  the same checks as report files (:func:`localpriv.data.reports.batch_reports`: every report against
-  its mechanism's output space, the offending positions named), after the collection's
+* a batch (the JSON wire format) is checked group by group with the checks of report files: number
+  reports by :func:`localpriv.data.reports.validate_reports` on their NumPy array, bit vectors as an
+  Arrow record batch through :func:`localpriv.data.reports.batch_reports` (every report against its
+  mechanism's output space, the offending positions named), after the collection's
   :class:`~localpriv.service.policy.AdmissionPolicy` has admitted each group's mechanism by its computed
   privacy level;
 * its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
