@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile
 
 venv: $(STAMP)
 
@@ -155,6 +155,25 @@ numeric-evidence: $(FULL_STAMP)
 bench-service: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
 	$(PY) benchmarks/report.py
+
+# the collector under mixed load for 5 minutes (8 ingest clients, 2 analysts, 2 SIGKILLs) and the
+# one-process SQLite floor of the same batches (-> benchmarks/results-service-mixed.json and the
+# table of docs/service.md); run it on a quiet machine
+bench-service-mixed: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 PYTHONPATH=$(CURDIR)/src $(PY) benchmarks/service_mixed.py --out benchmarks/results-service-mixed.json --docs
+	$(PY) benchmarks/report.py
+
+# CPU per batch of each step of the ingest path, the commit before decision 0065's changes
+# (PROFILE_BASE, exported to a temporary folder) against the working tree, at 1,000 and 10,000
+# reports per batch (-> benchmarks/results-service-ingest-profile.json and decision 0065's table)
+PROFILE_BASE ?= aa9619f
+bench-service-profile: $(FULL_STAMP)
+	rm -rf .profile-base && mkdir -p .profile-base && git archive $(PROFILE_BASE) src | tar -x -C .profile-base
+	OPENBLAS_NUM_THREADS=1 PYTHONPATH=$(CURDIR)/.profile-base/src $(PY) benchmarks/service_ingest_profile.py --label before --commit $(PROFILE_BASE)
+	rm -rf .profile-base
+	OPENBLAS_NUM_THREADS=1 PYTHONPATH=$(CURDIR)/src $(PY) benchmarks/service_ingest_profile.py --label after
+	OPENBLAS_NUM_THREADS=1 PYTHONPATH=$(CURDIR)/src $(PY) benchmarks/service_ingest_profile.py --label after-10k --size 10000 --batches 40
+	$(PY) benchmarks/service_ingest_profile.py --docs-only
 
 # the collector's ledger and rate-limit measurements (correctness only, seconds; -> docs/results/service-ledger.json)
 service-ledger-evidence: $(FULL_STAMP)

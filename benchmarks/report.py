@@ -3,6 +3,7 @@
 Every number in RESULTS.md comes from a JSON file in ``benchmarks/``: ``results.json`` (``make
 bench``: ``run_all.py``) and the ``results-*.json`` of the other targets (``bench-em``,
 ``bench-memory``, ``bench-uncertainty``, ``bench-spark``, ``bench-import``, ``bench-service``,
+``bench-service-mixed``, ``bench-service-profile``,
 ``bench-vocab``, ``bench-rappor-accuracy``). A section whose JSON is missing says "not measured"; a
 section whose JSON has an unexpected shape says so and names the file, rather than guess. Each section
 names its file, its date, the machine, the load average and how many rounds its medians are over.
@@ -25,12 +26,14 @@ HERE = Path(__file__).resolve().parent
 RUN_ALL = ["clients", "ibu", "planar", "gibu", "oracles", "memory", "uncertainty", "import_time", "spark"]
 # results-<name>.json written by other targets (their own formats)
 OWN_FILES = {"em": "results-em.json", "service": "results-service.json",
+             "service_mixed": "results-service-mixed.json", "service_profile": "results-service-ingest-profile.json",
              "large_domains": "results-large_domains.json", "heavy_hitters": "results-heavy_hitters.json",
              "rappor_accuracy": "results-rappor-accuracy.json", "java_client": "results-java-client.json"}
 TARGETS = {"clients": "make bench", "ibu": "make bench", "planar": "make bench", "gibu": "make bench",
            "oracles": "make bench", "memory": "make bench / make bench-memory",
            "uncertainty": "make bench / make bench-uncertainty", "import_time": "make bench / make bench-import",
            "spark": "make bench / make bench-spark", "em": "make bench-em", "service": "make bench-service",
+           "service_mixed": "make bench-service-mixed", "service_profile": "make bench-service-profile",
            "large_domains": "make bench-vocab", "heavy_hitters": "make bench-vocab",
            "rappor_accuracy": "make bench-rappor-accuracy", "java_client": "make bench-java-client"}
 NOT_MEASURED = "Not measured: no JSON for this section in `benchmarks/` (run `{target}`)."
@@ -637,6 +640,43 @@ def sec_java_client(d) -> list[str]:
                   "`chacha`: the test-only ChaCha20 stream. Bytes: the report's JSON text as posted."]
 
 
+def sec_service_mixed(d) -> list[str]:
+    r = d["result"]
+    m, w, f = r["mixed"], r["ingest_only"], r["floor"]
+    kills = f"{num(m.get('kills_done', r['kills']))} of {num(r['kills'])}"
+    out = []
+    if d.get("smoke"):
+        out += ["**Smoke run** (short, few clients, on a loaded machine): it checks the script; the full "
+                "run is `make bench-service-mixed` on a quiet machine.", ""]
+    out += table(["clients", "analysts", "seconds", "SIGKILLs done", "ingest reports/s (mixed)",
+                  "ingest p50 / p99 ms (outside restarts)", "estimate p50 / p99 ms", "peak RSS MiB (server tree)",
+                  "lost", "double counted"],
+                 [[num(r["clients"]), num(r["analysts"]), num(r["seconds"]), kills,
+                   num(m["ingest_reports_per_s"]),
+                   f"{num(m['ingest_latency_ms_outside_restarts']['p50'])} / "
+                   f"{num(m['ingest_latency_ms_outside_restarts']['p99'])}",
+                   f"{num(m['estimate_latency_ms']['p50'])} / {num(m['estimate_latency_ms']['p99'])}",
+                   num(m["peak_server_tree_rss_mib"]), num(r["lost_reports"]), num(r["double_counted_reports"])]])
+    out += ["", *table(["server CPU us/report (ingest only)", "floor: upsert us/report",
+                        "floor: decode + count + upsert us/report", "server / floor"],
+                       [[num(w["server_cpu_us_per_report"]), num(f["floor_upsert_cpu_us_per_report"]),
+                         num(f["floor_decode_count_upsert_cpu_us_per_report"]),
+                         f"{ratio(r['ratio_server_to_floor_upsert'])} "
+                         f"({ratio(r['ratio_server_to_floor_decode_count_upsert'])} against the decoding floor)"]])]
+    return out
+
+def sec_service_profile(d) -> list[str]:
+    runs = d["runs"]
+    keys = ["read_json_ms", "decode_batch_ms", "count_digest_and_rest_ms", "store_ingest_ms", "collector_ingest_ms",
+            "server_bare_request_ms", "http_rest_ms", "server_batch_ms", "floor_upsert_ms",
+            "floor_decode_count_upsert_ms"]
+    body = [[label, num(run["reports_per_batch"])] + [num(run["ms_per_batch"].get(k)) for k in keys]
+            + [ratio(run["ms_per_batch"].get("ratio_server_to_floor"))] for label, run in runs.items()]
+    return table(["run", "reports/batch", "read JSON", "decode", "count, digest, rest", "SQLite txn",
+                  "collector in process", "HTTP bare request", "HTTP rest", "server per batch", "floor",
+                  "floor with decoding", "server / floor"], body) + ["", "CPU milliseconds per batch (decision 0065)."]
+
+
 def sec_large_domains(d) -> list[str]:
     body = []
     for name, c in (d.get("cells") or {}).items():
@@ -778,6 +818,8 @@ SECTIONS = [
     ("import_time", "Start-up cost", sec_import_time),
     ("spark", "DuckDB path, hand-written SQL and Spark", sec_spark),
     ("service", "Collector service load test", sec_service),
+    ("service_mixed", "Collector under mixed load, against a one-process SQLite floor", sec_service_mixed),
+    ("service_profile", "Collector ingest: CPU per batch of each step", sec_service_profile),
     ("large_domains", "Large domains: Hadamard response and count-mean sketches", sec_large_domains),
     ("heavy_hitters", "Heavy hitters on Gowalla place ids", sec_heavy_hitters),
     ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing", sec_rappor_accuracy),

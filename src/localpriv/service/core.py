@@ -3,9 +3,10 @@
 The HTTP layer (:mod:`localpriv.service.app`) only authenticates and translates; everything here
 is the library's own path of the data (``docs/service.md``):
 
-* a batch (the JSON wire format) becomes one Arrow record batch per report group and goes through
-  the same checks as report files (:func:`localpriv.data.reports.batch_reports`: every report against
-  its mechanism's output space, the offending positions named), after the collection's
+* a batch (the JSON wire format) is checked group by group with the checks of report files: number
+  reports by :func:`localpriv.data.reports.validate_reports` on their NumPy array, bit vectors as an
+  Arrow record batch through :func:`localpriv.data.reports.batch_reports` (every report against its
+  mechanism's output space, the offending positions named), after the collection's
   :class:`~localpriv.service.policy.AdmissionPolicy` has admitted each group's mechanism by its computed
   privacy level;
 * its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
@@ -47,7 +48,7 @@ from localpriv.analysis.shuffle import shuffle_epsilon
 from localpriv.data.aggregate import unique_counts
 from localpriv.data.formats import Source, hex_strings
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import batch_reports
+from localpriv.data.reports import batch_reports, validate_reports
 from localpriv.domains import parse_domain
 from localpriv.estimators import default_estimator, parse_settings
 from localpriv.inference import estimate as estimate_with_uncertainty
@@ -116,6 +117,8 @@ def _text(r: np.ndarray) -> list[str]:
     """Reports (``int64``, ``float64`` or ``n x w`` bytes) -> their text form (docs/format.md), vectorized."""
     if r.ndim == 2:
         return hex_strings(r).to_pylist()
+    if r.dtype.kind in "iu":  # decimal digits, as Arrow's cast writes them, without its per-call cost
+        return [str(v) for v in r.tolist()]
     return pa.array(r).cast(pa.string()).to_pylist()
 
 
@@ -146,29 +149,41 @@ def check_batch_id(batch_id: object) -> str:
     return batch_id
 
 
+#: the bytes that matter to the nesting depth of JSON text: ``"``, ``\\``, brackets and braces
+_JSON_SPECIAL = np.zeros(256, dtype=bool)
+_JSON_SPECIAL[[0x22, 0x5C, 0x5B, 0x5D, 0x7B, 0x7D]] = True
+
+
 def json_depth(body: bytes) -> int:
     """The deepest nesting of arrays and objects in the JSON text ``body``, brackets inside strings
     ignored; vectorized (NumPy), so a body is measured before it is parsed.
 
     A quote is escaped when an odd number of backslashes precede it; the characters between an
-    unescaped quote and the next are inside a string. The depth is the running sum of ``+1`` for
-    ``[``/``{`` and ``-1`` for ``]``/``}`` outside strings."""
+    unescaped quote and the next are inside a string. The depth is the running maximum of the sum
+    of ``+1`` for ``[``/``{`` and ``-1`` for ``]``/``}`` outside strings. Only the bytes that can
+    matter (quotes, backslashes, brackets, braces) are kept after one pass over the body, so the
+    work past that pass scales with their number, not with the digits of number reports."""
     b = np.frombuffer(body, np.uint8)
-    if not b.size:
+    pos = np.flatnonzero(_JSON_SPECIAL[b])
+    if not pos.size:
         return 0
-    idx = np.arange(b.size)
-    backslash = b == 0x5C
-    last_other = np.maximum.accumulate(np.where(backslash, -1, idx))  # last non-backslash at or before i
-    quote = np.flatnonzero(b == 0x22)
-    run = (quote - 1) - last_other[np.maximum(quote - 1, 0)]  # backslashes just before each quote
-    run[quote == 0] = 0
-    real = quote[run % 2 == 0]
-    toggle = np.zeros(b.size + 1, np.int8)
-    toggle[real] = 1
-    inside = (np.cumsum(toggle[:-1]) % 2).astype(bool)  # from an opening quote to its closing one
-    step = np.zeros(b.size, np.int32)
-    step[(b == 0x5B) | (b == 0x7B)] = 1
-    step[(b == 0x5D) | (b == 0x7D)] = -1
+    v = b[pos]
+    n = pos.size
+    idx = np.arange(n)
+    adjacent = np.zeros(n, dtype=bool)  # the special byte just before this one is the previous byte
+    adjacent[1:] = pos[1:] == pos[:-1] + 1
+    backslash = v == 0x5C
+    cont = np.zeros(n, dtype=bool)  # a backslash continuing a run of backslashes
+    cont[1:] = backslash[1:] & backslash[:-1] & adjacent[1:]
+    start = np.maximum.accumulate(np.where(cont, 0, idx))
+    run = np.where(backslash, idx - start + 1, 0)  # backslashes of the run ending here
+    before = np.zeros(n, dtype=np.int64)  # backslashes right before each special byte
+    before[1:] = np.where(adjacent[1:], run[:-1], 0)
+    real = (v == 0x22) & (before % 2 == 0)
+    inside = (np.cumsum(real) - real) % 2 == 1  # after an odd number of unescaped quotes
+    step = np.zeros(n, dtype=np.int32)
+    step[(v == 0x5B) | (v == 0x7B)] = 1
+    step[(v == 0x5D) | (v == 0x7D)] = -1
     step[inside] = 0
     return int(np.cumsum(step).max(initial=0))
 
@@ -272,15 +287,25 @@ def decode_batch(data, policy: AdmissionPolicy, domain):
             raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: {exc}") from None
         _check_report_types(reports, mech, f"batch {batch_id}, group {gi + 1}", first)
         try:
-            col = pa.array(reports, pa.string() if mech.report_kind == "binary" else None)
+            if mech.report_kind == "int64":  # Python ints (checked above): int64, or OverflowError past it
+                col = np.array(reports, dtype=np.int64)
+            else:
+                col = pa.array(reports, pa.string() if mech.report_kind == "binary" else None)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: reports must be all numbers or all hex "
                                  f"strings (reports {first}..{first + len(reports) - 1})") from None
         n = len(col)
-        rb = pa.RecordBatch.from_arrays(
-            [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([str(mech)])), col],
-            names=["mechanism", "report"])
-        parts = batch_reports(rb, src, first, domain)
+        if isinstance(col, np.ndarray) or (mech.report_kind == "float64" and not pa.types.is_string(col.type)):
+            # numbers (their JSON types checked above): the output-space check of report files
+            # (validate_reports, the same message and positions) without an Arrow record batch
+            nums = col if isinstance(col, np.ndarray) else col.to_numpy(zero_copy_only=False)
+            r = validate_reports(mech, nums, f"{src.path}: ", first, "row")
+            parts = [(str(mech), mech, r, None)]
+        else:
+            rb = pa.RecordBatch.from_arrays(
+                [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([str(mech)])), col],
+                names=["mechanism", "report"])
+            parts = batch_reports(rb, src, first, domain)
         for _spec, m, r, _c in parts:
             if r.ndim == 2 and r.shape[0]:
                 mask = padding_mask(m, r.shape[1])

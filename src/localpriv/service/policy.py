@@ -272,7 +272,7 @@ class AdmissionPolicy:
 
     def admit(self, spec: str, domain):
         """The mechanism of ``spec`` on ``domain`` if the policy allows it; else a one-line
-        :class:`LocalPrivError` saying why. Levels are computed once per spec and remembered."""
+        :class:`LocalPrivError` saying why. Parsed specs and their levels are computed once and remembered."""
         if not isinstance(spec, str) or not spec.strip():
             raise LocalPrivError("a report group has no mechanism spec")
         m = SPEC_RE.match(spec)
@@ -280,9 +280,15 @@ class AdmissionPolicy:
         if name not in self.mechanisms:
             raise LocalPrivError(f"mechanism {short_spec(spec)} is not allowed by the collection's policy "
                                  f"(allowed: {', '.join(self.mechanisms)})")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            mech = parse(spec, domain, trusted=False)
+        parsed_key = ("spec", spec, None if domain is None else domain.spec())
+        mech = self._levels.get(parsed_key)  # a parsed spec, remembered (mechanisms are immutable)
+        if mech is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mech = parse(spec, domain, trusted=False)
+            if len(self._levels) > 1024:
+                self._levels.clear()
+            self._levels[parsed_key] = mech
         key = str(mech)
         levels = self._levels.get(key)
         if levels is None:

@@ -1,0 +1,218 @@
+"""Where the collector spends CPU per ingested batch: each step of the ingest path timed alone
+(``time.process_time``, in this process), the server's CPU per batch over HTTP and per bare request
+(``/proc/PID/stat`` of a ``localpriv serve`` child), and the one-process SQLite floor, on the same
+batches of ``--size`` k-RR reports (k = 100, seed 0).
+
+``--label NAME`` stores the run under that name in ``--out`` (other labels kept), so that the
+source before a change (``PYTHONPATH`` pointing at an export of the older commit) and after it are
+measured by the same script: ``make bench-service-profile`` measures the commit named by
+``PROFILE_BASE`` and the working tree. CPU times, not wall times; still, run it on a quiet machine.
+
+    python benchmarks/service_ingest_profile.py --label after --out benchmarks/results-service-ingest-profile.json
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import machine, now  # noqa: E402
+
+from localpriv.data.aggregate import unique_counts  # noqa: E402
+from localpriv.service import free_port, launch  # noqa: E402
+from localpriv.service.core import Collector, decode_batch, read_json  # noqa: E402
+from localpriv.service.storage import open_store  # noqa: E402
+
+ADMIN = "benchmark-admin-token-0123456789"
+SPEC = "krr(k=100,eps=2.0)"
+
+
+def _cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _counts(parts) -> tuple[list, str]:
+    """The batch's (mechanism, report text, count) rows and digest, as the collector forms them."""
+    rows = []
+    for mech, r in parts:
+        u, c = unique_counts(r, np.ones(r.shape[0], np.int64))
+        rows.extend((str(mech), str(v), int(k)) for v, k in zip(u.tolist(), c.tolist()))
+    rows.sort()
+    return rows, hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
+def measure(batches: int = 200, size: int = 1000, requests: int = 300) -> dict:
+    """Milliseconds of CPU per batch of each step, and the server's per batch and per bare request."""
+    import httpx
+    rng = np.random.default_rng(0)
+    bodies = [json.dumps({"batch_id": f"b{j}", "groups": [{"mechanism": SPEC, "reports": rng.integers(0, 100, size)
+                                                            .tolist()}]}, separators=(",", ":")).encode()
+              for j in range(batches)]
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="localpriv-ingest-profile-") as tmp:
+        store = open_store(os.path.join(tmp, "steps.sqlite"))
+        col = Collector(store, ADMIN, refresh_delay=None)
+        col.create("bench", "0..99", {"mechanisms": ["krr"], "max_eps": 2})
+        _row, policy, domain = col._setup("bench")  # noqa: SLF001 - the benchmark times the steps alone
+
+        def clock(name, fn, items):
+            t = time.process_time()
+            res = [fn(x) for x in items]
+            out[name] = round((time.process_time() - t) / len(items) * 1e3, 4)
+            return res
+
+        data = clock("read_json_ms", read_json, bodies)
+        decoded = clock("decode_batch_ms", lambda d: decode_batch(d, policy, domain), data)
+        counted = [_counts(x[2]) for x in decoded]  # the store's input, formed outside the clock
+        clock("store_ingest_ms", lambda i: store.ingest("bench", f"s{i}", counted[i][1], size, counted[i][0]),
+              range(batches))
+        clock("collector_ingest_ms", lambda b: col.ingest("bench", b), bodies)
+        col.close()
+        store.close()
+        # the floor: one process, WAL, synchronous=FULL, one transaction per batch
+        con = sqlite3.connect(os.path.join(tmp, "floor.sqlite"), isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        con.execute("CREATE TABLE counts (collection TEXT NOT NULL, mechanism TEXT NOT NULL, report TEXT NOT NULL, "
+                    "count BIGINT NOT NULL, PRIMARY KEY (collection, mechanism, report))")
+
+        def upsert(rows):
+            con.execute("BEGIN IMMEDIATE")
+            con.executemany("INSERT INTO counts VALUES ('bench', ?, ?, ?) ON CONFLICT (collection, mechanism, "
+                            "report) DO UPDATE SET count = counts.count + excluded.count", rows)
+            con.execute("COMMIT")
+        clock("floor_upsert_ms", upsert, [c[0] for c in counted])
+
+        def decode_count_upsert(body):
+            g = json.loads(body)["groups"][0]
+            u, c = np.unique(np.asarray(g["reports"], np.int64), return_counts=True)
+            upsert([(g["mechanism"], str(v), int(k)) for v, k in zip(u.tolist(), c.tolist())])
+        clock("floor_decode_count_upsert_ms", decode_count_upsert, bodies)
+        con.close()
+        # the server: CPU of its process per batch (one client, sequential) and per bare request
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = launch(os.path.join(tmp, "server.sqlite"), port, Path(tmp) / "server.log", ADMIN)
+        try:
+            info = httpx.post(f"{url}/v1/collections", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30,
+                              json={"name": "bench", "domain": "0..99",
+                                    "policy": {"mechanisms": ["krr"], "max_eps": 2}}).json()
+            with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {info['ingest_token']}",
+                                                    "Content-Type": "application/json"}) as c:
+                c.get(f"{url}/healthz")
+                t = _cpu(proc.pid)
+                for _ in range(requests):
+                    c.get(f"{url}/healthz")
+                out["server_bare_request_ms"] = round((_cpu(proc.pid) - t) / requests * 1e3, 4)
+                t = _cpu(proc.pid)
+                for b in bodies:
+                    r = c.post(f"{url}/v1/collections/bench/batches", content=b)
+                    if r.status_code != 200:
+                        raise SystemExit(f"the server refused a batch: {r.text[:200]}")
+                out["server_batch_ms"] = round((_cpu(proc.pid) - t) / batches * 1e3, 4)
+        finally:
+            proc.kill()
+            proc.wait()
+    # the collector's own steps besides the three above: counting, report text, digest, policy, limits
+    out["count_digest_and_rest_ms"] = round(out["collector_ingest_ms"] - out["read_json_ms"] - out["decode_batch_ms"]
+                                            - out["store_ingest_ms"], 4)
+    # the HTTP layer besides a bare request: body, authentication, thread hand-off, reply
+    out["http_rest_ms"] = round(out["server_batch_ms"] - out["collector_ingest_ms"] - out["server_bare_request_ms"], 4)
+    out["server_us_per_report"] = round(out["server_batch_ms"] * 1e3 / size, 4)
+    out["floor_us_per_report"] = round(out["floor_upsert_ms"] * 1e3 / size, 4)
+    out["ratio_server_to_floor"] = round(out["server_batch_ms"] / out["floor_upsert_ms"], 2)
+    out["ratio_server_to_decoding_floor"] = round(out["server_batch_ms"] / out["floor_decode_count_upsert_ms"], 2)
+    return {"batches": batches, "reports_per_batch": size, "mechanism": SPEC, "ms_per_batch": out}
+
+
+DECISION = Path(__file__).resolve().parent.parent / "docs" / "decisions" / "0065-ingest-cpu-against-a-sqlite-floor.md"
+STEPS = [("read_json_ms", "strict JSON (depth measured, then parsed)"), ("decode_batch_ms", "decode and check reports"),
+         ("count_digest_and_rest_ms", "count, report text, digest, the rest"),
+         ("store_ingest_ms", "SQLite transaction (batch id, upsert, commit)"),
+         ("collector_ingest_ms", "**the collector's ingest, in process**"),
+         ("server_bare_request_ms", "HTTP: a bare request (`/healthz`)"),
+         ("http_rest_ms", "HTTP: body, tokens, thread hand-off, reply"),
+         ("server_batch_ms", "**the server's CPU per batch**"),
+         ("floor_upsert_ms", "floor: one-process SQLite upsert of the counts"),
+         ("floor_decode_count_upsert_ms", "floor with the JSON decoded and counted"),
+         ("ratio_server_to_floor", "server / floor"),
+         ("ratio_server_to_decoding_floor", "server / floor with decoding")]
+
+
+def docs_block(doc: dict) -> str:
+    """The table of the decision record's ``service-ingest-profile`` block, from the JSON ``doc``."""
+    labels = list(doc["runs"])
+    runs = [doc["runs"][k] for k in labels]
+    head = "| step (CPU ms per batch, median of the rounds) | " + " | ".join(
+        f"{k} ({r.get('commit') or 'working tree'}, {r['reports_per_batch']:,} reports, {r.get('rounds', 1)} rounds)"
+        for k, r in zip(labels, runs))
+    lines = [head + " |", "|---|" + "---|" * len(runs)]
+    for key, words in STEPS:
+        cells = [r["ms_per_batch"].get(key) for r in runs]
+        lines.append(f"| {words} | " + " | ".join("n/a" if c is None else (f"{c:.3g}x" if key.startswith("ratio")
+                                                                            else f"{c:.3g}") for c in cells) + " |")
+    loads = "; ".join(f"{k}: {', '.join(f'{x:.1f}' for x in r['load_before'])}" for k, r in zip(labels, runs))
+    return "\n".join(lines + ["", f"{doc['machine'].get('cpu')}, load average before each run: {loads} "
+                              "(`benchmarks/results-service-ingest-profile.json`)."])
+
+
+def write_docs(doc: dict, path: Path = DECISION) -> None:
+    text = path.read_text()
+    pat = re.compile(r"(<!-- service-ingest-profile -->\n)(?:.*?\n)?(<!-- /service-ingest-profile -->)", re.S)
+    new, n = pat.subn(lambda m: m.group(1) + docs_block(doc) + "\n" + m.group(2), text)
+    if n != 1:
+        raise SystemExit(f"{path}: no <!-- service-ingest-profile --> block")
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(new)
+    tmp.replace(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--docs-only", action="store_true", help="only rewrite the decision record's table from --out")
+    ap.add_argument("--label", default=None, help="the name of this run in --out (e.g. before, after)")
+    ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--size", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=3, help="repetitions; the table shows each step's median")
+    ap.add_argument("--commit", default=None, help="the commit the measured source is (recorded)")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results-service-ingest-profile.json"))
+    a = ap.parse_args()
+    if a.docs_only:
+        write_docs(json.loads(Path(a.out).read_text()))
+        return
+    if not a.label:
+        raise SystemExit("--label is required (the name of this run)")
+    if not (1 <= a.batches <= 10_000 and 1 <= a.size <= 100_000 and 1 <= a.rounds <= 20):
+        raise SystemExit("bounds: 1-10,000 batches of 1-100,000 reports, 1-20 rounds")
+    load = [round(x, 2) for x in os.getloadavg()]
+    rounds = [measure(a.batches, a.size) for _ in range(a.rounds)]
+    keys = rounds[0]["ms_per_batch"]
+    run = {"started": now(), "load_before": load, "commit": a.commit, "rounds": a.rounds,
+           **{k: v for k, v in rounds[0].items() if k != "ms_per_batch"},
+           "ms_per_batch": {k: round(float(np.median([r["ms_per_batch"][k] for r in rounds])), 4) for k in keys},
+           "ms_per_batch_rounds": [r["ms_per_batch"] for r in rounds],
+           "load_after": [round(x, 2) for x in os.getloadavg()]}
+    path = Path(a.out)
+    doc = json.loads(path.read_text()) if path.exists() else {"benchmark": "service-ingest-profile", "runs": {}}
+    doc["machine"] = machine()
+    doc["runs"][a.label] = run
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
+    print(json.dumps(run, indent=2))
+
+
+if __name__ == "__main__":
+    main()
