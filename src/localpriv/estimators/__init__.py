@@ -18,7 +18,7 @@ from typing import Any
 
 from localpriv.data.observations import Observations
 from localpriv.domains import CategoricalDomain, Domain
-from localpriv.estimators import combination, oracles, postprocess, regularized  # noqa: F401  (registrations)
+from localpriv.estimators import auto, combination, oracles, postprocess, regularized  # noqa: F401  (registrations)
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
 

@@ -1,0 +1,404 @@
+"""``auto``: the default estimator -- a few cheap candidates, one chosen from the data by a stated rule.
+
+Every candidate is computed from quantities the certified maximum-likelihood estimate (MLE) needs
+anyway, so the whole estimator costs one MLE fit plus work linear (or ``k log k``) in the number of
+cells per candidate. No candidate is an open-ended iteration: the MLE runs the engine's certified
+gap rule under the evaluation budget ``max_iter`` (reaching it is reported as
+``converged=False``), the post-processing candidates are closed-form or a bounded iteration, and
+the selection evaluates a fixed, finite list of candidates.
+
+One pure frequency oracle (k-RR, unary encodings, local hashing, subset selection, ...: reports
+of one mechanism with ``p*`` and ``q*``). The unbiased estimate ``f~_v = (C_v/n - q*)/(p* - q*)``
+has the covariance (``pi_v = q* + f_v (p* - q*)`` the probability that a report supports ``v``;
+every support count is ``Binomial(n, pi_v)``)::
+
+    Sigma = diag(D) - a a^T / n,
+    k-RR:   D_v = pi_v / (n (p* - q*)^2),                a = pi / (p* - q*)     (exact: multinomial)
+    others: D_v = pi_v (1 - pi_v) / (n (p* - q*)^2) + f_v^2 / n,   a = f         (exact for unary encodings)
+
+with ``pi`` and ``f`` replaced by their estimates (``C/n`` and ``f~`` clipped to ``[0, 1]``). The
+candidates ``g(f~)`` are
+
+* ``mle``: the certified MLE (:func:`~localpriv.estimators.ibu.ibu`, ``max_iter`` evaluations at most);
+* ``norm-sub``: the Euclidean projection of ``f~`` onto the simplex (Wang et al., NDSS 2020);
+* ``base-cut``: the entries above the Bonferroni threshold ``sigma Phi^-1(1 - 0.05/k)``, normalized;
+* ``power-ns``: posterior means under the fitted power-law prior, then Norm-Sub (up to
+  :data:`POWER_MAX_CELLS` cells: its integration costs ~0.1 ms per cell);
+* on ordered domains (an integer line, a planar grid): ``smooth-ns(h)``, the heat-kernel smoothing
+  ``S_h f~`` of EMS's smoother (:func:`~localpriv.estimators.regularized.smooth`, reflecting edges)
+  projected onto the simplex, for bandwidths ``h`` on a log grid (:data:`BANDWIDTHS_PER_DECADE`
+  per decade from :data:`MIN_BANDWIDTH` cells to half the longest side).
+
+and the one with the smallest Stein unbiased risk estimate (Stein, Ann. Statist. 9:1135-1151,
+1981) of its squared error is returned::
+
+    SURE(g) = ||g(f~) - f~||^2 - tr(Sigma) + 2 tr(Sigma J_g),    J_g = dg / df~,
+
+an unbiased estimate of ``E ||g(f~) - f||^2`` when ``f~`` is Gaussian with covariance ``Sigma``
+(``f~`` is a sum of ``n`` independent reports, so it is close to Gaussian at the sizes where the
+choice matters). The divergences are closed forms: Norm-Sub is ``f~ + delta`` on its support ``S``
+(``J = I_S - 1_S 1_S^T / |S|``, divergence ``|S| - 1`` under ``Sigma = I``); Base-Cut with its
+normalization ``h / sum h`` (``h = f~ 1_S``) has ``J = diag(1_S)/H - h 1_S^T / H^2``; PowerNS is
+Norm-Sub after the per-cell posterior mean ``m(f~_v)``, whose derivative is the posterior
+variance over ``sigma^2`` (Tweedie's formula); ``smooth-ns(h)`` is ``J_NS S_h`` with ``S_h``
+symmetric, so ``tr(Sigma J)`` needs the diagonal of ``S_h`` (an FFT of the kernel's eigenvalues)
+and one smoothing of ``1_S``. The MLE is charged as a projection onto its support (``J`` of
+Norm-Sub with ``S`` the MLE's positive cells): where the MLE is interior it equals ``f~`` (a square
+invertible channel) and the formula is exact; on a face it is the usual degrees-of-freedom
+approximation. Base-Cut's hard threshold adds the jump ``T_v / H`` at ``f~_v = T_v`` to the
+divergence: ``Sigma_vv (T_v / H) p_v(T_v)`` with the density ``p_v`` of ``f~_v`` estimated by a
+normal density of variance ``Sigma_vv`` centred on ``f~_v`` (without it hard thresholding's SURE
+is optimistic).
+
+Other observations (metric mechanisms such as the geometric and planar mechanisms, other finite
+channels, reports of several mechanisms). The candidates are the MLE and, on ordered domains, its
+smoothings ``S_h theta_MLE``; on categorical domains its shrinkages ``(1 - l) theta_MLE + l / k``
+towards the uniform distribution. The reports are split once by binomial thinning (each distinct
+report's count ``c`` into ``Binomial(c, 1/2)`` and the rest, from ``rng``; reports merged and
+sorted first, so the split does not depend on their order), the MLE of the first half is computed
+(warm-started from the MLE of all reports, certified, within ``max_iter`` evaluations), each
+candidate built from it is scored by the log-likelihood of the second half, and the winning
+strength is applied to the MLE of all reports. The choice is recorded in ``extra["auto"]``
+(every candidate's score, the rule, the chosen one).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.domains import CategoricalDomain
+from localpriv.estimators.em import DEFAULT_DELTA, log_likelihood
+from localpriv.estimators.ibu import ibu
+from localpriv.estimators.oracles import pure_parameters, support_counts
+from localpriv.estimators.postprocess import DEFAULT_LEVEL, cut_threshold, noise_variance, norm_sub, power_moments
+from localpriv.estimators.registry import Setting, register_estimator
+from localpriv.estimators.regularized import ordered_shape
+from localpriv.estimators.result import Fit
+from localpriv.mechanisms.krr import KRR
+from localpriv.utils.simplex import clip_normalize
+from localpriv.utils.validation import LocalPrivError, check_rng
+
+__all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE", "POWER_MAX_CELLS",
+           "sure_terms", "smoothing_diagonal", "heat_smooth"]
+
+#: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
+#: earlier: reaching it is reported as converged=False)
+AUTO_MAX_ITER = 5000
+#: the largest domain the default handles (cells): SURE's smoothing terms are O(k log k) per
+#: bandwidth, the MLE's are the engine's
+MAX_CELLS = 1 << 20
+#: the smallest bandwidth (cells) of the smoothed candidates, and their grid density
+MIN_BANDWIDTH = 0.25
+BANDWIDTHS_PER_DECADE = 6
+#: PowerNS is a candidate up to this many cells (its numerical integration costs ~0.1 ms per cell)
+POWER_MAX_CELLS = 256
+#: shrinkage weights towards the uniform distribution of the categorical held-out candidates
+SHRINKAGE = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
+#: cells of the MLE at or below this count as outside its support (the engine's zeros are exact or ~1e-300)
+_ZERO = 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# the smoother (the heat kernel of EMS, applied by the DCT)
+# --------------------------------------------------------------------------------------------
+def _heat_eigenvalues(m: int, bandwidth: float) -> np.ndarray:
+    """``exp(-(h^2/2) 4 sin^2(pi j / 2m))``: the eigenvalues of the path's heat kernel (DCT-II basis)."""
+    return np.exp(-2.0 * bandwidth ** 2 * np.sin(np.pi * np.arange(m) / (2.0 * m)) ** 2)
+
+
+def heat_smooth(v: ArrayLike, shape: tuple[int, ...], bandwidth: float) -> np.ndarray:
+    """``S_h v``: the heat-kernel smoothing with reflecting edges (as EMS's, by the orthonormal
+    DCT-II along each axis: ``S_h = C^T diag(exp(-(h^2/2) 4 sin^2(pi j/2m))) C``).
+
+    Parameters
+    ----------
+    v : array
+        ``prod(shape)`` values (row-major on a grid).
+    shape : tuple of int
+        ``(k,)`` or ``(nrows, ncols)``.
+    bandwidth : float
+        The kernel's standard deviation per axis, cells (``>= 0``).
+
+    Returns
+    -------
+    ndarray
+        Same size and sum as ``v``.
+    """
+    from scipy.fft import dctn, idctn
+    x = np.asarray(v, dtype=float).reshape(shape)
+    if bandwidth <= 0 or x.size <= 1:
+        return x.ravel().copy()
+    y = dctn(x, type=2, norm="ortho")
+    for axis, m in enumerate(shape):
+        lam = _heat_eigenvalues(m, bandwidth)
+        y *= lam.reshape([-1 if a == axis else 1 for a in range(len(shape))])
+    return np.asarray(idctn(y, type=2, norm="ortho")).ravel()
+
+
+def smoothing_diagonal(shape: tuple[int, ...], bandwidth: float) -> np.ndarray:
+    """The diagonal of ``S_h`` (:func:`heat_smooth`), by one FFT per axis.
+
+    With ``C_jv^2 = (1 + cos(pi j (2v + 1) / m)) / m`` for ``j >= 1`` and ``1/m`` for ``j = 0``,
+    ``(S_h)_vv = (sum_j lam_j + Re F_{2v+1} - lam_0) / m`` where ``F_t = sum_j lam_j exp(i pi j t / m)``
+    (a length-``2m`` FFT); on a grid the product of the axes' diagonals.
+    """
+    out = np.ones(1)
+    for m in shape:
+        lam = _heat_eigenvalues(m, bandwidth)
+        F = np.fft.ifft(np.concatenate([lam, np.zeros(m)])) * (2 * m)
+        diag = (lam.sum() + F.real[1::2] - lam[0]) / m
+        out = np.outer(out, diag).ravel()
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Stein's unbiased risk estimate with a structured covariance
+# --------------------------------------------------------------------------------------------
+def sure_terms(D: np.ndarray, a: np.ndarray, n: float, d: np.ndarray, u: np.ndarray, w: np.ndarray) -> float:
+    """``tr(Sigma J)`` for ``Sigma = diag(D) - a a^T / n`` and ``J = diag(d) - u w^T``.
+
+    ``tr(Sigma J) = sum_v (D_v - a_v^2/n) d_v - (sum_v D_v u_v w_v - (a.u)(a.w)/n)``.
+    """
+    return float(np.dot(D - a * a / n, d) - (np.dot(D * u, w) - np.dot(a, u) * np.dot(a, w) / n))
+
+
+def _ns_support(g: np.ndarray) -> np.ndarray:
+    return (g > 0).astype(float)
+
+
+def _sure(g: np.ndarray, raw: np.ndarray, trace_sigma: float, tr_sj: float) -> float:
+    return float(np.sum((g - raw) ** 2) - trace_sigma + 2.0 * tr_sj)
+
+
+def _ns_candidate(raw: np.ndarray, g: np.ndarray, D: np.ndarray, a: np.ndarray, n: float, tr: float) -> float:
+    """SURE of a projection onto the simplex with support ``g > 0``: ``J = I_S - 1_S 1_S^T/|S|``."""
+    s = _ns_support(g)
+    m = max(s.sum(), 1.0)
+    return _sure(g, raw, tr, sure_terms(D, a, n, s, s / m, s))
+
+
+def _covariance(block: ObservationBlock, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(D, a, pi)`` of ``Cov(f~) = diag(D) - a a^T / n`` (module docstring)."""
+    p, q = pure_parameters(block.mechanism)
+    n = float(block.n)
+    pi = np.clip(q + (p - q) * raw, 0.0, 1.0)  # = C/n for the support counts
+    scale = n * (p - q) ** 2
+    if isinstance(block.mechanism, KRR):
+        return pi / scale, pi / (p - q), pi
+    f = np.clip(raw, 0.0, 1.0)
+    return pi * (1.0 - pi) / scale + f * f / n, f, pi
+
+
+def _pure(obs: Observations) -> ObservationBlock | None:
+    if len(obs.blocks) != 1:
+        return None
+    mech = obs.blocks[0].mechanism
+    if isinstance(mech, KRR):
+        return obs.blocks[0]
+    if getattr(mech, "p_star", None) is None or getattr(mech, "q_star", None) is None:
+        return None
+    if not hasattr(mech, "support_counts"):
+        return None
+    return obs.blocks[0]
+
+
+def _bandwidths(shape: tuple[int, ...]) -> np.ndarray:
+    top = max(max(shape) / 2.0, MIN_BANDWIDTH)
+    num = max(2, int(math.ceil(math.log10(top / MIN_BANDWIDTH) * BANDWIDTHS_PER_DECADE)) + 1)
+    return np.geomspace(MIN_BANDWIDTH, top, num)
+
+
+def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: float) -> tuple[np.ndarray, dict[str, Any]]:
+    """The candidates of one pure frequency oracle, scored by SURE (module docstring)."""
+    p, q = pure_parameters(block.mechanism)
+    n = float(block.n)
+    raw = (support_counts(block) / n - q) / (p - q)
+    D, a, _pi = _covariance(block, raw)
+    tr = float(np.sum(D - a * a / n))
+    cands: dict[str, np.ndarray] = {}
+    scores: dict[str, float] = {}
+    # the MLE: a projection onto its support
+    theta = np.asarray(mle.distribution, dtype=float)
+    s = (theta > _ZERO).astype(float)
+    scores["mle"] = _sure(theta, raw, tr, sure_terms(D, a, n, s, s / max(s.sum(), 1.0), s))
+    cands["mle"] = theta
+    # Norm-Sub
+    g = norm_sub(raw)
+    cands["norm-sub"], scores["norm-sub"] = g, _ns_candidate(raw, g, D, a, n, tr)
+    # Base-Cut, normalized
+    s2 = noise_variance(block, raw)
+    thr = cut_threshold(s2, level)
+    keep = (raw > thr).astype(float)
+    h = raw * keep
+    H = float(h.sum())
+    if H > 0:
+        g = h / H
+        # the jump of T_v at the threshold: Sigma_vv (T_v / H) times the density of f~_v at T_v,
+        # estimated by a normal density centred on f~_v
+        sd = np.sqrt(np.maximum(D - a * a / n, 1e-300))
+        jump = float(np.sum(sd * (thr / H) * np.exp(-0.5 * ((raw - thr) / sd) ** 2)) / math.sqrt(2 * math.pi))
+        scores["base-cut"] = _sure(g, raw, tr, sure_terms(D, a, n, keep / H, h / H ** 2, keep) + jump)
+    else:
+        g = np.full(raw.size, 1.0 / raw.size)
+        scores["base-cut"] = _sure(g, raw, tr, 0.0)
+    cands["base-cut"] = g
+    # PowerNS: J = J_NS diag(m'), m' = posterior variance / sigma^2 (Tweedie)
+    if raw.size <= POWER_MAX_CELLS:
+        mean, var, _a = power_moments(raw, s2, n, level=level)
+        g = norm_sub(mean)
+        sg = _ns_support(g)
+        slope = np.where(s2 > 0, var / np.where(s2 > 0, s2, 1.0), 0.0)
+        cands["power-ns"] = g
+        scores["power-ns"] = _sure(g, raw, tr, sure_terms(D, a, n, sg * slope, sg / max(sg.sum(), 1.0),
+                                                          sg * slope))
+    # smoothed, then Norm-Sub, on ordered domains
+    info: dict[str, Any] = {}
+    if not isinstance(obs.domain, CategoricalDomain) and obs.domain is not None:
+        shape = ordered_shape(obs.domain, "auto")
+        best_h, best_s, best_g = math.nan, math.inf, raw
+        curve = []
+        for bw in _bandwidths(shape):
+            sm = heat_smooth(raw, shape, float(bw))
+            g = norm_sub(sm)
+            sg = _ns_support(g)
+            m = max(sg.sum(), 1.0)
+            diag = smoothing_diagonal(shape, float(bw))
+            Sa = heat_smooth(a, shape, float(bw))
+            S1 = heat_smooth(sg, shape, float(bw))
+            tr_sj = (float(np.dot(sg, diag * D - a * Sa / n))
+                     - (float(np.dot(S1, D * sg)) - float(np.dot(sg, Sa)) * float(np.dot(a, sg)) / n) / m)
+            sc = _sure(g, raw, tr, tr_sj)
+            curve.append((float(bw), sc))
+            if sc < best_s:
+                best_h, best_s, best_g = float(bw), sc, g
+        cands["smooth-ns"], scores["smooth-ns"] = best_g, best_s
+        info = {"bandwidth": best_h, "bandwidths": [c[0] for c in curve], "bandwidth_sure": [c[1] for c in curve]}
+    choice = min(scores, key=lambda name: scores[name])
+    return cands[choice], {"rule": "smallest Stein unbiased risk estimate of the squared error of f~'s "
+                           "post-processing", "scores": scores, "choice": choice, "trace_sigma": tr, **info}
+
+
+def _merged(block: ObservationBlock) -> tuple[np.ndarray, np.ndarray]:
+    """The block's distinct reports (sorted) and their total counts: the split's canonical order."""
+    r = np.asarray(block.reports)
+    c = np.asarray(block.counts, dtype=float)
+    if r.ndim > 1:
+        u, inv = np.unique(r, axis=0, return_inverse=True)
+    else:
+        u, inv = np.unique(r, return_inverse=True)
+    return u, np.bincount(np.asarray(inv).ravel(), weights=c, minlength=len(u))
+
+
+def _heldout_path(obs: Observations, mle: Fit, rng: int | np.random.Generator, delta: float,
+                  max_iter: int) -> tuple[np.ndarray, dict[str, Any], Fit | None]:
+    """The candidates of other observations, scored by held-out log-likelihood (module docstring)."""
+    gen = check_rng(rng)
+    train_blocks, test_blocks = [], []
+    for b in obs.blocks:
+        u, c = _merged(b)
+        if np.any(c != np.round(c)):
+            raise LocalPrivError("auto splits the reports in two, so the counts must be whole numbers; "
+                                 "use ibu for weighted counts")
+        tr = gen.binomial(np.round(c).astype(np.int64), 0.5).astype(float)
+        te = c - tr
+        if tr.sum() > 0:
+            train_blocks.append(ObservationBlock(b.mechanism, u[tr > 0], tr[tr > 0]))
+        if te.sum() > 0:
+            test_blocks.append(ObservationBlock(b.mechanism, u[te > 0], te[te > 0]))
+    theta = np.asarray(mle.distribution, dtype=float)
+    if not train_blocks or not test_blocks:
+        return theta, {"rule": "too few reports to split: the MLE", "choice": "mle"}, None
+    train = Observations(train_blocks, obs.domain)
+    test = test_blocks and Observations(test_blocks, obs.domain).likelihood_blocks()
+    k = obs.k
+    start = np.maximum(theta, 1e-3 / k)
+    start /= start.sum()
+    tfit = ibu(train, theta0=start, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter)
+    th = np.asarray(tfit.distribution, dtype=float)
+    scores: dict[float, float] = {}
+    ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
+    if ordered:
+        shape = ordered_shape(obs.domain, "auto")
+        strengths = [0.0, *(float(h) for h in _bandwidths(shape))]
+
+        def make(s: float, base: np.ndarray) -> np.ndarray:
+            return clip_normalize(heat_smooth(base, shape, s)) if s > 0 else base
+    else:
+        strengths = list(SHRINKAGE)
+
+        def make(s: float, base: np.ndarray) -> np.ndarray:
+            return (1.0 - s) * base + s / k
+    for s in strengths:
+        g = make(s, th)
+        scores[s] = log_likelihood(test, np.maximum(g, 0.0)) if np.all(np.isfinite(g)) else -math.inf
+    best = max(scores, key=lambda s: scores[s])
+    what = "bandwidth" if ordered else "shrinkage"
+    info = {"rule": "largest held-out log-likelihood, one binomial-thinning split in halves", "choice":
+            "mle" if best == 0 else ("smooth" if ordered else "shrink"), what: best,
+            "strengths": strengths, "heldout": [scores[s] for s in strengths],
+            "train_converged": tfit.converged, "train_iterations": tfit.iterations}
+    return make(best, theta), info, tfit
+
+
+def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUTO_MAX_ITER,
+         rng: int | np.random.Generator = 0, level: float = DEFAULT_LEVEL) -> Fit:
+    """The default estimator: the MLE and a few post-processings or smoothings of it, one chosen by
+    a stated rule (see the module docstring).
+
+    Parameters
+    ----------
+    obs : Observations
+        The aggregated reports (any mechanisms, any domain).
+    delta : float
+        Tolerance of the MLE's certified gap rule (per-report log-likelihood within ``delta`` of the
+        maximum; default ``1e-9``).
+    max_iter : int
+        Evaluation budget of each MLE fit (default :data:`AUTO_MAX_ITER`); reaching it gives
+        ``converged=False``.
+    rng : int or Generator
+        Seed of the held-out split (observations that are not of one pure frequency oracle).
+    level : float
+        Significance level of Base-Cut's and PowerNS's threshold (the one pure-oracle path).
+
+    Returns
+    -------
+    Fit
+        ``extra["auto"]``: the rule, every candidate's score, the choice; ``extra["mle"]``: the MLE
+        (the anchor of the intervals).
+    """
+    if obs.k > MAX_CELLS:
+        raise LocalPrivError(f"auto handles domains of at most {MAX_CELLS} cells, got {obs.k}; use ibu")
+    mle = ibu(obs, delta=delta, max_iter=max_iter)
+    block = _pure(obs)
+    tfit = None
+    if block is not None:
+        theta, info = _sure_path(obs, block, mle, level)
+    else:
+        theta, info, tfit = _heldout_path(obs, mle, rng, delta, max_iter)
+    theta = clip_normalize(np.asarray(theta, dtype=float))
+    settings = {"delta": delta, "max_iter": max_iter, "rule": info["rule"], "choice": info["choice"]}
+    evaluations = (mle.iterations or 0) + ((tfit.iterations or 0) if tfit is not None else 0)
+    extra = {"auto": info, "mle": mle, "evaluations": evaluations,
+             "call": ("auto", {"delta": delta, "max_iter": max_iter, "rng": rng, "level": level})}
+    converged = bool(mle.converged) and (tfit is None or bool(tfit.converged))
+    return Fit(theta, obs.domain, "auto", settings, loglik=log_likelihood(obs.likelihood_blocks(), theta),
+               iterations=evaluations, converged=converged, n=obs.n, extra=extra)
+
+
+register_estimator(
+    "auto", auto, summary="the default: the certified MLE and a few post-processings or smoothings of it, one chosen "
+                          "by Stein's unbiased risk estimate (one pure oracle) or a held-out split",
+    tags={"mixture"},
+    settings=(
+        Setting("delta", "float", DEFAULT_DELTA, "tolerance of the MLE's certified gap rule (per report)",
+                low=0.0, low_open=True),
+        Setting("max_iter", "int", AUTO_MAX_ITER, "evaluation budget of each MLE fit (reaching it: "
+                "converged=False)", low=1),
+        Setting("rng", "rng", 0, "seed or generator of the held-out split (observations other than one pure oracle)"),
+        Setting("level", "float", DEFAULT_LEVEL, "significance level of the Base-Cut and PowerNS thresholds",
+                low=0.0, high=1.0, low_open=True, high_open=True),
+    ))
