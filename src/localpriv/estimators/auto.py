@@ -1,11 +1,13 @@
 """``auto``: the default estimator -- a few cheap candidates, one chosen from the data by a stated rule.
 
-Every candidate is computed from quantities the certified maximum-likelihood estimate (MLE) needs
-anyway, so the whole estimator costs one MLE fit plus work linear (or ``k log k``) in the number of
-cells per candidate. No candidate is an open-ended iteration: the MLE runs the engine's certified
-gap rule under the evaluation budget ``max_iter`` (reaching it is reported as
-``converged=False``), the post-processing candidates are closed-form or a bounded iteration, and
-the selection evaluates a fixed, finite list of candidates.
+For the reports of one pure frequency oracle every candidate is computed from quantities the
+certified maximum-likelihood estimate (MLE) needs anyway, so the estimator costs one MLE fit plus
+work linear (or ``k log k``) in the number of cells per candidate; other observations add one
+split of the reports and a few EM fits with fixed evaluation budgets. No fit is open-ended: the
+MLE runs the engine's certified gap rule under the evaluation budget ``max_iter`` (reaching it is
+reported as ``converged=False``), every other fit has a budget of its own, the post-processing
+candidates are closed forms or a bounded iteration, and the selection evaluates a fixed, finite
+list of candidates.
 
 One pure frequency oracle (k-RR, unary encodings, local hashing, subset selection, ...: reports
 of one mechanism with ``p*`` and ``q*``). The unbiased estimate ``f~_v = (C_v/n - q*)/(p* - q*)``
@@ -52,14 +54,28 @@ is optimistic).
 
 Other observations (metric mechanisms such as the geometric and planar mechanisms, other finite
 channels, reports of several mechanisms). The candidates are the MLE and, on ordered domains, its
-smoothings ``S_h theta_MLE``; on categorical domains its shrinkages ``(1 - l) theta_MLE + l / k``
-towards the uniform distribution. The reports are split once by binomial thinning (each distinct
-report's count ``c`` into ``Binomial(c, 1/2)`` and the rest, from ``rng``; reports merged and
-sorted first, so the split does not depend on their order), the MLE of the first half is computed
-(warm-started from the MLE of all reports, certified, within ``max_iter`` evaluations), each
-candidate built from it is scored by the log-likelihood of the second half, and the winning
-strength is applied to the MLE of all reports. The choice is recorded in ``extra["auto"]``
-(every candidate's score, the rule, the chosen one).
+smoothings ``S_h theta_MLE`` and EMS; on categorical domains its shrinkages
+``(1 - l) theta_MLE + l / k`` towards the uniform distribution (:data:`SHRINKAGE`). The reports are
+split once by binomial thinning (each distinct report's count ``c`` into ``Binomial(c, 1/2)`` and
+the rest, from ``rng``; equal reports merged, reports and mechanisms sorted first, so the split
+does not depend on their order). The MLE of the first half is computed (certified to 0.01 nats in
+all, from the uniform start, at most ``max_iter`` evaluations) and every candidate built from it
+is scored by the log-likelihood of the second half. On ordered domains EMS
+(:func:`~localpriv.estimators.regularized.ems`'s smoothed EM) is scored the same way: fitted on the
+first half at the bandwidths :data:`EMS_STEPS` times the best smoothing of the MLE, each
+warm-started from the previous, stopped at ``max|step| < 1e-7`` or :data:`EMS_BUDGET` evaluations.
+If EMS scores best it is fitted on all reports from the smoothed MLE of the first half, stopped at
+``max|step| < 1e-7`` or :data:`EMS_FINAL_BUDGET` evaluations, whichever comes first (the stop
+reached is stated in ``settings["ems_stop"]``: the smoothed map ascends no objective, so there is
+no certificate). Otherwise the MLE of all reports is computed (warm-started from the first half's,
+certified) and the winning smoothing or shrinkage applied to it.
+
+``converged`` is that of the certified fit the estimate is built from (the MLE of all reports; of
+the first half when EMS won): ``False`` when its budget ``max_iter`` was reached. The choice is
+recorded in ``extra["auto"]`` (the rule, every candidate's score, the chosen one) and
+``settings["choice"]``; ``extra["evaluations"]`` counts the EM evaluations of all fits;
+``extra["mle"]`` holds the MLE of all reports when it was computed, and the intervals
+(:mod:`localpriv.inference.uncertainty`, ``"anchored"``) use it instead of computing it again.
 """
 from __future__ import annotations
 
@@ -71,18 +87,19 @@ from numpy.typing import ArrayLike
 
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import CategoricalDomain
-from localpriv.estimators.em import DEFAULT_DELTA, log_likelihood
+from localpriv.estimators.em import DEFAULT_DELTA, em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.oracles import pure_parameters, support_counts
 from localpriv.estimators.postprocess import DEFAULT_LEVEL, cut_threshold, noise_variance, norm_sub, power_moments
 from localpriv.estimators.registry import Setting, register_estimator
-from localpriv.estimators.regularized import ordered_shape
+from localpriv.estimators.regularized import EMS_CV_DELTA, SmoothingPenalty, ordered_shape
 from localpriv.estimators.result import Fit
 from localpriv.mechanisms.krr import KRR
 from localpriv.utils.simplex import clip_normalize
 from localpriv.utils.validation import LocalPrivError, check_rng
 
-__all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE", "POWER_MAX_CELLS",
+__all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE", "POWER_MAX_CELLS", "EMS_STEPS",
+           "EMS_BUDGET", "EMS_FINAL_BUDGET",
            "sure_terms", "smoothing_diagonal", "heat_smooth"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
@@ -94,6 +111,11 @@ MAX_CELLS = 1 << 20
 #: the smallest bandwidth (cells) of the smoothed candidates, and their grid density
 MIN_BANDWIDTH = 0.25
 BANDWIDTHS_PER_DECADE = 6
+#: EMS bandwidths tried on the training half (times the best smoothing of the MLE), the evaluation
+#: budget of each of those fits, and of the final EMS fit on all reports
+EMS_STEPS = (1.0, 0.5, 0.25, 0.125)
+EMS_BUDGET = 150
+EMS_FINAL_BUDGET = 300
 #: PowerNS is a candidate up to this many cells (its numerical integration costs ~0.1 ms per cell)
 POWER_MAX_CELLS = 256
 #: shrinkage weights towards the uniform distribution of the categorical held-out candidates
@@ -293,12 +315,15 @@ def _merged(block: ObservationBlock) -> tuple[np.ndarray, np.ndarray]:
     return u, np.bincount(np.asarray(inv).ravel(), weights=c, minlength=len(u))
 
 
-def _heldout_path(obs: Observations, mle: Fit, rng: int | np.random.Generator, delta: float,
+def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: float,
                   max_iter: int) -> tuple[np.ndarray, dict[str, Any], Fit | None]:
-    """The candidates of other observations, scored by held-out log-likelihood (module docstring)."""
+    """The candidates of other observations, scored by held-out log-likelihood (module docstring).
+
+    Returns the estimate, the record of the choice and the MLE of all reports when it was computed
+    (the choice is the MLE or one of its smoothings or shrinkages; not when EMS won)."""
     gen = check_rng(rng)
     train_blocks, test_blocks = [], []
-    for b in obs.blocks:
+    for b in sorted(obs.blocks, key=lambda blk: (str(blk.mechanism), blk.n)):  # a canonical order
         u, c = _merged(b)
         if np.any(c != np.round(c)):
             raise LocalPrivError("auto splits the reports in two, so the counts must be whole numbers; "
@@ -309,15 +334,15 @@ def _heldout_path(obs: Observations, mle: Fit, rng: int | np.random.Generator, d
             train_blocks.append(ObservationBlock(b.mechanism, u[tr > 0], tr[tr > 0]))
         if te.sum() > 0:
             test_blocks.append(ObservationBlock(b.mechanism, u[te > 0], te[te > 0]))
-    theta = np.asarray(mle.distribution, dtype=float)
     if not train_blocks or not test_blocks:
-        return theta, {"rule": "too few reports to split: the MLE", "choice": "mle"}, None
+        mle = ibu(obs, delta=delta, max_iter=max_iter)
+        return mle.distribution, {"rule": "too few reports to split: the MLE", "choice": "mle"}, mle
     train = Observations(train_blocks, obs.domain)
-    test = test_blocks and Observations(test_blocks, obs.domain).likelihood_blocks()
+    test = Observations(test_blocks, obs.domain).likelihood_blocks()
     k = obs.k
-    start = np.maximum(theta, 1e-3 / k)
-    start /= start.sum()
-    tfit = ibu(train, theta0=start, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter)
+    # the MLE of the training half, from the uniform start (a start from the MLE of all reports would
+    # carry the held-out half into it), certified to 0.01 nats in all
+    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter)
     th = np.asarray(tfit.distribution, dtype=float)
     scores: dict[float, float] = {}
     ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
@@ -333,15 +358,54 @@ def _heldout_path(obs: Observations, mle: Fit, rng: int | np.random.Generator, d
         def make(s: float, base: np.ndarray) -> np.ndarray:
             return (1.0 - s) * base + s / k
     for s in strengths:
-        g = make(s, th)
-        scores[s] = log_likelihood(test, np.maximum(g, 0.0)) if np.all(np.isfinite(g)) else -math.inf
+        scores[s] = log_likelihood(test, make(s, th))
     best = max(scores, key=lambda s: scores[s])
     what = "bandwidth" if ordered else "shrinkage"
-    info = {"rule": "largest held-out log-likelihood, one binomial-thinning split in halves", "choice":
-            "mle" if best == 0 else ("smooth" if ordered else "shrink"), what: best,
-            "strengths": strengths, "heldout": [scores[s] for s in strengths],
-            "train_converged": tfit.converged, "train_iterations": tfit.iterations}
-    return make(best, theta), info, tfit
+    info: dict[str, Any] = {
+        "rule": "largest held-out log-likelihood, one binomial-thinning split in halves",
+        "choice": "mle" if best == 0 else ("smooth" if ordered else "shrink"), what: best,
+        "strengths": strengths, "heldout": [scores[s] for s in strengths],
+        "train_converged": tfit.converged, "train_iterations": tfit.iterations}
+    evaluations = tfit.iterations or 0
+    if ordered:
+        # EMS on the training half, from the best smoothing down, each fit warm-started from the last
+        train_lb = train.likelihood_blocks()
+        top = best if best > 0 else MIN_BANDWIDTH
+        start = _floored(make(top, th))
+        ems_scores: dict[float, float] = {}
+        for c in EMS_STEPS:
+            h = top * c
+            res = em(train_lb, k, theta0=start, penalty=SmoothingPenalty(shape, h), stop="max_abs",
+                     delta=EMS_CV_DELTA, max_iter=EMS_BUDGET)  # a budget each
+            evaluations += res.iterations
+            ems_scores[h] = log_likelihood(test, res.theta)
+            start = _floored(res.theta)
+        info["ems_bandwidths"] = list(ems_scores)
+        info["ems_heldout"] = list(ems_scores.values())
+        h_ems = max(ems_scores, key=lambda h: ems_scores[h])
+        if ems_scores[h_ems] > scores[best]:
+            # EMS won: one fit on all reports from the smoothed training MLE, within a budget
+            res = em(obs.likelihood_blocks(), k, theta0=_floored(make(h_ems, th)),
+                     penalty=SmoothingPenalty(shape, h_ems), stop="max_abs", delta=EMS_CV_DELTA,
+                     max_iter=EMS_FINAL_BUDGET)
+            evaluations += res.iterations
+            info.update(choice="ems", bandwidth=h_ems, ems_converged=res.converged, ems_iterations=res.iterations,
+                        evaluations=evaluations)
+            return res.theta, info, None
+    # the MLE of all reports (warm-started from the training half's), smoothed or shrunk as chosen
+    mle = ibu(obs, theta0=_floored(th), delta=delta, max_iter=max_iter)
+    info["evaluations"] = evaluations
+    return make(best, np.asarray(mle.distribution, dtype=float)), info, mle
+
+
+def _seed_label(rng: int | np.random.Generator) -> int | str:
+    return int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else "generator"
+
+
+def _floored(theta: np.ndarray) -> np.ndarray:
+    """A full-support start for EM: every cell at least ``1e-6 / k``, renormalized."""
+    t = np.maximum(np.asarray(theta, dtype=float), 1e-6 / theta.size)
+    return t / t.sum()
 
 
 def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUTO_MAX_ITER,
@@ -372,19 +436,34 @@ def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUT
     """
     if obs.k > MAX_CELLS:
         raise LocalPrivError(f"auto handles domains of at most {MAX_CELLS} cells, got {obs.k}; use ibu")
-    mle = ibu(obs, delta=delta, max_iter=max_iter)
     block = _pure(obs)
-    tfit = None
     if block is not None:
+        mle: Fit | None = ibu(obs, delta=delta, max_iter=max_iter)
         theta, info = _sure_path(obs, block, mle, level)
     else:
-        theta, info, tfit = _heldout_path(obs, mle, rng, delta, max_iter)
+        theta, info, mle = _heldout_path(obs, rng, delta, max_iter)
     theta = clip_normalize(np.asarray(theta, dtype=float))
-    settings = {"delta": delta, "max_iter": max_iter, "rule": info["rule"], "choice": info["choice"]}
-    evaluations = (mle.iterations or 0) + ((tfit.iterations or 0) if tfit is not None else 0)
-    extra = {"auto": info, "mle": mle, "evaluations": evaluations,
-             "call": ("auto", {"delta": delta, "max_iter": max_iter, "rng": rng, "level": level})}
-    converged = bool(mle.converged) and (tfit is None or bool(tfit.converged))
+    settings: dict[str, Any] = {"delta": delta, "max_iter": max_iter, "rule": info["rule"], "choice": info["choice"]}
+    extra: dict[str, Any] = {"auto": info,
+                             "call": ("auto", {"delta": delta, "max_iter": max_iter, "rng": rng, "level": level})}
+    if block is None:
+        settings["seed"] = _seed_label(rng)
+    evaluations = int(info.get("evaluations", 0))
+    if mle is not None:
+        mle.observations = obs  # what fit(obs, "ibu", ...) records: the anchor of the intervals
+        mle.extra["call"] = ("ibu", {"delta": delta, "max_iter": max_iter})
+        extra["mle"] = mle
+        evaluations += mle.iterations or 0
+        settings["mle_stop"] = ("certified: per-report log-likelihood within delta of the maximum" if mle.converged
+                                else f"budget of {max_iter} evaluations reached")
+        # converged: the certified fit's (the MLE every candidate is built from or compared with)
+        converged = bool(mle.converged)
+    else:  # EMS won: its map ascends no objective; its stop is stated
+        settings["bandwidth"] = info["bandwidth"]
+        settings["ems_stop"] = (f"max|step| < {EMS_CV_DELTA:g}" if info["ems_converged"]
+                                else f"budget of {EMS_FINAL_BUDGET} evaluations reached")
+        converged = bool(info["train_converged"])
+    extra["evaluations"] = evaluations
     return Fit(theta, obs.domain, "auto", settings, loglik=log_likelihood(obs.likelihood_blocks(), theta),
                iterations=evaluations, converged=converged, n=obs.n, extra=extra)
 
