@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark bench-default bench-default-accuracy coverage coverage-docs docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -110,6 +110,17 @@ bench-rappor: $(BENCH_STAMP)
 bench-rappor-accuracy: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py --accuracy-only
 	$(PY) benchmarks/report.py
+
+# the default estimator's CPU time against the certified MLE on the same observations, set-up
+# included (-> benchmarks/results-default-cost.json; target: default <= 2 x MLE + 50 ms; run it on
+# a quiet machine; `--quick` is a smoke run, `--old` adds the former default: minutes per call)
+bench-default: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/default_cost.py --rounds 5
+
+# the default estimator's accuracy against the former default, the MLE and the post-processings
+# (errors only, no timings: may run on a busy machine; -> benchmarks/results-default-accuracy.json)
+bench-default-accuracy: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/default_accuracy.py --runs 5
 
 # start-up cost of `import localpriv` and `localpriv --help` (target: under 0.25 s of CPU)
 bench-import: $(STAMP)

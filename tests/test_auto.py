@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import localpriv
-from localpriv.data.observations import ObservationBlock, Observations
+from localpriv.data.observations import Observations
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.domains.grid import GridDomain
 from localpriv.estimators import default_estimator, fit

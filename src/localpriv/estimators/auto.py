@@ -98,9 +98,9 @@ from localpriv.mechanisms.krr import KRR
 from localpriv.utils.simplex import clip_normalize
 from localpriv.utils.validation import LocalPrivError, check_rng
 
-__all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE", "POWER_MAX_CELLS", "EMS_STEPS",
-           "EMS_BUDGET", "EMS_FINAL_BUDGET",
-           "sure_terms", "smoothing_diagonal", "heat_smooth"]
+__all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE",
+           "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "sure_terms", "smoothing_diagonal",
+           "heat_smooth"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
 #: earlier: reaching it is reported as converged=False)
@@ -373,16 +373,16 @@ def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: floa
         top = best if best > 0 else MIN_BANDWIDTH
         start = _floored(make(top, th))
         ems_scores: dict[float, float] = {}
-        for c in EMS_STEPS:
-            h = top * c
-            res = em(train_lb, k, theta0=start, penalty=SmoothingPenalty(shape, h), stop="max_abs",
+        for step in EMS_STEPS:
+            bw = float(top * step)
+            res = em(train_lb, k, theta0=start, penalty=SmoothingPenalty(shape, bw), stop="max_abs",
                      delta=EMS_CV_DELTA, max_iter=EMS_BUDGET)  # a budget each
             evaluations += res.iterations
-            ems_scores[h] = log_likelihood(test, res.theta)
+            ems_scores[bw] = log_likelihood(test, res.theta)
             start = _floored(res.theta)
         info["ems_bandwidths"] = list(ems_scores)
         info["ems_heldout"] = list(ems_scores.values())
-        h_ems = max(ems_scores, key=lambda h: ems_scores[h])
+        h_ems = max(ems_scores, key=lambda b: ems_scores[b])
         if ems_scores[h_ems] > scores[best]:
             # EMS won: one fit on all reports from the smoothed training MLE, within a budget
             res = em(obs.likelihood_blocks(), k, theta0=_floored(make(h_ems, th)),
@@ -437,8 +437,9 @@ def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUT
     if obs.k > MAX_CELLS:
         raise LocalPrivError(f"auto handles domains of at most {MAX_CELLS} cells, got {obs.k}; use ibu")
     block = _pure(obs)
+    mle: Fit | None
     if block is not None:
-        mle: Fit | None = ibu(obs, delta=delta, max_iter=max_iter)
+        mle = ibu(obs, delta=delta, max_iter=max_iter)
         theta, info = _sure_path(obs, block, mle, level)
     else:
         theta, info, mle = _heldout_path(obs, rng, delta, max_iter)
