@@ -121,6 +121,7 @@ bench-default: $(STAMP)
 # (errors only, no timings: may run on a busy machine; -> benchmarks/results-default-accuracy.json)
 bench-default-accuracy: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/default_accuracy.py --runs 5
+	$(PY) benchmarks/default_accuracy.py --render docs/decisions/0037-fast-default-estimator.md
 
 # start-up cost of `import localpriv` and `localpriv --help` (target: under 0.25 s of CPU)
 bench-import: $(STAMP)
