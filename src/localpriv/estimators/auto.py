@@ -87,7 +87,7 @@ from numpy.typing import ArrayLike
 
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import CategoricalDomain
-from localpriv.estimators.em import DEFAULT_DELTA, em, log_likelihood
+from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, SCHEMES, em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.oracles import pure_parameters, support_counts
 from localpriv.estimators.postprocess import DEFAULT_LEVEL, cut_threshold, noise_variance, norm_sub, power_moments
@@ -315,8 +315,8 @@ def _merged(block: ObservationBlock) -> tuple[np.ndarray, np.ndarray]:
     return u, np.bincount(np.asarray(inv).ravel(), weights=c, minlength=len(u))
 
 
-def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: float,
-                  max_iter: int) -> tuple[np.ndarray, dict[str, Any], Fit | None]:
+def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: float, max_iter: int,
+                  accelerate: str | None) -> tuple[np.ndarray, dict[str, Any], Fit | None]:
     """The candidates of other observations, scored by held-out log-likelihood (module docstring).
 
     Returns the estimate, the record of the choice and the MLE of all reports when it was computed
@@ -335,14 +335,14 @@ def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: floa
         if te.sum() > 0:
             test_blocks.append(ObservationBlock(b.mechanism, u[te > 0], te[te > 0]))
     if not train_blocks or not test_blocks:
-        mle = ibu(obs, delta=delta, max_iter=max_iter)
+        mle = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate)
         return mle.distribution, {"rule": "too few reports to split: the MLE", "choice": "mle"}, mle
     train = Observations(train_blocks, obs.domain)
     test = Observations(test_blocks, obs.domain).likelihood_blocks()
     k = obs.k
     # the MLE of the training half, from the uniform start (a start from the MLE of all reports would
     # carry the held-out half into it), certified to 0.01 nats in all
-    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter)
+    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter, accelerate=accelerate)
     th = np.asarray(tfit.distribution, dtype=float)
     scores: dict[float, float] = {}
     ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
@@ -393,7 +393,7 @@ def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: floa
                         evaluations=evaluations)
             return res.theta, info, None
     # the MLE of all reports (warm-started from the training half's), smoothed or shrunk as chosen
-    mle = ibu(obs, theta0=_floored(th), delta=delta, max_iter=max_iter)
+    mle = ibu(obs, theta0=_floored(th), delta=delta, max_iter=max_iter, accelerate=accelerate)
     info["evaluations"] = evaluations
     return make(best, np.asarray(mle.distribution, dtype=float)), info, mle
 
@@ -409,7 +409,8 @@ def _floored(theta: np.ndarray) -> np.ndarray:
 
 
 def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUTO_MAX_ITER,
-         rng: int | np.random.Generator = 0, level: float = DEFAULT_LEVEL) -> Fit:
+         rng: int | np.random.Generator = 0, level: float = DEFAULT_LEVEL,
+         accelerate: str | None = DEFAULT_ACCELERATE) -> Fit:
     """The default estimator: the MLE and a few post-processings or smoothings of it, one chosen by
     a stated rule (see the module docstring).
 
@@ -427,6 +428,8 @@ def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUT
         Seed of the held-out split (observations that are not of one pure frequency oracle).
     level : float
         Significance level of Base-Cut's and PowerNS's threshold (the one pure-oracle path).
+    accelerate : {"newton", "squarem", "none"}
+        The acceleration of the MLE fits (the engine's; default ``"newton"``).
 
     Returns
     -------
@@ -439,20 +442,21 @@ def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUT
     block = _pure(obs)
     mle: Fit | None
     if block is not None:
-        mle = ibu(obs, delta=delta, max_iter=max_iter)
+        mle = ibu(obs, delta=delta, max_iter=max_iter, accelerate=accelerate)
         theta, info = _sure_path(obs, block, mle, level)
     else:
-        theta, info, mle = _heldout_path(obs, rng, delta, max_iter)
+        theta, info, mle = _heldout_path(obs, rng, delta, max_iter, accelerate)
     theta = clip_normalize(np.asarray(theta, dtype=float))
     settings: dict[str, Any] = {"delta": delta, "max_iter": max_iter, "rule": info["rule"], "choice": info["choice"]}
     extra: dict[str, Any] = {"auto": info,
-                             "call": ("auto", {"delta": delta, "max_iter": max_iter, "rng": rng, "level": level})}
+                             "call": ("auto", {"delta": delta, "max_iter": max_iter, "rng": rng, "level": level,
+                                       "accelerate": accelerate})}
     if block is None:
         settings["seed"] = _seed_label(rng)
     evaluations = int(info.get("evaluations", 0))
     if mle is not None:
         mle.observations = obs  # what fit(obs, "ibu", ...) records: the anchor of the intervals
-        mle.extra["call"] = ("ibu", {"delta": delta, "max_iter": max_iter})
+        mle.extra["call"] = ("ibu", {"delta": delta, "max_iter": max_iter, "accelerate": accelerate})
         extra["mle"] = mle
         evaluations += mle.iterations or 0
         settings["mle_stop"] = ("certified: per-report log-likelihood within delta of the maximum" if mle.converged
@@ -481,4 +485,7 @@ register_estimator(
         Setting("rng", "rng", 0, "seed or generator of the held-out split (observations other than one pure oracle)"),
         Setting("level", "float", DEFAULT_LEVEL, "significance level of the Base-Cut and PowerNS thresholds",
                 low=0.0, high=1.0, low_open=True, high_open=True),
+        Setting("accelerate", "str", DEFAULT_ACCELERATE, "acceleration of the MLE fits: newton (SQUAREM with the "
+                "certified Newton finish), squarem, none (plain EM; None: plain EM)", choices=SCHEMES, nullable=True,
+                noun="acceleration"),
     ))
