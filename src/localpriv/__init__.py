@@ -77,8 +77,8 @@ def estimate(obs: Observations, method: str | None = None, **settings: Any) -> E
         :func:`default_estimator` -- ``"auto"``: the certified MLE and a few cheap alternatives,
         one chosen from the data by a stated rule (``docs/estimators.md``). Others: ``"ibu"`` (EM to
         the certified maximum-likelihood estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"``
-        (EM with a smoothing step), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion, then normalization or projection),
-        ``"mi-n"``, ``"rap-n"``, ... .
+        (EM with a smoothing step), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion, then
+        normalization or projection), ``"mi-n"``, ``"rap-n"``, ... .
     **settings
         Passed to the estimator; unknown settings are an error naming them. The common ones:
 
