@@ -16,7 +16,8 @@ cross-validation), so it is run on OUE cells only up to ``--old-max-oue`` report
 skipped beyond). Results go to ``benchmarks/results-default-accuracy.json``, rewritten after every
 cell. Run with BLAS pinned to one thread (``make bench-default-accuracy``).
 
-``--render DOC`` rewrites the table between ``<!-- default-accuracy:begin`` and
+``--merge A.json,B.json`` writes the cells of partial runs (e.g. one per mechanism, run side by
+side) to ``--out``; ``--render DOC`` rewrites the table between ``<!-- default-accuracy:begin`` and
 ``<!-- default-accuracy:end -->`` in ``DOC`` from the JSON (no run).
 """
 from __future__ import annotations
@@ -131,17 +132,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old-max-k", type=int, default=100, help="... and on OUE up to this many values")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--render", type=Path, default=None, help="rewrite this document's table from --out; no run")
+    ap.add_argument("--merge", default=None, help="comma-separated JSON files of partial runs: their cells to --out")
     args = ap.parse_args(argv)
+    if args.merge is not None:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
+        merged = {"params": {**parts[0]["params"], "merged": args.merge}, "methods": parts[0]["methods"],
+                  "cells": [c for part in parts for c in part["cells"]]}
+        _write(merged, args.out)
+        return 0
     if args.render is not None:
         rewrite(args.render, json.loads(args.out.read_text()))
         return 0
     data = datasets(args.adult)
     record: dict = {"params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                     "methods": list(METHODS), "cells": []}
-    for name in args.data.split(","):
-        domain, theta, ordered = data[name]
-        old = "ems" if ordered else "dirichlet"
-        for mname in args.mechanisms.split(","):
+    for mname in args.mechanisms.split(","):
+        for name in args.data.split(","):
+            domain, theta, ordered = data[name]
+            old = "ems" if ordered else "dirichlet"
             for eps in (float(e) for e in args.eps.split(",")):
                 mech = localpriv.parse(f"{mname}(eps={eps:g})", domain)
                 for n in (int(float(x)) for x in args.n.split(",")):
