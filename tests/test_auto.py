@@ -18,7 +18,7 @@ from localpriv.estimators.auto import (
     smoothing_diagonal,
     sure_terms,
 )
-from localpriv.estimators.postprocess import norm_sub
+from localpriv.estimators.postprocess import norm_sub, power_moments
 from localpriv.estimators.regularized import smooth
 from localpriv.inference.simulation import simulate_block
 
@@ -135,3 +135,24 @@ def test_mixtures_and_grids_take_the_held_out_path():
     est = fit(obs, "auto")
     assert est.extra["auto"]["choice"] in ("mle", "smooth", "ems") and "bandwidth" in est.extra["auto"]
     assert est.distribution.shape == (64,) and abs(est.distribution.sum() - 1.0) < 1e-9
+
+
+def test_power_posterior_variance_is_the_slope_of_the_mean():
+    """Tweedie's formula, which SURE charges PowerNS with: d E[f | f~] / d f~ = Var[f | f~] / sigma^2."""
+    raw = np.array([0.002, 0.01, 0.05, 0.2, -0.01])
+    s2 = np.full(raw.size, 1e-4)
+    mean, var, a = power_moments(raw, s2, 1e5, exponent=1.5)
+    step = 1e-6
+    up, _, _ = power_moments(raw + step, s2, 1e5, exponent=1.5)
+    np.testing.assert_allclose((up - mean) / step, var / s2, rtol=2e-2, atol=1e-3)
+    assert a == 1.5
+
+
+def test_refuses_domains_past_its_bound_in_one_line(monkeypatch):
+    import localpriv.estimators.auto as auto_module
+    monkeypatch.setattr(auto_module, "MAX_CELLS", 5)
+    theta = np.full(6, 1 / 6)
+    obs = _obs("krr(eps=1.0)", CategoricalDomain(list("abcdef")), theta, 500, 10)
+    with pytest.raises(localpriv.LocalPrivError, match="at most 5 cells") as err:
+        fit(obs, "auto")
+    assert "\n" not in str(err.value)
