@@ -104,9 +104,10 @@ def default_estimator(domain: Domain | None) -> str:
         candidate on ordered domains). It costs one MLE fit plus work linear in the number of
         cells per candidate, and every fit on its path has an evaluation budget
         (docs/decisions/0037-fast-default-estimator.md). ``ems`` and ``dirichlet``, the defaults
-        before it, stay registered.
+        before it, stay registered. Without a domain (untruncated geometric reports): ``"ibu"``, the
+        certified maximum-likelihood estimate on the likely subset of the integers.
     """
-    return "auto"
+    return "ibu" if domain is None else "auto"
 
 
 __all__ = ["ESTIMATORS", "REGISTRY", "EstimatorSpec", "Setting", "TAGS", "Fit", "available_estimators",
