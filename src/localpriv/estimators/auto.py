@@ -29,11 +29,8 @@ candidates ``g(f~)`` are
 * on ordered domains (an integer line, a planar grid): ``smooth-ns(h)``, the heat-kernel smoothing
   ``S_h f~`` of EMS's smoother (:func:`~localpriv.estimators.regularized.smooth`, reflecting edges)
   projected onto the simplex, for bandwidths ``h`` on a log grid (:data:`BANDWIDTHS_PER_DECADE`
-  per decade from :data:`MIN_BANDWIDTH` cells to half the longest side). Its bandwidth is chosen
-  by the one-standard-error rule (Breiman, Friedman, Olshen and Stone, *Classification and
-  Regression Trees*, 1984, Sec. 3.4.3) on the SURE curve: the widest ``h`` whose SURE is within
-  ``2 sqrt(sum_v D_v (g_h - g_min)_v^2)`` of the smallest -- the standard deviation of the
-  difference of the two SUREs, whose noise is of the order of the risk differences at low signal.
+  per decade from :data:`MIN_BANDWIDTH` cells to half the longest side), the bandwidth with the
+  smallest SURE.
 
 and the one with the smallest Stein unbiased risk estimate (Stein, Ann. Statist. 9:1135-1151,
 1981) of its squared error is returned::
@@ -120,8 +117,6 @@ BANDWIDTHS_PER_DECADE = 6
 EMS_STEPS = (1.0, 0.5, 0.25, 0.125)
 EMS_BUDGET = 150
 EMS_FINAL_BUDGET = 300
-#: choose the bandwidth of ``smooth-ns`` by the one-standard-error rule (module docstring)
-ONE_SE = True
 #: PowerNS is a candidate up to this many cells (its numerical integration costs ~0.1 ms per cell)
 POWER_MAX_CELLS = 256
 #: shrinkage weights towards the uniform distribution of the categorical held-out candidates
@@ -299,15 +294,7 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
             tr_sj = (float(np.dot(sg, diag * D - a * Sa / n))
                      - (float(np.dot(S1, D * sg)) - float(np.dot(sg, Sa)) * float(np.dot(a, sg)) / n) / m)
             curve.append((float(bw), _sure(g, raw, tr, tr_sj), g))
-        i_min = min(range(len(curve)), key=lambda i: curve[i][1])
-        best_h, best_s, best_g = curve[i_min]
-        if ONE_SE:
-            # the one-standard-error rule along the path: the widest bandwidth whose SURE is within
-            # one standard deviation of its difference to the minimum's
-            for bw, sc, g in curve[i_min + 1:]:
-                sd = 2.0 * math.sqrt(max(float(np.dot(D, (g - curve[i_min][2]) ** 2)), 0.0))
-                if sc <= curve[i_min][1] + sd:
-                    best_h, best_s, best_g = bw, sc, g
+        best_h, best_s, best_g = min(curve, key=lambda c: c[1])
         cands["smooth-ns"], scores["smooth-ns"] = best_g, best_s
         info = {"bandwidth": best_h, "bandwidths": [c[0] for c in curve], "bandwidth_sure": [c[1] for c in curve]}
     choice = min(scores, key=lambda name: scores[name])
