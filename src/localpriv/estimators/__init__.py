@@ -97,7 +97,8 @@ def default_estimator(domain: Domain | None) -> str:
     str
         ``"auto"`` (:func:`localpriv.estimators.auto.auto`) for every domain: the certified
         maximum-likelihood estimate and a few cheap alternatives built from the same observations
-        -- Norm-Sub, Base-Cut, PowerNS and, on ordered domains, heat-kernel smoothings -- one of them
+        -- Norm-Sub, Base-Cut, PowerNS, Norm-Sub shrunk towards uniform on categorical domains and
+        heat-kernel smoothings on ordered ones -- one of them
         returned by a stated rule: the smallest Stein unbiased risk estimate of the squared error
         (Stein, Ann. Statist. 9:1135-1151, 1981) for the reports of one pure frequency oracle, the
         largest held-out log-likelihood on one binomial-thinning split otherwise (where EMS is a

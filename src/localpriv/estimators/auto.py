@@ -26,6 +26,10 @@ candidates ``g(f~)`` are
 * ``base-cut``: the entries above the Bonferroni threshold ``sigma Phi^-1(1 - 0.05/k)``, normalized;
 * ``power-ns``: posterior means under the fitted power-law prior, then Norm-Sub (up to
   :data:`POWER_MAX_CELLS` cells: its integration costs ~0.1 ms per cell);
+* on categorical domains: ``shrink-ns``, Norm-Sub shrunk towards the uniform distribution,
+  ``(1 - l) g_NS + l / k``, with ``l`` in ``[0, 1]`` minimizing its SURE (a quadratic in ``l``:
+  ``J = (1 - l) J_NS``; the estimate that ignores the data is the limit where the reports say
+  little, as the Dirichlet MAP's shrinkage was);
 * on ordered domains (an integer line, a planar grid): ``smooth-ns(h)``, the heat-kernel smoothing
   ``S_h f~`` of EMS's smoother (:func:`~localpriv.estimators.regularized.smooth`, reflecting edges)
   projected onto the simplex, for bandwidths ``h`` on a log grid (:data:`BANDWIDTHS_PER_DECADE`
@@ -252,6 +256,18 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     # Norm-Sub
     g = norm_sub(raw)
     cands["norm-sub"], scores["norm-sub"] = g, _ns_candidate(raw, g, D, a, n, tr)
+    ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
+    if not ordered:
+        # Norm-Sub shrunk towards the uniform distribution, (1 - l) g + l u: SURE is quadratic in l
+        # (J = (1 - l) J_NS), its minimum over [0, 1] in closed form
+        s = _ns_support(g)
+        t_ns = sure_terms(D, a, n, s, s / max(s.sum(), 1.0), s)
+        u = np.full(raw.size, 1.0 / raw.size)
+        du = u - g
+        denom = float(np.dot(du, du))
+        lam = min(max((t_ns - float(np.dot(g - raw, du))) / denom, 0.0), 1.0) if denom > 0 else 0.0
+        gs = (1.0 - lam) * g + lam * u
+        cands["shrink-ns"], scores["shrink-ns"] = gs, _sure(gs, raw, tr, (1.0 - lam) * t_ns)
     # Base-Cut, normalized
     s2 = noise_variance(block, raw)
     thr = cut_threshold(s2, level)
@@ -279,8 +295,8 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         scores["power-ns"] = _sure(g, raw, tr, sure_terms(D, a, n, sg * slope, sg / max(sg.sum(), 1.0),
                                                           sg * slope))
     # smoothed, then Norm-Sub, on ordered domains
-    info: dict[str, Any] = {}
-    if not isinstance(obs.domain, CategoricalDomain) and obs.domain is not None:
+    info: dict[str, Any] = {} if ordered else {"shrinkage": lam}
+    if ordered:
         shape = ordered_shape(obs.domain, "auto")
         curve: list[tuple[float, float, np.ndarray]] = []
         for bw in _bandwidths(shape):
