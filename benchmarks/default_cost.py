@@ -104,7 +104,8 @@ def run(quick: bool = False, rounds: int = 5, old: bool = False) -> dict:
                "within_target": (dflt_cpu <= TARGET_FACTOR * mle_cpu + TARGET_SLACK)
                if mle_cpu is not None and dflt_cpu is not None else None}
         result["cases"].append(row)
-        print(f"{case['name']} (n = {case['n']}): mle {mle_cpu:.3f} s, default {dflt_cpu:.3f} s ({row['default_choice']}, "
+        print(f"{case['name']} (n = {case['n']}): mle {mle_cpu:.3f} s, default {dflt_cpu:.3f} s "
+              f"({row['default_choice']}, "
               f"{row['default_evaluations']} evaluations), within target: {row['within_target']}",
               file=sys.stderr, flush=True)
     return result
