@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy
 
 venv: $(STAMP)
 
@@ -201,6 +201,18 @@ bench-rappor: $(BENCH_STAMP)
 bench-rappor-accuracy: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/rappor.py --accuracy-only
 	$(PY) benchmarks/report.py
+
+# the default estimator's CPU time against the certified MLE on the same observations, set-up
+# included (-> benchmarks/results-default-cost.json; target: default <= 2 x MLE + 50 ms; run it on
+# a quiet machine; `--quick` is a smoke run, `--old` adds the former default: minutes per call)
+bench-default: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/default_cost.py --rounds 5
+
+# the default estimator's accuracy against the former default, the MLE and the post-processings
+# (errors only, no timings: may run on a busy machine; -> benchmarks/results-default-accuracy.json)
+bench-default-accuracy: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/default_accuracy.py --runs 5
+	$(PY) benchmarks/default_accuracy.py --render docs/decisions/0037-fast-default-estimator.md
 
 # start-up cost of `import localpriv` and `localpriv --help` (target: under 0.25 s of CPU)
 bench-import: $(FULL_STAMP)

@@ -87,9 +87,9 @@ def test_ldp_target_on_a_line():
         assert r.eps_ldp >= 1.0 * (1 - 1e-3), r
     geo = next(r for r in adv.rows if r.spec.startswith("geometric"))
     assert geo.spec == "geometric(eps=0.05263,lo=0,hi=19)"  # LDP eps = 19 e for the square version
-    # the pure oracles were predicted analytically, the others simulated through ems
+    # the pure oracles were predicted analytically, the others simulated through the default (auto)
     assert {r.how for r in adv.rows if r.spec.split("(")[0] in PURE} == {"analytic"}
-    assert {r.estimator for r in adv.rows if r.how == "simulation"} == {"ems"}
+    assert {r.estimator for r in adv.rows if r.how == "simulation"} == {"auto"}
     assert adv.reason.startswith("lowest predicted EMD") and f"next: {adv.rows[1].name}" in adv.reason
 
 
@@ -391,7 +391,7 @@ def test_confirmation_advances_the_progress_per_run_and_stops():
 
 
 @pytest.mark.parametrize("domain, eps, n, goal, expected", [
-    ("0..19", 1.0, 2000, "emd", "oue"),  # the former advisor's (60 confirmation runs) recommendation
+    ("0..19", 1.0, 2000, "emd", "ss"),  # with the default estimator auto (under ems it was oue)
 ])
 def test_recommendation_unchanged_on_checked_cases(domain, eps, n, goal, expected):
     """The bounded confirmation keeps the recommendation of the former one (up to 12 x runs fresh runs)."""

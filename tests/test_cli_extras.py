@@ -148,7 +148,7 @@ def test_cli_estimate_stop_rule_is_recorded(tmp_path):
                          "-m", "krr(eps=1.0)", "-d", "0..9", "--seed", "2"])
     assert r.exit_code == 0, r.output
     out = tmp_path / "e.json"
-    r = run.invoke(app, ["estimate", str(tmp_path / "r.parquet"), "-d", "0..9", "-o", str(out),
+    r = run.invoke(app, ["estimate", str(tmp_path / "r.parquet"), "-d", "0..9", "-e", "ems", "-o", str(out),
                          "--stop", "max_abs", "--delta", "1e-10"])
     assert r.exit_code == 0, r.output
     saved = json.loads(out.read_text())

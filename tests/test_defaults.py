@@ -352,7 +352,7 @@ def test_cli_warns_once_at_the_cap_and_says_what_to_do(tmp_path, flags, todo):
     assert len(warnings) == 1 and "NOT converged" in warnings[0] and todo in warnings[0]
 
 
-def test_cli_default_estimator_is_ems_on_lines_and_dirichlet_on_categories(tmp_path):
+def test_cli_default_estimator_is_auto_and_strength_goes_with_ems(tmp_path):
     import json
 
     import pandas as pd
@@ -361,25 +361,30 @@ def test_cli_default_estimator_is_ems_on_lines_and_dirichlet_on_categories(tmp_p
     r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-o", str(out)])
     assert r.exit_code == 0, r.output
     s = json.loads(out.read_text())
-    assert s["estimator"] == "ems" and s["settings"]["strength_selection"] == "5-fold held-out log-likelihood"
-    h = s["settings"]["strength"]
-    # --strength pins the bandwidth: the same estimate without the selection
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "--strength", repr(h), "-o", str(out)])
+    assert s["estimator"] == "auto" and s["settings"]["choice"] and s["settings"]["rule"]
+    # --strength pins EMS's bandwidth: the same estimate as the selection's choice
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ems", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    h = json.loads(out.read_text())["settings"]["strength"]
+    first = json.loads(out.read_text())["distribution"]
+    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ems", "--strength", repr(h),
+                                 "-o", str(out)])
     assert r.exit_code == 0, r.output
     pinned = json.loads(out.read_text())
     assert pinned["settings"]["strength_selection"] == "given"
-    np.testing.assert_allclose(pinned["distribution"], s["distribution"], atol=1e-9)
-    # --strength is refused where it means nothing
-    r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", "ibu", "--strength", "1"])
-    assert r.exit_code != 0 and "--strength applies to ems/dirichlet" in r.output
-    # a categorical domain: the MLE
+    np.testing.assert_allclose(pinned["distribution"], first, atol=1e-9)
+    # --strength is refused where it means nothing (the default included), in one line
+    for args in (["-e", "ibu"], []):
+        r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", *args, "--strength", "1"])
+        assert r.exit_code != 0 and "--strength applies to ems/dirichlet" in r.output
+    # a categorical domain: auto too
     pd.DataFrame({"v": list("abcab") * 200}).to_csv(tmp_path / "c.csv", index=False)
     r = CliRunner().invoke(app, ["perturb", str(tmp_path / "c.csv"), "-o", str(tmp_path / "c.parquet"),
                                  "-m", "krr(eps=2.0)", "-d", "a,b,c", "--seed", "1"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, ["estimate", str(tmp_path / "c.parquet"), "-d", "a,b,c", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert json.loads(out.read_text())["estimator"] == "dirichlet"
+    assert json.loads(out.read_text())["estimator"] == "auto"
 
 
 def test_cli_estimate_help_is_true():
@@ -402,12 +407,12 @@ def test_demo_pins_plain_em_and_keeps_its_numbers(tmp_path):
     assert rec["results"]["emd"]["ibu"] == pytest.approx(1.9187, abs=1e-4)
 
 
-def test_library_default_estimator_follows_the_domain():
+def test_library_default_estimator_is_auto_on_every_domain():
     import localpriv
     from localpriv.data.observations import ObservationBlock, Observations
     from localpriv.domains import CategoricalDomain, IntegerDomain
     rng = np.random.default_rng(5)
-    for dom, want in ((IntegerDomain(0, 9), "ems"), (CategoricalDomain(list("abcdefghij")), "dirichlet")):
+    for dom, want in ((IntegerDomain(0, 9), "auto"), (CategoricalDomain(list("abcdefghij")), "auto")):
         mech = localpriv.parse("krr(eps=2.0)", dom)
         z = mech.sample(rng.integers(0, 10, 3000), rng)
         u, c = np.unique(z, return_counts=True)
@@ -428,7 +433,7 @@ def test_regularized_intervals_are_anchored_on_the_mle(tmp_path):
     z = mech.sample(np.minimum(rng.poisson(9, 4000), 29), rng)
     u, c = np.unique(z, return_counts=True)
     obs = Observations([ObservationBlock(mech, u, c)], dom)
-    for name in ("ems", "dirichlet"):
+    for name in ("ems", "dirichlet", "auto"):
         est = localpriv.estimate(obs, name)
         mle = localpriv.estimate(obs, "ibu")
         unc = est.uncertainty()
@@ -448,7 +453,7 @@ def test_regularized_intervals_are_anchored_on_the_mle(tmp_path):
 
 def test_cli_prints_anchored_intervals_without_a_warning(tmp_path):
     app, rep = _reports(tmp_path)
-    for name in ("dirichlet", "ems", "ibu"):
+    for name in ("dirichlet", "ems", "auto", "ibu"):
         r = CliRunner().invoke(app, ["estimate", str(rep), "-d", "0..29", "-e", name, "--ci", "0.9", "--stat", "mean"])
         assert r.exit_code == 0, r.output
         assert "under-cover" not in r.output and "warning" not in r.output

@@ -74,12 +74,11 @@ def estimate(obs: Observations, method: str | None = None, **settings: Any) -> E
         mechanisms (users who chose their own, seed 003) are estimated jointly by the IBU family.
     method : str, optional
         The estimator's name (``available_estimators()`` lists them all). Default (``None``):
-        :func:`default_estimator` of the observations' domain -- ``"ems"`` on ordered domains
-        (lines, grids), ``"dirichlet"`` on categorical ones, chosen on the evidence of
-        ``docs/estimators.md``. Others: ``"ibu"`` (EM to the certified maximum-likelihood
-        estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"`` (EM with a smoothing step),
-        ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion, then normalization or projection),
-        ``"mi-n"``, ``"rap-n"``, ... .
+        :func:`default_estimator` -- ``"auto"``: the certified MLE and a few cheap alternatives,
+        one chosen from the data by a stated rule (``docs/estimators.md``). Others: ``"ibu"`` (EM to
+        the certified maximum-likelihood estimate; also ``"gibu"``, ``"ibu-exact"``, ...), ``"ems"``
+        (EM with a smoothing step), ``"dirichlet"``, ``"inv-n"``/``"inv-p"`` (matrix inversion, then
+        normalization or projection), ``"mi-n"``, ``"rap-n"``, ... .
     **settings
         Passed to the estimator; unknown settings are an error naming them. The common ones:
 

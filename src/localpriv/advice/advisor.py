@@ -46,8 +46,8 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
 
 * **simulation** (the default wherever it is affordable): ``runs`` data sets of ``n`` users,
   obfuscated and estimated by the recommended estimator of the domain,
-  :func:`localpriv.estimators.default_estimator` (``ems`` on ordered domains, ``dirichlet`` on
-  categorical ones: what ``localpriv estimate`` runs by default), called with the library's
+  :func:`localpriv.estimators.default_estimator` (``auto``: what ``localpriv estimate`` runs by
+  default), called with the library's
   defaults. Finite channels draw the report counts directly, ``Multinomial(n, theta M)`` -- the
   exact law of ``n`` users drawn from ``theta`` and obfuscated one by one -- so a run costs the
   estimate only; OUE, OLH and SS draw every user's report, and on domains of at most 64 values the
@@ -166,7 +166,7 @@ QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
 #: columns possible) x k is at most this -- about 1-2 s of CPU per run (measured on Adult ages and
 #: education): ``ems`` runs plain EM iterations inside its cross-validation (OUE on 100 values at
 #: n = 20,000: ~60 s per run), ``dirichlet`` certified fits inside its cross-validation (OUE on 16
-#: values at n = 10^5: ~10 s per run), ``ibu`` one certified fit
+#: values at n = 10^5: ~10 s per run), ``ibu`` and ``auto`` (the default) one certified fit each
 SIMULATION_BUDGET = {"ems": 1e5, "dirichlet": 2e5, "default": 1e6}
 #: finite channels are simulated at the count level up to this many entries (k x outputs)
 CHANNEL_BUDGET = 4_000_000
@@ -609,7 +609,7 @@ def _run_errors(mech, twin, domain, theta, n, error, estimator, runs, rng) -> np
     out = []
     for _ in range(runs):
         obs = simulate_observations(mech, twin, theta, int(n), rng, domain)
-        kw: dict[str, Any] = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet") else {}
+        kw: dict[str, Any] = {"rng": int(rng.integers(2 ** 31))} if estimator in ("ems", "dirichlet", "auto") else {}
         out.append(error(estimate(obs, estimator, **kw).distribution))
     return np.asarray(out, dtype=float)
 

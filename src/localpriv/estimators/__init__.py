@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from localpriv.data.observations import Observations
-from localpriv.domains import CategoricalDomain, Domain
-from localpriv.estimators import combination, oracles, postprocess, regularized  # noqa: F401  (registrations)
+from localpriv.domains import Domain
+from localpriv.estimators import auto, combination, oracles, postprocess, regularized  # noqa: F401  (registrations)
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
 
@@ -95,20 +95,20 @@ def default_estimator(domain: Domain | None) -> str:
     Returns
     -------
     str
-        ``"ems"`` on ordered domains (integer lines, planar grids): EM with a smoothing step, its
-        bandwidth chosen by 5-fold held-out likelihood; ``"dirichlet"`` on categorical domains: the
-        MAP estimate under a symmetric Dirichlet prior, its pseudo-count chosen the same way;
-        ``"ibu"`` (the certified maximum-likelihood estimate) without a domain.
-
-    The evidence (``make estimator-evidence``: 20 runs per cell at n = 10^4..10^6 on Adult ages and
-    education and on the Manhattan and NYC grids, LDP eps 0.5..4 and the seeds' metric levels;
-    ``docs/estimators.md``): EMS had a lower median EMD than both capped IBU and the MLE in 80 of
-    121 ordered cells, the Dirichlet MAP a lower median TV than both in 32 of 40 categorical cells,
-    and neither lost to INV-P by more than INV-P's interquartile range in any cell.
+        ``"auto"`` (:func:`localpriv.estimators.auto.auto`) for every domain: the certified
+        maximum-likelihood estimate and a few cheap alternatives built from the same observations
+        -- Norm-Sub, Base-Cut, PowerNS, Norm-Sub shrunk towards uniform on categorical domains and
+        heat-kernel smoothings on ordered ones -- one of them
+        returned by a stated rule: the smallest Stein unbiased risk estimate of the squared error
+        (Stein, Ann. Statist. 9:1135-1151, 1981) for the reports of one pure frequency oracle, the
+        largest held-out log-likelihood on one binomial-thinning split otherwise (where EMS is a
+        candidate on ordered domains). It costs one MLE fit plus work linear in the number of
+        cells per candidate, and every fit on its path has an evaluation budget
+        (docs/decisions/0037-fast-default-estimator.md). ``ems`` and ``dirichlet``, the defaults
+        before it, stay registered. Without a domain (untruncated geometric reports): ``"ibu"``, the
+        certified maximum-likelihood estimate on the likely subset of the integers.
     """
-    if domain is None:
-        return "ibu"
-    return "dirichlet" if isinstance(domain, CategoricalDomain) else "ems"
+    return "ibu" if domain is None else "auto"
 
 
 __all__ = ["ESTIMATORS", "REGISTRY", "EstimatorSpec", "Setting", "TAGS", "Fit", "available_estimators",

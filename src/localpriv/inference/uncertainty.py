@@ -30,10 +30,11 @@ estimator, and each states its assumptions (``Uncertainty.assumptions``):
     give its diagonal). Normalization (N) or projection (P) is not linear: intervals come from the
     percentiles of ``post(v*)`` over Gaussian draws ``v* ~ N(v, Cov(v))`` (a parametric bootstrap
     of the post-processing).
-``"anchored"`` -- the regularized estimators (``ems``, ``dirichlet``), the defaults. Their bias is
+``"anchored"`` -- the regularized estimators (``ems``, ``dirichlet``) and the default ``auto``. Their bias is
     the price of their accuracy, so an interval centred on them (a bootstrap around the
     regularized fit) under-covers (measured: docs/uncertainty.md, Calibration). Instead the
-    maximum-likelihood estimate of the same observations is computed (``ibu``, certified) with its
+    maximum-likelihood estimate of the same observations is computed (``ibu``, certified; ``auto``
+    computes it on the way and keeps it in ``extra["mle"]``, which is used as is) with its
     ``"fisher"`` intervals, and every interval is widened just enough to contain the regularized
     value: ``[min(l, f(theta_reg)), max(u, f(theta_reg))]`` with ``[l, u]`` the MLE's interval of
     the same quantity ``f``. It contains the MLE's interval, so it covers at least as often, and it
@@ -813,7 +814,8 @@ def _anchored(est: Fit, obs: Observations) -> Uncertainty:
     """The MLE's fisher uncertainty, widened to contain the regularized estimate (module docstring)."""
     settings = dict((est.extra.get("call") or (None, {}))[1])
     keep = {key: settings[key] for key in ("delta", "stop", "max_iter", "accelerate") if key in settings}
-    mle = run(obs, "ibu", **keep)
+    known = est.extra.get("mle")  # an estimator that computed the certified MLE on the way keeps it
+    mle = known if isinstance(known, Fit) and known.estimator in FISHER else run(obs, "ibu", **keep)
     inner = uncertainty(mle, obs)
     theta = np.asarray(est.distribution, dtype=float)
     gap = float(np.abs(theta - mle.distribution).sum())
@@ -880,7 +882,7 @@ def _redraw(obs: Observations, theta: np.ndarray, rng: np.random.Generator) -> O
 
 
 FISHER = ("ibu", "gibu", "ibu-exact", "ibu-likely")
-ANCHORED = ("ems", "dirichlet")
+ANCHORED = ("ems", "dirichlet", "auto")
 LINEAR = ("inv-n", "inv-p", "mi-n", "mi-p", "rappor-n", "rappor-p")
 
 

@@ -1,0 +1,158 @@
+"""The default estimator ``auto``: its closed forms, its bounded cost and its choice."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import localpriv
+from localpriv.data.observations import Observations
+from localpriv.domains import CategoricalDomain, IntegerDomain
+from localpriv.domains.grid import GridDomain
+from localpriv.estimators import default_estimator, fit
+from localpriv.estimators.auto import (
+    AUTO_MAX_ITER,
+    EMS_BUDGET,
+    EMS_FINAL_BUDGET,
+    EMS_STEPS,
+    heat_smooth,
+    smoothing_diagonal,
+    sure_terms,
+)
+from localpriv.estimators.postprocess import norm_sub, power_moments
+from localpriv.estimators.regularized import smooth
+from localpriv.inference.simulation import simulate_block
+
+
+def _obs(spec: str, domain, theta: np.ndarray, n: int, seed: int) -> Observations:
+    mech = localpriv.parse(spec, domain)
+    return Observations([simulate_block(mech, theta, n, np.random.default_rng(seed))], domain)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4), (40,)])
+@pytest.mark.parametrize("h", [0.3, 1.0, 4.0])
+def test_heat_smooth_is_ems_smoother_and_its_diagonal_is_exact(shape, h):
+    k = int(np.prod(shape))
+    S = np.stack([heat_smooth(np.eye(k)[:, j], shape, h) for j in range(k)], axis=1)
+    v = np.random.default_rng(1).random(k)
+    np.testing.assert_allclose(heat_smooth(v, shape, h), smooth(v, shape, h), atol=1e-12)
+    np.testing.assert_allclose(smoothing_diagonal(shape, h), np.diag(S), atol=1e-12)
+    np.testing.assert_allclose(S, S.T, atol=1e-12)
+    np.testing.assert_allclose(S.sum(axis=0), 1.0, atol=1e-12)
+
+
+def test_sure_terms_is_the_trace_of_sigma_j():
+    rng = np.random.default_rng(2)
+    k, n = 9, 50.0
+    D, a, d, u, w = rng.random(k) + 1.0, rng.random(k), rng.random(k), rng.random(k), rng.random(k)
+    sigma = np.diag(D) - np.outer(a, a) / n
+    J = np.diag(d) - np.outer(u, w)
+    assert sure_terms(D, a, n, d, u, w) == pytest.approx(np.trace(sigma @ J), rel=1e-12)
+
+
+def test_norm_sub_jacobian_is_the_projection_on_its_support():
+    """The closed form SURE charges Norm-Sub with: J = I_S - 1_S 1_S^T / |S| (finite differences)."""
+    v = np.array([0.5, 0.3, -0.1, 0.25, 0.02, -0.3])
+    g = norm_sub(v)
+    s = (g > 0).astype(float)
+    J = np.diag(s) - np.outer(s, s) / s.sum()
+    step = 1e-7
+    num = np.stack([(norm_sub(v + step * e) - g) / step for e in np.eye(v.size)], axis=1)
+    np.testing.assert_allclose(num, J, atol=1e-6)
+
+
+def test_default_estimator_is_auto_and_its_intervals_reuse_its_mle():
+    dom = IntegerDomain(0, 29)
+    theta = np.exp(-0.5 * ((np.arange(30) - 12) / 4.0) ** 2)
+    theta /= theta.sum()
+    obs = _obs("krr(eps=1.0)", dom, theta, 5000, 3)
+    assert default_estimator(dom) == default_estimator(CategoricalDomain(["a", "b"])) == "auto"
+    est = localpriv.estimate(obs)
+    assert est.estimator == "auto" and est.converged
+    unc = est.uncertainty()
+    assert unc.method == "anchored" and unc.extra["mle_estimate"] is est.extra["mle"]
+    lo, hi = est.ci(0.9)
+    assert np.all(lo <= est.distribution + 1e-12) and np.all(hi >= est.distribution - 1e-12)
+
+
+def test_sure_path_beats_the_mle_where_the_audit_found_the_old_default_lost():
+    """A skewed categorical truth (one value ~90%, 40 rare ones) under k-RR: the choice is not the
+    MLE, and its squared error is below the MLE's (fixed seed; the gap is several-fold)."""
+    k = 41
+    theta = np.full(k, 0.1 / (k - 1))
+    theta[0] = 0.9
+    dom = CategoricalDomain([f"c{i}" for i in range(k)])
+    obs = _obs("krr(eps=1.0)", dom, theta, 10_000, 4)
+    est, mle = fit(obs, "auto"), fit(obs, "ibu")
+    assert est.extra["auto"]["choice"] != "mle"
+    assert np.sum((est.distribution - theta) ** 2) < 0.5 * np.sum((mle.distribution - theta) ** 2)
+
+
+def test_smooth_truth_on_a_line_is_smoothed():
+    dom = IntegerDomain(0, 73)
+    theta = np.exp(-0.5 * ((np.arange(74) - 25) / 9.0) ** 2)
+    theta /= theta.sum()
+    obs = _obs("oue(eps=1.0)", dom, theta, 5000, 5)
+    est, mle = fit(obs, "auto"), fit(obs, "ibu")
+    assert est.extra["auto"]["choice"] == "smooth-ns" and est.extra["auto"]["bandwidth"] > 1
+    assert np.sum((est.distribution - theta) ** 2) < 0.5 * np.sum((mle.distribution - theta) ** 2)
+
+
+def test_every_fit_has_a_budget_on_adversarial_cases():
+    """k-RR on 1,000 values at low eps (the MLE on a face, a flat risk curve) and the geometric
+    mechanism on 300 values at eps 0.02 (where EMS's selection chose almost no smoothing and ran
+    tens of thousands of evaluations): the evaluations stay within the declared budgets."""
+    k = 1000
+    theta = 1.0 / np.arange(1, k + 1) ** 1.1
+    theta /= theta.sum()
+    obs = _obs("krr(eps=0.5)", CategoricalDomain([f"v{i}" for i in range(k)]), theta, 10_000, 6)
+    est = fit(obs, "auto")
+    assert est.extra["evaluations"] <= AUTO_MAX_ITER
+    dom = IntegerDomain(0, 299)
+    theta = np.exp(-0.5 * ((np.arange(300) - 100) / 30.0) ** 2)
+    theta /= theta.sum()
+    obs = _obs("geometric(eps=0.02)", dom, theta, 20_000, 7)
+    est = fit(obs, "auto")
+    bound = 2 * AUTO_MAX_ITER + len(EMS_STEPS) * EMS_BUDGET + EMS_FINAL_BUDGET  # MLEs of a half and of all
+    assert est.extra["evaluations"] <= bound
+    # a budget reached is reported, never hidden
+    low = fit(obs, "auto", max_iter=2)
+    assert low.converged is False and low.extra["evaluations"] <= 2 * 2 + len(EMS_STEPS) * EMS_BUDGET \
+        + EMS_FINAL_BUDGET
+
+
+def test_mixtures_and_grids_take_the_held_out_path():
+    theta = np.array([8, 6, 4, 3, 2, 1], dtype=float)
+    theta /= theta.sum()
+    cat = CategoricalDomain(list("abcdef"))
+    rng = np.random.default_rng(8)
+    blocks = [simulate_block(localpriv.parse(s, cat), theta, 1500, rng) for s in ("krr(eps=1.0)", "oue(eps=2.0)")]
+    est = fit(Observations(blocks, cat), "auto")
+    assert est.extra["auto"]["rule"].startswith("largest held-out") and "shrinkage" in est.extra["auto"]
+    assert abs(est.distribution.sum() - 1.0) < 1e-9
+    grid = GridDomain(40.0, -74.0, 8, 8, 0.5)
+    cells = np.exp(-0.5 * ((np.arange(64) % 8 - 3) ** 2 + (np.arange(64) // 8 - 4) ** 2) / 4.0)
+    obs = _obs("planar-geometric(eps=1.0)", grid, cells / cells.sum(), 3000, 9)
+    est = fit(obs, "auto")
+    assert est.extra["auto"]["choice"] in ("mle", "smooth", "ems") and "bandwidth" in est.extra["auto"]
+    assert est.distribution.shape == (64,) and abs(est.distribution.sum() - 1.0) < 1e-9
+
+
+def test_power_posterior_variance_is_the_slope_of_the_mean():
+    """Tweedie's formula, which SURE charges PowerNS with: d E[f | f~] / d f~ = Var[f | f~] / sigma^2."""
+    raw = np.array([0.002, 0.01, 0.05, 0.2, -0.01])
+    s2 = np.full(raw.size, 1e-4)
+    mean, var, a = power_moments(raw, s2, 1e5, exponent=1.5)
+    step = 1e-6
+    up, _, _ = power_moments(raw + step, s2, 1e5, exponent=1.5)
+    np.testing.assert_allclose((up - mean) / step, var / s2, rtol=2e-2, atol=1e-3)
+    assert a == 1.5
+
+
+def test_refuses_domains_past_its_bound_in_one_line(monkeypatch):
+    import localpriv.estimators.auto as auto_module
+    monkeypatch.setattr(auto_module, "MAX_CELLS", 5)
+    theta = np.full(6, 1 / 6)
+    obs = _obs("krr(eps=1.0)", CategoricalDomain(list("abcdef")), theta, 500, 10)
+    with pytest.raises(localpriv.LocalPrivError, match="at most 5 cells") as err:
+        fit(obs, "auto")
+    assert "\n" not in str(err.value)
