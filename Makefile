@@ -23,8 +23,12 @@ LEAFLET_VERSION := 1.7.1~dfsg-7
 NODEJS_VERSION := 18.20.4+dfsg-1~deb12u3
 NPM_VERSION := 9.2.0~ds1-1
 CLIENTS_STAMP := clients/js/node_modules/.installed
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js
-
+# the Java client's compiler: Debian's openjdk-17-jdk-headless, pinned to the version apt offered
+# when the client was written; installed only where javac is missing (needs root)
+JDK_STAMP := $(VENV)/.jdk-installed
+JDK_VERSION := 17.0.21.1+2-1~deb12u1
+JAVA_BUILD := clients/java/build
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js
 
 venv: $(STAMP)
 
@@ -65,6 +69,25 @@ $(BROWSER_STAMP): $(STAMP)
 
 browser: $(BROWSER_STAMP)
 
+$(JDK_STAMP): $(STAMP)
+	@if ! command -v javac >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    openjdk-17-jdk-headless=$(JDK_VERSION) openjdk-17-jre-headless=$(JDK_VERSION); fi
+	touch $(JDK_STAMP)
+
+jdk: $(JDK_STAMP)
+
+# the Java client (clients/java): plain javac, then every conformance vector (prints "N passed, 0 failed")
+java-client: $(JDK_STAMP)
+	rm -rf $(JAVA_BUILD)
+	javac --release 17 -Xlint:all -Werror -d $(JAVA_BUILD) $$(find clients/java/src clients/java/test -name '*.java' | sort)
+	java -cp $(JAVA_BUILD) org.localpriv.client.VectorsTest clients/vectors/vectors-v1.json
+
+# the Java client's throughput on one core (-> benchmarks/results-java-client.json; a quiet machine)
+bench-java-client: $(JDK_STAMP)
+	$(PY) benchmarks/java_client.py --out benchmarks/results-java-client.json
+	$(PY) benchmarks/report.py
+
 $(CLIENTS_STAMP): clients/js/package.json clients/js/package-lock.json
 	@if [ ! -x /usr/bin/node ] || ! command -v npm >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -74,7 +97,7 @@ $(CLIENTS_STAMP): clients/js/package.json clients/js/package-lock.json
 
 clients: $(CLIENTS_STAMP)
 
-test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP)
+test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP) $(JDK_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
 # the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
