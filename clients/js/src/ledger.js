@@ -204,7 +204,7 @@ export function parseLedger(text, where = 'ledger') {
 }
 
 function jsonString(s) {
-  return JSON.stringify(s).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(s).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 function jsonValue(key, v) {
