@@ -16,6 +16,7 @@ from localpriv.testing.portable import (
     LEDGER_PATH,
     VECTORS_PATH,
     build_vectors,
+    check_levels,
     check_vectors,
     ledger_fixture,
     render_ledger,
@@ -294,5 +295,6 @@ def test_vectors_carry_the_levels_python_computes():
     doc = json.loads((ROOT / VECTORS_PATH).read_text(encoding="utf-8"))
     lgrr = doc["memoized"][0]
     assert lgrr["levels"] == {"epsilon_ldp": 1.0, "eps_perm": 2.0, "eps_inst": 1.95007244595}
+    assert check_levels(doc) == []
     doc["mechanisms"][3]["levels"]["epsilon_ldp"] = 11.0  # the checker sees a changed level
-    assert check_vectors(doc) == ["krr(eps=12.0) on 0..99999: levels"]
+    assert check_levels(doc) == ["krr(eps=12.0) on 0..99999: levels"]
