@@ -110,6 +110,17 @@ def test_java_ledger_reads_python_and_python_reads_java(build, tmp_path):
         (JAVA / "test" / "org" / "localpriv" / "client" / "LedgerTest.java").read_text(encoding="utf-8")
 
 
+def test_java_ledger_totals_equal_python_on_random_ledgers(build, tmp_path):
+    """300 random ledgers (memo groups with and without eps_inst, k-RR, infinite levels): Java's
+    total of each text is Python's compose(...).epsilon, to the bit."""
+    from localpriv.testing.portable import random_ledgers
+    texts, totals = random_ledgers(20261128, 300)
+    (tmp_path / "ledgers.json").write_text(json.dumps(texts), encoding="utf-8")
+    res = _java(build, "LedgerProbe", str(tmp_path / "ledgers.json"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [float(line) for line in res.stdout.splitlines()] == totals
+
+
 def test_java_command_is_the_python_command(build, tmp_path):
     """Same spec, domain, seed and lines: the same group as Python; memos written by Java are read
     by Python (and the reverse) and give the same longitudinal reports."""

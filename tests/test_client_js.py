@@ -98,6 +98,21 @@ def test_js_ledger_reads_python_and_python_reads_js(tmp_path):
     assert str(exc.value).replace(str(tmp_path / "DEVICE"), "DEVICE") == got["refusal"]
 
 
+def test_js_ledger_totals_equal_python_on_random_ledgers(tmp_path):
+    """300 random ledgers (memo groups with and without eps_inst, k-RR, infinite levels): the
+    JavaScript total of each text is Python's compose(...).epsilon, to the bit."""
+    from localpriv.testing.portable import random_ledgers
+    texts, totals = random_ledgers(20261129, 300)
+    (tmp_path / "ledgers.json").write_text(json.dumps(texts), encoding="utf-8")
+    code = ("import { readFileSync } from 'node:fs'; import { compose, parseLedger } from './src/index.js';"
+            "const t = JSON.parse(readFileSync(process.argv[1], 'utf8'));"
+            "console.log(JSON.stringify(t.map((x) => { const e = compose(parseLedger(x)).epsilon;"
+            " return e === Infinity ? 'inf' : e; })));")
+    res = _node("--input-type=module", "-e", code, str(tmp_path / "ledgers.json"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [float(v) for v in json.loads(res.stdout)] == totals
+
+
 SPECS: list[tuple[str, str | None]] = [
     ("ss(k=10,eps=1.0,omega=4)", None), ("hr(k=10,eps=0.5,blocks=1)", None),
     ("olh(k=10,eps=1.0,n_seeds=4294967296)", None), ("olh(k=10,eps=1.0,hash=xxh64)", None),

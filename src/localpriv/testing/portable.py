@@ -32,7 +32,7 @@ from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 __all__ = ["build_vectors", "render_vectors", "check_vectors", "check_levels", "MARGIN", "MECHANISM_CASES",
            "MEMO_CASES",
            "NEGATIVE_CASES", "MEMO_NEGATIVE_CASES", "VECTORS_PATH", "LEDGER_PATH", "LEDGER_CASES", "ledger_fixture",
-           "render_ledger"]
+           "render_ledger", "random_ledgers"]
 
 #: where the committed vectors live, relative to a checkout's root
 VECTORS_PATH = f"clients/vectors/vectors-v{P.PROTOCOL_VERSION}.json"
@@ -468,6 +468,41 @@ def _ledger_totals() -> dict[str, Any]:
     return {"file": LEDGER_PATH, "releases": len(rels),
             "prefix_epsilon": [compose(rels[:i]).epsilon for i in range(1, len(rels) + 1)],
             "delta": compose(rels).delta}
+
+
+def random_ledgers(seed: int, n: int) -> tuple[list[str], list[float]]:
+    """``n`` random ledger texts (independent reports, memo groups with and without ``eps_inst``,
+    k-RR, infinite levels, shared levels) and Python's basic total of each: what a client must
+    compute from the same text."""
+    import random
+
+    from localpriv.data.ledger import LEDGER_FORMAT, LEDGER_VERSION
+    from localpriv.mechanisms.accounting import Release, compose
+    rng = random.Random(seed)
+    levels = [0.1, 0.5, 1.0, 1.0 / 3.0, 2.0, 1e-9, 7.25, 0.0]
+    texts, totals = [], []
+    for _ in range(n):
+        rels = []
+        perms: dict[str, float] = {}
+        for _ in range(rng.randint(0, 12)):
+            eps = rng.choice(levels) if rng.random() < 0.7 else rng.uniform(0, 5)
+            if rng.random() < 0.03:
+                eps = math.inf
+            key = rng.choice([None, None, "a", "b", "c"])
+            perm = inst = None
+            if key is not None:
+                low = min(eps, 1.0)
+                perm = perms.setdefault(key, rng.choice([2.0, 4.0, math.inf, rng.uniform(low, 8.0)]))
+                inst = rng.choice([None, eps, rng.uniform(low, 3.0)])
+            rr = rng.choice([None, None, 2, 10])
+            rels.append(Release(spec=f"m{rng.randint(0, 3)}(k=4)", epsilon=eps, reports=rng.randint(1, 1000),
+                                memo_key=key, eps_perm=perm, eps_inst=inst, rr_values=rr))
+        doc = {"format": LEDGER_FORMAT, "version": LEDGER_VERSION,
+               "releases": [{k: "inf" if isinstance(v, float) and math.isinf(v) else v for k, v in r.to_dict().items()}
+                            for r in rels]}
+        texts.append(json.dumps(doc, indent=1))
+        totals.append(compose(rels).epsilon)
+    return texts, totals
 
 
 def build_vectors() -> dict[str, Any]:
