@@ -16,13 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from localpriv.data.ledger import LEDGER_VERSION, Ledger
+from localpriv.data.ledger import LEDGER_FORMAT, LEDGER_VERSION, Ledger
 from localpriv.mechanisms import portable as P
 from localpriv.mechanisms import stablehash
 from localpriv.mechanisms.accounting import Release, compose, release_of
@@ -474,10 +475,6 @@ def random_ledgers(seed: int, n: int) -> tuple[list[str], list[float]]:
     """``n`` random ledger texts (independent reports, memo groups with and without ``eps_inst``,
     k-RR, infinite levels, shared levels) and Python's basic total of each: what a client must
     compute from the same text."""
-    import random
-
-    from localpriv.data.ledger import LEDGER_FORMAT, LEDGER_VERSION
-    from localpriv.mechanisms.accounting import Release, compose
     rng = random.Random(seed)
     levels = [0.1, 0.5, 1.0, 1.0 / 3.0, 2.0, 1e-9, 7.25, 0.0]
     texts, totals = [], []
