@@ -156,7 +156,7 @@ export function compose(releases) {
   for (const [key, members] of groups) {
     const perms = [...new Set(members.map((m) => m.eps_perm))];
     if (perms.length > 1) {
-      throw new ClientError(`releases of memo ${JSON.stringify(key)} disagree on eps_perm (${perms.map(pyFloat).sort().join(', ')}): one memo has one permanent level`);
+      throw new ClientError(`releases of memo '${key}' disagree on eps_perm ([${perms.map((p) => `'${pyFloat(p)}'`).sort().join(', ')}]): one memo has one permanent level`);
     }
     const n = members.reduce((s, m) => s + m.reports, 0);
     if (n === 1) own(members[0], 1);

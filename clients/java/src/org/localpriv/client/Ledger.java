@@ -356,14 +356,14 @@ public final class Ledger {
             double[] inst = new double[members.size()];
             for (int i = 0; i < members.size(); i++) {
                 Release m = members.get(i);
-                perms.add(Json.pyFloat(m.epsPerm));
+                perms.add("'" + Json.pyFloat(m.epsPerm) + "'");
                 n += m.reports;
                 allInst &= m.epsInst != null;
                 inst[i] = m.epsInst == null ? 0 : m.reports * m.epsInst;
             }
             if (perms.size() > 1) {
-                throw new LedgerException("releases of memo \"" + e.getKey() + "\" disagree on eps_perm (" + String.join(", ", perms)
-                        + "): one memo has one permanent level");
+                throw new LedgerException("releases of memo '" + e.getKey() + "' disagree on eps_perm ([" + String.join(", ", perms)
+                        + "]): one memo has one permanent level");
             }
             if (n == 1) {
                 own(classes, members.get(0), 1);

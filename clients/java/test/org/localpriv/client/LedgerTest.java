@@ -137,7 +137,8 @@ public final class LedgerTest {
         Collections.reverse(reversed);
         check("order does not matter", Ledger.compose(mixed).epsilon == Ledger.compose(reversed).epsilon, "");
         check("disagreeing eps_perm", refusal(() -> Ledger.compose(Arrays.asList(one,
-                rel("lgrr(k=3,eps_perm=4.0,eps_1=0.5)", 0.5, 1, "a", 3.0, null)))).contains("disagree on eps_perm"), "");
+                rel("lgrr(k=3,eps_perm=4.0,eps_1=0.5)", 0.5, 1, "a", 3.0, null))))
+                .equals("releases of memo 'a' disagree on eps_perm (['3.0', '4.0']): one memo has one permanent level"), "");
         check("fsum exact", Ledger.fsum(new double[] {1e100, 1, -1e100}) == 1 && Ledger.fsum(new double[] {0.1, 0.2, 0.3}) == 0.6, "");
         check("formatG", Ledger.formatG(1.0 / 3, 6).equals("0.333333") && Ledger.formatG(1234567, 6).equals("1.23457e+06")
                 && Ledger.formatG(1.5e-7, 6).equals("1.5e-07") && Ledger.formatG(3, 6).equals("3"), Ledger.formatG(1234567, 6));
