@@ -1,7 +1,7 @@
 // The client's contract: values of a domain in, one report each out (docs/clients.md, "The client
 // command"), with the memos of memoized mechanisms kept by the caller.
 import { ClientError, PortableError } from './errors.js';
-import { Ledger, releaseOf, utcNow } from './ledger.js';
+import { Ledger, makeRelease, releaseOf, utcNow } from './ledger.js';
 import { drawMemo, parseMechanism, reportJSON, sampleIndex } from './mechanisms.js';
 import { xxh64Bytes } from './primitives.js';
 import { CryptoSource } from './source.js';
@@ -67,7 +67,8 @@ export function perturbValues(spec, domain, values, options = {}) {
   if (ledger !== null && idx.length) {
     const counts = new Map();
     for (const x of idx) counts.set(x, (counts.get(x) ?? 0) + 1);
-    const plan = (key) => [...counts].map(([x, n]) => releaseOf(mech, n, { ...stamp, memoKey: key(x) }));
+    const one = releaseOf(mech, 1, stamp); // the levels, computed once
+    const plan = (key) => [...counts].map(([x, n]) => makeRelease({ ...one, reports: n, memo_key: key(x) }));
     // checked before anything is drawn (a memo not drawn yet has a key no stored memo has), then recorded with the keys
     if (budget !== null) ledger.check(budget, plan((x) => (byIndex.has(x) ? memoKey(byIndex.get(x)) : `new ${x}`)));
     for (const x of counts.keys()) {

@@ -90,11 +90,13 @@ public final class Client {
         for (int x : idx) {
             counts.put(x, counts.getOrDefault(x, 0L) + 1);
         }
+        Levels lv = mechanism.levels(); // computed once
         List<Release> plan = new ArrayList<>();
         for (Map.Entry<Integer, Long> e : counts.entrySet()) {
             Map<String, Object> memo = byIndex.get(e.getKey());
             // a memo not drawn yet has a key no stored memo has: checked before anything is drawn
-            plan.add(Release.of(mechanism, e.getValue(), collection, time, memo == null ? "new " + e.getKey() : Ledger.memoKey(memo)));
+            plan.add(new Release(mechanism.canonical, lv.epsilon, 0.0, e.getValue(), collection, time,
+                    memo == null ? "new " + e.getKey() : Ledger.memoKey(memo), lv.epsPerm, lv.epsInst, lv.rrValues));
         }
         if (budget != null) {
             ledger.check(budget, plan);
