@@ -82,6 +82,7 @@ java-client: $(JDK_STAMP)
 	rm -rf $(JAVA_BUILD)
 	javac --release 17 -Xlint:all -Werror -d $(JAVA_BUILD) $$(find clients/java/src clients/java/test -name '*.java' | sort)
 	java -cp $(JAVA_BUILD) org.localpriv.client.VectorsTest clients/vectors/vectors-v1.json
+	java -cp $(JAVA_BUILD) org.localpriv.client.LedgerTest clients/vectors/vectors-v1.json clients/vectors/ledger-v1.json
 
 # the Java client's throughput on one core (-> benchmarks/results-java-client.json; a quiet machine)
 bench-java-client: $(JDK_STAMP)
@@ -139,7 +140,8 @@ bench-spark: $(FULL_STAMP)
 	$(PY) benchmarks/report.py
 
 # the numbers in docs/numeric.md (Adult age and hours-per-week; minutes on one core)
-# the portable client protocol's conformance vectors (clients/vectors/vectors-v1.json; seconds)
+# the portable client protocol's conformance vectors (clients/vectors/vectors-v1.json) and the
+# ledger written by Python that the clients read (clients/vectors/ledger-v1.json); seconds
 vectors: $(STAMP)
 	$(PY) tools/portable_vectors.py
 

@@ -74,6 +74,53 @@ def test_java_core_compiles_against_the_java_8_api(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def _python_refusal(path: pathlib.Path) -> str:
+    """Python's refusal of 3 more krr(k=10,eps=1.0) reports past a budget of 5 on a ledger holding 3."""
+    from localpriv.data.ledger import Ledger
+    from localpriv.mechanisms.accounting import release_of
+    from localpriv.utils.validation import LocalPrivError
+    mech = parse_portable("krr(eps=1.0)", portable_domain("0..9"))
+    ledger = Ledger(path)
+    ledger.record(release_of(mech, 3))
+    with pytest.raises(LocalPrivError) as exc:
+        ledger.check(5, [release_of(mech, 3)])
+    return str(exc.value)
+
+
+def test_java_ledger_reads_python_and_python_reads_java(build, tmp_path):
+    """LedgerTest: the levels of every vector against Python's, the ledger written by Python
+    (clients/vectors/ledger-v1.json) totalled exactly as Python totals it and rewritten byte for byte,
+    memo groups, refusals before any word is drawn; then a ledger Java wrote is read by Python, which
+    totals it as Java did and rewrites it byte for byte. The refusal is worded as Python words it."""
+    from localpriv.data.ledger import Ledger
+    from localpriv.testing.portable import LEDGER_PATH, render_ledger
+    out = tmp_path / "java-ledger.json"
+    res = _java(build, "LedgerTest", str(VECTORS), str(ROOT / LEDGER_PATH), str(out))
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert re.search(r"^\d+ passed, 0 failed$", res.stdout, flags=re.M), res.stdout[-2000:]
+    java_total = float(re.search(r"^total (\S+)$", res.stdout, flags=re.M).group(1))
+    ledger = Ledger(out)
+    assert len(ledger.releases) == 13 and ledger.releases[-1].memo_key == "memo-r"
+    assert ledger.total().epsilon == java_total
+    assert render_ledger(ledger.to_dict()) == out.read_text(encoding="utf-8")
+    python_words = _python_refusal(tmp_path / "device.json").replace(str(tmp_path / "device.json"), "DEVICE")
+    assert python_words == ("privacy budget exceeded: the ledger DEVICE totals eps 3, this request (3 report(s) of "
+                            "krr(k=10,eps=1.0)) costs eps 3 more, and the budget is 5; nothing was perturbed or sent")
+    assert "costs eps 3 more, and the budget is 5; nothing was perturbed or sent" in \
+        (JAVA / "test" / "org" / "localpriv" / "client" / "LedgerTest.java").read_text(encoding="utf-8")
+
+
+def test_java_ledger_totals_equal_python_on_random_ledgers(build, tmp_path):
+    """300 random ledgers (memo groups with and without eps_inst, k-RR, infinite levels): Java's
+    total of each text is Python's compose(...).epsilon, to the bit."""
+    from localpriv.testing.portable import random_ledgers
+    texts, totals = random_ledgers(20261128, 300)
+    (tmp_path / "ledgers.json").write_text(json.dumps(texts), encoding="utf-8")
+    res = _java(build, "LedgerProbe", str(tmp_path / "ledgers.json"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [float(line) for line in res.stdout.splitlines()] == totals
+
+
 def test_java_command_is_the_python_command(build, tmp_path):
     """Same spec, domain, seed and lines: the same group as Python; memos written by Java are read
     by Python (and the reverse) and give the same longitudinal reports."""

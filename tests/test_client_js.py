@@ -46,6 +46,73 @@ def test_node_test_suite_passes():
     assert "# fail 0" in res.stdout and "# pass 0" not in res.stdout
 
 
+_LEDGER_SCRIPT = """
+import { copyFileSync } from 'node:fs';
+import { parseMechanism, releaseOf, memoryStorage, Ledger } from './src/index.js';
+import { openLedger } from './src/node.js';
+const [fixture, out] = process.argv.slice(2);
+copyFileSync(fixture, out);
+const ledger = openLedger(out);
+const mech = (spec, domain) => parseMechanism(spec, domain);
+ledger.record([
+  releaseOf(mech('olh(eps=2.0)', '0..99'), 5, { collection: 'pages', time: '2026-11-28T11:00:00Z' }),
+  releaseOf(mech('lolh(eps_perm=4.0,eps_1=1.0)', '0..99'), 3, { collection: 'pages', memoKey: 'memo-js' }),
+  releaseOf(mech('rappor()', '0..99'), 2, { collection: 'flags', memoKey: 'memo-r' }),
+  releaseOf(mech('geometric(eps=0.5,lo=-2,hi=12)', '0..9'), 1, { collection: 'counts' }),
+]);
+const krr = mech('krr(eps=1.0)', '0..9');
+const small = new Ledger(memoryStorage(), { name: 'DEVICE' });
+small.record(releaseOf(krr, 3));
+let refusal = '';
+try { small.check(5, [releaseOf(krr, 3)]); } catch (e) { refusal = e.message; }
+console.log(JSON.stringify({ total: ledger.total().epsilon, refusal }));
+"""
+
+
+def test_js_ledger_reads_python_and_python_reads_js(tmp_path):
+    """The JavaScript ledger (clients/js/test/ledger.test.js reads the ledger Python wrote): a ledger
+    the JavaScript client wrote on top of it is read by Python, totalled as JavaScript totalled it and
+    rewritten byte for byte; the refusal is worded as Python words it."""
+    from localpriv.data.ledger import Ledger
+    from localpriv.mechanisms.accounting import release_of
+    from localpriv.testing.portable import LEDGER_PATH, render_ledger
+    from localpriv.utils.validation import LocalPrivError
+    out = tmp_path / "js-ledger.json"
+    script = JS / f".ledger-probe-{tmp_path.name}.mjs"
+    script.write_text(_LEDGER_SCRIPT, encoding="utf-8")
+    try:
+        res = _node(str(script), str(ROOT / LEDGER_PATH), str(out))
+    finally:
+        script.unlink()
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout)
+    ledger = Ledger(out)
+    assert len(ledger.releases) == 14 and ledger.releases[-2].memo_key == "memo-r"
+    assert ledger.total().epsilon == got["total"]
+    assert render_ledger(ledger.to_dict()) == out.read_text(encoding="utf-8")
+    mech = parse_portable("krr(eps=1.0)", "0..9")
+    py = Ledger(tmp_path / "DEVICE")
+    py.record(release_of(mech, 3))
+    with pytest.raises(LocalPrivError) as exc:
+        py.check(5, [release_of(mech, 3)])
+    assert str(exc.value).replace(str(tmp_path / "DEVICE"), "DEVICE") == got["refusal"]
+
+
+def test_js_ledger_totals_equal_python_on_random_ledgers(tmp_path):
+    """300 random ledgers (memo groups with and without eps_inst, k-RR, infinite levels): the
+    JavaScript total of each text is Python's compose(...).epsilon, to the bit."""
+    from localpriv.testing.portable import random_ledgers
+    texts, totals = random_ledgers(20261129, 300)
+    (tmp_path / "ledgers.json").write_text(json.dumps(texts), encoding="utf-8")
+    code = ("import { readFileSync } from 'node:fs'; import { compose, parseLedger } from './src/index.js';"
+            "const t = JSON.parse(readFileSync(process.argv[1], 'utf8'));"
+            "console.log(JSON.stringify(t.map((x) => { const e = compose(parseLedger(x)).epsilon;"
+            " return e === Infinity ? 'inf' : e; })));")
+    res = _node("--input-type=module", "-e", code, str(tmp_path / "ledgers.json"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [float(v) for v in json.loads(res.stdout)] == totals
+
+
 SPECS: list[tuple[str, str | None]] = [
     ("ss(k=10,eps=1.0,omega=4)", None), ("hr(k=10,eps=0.5,blocks=1)", None),
     ("olh(k=10,eps=1.0,n_seeds=4294967296)", None), ("olh(k=10,eps=1.0,hash=xxh64)", None),

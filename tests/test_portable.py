@@ -8,8 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from localpriv.data.ledger import Ledger
 from localpriv.mechanisms import portable as P
-from localpriv.testing.portable import VECTORS_PATH, build_vectors, check_vectors, render_vectors
+from localpriv.mechanisms.accounting import compose
+from localpriv.testing.portable import (
+    LEDGER_CASES,
+    LEDGER_PATH,
+    VECTORS_PATH,
+    build_vectors,
+    check_levels,
+    check_vectors,
+    ledger_fixture,
+    render_ledger,
+    render_vectors,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -252,3 +264,26 @@ def test_the_collector_accepts_every_vector_report():
             _, n, groups = decode_batch({"batch_id": "b1", "groups": [{"mechanism": spec, "reports": reports}]},
                                         policy, dom)
             assert n == len(reports) and str(groups[0][0]) == spec
+
+
+def test_committed_ledger_is_what_make_vectors_writes_and_reads_back(tmp_path):
+    """clients/vectors/ledger-v1.json (read by the JS and Java clients) is the fixture's exact text;
+    Python reads it back to the same releases and to the totals the vectors carry."""
+    import json
+    committed = (ROOT / LEDGER_PATH).read_text(encoding="utf-8")
+    assert render_ledger(ledger_fixture()) == committed
+    rels = Ledger(ROOT / LEDGER_PATH).releases
+    assert len(rels) == len(LEDGER_CASES)
+    totals = json.loads((ROOT / VECTORS_PATH).read_text(encoding="utf-8"))["ledger"]
+    assert [compose(rels[:i]).epsilon for i in range(1, len(rels) + 1)] == totals["prefix_epsilon"]
+    assert any(r.eps_perm == math.inf for r in rels)  # written "inf", read as infinity
+
+
+def test_vectors_carry_the_levels_python_computes():
+    import json
+    doc = json.loads((ROOT / VECTORS_PATH).read_text(encoding="utf-8"))
+    lgrr = doc["memoized"][0]
+    assert lgrr["levels"] == {"epsilon_ldp": 1.0, "eps_perm": 2.0, "eps_inst": 1.95007244595}
+    assert check_levels(doc) == []
+    doc["mechanisms"][3]["levels"]["epsilon_ldp"] = 11.0  # the checker sees a changed level
+    assert check_levels(doc) == ["krr(eps=12.0) on 0..99999: levels"]

@@ -1,7 +1,9 @@
 // The client's contract: values of a domain in, one report each out (docs/clients.md, "The client
 // command"), with the memos of memoized mechanisms kept by the caller.
 import { ClientError, PortableError } from './errors.js';
+import { Ledger, makeRelease, releaseOf, utcNow } from './ledger.js';
 import { drawMemo, parseMechanism, reportJSON, sampleIndex } from './mechanisms.js';
+import { xxh64Bytes } from './primitives.js';
 import { CryptoSource } from './source.js';
 import { encodeValue, parseDomain, pyFloat } from './spec.js';
 
@@ -9,15 +11,33 @@ import { encodeValue, parseDomain, pyFloat } from './spec.js';
 export const MAX_VALUES = 1_000_000;
 
 /**
+ * The ledger key of a stored memo: `memo-` and the XXH64 (seed 0) of the UTF-8 JSON of [mechanism,
+ * index, memo] in hex. Reports drawn from one memo share it; a memo drawn again gets another key.
+ */
+export function memoKey(memo) {
+  const text = JSON.stringify([memo.mechanism, memo.index, memo.memo]);
+  return `memo-${xxh64Bytes(new TextEncoder().encode(text), 0n).toString(16).padStart(16, '0')}`;
+}
+
+const PERTURB_KEYS = ['source', 'memos', 'ledger', 'budget', 'collection', 'time'];
+
+/**
  * Perturb `values` (strings or numbers of `domain`, one per user or per round) with the portable
  * sampler of `spec`. Every value is checked before any report is drawn. Memoized mechanisms reuse
  * the memo of (canonical spec, index) from `memos` and add the memos they draw.
- * Returns `{mechanism, reports, memos}`.
+ *
+ * With `ledger` (a Ledger), the run is recorded there before any report is drawn: one release of all
+ * reports, or for a memoized mechanism one release per memo with its key (memoKey); with `budget`, a
+ * run that would take the ledger's total past it is refused first (one line; nothing is drawn). With a
+ * ledger, the memos of new values are drawn before any report. `collection` and `time` (default now)
+ * go into the releases. Returns `{mechanism, reports, memos}`.
  */
 export function perturbValues(spec, domain, values, options = {}) {
-  const unknown = Object.keys(options).filter((key) => key !== 'source' && key !== 'memos');
-  if (unknown.length) throw new ClientError(`perturbValues: unknown option ${JSON.stringify(unknown[0])}; accepted: source, memos`);
-  const { source = new CryptoSource(), memos = [] } = options;
+  const unknown = Object.keys(options).filter((key) => !PERTURB_KEYS.includes(key));
+  if (unknown.length) throw new ClientError(`perturbValues: unknown option ${JSON.stringify(unknown[0])}; accepted: ${PERTURB_KEYS.join(', ')}`);
+  const { source = new CryptoSource(), memos = [], ledger = null, budget = null, collection = '', time = undefined } = options;
+  if (ledger !== null && !(ledger instanceof Ledger)) throw new ClientError('perturbValues: ledger must be a Ledger (openLedger(path), or new Ledger(storage))');
+  if (budget !== null && ledger === null) throw new ClientError('perturbValues: a budget needs a ledger');
   const dom = typeof domain === 'string' ? parseDomain(domain) : domain;
   const mech = typeof spec === 'string' ? parseMechanism(spec, dom) : spec;
   if (!dom) throw new PortableError('domain.syntax', 'a domain is required');
@@ -35,10 +55,30 @@ export function perturbValues(spec, domain, values, options = {}) {
     }
   }
   const kept = [...memos];
-  if (!mech.memoized) return { mechanism: mech, reports: idx.map((x) => sampleIndex(mech, x, source)), memos: kept };
+  const stamp = { collection, time: time ?? utcNow() };
+  if (!mech.memoized) {
+    if (ledger !== null && idx.length) ledger.record(releaseOf(mech, idx.length, stamp), budget ?? undefined);
+    return { mechanism: mech, reports: idx.map((x) => sampleIndex(mech, x, source)), memos: kept };
+  }
   const byIndex = new Map();
   for (const memo of kept) {
     if (memo && typeof memo === 'object' && memo.mechanism === mech.canonical && Number.isInteger(memo.index)) byIndex.set(memo.index, memo);
+  }
+  if (ledger !== null && idx.length) {
+    const counts = new Map();
+    for (const x of idx) counts.set(x, (counts.get(x) ?? 0) + 1);
+    const one = releaseOf(mech, 1, stamp); // the levels, computed once
+    const plan = (key) => [...counts].map(([x, n]) => makeRelease({ ...one, reports: n, memo_key: key(x) }));
+    // checked before anything is drawn (a memo not drawn yet has a key no stored memo has), then recorded with the keys
+    if (budget !== null) ledger.check(budget, plan((x) => (byIndex.has(x) ? memoKey(byIndex.get(x)) : `new ${x}`)));
+    for (const x of counts.keys()) {
+      if (!byIndex.has(x)) {
+        const memo = drawMemo(mech, x, source);
+        byIndex.set(x, memo);
+        kept.push(memo);
+      }
+    }
+    ledger.record(plan((x) => memoKey(byIndex.get(x))), budget ?? undefined);
   }
   const reports = idx.map((x) => {
     if (!byIndex.has(x)) {

@@ -11,7 +11,12 @@ export {
   parseMechanism, sampleIndex, drawMemo, reportJSON, exactRatio, PORTABLE_MECHANISMS, MEMOIZED_MECHANISMS, MAX_SPEC_SIZE,
 } from './mechanisms.js';
 export { CryptoSource } from './source.js';
-export { perturbValues, groupJSON, MAX_VALUES } from './client.js';
+export { perturbValues, groupJSON, memoKey, MAX_VALUES } from './client.js';
+export {
+  Ledger, memoryStorage, parseLedger, ledgerText, makeRelease, releaseOf, compose, fsum, formatG, utcNow, LEDGER_FORMAT, LEDGER_VERSION,
+  MAX_RELEASES, MAX_REPORTS, MAX_LEDGER_BYTES, RELEASE_KEYS,
+} from './ledger.js';
+export { levelsOf, grrChainLevel, MAX_LEVEL_PAIRS } from './levels.js';
 export { submit, postBatch, newBatchId, batchBody, isRetryStatus, MAX_BATCH } from './submit.js';
 
 /** The protocol version this client implements (its vectors are vectors-v1.json). */

@@ -35,8 +35,8 @@ export function batchBody(groups, batchId) {
 
 const wait = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const POST_KEYS = ['url', 'collection', 'token', 'batchId', 'retries', 'backoff', 'maxBackoff', 'timeout', 'fetch', 'onAttempt'];
-const SUBMIT_KEYS = ['url', 'collection', 'token', 'spec', 'domain', 'values', 'batchSize', 'source', 'memos', 'retries', 'backoff',
-  'maxBackoff', 'timeout', 'fetch', 'onAttempt'];
+const SUBMIT_KEYS = ['url', 'collection', 'token', 'spec', 'domain', 'values', 'batchSize', 'source', 'memos', 'ledger', 'budget',
+  'retries', 'backoff', 'maxBackoff', 'timeout', 'fetch', 'onAttempt'];
 
 /** Unknown option names are refused (a misspelt option would otherwise be ignored). */
 export function checkKeys(what, options, allowed) {
@@ -108,14 +108,20 @@ export async function postBatch(options) {
 /**
  * Perturb `values` of `domain` here with `spec` (the CSPRNG unless `source` is given) and post the
  * reports to `collection` in batches of `batchSize` (default 10,000), each with a new batch id.
- * Memoized mechanisms take and return the caller's `memos`. Returns `{reports, batches, duplicates,
- * memos}` (duplicates: batches the server had already counted when a retry arrived).
+ * Memoized mechanisms take and return the caller's `memos`. With `ledger` (and `budget`), the
+ * submission is checked against the budget and recorded before anything is perturbed or sent
+ * (perturbValues); a record stays if sending fails. Returns `{reports, batches, duplicates, memos}`
+ * (duplicates: batches the server had already counted when a retry arrived).
  */
 export async function submit(options) {
   checkKeys('submit', options, SUBMIT_KEYS);
-  const { url, collection, token, spec, domain, values, batchSize = 10_000, source = undefined, memos = [], ...post } = options;
+  const { url, collection, token, spec, domain, values, batchSize = 10_000, source = undefined, memos = [], ledger = null, budget = null,
+    ...post } = options;
   if (!(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= MAX_BATCH)) throw new ClientError(`batchSize must be an integer in 1..${MAX_BATCH}`);
-  const run = perturbValues(spec, domain, values, { source: source ?? new CryptoSource(), memos });
+  if (typeof url !== 'string' || typeof collection !== 'string' || typeof token !== 'string') {
+    throw new ClientError('submit needs url, collection and token (strings)');
+  }
+  const run = perturbValues(spec, domain, values, { source: source ?? new CryptoSource(), memos, ledger, budget, collection });
   let batches = 0;
   let duplicates = 0;
   for (let s = 0; s < run.reports.length; s += batchSize) {

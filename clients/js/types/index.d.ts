@@ -94,7 +94,8 @@ export interface Run {
   memos: Memo[];
 }
 export function perturbValues(spec: string | Mechanism, domain: string | Domain, values: Iterable<string | number>,
-  options?: { source?: WordSource; memos?: Memo[] }): Run;
+  options?: { source?: WordSource; memos?: Memo[]; ledger?: Ledger | null; budget?: number | null; collection?: string; time?: string }): Run;
+export function memoKey(memo: Memo): string;
 export function groupJSON(mech: Mechanism, reports: Report[], separators?: [string, string]): string;
 
 // ---- the collector
@@ -126,4 +127,63 @@ export function submit(options: Omit<PostOptions, 'batchId'> & {
   batchSize?: number;
   source?: WordSource;
   memos?: Memo[];
+  ledger?: Ledger | null;
+  budget?: number | null;
 }): Promise<{ reports: number; batches: number; duplicates: number; memos: Memo[] }>;
+
+// ---- the privacy ledger (docs/accounting.md)
+export const LEDGER_FORMAT: 'localpriv-ledger';
+export const LEDGER_VERSION: 1;
+export const MAX_RELEASES: number;
+export const MAX_REPORTS: number;
+export const MAX_LEDGER_BYTES: number;
+export const MAX_LEVEL_PAIRS: number;
+export const RELEASE_KEYS: readonly string[];
+export interface Release {
+  readonly spec: string;
+  readonly epsilon: number;
+  readonly delta: number;
+  readonly reports: number;
+  readonly collection: string;
+  readonly time: string;
+  readonly memo_key: string | null;
+  readonly eps_perm: number | null;
+  readonly eps_inst: number | null;
+  readonly rr_values: number | null;
+}
+export interface Levels {
+  epsilon: number;
+  eps_perm: number | null;
+  eps_inst: number | null;
+  rr_values: number | null;
+}
+export interface Total {
+  epsilon: number;
+  delta: number;
+  events: number;
+}
+export interface LedgerStorage {
+  load(): string | null | undefined;
+  save(text: string): void;
+}
+export class Ledger {
+  constructor(storage: LedgerStorage, options?: { name?: string });
+  readonly name: string;
+  releases: Release[];
+  total(): Total;
+  check(budget: number, add?: Array<Partial<Release> & { spec: string; epsilon: number }>): Total;
+  record(add: (Partial<Release> & { spec: string; epsilon: number }) | Array<Partial<Release> & { spec: string; epsilon: number }>,
+    budget?: number | null): Total;
+  text(): string;
+}
+export function memoryStorage(text?: string | null): LedgerStorage & { readonly text: string | null };
+export function parseLedger(text: string, where?: string): Release[];
+export function ledgerText(releases: Release[]): string;
+export function makeRelease(obj: Partial<Release> & { spec: string; epsilon: number }): Release;
+export function releaseOf(mech: Mechanism, reports?: number, options?: { collection?: string; time?: string; memoKey?: string | null }): Release;
+export function compose(releases: Iterable<Release>): Total;
+export function fsum(values: Iterable<number>): number;
+export function formatG(x: number, prec?: number): string;
+export function utcNow(): string;
+export function levelsOf(mech: Mechanism): Levels;
+export function grrChainLevel(l1: number, l2: number, g: number): number;

@@ -16,22 +16,29 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from localpriv.data.ledger import LEDGER_FORMAT, LEDGER_VERSION, Ledger
 from localpriv.mechanisms import portable as P
 from localpriv.mechanisms import stablehash
+from localpriv.mechanisms.accounting import Release, compose, release_of
 from localpriv.mechanisms.base import Mechanism
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
-__all__ = ["build_vectors", "render_vectors", "check_vectors", "MARGIN", "MECHANISM_CASES", "MEMO_CASES",
-           "NEGATIVE_CASES", "MEMO_NEGATIVE_CASES", "VECTORS_PATH"]
+__all__ = ["build_vectors", "render_vectors", "check_vectors", "check_levels", "MARGIN", "MECHANISM_CASES",
+           "MEMO_CASES",
+           "NEGATIVE_CASES", "MEMO_NEGATIVE_CASES", "VECTORS_PATH", "LEDGER_PATH", "LEDGER_CASES", "ledger_fixture",
+           "render_ledger", "random_ledgers"]
 
 #: where the committed vectors live, relative to a checkout's root
 VECTORS_PATH = f"clients/vectors/vectors-v{P.PROTOCOL_VERSION}.json"
+#: the ledger written by Python that the clients read (docs/accounting.md, "The ledger file")
+LEDGER_PATH = f"clients/vectors/ledger-v{LEDGER_VERSION}.json"
 #: the least distance, in units of ``2^-53``, between a vector's Bernoulli draw and its threshold
 MARGIN = 1 << 12
 #: re-seeding attempts before a case is given up (never reached in practice: ``2^-40`` per draw)
@@ -165,6 +172,22 @@ MEMO_NEGATIVE_CASES: tuple[tuple[str, str, str, dict[str, Any], str], ...] = (
       "memo": {"cohort": 8, "bits": "0000"}}, "memo.invalid"),
 )
 
+# (spec, domain, reports, collection, memo key or None): the releases of the ledger fixture, in order;
+# memo "m-a" has three reports (capped at min(eps_perm, 3 eps_inst)), "m-b" two without eps_inst
+# (eps_perm), "m-c" and "m-d" one each (their own level; "m-d" has eps_perm = inf, written "inf")
+LEDGER_CASES: tuple[tuple[str, str, int, str, str | None], ...] = (
+    ("krr(eps=1.0)", "0..9", 3, "ages", None),
+    ("oue(eps=0.2)", "red,green,blue", 2, "colours", None),
+    ("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9", 1, "ages", "m-a"),
+    ("duchi(eps=1.0)", "0..9", 1, "scores", None),
+    ("lgrr(eps_perm=2.0,eps_1=1.0)", "0..9", 2, "ages", "m-a"),
+    ("loue(eps_perm=4.0,eps_1=1.0)", "0..15", 2, "pages", "m-b"),
+    ("lblh(eps_perm=2.0,eps_1=1.0)", "0..99", 1, "pages", "m-c"),
+    ("rappor(m=16,h=2,cohorts=2,f=0.0,p=0.25,q=0.75)", "0..9", 1, "flags", "m-d"),
+    ("sw(eps=0.5,buckets=64)", "0..19", 4, "scores", None),
+    ("geometric(eps=3.0,lo=0,hi=4)", "10..14", 1, "counts", None),
+)
+
 _CHACHA_SEEDS = ("localpriv-1", "", "vectors/é中")
 _UNIFORM_CASES = (1, 2, 3, 7, 10, 1000, (1 << 31) + 1, 1 << 32, (1 << 32) + 1, 1 << 53, (1 << 64) - 1)
 _BERNOULLI_CASES = (0.0, 0.5, 1.0 / 3.0, 0.9, 1e-3, 1.0)
@@ -222,6 +245,20 @@ def _report_text(r: Any) -> str:
     return repr(r) if isinstance(r, float) else str(r)
 
 
+def _levels(mech: Mechanism) -> dict[str, Any]:
+    """The levels a client records in its ledger, as Python computes them (:func:`release_of`),
+    to 12 significant digits (``inf`` as the string ``"inf"``): ``epsilon_ldp``, and for the
+    memoized mechanisms ``eps_perm`` and ``eps_inst`` (null where the family has none)."""
+    r = release_of(mech)
+
+    def f(v: float | None) -> Any:
+        return None if v is None else "inf" if math.isinf(v) else float(f"{v:.12g}")
+    out: dict[str, Any] = {"epsilon_ldp": f(r.epsilon)}
+    if r.eps_perm is not None:
+        out.update(eps_perm=f(r.eps_perm), eps_inst=f(r.eps_inst))
+    return out
+
+
 def _mechanism_vector(i: int, spec: str, domain: str, values: list[Any]) -> dict[str, Any]:
     dom = P.portable_domain(domain)
     mech = P.parse_portable(spec, dom)
@@ -229,7 +266,7 @@ def _mechanism_vector(i: int, spec: str, domain: str, values: list[Any]) -> dict
     seed, reports, used = _with_margin(f"{mech.spec_name}-{i}",
                                        lambda src: [P.sample_portable(mech, x, src) for x in idx])
     return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": _rounded(P.portable_parameters(mech)),
-            "seed": seed, "values": values, "indices": idx, "reports": reports,
+            "levels": _levels(mech), "seed": seed, "values": values, "indices": idx, "reports": reports,
             "reports_text": [_report_text(r) for r in reports], "words": used}
 
 
@@ -249,7 +286,8 @@ def _memo_vector(i: int, spec: str, domain: str, values: list[Any], rounds: int)
     seed, (memos, reports), used = _with_margin(f"{mech.spec_name}-memo-{i}",
                                                 partial(_memo_run, mech, idx, rounds))
     return {"spec": spec, "domain": domain, "canonical": str(mech), "derived": _rounded(P.portable_parameters(mech)),
-            "seed": seed, "values": values, "indices": idx, "rounds": rounds, "memos": memos, "reports": reports,
+            "levels": _levels(mech), "seed": seed, "values": values, "indices": idx, "rounds": rounds, "memos": memos,
+            "reports": reports,
             "reports_text": [[_report_text(r) for r in row] for row in reports], "words": used}
 
 
@@ -404,6 +442,66 @@ def _error_code(spec: str, domain: str | None, value: str | None, memo: dict[str
     return None
 
 
+def _ledger_releases() -> list[Release]:
+    out = []
+    for i, (spec, domain, reports, collection, key) in enumerate(LEDGER_CASES):
+        mech = P.parse_portable(spec, P.portable_domain(domain))
+        out.append(release_of(mech, reports, collection=collection, time=f"2026-11-28T10:{i:02d}:00Z", memo_key=key))
+    return out
+
+
+def ledger_fixture() -> dict[str, Any]:
+    """The ledger file of :data:`LEDGER_CASES` (:meth:`Ledger.to_dict`), which the clients read."""
+    led = Ledger.__new__(Ledger)  # no file: only the releases, written by to_dict as Ledger.save writes them
+    led.releases = _ledger_releases()
+    return led.to_dict()
+
+
+def render_ledger(doc: dict[str, Any]) -> str:
+    """The fixture's exact text, as :meth:`Ledger.save` writes it (1-space indent, final newline)."""
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def _ledger_totals() -> dict[str, Any]:
+    """``compose(first i releases).epsilon`` for every ``i`` of the fixture: what a client's total
+    of the same file must be."""
+    rels = _ledger_releases()
+    return {"file": LEDGER_PATH, "releases": len(rels),
+            "prefix_epsilon": [compose(rels[:i]).epsilon for i in range(1, len(rels) + 1)],
+            "delta": compose(rels).delta}
+
+
+def random_ledgers(seed: int, n: int) -> tuple[list[str], list[float]]:
+    """``n`` random ledger texts (independent reports, memo groups with and without ``eps_inst``,
+    k-RR, infinite levels, shared levels) and Python's basic total of each: what a client must
+    compute from the same text."""
+    rng = random.Random(seed)
+    levels = [0.1, 0.5, 1.0, 1.0 / 3.0, 2.0, 1e-9, 7.25, 0.0]
+    texts, totals = [], []
+    for _ in range(n):
+        rels = []
+        perms: dict[str, float] = {}
+        for _ in range(rng.randint(0, 12)):
+            eps = rng.choice(levels) if rng.random() < 0.7 else rng.uniform(0, 5)
+            if rng.random() < 0.03:
+                eps = math.inf
+            key = rng.choice([None, None, "a", "b", "c"])
+            perm = inst = None
+            if key is not None:
+                low = min(eps, 1.0)
+                perm = perms.setdefault(key, rng.choice([2.0, 4.0, math.inf, rng.uniform(low, 8.0)]))
+                inst = rng.choice([None, eps, rng.uniform(low, 3.0)])
+            rr = rng.choice([None, None, 2, 10])
+            rels.append(Release(spec=f"m{rng.randint(0, 3)}(k=4)", epsilon=eps, reports=rng.randint(1, 1000),
+                                memo_key=key, eps_perm=perm, eps_inst=inst, rr_values=rr))
+        doc = {"format": LEDGER_FORMAT, "version": LEDGER_VERSION,
+               "releases": [{k: "inf" if isinstance(v, float) and math.isinf(v) else v for k, v in r.to_dict().items()}
+                            for r in rels]}
+        texts.append(json.dumps(doc, indent=1))
+        totals.append(compose(rels).epsilon)
+    return texts, totals
+
+
 def build_vectors() -> dict[str, Any]:
     """The whole vectors document (a dict ready for :func:`render_vectors`)."""
     with warnings.catch_warnings():  # the large-eps cases are deliberate
@@ -431,12 +529,24 @@ def _build() -> dict[str, Any]:
         "memoized": memoized,
         "negative": _negative(),
         "negative_memo": _negative_memo(),
+        "ledger": _ledger_totals(),
     }
 
 
 def render_vectors(doc: dict[str, Any]) -> str:
     """The file's exact text: JSON, 1-space indent, keys in insertion order, ASCII, final newline."""
     return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
+
+
+def check_levels(doc: dict[str, Any]) -> list[str]:
+    """The cases whose ``levels`` differ from what Python computes now (empty: all agree)."""
+    bad = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        for v in doc["mechanisms"] + doc["memoized"]:
+            if _levels(P.parse_portable(v["spec"], P.portable_domain(v["domain"]))) != v.get("levels"):
+                bad.append(f"{v['spec']} on {v['domain']}: levels")
+    return bad
 
 
 def check_vectors(doc: dict[str, Any]) -> list[str]:
@@ -478,6 +588,7 @@ def _check(doc: dict[str, Any]) -> list[str]:
             continue
         if str(mech) != v["canonical"] or memos != v["memos"] or reports != v["reports"] or src.used != v["words"]:
             bad.append(f"{v['spec']} on {v['domain']} (seed {v['seed']!r})")
+    bad += check_levels(doc)
     for n in doc["negative"] + doc["negative_memo"]:
         got = _error_code(n["spec"], n["domain"], n["value"], n.get("memo"))
         if got != n["error"]:

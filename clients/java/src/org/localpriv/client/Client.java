@@ -1,7 +1,9 @@
 package org.localpriv.client;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -78,6 +80,41 @@ public final class Client {
         return mechanism.sample(x, src, memo);
     }
 
+    private void record(int[] idx, WordSource src, Ledger ledger, Double budget, String collection) {
+        String time = Ledger.utcNow();
+        if (!mechanism.memoized()) {
+            ledger.record(Collections.singletonList(Release.of(mechanism, idx.length, collection, time, null)), budget);
+            return;
+        }
+        Map<Integer, Long> counts = new LinkedHashMap<>();
+        for (int x : idx) {
+            counts.put(x, counts.getOrDefault(x, 0L) + 1);
+        }
+        Levels lv = mechanism.levels(); // computed once
+        List<Release> plan = new ArrayList<>();
+        for (Map.Entry<Integer, Long> e : counts.entrySet()) {
+            Map<String, Object> memo = byIndex.get(e.getKey());
+            // a memo not drawn yet has a key no stored memo has: checked before anything is drawn
+            plan.add(new Release(mechanism.canonical, lv.epsilon, 0.0, e.getValue(), collection, time,
+                    memo == null ? "new " + e.getKey() : Ledger.memoKey(memo), lv.epsPerm, lv.epsInst, lv.rrValues));
+        }
+        if (budget != null) {
+            ledger.check(budget, plan);
+        }
+        List<Release> keyed = new ArrayList<>();
+        int i = 0;
+        for (Integer x : counts.keySet()) {
+            Map<String, Object> memo = byIndex.get(x);
+            if (memo == null) {
+                memo = mechanism.memoize(x, src);
+                byIndex.put(x, memo);
+                memos.add(memo);
+            }
+            keyed.add(plan.get(i++).withMemoKey(Ledger.memoKey(memo)));
+        }
+        ledger.record(keyed, budget);
+    }
+
     /**
      * The client command's contract: one report per value, every value checked before any report
      * is drawn (a bad value refuses the whole input, naming its line).
@@ -87,6 +124,27 @@ public final class Client {
      * @return the reports' JSON texts, in order
      */
     public List<String> perturbLines(List<String> lines, WordSource src) {
+        return perturbLines(lines, src, null, null, "");
+    }
+
+    /**
+     * {@link #perturbLines(List, WordSource)}, recorded in {@code ledger} before any report is drawn:
+     * one release of every report, or for a memoized mechanism one release per memo with its key
+     * ({@link Ledger#memoKey(Map)}). With {@code budget}, a run that would take the ledger's total
+     * past it is refused first ({@link LedgerException}, one line; nothing is drawn). With a ledger,
+     * the memos of new values are drawn before any report.
+     *
+     * @param lines the values, one per line (at most {@link #MAX_LINES})
+     * @param src the word source
+     * @param ledger the device's ledger, or null
+     * @param budget the budget on its total (basic composition), or null
+     * @param collection where the reports go (recorded in the ledger)
+     * @return the reports' JSON texts, in order
+     */
+    public List<String> perturbLines(List<String> lines, WordSource src, Ledger ledger, Double budget, String collection) {
+        if (budget != null && ledger == null) {
+            throw new IllegalArgumentException("a budget needs a ledger");
+        }
         if (lines.size() > MAX_LINES) {
             throw new IllegalArgumentException("more than 1,000,000 input lines in one run; split the input");
         }
@@ -97,6 +155,9 @@ public final class Client {
             } catch (PortableException e) {
                 throw new PortableException(e.code, "line " + (i + 1) + ": " + e.detail());
             }
+        }
+        if (ledger != null && idx.length > 0) {
+            record(idx, src, ledger, budget, collection == null ? "" : collection);
         }
         List<String> out = new ArrayList<>(idx.length);
         for (int x : idx) {

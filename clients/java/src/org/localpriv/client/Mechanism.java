@@ -75,6 +75,7 @@ public final class Mechanism {
     private double p2;
     private double q2;
     private double eps2;
+    private double epsPerm;
     private long g;
     private long nSeeds = TWO32;
     private int omega;
@@ -599,6 +600,7 @@ public final class Mechanism {
                 checkChain(ep, e1);
                 mm = new Mechanism(name, canon(name, "k", k, "eps_perm", ep, "eps_1", e1), k);
                 mm.eps2 = grrSecond(ep, e1, k);
+                mm.epsPerm = ep;
                 mm.p1 = grrP(ep, k);
                 mm.p2 = grrP(mm.eps2, k);
                 mm.derived.put("eps_2", mm.eps2);
@@ -617,6 +619,7 @@ public final class Mechanism {
                 String first = name.equals("lsue") || name.equals("lsoue") ? "sue" : "oue";
                 String second = name.equals("lsue") || name.equals("losue") ? "sue" : "oue";
                 mm.eps2 = ueSecond(first, second, ep, e1);
+                mm.epsPerm = ep;
                 double[] l1 = ueLogits(first, ep);
                 double[] l2 = ueLogits(second, mm.eps2);
                 mm.p1 = expit(l1[0]);
@@ -640,6 +643,7 @@ public final class Mechanism {
                 mm.nSeeds = ns;
                 mm.g = name.equals("lblh") ? 2 : lolhG(ep, e1);
                 mm.eps2 = grrSecond(ep, e1, mm.g);
+                mm.epsPerm = ep;
                 mm.p1 = grrP(ep, mm.g);
                 mm.p2 = grrP(mm.eps2, mm.g);
                 mm.derived.put("g", mm.g);
@@ -687,6 +691,182 @@ public final class Mechanism {
             mm.eps = eps;
         }
         return mm;
+    }
+
+    // ------------------------------------------------------------------ privacy levels
+    /** Most input pairs (k x k, per cohort) the RAPPOR level examines when no witness ends it early. */
+    public static final long MAX_LEVEL_PAIRS = 1L << 24;
+
+    /**
+     * {@code log(p* / q*)} of GRR at {@code l1} then GRR at {@code l2} on {@code g} values:
+     * {@code log(e^(l1+l2) + g - 1) - log(e^l1 + e^l2 + g - 2)}.
+     */
+    public static double grrChainLevel(double l1, double l2, long g) {
+        double lg2 = g > 2 ? Math.log(g - 2.0) : Double.NEGATIVE_INFINITY;
+        return logAddExp(l1 + l2, Math.log(g - 1.0)) - logAddExp(logAddExp(l1, l2), lg2);
+    }
+
+    private double geometricLevel() {
+        final boolean truncated = lo != null && hi != null;
+        final double e = eps;
+        final double log1pa = Math.log1p(Math.exp(-e));
+        final double logC = Math.log(-Math.expm1(-e)) - log1pa;
+        java.util.TreeSet<Long> cols = new java.util.TreeSet<>();
+        long l = 0;
+        long u = 0;
+        if (truncated) {
+            l = lo.longValue();
+            u = hi.longValue();
+            cols.add(l);
+            cols.add(u);
+            if (l + 1 <= u - 1) {
+                cols.add(l + 1);
+                cols.add(u - 1);
+            }
+        } else {
+            cols.addAll(Arrays.asList(-1L, 0L, (long) k - 1, (long) k));
+        }
+        java.util.TreeSet<Long> rows = new java.util.TreeSet<>(Arrays.asList(0L, (long) k - 1));
+        for (long z : cols) {
+            rows.add(Math.min(k - 1, Math.max(0, z)));
+        }
+        double best = 0;
+        for (long z : cols) {
+            double top = Double.NEGATIVE_INFINITY;
+            double low = Double.POSITIVE_INFINITY;
+            for (long x : rows) {
+                double lp;
+                if (truncated && z == l) {
+                    lp = logCdf(l - x, e, log1pa);
+                } else if (truncated && z == u) {
+                    lp = logCdf(x - u, e, log1pa);
+                } else {
+                    lp = logC - e * Math.abs((double) (z - x));
+                }
+                top = Math.max(top, lp);
+                low = Math.min(low, lp);
+            }
+            if (top > Double.NEGATIVE_INFINITY) {
+                best = Math.max(best, top - low);
+            }
+        }
+        return best;
+    }
+
+    private static double logCdf(long s, double e, double log1pa) {
+        return s < 0 ? -e * Math.abs((double) s) - log1pa : Math.log1p(-Math.exp(-e * (Math.abs((double) s) + 1.0) - log1pa));
+    }
+
+    private java.util.Set<Integer> bloom(int x, int c) {
+        java.util.Set<Integer> bits = new java.util.HashSet<>();
+        for (int i = 0; i < h; i++) {
+            bits.add((int) Long.remainderUnsigned(Xxh64.le64(x, (long) c * h + i), m));
+        }
+        return bits;
+    }
+
+    private double rapporPairLevel(double l1, double l0) {
+        double top = h * (l1 - l0);
+        for (int c = 0; c < cohorts; c++) {
+            List<java.util.Set<Integer>> full = new ArrayList<>();
+            for (int x = 0; x < k && full.size() < 64; x++) {
+                java.util.Set<Integer> b = bloom(x, c);
+                if (b.size() == h) {
+                    full.add(b);
+                }
+            }
+            for (int i = 0; i < full.size(); i++) {
+                for (int j = i + 1; j < full.size(); j++) {
+                    if (java.util.Collections.disjoint(full.get(i), full.get(j))) {
+                        return top;
+                    }
+                }
+            }
+        }
+        if ((long) k * k > MAX_LEVEL_PAIRS) {
+            throw new IllegalArgumentException(canonical + ": its level needs " + k + " x " + k
+                    + " input pairs per cohort, above the limit of " + String.format("%,d", MAX_LEVEL_PAIRS));
+        }
+        double best = 0;
+        for (int c = 0; c < cohorts; c++) {
+            List<java.util.Set<Integer>> filters = new ArrayList<>();
+            for (int x = 0; x < k; x++) {
+                filters.add(bloom(x, c));
+            }
+            for (java.util.Set<Integer> a : filters) {
+                for (java.util.Set<Integer> b : filters) {
+                    int inter = 0;
+                    for (int bit : a) {
+                        if (b.contains(bit)) {
+                            inter++;
+                        }
+                    }
+                    best = Math.max(best, (a.size() - inter) * l1 - (b.size() - inter) * l0);
+                }
+            }
+        }
+        return best;
+    }
+
+    /**
+     * The levels of one report as a ledger records them, computed from the channel's formulas as
+     * the Python reference computes {@code epsilon_ldp()}, {@code epsilon_perm()} and
+     * {@code epsilon_instantaneous()} (docs/accounting.md): k-RR, OUE/SUE, OLH/BLH, SS, HR and PM
+     * {@code eps} (k-RR also {@code rr_values = k}); geometric the largest spread of
+     * {@code log P(z|x)} over the rows and columns that attain it; Duchi {@code log(p+(k-1)/p+(0))};
+     * SW {@code log(p/q)}; L-GRR, L-BLH, L-OLH the chained GRR level, {@code eps_perm} and
+     * {@code eps_inst = eps_2}; the chained unary encodings {@code logit P* - logit Q*} and
+     * {@code eps_perm}; RAPPOR the largest {@code |B \ B'| l1 - |B' \ B| l0} over cohorts and input
+     * pairs (one report: {@code l1 = log(s1/s0)}, {@code l0 = log((1-s1)/(1-s0))}; the memo:
+     * {@code l1 = -l0 = log((1-f/2)/(f/2))}, infinite for {@code f = 0}).
+     *
+     * @return the levels
+     * @throws IllegalArgumentException for planar-geometric and planar-laplace (their level needs
+     *     the k x k channel of the clamped kernel; not computed by this client)
+     */
+    public Levels levels() {
+        switch (name) {
+            case "krr":
+                return new Levels(eps, null, null, (long) k);
+            case "oue":
+            case "sue":
+            case "olh":
+            case "blh":
+            case "ss":
+            case "hr":
+            case "pm":
+                return new Levels(eps, null, null, null);
+            case "geometric":
+                return new Levels(geometricLevel(), null, null, null);
+            case "duchi":
+                return new Levels(Math.log(duchiP(k - 1) / duchiP(0)), null, null, null);
+            case "sw":
+                return new Levels(Math.log(p / q), null, null, null);
+            case "lgrr":
+                return new Levels(grrChainLevel(epsPerm, eps2, k), epsPerm, eps2, (long) k);
+            case "lblh":
+            case "lolh":
+                return new Levels(grrChainLevel(epsPerm, eps2, g), epsPerm, eps2, null);
+            case "lsue":
+            case "loue":
+            case "lsoue":
+            case "losue": {
+                double[] first = ueLogits(name.equals("lsue") || name.equals("lsoue") ? "sue" : "oue", epsPerm);
+                double one = logit(p1 * p2 + (1 - p1) * q2) - logit(q1 * p2 + (1 - q1) * q2);
+                return new Levels(one, first[0] - first[1], null, null);
+            }
+            case "rappor": {
+                double half = f / 2.0;
+                double s1 = (1.0 - half) * q + half * p;
+                double s0 = half * q + (1.0 - half) * p;
+                double one = rapporPairLevel(Math.log(s1 / s0), Math.log((1 - s1) / (1 - s0)));
+                double lr = Math.log1p(-half) - Math.log(half);
+                return new Levels(one, f == 0 ? Double.POSITIVE_INFINITY : rapporPairLevel(lr, -lr), null, null);
+            }
+            default:
+                throw new IllegalArgumentException(canonical + ": this client does not compute the level of " + name
+                        + ", so it cannot record it in a ledger");
+        }
     }
 
     private double duchiP(int x) {
