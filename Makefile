@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -130,8 +130,27 @@ coverage-docs: $(STAMP)
 docs-numbers: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
 
-# the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
+# the evidence for the default estimator (reproductions/evidence.py; decision 0040): every registered
+# frequency estimator and default_estimator on six data sets, 5 mechanisms, eps 0.5..4, n 1e4..1e6,
+# 20 runs. Resumable: each cell is a file in out/estimator-evidence-cells/; EVIDENCE_CHUNK=i/m runs one
+# of m chunks (start m processes, then `make estimator-evidence-report`). Many CPU hours: the estimate
+# is in docs/results/estimator-evidence-quick.json (results.cpu); run it on a quiet machine.
+EVIDENCE_CHUNK ?= 0/1
 estimator-evidence: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --chunk $(EVIDENCE_CHUNK)
+	$(PY) tools/estimator_evidence.py report
+
+estimator-evidence-report: $(STAMP)
+	$(PY) tools/estimator_evidence.py report
+
+# the check of the pipeline: n 1e4 and 1e5, 5 runs (-> docs/results/estimator-evidence-quick.*, labelled a quick run)
+estimator-evidence-quick: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --quick --chunk $(EVIDENCE_CHUNK)
+	$(PY) tools/estimator_evidence.py report --quick
+
+# the evidence of decision 0001 (docs/results/estimator-accuracy.*; hours on one core; the committed
+# JSON was run in pieces and merged)
+estimator-accuracy-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
 	from reproductions.accuracy import EVIDENCE; \
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"

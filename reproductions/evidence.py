@@ -519,9 +519,11 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
     config = _cell_config(params, base)
     mine = [c for c in plan(params) if in_chunk(c["key"], params["chunk"])]
     budget = int(params["report_budget"])
-    # cheap cells first (the per-user oracles cost the most): a stopped run has the most cells
-    mine.sort(key=lambda c: (_draw_kind(_mechanism(c["data"], c["mechanism"], c["eps_ldp"])[0], c["n"], budget)
-                             == "per-user", c["n"]))
+    # a cross-section first: every data set and mechanism at the smallest n, eps from 1 outwards
+    # (1, 2, 0.5, 4), the per-user oracles (the costliest) last within each; then the next n
+    mine.sort(key=lambda c: (c["n"], abs(np.log2(c["eps_ldp"])), -c["eps_ldp"],
+                             _draw_kind(_mechanism(c["data"], c["mechanism"], c["eps_ldp"])[0], c["n"], budget)
+                             == "per-user"))
     done = {"cells": len(mine), "reused": 0, "ran": 0}
     t0 = time.process_time()
     it = progress(mine, NAME) if progress is not None else mine
@@ -634,13 +636,20 @@ def summarize(cells: list[dict], level: float = 0.95) -> dict:
     wins: dict[str, int] = {}
     for r in ok:
         wins[r["analysis"]["oracle"]] = wins.get(r["analysis"]["oracle"], 0) + 1
+    not_judged: dict[str, int] = {}
+    for c, r in zip(cells, rows):
+        if r["analysis"] and r["analysis"].get("verdict"):
+            continue
+        why = (c.get("skipped_cell") and "cell not run") or c["skipped"].get("default") \
+            or (r["analysis"] or {}).get("why") or "no default column"
+        not_judged[why] = not_judged.get(why, 0) + 1
     return {"rule": {"primary": "EMD on ordered data, TV on categorical data; means over the runs",
                      "test": f"Wilcoxon signed-rank, two-sided, paired runs, level {level}",
                      "verdict": "best: default mean <= best other's mean; worse: else and the test rejects; "
                                 "tied: else",
                      "ratio": "default mean / lowest mean of all estimators of the cell (1 = the oracle's choice)",
                      "best_other": "lowest mean among the estimators other than the default's own method"},
-            "overall": _group_summary(rows), "by": by, "worst": worst,
+            "overall": _group_summary(rows), "not_judged": not_judged, "by": by, "worst": worst,
             "significantly_beaten_by": dict(sorted(beaten_by.items(), key=lambda kv: -kv[1])),
             "oracle_choice": dict(sorted(wins.items(), key=lambda kv: -kv[1])),
             "cells": rows}
@@ -685,6 +694,14 @@ def estimate_cpu(cells: list[dict], full: dict) -> dict:
                      "(n/n2)^b, b from the two largest measured n (1 with one); process CPU time, 1 BLAS thread"}
 
 
+def _slim(cell: dict) -> dict:
+    """A cell as the record keeps it: every run's value of the primary metric (the paired test's
+    input), summaries of the others (the cell files keep every value)."""
+    m = cell.get("primary")
+    ests = {k: {**e, "values": {m: e["values"][m]}} for k, e in cell.get("estimators", {}).items()}
+    return {**cell, "estimators": ests}
+
+
 def assemble(cells_dirs, params: dict) -> dict:
     """The results from every cell record in ``cells_dirs`` (one or more folders: the chunks of a
     grid run apart are merged by reading them together) that belongs to the grid ``params``; a
@@ -701,7 +718,7 @@ def assemble(cells_dirs, params: dict) -> dict:
                 raise LocalPrivError(f"merge: cell {rec['key']!r} was run with two configurations")
             if prev is None or len(rec["estimators"]) > len(prev["estimators"]):
                 found[rec["key"]] = rec
-    cells = [found[k] for k in want if k in found]
+    cells = [_slim(found[k]) for k in want if k in found]
     full = {**params, **{k: DEFAULTS[k] for k in ("n", "runs", "report_budget")}}
     draws: dict[str, int] = {}
     for c in cells:
@@ -724,6 +741,11 @@ def _compute(params: dict, rng: np.random.Generator, progress) -> dict:
 # --------------------------------------------------------------------------------------------
 # the report
 # --------------------------------------------------------------------------------------------
+def _cell_label(key: str) -> str:
+    data, mech, eps, n = key.split("|")
+    return f"{data}, {mech}, {eps.replace('=', ' ')}, n {int(n.split('=')[1]):,}"
+
+
 def _f(x, nd=3) -> str:
     return "-" if x is None else f"{x:.{nd}g}"
 
@@ -733,8 +755,12 @@ def _label_line(record: dict) -> str:
     res = record["results"]
     head = (f"{res['cells_done']} of {res['cells_planned']} cells, {p['runs']} runs per cell, "
             f"n = {', '.join(f'{n:,}' for n in p['n'])}, LDP eps {', '.join(f'{e:g}' for e in p['eps_ldp'])}")
+    runs = int(p["runs"])
+    if runs < 6:
+        head += (f" (with {runs} paired runs the smallest two-sided Wilcoxon p is 2^(1-{runs}) = "
+                 f"{2.0 ** (1 - runs):.4g}: no cell can be significant at 95 %)")
     if p.get("label") != "evidence":
-        return (f"**QUICK RUN ({p.get('label')}): a check of the pipeline, not the evidence** -- {head}. "
+        return (f"**QUICK RUN: a check of the pipeline, not the evidence** -- {head}. "
                 "The evidence is `make estimator-evidence` (20 runs, n up to 10^6).")
     return ("Evidence" if res["complete"] else "**Incomplete evidence run**") + f": {head}."
 
@@ -757,7 +783,9 @@ def render_summary(record: dict) -> str:
              f"significantly), tied in {o['tied']}, significantly worse in {o['worse']}; ratio median "
              f"{_f(o['median_ratio'])}, max {_f(o['max_ratio'])}; within 10 % of the best in "
              f"{_f(100 * o['share_within_1.1'] if o['share_within_1.1'] is not None else None)} % of the cells.",
-             "", "| group | cells | best | tied | worse | median ratio | max ratio |", "|---|---|---|---|---|---|---|"]
+             "", *([("Cells without a verdict: " + "; ".join(f"{v} ({k})" for k, v in s["not_judged"].items())
+                    + "."), ""] if s["not_judged"] else []),
+             "| group | cells | best | tied | worse | median ratio | max ratio |", "|---|---|---|---|---|---|---|"]
     names = {"data": "data", "mechanism": "mechanism", "n": "n", "eps_ldp": "eps"}
     for field, label in names.items():
         for g, v in s["by"][field].items():
@@ -773,7 +801,7 @@ def render_summary(record: dict) -> str:
     for r in s["worst"][:10]:
         a = r["analysis"]
         dm = next(c["default_method"] for c in res["cells"] if c["key"] == r["key"])
-        lines.append(f"| {r['key']} | `{dm}` | `{a['best_other']}` | {_f(a['default_mean'])} | "
+        lines.append(f"| {_cell_label(r['key'])} | `{dm}` | `{a['best_other']}` | {_f(a['default_mean'])} | "
                      f"{_f(a['best_other_mean'])} | {_f(a['ratio'])} | {_f(a['p'], 2)} |")
     cpu = res["cpu"]
     lines += ["", f"CPU: {cpu['measured_cpu_seconds']:,.0f} s measured for these cells; the full grid "
@@ -797,7 +825,7 @@ def render_full(record: dict) -> str:
     an = {r["key"]: r["analysis"] for r in res["summary"]["cells"]}
     for c in res["cells"]:
         if c.get("skipped_cell"):
-            lines.append(f"| {c['key']} | not run | " + " | ".join("-" for _ in labels) + " | | |")
+            lines.append(f"| {_cell_label(c['key'])} | not run | " + " | ".join("-" for _ in labels) + " | | |")
             continue
         m = c["primary"]
         means = {k: v["summary"][m]["mean"] for k, v in c["estimators"].items() if v["summary"][m]["mean"] is not None}
@@ -811,7 +839,7 @@ def render_full(record: dict) -> str:
             t = _f(e["summary"][m]["median"])
             row.append(f"**{t}**" if means.get(lab) == best else t)
         a = an.get(c["key"]) or {}
-        lines.append(f"| {c['key']} | {c['draw']} | " + " | ".join(row) + f" | {a.get('verdict') or '-'} | "
+        lines.append(f"| {_cell_label(c['key'])} | {c['draw']} | " + " | ".join(row) + f" | {a.get('verdict') or '-'} | "
                      f"{_f(a.get('ratio'))} |")
     return "\n".join(lines) + "\n"
 
