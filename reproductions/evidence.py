@@ -839,8 +839,8 @@ def render_full(record: dict) -> str:
             t = _f(e["summary"][m]["median"])
             row.append(f"**{t}**" if means.get(lab) == best else t)
         a = an.get(c["key"]) or {}
-        lines.append(f"| {_cell_label(c['key'])} | {c['draw']} | " + " | ".join(row) + f" | {a.get('verdict') or '-'} | "
-                     f"{_f(a.get('ratio'))} |")
+        lines.append(f"| {_cell_label(c['key'])} | {c['draw']} | " + " | ".join(row)
+                     + f" | {a.get('verdict') or '-'} | {_f(a.get('ratio'))} |")
     return "\n".join(lines) + "\n"
 
 
