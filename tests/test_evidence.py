@@ -21,6 +21,8 @@ from reproductions.evidence import (
     in_chunk,
     paired_verdict,
     plan,
+    render_full,
+    render_summary,
     run_cells,
     summarize,
     support_count_observations,
@@ -122,6 +124,13 @@ def test_resume_by_estimator_and_chunks_merged_equal_one_run(tmp_path):
         assert c["default_method"] == "dirichlet" and "default" in c["estimators"]
         assert c["estimators"]["default"]["summary"]["tv"]["ok"] == 4
     assert full["summary"]["overall"]["cells"] == 2
+    # the report names a run that is not the evidence as such, and keeps the tables' columns
+    rec = {"name": "estimator-evidence-test", "params": one, "results": full}
+    head = render_summary(rec).splitlines()[0]
+    assert head.startswith("**QUICK RUN") and "2 of 2 cells" in head and "2^(1-4) = 0.125" in head
+    page = render_full(rec).splitlines()
+    rows = [ln for ln in page if ln.startswith("| workclass")]
+    assert len(rows) == 2 and all(ln.count("|") == page[6].count("|") for ln in rows)
 
 
 def test_bounds_are_refused_in_one_line():
