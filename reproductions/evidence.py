@@ -520,10 +520,11 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
     mine = [c for c in plan(params) if in_chunk(c["key"], params["chunk"])]
     budget = int(params["report_budget"])
     # a cross-section first: every data set and mechanism at the smallest n, eps from 1 outwards
-    # (1, 2, 0.5, 4), the per-user oracles (the costliest) last within each; then the next n
-    mine.sort(key=lambda c: (c["n"], abs(np.log2(c["eps_ldp"])), -c["eps_ldp"],
-                             _draw_kind(_mechanism(c["data"], c["mechanism"], c["eps_ldp"])[0], c["n"], budget)
-                             == "per-user"))
+    # (1, 2, 0.5, 4), then the next n; the per-user oracles on ordered data (EMS on individual
+    # reports: the costliest cells by far) last
+    mine.sort(key=lambda c: (dataset(c["data"]).ordered and _draw_kind(
+        _mechanism(c["data"], c["mechanism"], c["eps_ldp"])[0], c["n"], budget) == "per-user",
+        c["n"], abs(np.log2(c["eps_ldp"])), -c["eps_ldp"]))
     done = {"cells": len(mine), "reused": 0, "ran": 0}
     t0 = time.process_time()
     it = progress(mine, NAME) if progress is not None else mine
