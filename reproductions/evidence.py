@@ -544,7 +544,7 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
         el = time.process_time() - t0
         eta = el / (i + 1) * (len(mine) - i - 1)
         _status(params, f"{i + 1}/{len(mine)} {cell['key']} ({rec.get('draw')}): "
-                        f"{rec['seconds']['total']:.1f} s; elapsed {el:.0f} s, about {eta:.0f} s left")
+                        f"{rec['seconds']['total']:.1f} CPU s; {el:.0f} CPU s so far, about {eta:.0f} CPU s left at this pace")
     return done
 
 
