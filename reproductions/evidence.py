@@ -543,8 +543,8 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
             Path(tmp).write_text(json.dumps(to_jsonable(rec)))
         el = time.process_time() - t0
         eta = el / (i + 1) * (len(mine) - i - 1)
-        _status(params, f"{i + 1}/{len(mine)} {cell['key']} ({rec.get('draw')}): "
-                        f"{rec['seconds']['total']:.1f} CPU s; {el:.0f} CPU s so far, about {eta:.0f} CPU s left at this pace")
+        _status(params, f"{i + 1}/{len(mine)} {cell['key']} ({rec.get('draw')}): {rec['seconds']['total']:.1f} "
+                        f"CPU s; {el:.0f} CPU s so far, about {eta:.0f} CPU s left at this pace")
     return done
 
 
@@ -794,6 +794,9 @@ def render_summary(record: dict) -> str:
                 gl = f"{int(g):,}" if field == "n" else g
                 lines.append(f"| {label} {gl} | {v['cells']} | {v['best']} | {v['tied']} | {v['worse']} | "
                              f"{_f(v['median_ratio'])} | {_f(v['max_ratio'])} |")
+    if s["oracle_choice"]:
+        lines += ["", "Lowest mean error of a cell (the oracle's choice; the default's own estimator counted "
+                  "as `default`): " + ", ".join(f"`{k}` {v}" for k, v in s["oracle_choice"].items()) + "."]
     if s["significantly_beaten_by"]:
         lines += ["", "Significantly better than the default: "
                   + ", ".join(f"`{k}` in {v} cells" for k, v in s["significantly_beaten_by"].items()) + "."]
@@ -808,7 +811,8 @@ def render_summary(record: dict) -> str:
     lines += ["", f"CPU: {cpu['measured_cpu_seconds']:,.0f} s measured for these cells; the full grid "
               f"(20 runs, n up to 10^6) is estimated at {cpu['estimated_full_cpu_seconds'] / 3600:,.1f} CPU hours "
               f"({cpu['cells_without_measurement']} cells without a measurement to scale from). "
-              "Draws: " + ", ".join(f"{k} {v}" for k, v in res["draws"].items()) + " cells.",
+              "Cells by how their reports were drawn: "
+              + ", ".join(f"{'not run' if k == 'None' else k} {v}" for k, v in res["draws"].items()) + ".",
               "", f"Every cell: [{record['name']}](results/{record['name']}.md)."]
     return "\n".join(lines)
 
