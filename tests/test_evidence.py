@@ -18,6 +18,7 @@ from reproductions.evidence import (
     assemble,
     dataset,
     derive_adult_columns,
+    draw_observations,
     in_chunk,
     paired_verdict,
     plan,
@@ -157,3 +158,23 @@ def test_data_sets_and_top10_recall():
 @pytest.mark.skipif(not (SHARED / "adult.data").exists(), reason="the reference data are not on this machine")
 def test_adult_columns_are_derived_from_the_reference_data():
     assert ADULT_COLUMNS.read_text() == derive_adult_columns(SHARED)
+
+
+@pytest.mark.parametrize("kind,spec", [("multinomial", "krr(eps=1.0)"), ("support-counts", "oue(eps=1.0)"),
+                                       ("support-counts", "olh(eps=1.0)")])
+def test_counts_level_draws_have_the_mean_of_the_reports(kind, spec):
+    """Report counts (k-RR) and support counts (OUE, OLH) average ``n (q* + (p* - q*) f)``, within
+    5 standard errors (a count's sd is at most sqrt(n)/2) over 300 draws."""
+    d = dataset("workclass")
+    mech = parse(spec, d.domain)
+    p, q = (mech.p_keep, mech.p_other) if kind == "multinomial" else (mech.p_star, mech.q_star)
+    rng = np.random.default_rng(7)
+    n, m = 1_000, 300
+    C = np.zeros((m, d.theta.size))
+    for i in range(m):
+        obs = draw_observations(kind, mech, None, d.theta, n, rng, d.domain)
+        b = obs.blocks[0]
+        assert b.n == n
+        C[i] = b.count_vector() if kind == "multinomial" else b.mechanism.support_counts(b.reports, b.counts)
+    expected = n * (q + (p - q) * d.theta)
+    assert np.all(np.abs(C.mean(axis=0) - expected) < 5 * (np.sqrt(n) / 2) / np.sqrt(m))
