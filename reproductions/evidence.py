@@ -143,7 +143,7 @@ EVIDENCE_QUICK: dict[str, Any] = {"label": "quick", "n": [10_000, 100_000], "run
 TEST: dict[str, Any] = {"label": "test", "data": ["ages", "workclass", "zipf-1k"], "mechanisms": ["k-RR", "OUE",
                         "geometric"], "eps_ldp": [2.0], "n": [1_000, 20_000], "runs": 3,
                         "estimators": ["inv-p", "ibu", "norm-sub", "base-cut"], "report_budget": 200_000,
-                        "status": False}
+                        "cells_dir": "out/estimator-evidence-test-cells", "status": False}
 
 
 # --------------------------------------------------------------------------------------------
