@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence
 
 venv: $(STAMP)
 
@@ -240,8 +240,27 @@ docs-numbers: $(FULL_STAMP)
 accounting-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
 
-# the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
+# the evidence for the default estimator (reproductions/evidence.py; decision 0040): every registered
+# frequency estimator and default_estimator on six data sets, 5 mechanisms, eps 0.5..4, n 1e4..1e6,
+# 20 runs. Resumable: each cell is a file in out/estimator-evidence-cells/; EVIDENCE_CHUNK=i/m runs one
+# of m chunks (start m processes, then `make estimator-evidence-report`). Many CPU hours: the estimate
+# is in docs/results/estimator-evidence-quick.json (results.cpu); run it on a quiet machine.
+EVIDENCE_CHUNK ?= 0/1
 estimator-evidence: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --chunk $(EVIDENCE_CHUNK)
+	$(PY) tools/estimator_evidence.py report
+
+estimator-evidence-report: $(FULL_STAMP)
+	$(PY) tools/estimator_evidence.py report
+
+# the check of the pipeline: n 1e4 and 1e5, 5 runs (-> docs/results/estimator-evidence-quick.*, labelled a quick run)
+estimator-evidence-quick: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --quick --chunk $(EVIDENCE_CHUNK)
+	$(PY) tools/estimator_evidence.py report --quick
+
+# the evidence of decision 0001 (docs/results/estimator-accuracy.*; hours on one core; the committed
+# JSON was run in pieces and merged)
+estimator-accuracy-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
 	from reproductions.accuracy import EVIDENCE; \
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
