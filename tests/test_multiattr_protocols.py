@@ -136,3 +136,32 @@ def test_refusals_are_one_line() -> None:
         assert "\n" not in str(exc.value)
     with pytest.raises(LocalPrivError, match="smp, rsfd or rsrfd"):
         sampled_attribute_attack(parse("spl(krr(eps=1.0))", dom), np.arange(3), 0)
+
+
+def test_cli_perturbs_columns_with_a_protocol_and_estimates_joint_and_marginals(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from localpriv.cli.main import app
+
+    rng = np.random.default_rng(6)
+    n = 1500
+    ages = rng.integers(18, 21, n)
+    edu = rng.choice(["HS", "BA"], n, p=[0.7, 0.3])
+    hours = rng.integers(0, 4, n)
+    src = tmp_path / "people.csv"
+    src.write_text("age,education,hours\n" + "".join(f"{a},{e},{h}\n" for a, e, h in zip(ages, edu, hours)))
+    dom = "product(age=18..20;education=HS,BA;hours=0..3)"
+    run = CliRunner()
+    r = run.invoke(app, ["perturb", str(src), "-o", str(tmp_path / "r.parquet"), "--domain", dom,
+                         "--columns", "age,education,hours", "--protocol", "spl(krr(eps=6.0))", "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    r = run.invoke(app, ["estimate", str(tmp_path / "r.parquet"), "--domain", dom, "-e", "ibu", "--ci", "0.95",
+                         "-o", str(tmp_path / "est.csv")])
+    assert r.exit_code == 0, r.output
+    import pandas as pd
+    joint = pd.read_csv(tmp_path / "est.csv")
+    assert list(joint.columns[:3]) == ["age", "education", "hours"] and len(joint) == 24
+    marg = pd.read_csv(tmp_path / "est.marginals.csv")
+    row = marg[(marg.attribute == "education") & (marg.value == "HS")].iloc[0]
+    assert row.lower <= float(np.mean(edu == "HS")) <= row.upper
+    assert abs(row.probability - 0.7) < 0.1

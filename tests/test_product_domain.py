@@ -55,3 +55,13 @@ def test_refusals_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         dom.marginal(["nope"])
     with pytest.raises(LocalPrivError, match="distinct"):
         ProductDomain([IntegerDomain(0, 1), IntegerDomain(0, 1)], ["x", "x"])
+
+
+def test_parse_domain_round_trips_a_product() -> None:
+    from localpriv.domains import parse_domain
+
+    dom = parse_domain("product(age=18..20; edu=a,b ;hours=0..3)")
+    assert isinstance(dom, ProductDomain) and dom.names == ("age", "edu", "hours") and dom.shape == (3, 2, 4)
+    assert parse_domain(dom.spec()) == dom
+    with pytest.raises(LocalPrivError, match="NAME=DOMAIN"):
+        parse_domain("product(18..20)")

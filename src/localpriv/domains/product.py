@@ -104,8 +104,13 @@ class ProductDomain(Domain):
         """``prod_j k_j``: the number of joint cells."""
         return self._size
 
-    #: one value per attribute: a row of ``d`` values
-    columns = 1
+    #: values are read as text and each attribute's domain reads its own (numbers or labels)
+    is_numeric = False
+
+    @property
+    def columns(self) -> int:  # type: ignore[override]
+        """One value column per attribute."""
+        return self.d
 
     def attribute(self, name: str | int) -> int:
         """The position of an attribute given by name or position (a one-line error otherwise)."""

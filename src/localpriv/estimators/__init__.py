@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from localpriv.data.observations import Observations
-from localpriv.domains import CategoricalDomain, Domain
+from localpriv.domains import CategoricalDomain, Domain, ProductDomain
 from localpriv.estimators import combination, oracles, postprocess, regularized  # noqa: F401  (registrations)
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
@@ -108,7 +108,8 @@ def default_estimator(domain: Domain | None) -> str:
     """
     if domain is None:
         return "ibu"
-    return "dirichlet" if isinstance(domain, CategoricalDomain) else "ems"
+    # a product of attributes has no order along which to smooth: the Dirichlet MAP of the joint
+    return "dirichlet" if isinstance(domain, (CategoricalDomain, ProductDomain)) else "ems"
 
 
 __all__ = ["ESTIMATORS", "REGISTRY", "EstimatorSpec", "Setting", "TAGS", "Fit", "available_estimators",
