@@ -165,3 +165,28 @@ def test_cli_perturbs_columns_with_a_protocol_and_estimates_joint_and_marginals(
     row = marg[(marg.attribute == "education") & (marg.value == "HS")].iloc[0]
     assert row.lower <= float(np.mean(edu == "HS")) <= row.upper
     assert abs(row.probability - 0.7) < 0.1
+
+
+@pytest.mark.parametrize("spec", ["smp(krr(eps=2.0))", "rsfd(krr(eps=2.0))"])
+def test_joint_mle_where_the_dense_likelihood_is_refused(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "100000")
+    dom = ProductDomain([IntegerDomain(0, 5)] * 5, list("abcde"))  # 7,776 joint cells
+    mech = parse(spec, dom)
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, dom.size, 4000)
+    reports = mech.sample(x, rng)
+    with pytest.raises(LocalPrivError, match="LOCALPRIV_MAX_DENSE_ENTRIES"):
+        mech.channel()
+    fit = estimate(Observations.from_reports(mech, reports, domain=dom), "ibu", max_iter=50)
+    assert fit.distribution.shape == (dom.size,) and fit.distribution.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("spec", ["spl(krr(eps=1.0))", "smp(oue(eps=1.0))", f"rsrfd(krr(eps=1.0),prior={PRIOR})"])
+def test_blocks_hessian_diagonal_is_the_dense_one(spec: str) -> None:
+    mech = parse(spec, _dom())
+    r = np.arange(mech.n_outputs)
+    block = mech.likelihood_block(r, np.ones(r.size))
+    w = np.random.default_rng(8).random(r.size)
+    G = mech.channel()
+    assert block.hessian_diagonal is not None
+    assert np.allclose(block.hessian_diagonal(w), (G * G) @ w)

@@ -77,6 +77,14 @@ class KroneckerBlock(LikelihoodBlock):
             G *= m[xi[:, None], zi[None, :]]
         return G
 
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        """``sum_r w_r G[x, r]^2``: the backward product with the squared channels ``C_j^2``."""
+        out = np.bincount(self.reports, weights=np.asarray(w, dtype=float), minlength=self._n_out)
+        t = out.reshape(self.out_shape)
+        for m in self.mats:
+            t = np.tensordot(t, (m * m).T, axes=([0], [0]))
+        return np.asarray(t.reshape(-1))
+
     def backward(self, w: np.ndarray) -> np.ndarray:
         out = np.bincount(self.reports, weights=np.asarray(w, dtype=float), minlength=self._n_out)
         t = out.reshape(self.out_shape)
@@ -134,6 +142,24 @@ class AttributeMixtureBlock(LikelihoodBlock):
         for m, xi in zip(self.mats, codes):
             G += m[xi]
         return np.asarray(G * self.scale[None, :])
+
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        """``sum_r w_r G[x, r]^2 = sum_{i, j} (A_i diag(w c^2) A_j^T)[x_i, x_j]``: ``d^2`` small
+        matrices broadcast over the joint."""
+        v = np.asarray(w, dtype=float) * self.scale ** 2
+        d = len(self.shape)
+        out = np.zeros(self.shape)
+        for i in range(d):
+            for j in range(i, d):
+                pair = (self.mats[i] * v) @ self.mats[j].T  # k_i x k_j
+                view = [1] * d
+                if i == j:
+                    view[i] = self.shape[i]
+                    out += np.diagonal(pair).reshape(view)
+                else:
+                    view[i], view[j] = self.shape[i], self.shape[j]
+                    out += 2.0 * pair.reshape(view)
+        return np.asarray(out.reshape(-1))
 
     def backward(self, w: np.ndarray) -> np.ndarray:
         v = self.scale * np.asarray(w, dtype=float)
