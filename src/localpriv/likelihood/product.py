@@ -77,7 +77,7 @@ class KroneckerBlock(LikelihoodBlock):
             G *= m[xi[:, None], zi[None, :]]
         return G
 
-    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
         """``sum_r w_r G[x, r]^2``: the backward product with the squared channels ``C_j^2``."""
         out = np.bincount(self.reports, weights=np.asarray(w, dtype=float), minlength=self._n_out)
         t = out.reshape(self.out_shape)
@@ -143,7 +143,7 @@ class AttributeMixtureBlock(LikelihoodBlock):
             G += m[xi]
         return np.asarray(G * self.scale[None, :])
 
-    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
         """``sum_r w_r G[x, r]^2 = sum_{i, j} (A_i diag(w c^2) A_j^T)[x_i, x_j]``: ``d^2`` small
         matrices broadcast over the joint."""
         v = np.asarray(w, dtype=float) * self.scale ** 2
