@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence
 
 venv: $(STAMP)
 
@@ -239,6 +239,11 @@ docs-numbers: $(FULL_STAMP)
 # docs/results/accounting.json, then the tables between the docs' accounting-evidence markers
 accounting-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
+
+# the computed levels of the multi-attribute protocols and the sampled-attribute attack (correctness
+# only, seconds): docs/results/multiattr.json (docs/multiattr.md, decision 0061)
+multiattr-evidence: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/multiattr_evidence.py
 
 # the evidence for the default estimator (reproductions/evidence.py; decision 0040): every registered
 # frequency estimator and default_estimator on six data sets, 5 mechanisms, eps 0.5..4, n 1e4..1e6,

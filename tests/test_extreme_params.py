@@ -57,6 +57,15 @@ SPECIAL = {
                          "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
     "planar-laplace": (lambda k, e: ({"eps": e, "nrows": 1, "ncols": k, "cell_km": 1.0}, None), [2, 3],
                        "a 1 x 10^6 grid: the kernel covers 1500 cells only"),
+    # the multi-attribute protocols on one attribute of k values (the joint alphabet is the product)
+    "spl": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+            "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    "smp": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+            "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    "rsfd": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+             "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    "rsrfd": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k], "prior": [[1.0 + i for i in range(k)]]},
+                            None), [2, 3], "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
     # RAPPOR's PRR at eps_inf = 2h log((1-f/2)/(f/2)) = e, i.e. f = 2/(1+e^{e/4}) with h = 2
     "rappor": (lambda k, e: ({"k": k, "h": 2, "f": float(2 * np.exp(-np.logaddexp(0.0, e / 4)))}, None), KS, ""),
 }

@@ -14,7 +14,7 @@ from localpriv.analysis.files import estimate_files
 from localpriv.cli.common import DOMAIN_HELP, console, err, fmt_number, friendly, inputs_text, say, status_of
 from localpriv.cli.options import REPORT_FORMAT_HELP, domain_option, report_inputs
 from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
-from localpriv.domains import Domain
+from localpriv.domains import Domain, ProductDomain
 from localpriv.estimators import REGISTRY, default_estimator, estimator_spec
 from localpriv.inference.estimate import Estimate
 from localpriv.inference.resolution import MAP_MAX_CELLS
@@ -123,9 +123,15 @@ def estimate(
         out_tmp = outputs.enter_context(atomic_output(output)) if output else None
         plot_tmp = outputs.enter_context(atomic_output(plot)) if plot else None
         map_tmp = outputs.enter_context(atomic_output(map_path)) if map_path is not None else None
+        # several attributes: each attribute's marginal (with intervals at --ci) beside a CSV estimate
+        marg_path = output.with_name(output.stem + ".marginals.csv") \
+            if output is not None and output.suffix.lower() == ".csv" and isinstance(dom, ProductDomain) else None
+        marg_tmp = outputs.enter_context(atomic_output(marg_path)) if marg_path is not None else None
         stats = est.statistics(stat_names(stat, est), ci if ci is not None else 0.95) if stat else {}
         if out_tmp is not None:
             est.save(out_tmp, ci=ci, stats=list(stats) or None)
+        if marg_tmp is not None:
+            est.marginals(ci).to_csv(marg_tmp, index=False)
         if plot_tmp is not None:  # matplotlib loads with the plotting module only
             plotting = importlib.import_module("localpriv.inference.plotting")
             plotting.estimate_figure(est, plot_tmp, level=ci, xlabel=label or recorded_attribute(inputs))
@@ -135,6 +141,8 @@ def estimate(
         say(cap_warning(est))
     if not output:
         console.print(estimate_text(est.to_frame(ci)), highlight=False, soft_wrap=True)
+        if isinstance(dom, ProductDomain):
+            console.print(estimate_text(est.marginals(ci)), highlight=False, soft_wrap=True)
     for name, iv in stats.items():
         console.print(f"{name}: {fmt_number(iv.value)} [{fmt_number(iv.lower)}, {fmt_number(iv.upper)}] "
                       f"({iv.level:.0%}, {iv.method})", highlight=False, soft_wrap=True)
@@ -143,6 +151,7 @@ def estimate(
         if est.converged and isinstance(gap, float) and gap == gap else ""
     say((f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est)) + cert)
     wrote = ([f"the estimate ({len(est.distribution):,} values) -> {output}"] if output else []) + \
+        ([f"the attributes' marginals -> {marg_path}"] if marg_path else []) + \
         ([f"its plot -> {plot}"] if plot else []) + ([f"its map -> {map_path}"] if map_path else [])
     if wrote:
         say("wrote " + ", ".join(wrote))

@@ -17,8 +17,10 @@ from localpriv.data.ledger import Ledger, file_release
 def perturb(
     input: Path = typer.Argument(..., help="CSV, TSV (.tsv, .tsv.gz), Parquet or JSON Lines file of raw values"),
     output: Path = typer.Option(..., "--out", "-o", help="report file (.parquet or .csv)"),
-    mechanism: str | None = typer.Option(None, "--mechanism", "-m",
-                                            help="mechanism spec of every row, e.g. 'krr(eps=2.0)'"),
+    mechanism: str | None = typer.Option(None, "--mechanism", "-m", "--protocol",
+                                            help="mechanism spec of every row, e.g. 'krr(eps=2.0)'; on a product "
+                                                 "domain a multi-attribute protocol (--protocol), e.g. "
+                                                 "'smp(oue(eps=1.0))' (docs/multiattr.md)"),
     domain: str = typer.Option(..., "--domain", "-d", help=DOMAIN_HELP),
     mechanism_column: str | None = typer.Option(
         None, "--mechanism-column",
@@ -28,9 +30,11 @@ def perturb(
         None, "--policy",
         help="free will: a .json/.toml file mapping the values of a group column to specs (keys: column, specs, "
              "default, version; docs/freewill.md)"),
-    column: str | None = typer.Option(None, "--column", "-c",
+    column: str | None = typer.Option(None, "--column", "-c", "--columns",
                                          help="column of values by name or number (1 = first; default: the "
-                                              "first); two for a grid, latitude first: 'lat,lon' or '3,4'"),
+                                              "first); two for a grid, latitude first: 'lat,lon' or '3,4'; one "
+                                              "per attribute of a product domain (default: its names), e.g. "
+                                              "--columns age,education,hours"),
     header: bool = typer.Option(True, "--header/--no-header",
                                 help="--no-header: the CSV/TSV file's first line is data (give --column by number)"),
     outside: str = typer.Option("error", "--outside",

@@ -152,8 +152,13 @@ def encode_values(domain: Domain | None, mech: Mechanism, values: npt.ArrayLike,
 
 def as_values(values: npt.ArrayLike, domain: Domain | None) -> np.ndarray:
     arr = np.asarray(values)
-    two = domain is not None and getattr(domain, "columns", 1) == 2
-    if two:
+    width = getattr(domain, "columns", 1) if domain is not None else 1
+    two = width == 2 and callable(getattr(domain, "place", None))
+    if width > 1 and not two:  # a product domain: one column per attribute
+        if arr.ndim != 2 or arr.shape[1] != width:
+            raise LocalPrivError(f"values for a product domain of {width} attributes must be an n x {width} array, "
+                                 f"got shape {arr.shape}")
+    elif two:
         if arr.ndim != 2 or arr.shape[1] != 2:
             raise LocalPrivError(f"values for a grid domain must be an n x 2 array of (lat, lon), "
                                  f"got shape {arr.shape}")
@@ -946,6 +951,9 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
     reports per mechanism; ``mechanism`` names the one mechanism, or how many there are.
     """
     grid = callable(getattr(domain, "place", None))
+    names = getattr(domain, "names", None)
+    if column is None and names is not None and getattr(domain, "columns", 1) > 1:
+        column = ",".join(names)  # a product domain: its attributes' columns
     if outside not in OUTSIDE_CHOICES:
         raise SettingError(f"outside must be one of {', '.join(OUTSIDE_CHOICES)}, got {outside!r}", "outside")
     if outside != "error" and not grid:

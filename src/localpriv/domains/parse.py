@@ -6,6 +6,7 @@ import re
 
 from localpriv.domains.base import CategoricalDomain, Domain, IntegerDomain, IntervalDomain
 from localpriv.domains.grid import GridDomain, manhattan_grid
+from localpriv.domains.product import ProductDomain
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["parse_domain", "read_labels", "MAX_LABELS_FILE_BYTES"]
@@ -88,7 +89,10 @@ def parse_domain(text: str) -> Domain:
     * ``"bbox(lat0,lon0,lat1,lon1,cell_km)"``: the grid of square ``cell_km``-km cells that covers
       the box from the south-west corner (lat0, lon0) to the north-east corner (lat1, lon1), in
       decimal degrees (:meth:`localpriv.domains.grid.GridDomain.covering`), e.g. whole New York at 1 km:
-      ``bbox(40.4774,-74.2591,40.9176,-73.7004,1)``.
+      ``bbox(40.4774,-74.2591,40.9176,-73.7004,1)``;
+    * ``"product(age=18..90;education=HS,BA,MA;hours=0..99)"``: a
+      :class:`~localpriv.domains.product.ProductDomain` of named attributes, each in one of the
+      one-column forms above, as printed by ``ProductDomain.spec()``.
 
     Parameters
     ----------
@@ -103,6 +107,8 @@ def parse_domain(text: str) -> Domain:
     if text.startswith("@"):
         return read_labels(text[1:])
     low = text.lower()
+    if low.startswith("product(") and low.endswith(")"):
+        return _parse_product(text)
     if low.startswith("bbox"):
         return _parse_bbox(text)
     if low.startswith("interval"):
@@ -168,3 +174,22 @@ def _parse_bbox(text: str) -> Domain:
         values[name] = number
     lat0, lon0, lat1, lon1, cell_km = (values[f] for f in _BBOX_FIELDS)
     return GridDomain.covering(lat0, lon0, lat1, lon1, cell_km)
+
+
+def _parse_product(text: str) -> ProductDomain:
+    """``product(NAME=DOMAIN;NAME=DOMAIN;...)``: one attribute per ``;``-separated item, each
+    domain in any one-column form above (``age=18..90;education=HS,BA,MA;hours=@hours.txt``)."""
+    items = [t.strip() for t in text.strip()[len("product("):-1].split(";") if t.strip()]
+    if not items:
+        raise LocalPrivError(f"cannot read domain {text[:60]!r}: expected product(NAME=DOMAIN;NAME=DOMAIN;...)")
+    names, doms = [], []
+    for item in items:
+        name, eq, body = item.partition("=")
+        if not eq or not name.strip():
+            raise LocalPrivError(f"product domain: expected NAME=DOMAIN, got {item[:40]!r}")
+        if body.strip().lower().startswith("product("):
+            raise LocalPrivError("product domain: an attribute cannot itself be a product")
+        names.append(name.strip())
+        doms.append(parse_domain(body))
+    return ProductDomain(doms, names)
+

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from localpriv.data.observations import Observations
-from localpriv.domains import Domain
+from localpriv.domains import Domain, ProductDomain
 from localpriv.estimators import auto, combination, oracles, postprocess, regularized  # noqa: F401  (registrations)
 from localpriv.estimators.em import DEFAULTS, PLAIN_EM, STOPPING_RULES, EMResult, em, gap_bound, log_likelihood
 from localpriv.estimators.ibu import ibu
@@ -106,9 +106,14 @@ def default_estimator(domain: Domain | None) -> str:
         cells per candidate, and every fit on its path has an evaluation budget
         (docs/decisions/0037-fast-default-estimator.md). ``ems`` and ``dirichlet``, the defaults
         before it, stay registered. Without a domain (untruncated geometric reports): ``"ibu"``, the
-        certified maximum-likelihood estimate on the likely subset of the integers.
+        certified maximum-likelihood estimate on the likely subset of the integers. On a product
+        of attributes (multi-attribute protocols): ``"dirichlet"``, the MAP of the joint.
     """
-    return "ibu" if domain is None else "auto"
+    if domain is None:
+        return "ibu"
+    # a product of attributes (multi-attribute protocols): the Dirichlet MAP of the joint, whose
+    # structured likelihood blocks the protocols provide (decision 0061)
+    return "dirichlet" if isinstance(domain, ProductDomain) else "auto"
 
 
 __all__ = ["ESTIMATORS", "REGISTRY", "EstimatorSpec", "Setting", "TAGS", "Fit", "available_estimators",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built, not at start-up
 from localpriv.data.formats import ESTIMATE_SUFFIXES, StrPath, atomic_output
 from localpriv.domains import Domain
 from localpriv.domains.grid import GridDomain
+from localpriv.domains.product import ProductDomain
 from localpriv.estimators.result import Fit
 from localpriv.inference.geo_export import write_geojson
 from localpriv.inference.unbiased import unbiased_mean
@@ -45,7 +46,11 @@ class Estimate(Fit):
         """The estimate as JSON-ready data; ``ci`` adds per-cell intervals at that level, ``stats``
         (names, see :meth:`statistics`) adds statistics with their intervals."""
         d = self.summary()
-        d["labels"] = [x.item() if hasattr(x, "item") else x for x in self.labels]
+        if isinstance(self.domain, ProductDomain):  # one list of attribute values per cell
+            d["attributes"] = list(self.domain.names)
+            d["labels"] = [[v.item() if hasattr(v, "item") else v for v in row] for row in self.labels]
+        else:
+            d["labels"] = [x.item() if hasattr(x, "item") else x for x in self.labels]
         d["distribution"] = self.distribution.tolist()
         cells = self._cells()
         if cells is not None:  # planar grid: each cell's row, column and centre (degrees)
@@ -55,6 +60,11 @@ class Estimate(Fit):
             d["ci"] = {"level": float(ci), "method": self.uncertainty().method,
                        "assumptions": self.uncertainty().assumptions,
                        "lower": lo.tolist(), "upper": hi.tolist()}
+        if isinstance(self.domain, ProductDomain):
+            marg = self.marginals(ci)
+            d["marginals"] = {name: {col: [x.item() if hasattr(x, "item") else x for x in part[col]]
+                                     for col in part.columns if col != "attribute"}
+                              for name, part in marg.groupby("attribute", sort=False)}
         if stats:
             d["statistics"] = {k: v.to_dict() for k, v in
                                self.statistics(stats, 0.95 if ci is None else ci).items()}
@@ -74,7 +84,12 @@ class Estimate(Fit):
         the cell id and the cell's ``row``, ``col`` and centre ``lat``, ``lon`` (degrees) follow
         (last, so that the other columns keep their places)."""
         import pandas as pd
-        df = pd.DataFrame({"value": self.labels, "probability": self.distribution})
+        if isinstance(self.domain, ProductDomain):  # one column per attribute, then the probability
+            labels = np.asarray(self.labels, dtype=object)
+            cols: dict[str, Any] = {name: labels[:, j] for j, name in enumerate(self.domain.names)}
+            df = pd.DataFrame({**cols, "probability": self.distribution})
+        else:
+            df = pd.DataFrame({"value": self.labels, "probability": self.distribution})
         if ci is not None:
             df["lower"], df["upper"] = self.ci(ci)
         cells = self._cells()
@@ -82,6 +97,26 @@ class Estimate(Fit):
             for key, col in cells.items():
                 df[key] = col
         return df
+
+    def marginals(self, ci: float | None = None) -> pd.DataFrame:
+        """Product domains: each attribute's marginal of the joint estimate, ``p_j(v) = sum_{x: x_j = v}
+        theta(x)``, with columns attribute, value, probability (and lower, upper at ``ci``: the
+        interval of that linear functional of ``theta``, :meth:`functional`)."""
+        import pandas as pd
+        dom = self.domain
+        if not isinstance(dom, ProductDomain):
+            raise LocalPrivError("marginals need a product domain (several attributes)")
+        codes = dom.unravel(np.arange(dom.size))
+        rows: list[dict[str, Any]] = []
+        for j, (name, sub) in enumerate(zip(dom.names, dom.domains)):  # over attributes and values
+            marg = dom.marginalize(self.distribution, j)
+            for v, label in enumerate(sub.labels):
+                row: dict[str, Any] = {"attribute": name, "value": label, "probability": float(marg[v])}
+                if ci is not None:
+                    iv = self.functional((codes[:, j] == v).astype(float), ci)
+                    row["lower"], row["upper"] = iv.lower, iv.upper
+                rows.append(row)
+        return pd.DataFrame(rows)
 
     def save(self, path: StrPath, ci: float | None = None, stats: str | Iterable[str] | None = None) -> Path:
         """Write as JSON (``.json``: estimate, metadata, intervals with ``ci``, statistics), CSV

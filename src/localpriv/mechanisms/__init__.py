@@ -18,6 +18,7 @@ from localpriv.mechanisms import (  # noqa: F401
     hybrid,
     laplace,
     longitudinal,
+    multiattr,
     piecewise,
     planar,
     rappor,

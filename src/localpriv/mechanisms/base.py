@@ -195,8 +195,10 @@ def parse(spec: str | Mechanism, domain: Domain | None = None, *, trusted: bool 
                 f"unknown mechanism {name!r}; known: {', '.join(sorted(_REGISTRY))}"
             )
         params: dict[str, Any] = {}
-        for part in split_spec_args(body):
+        for position, part in enumerate(split_spec_args(body)):
             key, eq, val = part.partition("=")
+            if position == 0 and getattr(cls, "positional_spec", False) and SPEC_RE.match(part) and "(" in key:
+                key, eq, val = "_0", "=", part  # a nested spec given first, by position
             if not eq or not key.strip().isidentifier():
                 raise LocalPrivError(f"cannot read argument {part.strip()[:40]!r} of spec {short_spec(spec)}: "
                                  "expected key=value")

@@ -913,6 +913,10 @@ NOT_PORTABLE: dict[str, str] = {
     "rrba": "one RRBA report as a dense mechanism",
     "cms": "count-mean sketch: not in protocol version 1",
     "hcms": "Hadamard count-mean sketch: not in protocol version 1",
+    "spl": "multi-attribute reports: not in protocol version 1",
+    "smp": "multi-attribute reports: not in protocol version 1",
+    "rsfd": "multi-attribute reports: not in protocol version 1",
+    "rsrfd": "multi-attribute reports: not in protocol version 1",
 }
 
 def sample_portable(mech: Mechanism, x: int, source: WordSource, memo: dict[str, Any] | None = None) -> Any:
