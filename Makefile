@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence audit
 
 venv: $(STAMP)
 
@@ -142,6 +142,12 @@ docs-numbers: $(STAMP)
 # docs/results/accounting.json, then the tables between the docs' accounting-evidence markers
 accounting-evidence: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
+
+# the audits of docs/audit.md and decision 0059 (correctness only; ~20 min on one core with the
+# JavaScript and Java clients, whose many one-device runs dominate): docs/results/audit.json, then the
+# tables between the docs' audit-evidence markers. Clients of other checkouts: AUDIT_WITH='--with NAME=CMD'
+audit: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/audit_evidence.py $(AUDIT_WITH)
 
 # the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
 estimator-evidence: $(STAMP)

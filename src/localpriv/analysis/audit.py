@@ -10,14 +10,16 @@ of input lines to the list of output lines of one run of the client (one process
    mechanisms) each run is one device that reports its value ``rounds`` times, and the device's
    reports joined in order are one outcome;
 2. turns each outcome into **events** by a few fixed *views*: the exact canonical report
-   (``exact``); for float reports, their offset from the grid of the claimed mechanism
-   (``grid-offset``, Piecewise) and the low 12 bits of their float64 pattern (``low-bits``);
-   in device mode, the reports as an unordered multiset (``multiset``);
+   (``exact``); the claimed channel's ratio ``P(z|x) / P(z|x')`` of the report, where its rows
+   can be read (``channel-ratio``: the mechanism's own bins); for float reports, their offset
+   from the grid of the claimed mechanism (``grid-offset``, Piecewise) and the low 12 bits of
+   their float64 pattern (``low-bits``); in device mode, the reports as an unordered multiset
+   (``multiset``);
 3. splits the trials of each value into two halves. On the first (selection) half, for every view
-   and both directions (``x`` against ``x'`` and back), it sorts the events by their empirical
-   ratio and keeps the set of the top ``m`` events (``m`` chosen to maximize the bound on that
-   half). Only this one set ``E`` is tested on the second half, so no correction for the number
-   of events tried is needed;
+   and both directions (``x`` against ``x'`` and back), it ranks the events by their empirical
+   ratio on one quarter of the trials and keeps the top ``m`` (``m`` chosen by the bound on the
+   other quarter). Only this one set ``E`` is tested on the second half, so no correction for the
+   number of events tried is needed;
 4. reports ``max(0, ln(p_low(E | x) / p_up(E | x')))`` from the second half, with Clopper-Pearson
    one-sided bounds at ``(1 - confidence) / 2`` each (their union has probability at most
    ``1 - confidence``, so the bound holds with probability at least ``confidence``) [1]_, [2]_.
@@ -57,15 +59,14 @@ import numpy as np
 from scipy import stats
 
 from localpriv.domains.base import CategoricalDomain, Domain, IntegerDomain
-from localpriv.mechanisms.accounting import report_charge
 from localpriv.mechanisms.base import Mechanism, Memoized, ldp_level_within_budget
 from localpriv.mechanisms.piecewise import Piecewise
 from localpriv.mechanisms.portable import PORTABLE_MEMOIZED
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["AuditResult", "Runner", "audit", "claimed_level", "clopper_pearson", "default_pair",
-           "detectable_excess", "audit_power", "command_runner", "value_line", "MAX_TRIALS", "MAX_DEVICES",
-           "MAX_ROUNDS", "CHUNK"]
+__all__ = ["AuditResult", "Runner", "audit", "audit_power", "channel_event_probability", "claimed_level",
+           "clopper_pearson", "command_runner", "default_pair", "detectable_excess", "runner_of", "value_line",
+           "MAX_TRIALS", "MAX_DEVICES", "MAX_ROUNDS", "CHUNK"]
 
 #: one run of the client: input lines -> output lines (one per input line)
 Runner = Callable[[list[str]], list[str]]
@@ -185,10 +186,10 @@ def detectable_excess(p1: float, n: int, claimed: float, confidence: float, powe
 def claimed_level(mech: Mechanism, rounds: int = 1) -> float:
     """The level the spec claims for ``rounds`` reports of one device, computed from the channel.
 
-    One report: ``mech.epsilon_ldp()``. ``R`` reports of a memoized mechanism (one memo):
-    ``R c`` capped by ``min(eps_perm, R eps_inst)`` and never below the one-report level, where
-    ``c`` is the ledger's charge :func:`~localpriv.mechanisms.accounting.report_charge`; of a
-    mechanism without memo: ``R eps`` (basic composition).
+    One report: ``eps = mech.epsilon_ldp()``. ``R`` reports of a memoized mechanism (one memo):
+    ``max(eps, min(eps_perm, R eps_inst, R eps))``, the ledger's bound (``eps_inst = inf`` where
+    the family has none; :func:`~localpriv.mechanisms.accounting.report_charge`); of a mechanism
+    without memo: ``R eps`` (basic composition).
     """
     one = ldp_level_within_budget(mech)
     if rounds <= 1:
@@ -199,7 +200,7 @@ def claimed_level(mech: Mechanism, rounds: int = 1) -> float:
     inst = getattr(mech, "epsilon_instantaneous", None)
     eps_perm = float(perm()) if callable(perm) else math.inf
     eps_inst = float(inst()) if callable(inst) else math.inf
-    return max(one, min(rounds * report_charge(mech, one), eps_perm, rounds * eps_inst))
+    return max(one, min(eps_perm, rounds * eps_inst, rounds * one))
 
 
 def _rows(mech: Mechanism, pair: tuple[int, int] | None = None) -> np.ndarray | None:
@@ -242,7 +243,7 @@ def default_pair(mech: Mechanism) -> tuple[int, int]:
     return pair
 
 
-def _channel_event_p1(mech: Mechanism, pair: tuple[int, int]) -> float | None:
+def channel_event_probability(mech: Mechanism, pair: tuple[int, int]) -> float | None:
     """``P(E* | x)`` for the claimed channel's most informative event ``E*`` of the pair (the
     outputs whose ratio to ``x'`` is within 1e-9 of the largest)."""
     rows = _rows(mech, pair)
@@ -481,7 +482,7 @@ def audit(mech: Mechanism, runner: Runner, *, domain: Domain | None = None, pair
         p1 = sum(1 for key in views[d][view][:half] if key in chosen) / max(half, 1)
         p1_opt: float | None = p1 if p1 > 0 else None
     else:
-        p1_opt = _channel_event_p1(mech, (a, b))
+        p1_opt = channel_event_probability(mech, (a, b))
     power = audit_power(p1_opt, n_test, claimed, confidence)
     power["event_model"] = ("selected event (selection half)" if rounds > 1 or _rows(mech, (a, b)) is None
                              else "claimed channel's most informative event")
