@@ -10,10 +10,13 @@ import typer
 from localpriv.analysis.audit import AuditResult, audit, command_runner
 from localpriv.cli.common import console, fmt_number, friendly, print_json, report_table, status_of
 from localpriv.data.formats import atomic_output
-from localpriv.mechanisms.portable import encode_value, parse_portable, portable_domain
+from localpriv.mechanisms.portable import PORTABLE_MEMOIZED, encode_value, parse_portable, portable_domain
 
 #: exit status when the lower bound exceeds the claimed level
 FLAGGED_EXIT = 3
+#: default trials per value: reports (one-report mode), devices (device mode: one client run each)
+DEFAULT_TRIALS = 20_000
+DEFAULT_DEVICES = 1_000
 
 
 @friendly
@@ -25,7 +28,8 @@ def audit_(
                                                                    "(default 0..k-1)"),
     pair: str | None = typer.Option(None, "--pair", help="x,x': the two values to compare (default: the two whose "
                                                          "channel rows differ most)"),
-    trials: int = typer.Option(20_000, "--trials", "-n", help="reports per value (devices per value in device mode)"),
+    trials: int | None = typer.Option(None, "--trials", "-n", help="reports per value, default 20,000 (devices per "
+                                                                   "value in device mode, default 1,000)"),
     rounds: int = typer.Option(1, "--rounds", help="reports per device: above 1, each client run is one device "
                                                    "reporting its value this many times"),
     confidence: float = typer.Option(0.95, "--confidence", help="the lower bound holds with this probability"),
@@ -48,8 +52,11 @@ def audit_(
         if len(parts) != 2:
             raise typer.BadParameter(f"expected two values x,x' of the domain, got {pair!r}", param_hint="'--pair'")
         xy = (encode_value(dom, parts[0]), encode_value(dom, parts[1]))
+    device = rounds > 1 or mech.spec_name in PORTABLE_MEMOIZED
+    if trials is None:
+        trials = DEFAULT_DEVICES if device else DEFAULT_TRIALS
     runner = command_runner(client, spec=str(mech), domain=str(dom_text), timeout=timeout)
-    with status_of("audit", f"running the client on 2 x {trials:,} {'devices' if rounds > 1 else 'values'}") as st:
+    with status_of("audit", f"running the client on 2 x {trials:,} {'devices' if device else 'values'}") as st:
         task = st.task("runs", 2 * trials)
         res = audit(mech, runner, domain=dom, pair=xy, trials=trials, rounds=rounds, confidence=confidence,
                     jobs=jobs, progress=task.advance)
