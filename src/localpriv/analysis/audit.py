@@ -48,7 +48,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import struct
 import subprocess
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -328,13 +327,16 @@ def _views(mech: Mechanism, outcomes: list[tuple[str, ...]], device: bool,
     ratio = _ratio_keys(mech, pair, [o[0] for o in outcomes])
     if ratio is not None:
         views["channel-ratio"] = ratio
-    floats = [_float_of(o[0]) for o in outcomes]
-    if any(f is not None for f in floats):
-        views["low-bits"] = ["-" if f is None else str(struct.unpack("<Q", struct.pack("<d", f))[0] & 0xFFF)
-                             for f in floats]
+    parsed = [_float_of(o[0]) for o in outcomes]
+    is_float = np.array([f is not None for f in parsed], dtype=bool)
+    if is_float.any():
+        vals = np.array([0.0 if f is None else f for f in parsed], dtype=np.float64)
+        low = (vals.view(np.uint64) & np.uint64(0xFFF)).astype(str)
+        views["low-bits"] = np.where(is_float, low, "-").tolist()
         if isinstance(mech, Piecewise):
             half = 0.5 * float(mech.grid)
-            views["grid-offset"] = ["-" if f is None else repr(f - half * round(f / half)) for f in floats]
+            offset = (vals - half * np.round(vals / half)).astype(str)
+            views["grid-offset"] = np.where(is_float, offset, "-").tolist()
     return views
 
 
