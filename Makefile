@@ -1,16 +1,34 @@
-# localpriv: every target creates or refreshes the virtual environment from the pinned lock.
+# localpriv: every target creates or refreshes the virtual environment from the pinned locks.
+# `make demo` installs the core lock only (the library, the command line, the demo); the tests, the
+# quality gates, the reproductions and the benchmarks also install the optional groups' locks
+# (fast, service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
+# Each stamp depends on its locks: a changed lock refreshes the environment at the next target.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+FULL_STAMP  := $(VENV)/.full-installed
+EXTRA_LOCKS := requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
-# the headless browser of the dashboard test: Debian's chromium, pinned to the version apt
-# offered when the test was written; installed only where /usr/bin/chromium is missing (needs root)
+# the headless browser of the dashboard and map tests: Debian's chromium, pinned to the version apt
+# offered when the test was written, and Debian's Leaflet (the map test runs offline, so the page's
+# Leaflet is loaded from it); each installed only where it is missing (needs root)
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
-
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence audit
+LEAFLET_VERSION := 1.7.1~dfsg-7
+# the JavaScript client's tests (clients/js): Node.js from Debian where /usr/bin/node or npm is
+# missing (the versions apt offered when the client was written), then `npm ci` from the committed
+# lockfile (playwright-core, which drives the chromium above; no browser download, no install scripts)
+NODEJS_VERSION := 18.20.4+dfsg-1~deb12u3
+NPM_VERSION := 9.2.0~ds1-1
+CLIENTS_STAMP := clients/js/node_modules/.installed
+# the Java client's compiler: Debian's openjdk-17-jdk-headless, pinned to the version apt offered
+# when the client was written; installed only where javac is missing (needs root)
+JDK_STAMP := $(VENV)/.jdk-installed
+JDK_VERSION := 17.0.21.1+2-1~deb12u1
+JAVA_BUILD := clients/java/build
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js audit
 
 venv: $(STAMP)
 
@@ -20,17 +38,22 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-$(BENCH_STAMP): $(STAMP) requirements-bench.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.lock
+$(FULL_STAMP): $(STAMP) $(EXTRA_LOCKS)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock $(addprefix -r ,$(EXTRA_LOCKS))
+	touch $(FULL_STAMP)
+
+$(BENCH_STAMP): $(FULL_STAMP) requirements-bench.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -r requirements-bench.lock
 	touch $(BENCH_STAMP)
 
 $(DOCS_STAMP): $(STAMP) requirements-docs.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-docs.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -r requirements-docs.lock
 	touch $(DOCS_STAMP)
 
 # the documentation site (mkdocs-material; API reference from the docstrings) -> site/
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+	$(PY) tools/check_site.py site
 
 demo: $(STAMP)
 	$(VENV)/bin/localpriv demo --out out/demo
@@ -39,21 +62,57 @@ $(BROWSER_STAMP): $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION); fi
+	@if [ ! -f /usr/share/javascript/leaflet/leaflet.js ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libjs-leaflet=$(LEAFLET_VERSION); fi
 	touch $(BROWSER_STAMP)
 
 browser: $(BROWSER_STAMP)
 
-test: $(STAMP) $(BROWSER_STAMP)
+$(JDK_STAMP): $(STAMP)
+	@if ! command -v javac >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    openjdk-17-jdk-headless=$(JDK_VERSION) openjdk-17-jre-headless=$(JDK_VERSION); fi
+	touch $(JDK_STAMP)
+
+jdk: $(JDK_STAMP)
+
+# the Java client (clients/java): plain javac, then every conformance vector (prints "N passed, 0 failed")
+java-client: $(JDK_STAMP)
+	rm -rf $(JAVA_BUILD)
+	javac --release 17 -Xlint:all -Werror -d $(JAVA_BUILD) $$(find clients/java/src clients/java/test -name '*.java' | sort)
+	java -cp $(JAVA_BUILD) org.localpriv.client.VectorsTest clients/vectors/vectors-v1.json
+
+# the Java client's throughput on one core (-> benchmarks/results-java-client.json; a quiet machine)
+bench-java-client: $(JDK_STAMP)
+	$(PY) benchmarks/java_client.py --out benchmarks/results-java-client.json
+	$(PY) benchmarks/report.py
+
+$(CLIENTS_STAMP): clients/js/package.json clients/js/package-lock.json
+	@if [ ! -x /usr/bin/node ] || ! command -v npm >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    nodejs=$(NODEJS_VERSION) npm=$(NPM_VERSION); fi
+	cd clients/js && npm ci --prefer-offline --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(CLIENTS_STAMP)
+
+clients: $(CLIENTS_STAMP)
+
+test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP) $(JDK_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
+# the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
+# temporary folder, per package (-> docs/results/venv-size.json; one build, its time is one sample)
+venv-size:
+	$(PYTHON) tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json
+
 # ruff (rules in pyproject.toml) over the whole tree and mypy over the package: zero findings
-lint: $(STAMP)
+lint: $(FULL_STAMP)
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/mypy
 
 # every reproduction of the README's table with its defaults (hours on 2 cores), then the
 # table between the README's markers rewritten from their JSON (docs/results/repro/*.json)
-reproduce: $(STAMP)
+reproduce: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/reproduce_all.py --out docs/results/repro
 
 # every benchmark of run_all.py (~30 min on a quiet 2-core machine; run it when nothing else
@@ -62,20 +121,20 @@ bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py
 	$(PY) benchmarks/report.py
 
-bench-report: $(STAMP)
+bench-report: $(FULL_STAMP)
 	$(PY) benchmarks/report.py
 
-bench-memory: $(STAMP)
+bench-memory: $(FULL_STAMP)
 	$(PY) benchmarks/run_all.py memory
 	$(PY) benchmarks/report.py
 
-bench-uncertainty: $(STAMP)
+bench-uncertainty: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py uncertainty
 	$(PY) benchmarks/report.py
 
 # DuckDB path vs hand-written SQL vs Spark local[2] at 10^7 and 10^8 reports, EM on Spark
 # (-> benchmarks/results-spark.json, read by docs/scale.md; run it on a quiet machine)
-bench-spark: $(STAMP)
+bench-spark: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py spark
 	$(PY) benchmarks/report.py
 
@@ -84,16 +143,21 @@ bench-spark: $(STAMP)
 vectors: $(STAMP)
 	$(PY) tools/portable_vectors.py
 
-numeric-evidence: $(STAMP)
+# the JavaScript client's throughput on one core, per mechanism (-> benchmarks/results-clients_js.json;
+# timings: run on a quiet machine; `node benchmarks/clients_js.mjs --quick` is a smoke run)
+bench-clients-js: $(CLIENTS_STAMP)
+	node benchmarks/clients_js.mjs --rounds 5
+
+numeric-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
 
 # the collector service's load test: SQLite and PostgreSQL, 3 interleaved rounds, SIGKILL in each
-bench-service: $(STAMP)
+bench-service: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/service.py --both --rounds 3 --out benchmarks/results-service.json
 	$(PY) benchmarks/report.py
 
 # the collector's ledger and rate-limit measurements (correctness only, seconds; -> docs/results/service-ledger.json)
-service-ledger-evidence: $(STAMP)
+service-ledger-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/service_ledger_evidence.py
 
 # Hadamard response / count-mean sketches and heavy hitters against pure-LDP 1.2.0, on
@@ -120,40 +184,52 @@ bench-rappor-accuracy: $(BENCH_STAMP)
 	$(PY) benchmarks/report.py
 
 # start-up cost of `import localpriv` and `localpriv --help` (target: under 0.25 s of CPU)
-bench-import: $(STAMP)
+bench-import: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py import_time
 	$(PY) benchmarks/report.py
 
 # the calibration of the intervals (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
-coverage: $(STAMP)
+coverage: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # docs/uncertainty.md's coverage table from the committed docs/results/coverage.json
-coverage-docs: $(STAMP)
+coverage-docs: $(FULL_STAMP)
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # the measured numbers of docs/convergence.md, docs/regularized.md and docs/uncertainty.md
 # (house rule: numbers in the docs come from this JSON; about 10 minutes on one core)
-docs-numbers: $(STAMP)
+docs-numbers: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce docs-numbers -o docs/results
 
 # the measurements of docs/accounting.md and decisions 0051-0052 (correctness only, seconds):
 # docs/results/accounting.json, then the tables between the docs' accounting-evidence markers
-accounting-evidence: $(STAMP)
+accounting-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
 
-# the audits of docs/audit.md and decision 0059 (correctness only; ~20 min on one core with the
-# JavaScript and Java clients, whose many one-device runs dominate): docs/results/audit.json, then the
-# tables between the docs' audit-evidence markers. Clients of other checkouts: AUDIT_WITH='--with NAME=CMD'
-audit: $(STAMP)
+# the audits of docs/audit.md and decisions 0059-0060 (correctness only; ~30 min on one core, most of
+# it the JavaScript and Java clients' one-device runs): builds the Java client, then
+# docs/results/audit.json and the tables between the docs' audit-evidence markers. More clients:
+# AUDIT_WITH='--with NAME=CMD' (CMD with {spec} and {domain})
+audit: $(STAMP) java-client
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/audit_evidence.py $(AUDIT_WITH)
 
 # the evidence for the default estimator (hours on one core; the committed JSON was run in pieces and merged)
-estimator-evidence: $(STAMP)
+estimator-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) -c "from reproductions import run_experiment; \
 	from reproductions.accuracy import EVIDENCE; \
 	run_experiment('estimator-accuracy', 'docs/results', overrides=EVIDENCE)"
+
+# the command outputs and figures that docs/getting-started.md and docs/heavy-hitters.md show, rerun
+# in one shell session per page and rewritten between their markers (minutes on one core; the
+# Gowalla file is read from ../shared/data)
+docs-outputs: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/docs_outputs.py
+
+# the figures' merged cells against the truth (-> docs/results/figures.json and the table of
+# docs/decisions/0047; a few minutes on one core)
+figure-evidence: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) -m reproductions.figures
 
 clean:
 	rm -rf $(VENV) out site

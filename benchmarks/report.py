@@ -26,13 +26,13 @@ RUN_ALL = ["clients", "ibu", "planar", "gibu", "oracles", "memory", "uncertainty
 # results-<name>.json written by other targets (their own formats)
 OWN_FILES = {"em": "results-em.json", "service": "results-service.json",
              "large_domains": "results-large_domains.json", "heavy_hitters": "results-heavy_hitters.json",
-             "rappor_accuracy": "results-rappor-accuracy.json"}
+             "rappor_accuracy": "results-rappor-accuracy.json", "java_client": "results-java-client.json"}
 TARGETS = {"clients": "make bench", "ibu": "make bench", "planar": "make bench", "gibu": "make bench",
            "oracles": "make bench", "memory": "make bench / make bench-memory",
            "uncertainty": "make bench / make bench-uncertainty", "import_time": "make bench / make bench-import",
            "spark": "make bench / make bench-spark", "em": "make bench-em", "service": "make bench-service",
            "large_domains": "make bench-vocab", "heavy_hitters": "make bench-vocab",
-           "rappor_accuracy": "make bench-rappor-accuracy"}
+           "rappor_accuracy": "make bench-rappor-accuracy", "java_client": "make bench-java-client"}
 NOT_MEASURED = "Not measured: no JSON for this section in `benchmarks/` (run `{target}`)."
 
 
@@ -616,6 +616,27 @@ def sec_service(d) -> list[str]:
     return out
 
 
+def sec_java_client(d) -> list[str]:
+    """The Java client's reports per CPU second on one core, per mechanism and word source."""
+    runs = d.get("runs") or {}
+    sources = [s for s in ("secure", "secure-unbuffered", "chacha") if isinstance(runs.get(s), dict)]
+    rows: dict = {}
+    for source in sources:
+        for m in runs[source].get("mechanisms") or []:
+            row = rows.setdefault(m.get("spec"), {"bytes": m.get("bytes_per_report"),
+                                                  "words": m.get("words_per_report")})
+            row[source] = spread_str(dict(m.get("reports_per_cpu_second") or {}, n=2), num)
+    body = [[f"`{spec}`", *[r.get(s, "-") for s in sources], num(r.get("bytes")), num(r.get("words"))]
+            for spec, r in rows.items()]
+    out = table(["mechanism (k = 100)", *[f"reports / CPU s, {s}" for s in sources], "bytes / report",
+                 "words / report"], body)
+    java = g(runs, sources[0], "java_version") if sources else None
+    return out + ["", f"One thread pinned to one core; n = {num(d.get('n'))} reports per mechanism per round after "
+                  f"{num(d.get('warmup'))} warm-up reports; Java {java or 'version not recorded'}. `secure`: "
+                  "`SecureRandomSource` (256 words per `nextBytes`); `secure-unbuffered`: one `nextInt()` per word; "
+                  "`chacha`: the test-only ChaCha20 stream. Bytes: the report's JSON text as posted."]
+
+
 def sec_large_domains(d) -> list[str]:
     body = []
     for name, c in (d.get("cells") or {}).items():
@@ -760,6 +781,7 @@ SECTIONS = [
     ("large_domains", "Large domains: Hadamard response and count-mean sketches", sec_large_domains),
     ("heavy_hitters", "Heavy hitters on Gowalla place ids", sec_heavy_hitters),
     ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing", sec_rappor_accuracy),
+    ("java_client", "Java client throughput on one core (`make bench-java-client`)", sec_java_client),
 ]
 
 

@@ -164,7 +164,7 @@ def _truncated_parquet(d):
 
 
 def _txt_to_estimate(d):
-    return ["estimate", text(d, "r.txt", f'mechanism,report\n"{KRR}",1\n'), "-d", "0..9"]
+    return ["estimate", text(d, "r.txt", f'mechanism\treport\n{KRR}\t1\n'), "-d", "0..9"]
 
 
 
@@ -313,18 +313,29 @@ def _folder_without_data(d):
 
 
 def _csv_cut_short(d):
-    versioned_csv(d, "full.csv")
-    content = (d / "full.csv").read_text()
-    (d / "full.csv").unlink()
+    versioned_csv(d, "r.csv")  # its sidecar r.csv.meta.json stays
+    content = (d / "r.csv").read_text()
     text(d, "r.csv", content[: content.rfind("\n", 0, len(content) // 2) + 1])
     return ["aggregate", "r.csv", "-o", "out.csv"]
 
 
-def _csv_unknown_version(d):
-    versioned_csv(d, "full.csv", 20)
+def _csv_earlier_cut_short(d):
+    versioned_csv(d, "full.csv")
     content = (d / "full.csv").read_text()
-    (d / "full.csv").unlink()
-    text(d, "r.csv", re.sub(r"^#localpriv format=\d+", "#localpriv format=9", content))
+    text(d, "r.csv", "#localpriv format=3 kind=reports\n" + content[: content.rfind("\n", 0, len(content) // 2) + 1])
+    return ["aggregate", "r.csv", "-o", "out.csv"]
+
+
+def _csv_unknown_version(d):
+    versioned_csv(d, "r.csv", 20)
+    side = d / "r.csv.meta.json"
+    side.write_text(re.sub(r'"localpriv.format": "\d+"', '"localpriv.format": "9"', side.read_text()))
+    return ["aggregate", "r.csv", "-o", "out.csv"]
+
+
+def _csv_earlier_unknown_version(d):
+    versioned_csv(d, "full.csv", 20)
+    text(d, "r.csv", "#localpriv format=9 kind=reports\n" + (d / "full.csv").read_text())
     return ["aggregate", "r.csv", "-o", "out.csv"]
 
 
@@ -350,7 +361,8 @@ CLI_REFUSALS = [
     (_failed_output_leaves_no_folder, 1, r"outside the domain 0\.\.9: 12 .*at line 3"),
     # report and counts files (aggregate, estimate)
     (_truncated_parquet, 1, r"r\.parquet is a truncated Parquet file"),
-    (_txt_to_estimate, 1, r"r\.txt: unknown file type '\.txt'"),
+    (_txt_to_estimate, 1, r"r\.txt looks like TSV \(its first line holds 1 tab\(s\) and no comma\); this command "
+                          r"reads csv or parquet"),
     (_count_fraction, 1, r"c\.csv: counts must be whole numbers.*at line 3"),
     (_count_1e308, 1, r"c\.csv: counts must be whole numbers.*at line 3"),
     (_count_empty_mechanism, 1, r"c\.csv: 1 row\(s\) have no mechanism, at line 3"),
@@ -368,8 +380,10 @@ CLI_REFUSALS = [
     (_spec_of_a_million_characters, 1, r"mechanism spec of 1000017 characters refused"),
     (_glob_matches_nothing, 1, r"no file matches nothing\*\.parquet"),
     (_folder_without_data, 1, r"folder ds holds no \.parquet or \.csv files"),
-    (_csv_cut_short, 1, r"r\.csv is incomplete: its last line"),
+    (_csv_cut_short, 1, r"r\.csv holds [\d,]+ bytes but its sidecar r\.csv\.meta\.json says [\d,]+: it was cut short"),
+    (_csv_earlier_cut_short, 1, r"r\.csv is incomplete: its last line"),
     (_csv_unknown_version, 1, r"r\.csv has localpriv format version 9; this localpriv reads versions 1, 2"),
+    (_csv_earlier_unknown_version, 1, r"r\.csv has localpriv format version 9; this localpriv reads versions 1, 2"),
     # outputs
     (_aggregate_out_is_input, 1, r"r\.parquet is also an input"),
     (_aggregate_out_matches_glob, 1, r"r2\.parquet would be read as an input \(r\*\.parquet\)"),
@@ -406,8 +420,8 @@ def test_cli_refuses_in_one_line_and_leaves_nothing(tmp_path, setup, code, patte
 # --------------------------------------------------------------------------------------------
 def _data_rows(path: Path) -> list[str]:
     lines = path.read_text().splitlines()
-    assert re.match(r"#localpriv format=\d+ kind=reports", lines[0]) and lines[-1].startswith("#localpriv end rows=")
-    return lines[2:-1]
+    assert lines[0].replace('"', "") == "mechanism,report" and (path.parent / (path.name + ".meta.json")).is_file()
+    return lines[1:]
 
 
 def test_cli_utf16_with_bom_is_read_correctly(tmp_path):

@@ -67,8 +67,9 @@ def test_level_above_the_budget_is_refused_before_any_channel(spec):
     with pytest.raises(LocalPrivError, match="LOCALPRIV_MAX_LEVEL_ENTRIES") as info:
         ldp_level_within_budget(mech)
     assert "\n" not in str(info.value)
-    with pytest.raises(LocalPrivError, match="LOCALPRIV_MAX_LEVEL_ENTRIES"):
-        parse(spec, trusted=False)  # from a file: refused
+    # from a file: the level behind the large-level warning is not computed past the budget, and
+    # the spec is not refused for it (the estimate's dense cap bounds what is built later)
+    assert parse(spec, trusted=False).k == mech.k
 
 
 def test_policy_admission_is_bounded():

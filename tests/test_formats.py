@@ -1,4 +1,5 @@
 """The versioned file formats, mergeable counts and the checked data path (docs/format.md)."""
+import json
 import signal
 import subprocess
 import sys
@@ -77,8 +78,10 @@ def test_metadata_and_version(tmp_path):
     assert meta[b"localpriv.kind"] == b"reports"
     write_reports(_reports(10), tmp_path / "r.csv")
     lines = (tmp_path / "r.csv").read_text().splitlines()
-    assert lines[0] == f"#localpriv format={FORMAT_VERSION} kind=reports"
-    assert lines[-1] == "#localpriv end rows=10"
+    assert lines[0].replace('"', "") == "mechanism,report" and len(lines) == 11  # a plain CSV
+    side = json.loads((tmp_path / "r.csv.meta.json").read_text())
+    assert side["localpriv.format"] == str(FORMAT_VERSION) and side["localpriv.kind"] == "reports"
+    assert side["localpriv.rows"] == 10 and side["localpriv.bytes"] == (tmp_path / "r.csv").stat().st_size
     # another version is refused, naming it
     t = pq.read_table(tmp_path / "r.parquet")
     with pq.ParquetWriter(tmp_path / "v7.parquet", t.schema) as w:
@@ -86,15 +89,42 @@ def test_metadata_and_version(tmp_path):
         w.add_key_value_metadata({"localpriv.format": "7", "localpriv.kind": "reports"})
     with pytest.raises(LocalPrivError, match="version 7; this localpriv reads versions 1, 2"):
         aggregate([tmp_path / "v7.parquet"])
-    (tmp_path / "v9.csv").write_text("#localpriv format=9 kind=reports\n" + "\n".join(lines[1:]) + "\n")
+    (tmp_path / "v9.csv").write_text("#localpriv format=9 kind=reports\n" + "\n".join(lines) + "\n")
     with pytest.raises(LocalPrivError, match="version 9"):
         aggregate([tmp_path / "v9.csv"])
+    (tmp_path / "v8.csv").write_text((tmp_path / "r.csv").read_text())
+    (tmp_path / "v8.csv.meta.json").write_text(json.dumps({**side, "localpriv.format": "8"}))
+    with pytest.raises(LocalPrivError, match="version 8"):
+        aggregate([tmp_path / "v8.csv"])
+
+
+def earlier_csv(path, version=FORMAT_VERSION, head_fields=""):
+    """A CSV of ours rewritten as earlier releases wrote it: a first line naming the version and
+    kind, a last line counting the rows, no sidecar."""
+    side = json.loads(path.with_name(path.name + ".meta.json").read_text())
+    path.with_name(path.name + ".meta.json").unlink()
+    body = path.read_text()
+    path.write_text(f"#localpriv format={version} kind={side['localpriv.kind']}{head_fields}\n{body}"
+                    f"#localpriv end rows={side['localpriv.rows']}\n")
+    return path
 
 
 def test_truncated_csv_is_refused(tmp_path):
     write_reports(_reports(1000), tmp_path / "r.csv")
     text = (tmp_path / "r.csv").read_text()
     cut = text[: text.rfind("\n", 0, len(text) // 2) + 1]  # ends on a newline, as after a kill
+    (tmp_path / "r.csv").write_text(cut)  # its sidecar stays
+    with pytest.raises(LocalPrivError, match="cut short or changed after it was written"):
+        aggregate([tmp_path / "r.csv"])
+    # the same size, one row less (a row's bytes moved into another): the row count says it
+    lines = text.splitlines(keepends=True)
+    (tmp_path / "r.csv").write_text(lines[0] + lines[1].rstrip("\n") + " " * len(lines[2]) + "\n" + "".join(lines[3:]))
+    with pytest.raises(LocalPrivError, match="holds 999 rows but r.csv.meta.json says 1000"):
+        aggregate([tmp_path / "r.csv"])
+    # earlier releases' CSV: cut short without its end line
+    write_reports(_reports(1000), tmp_path / "old.csv")
+    text = earlier_csv(tmp_path / "old.csv").read_text()
+    cut = text[: text.rfind("\n", 0, len(text) // 2) + 1]
     (tmp_path / "cut.csv").write_text(cut)
     with pytest.raises(LocalPrivError, match="incomplete"):
         aggregate([tmp_path / "cut.csv"])
@@ -284,8 +314,10 @@ def test_attribute_round_trip_through_perturb_aggregate_and_counts(tmp_path, suf
     obs.save(tmp_path / f"c{suffix}")
     assert attribute_of(tmp_path / f"c{suffix}") == name
     if suffix == ".csv":
-        first = (tmp_path / "r.csv").read_text().splitlines()[0]
-        assert first.startswith(f"#localpriv format={FORMAT_VERSION} kind=reports attribute=hours%20per%20week")
+        assert json.loads((tmp_path / "r.csv.meta.json").read_text())["localpriv.attribute"] == name
+        from urllib.parse import quote
+        earlier_csv(tmp_path / "r.csv", head_fields=f" attribute={quote(name, safe='')}")
+        assert attribute_of([tmp_path / "r.csv"]) == name
     # by number, the column's name is recorded; without a header, none
     perturb_file(tmp_path / "v.csv", tmp_path / f"r2{suffix}", "krr(k=10,eps=1.0)", DOM,
                  np.random.default_rng(0), column="2")
@@ -305,7 +337,8 @@ def test_attribute_disagreeing_inputs_and_version_1_files(tmp_path):
     assert attribute_of([tmp_path / "a.csv", tmp_path / "b.csv"]) is None
     assert "attribute" not in aggregate([tmp_path / "a.csv", tmp_path / "b.csv"]).meta
     lines = (tmp_path / "a.csv").read_text().splitlines()
-    (tmp_path / "v1.csv").write_text("\n".join(["#localpriv format=1 kind=reports"] + lines[1:]) + "\n")
+    (tmp_path / "v1.csv").write_text("\n".join(["#localpriv format=1 kind=reports"] + lines
+                                               + ["#localpriv end rows=50"]) + "\n")
     assert aggregate([tmp_path / "v1.csv"]).n == 50 and attribute_of(tmp_path / "v1.csv") is None
     t = _reports(40)
     with pq.ParquetWriter(tmp_path / "v1.parquet", t.schema) as w:

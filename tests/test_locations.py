@@ -248,7 +248,7 @@ def test_perturb_outside_error_counts_every_chunk_and_names_the_first_line(tmp_p
                      column="lat,lon")
     msg = str(info.value)
     assert "4 of 504 points lie outside the grid" in msg
-    assert "the first at line 102" in msg  # data row 100 (0-based) is line 102 after the header
+    assert "the first at lines 102, 303, 304;" in msg  # data row 100 (0-based) is line 102 after the header
     assert "--outside drop|clamp" in msg and "\n" not in msg
     assert not (tmp_path / "r.csv").exists()
 
@@ -276,7 +276,7 @@ def test_cli_outside_reports_counts_on_stderr(tmp_path):
     common = ["-m", "planar-geometric(eps=1.0)", "-d", SMALL, "-c", "lat,lon", "--seed", "0"]
     proc = run_cli(tmp_path, "perturb", "p.csv", "-o", "r.csv", *common)
     line = one_error_line(proc)
-    assert "2 of 42 points lie outside the grid" in line and "first at line 2" in line
+    assert "2 of 42 points lie outside the grid" in line and "first at lines 2, 9;" in line
     proc = run_cli(tmp_path, "perturb", "p.csv", "-o", "r.csv", *common, "--outside", "drop")
     assert proc.returncode == 0, proc.stderr
     assert "dropped 2 of 42 points outside the grid (p.csv)" in proc.stderr.splitlines()
@@ -479,10 +479,10 @@ def test_grid_plot_is_a_lat_lon_heatmap(small_estimate, tmp_path, monkeypatch):
     assert any("share of users" in lab for lab in labels) and any("width of the 90% interval" in lab for lab in labels)
 
 
-def test_non_grid_plot_is_unchanged(tmp_path, monkeypatch):
+def test_non_grid_plot_is_not_a_heatmap(tmp_path, monkeypatch):
     plotting, seen = _captured_figures(monkeypatch)
     est = Estimate(np.full(10, 0.1), parse_domain("0..9"), "ibu", n=10)
     plotting.estimate_figure(est, tmp_path / "line.png")
     (xlabel, ylabel, *_rest), = seen[0]
-    assert (xlabel, ylabel) == ("value", "probability")
+    assert (xlabel, ylabel) == ("value", "probability per cell")
     assert "QuadMesh" not in seen[0][0][4]

@@ -104,7 +104,7 @@ def test_counts_match_local_aggregate_and_export(svc, tmp_path):
     assert r.status_code == 200 and r.headers["x-localpriv-counts-version"] == "4"
     path = tmp_path / "export.csv"
     path.write_bytes(r.content)
-    assert r.content.startswith(b"#localpriv format=")
+    assert r.content.replace(b'"', b"").startswith(b"mechanism,report,count\n")  # a plain CSV
     served = lp.aggregate(str(path), dom).to_frame()
     assert _norm(served) == _norm(local)
     r = tc.get("/v1/collections/ages/counts?format=parquet", headers=_auth(info["analyst_token"]))
@@ -425,7 +425,8 @@ CHROMIUM = "/usr/bin/chromium"
 
 def test_dashboard_in_headless_chromium(tmp_path):
     """The dashboard page, rendered by a real browser (chromium, installed by `make test`'s
-    browser stamp): its screenshot is a PNG with the estimates' coloured figures in it."""
+    browser stamp): its screenshot is a PNG with the estimates' coloured figures in it, and the page
+    it drew (served HTML, no script) has each collection's policy as a table (not JSON)."""
     assert os.path.exists(CHROMIUM), "chromium is missing: run `make browser` (the test target installs it)"
     import httpx
     import uvicorn
@@ -467,9 +468,15 @@ def test_dashboard_in_headless_chromium(tmp_path):
         assert img.std() > 10  # not blank
         r, g, b = img[..., 0], img[..., 1], img[..., 2]
         blue = (b > 120) & (b - r > 60) & (b - g > 20)             # the estimate and its band (tab:blue)
-        heat = (np.max(img, -1) - np.min(img, -1) > 80) & ~blue    # the heatmap's magma colours
+        heat = (np.max(img, -1) - np.min(img, -1) > 80) & ~blue    # the heatmap's YlOrRd colours
         assert blue.sum() > 500, blue.sum()
         assert heat.sum() > 2000, heat.sum()
+        # the page has no script: what the browser drew is the served HTML
+        dom = httpx.get(f"{url}/dashboard", params={"token": ADMIN}, timeout=30).text
+        assert dom.count('<table class="policy">') == 2
+        assert "<th>allowed mechanisms</th><td>planar-geometric</td>" in dom
+        assert "<th>largest LDP level ε</th><td>3.0</td>" in dom
+        assert '{"mechanisms"' not in dom and "&quot;mechanisms" not in dom
     finally:
         server.should_exit = True
         thread.join(30)

@@ -82,3 +82,29 @@ def test_compiled_and_numpy_paths_agree():
         assert fused.dtype == np.int64 and np.array_equal(fused, to_range(big, m))
         flat = stablehash.hash_to_range(np.tile(keys, 4), np.repeat(seeds[:4], 5000), m)
         assert np.array_equal(flat, to_range(big[:4].ravel(), m))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(max_size=90), max_size=25), st.integers(0, 2 ** 64 - 1))
+def test_strings_numpy_twin_matches_reference(values, seed):
+    """Without numba (the optional fast group) strings are hashed by length in NumPy: the same numbers."""
+    from localpriv.mechanisms.stablehash import xxh64_strings_numpy
+    arr = pa.array(values, pa.large_string())
+    _, off, data = arr.buffers()
+    offsets = np.frombuffer(off, dtype=np.int64)[: len(arr) + 1]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    assert [int(h) for h in xxh64_strings_numpy(offsets, raw, seed)] == [_ref(v, seed) for v in values]
+
+
+def test_without_numba_every_path_is_numpy(monkeypatch):
+    from localpriv.mechanisms import stablehash
+    monkeypatch.setenv("LOCALPRIV_NUMBA", "0")
+    monkeypatch.setattr(stablehash, "_kernels", lambda: pytest.fail("compiled kernels loaded"))
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2 ** 63, size=(1, 3000), dtype=np.int64).astype(np.uint64)
+    seeds = rng.integers(0, 2 ** 63, size=(8, 1), dtype=np.int64).astype(np.uint64)
+    big = hash_keys(keys, seeds)                                # 24,000 >= COMPILED_MIN hashes
+    assert big.size >= stablehash.COMPILED_MIN and int(big[3, 9]) == _ref(int(keys[0, 9]), int(seeds[3, 0]))
+    assert np.array_equal(stablehash.hash_to_range(keys, seeds, 97), to_range(big, 97))
+    words = ["localpriv", "", "é中" * 20, "Manhattan, NY"] * 10
+    assert [int(h) for h in hash_strings(words, 11)] == [_ref(w, 11) for w in words]

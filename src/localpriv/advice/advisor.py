@@ -134,9 +134,9 @@ from typing import Any, cast
 import numpy as np
 
 from localpriv.analysis.shuffle import largest_local_epsilon, shuffle_epsilon
-from localpriv.data.reports import read_values
+from localpriv.data.reports import value_counts
 from localpriv.domains import Domain, IntegerDomain, parse_domain
-from localpriv.domains.grid import GridDomain, emd_grid
+from localpriv.domains.grid import GridDomain, check_emd_grid, emd_grid
 from localpriv.estimators import default_estimator
 from localpriv.estimators.oracles import pure_parameters
 from localpriv.inference import estimate
@@ -404,6 +404,7 @@ def goal_error(goal: str, domain, theta, top: int = 10) -> Callable[[np.ndarray]
     if goal == "emd":
         if kind == "line":
             return lambda est: emd_line(theta, est)
+        check_emd_grid()  # POT (the geo extra) missing: said before any simulation
         D = domain.distance_matrix()
         return lambda est: emd_grid(theta, est, D)
     if goal == "mean":
@@ -678,7 +679,8 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
            method: str = "auto",
            mechanisms: Iterable[str] | None = None, truth: str | None = None,
            progress: Callable | None = None, values=None, column: str | None = None,
-           shuffle: int | None = None, central_eps: float | None = None, delta: float | None = None) -> Advice:
+           shuffle: int | None = None, central_eps: float | None = None, delta: float | None = None,
+           values_format: str | None = None) -> Advice:
     """Rank the mechanisms that meet a privacy target by their predicted error for a goal.
 
     Parameters
@@ -730,6 +732,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         local level that meets it (:func:`~localpriv.analysis.shuffle.largest_local_epsilon`; the
         smaller of the two with ``eps_ldp``), so every candidate runs at the largest local level
         the central target allows, and each row gives its central level (``eps_central``).
+    values_format : str, optional
+        The values file's format (``csv``, ``tsv``, ``parquet``, ``json``) whatever its name
+        (default: from the suffix).
 
     Returns
     -------
@@ -758,7 +763,7 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     if values is not None:
         if theta is not None:
             raise LocalPrivError("give the prior as theta or as a values file, not both")
-        theta, described = values_prior(values, domain, column)
+        theta, described = values_prior(values, domain, column, values_format)
         truth = truth or described
     k = int(domain.size)
     if k < 2:
@@ -919,9 +924,13 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                   delta=delta, local_eps=local_eps)
 
 
-def values_prior(values, domain, column: str | None = None) -> tuple[np.ndarray, str]:
+def values_prior(values, domain, column: str | None = None, fmt: str | None = None) -> tuple[np.ndarray, str]:
     """The distribution of a values file on ``domain`` (a prior for :func:`advise`) and its
-    description, e.g. ``"the distribution of ages.csv (48,842 values)"``."""
-    idx = domain.encode(read_values(values, column, domain=domain))
-    theta = np.bincount(idx, minlength=domain.size) / idx.size
-    return theta, f"the distribution of {values} ({idx.size:,} values)"
+    description, e.g. ``"the distribution of ages.csv (48,842 values)"``; ``fmt``: the file's
+    format whatever its name. Read in chunks (:func:`localpriv.data.reports.value_counts`): values
+    outside the domain are counted over the whole file and refused in one line."""
+    counts = value_counts(values, domain, column, fmt=fmt)
+    n = int(counts.sum())
+    if n == 0:
+        raise LocalPrivError(f"{values} has no values")
+    return counts / n, f"the distribution of {values} ({n:,} values)"

@@ -7,6 +7,7 @@ import typer
 
 from localpriv.advice.advisor import advise as advise_mechanisms
 from localpriv.cli.common import DOMAIN_HELP, Table, console, fmt_number, friendly, print_json, status_of
+from localpriv.cli.options import FORMAT_HELP, input_format
 
 
 @friendly
@@ -42,10 +43,12 @@ def advise(
                                                      "mechanisms run at the largest local level meeting it (FMT21)"),
     delta: float | None = typer.Option(None, "--delta", help="with --shuffle: the central delta, in (0, 1)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
+    fmt: str | None = typer.Option(None, "--format", "-f", help="--values: " + FORMAT_HELP),
 ) -> None:
     """Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."""
     with status_of("advise", "calibrating and simulating") as status:
         adv = advise_mechanisms(domain, eps_ldp=eps, eps_metric=metric_eps, n=n, goal=goal, values=values,
+                                values_format=None if values is None else input_format(values, fmt),
                                 column=column, rng=seed, runs=runs, top=top, method=method, progress=status.track,
                                 shuffle=shuffle, central_eps=central_eps, delta=delta)
     if as_json:

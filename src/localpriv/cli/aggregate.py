@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from localpriv.cli.common import DOMAIN_HELP, friendly, inputs_text, say, status_of
-from localpriv.cli.options import domain_option
+from localpriv.cli.options import REPORT_FORMAT_HELP, domain_option, report_inputs
 from localpriv.data.aggregate import count_files
 
 
@@ -24,9 +24,11 @@ def aggregate(
         None, "--domain", "-d",
         help="the values' domain, for reports whose mechanism spec leaves it out (planar mechanisms "
              "perturbed with --domain bbox(...), grid(...) or manhattan): " + DOMAIN_HELP),
+    fmt: str | None = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP),
 ) -> None:
     """Count reports per (mechanism, report); counts files among the inputs are summed."""
     dom = domain_option(domain)
+    inputs = report_inputs(inputs, fmt)
     stage = f"counting the reports with Spark ({master})" if engine == "spark" else \
         f"counting the reports of {inputs_text(inputs)}"
     with status_of("aggregate", stage) as status:

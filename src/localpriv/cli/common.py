@@ -23,7 +23,7 @@ import typer
 # typer >= 0.25 vendors click: its exceptions live here (no separate click package)
 from typer._click.exceptions import UsageError
 
-from localpriv.utils.errors import LocalPrivError, SettingError
+from localpriv.utils.errors import LocalPrivError, SettingError, missing_extra
 from localpriv.utils.progress import Status
 
 
@@ -168,6 +168,9 @@ def message(exc: BaseException) -> str:
     """An error in one line for users."""
     if isinstance(exc, LocalPrivError):
         return str(exc)
+    extra = missing_extra(exc)
+    if extra is not None:
+        return str(extra)
     if isinstance(exc, OSError):
         return os_message(exc)
     if isinstance(exc, MemoryError):

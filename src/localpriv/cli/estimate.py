@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,13 @@ import typer
 
 from localpriv.analysis.files import estimate_files
 from localpriv.cli.common import DOMAIN_HELP, console, err, fmt_number, friendly, inputs_text, say, status_of
-from localpriv.cli.options import domain_option
+from localpriv.cli.options import REPORT_FORMAT_HELP, domain_option, report_inputs
 from localpriv.data.formats import ESTIMATE_SUFFIXES, IMAGE_SUFFIXES, atomic_output, attribute_of, check_output
 from localpriv.domains import Domain
 from localpriv.estimators import REGISTRY, default_estimator, estimator_spec
 from localpriv.inference.estimate import Estimate
+from localpriv.inference.resolution import MAP_MAX_CELLS
+from localpriv.inference.unbiased import has_unbiased_mean
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.progress import EMProgress
 
@@ -64,8 +67,13 @@ def estimate(
     output: Path | None = typer.Option(None, "--out", "-o",
                                           help="estimate file (.csv or .json; on a grid the cells' lat/lon "
                                                "centres are included; .geojson: cell polygons for GIS tools)"),
-    plot: Path | None = typer.Option(None, "--plot", help="PNG of the estimate (with --ci, its intervals as a band "
-                                                             "or error bars; on a grid a lat/lon heatmap)"),
+    plot: Path | None = typer.Option(None, "--plot", help="PNG of the estimate: on ordered values, joint (Bonferroni) "
+                                                             "intervals over cells merged to the resolution the data "
+                                                             "support, with the mean and median (at --ci, default "
+                                                             "0.95); on labels, bars (with --ci, error bars); on a "
+                                                             "grid, a lat/lon heatmap and, beside it (same name, "
+                                                             ".html), an interactive map, cells whose interval "
+                                                             "includes 0 left blank"),
     label: str | None = typer.Option(None, "--label",
                                         help="--plot: the axis label, the column and its unit, e.g. 'age (years)'"),
     delta: float | None = typer.Option(None, help=option_help("delta")),
@@ -81,7 +89,10 @@ def estimate(
                                             "the output and on the plot"),
     stat: str | None = typer.Option(None, "--stat",
                                        help="statistics with their intervals, e.g. mean,median,p90 "
-                                            "(mean, var, sd, median, pNN, qX)"),
+                                            "(mean, var, sd, median, pNN, qX, mean_unbiased); for pm, hm, "
+                                            "duchi and sw reports mean also gives the reports' unbiased mean "
+                                            "(mean_unbiased) beside the estimate's"),
+    fmt: str | None = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP),
 ) -> None:
     """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""
     if output is not None:
@@ -91,6 +102,15 @@ def estimate(
     if ci is not None and not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
     dom = domain_option(domain)
+    inputs = report_inputs(inputs, fmt)
+    map_path = None  # on a grid, the interactive map beside the PNG (same name, .html)
+    if plot is not None and dom is not None and hasattr(dom, "edges"):
+        if importlib.util.find_spec("folium") is None:
+            say("note: no interactive map: it needs the optional group 'geo' (pip install 'localpriv[geo]')")
+        elif dom.size <= MAP_MAX_CELLS:
+            map_path = check_output(plot.with_suffix(".html"), (".html",), inputs, what="map")
+        else:
+            say(f"note: no interactive map: {dom.size:,} cells is more than the limit of {MAP_MAX_CELLS:,}")
     if output is not None and output.suffix.lower() == ".geojson" and not hasattr(dom, "edges"):
         raise LocalPrivError(f"--out {output}: GeoJSON needs a planar grid domain (--domain bbox(...), grid(...) "
                              "or manhattan); write .csv or .json instead")
@@ -102,12 +122,15 @@ def estimate(
     with ExitStack() as outputs:  # both outputs appear, or neither (a failed plot drops the estimate)
         out_tmp = outputs.enter_context(atomic_output(output)) if output else None
         plot_tmp = outputs.enter_context(atomic_output(plot)) if plot else None
-        stats = est.statistics(stat, ci if ci is not None else 0.95) if stat else {}
+        map_tmp = outputs.enter_context(atomic_output(map_path)) if map_path is not None else None
+        stats = est.statistics(stat_names(stat, est), ci if ci is not None else 0.95) if stat else {}
         if out_tmp is not None:
             est.save(out_tmp, ci=ci, stats=list(stats) or None)
         if plot_tmp is not None:  # matplotlib loads with the plotting module only
             plotting = importlib.import_module("localpriv.inference.plotting")
             plotting.estimate_figure(est, plot_tmp, level=ci, xlabel=label or recorded_attribute(inputs))
+            if map_tmp is not None:
+                plotting.grid_map_html(est, map_tmp, level=0.95 if ci is None else ci)
     if est.converged is False:
         say(cap_warning(est))
     if not output:
@@ -120,9 +143,20 @@ def estimate(
         if est.converged and isinstance(gap, float) and gap == gap else ""
     say((f"{est!r}; log-likelihood {est.loglik:.6g}" if est.loglik is not None else repr(est)) + cert)
     wrote = ([f"the estimate ({len(est.distribution):,} values) -> {output}"] if output else []) + \
-        ([f"its plot -> {plot}"] if plot else [])
+        ([f"its plot -> {plot}"] if plot else []) + ([f"its map -> {map_path}"] if map_path else [])
     if wrote:
         say("wrote " + ", ".join(wrote))
+
+
+def stat_names(stat: str, est: Estimate) -> list[str]:
+    """``--stat`` as names; ``mean`` brings ``mean_unbiased`` beside it when the reports are those
+    of one mechanism with a classic unbiased mean (pm, hm, duchi, sw)."""
+    names = [t.strip() for t in stat.split(",") if t.strip()]
+    low = [n.lower() for n in names]
+    if "mean" in low and "mean_unbiased" not in low and est.observations is not None \
+            and has_unbiased_mean(est.observations):
+        names.insert(low.index("mean") + 1, "mean_unbiased")
+    return names
 
 
 def estimator_settings(domain: Domain | None, estimator: str | None, *, strength: float | None = None,

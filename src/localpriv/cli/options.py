@@ -8,7 +8,16 @@ from typing import overload
 import numpy as np
 
 from localpriv.cli.common import say
-from localpriv.data.formats import KNOWN_SUFFIXES, VALUE_FORMATS, check_format, sniff_format
+from localpriv.data.formats import (
+    KNOWN_SUFFIXES,
+    REPORT_FORMATS,
+    VALUE_FORMATS,
+    FormatPath,
+    check_format,
+    is_sidecar,
+    is_uri,
+    sniff_format,
+)
 from localpriv.domains import Domain, parse_domain
 from localpriv.utils.rng import make_generator
 
@@ -57,3 +66,29 @@ def input_format(path: Path, fmt: str | None, allowed: tuple[str, ...] = VALUE_F
     found, why = sniff_format(str(path), allowed)
     say(f"reading {path} as {found.upper()}: {why} (--format {' or '.join(allowed)} to choose)")
     return found
+
+
+#: ``--format`` of the commands that read report or counts files
+REPORT_FORMAT_HELP = ("the format of the report or counts files named: csv or parquet, whatever their names; "
+                      "without it the suffix decides, or, for other names, the content (said on stderr); "
+                      "files found in folders and globs are read by their suffix (.csv, .parquet)")
+
+
+def report_inputs(inputs: list[str], fmt: str | None) -> list[str]:
+    """The report or counts inputs of aggregate and estimate with ``--format``: every file named
+    (not a glob or a folder) is read as ``fmt``; without it, a file whose name does not say is
+    sniffed (one line on stderr naming the choice and why) or refused when that is ambiguous."""
+    fmt = check_format(fmt, REPORT_FORMATS)
+    out: list[str] = []
+    for item in inputs:
+        text = str(item)
+        named = (is_uri(text) or Path(text).is_file()) and not is_sidecar(text)
+        if fmt is not None:
+            out.append(FormatPath(text, fmt) if named else text)
+        elif named and not is_uri(text) and not text.lower().endswith(KNOWN_SUFFIXES):
+            found, why = sniff_format(text, REPORT_FORMATS)
+            say(f"reading {text} as {found.upper()}: {why} (--format {' or '.join(REPORT_FORMATS)} to choose)")
+            out.append(FormatPath(text, found))
+        else:
+            out.append(text)
+    return out

@@ -12,13 +12,16 @@ The format is specified in ``docs/format.md``; in short:
   the file) and, optionally, ``localpriv.attribute`` (the name of the values' column: a label).
   ``report`` is ``int64`` (output indices), ``double`` (continuous outputs), ``fixed_size_binary``
   (bit vectors) or ``string`` (the CSV text form below).
-* **CSV** (UTF-8, comma, double quotes): the first line is ``#localpriv format=3 kind=reports``
-  (or ``kind=counts``; optionally `` attribute=NAME``, percent-encoded), then the header line, the
-  rows, and a last line ``#localpriv end rows=N``.
-  A file whose last line is missing was cut short and is refused. ``report`` is written as text:
-  a decimal integer, a float in shortest round-trip form, or lowercase hex for bit vectors.
-  CSV files without the ``#localpriv`` lines (written by another tool) are read without the
-  truncation check, their specs as written. Version 1 files (no attribute) are read as before.
+* **CSV** (UTF-8, comma, double quotes): a plain CSV, the header line then the rows, which any
+  CSV reader reads as it is (pandas, Python's csv, DuckDB, a spreadsheet). Its format version,
+  kind, specs, attribute, row count and byte size are in a sidecar ``FILE.meta.json`` (the same
+  keys as the Parquet metadata, plus ``localpriv.bytes``), written atomically with the file: a
+  file whose size or row count differs from its sidecar's was cut short or changed and is refused.
+  ``report`` is written as text: a decimal integer, a float in shortest round-trip form, or
+  lowercase hex for bit vectors. CSV files without a sidecar (written by another tool) are read
+  without the truncation check, their specs as written. CSV files of earlier releases, which
+  carry the version in a first line ``#localpriv format=N kind=...`` and end with
+  ``#localpriv end rows=N``, are read as before.
 * **Versions.** 3 (this release): the local-hashing oracles (``blh``, ``olh``, ``lblh``, ``lolh``)
   hash with XXH64 (``docs/hashing.md``) unless their spec says ``hash=cw``. In files of versions 1
   and 2 those specs meant the legacy Carter-Wegman family, so the reader adds ``hash=cw`` to them
@@ -34,8 +37,9 @@ import json
 import os
 import re
 import secrets
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -61,6 +65,7 @@ __all__ = [
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
     "spec_for_version", "VALUE_FORMATS", "REPORT_FORMATS", "sniff_format", "check_format", "KNOWN_SUFFIXES",
+    "sidecar_path", "is_sidecar", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath",
 ]
 
 #: The version of the report and counts formats this release writes.
@@ -77,6 +82,13 @@ _CSV_HEAD = re.compile(r"^#localpriv format=(\S+) kind=(\w+)((?: [A-Za-z_]+=\S*)
 #: the longest attribute name written (it is a label, not a payload)
 MAX_ATTRIBUTE_CHARS = 200
 _CSV_END = re.compile(r"^#localpriv end rows=(\d+)\s*$")
+#: the sidecar of a CSV report or counts file: ``FILE.meta.json`` beside ``FILE``
+SIDECAR_SUFFIX = ".meta.json"
+#: the keys a sidecar may hold (others are refused)
+SIDECAR_KEYS = frozenset({"localpriv.format", "localpriv.kind", "localpriv.mechanisms", "localpriv.rows",
+                          "localpriv.bytes", "localpriv.attribute", "localpriv.file"})
+#: the largest sidecar read (it holds the specs of the file's mechanisms, each at most 100,000 characters)
+MAX_SIDECAR_BYTES = 1 << 24
 REPORT_SUFFIXES = (".parquet", ".csv")
 ESTIMATE_SUFFIXES = (".json", ".csv", ".geojson")  # .geojson: estimates on planar grids
 IMAGE_SUFFIXES = (".png",)
@@ -157,11 +169,12 @@ def file_type(path: str, fmt: str | None = None) -> str:
     if suffix in (".parquet", ".pq"):
         raise LocalPrivError(f"{path} is not a Parquet file (it does not start with PAR1); "
                              "if it is CSV, name it .csv")
-    if suffix in (".csv", ".txt", ".tsv") or path.lower().endswith(".csv.gz"):
-        if suffix != ".csv":
-            raise LocalPrivError(f"{path}: unknown file type {suffix!r}; use .csv or .parquet")
+    if suffix == ".csv":
         return "csv"
-    raise LocalPrivError(f"{path}: unknown file type {suffix or '(none)'!r}; use .csv or .parquet")
+    if path.lower().endswith((".tsv", ".tsv.gz", ".tab")):
+        raise LocalPrivError(f"{path}: report and counts files are CSV or Parquet, not TSV; use .csv or .parquet")
+    found, _why = sniff_format(path, REPORT_FORMATS)  # another name: its content says (or it is refused)
+    return found
 
 
 #: ``--format`` of the commands that read values (``json``: JSON Lines, one object per line).
@@ -205,6 +218,8 @@ def sniff_format(path: str, allowed: Sequence[str] = VALUE_FORMATS) -> tuple[str
         commas, tabs = first.count(b","), first.count(b"\t")
         if first.lstrip().startswith(b"{"):
             found, why = "json", "its first line is a JSON object"
+        elif first.startswith(b"#localpriv format="):
+            found, why = "csv", "its first line is a localpriv CSV format line"
         elif commas and not tabs:
             found, why = "csv", f"its first line holds {commas} comma(s) and no tab"
         elif tabs and not commas:
@@ -471,23 +486,24 @@ class TableWriter:
         self.path = check_output(path, REPORT_SUFFIXES, inputs, what=f"{kind} file")
         self.rows = 0
         self.specs: list[str] = []
-        self._ctx: AbstractContextManager[Path] | None = None
+        self._ctx: ExitStack | None = None
         self._tmp: Path | None = None
+        self._meta_tmp: Path | None = None
         self._pq: pq.ParquetWriter | None = None
         self._fh: IO[bytes] | None = None
         self._schema: pa.Schema | None = None
         self._header_done = False
 
     def __enter__(self) -> TableWriter:
-        self._ctx = atomic_output(self.path)
-        self._tmp = self._ctx.__enter__()
-        if _suffix(self.path.name) == ".csv":
-            self._fh = open(self._tmp, "wb")
-            head = f"#localpriv format={FORMAT_VERSION} kind={self.kind}"
-            if self.attribute:
-                from urllib.parse import quote
-                head += f" attribute={quote(self.attribute, safe='')}"
-            self._fh.write((head + "\n").encode())
+        self._ctx = ExitStack()
+        try:  # the file, then (CSV) its sidecar: both appear, or neither
+            self._tmp = self._ctx.enter_context(atomic_output(self.path))
+            if _suffix(self.path.name) == ".csv":
+                self._meta_tmp = self._ctx.enter_context(atomic_output(sidecar_path(self.path)))
+                self._fh = open(self._tmp, "wb")
+        except BaseException:
+            self._ctx.close()
+            raise
         return self
 
     def write(self, table: pa.Table) -> None:
@@ -530,6 +546,15 @@ class TableWriter:
             meta["localpriv.attribute"] = self.attribute
         return meta
 
+    def _sidecar(self, size: int) -> bytes:
+        """The CSV file's sidecar: the Parquet metadata's keys as JSON, plus its name and size."""
+        meta: dict[str, object] = {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
+                                   "localpriv.file": self.path.name, "localpriv.rows": self.rows,
+                                   "localpriv.bytes": size, "localpriv.mechanisms": self.specs}
+        if self.attribute:
+            meta["localpriv.attribute"] = self.attribute
+        return (json.dumps(meta, indent=1) + "\n").encode()
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool | None:
         assert self._ctx is not None  # set by __enter__
@@ -539,7 +564,9 @@ class TableWriter:
                     if not self._header_done:
                         cols = "mechanism,report" + (",count" if self.kind == "counts" else "")
                         self._fh.write((cols + "\n").encode())
-                    self._fh.write(f"#localpriv end rows={self.rows}\n".encode())
+                    self._fh.close()
+                    assert self._tmp is not None and self._meta_tmp is not None  # set by __enter__
+                    self._meta_tmp.write_bytes(self._sidecar(os.path.getsize(self._tmp)))
                 else:
                     if self._pq is None:  # no rows: an empty file with the right columns
                         fields = [pa.field("mechanism", pa.string()), pa.field("report", pa.int64())]
@@ -547,12 +574,19 @@ class TableWriter:
                             fields.append(pa.field("count", pa.int64()))
                         self._pq = pq.ParquetWriter(self._tmp, pa.schema(fields))
                     self._pq.add_key_value_metadata(self._metadata())
-        finally:
-            if self._fh is not None:
-                self._fh.close()
-            if self._pq is not None:
-                self._pq.close()
+        except BaseException:
+            self._close_files()
+            if not self._ctx.__exit__(*sys.exc_info()):
+                raise
+            return None
+        self._close_files()
         return self._ctx.__exit__(exc_type, exc, tb)
+
+    def _close_files(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        if self._pq is not None:
+            self._pq.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -655,7 +689,11 @@ class Source:
             line += batch.num_rows
             total += batch.num_rows
         _check_invalid(invalid, self)
-        if self.version is not None:
+        if self.declared_rows is not None and self.csv_header_lines == 0:  # a sidecar's count
+            if total != self.declared_rows:
+                raise LocalPrivError(f"{self.path} holds {total} rows but {sidecar_path(self.path).name} says "
+                                     f"{self.declared_rows}: it was changed after it was written")
+        elif self.csv_header_lines:  # an earlier release's CSV: its end line
             ends = [(n, text) for n, text in invalid if _CSV_END.match(text.strip())]
             if not ends:
                 raise LocalPrivError(f"{self.path} is incomplete: its last line '#localpriv end rows=N' is "
@@ -673,7 +711,7 @@ class Source:
 
 def _check_invalid(invalid: list[tuple[int | None, str]], src: Source) -> None:
     """Malformed CSV rows are errors; only the end line of a localpriv file is allowed."""
-    bad = [(n, t) for n, t in invalid if not (src.version is not None and _CSV_END.match(t.strip()))]
+    bad = [(n, t) for n, t in invalid if not (src.csv_header_lines and _CSV_END.match(t.strip()))]
     if bad:
         n, t = bad[0]
         where = f"line {n}" if n is not None else "a line"
@@ -736,6 +774,76 @@ def _csv_marker(path: str) -> tuple[int | None, str | None, int, str | None]:
     fields = dict(item.split("=", 1) for item in m.group(3).split())
     attribute = _attribute(fields.get("attribute"), quoted=True) if version >= 2 else None
     return version, m.group(2), 1, attribute
+
+
+def is_sidecar(path: StrPath) -> bool:
+    """Is ``path`` the sidecar of a CSV file that exists (``r.csv.meta.json`` beside ``r.csv``)?"""
+    text = os.fspath(path)
+    return text.endswith(SIDECAR_SUFFIX) and not is_uri(text) and os.path.isfile(text[:-len(SIDECAR_SUFFIX)])
+
+
+def sidecar_path(path: StrPath) -> Path:
+    """The sidecar of a CSV report or counts file: ``FILE.meta.json`` beside ``FILE``."""
+    return Path(str(path) + SIDECAR_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """What a CSV file's sidecar declares (:func:`read_sidecar`)."""
+
+    version: int
+    kind: str | None
+    rows: int
+    size: int
+    attribute: str | None
+    specs: list[str] | None
+
+
+def read_sidecar(path: str) -> Sidecar | None:
+    """The sidecar ``path.meta.json`` of a CSV file, checked against the file: ``None`` without one
+    (a CSV of another tool). Refused in one line: a sidecar that is not a JSON object of the known
+    keys (:data:`SIDECAR_KEYS`), a version this release does not read, or a file whose size in
+    bytes differs from the sidecar's ``localpriv.bytes`` (cut short, or changed after it was
+    written: delete the sidecar to read such a file as a plain CSV)."""
+    if is_uri(path) or path.lower().endswith(".gz"):
+        return None
+    side = sidecar_path(path)
+    try:
+        size = side.stat().st_size
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LocalPrivError(f"cannot read {side}: {exc.strerror or exc}") from None
+    if size > MAX_SIDECAR_BYTES:
+        raise LocalPrivError(f"{side} holds {size:,} bytes; limit {MAX_SIDECAR_BYTES:,} for a sidecar")
+    try:
+        meta = json.loads(side.read_bytes().decode("utf-8"))
+    except (ValueError, UnicodeError, OSError) as exc:
+        raise LocalPrivError(f"{side} is not a localpriv sidecar (not JSON: {one_line(exc)})") from None
+    if not isinstance(meta, dict):
+        raise LocalPrivError(f"{side} is not a localpriv sidecar (not a JSON object)")
+    unknown = sorted(set(meta) - SIDECAR_KEYS)
+    if unknown:
+        raise LocalPrivError(f"{side}: unknown key(s) {', '.join(repr(k)[:60] for k in unknown[:3])}; known: "
+                             f"{', '.join(sorted(SIDECAR_KEYS))}")
+    version = _check_version(path, str(meta.get("localpriv.format")))
+    kind = meta.get("localpriv.kind")
+    rows, nbytes = meta.get("localpriv.rows"), meta.get("localpriv.bytes")
+    for key, value in (("localpriv.rows", rows), ("localpriv.bytes", nbytes)):
+        if type(value) is not int or value < 0:
+            raise LocalPrivError(f"{side}: {key} must be a whole number >= 0, got {str(value)[:30]!r}")
+    if kind is not None and not isinstance(kind, str):
+        raise LocalPrivError(f"{side}: localpriv.kind must be reports or counts, got {str(kind)[:30]!r}")
+    actual = os.path.getsize(path)
+    if actual != nbytes:
+        raise LocalPrivError(f"{path} holds {actual:,} bytes but its sidecar {side.name} says {nbytes:,}: it was "
+                             f"cut short or changed after it was written (to read an edited file as a plain "
+                             f"CSV, delete {side.name})")
+    specs = meta.get("localpriv.mechanisms")
+    specs = specs if isinstance(specs, list) and all(isinstance(v, str) for v in specs) else None
+    attribute = meta.get("localpriv.attribute")
+    return Sidecar(version, kind, int(rows), int(nbytes),  # type: ignore[arg-type]
+                   _attribute(attribute) if isinstance(attribute, str) else None, specs)
 
 
 def _check_version(path: str, text: str) -> int:
@@ -807,11 +915,28 @@ def csv_columns(path: str, skip: int) -> list[str]:
     return [c.strip().strip('"') for c in header.split(",")]
 
 
-def open_source(path: str, constants: Mapping[str, str] | None = None) -> Source:
-    """Inspect one report or counts file: its type, format version and kind."""
+class FormatPath(str):
+    """A file name that carries the format to read it as (``--format``: ``"csv"`` or ``"parquet"``);
+    a ``str`` everywhere else, so every engine passes it on to :func:`expand_sources` unchanged."""
+
+    fmt: str | None
+
+    def __new__(cls, path: StrPath, fmt: str | None) -> FormatPath:
+        obj = super().__new__(cls, os.fspath(path))
+        obj.fmt = check_format(fmt, REPORT_FORMATS)
+        return obj
+
+    def __reduce__(self) -> tuple[type[FormatPath], tuple[str, str | None]]:
+        return FormatPath, (str.__str__(self), self.fmt)
+
+
+def open_source(path: str, constants: Mapping[str, str] | None = None, fmt: str | None = None) -> Source:
+    """Inspect one report or counts file: its type (``fmt`` names it, whatever the name; else the
+    suffix, or for other names the content, :func:`file_type`), format version and kind."""
     constants = dict(constants or {})
-    ftype = file_type(path)
+    ftype = file_type(path, fmt)
     declared: list[str] | None = None
+    rows: int | None = None
     if ftype == "parquet":
         version, kind, names, attribute, declared = _parquet_info(path)
         lines = 0
@@ -821,6 +946,11 @@ def open_source(path: str, constants: Mapping[str, str] | None = None) -> Source
             names = csv_columns(path, lines)
         except (pa.ArrowException, OSError) as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
+        if version is None:
+            meta = read_sidecar(path)
+            if meta is not None:
+                version, kind, attribute, declared = meta.version, meta.kind, meta.attribute, meta.specs
+                rows = meta.rows
     cols = set(names) | set(constants)
     if kind is None:
         kind = "counts" if "count" in cols else "reports"
@@ -838,7 +968,8 @@ def open_source(path: str, constants: Mapping[str, str] | None = None) -> Source
     twice = sorted({c for c in names if names.count(c) > 1 and c in ("mechanism", "report", "count")})
     if twice:
         raise LocalPrivError(f"{path} has the column {twice[0]} more than once: which one is meant is unclear")
-    return Source(path, ftype, kind, version, constants, lines, attribute=attribute, declared_specs=declared)
+    return Source(path, ftype, kind, version, constants, lines, declared_rows=rows, attribute=attribute,
+                  declared_specs=declared)
 
 
 def _hive_constants(root: Path, file: Path) -> dict[str, str]:
@@ -872,15 +1003,19 @@ def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
     out: list[Source] = []
     for item in items:
         text = str(item)
+        fmt = getattr(item, "fmt", None)  # a FormatPath: --format
+        if is_sidecar(text):  # a CSV file's metadata (a shell's r* names it too): read with its file
+            continue
         if is_uri(text):
-            out.append(open_source(text))
+            out.append(open_source(text, fmt=fmt))
             continue
         if any(ch in text for ch in "*?["):
             matches = sorted(_glob.glob(text, recursive=True))
             if not matches:
                 raise LocalPrivError(f"no file matches {text}")
             for m in matches:
-                out.extend(expand_sources([m]) if Path(m).is_dir() else [open_source(m)])
+                if not is_sidecar(m):
+                    out.extend(expand_sources([m]) if Path(m).is_dir() else [open_source(m)])
             continue
         p = Path(text)
         if p.is_dir():
@@ -893,7 +1028,7 @@ def expand_sources(inputs: StrPath | Iterable[StrPath]) -> list[Source]:
             continue
         if not p.exists():
             raise LocalPrivError(f"input file {text} not found")
-        out.append(open_source(text))
+        out.append(open_source(text, fmt=fmt))
     return out
 
 

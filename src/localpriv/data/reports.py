@@ -57,7 +57,8 @@ from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
            "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES",
-           "refuse_outside_domain", "read_reports", "validate_reports", "block_size", "PerturbSummary"]
+           "refuse_outside_domain", "read_reports", "validate_reports", "block_size", "PerturbSummary",
+           "value_counts"]
 
 #: Bytes of reports per perturbation block (the unit of the seed split, see :func:`block_size`).
 BLOCK_BYTES = 8 << 20
@@ -707,20 +708,24 @@ def place_values(domain: GridDomain, arr: np.ndarray, outside: str, first: int, 
 def refuse_outside(domain: GridDomain, chunks: Iterable[tuple[np.ndarray, int]], out: np.ndarray, first: int,
                    path: str, word: str, stats: dict[str, int]) -> NoReturn:
     """Points outside the grid with ``outside="error"``: count them in the rest of the file too
-    (read only, nothing is written), then refuse in one line saying how many and where."""
-    total, first_bad, partial = int(out.sum()), int(np.flatnonzero(out)[0]) + first, False
+    (read only, nothing is written), then refuse in one line saying how many and where (the first
+    :data:`BAD_LINES_SHOWN` lines)."""
+    total, partial = int(out.sum()), False
+    lines = [int(b) + first for b in np.flatnonzero(out)[:BAD_LINES_SHOWN]]
     try:
-        for vals, _ in chunks:
+        for vals, at in chunks:
             arr = as_values(vals, domain)
-            keep = ~domain.unreadable(arr)
-            total += int(domain.place(arr[keep], "drop")[1].sum())
+            keep = np.flatnonzero(~domain.unreadable(arr))
+            bad = keep[domain.place(arr[keep], "drop")[1]]
+            total += int(bad.size)
+            lines.extend(int(b) + at for b in bad[:max(0, BAD_LINES_SHOWN - len(lines))])
     except LocalPrivError:  # a later problem (a missing value ...): the count so far is a lower bound
         partial = True
     points = stats["rows"] - stats["dropped"]
     how_many = f"at least {total:,}" if partial else f"{total:,} of {points:,}"
     raise LocalPrivError(f"{path}: {how_many} points lie outside the grid ({domain.describe()}), the "
-                         f"first at {word} {first_bad}; drop them or move them to the nearest cell, "
-                         f"counted, with --outside drop|clamp")
+                         f"first at {word}{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}; drop them "
+                         f"or move them to the nearest cell, counted, with --outside drop|clamp")
 
 
 #: Most distinct values outside the domain kept while counting them (past it: "at least").
@@ -730,11 +735,19 @@ BAD_LINES_SHOWN = 3
 
 
 def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: Iterable[tuple[np.ndarray, int]],
-                          path: str, word: str) -> NoReturn:
+                          path: str, word: str, error: LocalPrivError | None = None,
+                          check: Callable[[np.ndarray], np.ndarray] | None = None) -> NoReturn:
     """Values outside a domain: count them over the whole file (read only, nothing is written):
     every bad row and, up to :data:`MAX_BAD_DISTINCT`, the distinct bad values, then refuse in one
-    line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``."""
-    check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))  # noqa: B009 - not on Domain
+    line: ``N lines (M distinct values) outside the domain, first at lines a, b, c: 'x', 'y' ...``.
+
+    Numeric domains (integer lines, intervals, grids) keep the first block's own cause (``error``:
+    not numbers, NaN, not whole, out of range) and add the counts over the whole file: ``...; in
+    the whole file N lines (M distinct values) not in the domain, first at lines a, b, c``.
+    ``check`` is the mask of bad values (default: the domain's ``invalid``); when it finds none in
+    the first block, ``error`` (the problem is not the values) is raised as it is."""
+    if check is None:
+        check = cast(Callable[[np.ndarray], np.ndarray], getattr(domain, "invalid"))  # noqa: B009 - not on Domain
     lines: list[int] = []
     seen: dict[str, Any] = {}
     rows, capped, partial = 0, False, False
@@ -746,7 +759,8 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
             return
         rows += int(bad.size)
         lines.extend(int(b) + at for b in bad[:max(0, BAD_LINES_SHOWN - len(lines))])
-        for v in np.asarray(vals, dtype=object)[bad]:
+        picked = np.asarray(vals, dtype=object)[bad]
+        for v in (picked if picked.ndim == 1 else (tuple(r) for r in picked)):
             key = str(v)
             if key in seen:
                 continue
@@ -755,7 +769,15 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
                 continue
             seen[key] = v
 
-    visit(values, first)
+    try:
+        visit(values, first)
+    except LocalPrivError:
+        if error is None:
+            raise
+        raise error from None
+    if error is not None and not rows:
+        raise error
+    in_first = rows
     try:
         for vals, at in rest:
             visit(as_values(vals, domain), at)
@@ -763,6 +785,13 @@ def refuse_outside_domain(domain: Domain, values: np.ndarray, first: int, rest: 
         partial = True
     least = "at least " if partial else ""
     distinct = f"{'at least ' if capped or partial else ''}{len(seen):,} distinct value{'s' if len(seen) != 1 else ''}"
+    if not isinstance(domain, CategoricalDomain) and error is not None:
+        if rows == in_first and not partial:  # no bad value past the first block: its message is exact
+            raise error
+        what = domain.describe() if isinstance(domain, GridDomain) else domain.spec()
+        raise LocalPrivError(f"{error}; in the whole file {least}{rows:,} {word}{'s' if rows != 1 else ''} "
+                             f"({distinct}) not in the domain {what}, first at {word}{'s' if len(lines) > 1 else ''} "
+                             f"{', '.join(map(str, lines))}")
     shown = ", ".join(repr(v) for v in list(seen)[:5]) + (" ..." if len(seen) > 5 else "")
     blank = any(k != k.strip() for k in seen)
     hint = "; surrounding blanks are kept (--no-strip)" if blank else ""
@@ -843,6 +872,64 @@ class OneMechanism:
         return report_table(self.mechs[0], self.mechs[0].sample(x, self.rng))
 
 
+def value_counts(path: str | Path, domain: Domain, column: str | None = None, *, header: bool = True,
+                 fmt: str | None = None, strip: bool = True) -> np.ndarray:
+    """How often each value of ``domain`` occurs in a values file, streamed in bounded memory.
+
+    Memory: one chunk of the file plus ``domain.size`` counts. Values outside the domain (or that
+    are no values of it) are refused in one line with their exact count over the whole file and
+    the first lines, as :func:`perturb_file` refuses them; missing values are refused too.
+
+    Parameters
+    ----------
+    path : str or Path
+        A CSV, TSV, Parquet or JSON Lines file of values (:func:`iter_values`).
+    domain : Domain
+        The values' domain (a planar grid reads two columns, ``"lat,lon"``).
+    column : str, optional
+        The value column(s), by name or 1-based number (default: the first).
+    header : bool
+        Whether the first line of a CSV/TSV file names the columns.
+    fmt : str, optional
+        ``csv``, ``tsv``, ``parquet`` or ``json``, whatever the suffix.
+    strip : bool
+        Remove surrounding blanks from text values (default).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``domain.size`` counts (int64), in the domain's index order.
+    """
+    path = str(path)
+    ftype, _ = values_format(path, fmt)
+    word = "line" if ftype == "csv" else "row"
+    counts = np.zeros(domain.size, dtype=np.int64)
+    stats: dict[str, int] = {}
+    chunks = iter_values(path, column, domain=domain, stats=stats, header=header, fmt=fmt, strip=strip)
+    for vals, first in chunks:
+        arr = as_values(vals, domain)
+        if isinstance(domain, GridDomain):
+            try:
+                x, out = place_values(domain, arr, "error", first, path, word)
+            except LocalPrivError as exc:
+                refuse_outside_domain(domain, arr, first, chunks, path, word, error=exc, check=domain.unreadable)
+            if out.any():
+                refuse_outside(domain, chunks, out, first, path, word, stats)
+        else:
+            try:
+                x = domain.encode(arr)
+            except LocalPrivError as exc:
+                if not hasattr(domain, "invalid"):
+                    raise LocalPrivError(f"{path}: {exc}") from None
+                numeric = not isinstance(domain, CategoricalDomain)
+                bad = np.flatnonzero(domain.invalid(arr)) if numeric else np.zeros(0, dtype=np.int64)
+                at = f" at {rows_text(bad + first, word=word)}" if bad.size else ""
+                refuse_outside_domain(domain, arr, first, chunks, path, word,
+                                      error=LocalPrivError(f"{path}: {exc}{at}") if numeric else None)
+        counts += np.bincount(np.asarray(x, dtype=np.int64), minlength=domain.size)
+    return counts
+
+
 def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, assignment: Any, *,
                  label_column: str | None = None, column: str | None = None, drop_missing: bool = False,
                  header: bool = True, outside: str = "error",
@@ -883,7 +970,11 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
             arr = as_values(vals, domain)
             if grid:
                 placed = cast(GridDomain, domain)  # a planar grid: it has place()
-                x, out = place_values(placed, arr, outside, first, path, word)
+                try:
+                    x, out = place_values(placed, arr, outside, first, path, word)
+                except LocalPrivError as exc:  # points that are no coordinates: counted in the whole file
+                    refuse_outside_domain(placed, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word,
+                                          error=exc, check=placed.unreadable)
                 if out.any():
                     if outside == "error":
                         refuse_outside(placed, ((v, f) for v, _c, f, _k in chunks), out, first, path, word, stats)
@@ -894,10 +985,12 @@ def perturb_rows(input: str | Path, output: str | Path, domain: Domain | None, a
                 try:
                     x = encode_values(domain, assignment.mechs[int(g[0]) if g.size else 0], arr, first,
                                       where=f"{path}: ", word=word)
-                except LocalPrivError:
-                    if not isinstance(domain, CategoricalDomain):  # numeric domains: their own cause
+                except LocalPrivError as exc:
+                    if domain is None or not hasattr(domain, "invalid"):
                         raise
-                    refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word)
+                    numeric = not isinstance(domain, CategoricalDomain)  # numeric: their own cause first
+                    refuse_outside_domain(domain, arr, first, ((v, f) for v, _c, f, _k in chunks), path, word,
+                                          error=exc if numeric else None)
             pend_x.append(x)
             pend_g.append(g)
             npend += x.size

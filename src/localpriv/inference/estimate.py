@@ -18,6 +18,7 @@ from localpriv.domains import Domain
 from localpriv.domains.grid import GridDomain
 from localpriv.estimators.result import Fit
 from localpriv.inference.geo_export import write_geojson
+from localpriv.inference.unbiased import unbiased_mean
 from localpriv.inference.uncertainty import Uncertainty, uncertainty
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.validation import LocalPrivError, check_int
@@ -101,8 +102,10 @@ class Estimate(Fit):
 
     def statistics(self, names: str | Iterable[str], level: float = 0.95) -> dict[str, Interval]:
         """Statistics by name with their intervals: ``mean``, ``var``, ``sd``, ``median``,
-        ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``);
-        ``names`` is a list or a comma-separated string."""
+        ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``),
+        ``mean_unbiased`` (the reports' classic unbiased mean, for one ``pm``, ``hm``, ``duchi`` or
+        ``sw`` mechanism: :func:`localpriv.inference.unbiased.unbiased_mean`); ``names`` is a list
+        or a comma-separated string."""
         if isinstance(names, str):
             names = [t.strip() for t in names.split(",") if t.strip()]
         out: dict[str, Interval] = {}
@@ -110,6 +113,10 @@ class Estimate(Fit):
             low = str(name).lower()
             if low == "mean":
                 out[name] = self.mean(level)
+            elif low == "mean_unbiased":
+                if self.observations is None:
+                    raise LocalPrivError("mean_unbiased needs the estimate's observations")
+                out[name] = unbiased_mean(self.observations, self.domain, level)
             elif low == "var":
                 out[name] = self.var(level)
             elif low == "sd":
@@ -123,8 +130,8 @@ class Estimate(Fit):
             elif low.startswith("q") and low[1:].replace(".", "", 1).isdigit():
                 out[name] = self.quantile(float(low[1:]), level)
             else:
-                raise LocalPrivError(f"unknown statistic {name!r}: mean, var, sd, median, pNN (e.g. p90) "
-                                     "or qX (e.g. q0.25)")
+                raise LocalPrivError(f"unknown statistic {name!r}: mean, var, sd, median, pNN (e.g. p90), "
+                                     "qX (e.g. q0.25) or mean_unbiased")
         return out
 
     # ---- uncertainty (computed by localpriv.inference.uncertainty, once, on first use) -------------------

@@ -8,8 +8,11 @@ their cells would add ``w^2 / 12``, Sheppard's correction), and so does
 :meth:`Estimate.quantile`, which interpolates the CDF linearly within each cell's edges;
 :func:`quantile` here is the same, refusing other domains.
 
-The mechanisms' classic unbiased mean estimators (``pm``, ``hm``, ``duchi``) are methods of the
-mechanisms: ``mech.estimate_mean(reports, domain)``.
+The mechanisms' classic unbiased mean estimators (``pm``, ``hm``, ``duchi``, and ``sw`` through
+the exact inverse of its bucket channel) are methods of the mechanisms:
+``mech.estimate_mean(reports, domain)``; :func:`localpriv.inference.unbiased.unbiased_mean` applies
+them to aggregated observations (the statistic ``mean_unbiased``, which ``localpriv estimate --stat
+mean`` prints beside the estimate's mean).
 """
 from __future__ import annotations
 

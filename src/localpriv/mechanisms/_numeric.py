@@ -52,7 +52,7 @@ def index_to_value(i: ArrayLike, k: int, domain: Domain | None = None) -> np.nda
 
 
 def mean_interval(per_report: ArrayLike, k: int, signed: bool, domain: Domain | None, level: float,
-                  method: str) -> Interval:
+                  method: str, counts: ArrayLike | None = None) -> Interval:
     """The mean of per-report unbiased estimates with its normal interval, in the domain's units.
 
     ``per_report`` holds unbiased estimates of the user's centre (``t`` in ``[-1, 1]`` when
@@ -62,17 +62,25 @@ def mean_interval(per_report: ArrayLike, k: int, signed: bool, domain: Domain | 
     the users are drawn from, conservative by ``Var(t) / n`` for these users' own mean (the
     mechanisms' ``report_variance(t)`` is the noise part).
     The interval ``mean +- z_{(1+level)/2} s / sqrt(n)`` is mapped to the domain's units
-    (:func:`index_to_value`; without a domain: ``t`` or ``u`` itself)."""
+    (:func:`index_to_value`; without a domain: ``t`` or ``u`` itself).
+
+    With ``counts`` (distinct reports and how often each was seen, as in a counts file),
+    ``per_report[j]`` stands for ``counts[j]`` reports: ``n = sum_j c_j``, the mean
+    ``sum_j c_j r_j / n`` and ``s^2 = sum_j c_j (r_j - mean)^2 / (n - 1)``, the same numbers as
+    with every report repeated."""
     from scipy import stats
 
 
     lv = check_level(level)
-    r = np.asarray(per_report, dtype=float)
-    n = r.size
+    r = np.asarray(per_report, dtype=float).ravel()
+    c = np.ones_like(r) if counts is None else np.asarray(counts, dtype=float).ravel()
+    if c.shape != r.shape:
+        raise LocalPrivError(f"{r.size} per-report estimates but {c.size} counts")
+    n = float(c.sum())
     if n < 2:
-        raise LocalPrivError(f"a mean with an interval needs at least 2 reports, got {n}")
-    m = float(r.mean())
-    se = float(r.std(ddof=1)) / math.sqrt(n)
+        raise LocalPrivError(f"a mean with an interval needs at least 2 reports, got {n:g}")
+    m = float(c @ r) / n
+    se = math.sqrt(float(c @ (r - m) ** 2) / (n - 1.0) / n)
     z = float(stats.norm.ppf(0.5 + lv / 2))
 
     def conv(t: float) -> float:

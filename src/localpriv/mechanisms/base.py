@@ -217,8 +217,10 @@ def parse(spec: str | Mechanism, domain: Domain | None = None, *, trusted: bool 
             raise LocalPrivError(f"cannot build {short_spec(spec)}: {exc}") from None
         _check_output_space(mech)
         if domain is None or mech.k == domain.size:
-            # from a file, a spec whose level would cost more than the budget is refused
-            _warn_if_large(mech, None if trusted else ldp_level_within_budget(mech))
+            # from a file, the level behind the warning is computed only within the budget: a spec
+            # read from data never costs more, and is not refused for it (building its channel to
+            # estimate goes through the dense cap like any other)
+            _warn_if_large(mech, None if trusted else _level_or_none(mech))
     if domain is not None and mech.k != domain.size:
         raise LocalPrivError(f"mechanism {mech} has {mech.k} inputs but the domain has {domain.size} elements")
     return mech
@@ -345,6 +347,16 @@ def _check_output_space(mech: Mechanism) -> None:
         if size is not None and size > cap:
             raise LocalPrivError(f"{short_spec(str(mech))}: {size} {what} is above the cap of {cap} "
                                  "(environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+
+
+def _level_or_none(mech: Mechanism) -> float | None:
+    """:func:`ldp_level_within_budget`, or ``None`` where it would cost more than the budget."""
+    try:
+        return ldp_level_within_budget(mech)
+    except LocalPrivError as exc:
+        if "LOCALPRIV_MAX_LEVEL_ENTRIES" not in str(exc):
+            raise
+        return None
 
 
 def _warn_if_large(mech: Mechanism, level: float | None = None) -> None:

@@ -105,8 +105,10 @@ class Duchi(Mechanism):
         """``Var[report | t] = B^2 - t^2`` (Wang et al. 2019, Eq. 4)."""
         return self.B ** 2 - np.asarray(t, dtype=float) ** 2
 
-    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95,
+                      counts: ArrayLike | None = None) -> Interval:
         """The unbiased mean ``(1/n) sum_u report_u`` with its normal interval
         (:func:`~localpriv.mechanisms._numeric.mean_interval`), in the domain's units (``t`` in
         ``[-1, 1]`` without a domain). Its variance is ``(B^2 - mean(t^2)) / n``."""
-        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "duchi (unbiased)")
+        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "duchi (unbiased)",
+                             counts)

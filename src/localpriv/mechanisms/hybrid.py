@@ -173,9 +173,11 @@ class Hybrid(Mechanism):
         pm = self.pm.report_variance(t) + t ** 2 if self.pm is not None else 0.0
         return self.alpha * pm + (1.0 - self.alpha) * self.duchi.B ** 2 - t ** 2
 
-    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95,
+                      counts: ArrayLike | None = None) -> Interval:
         """The unbiased mean of the reports with its normal interval, in the domain's units."""
-        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "hm (unbiased)")
+        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "hm (unbiased)",
+                             counts)
 
 
 class _HybridBlock(LikelihoodBlock):

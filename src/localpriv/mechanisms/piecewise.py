@@ -267,10 +267,12 @@ class Piecewise(Mechanism):
         ez2 = q * win + (out * (g ** 2 * N * (N ** 2 - 1.0) / 12.0 - W * win) / (N - W) if N > W else 0.0)
         return ez2 / self.mean_factor ** 2 - t ** 2
 
-    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95) -> Interval:
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95,
+                      counts: ArrayLike | None = None) -> Interval:
         """The unbiased mean of the reports with its normal interval, in the domain's units (``t``
         without a domain); per-report variance :meth:`report_variance`."""
-        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "pm (unbiased)")
+        return mean_interval(self.unbiased(reports), self.k, True, domain, level, "pm (unbiased)",
+                             counts)
 
 
 class WindowBlock(LikelihoodBlock):

@@ -946,7 +946,8 @@ def sample_portable(mech: Mechanism, x: int, source: WordSource, memo: dict[str,
         if not isinstance(memo, dict) or set(memo) != {"mechanism", "index", "memo"} \
                 or not isinstance(memo["memo"], dict):
             raise PortableError("memo.invalid", "a memo is {\"mechanism\", \"index\", \"memo\"}")
-        if memo["mechanism"] != str(mech) or memo["index"] != x:
+        index = memo["index"]
+        if memo["mechanism"] != str(mech) or isinstance(index, bool) or not isinstance(index, int) or index != x:
             raise PortableError("memo.invalid", f"the memo is for {str(memo['mechanism'])[:80]!r}, input "
                                 f"{str(memo['index'])[:20]}, not {mech}, input {x}")
         return pair[1](mech, memo["memo"], source)

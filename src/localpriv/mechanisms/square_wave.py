@@ -30,16 +30,25 @@ likelihood, :mod:`localpriv.estimators.regularized`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import check_dense_size
-from localpriv.mechanisms._numeric import unit_centres
+from localpriv.mechanisms._numeric import mean_interval, unit_centres
 from localpriv.mechanisms.base import Mechanism, register
-from localpriv.utils.validation import check_eps, check_int
+from localpriv.utils.interval import Interval
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int
 
-__all__ = ["SquareWave", "sw_width"]
+if TYPE_CHECKING:
+    from localpriv.domains import Domain
+
+__all__ = ["SquareWave", "sw_width", "MAX_UNBIASED_SIDE"]
+
+#: the largest ``min(k, buckets)`` for which :meth:`SquareWave.unbiased` solves its ``k x buckets``
+#: system (a dense least-squares solve, O(k buckets min(k, buckets)))
+MAX_UNBIASED_SIDE = 4096
 
 
 def sw_width(eps: float) -> float:
@@ -98,3 +107,34 @@ class SquareWave(Mechanism):
         overlap = np.clip(np.minimum(hi, v + self.b) - np.maximum(lo, v - self.b), 0.0, None)
         M = self.q * (hi - lo) + (self.p - self.q) * overlap
         return M / M.sum(axis=1, keepdims=True)
+
+    def unbiased_weights(self) -> np.ndarray:
+        """``g`` with ``M g = u`` (``u_i`` the cell centres, ``M`` the channel): ``g[j]`` is an
+        unbiased estimate of the user's ``u`` from one report in bucket ``j``, since
+        ``E[g(z) | i] = sum_j M[i, j] g[j] = u_i``. Solved by least squares (the minimum-norm
+        solution when ``buckets > k``); it exists when ``M`` has full row rank, so ``buckets >= k``
+        is needed, and a residual above ``1e-9`` is refused. ``min(k, buckets)`` is capped at
+        :data:`MAX_UNBIASED_SIDE`."""
+        if min(self.k, self.buckets) > MAX_UNBIASED_SIDE:
+            raise LocalPrivError(f"{self}: the unbiased mean solves a {self.k} x {self.buckets} system; "
+                                 f"limit min(k, buckets) <= {MAX_UNBIASED_SIDE}")
+        if self.buckets < self.k:
+            raise LocalPrivError(f"{self}: no unbiased mean from {self.buckets} buckets of {self.k} cells "
+                                 "(it needs buckets >= k)")
+        M = self.channel()
+        u = unit_centres(self.k)
+        g = np.linalg.lstsq(M, u, rcond=None)[0]
+        if float(np.max(np.abs(M @ g - u))) > 1e-9:
+            raise LocalPrivError(f"{self}: the channel is (numerically) singular: no unbiased mean")
+        return g
+
+    def unbiased(self, reports: ArrayLike) -> np.ndarray:
+        """Per-report unbiased estimates of ``u`` in ``[0, 1]``: ``g[j]`` (:meth:`unbiased_weights`)."""
+        return self.unbiased_weights()[self.output_index(reports)]
+
+    def estimate_mean(self, reports: ArrayLike, domain: Domain | None = None, level: float = 0.95,
+                      counts: ArrayLike | None = None) -> Interval:
+        """The unbiased mean of the reports with its normal interval
+        (:func:`~localpriv.mechanisms._numeric.mean_interval`), in the domain's units (``u`` in
+        ``[0, 1]`` without a domain)."""
+        return mean_interval(self.unbiased(reports), self.k, False, domain, level, "sw (unbiased)", counts)

@@ -18,7 +18,9 @@ Test vectors (checked by the test suite against the reference ``xxhash`` package
 The string hash is a compiled loop over the Arrow buffers (numba, :mod:`localpriv.mechanisms._hashkernels`,
 machine code cached between processes; one pass over the bytes, no Python loop over values);
 ``hash_keys`` and :func:`hash_to_range` are eleven NumPy passes on small inputs and one compiled
-pass from :data:`COMPILED_MIN` hashes on.
+pass from :data:`COMPILED_MIN` hashes on. Without numba (it is the optional ``fast`` group, or
+``LOCALPRIV_NUMBA=0``) every hash takes its NumPy twin, the same numbers: strings are hashed by
+length, all strings of one length at once (:func:`xxh64_strings_numpy`).
 """
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import ArrayLike
 
+from localpriv.utils.jit import numba_enabled
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "key_lanes", "hits_mod", "TEST_VECTORS", "SPEC"]
+__all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "key_lanes", "hits_mod", "TEST_VECTORS", "SPEC",
+           "xxh64_strings_numpy"]
 
 #: name recorded in file metadata for reports whose meaning depends on this module's hashes
 SPEC = "xxh64"
@@ -89,7 +93,7 @@ def hash_keys(keys: ArrayLike, seed: ArrayLike = 0) -> np.ndarray:
     k = k.astype(np.uint64, copy=False)
     s = s.astype(np.uint64, copy=False)
     shape = np.broadcast_shapes(k.shape, s.shape)
-    if int(np.prod(shape)) >= COMPILED_MIN:  # one compiled pass instead of eleven NumPy passes
+    if int(np.prod(shape)) >= COMPILED_MIN and numba_enabled():  # one compiled pass, not eleven NumPy passes
         kb, sb = (np.ascontiguousarray(np.broadcast_to(a, shape)).ravel() for a in (k, s))
         out = np.empty(kb.size, dtype=np.uint64)
         _kernels().xxh64_keys(kb, sb, out)
@@ -116,7 +120,8 @@ def hash_to_range(keys: ArrayLike, seed: ArrayLike, m: int) -> np.ndarray:
         raise LocalPrivError(f"to_range: m must be in 1..2^62, got {m}")
     k, s = np.asarray(keys), np.asarray(seed)
     shape = np.broadcast_shapes(k.shape, s.shape)
-    if int(np.prod(shape)) < COMPILED_MIN or k.dtype.kind not in "ui" or s.dtype.kind not in "ui" \
+    if int(np.prod(shape)) < COMPILED_MIN or not numba_enabled() or k.dtype.kind not in "ui" \
+            or s.dtype.kind not in "ui" \
             or (k.dtype.kind == "i" and k.size and int(k.min()) < 0) \
             or (s.dtype.kind == "i" and s.size and int(s.min()) < 0):
         return to_range(hash_keys(k, s), m)
@@ -201,5 +206,76 @@ def hash_strings(values: ArrayLike, seed: int = 0) -> np.ndarray:
     offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
     data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
             else np.zeros(0, dtype=np.uint8))
-    _kernels().xxh64_strings(offsets, data, np.uint64(int(seed)), out)
+    if numba_enabled():
+        _kernels().xxh64_strings(offsets, data, np.uint64(int(seed)), out)
+    else:
+        out[:] = xxh64_strings_numpy(offsets, data, int(seed))
+    return out
+
+
+#: bytes of string data hashed per NumPy pass (memory: a few times this)
+STRINGS_BLOCK_BYTES = 1 << 24
+
+
+def _read_le(block: np.ndarray, at: int, width: int) -> np.ndarray:
+    """The little-endian unsigned ``width``-byte words at column ``at`` of an ``n x L`` byte block."""
+    dtype = np.dtype("<u8") if width == 8 else np.dtype("<u4")
+    return np.ascontiguousarray(block[:, at:at + width]).view(dtype).ravel().astype(np.uint64)
+
+
+def _xxh64_fixed(block: np.ndarray, seed: np.uint64) -> np.ndarray:
+    """XXH64 of the ``n`` rows of an ``n x L`` byte block (every string of length ``L``), vectorized
+    over the rows; the loops run over the ``L`` bytes' positions (the specification's steps)."""
+    n, length = block.shape
+    p = 0
+    with np.errstate(over="ignore"):
+        if length >= 32:
+            v = [np.full(n, seed + P1 + P2), np.full(n, seed + P2), np.full(n, seed), np.full(n, seed - P1)]
+            while p + 32 <= length:
+                v = [_round(v[i], _read_le(block, p + 8 * i, 8)) for i in range(4)]
+                p += 32
+            h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
+            for lane in v:
+                h = (h ^ _round(np.uint64(0), lane)) * P1 + P4
+        else:
+            h = np.full(n, seed + P5)
+        h = h + np.uint64(length)
+        while p + 8 <= length:
+            h = h ^ _round(np.uint64(0), _read_le(block, p, 8))
+            h = _rotl(h, 27) * P1 + P4
+            p += 8
+        if p + 4 <= length:
+            h = h ^ (_read_le(block, p, 4) * P1)
+            h = _rotl(h, 23) * P2 + P3
+            p += 4
+        while p < length:
+            h = h ^ (block[:, p].astype(np.uint64) * P5)
+            h = _rotl(h, 11) * P1
+            p += 1
+        return _avalanche(h)
+
+
+def xxh64_strings_numpy(offsets: np.ndarray, data: np.ndarray, seed: int) -> np.ndarray:
+    """XXH64 (Collet, xxHash specification v0.1.1) of every string of an Arrow (offsets, data)
+    pair with one ``seed``, in NumPy: the strings are grouped by length and each group hashed at
+    once (:func:`_xxh64_fixed`), in blocks of about :data:`STRINGS_BLOCK_BYTES` bytes; the same
+    numbers as the compiled kernel and as ``xxhash.xxh64_intdigest``."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    data = np.asarray(data, dtype=np.uint8)
+    n = offsets.size - 1
+    out = np.empty(n, dtype=np.uint64)
+    lengths = np.diff(offsets)
+    order = np.argsort(lengths, kind="stable")
+    sorted_len = lengths[order]
+    cuts = np.flatnonzero(np.diff(sorted_len)) + 1
+    s = np.uint64(seed)
+    for group in np.split(order, cuts):
+        if not group.size:
+            continue
+        length = int(lengths[group[0]])
+        step = max(1, STRINGS_BLOCK_BYTES // max(length, 1))
+        for lo in range(0, group.size, step):
+            rows = group[lo:lo + step]
+            block = data[offsets[rows][:, None] + np.arange(length)] if length else np.zeros((rows.size, 0), np.uint8)
+            out[rows] = _xxh64_fixed(block, s)
     return out

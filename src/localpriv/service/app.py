@@ -581,16 +581,34 @@ def _job_response(job: Job) -> JSONResponse:
                         headers={"Location": url, "Retry-After": "1"})
 
 
+#: the policy's keys as the dashboard names them (docs/service.md)
+POLICY_LABELS = {"mechanisms": "allowed mechanisms", "max_eps": "largest LDP level ε",
+                 "min_eps": "smallest LDP level ε", "max_eps_geo": "largest geo-indistinguishability level ε"}
+
+
+def policy_table(policy: dict[str, Any]) -> str:
+    """A collection's policy as an HTML table (one row per rule in the order of
+    :data:`POLICY_LABELS`, lists joined by commas, no cap written as "none"), every value escaped."""
+    rows = []
+    order = [k for k in POLICY_LABELS if k in policy] + sorted(k for k in policy if k not in POLICY_LABELS)
+    for key in order:
+        value = policy[key]
+        text = "none" if value is None else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        rows.append(f"<tr><th>{html.escape(POLICY_LABELS.get(key, key))}</th><td>{html.escape(text)}</td></tr>")
+    return f'<table class="policy">{"".join(rows)}</table>'
+
+
 def _page(collections: list[dict], token: str) -> str:
     parts = []
     for c in collections:
         s = c["ingest"]
         last = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(s["last_ingest"])) if s["last_ingest"] else "never"
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in (
-            ("domain", c["domain"]), ("policy", json.dumps(c["policy"])), ("reports", f"{s['reports']:,}"),
+            ("domain", c["domain"]), ("reports", f"{s['reports']:,}"),
             ("batches", f"{s['batches']:,}"), ("duplicate batches (retries)", f"{s['duplicate_batches']:,}"),
             ("refused batches", f"{s['refused_batches']:,}"), ("refused reports", f"{s['refused_reports']:,}"),
             ("last ingest", last), ("counts version", c["counts_version"])))
+        rows += f"<tr><th>policy</th><td>{policy_table(c['policy'])}</td></tr>"
         img = (f'<img alt="estimate of {html.escape(c["name"])}" src="/dashboard/{quote(c["name"])}/estimate.png'
                f'?level=0.95&amp;token={quote(token)}">' if s["reports"] else "<p>no reports yet</p>")
         link = (f'<p><a href="/dashboard/{quote(c["name"])}/privacy?token={quote(token)}">privacy report</a></p>')
@@ -598,7 +616,9 @@ def _page(collections: list[dict], token: str) -> str:
     body = "".join(parts) or "<p>no collections</p>"
     return ("<!doctype html><html><head><meta charset='utf-8'><title>localpriv collector</title>"
             "<style>body{font-family:sans-serif;margin:1em;background:#fff}th{text-align:left;padding-right:1em}"
-            "img{max-width:100%;display:block;margin-top:.5em}section{margin-bottom:2em}</style></head>"
+            "img{max-width:100%;display:block;margin-top:.5em}section{margin-bottom:2em}"
+            "table.policy{border-collapse:collapse}table.policy th,table.policy td{border:1px solid #ccc;"
+            "padding:1px 6px;font-weight:normal}</style></head>"
             f"<body><h1>localpriv collector</h1><p>Estimates with 95 % intervals; counts per (mechanism, "
             f"report), never raw reports.</p>{body}</body></html>")
 

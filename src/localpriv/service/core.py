@@ -766,14 +766,16 @@ def _run_estimator(obs, estimator, settings=None):
 def compute_estimate(obs, method: str, settings: dict, level: float | None, stats: tuple, header: dict,
                      title: str | None) -> dict:
     """A job's computation (in a child process): ``{"estimate": JSON data, "figure": PNG bytes or None}``;
-    the figure (when ``title`` is given, formatted with ``estimator`` and ``n``) at the same level."""
+    the figure (when ``title`` is given, formatted with ``estimator`` and ``n``) at the same level,
+    its value axis labelled with the collection's name (the attribute collected)."""
     est = _run_estimator(obs, method, settings)
     data = _finite({**header, **est.to_dict(ci=level, stats=list(stats) or None)})
     png = None
     if title is not None:
         with tempfile.TemporaryDirectory(prefix="localpriv-figure-") as tmp:
             path = estimate_figure(est, Path(tmp) / "estimate.png", level=level,
-                                   title=title.format(estimator=est.estimator, n=int(est.n)))
+                                   title=title.format(estimator=est.estimator, n=int(est.n)),
+                                   xlabel=str(header.get("collection", "value")).replace("$", r"\$"))
             png = Path(path).read_bytes()
     return {"estimate": data, "figure": png}
 

@@ -30,6 +30,8 @@ gated by tags (:func:`mechanism_tags`) derived from the mechanism and the promis
     a sampler of the portable client protocol (:mod:`localpriv.mechanisms.portable`).
 ``promised-ldp``, ``promised-geo``
     a promised LDP or metric (geo-indistinguishability) level to compare the computed one with.
+``unbiased-mean``
+    a classic unbiased mean estimator (``estimate_mean``: the numeric mechanisms).
 
 Every tolerance is either a rounding bound (``1e-8`` to ``1e-9`` relative) or derived from the
 test's distribution at level ``alpha`` (default ``1e-6``, Bonferroni-corrected inside a check);
@@ -49,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from localpriv.domains import Domain
+from localpriv.domains import Domain, IntegerDomain
 from localpriv.domains.parse import parse_domain
 from localpriv.mechanisms import Mechanism, parse, portable, registered
 from localpriv.mechanisms.accounting import compose, release_of
@@ -71,7 +73,7 @@ __all__ = [
 
 #: The groups of checks, in the order :func:`check_mechanism` runs them.
 CHECKS = ("spec", "shapes", "bad-inputs", "channel", "samples-vs-channel", "samples-vs-likelihood",
-          "likelihood-block", "privacy")
+          "likelihood-block", "privacy", "mean")
 
 _KIND_DTYPE = {"int64": (np.int64, 1), "float64": (np.float64, 1), "binary": (np.uint8, 2)}
 _EXAMPLE_KEYS = frozenset({"spec", "domain", "eps_ldp", "eps_geo", "tight"})
@@ -687,6 +689,20 @@ def check_sampled_likelihood_ratios_within_level(ctx: CheckContext) -> None:
               f"above the computed level {level:.6g}")
 
 
+def check_unbiased_mean_covers_each_input(ctx: CheckContext) -> None:
+    """(unbiased mean) ``estimate_mean`` of the ``n`` reports of each input, on the line ``0..k-1``
+    (so the users' mean is the input itself), has an interval at level ``1 - alpha / k`` that
+    holds the input: the estimator is unbiased and its interval calibrated, input by input."""
+    line = IntegerDomain(0, ctx.k - 1)
+    level = 1.0 - ctx.alpha / ctx.k
+    for xv in range(ctx.k):
+        iv = ctx.mech.estimate_mean(ctx.z[ctx.x == xv], line, level)
+        if not iv.lower <= xv <= iv.upper:
+            _fail(ctx, "mean", "check_unbiased_mean_covers_each_input",
+                  f"the unbiased mean of {ctx.n} reports of input {xv} is {iv.value:.6g} with interval "
+                  f"[{iv.lower:.6g}, {iv.upper:.6g}] at level {level:.8g}, which misses {xv}")
+
+
 #: reports per extreme input drawn by :func:`check_released_bits_carry_no_input`
 FLOAT_SAFETY_DRAWS = 200_000
 
@@ -848,6 +864,7 @@ _TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] =
         (check_epsilon_geo_within_promise, "privacy", ("promised-geo",)),
         (check_release_records_the_computed_level, "privacy", ()),
         (check_memo_level_bounds_its_reports, "privacy", ("memoized",)),
+        (check_unbiased_mean_covers_each_input, "mean", ("unbiased-mean",)),
     ))
 
 #: The name of every check, in the order :func:`check_mechanism` runs them.
@@ -867,7 +884,7 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     frozenset of str
         ``mechanism`` (a :class:`Mechanism` with a positive ``k``, else no other tag), ``enumerable``
         or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``, ``promised-ldp``,
-        ``promised-geo``.
+        ``promised-geo``, ``unbiased-mean``.
     """
     mech = ctx.mech
     if not isinstance(mech, Mechanism) or not isinstance(mech.k, (int, np.integer)) or mech.k < 1:
@@ -882,6 +899,8 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
         tags.add("promised-ldp")
     if ctx.eps_geo is not None:
         tags.add("promised-geo")
+    if callable(getattr(mech, "estimate_mean", None)):
+        tags.add("unbiased-mean")
     return frozenset(tags)
 
 

