@@ -1,7 +1,7 @@
 """Audits of the portable clients for docs/audit.md (``make audit``; correctness only, no timings).
 
 Writes docs/results/audit.json (atomically) and rewrites the generated tables of docs/audit.md and
-decision 0059 between the markers ``<!-- audit-evidence:NAME -->`` and ``<!-- /audit-evidence -->``
+decisions 0059-0060 between the markers ``<!-- audit-evidence:NAME -->`` and ``<!-- /audit-evidence -->``
 (``--docs-only`` re-renders them from the committed JSON; ``--broken-only`` reruns section 3 into
 it; ``--quick`` is a smoke run: the Python client only, few trials, nothing written).
 
@@ -48,9 +48,11 @@ from localpriv.analysis.audit import (  # noqa: E402
 )
 from localpriv.data.formats import atomic_output  # noqa: E402
 from localpriv.mechanisms.portable import PORTABLE_MEMOIZED, SystemSource, parse_portable  # noqa: E402
+from localpriv.utils.validation import LocalPrivError  # noqa: E402
 
 OUT = ROOT / "docs" / "results" / "audit.json"
-DOCS = (ROOT / "docs" / "audit.md", ROOT / "docs" / "decisions" / "0059-black-box-audit-events.md")
+DOCS = (ROOT / "docs" / "audit.md", ROOT / "docs" / "decisions" / "0059-black-box-audit-events.md",
+        ROOT / "docs" / "decisions" / "0060-audit-devices-and-claimed-rounds.md")
 TRIALS = 10_000
 #: devices per value of memoized mechanisms: in process (Python) and through a command (a process each)
 DEVICES = 1_000
@@ -151,7 +153,12 @@ def client_rows(commands: dict[str, str], audits: list[tuple[str, str]], trials:
         else:
             run = command_runner(commands[name], spec=str(mech), domain=domain)
         n = (devices if in_process else DEVICES_COMMAND) if memo else trials
-        res = audit(mech, run, trials=n, confidence=confidence)
+        try:
+            res = audit(mech, run, trials=n, confidence=confidence)
+        except LocalPrivError as exc:  # a client that fails is a result too: recorded, not fatal
+            rows.append({"client": name, "spec": str(mech), "error": str(exc)})
+            print(f"{name:10s} {mech}: {exc}", file=sys.stderr)
+            continue
         rows.append(_row(name, res))
         print(f"{name:10s} {res.spec:50s} claimed {res.claimed:.4f} bound {res.lower_bound:.4f} "
               f"{'FLAGGED' if res.flagged else 'ok'}", file=sys.stderr)
@@ -196,18 +203,21 @@ def tables(out: dict) -> dict[str, str]:
     body = ""
     for spec in dict.fromkeys(r["spec"] for r in rows):
         got = {r["client"]: r for r in rows if r["spec"] == spec}
-        claimed = next(iter(got.values()))["claimed"]
-        cells = [("-" if n not in got else _g(got[n]["lower_bound"]) + (" **flagged**" if got[n]["flagged"] else ""))
-                 for n in names]
+        claimed = next((r["claimed"] for r in got.values() if "claimed" in r), None)
+        cells = ["-" if n not in got else "error" if "error" in got[n]
+                 else _g(got[n]["lower_bound"]) + (" **flagged**" if got[n]["flagged"] else "") for n in names]
         body += f"| `{spec}` | {_g(claimed, 4)} | " + " | ".join(cells) + " |\n"
-    flagged = sum(r["flagged"] for r in rows)
+    flagged = sum(r.get("flagged", False) for r in rows)
+    errors = sum("error" in r for r in rows)
     pr = out["params"]
     t["clients"] = head + body + (f"\n{len(rows)} audits of {len(names)} clients ({', '.join(names)}), "
-                                  f"{flagged} flagged; {pr['trials']:,} reports per value; memoized mechanisms "
+                                  f"{flagged} flagged, {errors} failed; {pr['trials']:,} reports per value; "
+                                  f"memoized mechanisms "
                                   f"{pr['devices']:,} devices per value in process (Python), "
                                   f"{pr.get('devices_command', pr['devices']):,} through a command (small level "
                                   f"only); each bound at confidence {pr.get('confidence_each', pr['confidence']):.5f}, "
-                                  f"so that all {pr.get('audits', len(rows))} bounds of the section hold together with "
+                                  f"so that all {pr.get('audits', len(rows))} bounds (this table and the broken "
+                                  f"clients') hold together with "
                                   f"probability {pr['confidence']} (Bonferroni).\n")
     t["broken"] = ("| broken client | spec | rounds | claimed | lower bound | view | flagged |\n"
                    "|---|---|---|---|---|---|---|\n" + "".join(
@@ -224,7 +234,7 @@ def render(out: dict, paths=DOCS) -> None:
             continue
         text = path.read_text()
         for name, table in tabs.items():
-            text = re.sub(rf"(<!-- audit-evidence:{name} -->\n)(?:.*?\n)?(<!-- /audit-evidence -->)",
+            text = re.sub(rf"(<!-- audit-evidence:{name} -->\n).*?(<!-- /audit-evidence -->)",
                           lambda m, table=table: m.group(1) + table + m.group(2), text, flags=re.S)
         path.write_text(text)
 
