@@ -70,6 +70,7 @@ def test_every_portable_mechanism_is_listed():
     assert set(SPECS) == set(PORTABLE_SAMPLERS) | set(PORTABLE_MEMOIZED)
 
 
+@pytest.mark.filterwarnings("ignore::localpriv.mechanisms.base.LargeEpsilonWarning")
 @pytest.mark.parametrize("spec", [s for pair in SPECS.values() for s in pair])
 def test_correct_client_never_exceeds_its_level(spec):
     mech, run = _in_process("correct", spec, f"audit-{spec}")
