@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit
 
 venv: $(STAMP)
 
@@ -239,6 +239,13 @@ docs-numbers: $(FULL_STAMP)
 # docs/results/accounting.json, then the tables between the docs' accounting-evidence markers
 accounting-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
+
+# the audits of docs/audit.md and decisions 0059-0060 (correctness only; ~30 min on one core, most of
+# it the JavaScript and Java clients' one-device runs): builds the Java client, then
+# docs/results/audit.json and the tables between the docs' audit-evidence markers. More clients:
+# AUDIT_WITH='--with NAME=CMD' (CMD with {spec} and {domain})
+audit: $(FULL_STAMP) $(CLIENTS_STAMP) java-client
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/audit_evidence.py $(AUDIT_WITH)
 
 # the computed levels of the multi-attribute protocols and the sampled-attribute attack (correctness
 # only, seconds): docs/results/multiattr.json (docs/multiattr.md, decision 0061)

@@ -62,6 +62,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ledger": ("localpriv.cli.ledger", "ledger",
                "Show a privacy ledger: totals per collection, per mechanism spec and overall (basic composition and "
                "the PLD accountant's (eps, delta)), and what the total means."),
+    "audit": ("localpriv.cli.audit", "audit_",
+              "Audit a client: a lower confidence bound on the LDP level it delivers, beside the level its spec "
+              "claims (exit status 3 when the bound exceeds it)."),
     "list": ("localpriv.cli.listing", "list_",
                "List the registered mechanisms (spec names), estimators and reproducible experiments."),
 }
