@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localpriv.multiattr.ranges import consistent_tree, hierarchical_ranges
+from localpriv.multiattr.ranges import consistent_tree, grid_granularity, grid_ranges, hierarchical_ranges
 from localpriv.utils.errors import LocalPrivError
 
 
@@ -73,3 +73,22 @@ def test_refusals(data: np.ndarray) -> None:
     est = hierarchical_ranges(data, 100, 1.0, rng)
     with pytest.raises(LocalPrivError, match="not within"):
         est.range(5, 100)
+
+
+def test_grid_is_a_distribution_and_exact_on_whole_cells() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 40, 50_000), rng.integers(0, 30, 50_000)
+    est = grid_ranges(x, y, (40, 30), 2.0, rng, side=4)
+    assert est.cells.shape == (4, 4) and np.all(est.cells >= 0) and est.cells.sum() == pytest.approx(1.0)
+    whole = est.range((0, 0), (39, 29))
+    assert whole.value == pytest.approx(1.0)
+    # a range made of whole cells has no uniformity bias: the noise interval holds it (loosely)
+    iv = est.range((0, 0), (9, 14))
+    truth = ((x <= 9) & (y <= 14)).mean()
+    assert abs(iv.value - truth) < 3 * (iv.upper - iv.lower)
+
+
+def test_grid_granularity_grows_with_n_and_eps() -> None:
+    assert grid_granularity(10**4, 1.0) <= grid_granularity(10**6, 1.0) <= grid_granularity(10**6, 4.0)
+    with pytest.raises(LocalPrivError, match="0..9"):
+        grid_ranges(np.array([10]), np.array([0]), (10, 10), 1.0, np.random.default_rng(0))

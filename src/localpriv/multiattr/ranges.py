@@ -37,8 +37,10 @@ import numpy.typing as npt
 
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.interval import Interval
+from localpriv.utils.simplex import project_simplex
 
-__all__ = ["MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "HierarchyEstimate", "hierarchical_ranges",
+__all__ = ["ALPHA_2D", "MAX_GRID_SIDE", "MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "GridEstimate", "HierarchyEstimate",
+           "grid_granularity", "grid_ranges", "hierarchical_ranges",
            "consistent_tree"]
 
 #: the most leaves (padded domain size ``b^h``) of a hierarchy
@@ -173,3 +175,84 @@ def hierarchical_ranges(values: npt.ArrayLike, size: int, eps: float, rng: np.ra
         raw.append((support / n_l - q) / (p - q))
         var[lvl] = q * (1 - q) / (n_l * (p - q) ** 2)
     return HierarchyEstimate(int(size), int(branching), tuple(raw), consistent_tree(raw, branching), var)
+
+
+#: the non-uniformity constant of the 2-D granularity guideline (Yang et al., VLDB 2021: alpha_2)
+ALPHA_2D = 0.03
+#: the most cells per side of a 2-D grid
+MAX_GRID_SIDE = 1024
+
+
+def grid_granularity(n: int, eps: float, alpha: float = ALPHA_2D) -> int:
+    """The side ``g`` of a 2-D grid for ``n`` users at ``eps``: the ``g`` balancing the noise of the
+    cells a range covers against the non-uniformity error of the cells its border cuts,
+    ``g = (4 alpha^2 (e^eps - 1)^2 n / e^eps)^(1/4)`` (Yang et al., VLDB 2021, the 2-D guideline
+    with one grid), rounded, at least 2."""
+    e = math.exp(eps)
+    g = (4.0 * alpha * alpha * (e - 1.0) ** 2 * n / e) ** 0.25
+    return int(min(MAX_GRID_SIDE, max(2, round(g))))
+
+
+@dataclass(frozen=True)
+class GridEstimate:
+    """A 2-D grid estimate: ``cells[i, j]`` the fraction of users in row ``i``, column ``j``
+    (non-negative, summing to 1), the grid's ``edges`` on each attribute (value boundaries, row
+    ``i`` holds values ``edges[0][i] .. edges[0][i+1]-1``) and one raw cell's ``variance``."""
+
+    sizes: tuple[int, int]
+    edges: tuple[np.ndarray, np.ndarray]
+    cells: np.ndarray
+    variance: float
+
+    def range(self, lo: tuple[int, int], hi: tuple[int, int], level: float = 0.95) -> Interval:
+        """The fraction of users in ``lo[0]..hi[0]`` x ``lo[1]..hi[1]`` (inclusive), values spread
+        uniformly within a cell; the interval is normal with the raw cells' variance times the sum
+        of squared coverage fractions (before the projection onto the simplex): it covers the noise, not
+        the bias of assuming uniform values within a cell that the range cuts."""
+        if not 0.0 < level < 1.0:
+            raise LocalPrivError(f"level {level} is not strictly between 0 and 1")
+        fr = []
+        for a in range(2):
+            if not 0 <= lo[a] <= hi[a] < self.sizes[a]:
+                raise LocalPrivError(f"range {lo[a]}..{hi[a]} is not within 0..{self.sizes[a] - 1}")
+            e = self.edges[a]
+            overlap = np.clip(np.minimum(e[1:], hi[a] + 1) - np.maximum(e[:-1], lo[a]), 0, None)
+            fr.append(overlap / np.diff(e))
+        w = np.outer(fr[0], fr[1])
+        value = float((w * self.cells).sum())
+        half = _z(level) * math.sqrt(self.variance * float((w * w).sum()))
+        return Interval(value, min(max(0.0, value - half), value), max(min(1.0, value + half), value), level,
+                        "grid: normal, noise only (excludes the within-cell uniformity bias)")
+
+
+def grid_ranges(x: npt.ArrayLike, y: npt.ArrayLike, sizes: tuple[int, int], eps: float,
+                rng: np.random.Generator, side: int | None = None) -> GridEstimate:
+    """Simulate a 2-D grid protocol on two integer attributes (``x`` in ``0..sizes[0]-1``, ``y`` in
+    ``0..sizes[1]-1``): every user reports her grid cell by OUE at ``eps``; the estimate is
+    projected onto the simplex (non-negative, sums to 1). ``side`` defaults to
+    :func:`grid_granularity` (capped at the attributes' sizes)."""
+    a, b = np.asarray(x), np.asarray(y)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise LocalPrivError("grid ranges: x and y must be non-empty 1-D arrays of one length")
+    if a.size > MAX_RANGE_USERS:
+        raise LocalPrivError(f"grid ranges: {a.size:,} users is above the limit of {MAX_RANGE_USERS:,}")
+    if not (math.isfinite(eps) and eps > 0):
+        raise LocalPrivError(f"eps {eps} must be positive and finite")
+    for v, s in ((a, sizes[0]), (b, sizes[1])):
+        if not np.issubdtype(v.dtype, np.integer) or int(v.min()) < 0 or int(v.max()) >= s:
+            raise LocalPrivError(f"grid ranges: values must be integers in 0..{s - 1}")
+    g = grid_granularity(a.size, eps) if side is None else int(side)
+    if not 1 <= g <= MAX_GRID_SIDE:
+        raise LocalPrivError(f"grid side {g} is outside 1..{MAX_GRID_SIDE}")
+    gs = (min(g, sizes[0]), min(g, sizes[1]))
+    edges = tuple(np.unique(np.round(np.linspace(0, s, k + 1)).astype(np.int64)) for s, k in zip(sizes, gs))
+    rows = np.searchsorted(edges[0], a, side="right") - 1
+    cols = np.searchsorted(edges[1], b, side="right") - 1
+    shape = (edges[0].size - 1, edges[1].size - 1)
+    c = np.bincount(rows * shape[1] + cols, minlength=shape[0] * shape[1])
+    p, q = 0.5, 1.0 / (math.exp(eps) + 1.0)
+    support = rng.binomial(c, p) + rng.binomial(a.size - c, q)
+    raw = (support / a.size - q) / (p - q)
+    cells = project_simplex(raw).reshape(shape)
+    return GridEstimate((int(sizes[0]), int(sizes[1])), (edges[0], edges[1]), cells,
+                        q * (1 - q) / (a.size * (p - q) ** 2))
