@@ -39,12 +39,14 @@ from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.interval import Interval
 from localpriv.utils.simplex import project_simplex
 
-__all__ = ["ALPHA_2D", "MAX_GRID_SIDE", "MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "GridEstimate", "HierarchyEstimate",
+__all__ = ["ALPHA_2D", "MAX_BRANCHING", "MAX_GRID_SIDE", "MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "GridEstimate", "HierarchyEstimate",
            "grid_granularity", "grid_ranges", "hierarchical_ranges",
            "consistent_tree"]
 
 #: the most leaves (padded domain size ``b^h``) of a hierarchy
 MAX_RANGE_LEAVES = 1 << 22
+#: the largest fan-out (``b = D`` is one level: flat OUE on every user)
+MAX_BRANCHING = 4096
 #: the most simulated users in one call
 MAX_RANGE_USERS = 50_000_000
 
@@ -144,15 +146,15 @@ def hierarchical_ranges(values: npt.ArrayLike, size: int, eps: float, rng: np.ra
     rng
         The randomness (level assignment and reports).
     branching
-        The fan-out ``b`` (2..64); Cormode et al. find ``b`` around 4 to 8 best for OUE/OLH.
+        The fan-out ``b`` (2..:data:`MAX_BRANCHING`); Cormode et al. find ``b`` around 4 to 8 best for OUE/OLH.
     """
     x = np.asarray(values)
     if x.ndim != 1 or x.size == 0 or not np.issubdtype(x.dtype, np.integer):
         raise LocalPrivError("hierarchical ranges: values must be a non-empty 1-D array of integers")
     if x.size > MAX_RANGE_USERS:
         raise LocalPrivError(f"hierarchical ranges: {x.size:,} users is above the limit of {MAX_RANGE_USERS:,}")
-    if not 2 <= branching <= 64:
-        raise LocalPrivError(f"branching {branching} is outside 2..64")
+    if not 2 <= branching <= MAX_BRANCHING:
+        raise LocalPrivError(f"branching {branching} is outside 2..{MAX_BRANCHING}")
     if not (math.isfinite(eps) and eps > 0):
         raise LocalPrivError(f"eps {eps} must be positive and finite")
     if size < 2 or int(x.min()) < 0 or int(x.max()) >= size:
