@@ -39,8 +39,8 @@ from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.interval import Interval
 from localpriv.utils.simplex import project_simplex
 
-__all__ = ["ALPHA_2D", "MAX_BRANCHING", "MAX_GRID_SIDE", "MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "GridEstimate", "HierarchyEstimate",
-           "grid_granularity", "grid_ranges", "hierarchical_ranges",
+__all__ = ["ALPHA_2D", "MAX_BRANCHING", "MAX_GRID_SIDE", "MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "GridEstimate",
+           "HierarchyEstimate", "grid_granularity", "grid_ranges", "hierarchical_ranges",
            "consistent_tree"]
 
 #: the most leaves (padded domain size ``b^h``) of a hierarchy
