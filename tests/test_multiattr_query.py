@@ -85,3 +85,21 @@ def test_cli_query_from_estimate_file(fit: tuple[Estimate, np.ndarray], tmp_path
     assert len(json.loads(out.read_text())["marginals"]["age,sex"]) == 12
     bad = CliRunner().invoke(app, ["query", str(path), "--range", "zz=1..2"])
     assert bad.exit_code == 1 and "unknown attribute" in bad.output
+
+
+def test_cli_query_from_reports_has_intervals(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    people = tmp_path / "people.csv"
+    ages, sexes = rng.integers(18, 30, 2000), rng.choice(["F", "M"], 2000)
+    people.write_text("age,sex\n" + "".join(f"{a},{s}\n" for a, s in zip(ages, sexes)))
+    dom = "product(age=18..29;sex=F,M)"
+    reports = tmp_path / "r.parquet"
+    run = CliRunner().invoke(app, ["perturb", str(people), "-o", str(reports), "--domain", dom, "--columns",
+                                   "age,sex", "--protocol", "smp(krr(eps=2.0))", "--seed", "1"])
+    assert run.exit_code == 0, run.output
+    out = tmp_path / "a.json"
+    res = CliRunner().invoke(app, ["query", str(reports), "--domain", dom, "--range", "age=20..25,sex=F",
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    ans = json.loads(out.read_text())["ranges"][0]
+    assert ans["lower"] <= ans["probability"] <= ans["upper"] and ans["cells"] == 6
