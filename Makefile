@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick
 
 venv: $(STAMP)
 
@@ -251,6 +251,17 @@ audit: $(FULL_STAMP) $(CLIENTS_STAMP) java-client
 # only, seconds): docs/results/multiattr.json (docs/multiattr.md, decision 0061)
 multiattr-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/multiattr_evidence.py
+
+# marginals and ranges on Adult (reproductions/multiattr_queries.py; decision 0063; correctness only):
+# the full run (n up to 1e6, 5 runs) and the reduced one (n 1e4..1e5, 1 run, about a minute), each
+# followed by the table of docs/multiattr.md
+multiattr-queries-evidence: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce multiattr-queries -o docs/results
+	$(PY) tools/multiattr_queries_table.py
+
+multiattr-queries-quick: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce multiattr-queries --quick -o docs/results
+	$(PY) tools/multiattr_queries_table.py
 
 # the evidence for the default estimator (reproductions/evidence.py; decision 0040): every registered
 # frequency estimator and default_estimator on six data sets, 5 mechanisms, eps 0.5..4, n 1e4..1e6,

@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                     "Count reports per (mechanism, report); counts files among the inputs are summed."),
     "estimate": ("localpriv.cli.estimate", "estimate",
                    "Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."),
+    "query": ("localpriv.cli.query", "query",
+              "Answer marginal and range queries on a joint estimate, with intervals (from reports or counts)."),
     "mechanism": ("localpriv.cli.analyze", "mechanism",
                     "Summarize a mechanism's channel and its privacy level computed from it."),
     "analyze": ("localpriv.cli.analyze", "analyze",

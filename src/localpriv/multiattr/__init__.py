@@ -8,7 +8,10 @@
   Monte Carlo test, Laplace baseline;
 * :mod:`.bayesnet` -- GreedyBayes, noisy variants, ancestral synthesis, structure metrics;
 * :mod:`.hybrid` -- randomized response + truncated alpha-geometric mechanism;
-* :mod:`.flips` -- how often Laplace noise flips an independence verdict (chapter 7).
+* :mod:`.flips` -- how often Laplace noise flips an independence verdict (chapter 7);
+* :mod:`.query` -- marginal and range queries on a joint estimate, with intervals;
+* :mod:`.marginals` -- k-way marginals by user groups with CALM's consistency step;
+* :mod:`.ranges` -- range queries by a hierarchy (constrained inference) and by a 2-D grid.
 """
 from localpriv.multiattr.bif import BayesNet, load_network, read_bif
 from localpriv.multiattr.tables import Records, marginalize

@@ -1,0 +1,29 @@
+"""The multiattr-queries reproduction on a tiny configuration, and the docs table written from it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localpriv.utils.errors import LocalPrivError
+from reproductions import EXPERIMENTS, run_experiment
+from reproductions.multiattr_queries import adult_path
+from tools.multiattr_queries_table import table
+
+
+def _have_adult() -> bool:
+    try:
+        return adult_path().exists()
+    except LocalPrivError:
+        return False
+
+
+@pytest.mark.skipif(not _have_adult(), reason="adult.data not available")
+def test_tiny_run_and_table(tmp_path: Path) -> None:
+    assert "multiattr-queries" in EXPERIMENTS
+    rec = run_experiment("multiattr-queries", tmp_path, quick=True,
+                         overrides={"eps": [2.0], "n": [3000], "queries": 3, "mle_2d": False})
+    row = rec["results"]["summary"][0]
+    assert row["n"] == 3000 and row["marginal_mse_calm"] >= 0 and "range2d_mse_grid" in row
+    text = table(rec)
+    assert "| 2 | 3,000 |" in text and "reduced run" in text
