@@ -250,8 +250,7 @@ def main() -> None:
                 continue
             row["clients"][client] = {"reports_per_cpu_s": _spread(e["rate"]), "bytes_per_report": e["bytes"]}
         for ref, key in (("python-portable", "vs_python_portable"), ("python-vectorized", "vs_python_vectorized")):
-            base = g_median(row["clients"].get(ref))
-            row[key] = {c: (g_median(row["clients"][c]) / base if base and g_median(row["clients"][c]) else None)
+            row[key] = {c: _ratio(g_median(row["clients"][c]), g_median(row["clients"].get(ref)))
                         for c in CLIENTS}
         mechanisms.append(row)
     doc = {
@@ -279,6 +278,11 @@ def main() -> None:
     tmp_out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     tmp_out.replace(out)
     print(f"wrote {out}")
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b`` (how many times ``b``'s reports per CPU second), ``None`` if either is missing."""
+    return a / b if a and b else None
 
 
 def g_median(e) -> float | None:
