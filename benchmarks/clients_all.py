@@ -71,6 +71,7 @@ SPECS = {
 CLIENTS = ("python-portable", "python-vectorized", "javascript", "java")
 WARMUP = 1_000  # untimed reports per mechanism before the Python clients' timed call
 MAX_N = 1_000_000  # reports per mechanism per round (the scalar Python client keeps every report text)
+MAX_ROUNDS = 100
 
 
 def _name(spec: str) -> str:
@@ -89,18 +90,22 @@ def _arg(name: str) -> str | None:
 
 def _child_portable(n: int) -> dict:
     """Python portable scalar client: n reports per mechanism, CPU seconds of the loop and bytes."""
+    import warnings
+
     from localpriv.mechanisms.portable import SystemSource, perturb_lines
 
     lines = [str(v) for v in _inputs(n)]
     rows = {}
-    for name, spec in SPECS.items():
-        perturb_lines(spec, DOMAIN, lines[:WARMUP], SystemSource())  # untimed warm-up
-        c, w = time.process_time(), time.perf_counter()
-        run = perturb_lines(spec, DOMAIN, lines, SystemSource())
-        texts = [json.dumps(r) for r in run.reports]
-        cpu, wall = time.process_time() - c, time.perf_counter() - w
-        rows[name] = {"canonical": str(run.mechanism), "cpu_s": cpu, "wall_s": wall,
-                      "bytes_per_report": sum(map(len, texts)) / n}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the metric mechanisms' large-LDP-eps warning
+        for name, spec in SPECS.items():
+            perturb_lines(spec, DOMAIN, lines[:WARMUP], SystemSource())  # untimed warm-up
+            c, w = time.process_time(), time.perf_counter()
+            run = perturb_lines(spec, DOMAIN, lines, SystemSource())
+            texts = [json.dumps(r) for r in run.reports]
+            cpu, wall = time.process_time() - c, time.perf_counter() - w
+            rows[name] = {"canonical": str(run.mechanism), "cpu_s": cpu, "wall_s": wall,
+                          "bytes_per_report": sum(map(len, texts)) / n}
     return rows
 
 
@@ -136,6 +141,8 @@ def _child_vectorized(n: int) -> dict:
 
 
 def _child(kind: str, n: int) -> None:
+    if kind not in ("python-portable", "python-vectorized"):
+        raise SystemExit(f"error: --child is python-portable or python-vectorized, got {kind!r}")
     os.environ.setdefault("LOCALPRIV_THREADS", "1")
     rows = _child_portable(n) if kind == "python-portable" else _child_vectorized(n)
     sys.stdout.write(json.dumps({"n": n, "mechanisms": rows}) + "\n")
@@ -179,16 +186,45 @@ def _rows_by_name(doc: dict, rate) -> dict:
     return out
 
 
+def js_rows(doc: dict) -> dict:
+    """The rows of the set from ``clients_js.mjs``'s JSON (one round: its median is that round)."""
+    return _rows_by_name(doc, lambda m: m["reports_per_s_cpu"])
+
+
+def java_rows(doc: dict) -> dict:
+    """The rows of the set from ``Bench``'s JSON (one round: its median is that round)."""
+    return _rows_by_name(doc, lambda m: m["reports_per_cpu_second"]["median"])
+
+
 def _spread(v: list[float]) -> dict:
     return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
 
 
+def _check_args(argv: list[str]) -> None:
+    """Refuse options this script does not know (one line)."""
+    flags, valued = {"--quick"}, {"--rounds", "--n", "--out", "--child"}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in valued:
+            if i + 1 >= len(argv):
+                raise SystemExit(f"error: {a} needs a value")
+            i += 2
+        elif a in flags:
+            i += 1
+        else:
+            raise SystemExit(f"error: unknown option {a!r} (known: --quick, --rounds N, --n N, --out FILE)")
+
+
 def main() -> None:
+    _check_args(sys.argv[1:])
     if _arg("--child"):
         _child(str(_arg("--child")), int(_arg("--n") or 1000))
         return
     quick = quick_flag()
     rounds = rounds_arg(2 if quick else 9)
+    if rounds > MAX_ROUNDS:
+        raise SystemExit(f"error: --rounds must be at most {MAX_ROUNDS}")
     n, n_vec = (500, 5_000) if quick else (50_000, 300_000)
     n = int(_arg("--n") or n)
     if not 1 <= n <= MAX_N or not 1 <= n_vec <= 10 * MAX_N:
@@ -231,9 +267,9 @@ def main() -> None:
                                 "bytes_per_report": v.get("bytes_per_report"), "canonical": v["canonical"]}
                             for k, v in doc["mechanisms"].items()}
                 elif client == "javascript":
-                    rows = _rows_by_name(json.loads(js_out.read_text()), lambda m: m["reports_per_s_cpu"])
+                    rows = js_rows(json.loads(js_out.read_text()))
                 else:
-                    rows = _rows_by_name(doc, lambda m: m["reports_per_cpu_second"]["median"])
+                    rows = java_rows(doc)
                 for name, r in rows.items():
                     if r["reports_per_cpu_s"] is not None:
                         per[client][name]["rate"].append(r["reports_per_cpu_s"])

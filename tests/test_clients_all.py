@@ -72,3 +72,35 @@ def test_ratios_and_skipped_clients_render(report, tmp_path):
                                     "1.9 |"]
     assert "Quick smoke run" in block
     assert "Not measured" in report.clients_docs_block(tmp_path / "missing")
+
+
+def test_js_and_java_rows_are_matched_to_the_set_by_name(bench):
+    js = {"mechanisms": [{"spec": "krr(k=100,eps=1.0)", "canonical": "krr(k=100,eps=1.0)", "reports_per_s_cpu": 5.0,
+                          "bytes_per_report": 2.9},
+                         {"spec": "sue(k=100,eps=1.0)", "canonical": "sue(k=100,eps=1.0)", "reports_per_s_cpu": 1.0}]}
+    java = {"mechanisms": [{"spec": "planar-geometric(eps=1.0,nrows=10,ncols=10,cell_km=1.0)",
+                            "canonical": "planar-geometric(eps=1.0,nrows=10,ncols=10,cell_km=1.0)",
+                            "reports_per_cpu_second": {"median": 7.0, "min": 7.0, "max": 7.0},
+                            "bytes_per_report": 1.8},
+                           {"spec": "planar-laplace(eps=1.0)", "canonical": "planar-laplace(eps=1.0)",
+                            "reports_per_cpu_second": {"median": 1.0}}]}
+    assert bench.js_rows(js) == {"krr": {"reports_per_cpu_s": 5.0, "bytes_per_report": 2.9,
+                                         "canonical": "krr(k=100,eps=1.0)"}}
+    assert list(bench.java_rows(java)) == ["planar-geometric"]
+    assert bench.java_rows(java)["planar-geometric"]["reports_per_cpu_s"] == 7.0
+
+
+def test_python_children_cover_the_set(bench):
+    portable = bench._child_portable(3)
+    vectorized = bench._child_vectorized(3)
+    assert list(portable) == list(vectorized) == list(bench.SPECS)
+    for name, row in portable.items():
+        assert row["canonical"] == vectorized[name]["canonical"]
+        assert row["canonical"].split("(")[0] == name
+        assert row["bytes_per_report"] >= 1 and row["cpu_s"] >= 0
+
+
+@pytest.mark.parametrize("argv", [["--quik"], ["--rounds"], ["--n", "5", "--bogus", "1"]])
+def test_unknown_or_incomplete_options_are_refused(bench, argv):
+    with pytest.raises(SystemExit, match="^error: "):
+        bench._check_args(argv)
