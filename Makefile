@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all
 
 venv: $(STAMP)
 
@@ -149,6 +149,12 @@ vectors: $(STAMP)
 # timings: run on a quiet machine; `node benchmarks/clients_js.mjs --quick` is a smoke run)
 bench-clients-js: $(CLIENTS_STAMP)
 	node benchmarks/clients_js.mjs --rounds 5
+
+# every client (Python portable, Python vectorized, JavaScript, Java) side by side on one core, one run
+# (-> benchmarks/results-clients-all.json, RESULTS.md and the table of docs/clients.md; a quiet machine, ~2-5 min)
+bench-clients-all: $(FULL_STAMP) $(CLIENTS_STAMP) $(JDK_STAMP)
+	$(PY) benchmarks/clients_all.py --out benchmarks/results-clients-all.json
+	$(PY) benchmarks/report.py
 
 numeric-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/numeric_evidence.py
