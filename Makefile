@@ -18,7 +18,7 @@ BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 LEAFLET_VERSION := 1.7.1~dfsg-7
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size
+.PHONY: lint demo test browser reproduce bench bench-cost bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size
 
 venv: $(STAMP)
 
@@ -82,6 +82,12 @@ reproduce: $(FULL_STAMP)
 bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py
 	$(PY) benchmarks/report.py
+
+# the cost of every registered estimator through localpriv.estimate(obs, method), set-up included,
+# against distinct reports, mechanisms (1..10^3) and n (10^4..10^8), the stopping rule beside every
+# number (-> benchmarks/results-cost_curves.json; run it on a quiet machine)
+bench-cost: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/cost_curves.py --out benchmarks/results-cost_curves.json > /dev/null
 
 bench-report: $(FULL_STAMP)
 	$(PY) benchmarks/report.py
