@@ -7,9 +7,10 @@ users from Gaussian clusters on a ``side x side`` grid). Two runs of
 
 * ``loose``: SQUAREM, seed 001's rule ``|L(t) - L(t-1)| < 1e-6 n`` (the rule of the planar
   benchmark's numbers);
-* ``certified``: the defaults (``stop="gap"``, ``delta = 1e-9`` per report; SQUAREM, the Newton
-  finish is not offered on blocks this large), with an evaluation budget ``max_iter`` of
-  ``BUDGET_FACTOR`` times the loose run's evaluations.
+* ``certified``: the defaults (``stop="gap"``, ``delta = 1e-9`` per report; SQUAREM with the
+  Newton finish, whose best point EM steps then certify), with an evaluation budget ``max_iter`` of
+  ``BUDGET_FACTOR`` times the loose run's evaluations (the Newton finish's products, recorded as
+  ``products``, come on top).
 
 Every ``--every`` evaluations of the certified run the callback records the evaluations, the CPU
 time so far and ``L``; the result records the certificate ``gap_reached`` (per report,
@@ -33,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, machine, now  # noqa: E402
 from planar import grid_users  # noqa: E402  (the data of benchmarks/planar.py)
 
-#: the certified run's evaluation budget, in loose runs' evaluations (the target: within 5x its time)
-BUDGET_FACTOR = 5
+#: the certified run's evaluation budget, in loose runs' evaluations (its Newton products come on top)
+BUDGET_FACTOR = 20
 
 
 def run(side: int, n: int, every: int) -> dict:
@@ -64,7 +65,9 @@ def run(side: int, n: int, every: int) -> dict:
     cert = localpriv.estimate(obs, "ibu", max_iter=budget, callback=cb)
     out["runs"]["certified"] = {"cpu_seconds": time.process_time() - c0, "iterations": cert.iterations,
                                 "loglik": cert.loglik, "converged": cert.converged, "settings": cert.settings,
-                                "budget": budget, "trace": trace}
+                                "budget": budget, "trace": trace,
+                                "products": cert.extra.get("products")}
+    out["cpu_ratio_certified_to_loose"] = out["runs"]["certified"]["cpu_seconds"] / out["runs"]["loose"]["cpu_seconds"]
     out["loose_within_per_report"] = (cert.settings["gap_reached"] or 0.0) + max(0.0, (cert.loglik - loose.loglik) / n)
     out["finished"] = now()
     return out
