@@ -18,7 +18,7 @@ BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 LEAFLET_VERSION := 1.7.1~dfsg-7
 
-.PHONY: lint demo test browser reproduce bench bench-cost bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size
+.PHONY: lint demo test browser reproduce bench bench-cost bench-planar-certified bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size
 
 venv: $(STAMP)
 
@@ -88,6 +88,12 @@ bench: $(BENCH_STAMP)
 # number (-> benchmarks/results-cost_curves.json; run it on a quiet machine)
 bench-cost: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/cost_curves.py --out benchmarks/results-cost_curves.json > /dev/null
+
+# the certified planar MLE against the loose stop, 300 x 300 and 1000 x 1000, through localpriv.estimate
+# (-> benchmarks/results-planar_certified*.json; decision 0067; run it on a quiet machine)
+bench-planar-certified: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/planar_certified.py --side 300 --out benchmarks/results-planar_certified.json > /dev/null
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/planar_certified.py --side 1000 --every 20 --out benchmarks/results-planar_certified-1000.json > /dev/null
 
 bench-report: $(FULL_STAMP)
 	$(PY) benchmarks/report.py
