@@ -18,7 +18,10 @@ from localpriv.data.freewill import simulate_counts
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import IntegerDomain
 from localpriv.domains.grid import GridDomain
-from localpriv.estimators.em import SCHEMES
+from localpriv.estimators.em import SCHEMES, em
+from localpriv.estimators.newton import supports_newton
+from localpriv.likelihood.rfft import RfftClampedBlock
+from localpriv.likelihood.structured import clamped_block_for, planar_geometric_kernel
 from localpriv.mechanisms.planar import PlanarGeometric
 
 K = 30
@@ -72,3 +75,24 @@ def test_accelerated_planar_fit_reaches_the_plain_certificate() -> None:
         # both within n * delta of the maximum (the certificate), hence of each other
         assert abs(fast.loglik - plain.loglik) <= obs.n * delta
         assert fast.iterations <= plain.iterations
+
+
+def test_newton_on_the_planar_fft_block_reaches_plain_ems_certificate() -> None:
+    # the FFT block itself (the mechanisms use it above 2^22 likelihood entries): its Newton finish
+    # hands its best point to EM, and the result carries the same certificate as plain EM's
+    side, eps, delta = 10, 2.0, 1e-5
+    rng = np.random.default_rng(11)
+    kernel = planar_geometric_kernel(eps, 1.0)
+    cells = rng.choice(side * side, size=12, replace=False)
+    x = rng.choice(cells, size=4_000)
+    block = clamped_block_for(kernel, eps, (side, side), np.arange(side * side), np.ones(side * side))
+    p = block.dense()[x]  # rows: P(report | x) for each user's x
+    reports = (p.cumsum(axis=1) > rng.random((x.size, 1))).argmax(axis=1)
+    z, c = np.unique(reports, return_counts=True)
+    block = clamped_block_for(kernel, eps, (side, side), z, c)
+    assert isinstance(block, RfftClampedBlock) and supports_newton([block])
+    plain = em([block], side * side, accelerate="none", delta=delta, max_iter=100_000)
+    fast = em([block], side * side, accelerate="newton", delta=delta)
+    assert plain.converged and fast.converged and fast.scheme == "newton"
+    assert plain.gap < delta and fast.gap < delta
+    assert abs(fast.loglik - plain.loglik) <= c.sum() * delta

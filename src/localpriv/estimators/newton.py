@@ -109,9 +109,10 @@ def supports_newton(blocks: Sequence[LikelihoodBlock]) -> bool:
     Every likelihood block is linear in ``theta`` (``forward(theta) = theta @ G``); the Newton
     finish needs, besides the products, the diagonal ``sum_j w_j G[x, j]^2`` of ``-H`` for its
     preconditioner. Blocks without a closed form for it (the exponential-kernel blocks of the
-    geometric, Laplace and exponential mechanisms, the FFT blocks of the planar ones) get it from
-    their dense ``G`` (:meth:`dense`, computed once, at the first attempt) when ``k m`` is at most
-    :data:`DENSE_DIAGONAL_MAX` entries.
+    geometric, Laplace and exponential mechanisms) get it from their dense ``G`` (:meth:`dense`,
+    computed once, at the first attempt) when ``k m`` is at most :data:`DENSE_DIAGONAL_MAX` entries.
+    The planar FFT blocks offer an approximation (exact off the grid's border), which is all a
+    preconditioner needs (:meth:`localpriv.likelihood.rfft.RfftClampedBlock.hessian_diagonal`).
     """
     return all(b.hessian_diagonal is not None or b.hessian_by_matrix
                or b.k * b.size <= DENSE_DIAGONAL_MAX for b in blocks)
