@@ -69,6 +69,7 @@ def run(side: int, n: int, every: int) -> dict:
                                 "products": cert.extra.get("products")}
     out["cpu_ratio_certified_to_loose"] = out["runs"]["certified"]["cpu_seconds"] / out["runs"]["loose"]["cpu_seconds"]
     out["loose_within_per_report"] = (cert.settings["gap_reached"] or 0.0) + max(0.0, (cert.loglik - loose.loglik) / n)
+    out["load_after"] = machine()["load"]
     out["finished"] = now()
     return out
 
