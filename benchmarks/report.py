@@ -688,7 +688,8 @@ def sec_planar_certified(d) -> list[str]:
         st = r.get("settings") or {}
         body.append([name, sec(r.get("cpu_seconds")), num(r.get("iterations")), num(r.get("products")),
                      num(r.get("converged")), num(st.get("gap_reached")),
-                     f"{_pipes(st.get('stopping', '-'))} (delta {num(st.get('delta'))}), {st.get('acceleration', '-')}"])
+                     f"{_pipes(st.get('stopping', '-'))} (delta {num(st.get('delta'))}), "
+                     f"{st.get('acceleration', '-')}"])
     out = [f"Grid {d.get('side')} x {d.get('side')} ({num(d.get('distinct_reports'))} distinct reports), "
            f"n = {num(d.get('n'))}; both through `localpriv.estimate(obs, \"ibu\", ...)`, set-up included.", ""]
     out += table(["run", "CPU", "EM evaluations", "Newton products", "converged", "certificate (per report)",
