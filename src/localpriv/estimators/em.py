@@ -79,8 +79,7 @@ the finishing phase of plain EM steps follows, so the result is again an EM iter
 stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on,
 from the attempt's best point when that raises ``L`` (:func:`_newton_warm`: on planar FFT blocks the
 round-off of the products keeps the KKT test from passing at the maximum, and EM steps from there
-meet the ``gap`` rule in a few evaluations). With a costly forward product (planar FFT blocks) the
-first attempt comes after :data:`NEWTON_FIRST_COSTLY` cycles.
+meet the ``gap`` rule in a few evaluations).
 Offered when every block has ``hessian_diagonal`` (dense blocks, k-RR, support counts, support
 blocks, planar FFT blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that diagonal from its dense
 ``G`` (geometric, Laplace, exponential blocks of moderate size; see
@@ -149,10 +148,6 @@ Fast: TypeAlias = tuple[ModuleType, float, float, np.ndarray, np.ndarray, np.nda
 SCHEMES = ("none", "squarem", "newton")
 #: SQUAREM cycles after which the "newton" scheme attempts its finish (then every 4x as many)
 NEWTON_FIRST = 8
-#: with a costly forward product (planar FFT blocks) the first attempt comes after this many cycles:
-#: earlier attempts, from points far from the maximum, rarely rise above them (planar 100 x 100,
-#: n = 10^6: 5,232 products instead of 6,843 for the same certified result)
-NEWTON_FIRST_COSTLY = 32
 #: the stopping rule of seed 001 Algorithm 1, as written in every estimate's settings
 STOPPING_RULE = "|L(t)-L(t-1)| < delta"
 #: the stopping rules accepted by :func:`em` and how estimates name them
@@ -811,7 +806,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
     alpha_max = 4.0
     products = 0
     gap = math.nan
-    next_newton = (NEWTON_FIRST_COSTLY if lazy else NEWTON_FIRST) if newton else None
+    next_newton = NEWTON_FIRST if newton else None
     scheme = "newton" if newton else "squarem"
     # with the certified rule the Newton finish must certify below delta: then its point meets it
     kkt_tol = min(KKT_TOL, 0.5 * delta) if stop == "gap" else KKT_TOL
