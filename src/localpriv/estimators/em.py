@@ -762,10 +762,9 @@ def _trial_point(raw: np.ndarray, d: np.ndarray, floor: np.ndarray) -> tuple[np.
 
 
 def _newton_warm(blocks: Sequence[LikelihoodBlock], fin: Any, theta: np.ndarray, probs: list[Evaluation],
-                 L: float, n: float) -> tuple[np.ndarray, list[Evaluation], float]:
-    """After an uncertified Newton attempt: its best point (floored at :data:`TINY`; a zero with an EM
-    factor above 1 there, one the attempt got wrong, at :data:`FLOOR` times the current iterate, so
-    that EM revives it in a few steps) when that raises ``L``; else the current iterate. The
+                 L: float) -> tuple[np.ndarray, list[Evaluation], float]:
+    """After an uncertified Newton attempt: its best point (floored at :data:`TINY`, so that EM may
+    still revive a coordinate it set to zero) when that raises ``L``, else the current iterate. The
     products' round-off can keep the KKT test from passing at a point that is already the maximum to
     the last digits (planar FFT blocks); EM steps from it then meet the stopping rule in a few
     evaluations, and the rule, not the attempt, certifies the result. ``L`` never decreases."""
@@ -777,17 +776,6 @@ def _newton_warm(blocks: Sequence[LikelihoodBlock], fin: Any, theta: np.ndarray,
     Lw = total_loglik(blocks, p)
     if not Lw > L:
         return theta, probs, L
-    # a zero the attempt got wrong (EM factor above 1 there) restarts at FLOOR of its EM value: from
-    # TINY, EM would need thousands of steps to revive it; right zeros stay at TINY
-    wrong = (fin.best <= 0.0) & (_gradient(blocks, p) > n)
-    if wrong.any():
-        th2 = th.copy()
-        th2[wrong] = np.maximum(th2[wrong], FLOOR * theta[wrong])
-        th2 /= th2.sum()
-        p2 = _forward_all(blocks, th2)
-        L2 = total_loglik(blocks, p2)
-        if L2 > L:
-            return th2, p2, L2
     return th, p, Lw
 
 
@@ -844,7 +832,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
             if fin.theta is not None and fin.loglik >= L:  # certified
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
-            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L, n)
+            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L)
             continue
         th1, gap1 = _em_update(blocks, theta, probs, n, penalty)
         p1 = _forward_all(blocks, th1)
@@ -950,7 +938,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
             if fin.theta is not None and fin.loglik >= L:  # certified; EM steps from it verify the stopping rule
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
-            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L, n)
+            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L)
     # ---- finishing phase: plain EM until one plain step meets the rule ----------------------
     theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
                                             penalty, objective, gap, fast=fast)
