@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-planar-certified
 
 venv: $(STAMP)
 
@@ -121,6 +121,18 @@ reproduce: $(FULL_STAMP)
 bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/run_all.py
 	$(PY) benchmarks/report.py
+
+# the cost of every registered estimator through localpriv.estimate(obs, method), set-up included,
+# against distinct reports, mechanisms (1..10^3) and n (10^4..10^8), the stopping rule beside every
+# number (-> benchmarks/results-cost_curves.json; run it on a quiet machine)
+bench-cost: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/cost_curves.py --out benchmarks/results-cost_curves.json > /dev/null
+
+# the certified planar MLE against the loose stop, 300 x 300 and 1000 x 1000, through localpriv.estimate
+# (-> benchmarks/results-planar_certified*.json; decision 0067; run it on a quiet machine)
+bench-planar-certified: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/planar_certified.py --side 300 --out benchmarks/results-planar_certified.json > /dev/null
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/planar_certified.py --side 1000 --every 20 --out benchmarks/results-planar_certified-1000.json > /dev/null
 
 bench-report: $(FULL_STAMP)
 	$(PY) benchmarks/report.py

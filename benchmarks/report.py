@@ -29,7 +29,8 @@ OWN_FILES = {"em": "results-em.json", "service": "results-service.json",
              "service_mixed": "results-service-mixed.json", "service_profile": "results-service-ingest-profile.json",
              "large_domains": "results-large_domains.json", "heavy_hitters": "results-heavy_hitters.json",
              "rappor_accuracy": "results-rappor-accuracy.json", "java_client": "results-java-client.json",
-             "clients_all": "results-clients-all.json"}
+             "clients_all": "results-clients-all.json",
+             "planar_certified": "results-planar_certified.json", "cost_curves": "results-cost_curves.json"}
 TARGETS = {"clients": "make bench", "ibu": "make bench", "planar": "make bench", "gibu": "make bench",
            "oracles": "make bench", "memory": "make bench / make bench-memory",
            "uncertainty": "make bench / make bench-uncertainty", "import_time": "make bench / make bench-import",
@@ -37,7 +38,8 @@ TARGETS = {"clients": "make bench", "ibu": "make bench", "planar": "make bench",
            "service_mixed": "make bench-service-mixed", "service_profile": "make bench-service-profile",
            "large_domains": "make bench-vocab", "heavy_hitters": "make bench-vocab",
            "rappor_accuracy": "make bench-rappor-accuracy", "java_client": "make bench-java-client",
-           "clients_all": "make bench-clients-all"}
+           "clients_all": "make bench-clients-all",
+           "planar_certified": "make bench-planar-certified", "cost_curves": "make bench-cost"}
 NOT_MEASURED = "Not measured: no JSON for this section in `benchmarks/` (run `{target}`)."
 
 
@@ -386,8 +388,8 @@ def sec_planar(d) -> list[str]:
     workers = d.get("fft_workers") or g(rows, 0, "fft_workers") if rows and isinstance(rows[0], dict) else None
     out += ["", f"FFT threads: {workers if workers else 'not recorded (2 in older runs)'}. "
             "Stopping rule: seed 001's |L(t) - L(t-1)| < delta with delta = 1e-6 per report (L is a sum "
-            "over the reports); the planar blocks are FFT convolutions with a floor, so the Newton finish "
-            "does not apply and this is SQUAREM. Peak memory is the process's `VmHWM`; each grid runs in a "
+            "over the reports), SQUAREM: the loose stop, not the certified default (whose cost is in the section "
+            "on the certified planar MLE). Peak memory is the process's `VmHWM`; each grid runs in a "
             "fresh process."]
     return out
 
@@ -797,6 +799,46 @@ def sec_rappor_accuracy(d) -> list[str]:
     return out
 
 
+def _pipes(text) -> str:
+    """A stopping rule inside a table cell (its ``|`` escaped)."""
+    return str(text).replace("|", "\\|")
+
+
+def sec_planar_certified(d) -> list[str]:
+    runs = d.get("runs") or {}
+    body = []
+    for name in ("loose", "certified"):
+        r = runs.get(name) or {}
+        st = r.get("settings") or {}
+        body.append([name, sec(r.get("cpu_seconds")), num(r.get("iterations")), num(r.get("products")),
+                     num(r.get("converged")), num(st.get("gap_reached")),
+                     f"{_pipes(st.get('stopping', '-'))} (delta {num(st.get('delta'))}), "
+                     f"{st.get('acceleration', '-')}"])
+    out = [f"Grid {d.get('side')} x {d.get('side')} ({num(d.get('distinct_reports'))} distinct reports), "
+           f"n = {num(d.get('n'))}; both through `localpriv.estimate(obs, \"ibu\", ...)`, set-up included.", ""]
+    out += table(["run", "CPU", "EM evaluations", "Newton products", "converged", "certificate (per report)",
+                  "stopping rule, acceleration"], body)
+    out += ["", f"CPU certified / loose: {num(d.get('cpu_ratio_certified_to_loose'))}; the loose stop is within "
+            f"{num(d.get('loose_within_per_report'))} per report of the maximum (the certified run's certificate "
+            "plus the difference of log-likelihoods)."]
+    return out
+
+
+def sec_cost_curves(d) -> list[str]:
+    rows = [r for r in d.get("curves") or [] if "cpu_seconds" in r]
+    body = [[r.get("axis"), num(r.get("x")), r.get("method"), sec(r.get("cpu_seconds")), num(r.get("iterations")),
+             _pipes(r.get("stopping")) + (f" (delta {num(r.get('delta'))}, {r.get('acceleration')})"
+                                      if r.get("delta") is not None else ""),
+             num(r.get("converged"))] for r in rows]
+    refused = sum("refused" in r for r in d.get("curves") or [])
+    out = table(["axis", "value", "estimator", "CPU (public call)", "EM evaluations", "stopping rule", "converged"],
+                body)
+    out += ["", f"Axes: reports = distinct k-RR reports (k), mechanisms = free-will collection size, n = users "
+            f"(counts drawn directly). {refused} (point, estimator) pairs refused the input (recorded with their "
+            "one-line refusal in the JSON)."]
+    return out
+
+
 def acceptance(src: dict) -> list[str]:
     """The EM engine's and clients' measurable targets, each read from the section that measures it."""
     rows = []
@@ -888,6 +930,9 @@ SECTIONS = [
     ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing", sec_rappor_accuracy),
     ("java_client", "Java client throughput on one core (`make bench-java-client`)", sec_java_client),
     ("clients_all", "Every client side by side on one core (`make bench-clients-all`)", sec_clients_all),
+    ("planar_certified", "The certified planar MLE against the loose stop (`make bench-planar-certified`)",
+     sec_planar_certified),
+    ("cost_curves", "Cost curves through `localpriv.estimate` (`make bench-cost`)", sec_cost_curves),
 ]
 
 

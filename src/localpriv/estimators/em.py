@@ -76,10 +76,13 @@ an attempt of :func:`localpriv.estimators.newton.newton_finish` (an active-set N
 the coordinates that stay positive, certified by the Karush-Kuhn-Tucker conditions of the concave
 log-likelihood). A certified point (its ``L`` at least the current one) replaces the iterate and
 the finishing phase of plain EM steps follows, so the result is again an EM iterate that meets the
-stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on.
+stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on,
+from the attempt's best point when that raises ``L`` (:func:`_newton_warm`: on planar FFT blocks the
+round-off of the products keeps the KKT test from passing at the maximum, and EM steps from there
+meet the ``gap`` rule in a few evaluations).
 Offered when every block has ``hessian_diagonal`` (dense blocks, k-RR, support counts, support
-blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that diagonal from its dense
-``G`` (geometric, Laplace, exponential, planar blocks of moderate size; see
+blocks, planar FFT blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that diagonal from its dense
+``G`` (geometric, Laplace, exponential blocks of moderate size; see
 :func:`~localpriv.estimators.newton.supports_newton`); otherwise the scheme is plain SQUAREM and
 says so (``EMResult.scheme``). With ``stop="gap"`` the finish is certified to ``kkt_tol = min(1e-9,
 delta / 2)``, so its point meets ``gap < delta`` at once. ``EMResult.products`` counts the Newton
@@ -758,6 +761,24 @@ def _trial_point(raw: np.ndarray, d: np.ndarray, floor: np.ndarray) -> tuple[np.
     return cand, d, s
 
 
+def _newton_warm(blocks: Sequence[LikelihoodBlock], fin: Any, theta: np.ndarray, probs: list[Evaluation],
+                 L: float) -> tuple[np.ndarray, list[Evaluation], float]:
+    """After an uncertified Newton attempt: its best point (floored at :data:`TINY`, so that EM may
+    still revive a coordinate it set to zero) when that raises ``L``, else the current iterate. The
+    products' round-off can keep the KKT test from passing at a point that is already the maximum to
+    the last digits (planar FFT blocks); EM steps from it then meet the stopping rule in a few
+    evaluations, and the rule, not the attempt, certifies the result. ``L`` never decreases."""
+    if fin.best is None or not fin.best_loglik > L:
+        return theta, probs, L
+    th = np.maximum(fin.best, TINY)
+    th /= th.sum()
+    p = _forward_all(blocks, th)
+    Lw = total_loglik(blocks, p)
+    if not Lw > L:
+        return theta, probs, L
+    return th, p, Lw
+
+
 def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequence[Evaluation], L: float, n: float,
              delta: float, max_iter: int, record: Record, trace: list[float], stop: str, newton: bool = False,
              penalty: Penalty | None = None, objective: Objective | None = None,
@@ -811,6 +832,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
             if fin.theta is not None and fin.loglik >= L:  # certified
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
+            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L)
             continue
         th1, gap1 = _em_update(blocks, theta, probs, n, penalty)
         p1 = _forward_all(blocks, th1)
@@ -916,6 +938,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
             if fin.theta is not None and fin.loglik >= L:  # certified; EM steps from it verify the stopping rule
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
+            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L)
     # ---- finishing phase: plain EM until one plain step meets the rule ----------------------
     theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
                                             penalty, objective, gap, fast=fast)

@@ -113,6 +113,7 @@ def ibu(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = DE
                  callback=callback, keep_trace=keep_trace, accelerate=accelerate, stop=stop)
     extra: dict[str, Any] = {"trace": np.asarray(res.trace)} if keep_trace else {}
     extra["gap"] = res.gap
+    extra["products"] = res.products  # the Newton finish's products (about half an EM evaluation each)
     return Fit(res.theta, obs.domain, name, em_settings(res, delta, max_iter, theta0),
                     loglik=res.loglik, iterations=res.iterations, converged=res.converged,
                     n=obs.n, extra=extra)

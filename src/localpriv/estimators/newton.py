@@ -64,6 +64,14 @@ KKT_TOL = 1e-9
 #: at most this many products per attempt (one product = ``forward`` or ``backward`` of every
 #: block, about half an EM evaluation)
 MAX_PRODUCTS = 4000
+#: an attempt ends after this many Newton steps in a row that raise ``L`` by no more than its
+#: resolution (uncertified; its best point is still offered to the engine, :class:`NewtonFinish`)
+STALL_STEPS = 2
+#: ... and after this many steps an attempt still below its starting point ends (uncertified)
+BELOW_START_STEPS = 4
+#: conjugate gradients that end their iterations with a residual at most this fraction of the
+#: first return their iterate (an inexact Newton direction; Armijo keeps the step ascending)
+PCG_ACCEPT = 1e-6
 #: Armijo sufficient-increase constant
 ARMIJO = 1e-4
 #: coordinates below DROP_START / k start the Newton finish at zero
@@ -85,6 +93,10 @@ class NewtonFinish:
     products: int
     newton_steps: int
     active: int
+    #: the point of highest log-likelihood the attempt reached (certified or not) and that value;
+    #: ``None`` when no step rose above the starting point's
+    best: np.ndarray | None = None
+    best_loglik: float = -math.inf
 
     @property
     def certified(self) -> bool:
@@ -97,9 +109,10 @@ def supports_newton(blocks: Sequence[LikelihoodBlock]) -> bool:
     Every likelihood block is linear in ``theta`` (``forward(theta) = theta @ G``); the Newton
     finish needs, besides the products, the diagonal ``sum_j w_j G[x, j]^2`` of ``-H`` for its
     preconditioner. Blocks without a closed form for it (the exponential-kernel blocks of the
-    geometric, Laplace and exponential mechanisms, the FFT blocks of the planar ones) get it from
-    their dense ``G`` (:meth:`dense`, computed once, at the first attempt) when ``k m`` is at most
-    :data:`DENSE_DIAGONAL_MAX` entries.
+    geometric, Laplace and exponential mechanisms) get it from their dense ``G`` (:meth:`dense`,
+    computed once, at the first attempt) when ``k m`` is at most :data:`DENSE_DIAGONAL_MAX` entries.
+    The planar FFT blocks offer an approximation (exact off the grid's border), which is all a
+    preconditioner needs (:meth:`localpriv.likelihood.rfft.RfftClampedBlock.hessian_diagonal`).
     """
     return all(b.hessian_diagonal is not None or b.hessian_by_matrix
                or b.k * b.size <= DENSE_DIAGONAL_MAX for b in blocks)
@@ -230,7 +243,7 @@ def _pcg(apply: Callable[[np.ndarray], np.ndarray], rhs: np.ndarray, diag: np.nd
         rz_new = r @ z
         d = z + (rz_new / rz) * d
         rz = rz_new
-    return x if math.sqrt(r @ r) <= 1e-6 * r0 else None
+    return x if math.sqrt(r @ r) <= PCG_ACCEPT * r0 else None
 
 
 def newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: float, *, kkt_tol: float = KKT_TOL,
@@ -264,12 +277,17 @@ def _newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: floa
     k = theta.size
     steps = 0
 
+    best: np.ndarray | None = None
+    best_L = -math.inf
+    stalled = 0
+
     def failed() -> NewtonFinish:
-        return NewtonFinish(None, -math.inf, ops.products, steps, 0)
+        return NewtonFinish(None, -math.inf, ops.products, steps, 0, best, best_L)
 
     th = np.array(theta, dtype=float)
     th[th <= DROP_START / k] = 0.0  # EM's vanishing coordinates start at zero (KKT decides)
     th /= th.sum()
+    drop_factor = max((b.newton_drop_factor for b in blocks), default=0.0)
     revive = np.zeros(k, dtype=bool)  # zeros found to violate the KKT conditions
     # the dense fallback of the Newton system (built at the first need): small problems only
     dense_ok = k <= DENSE_SOLVE_MAX_K and sum(b.k * b.size for b in blocks) <= DENSE_DIAGONAL_MAX
@@ -277,11 +295,21 @@ def _newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: floa
     use_dense = False
     by_matrix = any(b.hessian_by_matrix for b in blocks)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        L0 = total_loglik(blocks, ops.forward(np.asarray(theta, dtype=float)))
+        p0 = ops.forward(np.asarray(theta, dtype=float))
+        L0 = total_loglik(blocks, p0)
+        if drop_factor > 0.0 and math.isfinite(L0):
+            # coordinates EM is shrinking (factor f_x = g_x / n below 1 - drop_factor) and already
+            # small start at zero too: a smaller, better-conditioned face (KKT revives any mistake)
+            f0 = ops.gradient(p0) / n
+            th[(f0 < 1.0 - drop_factor) & (th < 1.0 / k)] = 0.0
+            if not th.sum() > 0:
+                return failed()
+            th /= th.sum()
         probs = ops.forward(th)
         L = total_loglik(blocks, probs)
         if not (math.isfinite(L) and math.isfinite(L0)):
             return failed()
+        best_L = L0
         g = ops.gradient(probs)
         while True:
             if ops.products > max_products:
@@ -330,8 +358,15 @@ def _newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: floa
                 t *= 0.5
                 if t < 1e-14 or ops.products > max_products:
                     return failed()
+            stalled = stalled + 1 if Lc <= L + small else 0
             th, probs, L = cand, pc, Lc
             steps += 1
+            # the best point so far; STALL_STEPS steps in a row that no longer raise L beyond its
+            # resolution end the attempt (the products' round-off keeps the KKT test from passing)
+            if best_L < L:
+                best, best_L = th, L
+            if stalled >= STALL_STEPS or (steps >= BELOW_START_STEPS and best is None):
+                return failed()  # stalled, or still below the starting point: EM goes on
             if callback is not None:
                 callback(th, L)
             revive[:] = False
@@ -349,4 +384,4 @@ def _newton_finish(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, n: floa
                 break
         if not L >= L0:
             return failed()
-    return NewtonFinish(th, L, ops.products, steps, int(np.count_nonzero(th)))
+    return NewtonFinish(th, L, ops.products, steps, int(np.count_nonzero(th)), th, L)

@@ -140,6 +140,10 @@ class LikelihoodBlock:
     hessian_diagonal: Callable[[np.ndarray], np.ndarray] | None = None
     #: the Newton finish solves with :meth:`hessian_matrix` (see the class docstring)
     hessian_by_matrix: bool = False
+    #: the Newton finish also starts at zero the small coordinates whose EM factor is below
+    #: ``1 - newton_drop_factor`` (0: only those below ``1e-9 / k``); smooth channels (planar FFT
+    #: blocks), whose full faces are too ill-conditioned for conjugate gradients, set it
+    newton_drop_factor: float = 0.0
     #: a forward product costs an FFT pair (see the class docstring)
     costly_forward: bool = False
     @property
