@@ -266,7 +266,16 @@ def test_likelihood_check_catches_a_real_valued_sampler_at_the_wrong_eps(broken_
 def test_float_safety_check_catches_a_float_computed_piecewise(broken_registered):
     """The former float client (right law to rounding, input in the low bits) fails the bit-event
     check and no other; the grid-released one passes it."""
-    fails = _failures(_FloatPM(5, 1.0), eps_ldp=1.0)
-    assert fails.get("check_released_bits_carry_no_input") == "privacy"
-    assert "check_sample_matches_likelihood" not in fails
+    assert _failures(_FloatPM(5, 1.0), eps_ldp=1.0) == {"check_released_bits_carry_no_input": "privacy"}
     assert "check_released_bits_carry_no_input" not in _failures(Piecewise(5, 1.0), eps_ldp=1.0)
+
+
+def test_float_safety_check_runs_on_every_kind_of_report():
+    """The check is not gated by the kind of report: index, byte and real-valued reports all run it."""
+    kinds = set()
+    for ex in mechanism_examples():
+        mech = ex.build()
+        if "check_released_bits_carry_no_input" in {name for name, _ in mechanism_checks(mech, SEED, domain=ex.domain,
+                                                                                          **ex.promise)}:
+            kinds.add(mech.report_kind)
+    assert kinds == {"int64", "float64", "binary"}
