@@ -74,6 +74,7 @@ class SquareWave(Mechanism):
     """
 
     spec_name = "sw"
+    size_products = (("k", "buckets"),)  # the channel table
     examples = (dict(spec="sw(k=5,eps=1.0,buckets=8)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, buckets: int | None = None) -> None:
