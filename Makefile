@@ -10,7 +10,7 @@ DOCS_STAMP  := $(VENV)/.docs-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
 CHROMIUM_VERSION := 150.0.7871.100-1~deb12u1
 
-.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean
+.PHONY: lint demo test browser reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-small coverage-docs docs-numbers estimator-evidence docs venv clean
 
 venv: $(STAMP)
 
@@ -119,6 +119,12 @@ bench-import: $(STAMP)
 # the calibration of the intervals (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
 coverage: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
+	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
+
+# the small-n calibration (k-RR, OUE, geometric; MLE and EMS; n = 10, 100, 1,000; 100 runs per cell;
+# hours of CPU, mostly the geometric rows), then both tables of docs/uncertainty.md
+coverage-small: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage-small -o docs/results
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # docs/uncertainty.md's coverage table from the committed docs/results/coverage.json

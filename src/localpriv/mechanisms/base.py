@@ -209,7 +209,7 @@ def parse(spec: str | Mechanism, domain: Domain | None = None, *, trusted: bool 
                                      "files cannot open files; give such a mechanism on the command line")
             params[key] = _parse_value(val)
         _check_param_types(cls, params, spec)
-        _check_sizes(cls, params, spec)
+        _check_sizes(cls, params, spec, None if domain is None else int(domain.size))
         try:
             mech = cls.from_params(params, domain)
         except LocalPrivError:
@@ -319,8 +319,9 @@ def _check_param_types(cls: type[Mechanism], params: dict[str, Any], spec: str) 
         raise LocalPrivError(f"spec {short_spec(spec)}: {key} must be a number, got the string {value[:40]!r}")
 
 
-def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str) -> None:
-    """Sizes asked for by the spec's parameters are bounded before anything is built."""
+def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str, domain_size: int | None = None) -> None:
+    """Sizes asked for by the spec's parameters are bounded before anything is built (``k`` left
+    out of the spec is the domain's size, ``domain_size``, in the products)."""
     cap = spec_size_cap()
     for key in _SIZE_PARAMETERS:
         v = params.get(key)
@@ -332,7 +333,8 @@ def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str) -> Non
         raise LocalPrivError(f"spec {short_spec(spec)}: nrows x ncols = {rows * cols} cells is above the cap of "
                              f"{cap} (environment variable LOCALPRIV_MAX_SPEC_SIZE)")
     for group in getattr(cls, "size_products", ()):
-        given = [params.get(key, getattr(cls, "size_defaults", {}).get(key)) for key in group]
+        fallback = {**getattr(cls, "size_defaults", {}), **({} if domain_size is None else {"k": domain_size})}
+        given = [params.get(key, fallback.get(key)) for key in group]
         factors = [v for v in given if isinstance(v, int) and not isinstance(v, bool) and v > 0]
         if len(factors) == len(group):
             total = math.prod(factors)
