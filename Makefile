@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-planar-certified
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-planar-certified coverage-small
 
 venv: $(STAMP)
 
@@ -242,6 +242,12 @@ bench-import: $(FULL_STAMP)
 # the calibration of the intervals (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
 coverage: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
+	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
+
+# the small-n calibration (k-RR, OUE, geometric; MLE and EMS; n = 10, 100, 1,000; 100 runs per cell;
+# hours of CPU, mostly the geometric rows), then both tables of docs/uncertainty.md
+coverage-small: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage-small -o docs/results
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
 
 # docs/uncertainty.md's coverage table from the committed docs/results/coverage.json

@@ -196,3 +196,131 @@ def test_key_column_twice_refused(tmp_path):
     path = _csv(tmp_path, "mechanism,report,report\nkrr(k=3,eps=1.0),1,2\n")
     with pytest.raises(LocalPrivError, match="column report more than once"):
         open_source(path)
+
+
+# ---- (1) products of sizes: each factor within its cap, the product refused before building --------
+@pytest.mark.parametrize("spec, product", [
+    ("rappor(k=100000000,m=64,h=2,cohorts=64)", "k x cohorts x m"),
+    ("rappor(k=20000000)", "k x cohorts x m"),                       # the defaults count too
+    ("cms(k=100000000,eps=1.0,m=1024,d=64)", "k x d"),
+    ("hcms(k=10000000,eps=1.0)", "k x d"),
+    ("sw(k=100000,eps=1.0,buckets=100000)", "k x buckets"),
+])
+def test_products_of_spec_sizes_refused_before_building(spec, product):
+    with pytest.raises(LocalPrivError, match=f"{product} = .*LOCALPRIV_MAX_SPEC_SIZE"):
+        parse(spec)
+    text = one_line_error(runner.invoke(app, ["mechanism", spec]))
+    assert product in text and "LOCALPRIV_MAX_SPEC_SIZE" in text
+
+
+def test_product_cap_can_be_raised(monkeypatch):
+    monkeypatch.setenv("LOCALPRIV_MAX_SPEC_SIZE", "2e10")
+    assert parse("sw(k=100000,eps=1.0,buckets=100000)").k == 100_000  # built lazily: no table yet
+
+
+@pytest.mark.parametrize("spec", ["oue(k=900000000,eps=1.0)", "ss(k=900000000,eps=1.0,omega=400000000)",
+                                  "she(k=400000000,eps=1.0)"])
+def test_users_times_report_width_refused_before_allocation(spec):
+    mech = parse(spec)
+    with pytest.raises(LocalPrivError, match=r"reports x .* bytes .*LOCALPRIV_MAX_DENSE_ENTRIES") as info:
+        mech.sample(np.zeros(20, dtype=np.int64), 0)
+    assert "\n" not in str(info.value)
+
+
+def test_free_will_outputs_add_up_under_the_cap(tmp_path, monkeypatch):
+    from localpriv.domains import IntegerDomain
+    monkeypatch.setenv("LOCALPRIV_MAX_SPEC_SIZE", "250")
+    policy = tmp_path / "p.json"
+    policy.write_text('{"column": "g", "specs": {"a": "krr(eps=1.0)", "b": "krr(eps=2.0)", "c": "krr(eps=3.0)"}}')
+    with pytest.raises(LocalPrivError, match="add up to more than the cap of 250 .*LOCALPRIV_MAX_SPEC_SIZE"):
+        load_policy(policy).mechanisms(IntegerDomain(0, 99))
+    monkeypatch.setenv("LOCALPRIV_MAX_SPEC_SIZE", "300")
+    assert len(load_policy(policy).mechanisms(IntegerDomain(0, 99))) == 3
+
+
+def test_http_batch_with_a_product_above_the_cap_refused(tmp_path):
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from localpriv.service.app import create_app
+    from localpriv.service.core import Collector
+    from localpriv.service.storage import open_store
+
+    admin = "test-admin-token-0123456789"
+    tc = TestClient(create_app(Collector(open_store(str(tmp_path / "c.sqlite")), admin), 1 << 20),
+                    raise_server_exceptions=False)
+    r = tc.post("/v1/collections", headers={"Authorization": f"Bearer {admin}"},
+                json={"name": "big", "domain": "0..99999", "policy": {"mechanisms": ["sw"], "max_eps": 2.0}})
+    assert r.status_code == 201, r.text
+    body = {"batch_id": "b1", "groups": [{"mechanism": "sw(eps=1.0,buckets=100000)", "reports": [1]}]}
+    r = tc.post("/v1/collections/big/batches", headers={"Authorization": f"Bearer {r.json()['ingest_token']}"},
+                json=body)
+    assert 400 <= r.status_code < 500, r.text
+    err = json.loads(r.text)["error"]
+    assert "k x buckets" in err and "LOCALPRIV_MAX_SPEC_SIZE" in err and "\n" not in err
+
+
+# ---- (4) columns that contradict the file: honoured or refused, never ignored --------------------
+_M = "krr(k=3,eps=1.0)"
+_CONTRADICTIONS = [
+    ("reports, Count column", f"#localpriv format=3 kind=reports\nmechanism,report,Count\n{_M},1,6\n"
+                              "#localpriv end rows=1\n", "'Count'"),
+    ("unmarked, Count column", f"mechanism,report,Count\n{_M},1,6\n", "'Count'"),
+    ("reports, weight column", f"#localpriv format=3 kind=reports\nmechanism,report,weight\n{_M},1,6\n"
+                               "#localpriv end rows=1\n", "'weight'"),
+    ("unmarked, n column", f"mechanism,report,n\n{_M},1,6\n", "'n'"),
+    ("counts, extra n column", f"#localpriv format=3 kind=counts\nmechanism,report,count,n\n{_M},1,6,3\n"
+                               "#localpriv end rows=1\n", "'n'"),
+    ("counts, Report column", f"#localpriv format=3 kind=counts\nmechanism,Report,count\n{_M},1,6\n"
+                              "#localpriv end rows=1\n", "no column"),
+]
+
+
+@pytest.mark.parametrize("why, text, named", _CONTRADICTIONS, ids=[c[0] for c in _CONTRADICTIONS])
+def test_csv_columns_that_would_be_ignored_refused(tmp_path, why, text, named):
+    path = _csv(tmp_path, text)
+    with pytest.raises(LocalPrivError, match=named):
+        open_source(path)
+    res = runner.invoke(app, ["aggregate", path, "-o", str(tmp_path / "c.csv")])
+    assert named in one_line_error(res)
+    assert not (tmp_path / "c.csv").exists()
+
+
+@pytest.mark.parametrize("columns, kind, named", [
+    ({"Count": [6]}, None, "'Count'"), ({"weight": [6]}, None, "'weight'"),
+    ({"count": [6]}, b"reports", "count column"), ({"count": [6], "users": [1]}, b"counts", "'users'")])
+def test_parquet_columns_that_would_be_ignored_refused(tmp_path, columns, kind, named):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"mechanism": [_M], "report": [1], **columns})
+    if kind is not None:
+        table = table.replace_schema_metadata({b"localpriv.format": b"3", b"localpriv.kind": kind})
+    path = tmp_path / "r.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(LocalPrivError, match=named):
+        open_source(str(path))
+    assert named in one_line_error(runner.invoke(app, ["aggregate", str(path), "-o", str(tmp_path / "c.csv")]))
+
+
+def test_report_tables_in_memory_hold_their_columns_or_are_refused():
+    import pyarrow as pa
+
+    from localpriv.data.aggregate import aggregate
+    from localpriv.domains import IntegerDomain
+
+    dom = IntegerDomain(0, 2)
+    with pytest.raises(LocalPrivError, match="'weight'"):
+        aggregate(pa.table({"mechanism": [_M], "report": [1], "weight": [5]}), dom)
+    obs = aggregate(pa.table({"mechanism": [_M, _M], "report": [1, 2], "count": [6, 1]}), dom)
+    assert obs.n == 7  # a count column is honoured
+
+
+@pytest.mark.parametrize("name, text", [("r.tsv", f"mechanism\treport\tcount\n{_M}\t1\t6\n"),
+                                        ("r.json", '[{"mechanism": "krr(k=3,eps=1.0)", "report": 1, "count": 6}]')])
+def test_tsv_and_json_are_not_report_files(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(LocalPrivError, match="unknown file type"):
+        open_source(str(path))

@@ -205,15 +205,20 @@ def _failures(mech, **promise):
 @pytest.mark.parametrize("bug,expected", [
     ("biased", {"check_sample_matches_channel": "samples-vs-channel",
                 "check_sample_matches_likelihood": "samples-vs-likelihood"}),
+    # (the float-safety check counts each released index under the extreme inputs: a sampler off
+    # its stated law, or a level claimed below the true one, splits them beyond the level)
     ("sampler", {"check_sample_matches_channel": "samples-vs-channel",
-                 "check_sample_matches_likelihood": "samples-vs-likelihood"}),
-    ("sampler-unenumerable", {"check_sample_matches_likelihood": "samples-vs-likelihood"}),
+                 "check_sample_matches_likelihood": "samples-vs-likelihood",
+                 "check_released_bits_carry_no_input": "privacy"}),
+    ("sampler-unenumerable", {"check_sample_matches_likelihood": "samples-vs-likelihood",
+                              "check_released_bits_carry_no_input": "privacy"}),
     ("rows", {"check_channel_rows_sum_to_one": "channel", "check_likelihood_matches_channel": "channel",
               "check_output_probabilities_match_channel": "channel",
               "check_sample_matches_channel": "samples-vs-channel",
               "check_sample_matches_likelihood": "samples-vs-likelihood"}),
     ("privacy", {"check_epsilon_computed_from_channel": "privacy",
                  "check_sampled_likelihood_ratios_within_level": "privacy",
+                 "check_released_bits_carry_no_input": "privacy",
                  "check_epsilon_ldp_within_promise": "privacy"}),
     ("clips", {"check_refuses_values_outside_the_domain_in_one_line": "bad-inputs",
                "check_refuses_non_integer_inputs": "bad-inputs"}),  # 0.5 cast to 0 on the way
@@ -268,9 +273,7 @@ def test_likelihood_check_catches_a_real_valued_sampler_at_the_wrong_eps(broken_
 def test_float_safety_check_catches_a_float_computed_piecewise(broken_registered):
     """The former float client (right law to rounding, input in the low bits) fails the bit-event
     check and no other; the grid-released one passes it."""
-    fails = _failures(_FloatPM(5, 1.0), eps_ldp=1.0)
-    assert fails.get("check_released_bits_carry_no_input") == "privacy"
-    assert "check_sample_matches_likelihood" not in fails
+    assert _failures(_FloatPM(5, 1.0), eps_ldp=1.0) == {"check_released_bits_carry_no_input": "privacy"}
     assert "check_released_bits_carry_no_input" not in _failures(Piecewise(5, 1.0), eps_ldp=1.0)
 
 
@@ -288,3 +291,14 @@ def test_unbiased_mean_check_runs_on_the_numeric_mechanisms_and_catches_a_biased
     with pytest.raises(ConformanceError, match=r"check 'mean' failed \(check_unbiased_mean_covers_each_input\).*"
                                                r"misses 0"):
         check()
+
+
+def test_float_safety_check_runs_on_every_kind_of_report():
+    """The check is not gated by the kind of report: index, byte and real-valued reports all run it."""
+    kinds = set()
+    for ex in mechanism_examples():
+        mech = ex.build()
+        if "check_released_bits_carry_no_input" in {name for name, _ in mechanism_checks(mech, SEED, domain=ex.domain,
+                                                                                          **ex.promise)}:
+            kinds.add(mech.report_kind)
+    assert kinds == {"int64", "float64", "binary"}

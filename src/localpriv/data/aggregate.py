@@ -38,6 +38,7 @@ from localpriv.data.formats import (
     Source,
     StrPath,
     attribute_of,
+    check_columns,
     check_output,
     expand_sources,
     one_line,
@@ -103,6 +104,7 @@ def _stream(source: ReportSource, domain: Domain | None,
                                  f"columns: {', '.join(source.column_names) or '(none)'}")
         src = Source("<report table>", "arrow", "counts" if "count" in source.column_names else "reports",
                      None)
+        check_columns("the report table", source.column_names, src.kind)
         first = 1
         for batch in source.to_batches(max_chunksize=1 << 20):
             if batch.num_rows:

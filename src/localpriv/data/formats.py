@@ -930,6 +930,29 @@ class FormatPath(str):
         return FormatPath, (str.__str__(self), self.fmt)
 
 
+#: the columns a report or counts file may hold: any other would be read past, so it is refused
+KNOWN_COLUMNS = ("mechanism", "report", "count")
+
+
+def check_columns(where: str, names: Sequence[str], kind: str) -> None:
+    """Refuse columns a ``kind`` file would not read (one line naming them): a column that is not
+    read is ignored, and an ignored column contradicts what the file says (a ``Count`` or ``n``
+    column meant as counts, a ``weight``). Names are compared exactly; a column equal to a known
+    one up to case or blanks gets that hint."""
+    allowed = ("mechanism", "report") + (("count",) if kind == "counts" else ())
+    other = [c for c in names if c not in allowed]
+    if not other:
+        return
+    near = [c for c in other if c.strip().lower() in KNOWN_COLUMNS]
+    if near:
+        raise LocalPrivError(f"{where} has the column {near[0]!r}: localpriv reads columns named exactly "
+                             f"{', '.join(allowed)} (lower case) and would ignore it; rename it")
+    hint = (" (a counts file names its counts 'count')" if kind == "counts"
+            else "; if each row counts reports, name the column 'count' and mark the file kind=counts")
+    raise LocalPrivError(f"{where} has column(s) {', '.join(repr(c) for c in other[:5])} that a {kind} file does "
+                         f"not have ({', '.join(allowed)}): they would be ignored; drop them{hint}")
+
+
 def open_source(path: str, constants: Mapping[str, str] | None = None, fmt: str | None = None) -> Source:
     """Inspect one report or counts file: its type (``fmt`` names it, whatever the name; else the
     suffix, or for other names the content, :func:`file_type`), format version and kind."""
@@ -968,6 +991,7 @@ def open_source(path: str, constants: Mapping[str, str] | None = None, fmt: str 
     twice = sorted({c for c in names if names.count(c) > 1 and c in ("mechanism", "report", "count")})
     if twice:
         raise LocalPrivError(f"{path} has the column {twice[0]} more than once: which one is meant is unclear")
+    check_columns(str(path), names, kind)
     return Source(path, ftype, kind, version, constants, lines, declared_rows=rows, attribute=attribute,
                   declared_specs=declared)
 

@@ -46,6 +46,7 @@ from localpriv.data.reports import (
 )
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
+from localpriv.mechanisms.base import collection_size, spec_size_cap
 from localpriv.utils.rng import spawn_generators
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_int, check_rng
 
@@ -200,6 +201,7 @@ class Policy:
             except LocalPrivError as exc:
                 key = "default" if name == "(default)" else f"specs.{_short(name)}"
                 raise LocalPrivError(f"{self.source}: {key}: {exc}") from None
+        collection_size(out.values(), f"{self.source}: key 'specs'")
         return out
 
 
@@ -372,6 +374,9 @@ class _Mixture:
                                  "into one file per kind and aggregate the files together")
         if len(self.mechs) >= MAX_MECHANISMS:
             raise LocalPrivError(f"more than {MAX_MECHANISMS:,} distinct mechanisms")
+        self.outputs = getattr(self, "outputs", 0) + collection_size([mech], "the mechanism column")
+        if self.outputs > spec_size_cap():
+            collection_size(self.mechs + [mech], "the mechanism column")  # the one-line refusal
         child = spawn_generators(self.rng, 1)
         self.ids[canon] = len(self.mechs)
         self.mechs.append(mech)

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from localpriv.utils.validation import LocalPrivError, env_int
 
 __all__ = ["LikelihoodBlock", "DenseBlock", "total_loglik", "check_dense_size", "max_dense_entries",
-           "dense_cap_override", "MAX_DENSE_ENTRIES", "Evaluation"]
+           "dense_cap_override", "MAX_DENSE_ENTRIES", "Evaluation", "check_report_bytes"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -58,6 +58,20 @@ def _configured_cap() -> int:
 
 def _count(n: int) -> str:
     return str(n) if n < 10 ** 15 else f"~10^{len(str(n)) - 1}"
+
+
+def check_report_bytes(reports: SupportsInt, width: SupportsInt, what: str) -> None:
+    """Refuse to build ``reports`` byte reports of ``width`` bytes each (users x report width)
+    above the dense cap in bytes (8 bytes per entry of :func:`max_dense_entries`), before
+    allocating them: a one-line :class:`LocalPrivError` naming the product, the limit and its
+    environment variable. The samplers of bit-vector and float32-vector reports call it with
+    ``width`` the bytes of one report (``ceil(k / 8)``, ``4 k``)."""
+    n, w = int(reports), int(width)
+    total, cap = n * w, 8 * max_dense_entries()
+    if total > cap:
+        raise LocalPrivError(f"{what}: {_count(n)} reports x {_count(w)} bytes = {_count(total)} bytes is above "
+                             f"the limit of {cap} bytes (environment variable LOCALPRIV_MAX_DENSE_ENTRIES, "
+                             "8 bytes per entry)")
 
 
 def check_dense_size(rows: SupportsInt, cols: SupportsInt, what: str) -> None:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, localcontext
+from fractions import Fraction
 from math import ceil
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["bernoulli_bits", "client_inputs", "grr_into", "DiscreteLaplace", "discrete_laplace",
            "DigitLaplace", "digit_laplace", "DIGIT_BLOCK", "threshold64", "dyadic64", "bernoulli64", "uniform_below",
-           "power_of_two_grid", "default_grid", "fill_in_streams", "STREAMS", "CLIENT_CHUNK"]
+           "power_of_two_grid", "default_grid", "fill_in_streams", "STREAMS", "CLIENT_CHUNK", "IntegerChannel",
+           "INTEGER_CHANNEL_MAX_OUTPUTS"]
 
 _LN2 = math.log(2.0)
 
@@ -144,6 +146,114 @@ def uniform_below(n: ArrayLike, rng: np.random.Generator) -> np.ndarray:
     if n.size and int(n.min()) < 1:
         raise LocalPrivError("uniform_below needs ranges of at least one integer")
     return np.asarray(rng.integers(0, n, dtype=np.int64), dtype=np.int64)
+
+
+#: the most outputs of an :class:`IntegerChannel` row (``2^26``: the rounding deficit of a row,
+#: at most ``m 2^10``, then stays below its largest weight, at least ``2^64 / m``)
+INTEGER_CHANNEL_MAX_OUTPUTS = 1 << 26
+
+
+class IntegerChannel:
+    """A finite channel held as integers, drawn exactly: ``P(z | x) = W[x, z] / 2^64``.
+
+    Built from a row-stochastic float matrix ``M`` (``k x m``): ``W = round(M 2^64)``, every
+    positive entry at least ``1``, and each row's rounding deficit ``2^64 - sum_z W[x, z]`` added to
+    its largest entry, so every row sums to ``2^64`` exactly (the deficit is at most ``m 2^10``,
+    far below the largest entry, which is at least ``2^64 / m``). The client draws one 64-bit word
+    ``w`` of the generator per user and releases the ``z`` with ``C[x, z - 1] <= w < C[x, z]``
+    (``C`` the row's cumulative sums, compared as unsigned 64-bit integers): the released law is
+    ``W / 2^64``, bit for bit, and :meth:`epsilon_ldp` is computed from the integers
+    (``max_z log(max_x W[x, z] / min_x W[x, z])``). A float inverse CDF (``u = rng.random()``
+    against the cumulative float channel) instead releases a law that differs from the channel by
+    up to ``2^-53`` per entry and moves every threshold by its rounding.
+
+    Parameters
+    ----------
+    matrix : array_like
+        ``k x m`` row-stochastic (rows sum to 1 within ``10^-9``), ``m`` at most
+        :data:`INTEGER_CHANNEL_MAX_OUTPUTS`.
+    what : str
+        The mechanism, named in errors.
+    """
+
+    def __init__(self, matrix: ArrayLike, what: str = "channel") -> None:
+        M = np.asarray(matrix, dtype=np.float64)
+        if M.ndim != 2 or M.shape[0] < 1 or M.shape[1] < 1:
+            raise LocalPrivError(f"{what}: a channel must be a non-empty 2-D matrix, got shape {M.shape}")
+        k, m = M.shape
+        if m > INTEGER_CHANNEL_MAX_OUTPUTS:
+            raise LocalPrivError(f"{what}: {m} outputs, above the {INTEGER_CHANNEL_MAX_OUTPUTS} an exact "
+                                 "(integer) channel table holds per row")
+        if not (np.all(np.isfinite(M)) and np.all(M >= 0) and np.allclose(M.sum(axis=1), 1.0, rtol=0, atol=1e-9)):
+            raise LocalPrivError(f"{what}: channel rows must be probabilities summing to 1")
+        scaled = np.rint(np.ldexp(M, 64))
+        # a positive entry keeps a positive weight; 2^64 itself is not a uint64 (a point mass: fixed below)
+        scaled = np.where(M > 0, np.clip(scaled, 1.0, float(np.nextafter(_TWO64, 0))), 0.0)
+        W = scaled.astype(np.uint64)
+        with np.errstate(over="ignore"):
+            deficit = np.uint64(0) - W.sum(axis=1, dtype=np.uint64)  # 2^64 - row sum, modulo 2^64
+            top = np.argmax(M, axis=1)
+            W[np.arange(k), top] += deficit  # exact modulo 2^64: the true sum lies in 1..2^64
+        signed = deficit.view(np.int64)
+        if np.any(np.abs(signed.astype(np.float64)) * 2.0 > scaled[np.arange(k), top]):
+            raise LocalPrivError(f"{what}: a channel row's rounding to 2^-64 units left too large a deficit")
+        #: the weights ``W`` (uint64; a point-mass row's single weight ``2^64`` reads as 0)
+        self.weights = W
+        #: the last output of positive weight of each row: the search stops before it
+        self.last = (m - 1 - np.argmax(W[:, ::-1] > 0, axis=1)).astype(np.int64)
+        self.last[(W == 0).all(axis=1)] = np.argmax(M, axis=1)[(W == 0).all(axis=1)]  # point masses
+        with np.errstate(over="ignore"):
+            self._cum = np.cumsum(W, axis=1, dtype=np.uint64)  # exact below each row's last output
+        self.k, self.m = k, m
+
+    def probabilities(self) -> np.ndarray:
+        """``W / 2^64`` as float64 (the released law, each entry rounded once)."""
+        P = np.ldexp(self.weights.astype(np.float64), -64)
+        P[np.arange(self.k), self.last] = np.where(self._point_mass(), 1.0, P[np.arange(self.k), self.last])
+        return P
+
+    def _point_mass(self) -> np.ndarray:
+        return (self.weights == 0).all(axis=1)
+
+    def log_weights(self) -> np.ndarray:
+        """``log W`` (``-inf`` for weight 0), with ``64 log 2`` for a point mass."""
+        with np.errstate(divide="ignore"):
+            L = np.log(self.weights.astype(np.float64))
+        pm = self._point_mass()
+        if pm.any():
+            L[pm, self.last[pm]] = 64.0 * _LN2
+        return L
+
+    def epsilon_ldp(self) -> float:
+        """``max_z log(max_x W[x, z] / min_x W[x, z])``: the level of the released law, from the
+        integers (the worst column's ratio recomputed with Python integers; ``inf`` when some
+        column is 0 beside a positive entry)."""
+        L = self.log_weights()
+        live = L.max(axis=0) > -np.inf
+        spread = np.where(live, L.max(axis=0) - L.min(axis=0), 0.0)
+        j = int(np.argmax(spread))
+        if not np.isfinite(spread[j]):
+            return math.inf
+        col = [_TWO64 if self._point_mass()[i] and self.last[i] == j else int(v)
+               for i, v in enumerate(self.weights[:, j])]
+        hi, lo = max(col), min(col)
+        return math.log1p(float(Fraction(hi - lo, lo)))
+
+    def sample(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One output per input index of ``x`` (checked by the caller): one 64-bit word per user,
+        located among the row's cumulative weights by one binary search per distinct input
+        (vectorized over its users)."""
+        x = np.asarray(x, dtype=np.int64).reshape(-1)
+        words = rng.bit_generator.random_raw(x.size)
+        out = np.empty(x.size, dtype=np.int64)
+        order = np.argsort(x, kind="stable")
+        xs = x[order]
+        starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]]) if xs.size else np.zeros(0, np.int64)
+        ends = np.r_[starts[1:], xs.size]
+        for s, e in zip(starts, ends):  # one iteration per distinct input value, not per user
+            row, idx = int(xs[s]), order[s:e]
+            out[idx] = np.searchsorted(self._cum[row, :self.last[row]], words[idx], side="right")
+        return out
 
 
 _U32 = np.uint64(32)

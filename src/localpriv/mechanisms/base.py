@@ -51,6 +51,7 @@ __all__ = [
     "spec_size_cap",
     "MAX_SPEC_SIZE",
     "LEVEL_MAX_ENTRIES",
+    "collection_size",
 ]
 
 
@@ -210,7 +211,7 @@ def parse(spec: str | Mechanism, domain: Domain | None = None, *, trusted: bool 
                                      "files cannot open files; give such a mechanism on the command line")
             params[key] = _parse_value(val)
         _check_param_types(cls, params, spec)
-        _check_sizes(cls, params, spec)
+        _check_sizes(cls, params, spec, None if domain is None else int(domain.size))
         try:
             mech = cls.from_params(params, domain)
         except LocalPrivError:
@@ -322,8 +323,9 @@ def _check_param_types(cls: type[Mechanism], params: dict[str, Any], spec: str) 
         raise LocalPrivError(f"spec {short_spec(spec)}: {key} must be a number, got the string {value[:40]!r}")
 
 
-def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str) -> None:
-    """Sizes asked for by the spec's parameters are bounded before anything is built."""
+def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str, domain_size: int | None = None) -> None:
+    """Sizes asked for by the spec's parameters are bounded before anything is built (``k`` left
+    out of the spec is the domain's size, ``domain_size``, in the products)."""
     cap = spec_size_cap()
     for key in _SIZE_PARAMETERS:
         v = params.get(key)
@@ -334,11 +336,36 @@ def _check_sizes(cls: type[Mechanism], params: dict[str, Any], spec: str) -> Non
     if isinstance(rows, int) and isinstance(cols, int) and rows * cols > cap:
         raise LocalPrivError(f"spec {short_spec(spec)}: nrows x ncols = {rows * cols} cells is above the cap of "
                              f"{cap} (environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+    for group in getattr(cls, "size_products", ()):
+        fallback = {**getattr(cls, "size_defaults", {}), **({} if domain_size is None else {"k": domain_size})}
+        given = [params.get(key, fallback.get(key)) for key in group]
+        factors = [v for v in given if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        if len(factors) == len(group):
+            total = math.prod(factors)
+            if total > cap:
+                raise LocalPrivError(f"spec {short_spec(spec)}: {' x '.join(group)} = {total} is above the cap of "
+                                     f"{cap} (environment variable LOCALPRIV_MAX_SPEC_SIZE)")
     lo, hi = params.get("lo"), params.get("hi")
     if (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and not isinstance(hi, bool)
             and hi - lo + 1 > cap):
         raise LocalPrivError(f"spec {short_spec(spec)}: lo..hi spans {hi - lo + 1} outputs, above the cap of {cap} "
                              "(environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+
+
+def collection_size(mechs: Any, what: str) -> int:
+    """The outputs a collection of mechanisms spans (a free-will policy, a mechanism column):
+    ``sum n_outputs`` (``k`` for mechanisms with unbounded outputs), refused in one line above
+    :func:`spec_size_cap`, the cap of one spec's output space: the product "mechanisms x outputs"
+    is bounded as one spec's outputs are."""
+    cap = spec_size_cap()
+    total = 0
+    for mech in mechs:
+        n = mech.n_outputs
+        total += int(mech.k if n is None else n)
+        if total > cap:
+            raise LocalPrivError(f"{what}: the output spaces of its mechanisms add up to more than the cap of {cap} "
+                                 "outputs (environment variable LOCALPRIV_MAX_SPEC_SIZE)")
+    return total
 
 
 def _check_output_space(mech: Mechanism) -> None:
@@ -408,6 +435,13 @@ class Mechanism(ABC):
     spec_name: ClassVar[str] = ""
     #: dtype of a report as produced by :meth:`sample` ("int64", "float64" or "binary")
     report_kind: ClassVar[str] = "int64"
+    #: groups of size parameters whose PRODUCT sizes what the constructor or the collector builds
+    #: (``("k", "cohorts", "h")``: hashes of every candidate in every cohort); ``parse`` refuses a
+    #: spec whose product exceeds :func:`spec_size_cap` before building anything, each factor
+    #: taken from the spec or, when left out, from ``size_defaults``
+    size_products: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    #: the constructor's defaults of the size parameters named in ``size_products``
+    size_defaults: ClassVar[dict[str, int]] = {}
     #: Small instances the conformance suites test (:mod:`localpriv.testing.mechanisms`), declared by
     #: each registered class itself (not inherited): dicts with ``spec`` and optionally ``domain``
     #: (a domain string, as on the command line) and the levels its paper promises, ``eps_ldp``

@@ -45,7 +45,7 @@ from numpy.typing import ArrayLike
 
 # the blocks live in localpriv.likelihood.structured, which imports this package: bound at call time
 from localpriv.likelihood import structured as _st
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.blocks import check_dense_size, check_report_bytes
 from localpriv.mechanisms._sampling import bernoulli_bits
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.hcms import DEFAULT_D, DEFAULT_M, SketchHashes, check_sketch
@@ -79,6 +79,8 @@ class CountMeanSketch(Mechanism):
     """
 
     spec_name = "cms"
+    size_products = (("d", "m"), ("k", "d"))  # the sketch; every candidate's hash in every row
+    size_defaults = {"m": DEFAULT_M, "d": DEFAULT_D}
     examples = (dict(spec="cms(k=5,eps=2.0,m=4,d=3)", eps_ldp=2.0, tight=True),)
     report_kind = "binary"
 
@@ -139,6 +141,7 @@ class CountMeanSketch(Mechanism):
         x = self._check_inputs(x)
         rng = check_rng(rng)
         n = x.size
+        check_report_bytes(n, self.report_bytes, f"{self} reports")
         rows = rng.integers(0, self.d, size=n, dtype=np.int64)
         true = self.hashes.of(x, rows)
         out = np.empty((n, self.report_bytes), dtype=np.uint8)

@@ -137,6 +137,8 @@ class HadamardCMS(Mechanism):
     """
 
     spec_name = "hcms"
+    size_products = (("d", "m"), ("k", "d"))  # the sketch; every candidate's hash in every row
+    size_defaults = {"m": DEFAULT_M, "d": DEFAULT_D}
     examples = (dict(spec="hcms(k=5,eps=1.0,m=4,d=3)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, m: int = DEFAULT_M, d: int = DEFAULT_D) -> None:

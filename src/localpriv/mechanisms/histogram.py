@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import LikelihoodBlock
+from localpriv.likelihood.blocks import LikelihoodBlock, check_report_bytes
 from localpriv.mechanisms._sampling import (
     client_inputs,
     default_grid,
@@ -183,6 +183,7 @@ class SHE(Mechanism):
         x = client_inputs(self, x)
         rng = check_rng(rng)
         k, s, N = self.k, self.steps_per_unit, self.CLAMP
+        check_report_bytes(x.size, 4 * k, f"{self} reports")
         out = np.empty((x.size, 4 * k), dtype=np.uint8)
         floats = out.view("<f4")  # the report layout
         native = floats.dtype.isnative

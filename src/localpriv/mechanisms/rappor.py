@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import DenseBlock, check_dense_size
+from localpriv.likelihood.blocks import DenseBlock, check_dense_size, check_report_bytes
 from localpriv.mechanisms import stablehash
 from localpriv.mechanisms.base import Mechanism, Memoized, register
 from localpriv.mechanisms.privacy import checked_epsilon
@@ -160,6 +160,8 @@ class RAPPOR(Memoized, Mechanism):
     """
 
     spec_name = "rappor"
+    size_products = (("k", "cohorts", "m"), ("k", "cohorts", "h"))  # every candidate's filter in every cohort
+    size_defaults = {"m": 32, "h": 2, "cohorts": 8}
     examples = (
         # 2 cohorts x 2^4 bit vectors (an enumerable channel); the level is the paper's
         # eps_1 = h (logit s1 - logit s0), attained (two inputs with disjoint filters)
@@ -314,6 +316,7 @@ class RAPPOR(Memoized, Mechanism):
         """The permanent part of each user: ``(cohort, B')``, her cohort and her PRR of the Bloom
         filter of ``x`` (``B'`` as an ``n x m`` bool matrix)."""
         n = x.size
+        check_report_bytes(n, self.m, f"{self} memoized filters")
         cohort = rng.integers(0, self.cohorts, size=n, dtype=np.int64)
         bloom = self.bloom()
         prr = np.empty((n, self.m), dtype=bool)

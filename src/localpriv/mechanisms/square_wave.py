@@ -20,9 +20,14 @@ report is the index ``j`` of the bucket of ``[-b, 1 + b]`` (``buckets`` equal bu
 
     M[i, j] = q |B_j| + (p - q) |B_j  intersect  [v_i - b, v_i + b]|,
 
-so reports are drawn from it (inverse CDF, the base class's sampler), its privacy level is
-computed from it (``ldp_epsilon``; ``eps`` as soon as some bucket lies inside one input's window
-and outside another's, a little less otherwise), and the EM engine's IBU and EMS read it as any
+rounded to integers in units of ``2^-64`` (:class:`~localpriv.mechanisms._sampling.IntegerChannel`:
+``W = round(M 2^64)``, each row summing to ``2^64`` exactly). Reports are drawn from those
+integers (one 64-bit word of the generator per user against the row's cumulative weights,
+integer comparisons only), so the released law is ``W / 2^64`` bit for bit, and the privacy
+level is computed from the same integers (``max_j log(max_i W[i, j] / min_i W[i, j])``; ``eps``
+as soon as some bucket lies inside one input's window and outside another's, a little less
+otherwise; docs/decisions/0042-exact-release-of-square-wave.md). The channel (``W / 2^64``) is
+what the EM engine's IBU and EMS read as any
 other channel: ``localpriv.estimate(obs, "ems")`` on an :class:`~localpriv.domains.IntervalDomain`
 is the paper's estimator (with this library's smoothing kernel and bandwidth chosen by held-out
 likelihood, :mod:`localpriv.estimators.regularized`).
@@ -30,6 +35,7 @@ likelihood, :mod:`localpriv.estimators.regularized`).
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,9 +43,11 @@ from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import check_dense_size
 from localpriv.mechanisms._numeric import mean_interval, unit_centres
+from localpriv.mechanisms._sampling import IntegerChannel
 from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.utils.interval import Interval
-from localpriv.utils.validation import LocalPrivError, check_eps, check_int
+from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 if TYPE_CHECKING:
     from localpriv.domains import Domain
@@ -74,6 +82,7 @@ class SquareWave(Mechanism):
     """
 
     spec_name = "sw"
+    size_products = (("k", "buckets"),)  # the channel table
     examples = (dict(spec="sw(k=5,eps=1.0,buckets=8)", eps_ldp=1.0, tight=True),)
 
     def __init__(self, k: int, eps: float, buckets: int | None = None) -> None:
@@ -97,9 +106,10 @@ class SquareWave(Mechanism):
         """The ``buckets + 1`` edges of the output buckets, ``-b`` to ``1 + b``."""
         return np.linspace(-self.b, 1.0 + self.b, self.buckets + 1)
 
-    def channel(self) -> np.ndarray:
-        """``M[i, j] = q |B_j| + (p - q) |B_j  intersect  [v_i - b, v_i + b]|`` (module docstring),
-        rows renormalized to absorb rounding (they sum to 1 in exact arithmetic)."""
+    def paper_channel(self) -> np.ndarray:
+        """``M[i, j] = q |B_j| + (p - q) |B_j  intersect  [v_i - b, v_i + b]|`` (module docstring) in
+        float64, rows renormalized to absorb rounding (they sum to 1 in exact arithmetic): the law the
+        integer table :meth:`channel` rounds to ``2^-64`` units."""
         check_dense_size(self.k, self.buckets, f"{self} channel")
         e = self.bucket_edges()
         lo, hi = e[:-1][None, :], e[1:][None, :]
@@ -107,6 +117,29 @@ class SquareWave(Mechanism):
         overlap = np.clip(np.minimum(hi, v + self.b) - np.maximum(lo, v - self.b), 0.0, None)
         M = self.q * (hi - lo) + (self.p - self.q) * overlap
         return M / M.sum(axis=1, keepdims=True)
+
+    @cached_property
+    def table(self) -> IntegerChannel:
+        """The released law as integers, ``W = round(M 2^64)`` (:class:`IntegerChannel`), built once."""
+        return IntegerChannel(self.paper_channel(), str(self))
+
+    def channel(self) -> np.ndarray:
+        """The released law ``W[i, j] / 2^64`` (:meth:`table`): the paper's channel to ``2^-64``."""
+        check_dense_size(self.k, self.buckets, f"{self} channel")
+        return self.table.probabilities()
+
+    def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
+        """One bucket index per input index, drawn exactly from the integer table (one 64-bit word
+        per user against the cumulative weights of its row; no floating point)."""
+        x = self._check_inputs(x)
+        rng = check_rng(rng)
+        check_dense_size(self.k, self.buckets, f"{self} (sampling its channel)")
+        return self.table.sample(x, rng)
+
+    def epsilon_ldp(self) -> float:
+        """``max_j log(max_i W[i, j] / min_i W[i, j])`` from the integers the client draws with."""
+        check_dense_size(self.k, self.buckets, f"{self} channel")
+        return checked_epsilon(self.table.epsilon_ldp(), str(self))
 
     def unbiased_weights(self) -> np.ndarray:
         """``g`` with ``M g = u`` (``u_i`` the cell centres, ``M`` the channel): ``g[j]`` is an

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size, check_report_bytes
 from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
 from localpriv.mechanisms.base import register
 from localpriv.mechanisms.unary import (
@@ -135,6 +135,7 @@ class SS(PureProtocol):
         n_bytes, stride = ceil(k / 8), _ss_stride(k)
         row = np.dtype((np.void, stride))
         k_byte, k_bit = big_k >> 3, np.uint8(0x80 >> (big_k & 7))
+        check_report_bytes(x.size, n_bytes, f"{self} reports")
         out = np.empty((x.size, n_bytes), dtype=np.uint8)
         chunk = _ss_chunk_rows(k)
         for s in range(0, x.size, chunk):

@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size, check_report_bytes
 from localpriv.likelihood.packed import PackedSupport, row_popcounts
 from localpriv.mechanisms._sampling import bernoulli_bits, client_inputs
 from localpriv.mechanisms.base import Mechanism, register
@@ -433,6 +433,7 @@ class UnaryEncoding(PureProtocol):
         Drawn by chunks of users with :func:`bernoulli_bits`.
         """
         k = self.k
+        check_report_bytes(n, ceil(k / 8), f"{self} reports")
         out = np.empty((n, ceil(k / 8)), dtype=np.uint8)
         step = max(1, _CHUNK // k)
         for s in range(0, n, step):  # chunks of users: bounded memory, cache-sized arrays
