@@ -258,6 +258,7 @@ const BUILD = {
     const k = withK(v);
     if (v.buckets !== undefined && v.buckets > BigInt(MAX_SPEC_SIZE)) throw overCap('sw: buckets', v.buckets);
     const B = v.buckets === undefined ? k : asNumber(name, 'buckets', v.buckets, 1, MAX_SPEC_SIZE);
+    if (BigInt(k) * BigInt(B) > BigInt(MAX_SPEC_SIZE)) throw overCap('sw: k x buckets', BigInt(k) * BigInt(B));
     const e = v.eps;
     const b = (e + Math.expm1(-e)) / (2 * (Math.expm1(e) - e));
     if (!(b > 0 && Number.isFinite(b))) throw bad(`sw: eps=${pyFloat(e)} gives no finite window`);
@@ -334,6 +335,10 @@ const BUILD = {
     const m = asNumber(name, 'm', v.m ?? 32n, 1, 4096);
     const h = asNumber(name, 'h', v.h ?? 2n, 1, m);
     const cohorts = asNumber(name, 'cohorts', v.cohorts ?? 8n, 1, 65536);
+    for (const [what, w] of [['m', m], ['h', h]]) {
+      const size = BigInt(k) * BigInt(cohorts) * BigInt(w);
+      if (size > BigInt(MAX_SPEC_SIZE)) throw overCap(`rappor: k x cohorts x ${what}`, size);
+    }
     const f = v.f ?? 0.5;
     const p = v.p ?? 0.5;
     const q = v.q ?? 0.75;

@@ -125,6 +125,17 @@ public final class Mechanism {
         return derived;
     }
 
+    /** The reference's spec size cap (10^9) on a product of sizes, refused as a bad value. */
+    private static void capProduct(String what, long... factors) {
+        BigInteger size = BigInteger.ONE;
+        for (long f : factors) {
+            size = size.multiply(BigInteger.valueOf(f));
+        }
+        if (size.compareTo(BigInteger.valueOf(1_000_000_000L)) > 0) {
+            throw bad(what + " = " + size + " is above the cap of 1000000000 (the reference's spec size cap)");
+        }
+    }
+
     private static PortableException bad(String msg) {
         return new PortableException("spec.bad_value", msg);
     }
@@ -549,6 +560,7 @@ public final class Mechanism {
             case "sw": {
                 Object bu = v.get("buckets");
                 long nb = bu == null ? k : intIn(name, "buckets", bu, 1, Long.MAX_VALUE);
+                capProduct("sw: k x buckets", k, nb);
                 mm = new Mechanism(name, canon(name, "k", k, "eps", eps, "buckets", nb), k);
                 mm.buckets = nb;
                 mm.swB = (eps + Math.expm1(-eps)) / (2.0 * (Math.expm1(eps) - eps));
@@ -656,6 +668,8 @@ public final class Mechanism {
                 int mBits = (int) intIn(name, "m", v.getOrDefault("m", BigInteger.valueOf(32)), 1, 4096);
                 int hh = (int) intIn(name, "h", v.getOrDefault("h", BigInteger.valueOf(2)), 1, mBits);
                 int co = (int) intIn(name, "cohorts", v.getOrDefault("cohorts", BigInteger.valueOf(8)), 1, 1 << 16);
+                capProduct("rappor: k x cohorts x m", k, co, mBits);
+                capProduct("rappor: k x cohorts x h", k, co, hh);
                 double ff = (Double) v.getOrDefault("f", 0.5);
                 double pp = (Double) v.getOrDefault("p", 0.5);
                 double qq = (Double) v.getOrDefault("q", 0.75);
