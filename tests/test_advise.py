@@ -397,3 +397,15 @@ def test_recommendation_unchanged_on_checked_cases(domain, eps, n, goal, expecte
     """The bounded confirmation keeps the recommendation of the former one (up to 12 x runs fresh runs)."""
     adv = advise(domain, eps_ldp=eps, n=n, goal=goal, rng=0)
     assert adv.recommended.spec.split("(")[0] == expected
+
+
+def test_simulated_rows_use_the_default_estimator_and_grid_emd_is_exact():
+    from localpriv.domains.grid import emd_grid
+    from localpriv.estimators import default_estimator
+    adv = advise(LINE, eps_ldp=1.0, n=1000, rng=0, runs=2, mechanisms=["krr", "geometric"])
+    assert adv.estimator == default_estimator(LINE) == "auto"
+    assert all(r.estimator == adv.estimator for r in adv.rows if r.how == "simulation" and not r.note)
+    theta = np.random.default_rng(3).dirichlet(np.ones(GRID.size))
+    est = np.random.default_rng(4).dirichlet(np.ones(GRID.size))
+    assert goal_error("emd", GRID, theta)(est) == pytest.approx(emd_grid(theta, est, GRID), rel=1e-9)
+    assert goal_error("emd", GRID, theta)(theta) == 0.0
