@@ -234,9 +234,12 @@ class IntegerChannel:
         j = int(np.argmax(spread))
         if not np.isfinite(spread[j]):
             return math.inf
-        col = [_TWO64 if self._point_mass()[i] and self.last[i] == j else int(v)
-               for i, v in enumerate(self.weights[:, j])]
-        hi, lo = max(col), min(col)
+        pm = self._point_mass()
+        col = self.weights[:, j]
+        # the column's extremes (exact uint64 comparisons) and the point-mass rows, as Python integers
+        ints = [_TWO64 if pm[i] and self.last[i] == j else int(col[i])
+                for i in {int(np.argmax(col)), int(np.argmin(col)), *np.flatnonzero(pm).tolist()}]
+        hi, lo = max(ints), min(ints)
         return math.log1p(float(Fraction(hi - lo, lo)))
 
     def sample(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
