@@ -450,7 +450,7 @@ class RSRFD(MultiAttributeMechanism):
     kind = "rsrfd"
     amplify = True
     fake = True
-    examples = (dict(spec="rsrfd(oracle=krr(eps=1.0),prior=[[0.5,0.3,0.2],[0.6,0.4]],shape=[3,2])"),)
+    examples = (dict(spec="rsrfd(oracle=krr(eps=1.0),shape=[3,2],prior=[[0.5,0.3,0.2],[0.6,0.4]])"),)
 
 
 def _with_k(spec: str, k: int) -> str:
