@@ -251,6 +251,17 @@ def run_measured(cmd: list, env=None) -> tuple:
     return (m["exit"], m["wall_s"], m["cpu_s"], m["maxrss_kib"] / 1024, proc.stdout.decode(errors="replace"), err)
 
 
+def write_json(path: str | None, doc: dict) -> str:
+    """``doc`` as indented JSON text, written atomically to ``path`` (through ``path.tmp``) when given."""
+    text = json.dumps(doc, indent=2)
+    if path:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return text
+
+
 def emit(result: dict) -> None:
     print(json.dumps(result, indent=2, default=float))
 

@@ -177,7 +177,7 @@ def main() -> None:
         return
     # both backends, interleaved rounds, medians (make bench-service -> benchmarks/results-service.json)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _common import machine
+    from _common import machine, write_json
     rounds: dict = {"sqlite": [], "postgresql": []}
     started, load_before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), [round(x, 2) for x in os.getloadavg()]
     for _ in range(a.rounds):
@@ -209,13 +209,7 @@ def main() -> None:
            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "load_after": [round(x, 2) for x in os.getloadavg()], "rounds": a.rounds, "summary": summary,
            "runs": rounds}
-    text = json.dumps(doc, indent=2)
-    if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, a.out)
-    print(text)
+    print(write_json(a.out, doc))
 
 
 if __name__ == "__main__":

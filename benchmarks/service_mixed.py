@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import machine, now  # noqa: E402
+from _common import machine, now, write_json  # noqa: E402
 
 import localpriv as lp  # noqa: E402
 from localpriv.service import free_port, launch  # noqa: E402
@@ -445,14 +445,9 @@ def main() -> None:
     doc = {"benchmark": "service-mixed", "machine": machine(), "started": started, "load_before": load_before,
            "finished": now(), "load_after": [round(x, 2) for x in os.getloadavg()], "smoke": bool(a.smoke),
            "result": result}
-    text = json.dumps(doc, indent=2)
-    if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, a.out)
-        if a.docs:
-            write_docs(doc)
+    text = write_json(a.out, doc)
+    if a.out and a.docs:
+        write_docs(doc)
     print(text)
 
 
