@@ -21,6 +21,7 @@ from localpriv.analysis.audit import (
     audit,
     claimed_level,
     clopper_pearson,
+    command_runner,
     default_pair,
     detectable_excess,
     runner_of,
@@ -220,3 +221,41 @@ def test_docs_tables_are_rendered_from_the_json():
     assert seen == 5
     # every broken client is flagged and its control is not
     assert all(r["flagged"] == (r["variant"] != "correct") for r in doc["broken"])
+
+
+@pytest.fixture(scope="module")
+def java_build(tmp_path_factory):
+    """The Java client's classes (plain javac), or a skip where no JDK is installed."""
+    import shutil
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        pytest.skip("javac is not installed (make java-client installs openjdk-17-jdk-headless)")
+    out = tmp_path_factory.mktemp("audit-java")
+    sources = sorted(str(p) for p in (ROOT / "clients" / "java" / "src").rglob("*.java"))
+    res = subprocess.run(["javac", "--release", "17", "-d", str(out), *sources], capture_output=True, text=True,
+                         timeout=180)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def _other_language(lang, java_build_dir):
+    import shutil
+    if lang == "javascript":
+        if shutil.which("node") is None:
+            pytest.skip("node is not installed (make test installs it)")
+        return f"node {ROOT / 'clients' / 'js' / 'bin' / 'localpriv-client.js'} {{spec}} --domain {{domain}}"
+    return f"java -Xshare:auto -cp {java_build_dir} org.localpriv.client.Main {{spec}} --domain {{domain}}"
+
+
+@pytest.mark.filterwarnings("ignore::localpriv.mechanisms.base.LargeEpsilonWarning")
+@pytest.mark.parametrize("lang", ["javascript", "java"])
+@pytest.mark.parametrize("spec", [s for name, pair in SPECS.items() if name not in PORTABLE_MEMOIZED for s in pair])
+def test_other_language_clients_never_exceed_their_level(request, lang, spec):
+    """The JavaScript and Java clients, run as commands with the OS's random source, audited like
+    the Python client at a small and a large level of every one-report mechanism (the memoized
+    ones, a process per device, are audited by ``make audit``)."""
+    build = request.getfixturevalue("java_build") if lang == "java" else None
+    mech = parse_portable(spec)
+    run = command_runner(_other_language(lang, build), spec=spec, domain=f"0..{mech.k - 1}", timeout=120)
+    res = audit(mech, run, trials=400, confidence=0.999)
+    assert res.lower_bound <= res.claimed
+    assert not res.flagged
