@@ -227,6 +227,7 @@ def test_docs_tables_are_rendered_from_the_json():
 def java_build(tmp_path_factory):
     """The Java client's classes (plain javac), or a skip where no JDK is installed."""
     import shutil
+    # make test installs the JDK where javac is missing; a bare pytest run elsewhere may lack it
     if shutil.which("javac") is None or shutil.which("java") is None:
         pytest.skip("javac is not installed (make java-client installs openjdk-17-jdk-headless)")
     out = tmp_path_factory.mktemp("audit-java")
@@ -240,6 +241,7 @@ def java_build(tmp_path_factory):
 def _other_language(lang, java_build_dir):
     import shutil
     if lang == "javascript":
+        # make test installs Node.js where it is missing; a bare pytest run elsewhere may lack it
         if shutil.which("node") is None:
             pytest.skip("node is not installed (make test installs it)")
         return f"node {ROOT / 'clients' / 'js' / 'bin' / 'localpriv-client.js'} {{spec}} --domain {{domain}}"

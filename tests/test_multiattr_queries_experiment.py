@@ -18,6 +18,8 @@ def _have_adult() -> bool:
         return False
 
 
+# the shared data (../shared/data/adult.data) sit beside every checkout here and in CI; a clone
+# elsewhere lacks them, and the reproduction reads nothing else
 @pytest.mark.skipif(not _have_adult(), reason="adult.data not available")
 def test_tiny_run_and_table(tmp_path: Path) -> None:
     assert "multiattr-queries" in EXPERIMENTS
