@@ -201,15 +201,7 @@ def sniff_format(path: str, allowed: Sequence[str] = VALUE_FORMATS) -> tuple[str
     """``(format, why)`` of a file whose name does not say: Parquet by its magic bytes, JSON Lines
     by a first line starting with ``{``, CSV against TSV by the first line's delimiters (commas and
     no tabs, or tabs and no commas). Anything else is ambiguous and refused: name it with --format."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(SNIFF_BYTES)
-    except IsADirectoryError:
-        raise LocalPrivError(f"{path} is a folder, not a file") from None
-    except OSError as exc:
-        raise LocalPrivError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not head:
-        raise LocalPrivError(f"{path} is empty (0 bytes)")
+    head = read_head(path, SNIFF_BYTES)
     choices = " or ".join(allowed)
     if head.startswith(b"PAR1"):
         found, why = "parquet", "it starts with the Parquet magic bytes PAR1"
