@@ -4,13 +4,14 @@
 import { readFileSync, writeFileSync, renameSync, existsSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { ClientError, PortableError } from '../src/errors.js';
-import { groupJSON, perturbValues, pyDumps } from '../src/client.js';
+import { groupJSON, perturbDevices, perturbValues, pyDumps } from '../src/client.js';
 import { reportJSON } from '../src/mechanisms.js';
 import { CryptoSource } from '../src/source.js';
 
 /** Largest memo file read (bytes). */
 const MAX_MEMO_BYTES = 64 << 20;
 const USAGE = `usage: localpriv-client SPEC --domain DOMAIN [--in FILE] [--out FILE] [--memo FILE] [--group] [--seed S]
+                        [--reports-per-device R]
 
   SPEC            a portable spec, e.g. 'krr(eps=2.0)' (k may be left out: the domain's size)
   --domain, -d    lo..hi or labels a,b,c
@@ -18,12 +19,15 @@ const USAGE = `usage: localpriv-client SPEC --domain DOMAIN [--in FILE] [--out F
   --out, -o       where to write (default: standard output); written atomically
   --memo FILE     memoized mechanisms: JSON {"memos": [...]} read and written back
   --group         print one wire-format group {"mechanism", "reports"} instead of one report per line
+  --reports-per-device R
+                  simulate devices (audits): each input line is a new device, with its own memo, that
+                  reports its value R times (1..1000); R lines out per line in
   --seed S        TESTS ONLY: draw from the ChaCha20 stream of the string S instead of the CSPRNG
 `;
 
 function parseArgs(argv) {
-  const opts = { spec: null, domain: null, input: null, output: null, memo: null, group: false, seed: null };
-  const takes = { '--domain': 'domain', '-d': 'domain', '--in': 'input', '-i': 'input', '--out': 'output', '-o': 'output', '--memo': 'memo', '--seed': 'seed' };
+  const opts = { spec: null, domain: null, input: null, output: null, memo: null, group: false, seed: null, rounds: null };
+  const takes = { '--domain': 'domain', '-d': 'domain', '--in': 'input', '-i': 'input', '--out': 'output', '-o': 'output', '--memo': 'memo', '--seed': 'seed', '--reports-per-device': 'rounds' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
     let inline = null;
@@ -44,6 +48,11 @@ function parseArgs(argv) {
   }
   if (opts.spec === null) throw new ClientError('missing SPEC; see --help');
   if (opts.domain === null) throw new ClientError('missing --domain; see --help');
+  if (opts.rounds !== null) {
+    if (!/^[0-9]{1,7}$/.test(opts.rounds)) throw new ClientError(`--reports-per-device: expected an integer in 1..1000, got ${opts.rounds.slice(0, 40)}`);
+    if (opts.memo !== null) throw new ClientError('--reports-per-device keeps each simulated device\'s memo in memory: no --memo');
+    opts.rounds = Number(opts.rounds);
+  }
   return opts;
 }
 
@@ -100,7 +109,9 @@ async function main() {
   } catch (exc) {
     throw new ClientError(`cannot read ${opts.input ?? 'standard input'}: ${exc.message}`);
   }
-  const run = perturbValues(opts.spec, opts.domain, lines(raw), { source, memos });
+  const run = opts.rounds === null
+    ? perturbValues(opts.spec, opts.domain, lines(raw), { source, memos })
+    : { ...perturbDevices(opts.spec, opts.domain, lines(raw), opts.rounds, { source }), memos: [] };
   const mech = run.mechanism;
   const text = opts.group ? `${groupJSON(mech, run.reports)}\n` : run.reports.map((r) => `${reportJSON(mech, r)}\n`).join('');
   if (opts.memo !== null && run.memos.length) atomicWrite(opts.memo, `${pyDumps({ memos: run.memos })}\n`);

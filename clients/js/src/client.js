@@ -9,6 +9,8 @@ import { encodeValue, parseDomain, pyFloat } from './spec.js';
 
 /** The most values perturbed by one call of perturbValues (reports are held in memory). */
 export const MAX_VALUES = 1_000_000;
+/** The most reports of one simulated device in perturbDevices. */
+export const MAX_ROUNDS = 1_000;
 
 /**
  * The ledger key of a stored memo: `memo-` and the XXH64 (seed 0) of the UTF-8 JSON of [mechanism,
@@ -89,6 +91,44 @@ export function perturbValues(spec, domain, values, options = {}) {
     return sampleIndex(mech, x, source, byIndex.get(x));
   });
   return { mechanism: mech, reports, memos: kept };
+}
+
+/**
+ * Simulate many devices in one run (audits, docs/audit.md): each of `values` is one new device, with
+ * no memo, that reports its value `rounds` times through perturbValues, the function a real device
+ * calls, keeping its own memos for its reports only. Every value is checked before any report is
+ * drawn. Returns `{mechanism, reports}`: `rounds` reports per value, device after device, in order.
+ * At most MAX_ROUNDS reports per device and MAX_VALUES in all.
+ */
+export function perturbDevices(spec, domain, values, rounds, options = {}) {
+  const unknown = Object.keys(options).filter((key) => key !== 'source');
+  if (unknown.length) throw new ClientError(`perturbDevices: unknown option ${JSON.stringify(unknown[0])}; accepted: source`);
+  const { source = new CryptoSource() } = options;
+  if (!Number.isInteger(rounds) || rounds < 1 || rounds > MAX_ROUNDS) {
+    throw new ClientError(`reports per device must be an integer in 1..${MAX_ROUNDS.toLocaleString('en-US')}, got ${rounds}`);
+  }
+  const dom = typeof domain === 'string' ? parseDomain(domain) : domain;
+  const mech = typeof spec === 'string' ? parseMechanism(spec, dom) : spec;
+  const devices = [...values];
+  if (devices.length * rounds > MAX_VALUES) {
+    throw new ClientError(`${devices.length.toLocaleString('en-US')} devices x ${rounds} reports is more than ${MAX_VALUES.toLocaleString('en-US')} reports in one run; split the input`);
+  }
+  if (!dom) throw new PortableError('domain.syntax', 'a domain is required');
+  if (mech.k !== dom.size) throw new PortableError('spec.bad_value', `${mech.canonical} has k=${mech.k} but the domain has ${dom.size} values`);
+  devices.forEach((value, i) => { // every value checked first, with its line number, as perturbValues does
+    try {
+      encodeValue(dom, typeof value === 'string' ? value.replace(/[\r\n]+$/, '') : String(value));
+    } catch (exc) {
+      if (exc instanceof PortableError) throw new PortableError(exc.code, `line ${i + 1}: ${exc.detail}`);
+      throw exc;
+    }
+  });
+  const reports = [];
+  for (const value of devices) {
+    const device = perturbValues(mech, dom, new Array(rounds).fill(value), { source, memos: [] });
+    for (const r of device.reports) reports.push(r);
+  }
+  return { mechanism: mech, reports };
 }
 
 /** A JSON value as Python's json.dumps writes it (", " and ": ", ASCII only); pm's floats as repr. */

@@ -11,7 +11,7 @@ export {
   parseMechanism, sampleIndex, drawMemo, reportJSON, exactRatio, PORTABLE_MECHANISMS, MEMOIZED_MECHANISMS, MAX_SPEC_SIZE,
 } from './mechanisms.js';
 export { CryptoSource } from './source.js';
-export { perturbValues, groupJSON, memoKey, MAX_VALUES } from './client.js';
+export { perturbValues, perturbDevices, groupJSON, memoKey, MAX_VALUES, MAX_ROUNDS } from './client.js';
 export {
   Ledger, memoryStorage, parseLedger, ledgerText, makeRelease, releaseOf, compose, fsum, formatG, utcNow, LEDGER_FORMAT, LEDGER_VERSION,
   MAX_RELEASES, MAX_REPORTS, MAX_LEDGER_BYTES, RELEASE_KEYS,

@@ -75,3 +75,23 @@ test('--out writes atomically', () => {
   assert.equal(lines.length, 2);
   assert.ok(lines.every((l) => /^"[0-9a-f]{2}"$/.test(l)));
 });
+
+test('--reports-per-device: each line a new device, its reports those of perturbValues with a fresh memo', async () => {
+  const { perturbValues } = await import('../src/client.js');
+  const { ChaCha20Source } = await import('../src/testing.js');
+  for (const spec of ['lgrr(k=3,eps_perm=1.0,eps_1=0.5)', 'rappor(k=3,m=4,h=1,cohorts=2)', 'krr(k=3,eps=1.0)']) {
+    const res = run([spec, '-d', '0..2', '--seed', 'devices', '--reports-per-device', '4'], '0\n0\n2\n');
+    assert.equal(res.status, 0, res.stderr);
+    const src = new ChaCha20Source('devices');
+    const want = ['0', '0', '2'].flatMap((v) => perturbValues(spec, '0..2', [v, v, v, v], { source: src, memos: [] }).reports);
+    assert.deepEqual(res.stdout.trimEnd().split('\n'), want.map(String), spec);
+  }
+  const bad = run(['lgrr(k=3,eps_perm=1.0,eps_1=0.5)', '-d', '0..2', '--reports-per-device', '2'], '0\n3\n');
+  assert.match(bad.stderr, /^error: value\.out_of_domain: line 2: /);
+  assert.equal(bad.stdout, '');
+  for (const r of ['0', '1001', 'x']) {
+    assert.match(run(['krr(eps=1.0)', '-d', '0..2', '--reports-per-device', r], '1\n').stderr, /^error: .*reports per device|^error: --reports-per-device/);
+  }
+  assert.match(run(['lgrr(eps_perm=1.0,eps_1=0.5)', '-d', '0..2', '--reports-per-device', '2', '--memo', 'm.json'], '1\n').stderr,
+    /^error: --reports-per-device keeps each simulated device's memo in memory: no --memo\n$/);
+});

@@ -88,6 +88,7 @@ export class CryptoSource implements WordSource {
 }
 
 export const MAX_VALUES: number;
+export const MAX_ROUNDS: number;
 export interface Run {
   mechanism: Mechanism;
   reports: Report[];
@@ -95,6 +96,9 @@ export interface Run {
 }
 export function perturbValues(spec: string | Mechanism, domain: string | Domain, values: Iterable<string | number>,
   options?: { source?: WordSource; memos?: Memo[]; ledger?: Ledger | null; budget?: number | null; collection?: string; time?: string }): Run;
+/** Simulates devices (audits): each value is a new device that reports it `rounds` times (1..MAX_ROUNDS). */
+export function perturbDevices(spec: string | Mechanism, domain: string | Domain, values: Iterable<string | number>,
+  rounds: number, options?: { source?: WordSource }): { mechanism: Mechanism; reports: Report[] };
 export function memoKey(memo: Memo): string;
 export function groupJSON(mech: Mechanism, reports: Report[], separators?: [string, string]): string;
 

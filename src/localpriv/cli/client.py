@@ -15,7 +15,7 @@ import typer
 
 from localpriv.cli.common import friendly
 from localpriv.data.formats import atomic_output
-from localpriv.mechanisms.portable import ChaCha20Source, SystemSource, WordSource, perturb_lines
+from localpriv.mechanisms.portable import ChaCha20Source, SystemSource, WordSource, perturb_devices, perturb_lines
 from localpriv.utils.validation import LocalPrivError
 
 #: largest memo file read (bytes)
@@ -37,14 +37,21 @@ def client(
     group: bool = typer.Option(False, "--group",
                                help="print one wire-format group {\"mechanism\", \"reports\"} instead of one "
                                     "report per line"),
+    reports_per_device: int | None = typer.Option(None, "--reports-per-device",
+                                                  help="simulate devices (audits): each input line is a new "
+                                                       "device, with its own memo, that reports its value this "
+                                                       "many times (1..1000)"),
 ) -> None:
     """Perturb values on this machine with the portable protocol: one report per input line, as JSON."""
     source: WordSource = ChaCha20Source(seed) if seed is not None else SystemSource()
+    if reports_per_device is not None and memo is not None:
+        raise LocalPrivError("--reports-per-device keeps each simulated device's memo in memory: no --memo")
     memos = _read_memos(memo) if memo is not None and memo.exists() else []
-    if input is None:
-        run = perturb_lines(spec, domain, _lines(sys.stdin.buffer.read()), source, memos)
+    lines = _lines(sys.stdin.buffer.read() if input is None else input.read_bytes())
+    if reports_per_device is None:
+        run = perturb_lines(spec, domain, lines, source, memos)
     else:
-        run = perturb_lines(spec, domain, _lines(input.read_bytes()), source, memos)
+        run = perturb_devices(spec, domain, lines, reports_per_device, source)
     if group:
         text = json.dumps({"mechanism": str(run.mechanism), "reports": run.reports}) + "\n"
     else:

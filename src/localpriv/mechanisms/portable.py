@@ -45,7 +45,7 @@ import math
 import re
 import secrets
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -76,7 +76,7 @@ __all__ = [
     "xxh64_le64", "PortableError", "ERROR_CODES", "parse_portable", "portable_domain", "encode_value",
     "sample_portable", "memoize_portable", "portable_parameters", "PORTABLE_SAMPLERS", "PORTABLE_MEMOIZED",
     "PORTABLE_KEYS", "grr_second", "NOT_PORTABLE", "bits_hex", "PROTOCOL_VERSION", "MAX_BLOCKS", "perturb_lines",
-    "ClientRun", "MAX_CLIENT_LINES",
+    "ClientRun", "MAX_CLIENT_LINES", "perturb_devices", "MAX_DEVICE_ROUNDS",
 ]
 
 #: the protocol's version (the vectors file is ``vectors-v{PROTOCOL_VERSION}.json``)
@@ -1199,6 +1199,8 @@ def _label_index(domain: CategoricalDomain) -> dict[str, int]:
 #: the most input lines one run of the client command perturbs (reports are written only when
 #: every line is valid, so they are held in memory)
 MAX_CLIENT_LINES = 1_000_000
+#: the most reports of one simulated device (:func:`perturb_devices`)
+MAX_DEVICE_ROUNDS = 1_000
 
 
 @dataclass
@@ -1261,3 +1263,45 @@ def perturb_lines(spec: str, domain: str, lines: Iterable[str], source: WordSour
             kept.append(by_index[x])
         reports.append(sample_portable(mech, x, source, by_index[x]))
     return ClientRun(mech, reports, kept)
+
+
+def perturb_devices(spec: str, domain: str, lines: Sequence[str], rounds: int, source: WordSource) -> ClientRun:
+    """Many simulated devices in one run (``localpriv client --reports-per-device``, audits).
+
+    Each line is one new device, with no memo, that reports its value ``rounds`` times through
+    :func:`perturb_lines`, the function one device's run calls: its memos live for its own reports
+    only. Every line is checked before any report is drawn.
+
+    Parameters
+    ----------
+    spec, domain : str
+        As :func:`perturb_lines`.
+    lines : sequence of str
+        One value per device.
+    rounds : int
+        Reports per device, ``1..``:data:`MAX_DEVICE_ROUNDS`; ``len(lines) * rounds`` is at most
+        :data:`MAX_CLIENT_LINES`.
+    source : WordSource
+        Shared by the devices, one after the other.
+
+    Returns
+    -------
+    ClientRun
+        ``rounds`` reports per line, device after device; no memos (none outlives its device).
+    """
+    if not 1 <= rounds <= MAX_DEVICE_ROUNDS:
+        raise LocalPrivError(f"reports per device must be an integer in 1..{MAX_DEVICE_ROUNDS:,}, got {rounds}")
+    if len(lines) * rounds > MAX_CLIENT_LINES:
+        raise LocalPrivError(f"{len(lines):,} devices x {rounds} reports is more than {MAX_CLIENT_LINES:,} reports "
+                             "in one run; split the input")
+    dom = portable_domain(domain)
+    mech = parse_portable(spec, dom)
+    for number, line in enumerate(lines, 1):  # every line checked before any report is drawn
+        try:
+            encode_value(dom, line.rstrip("\r\n"))
+        except PortableError as exc:
+            raise PortableError(exc.code, f"line {number}: {str(exc).partition(': ')[2]}") from None
+    reports: list[Any] = []
+    for line in lines:  # one device after the other: the loop is over devices, each one run of its own
+        reports.extend(perturb_lines(spec, domain, [line] * rounds, source).reports)
+    return ClientRun(mech, reports, [])

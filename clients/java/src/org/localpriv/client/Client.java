@@ -21,6 +21,8 @@ import java.util.Map;
 public final class Client {
     /** The most values one call of {@link #perturbLines} perturbs (reports are held in memory). */
     public static final int MAX_LINES = 1_000_000;
+    /** The most reports of one simulated device in {@link #perturbDevices}. */
+    public static final int MAX_ROUNDS = 1_000;
 
     /** The mechanism (its {@code canonical} spec is the group's {@code mechanism}). */
     public final Mechanism mechanism;
@@ -113,6 +115,40 @@ public final class Client {
             keyed.add(plan.get(i++).withMemoKey(Ledger.memoKey(memo)));
         }
         ledger.record(keyed, budget);
+    }
+
+    /**
+     * Simulates many devices in one run (audits, docs/audit.md): each line is one new device, with no
+     * memo, that reports its value {@code rounds} times through {@link #perturbLines(List, WordSource)}
+     * of its own client (the code path of a real device), its memos kept for its reports only. Every
+     * line is checked before any report is drawn.
+     *
+     * @param lines the devices' values, one per line
+     * @param rounds reports per device, 1..{@link #MAX_ROUNDS}; at most {@link #MAX_LINES} reports in all
+     * @param src the word source
+     * @return the reports' JSON texts: {@code rounds} per line, device after device
+     */
+    public List<String> perturbDevices(List<String> lines, int rounds, WordSource src) {
+        if (rounds < 1 || rounds > MAX_ROUNDS) {
+            throw new IllegalArgumentException("reports per device must be an integer in 1..1,000, got " + rounds);
+        }
+        if ((long) lines.size() * rounds > MAX_LINES) {
+            throw new IllegalArgumentException(lines.size() + " devices x " + rounds
+                    + " reports is more than 1,000,000 reports in one run; split the input");
+        }
+        for (int i = 0; i < lines.size(); i++) {
+            try {
+                domain.encode(lines.get(i));
+            } catch (PortableException e) {
+                throw new PortableException(e.code, "line " + (i + 1) + ": " + e.detail());
+            }
+        }
+        List<String> out = new ArrayList<>(lines.size() * rounds);
+        for (String line : lines) {
+            Client device = new Client(mechanism, domain);
+            out.addAll(device.perturbLines(Collections.nCopies(rounds, line), src));
+        }
+        return out;
     }
 
     /**

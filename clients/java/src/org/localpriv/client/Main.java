@@ -25,7 +25,11 @@ import java.util.Map;
  *
  * <pre>
  *   java -cp build org.localpriv.client.Main SPEC --domain D [--in F] [--out F] [--seed S] [--memo F] [--group]
+ *       [--reports-per-device R]
  * </pre>
+ *
+ * With {@code --reports-per-device R} each input line is one simulated device, with its own memo, that
+ * reports its value R times ({@link Client#perturbDevices}): R lines out per line in (audits).
  *
  * A refusal is one line {@code error: CODE: message} on standard error, exit status 1, and nothing written.
  */
@@ -72,6 +76,7 @@ public final class Main {
         String seed = null;
         String memo = null;
         boolean group = false;
+        String rounds = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String val = null;
@@ -85,6 +90,7 @@ public final class Main {
                     group = true;
                     continue;
                 case "--domain": case "-d": case "--in": case "-i": case "--out": case "-o": case "--seed": case "--memo":
+                case "--reports-per-device":
                     if (val == null) {
                         if (i + 1 >= args.length) {
                             throw new UsageException("option " + opt + " needs a value");
@@ -95,7 +101,7 @@ public final class Main {
                 default:
                     if (a.startsWith("-") && a.length() > 1) {
                         throw new UsageException("unknown option " + a + "; usage: SPEC --domain D [--in F] [--out F] "
-                                + "[--seed S] [--memo F] [--group]");
+                                + "[--seed S] [--memo F] [--group] [--reports-per-device R]");
                     }
                     if (spec != null) {
                         throw new UsageException("one SPEC only, got a second: " + a);
@@ -108,11 +114,24 @@ public final class Main {
                 case "--in": case "-i": in = val; break;
                 case "--out": case "-o": out = val; break;
                 case "--seed": seed = val; break;
+                case "--reports-per-device": rounds = val; break;
                 default: memo = val;
             }
         }
         if (spec == null || domain == null) {
-            throw new UsageException("usage: SPEC --domain D [--in F] [--out F] [--seed S] [--memo F] [--group]");
+            throw new UsageException("usage: SPEC --domain D [--in F] [--out F] [--seed S] [--memo F] [--group] "
+                    + "[--reports-per-device R]");
+        }
+        int perDevice = 0;
+        if (rounds != null) {
+            if (!rounds.matches("[0-9]{1,7}")) {
+                throw new UsageException("--reports-per-device: expected an integer in 1..1000, got "
+                        + rounds.substring(0, Math.min(40, rounds.length())));
+            }
+            if (memo != null) {
+                throw new UsageException("--reports-per-device keeps each simulated device's memo in memory: no --memo");
+            }
+            perDevice = Integer.parseInt(rounds);
         }
         WordSource src = seed != null ? new ChaCha20Source(seed) : new SecureRandomSource();
         Client client = Client.create(spec, domain);
@@ -129,7 +148,7 @@ public final class Main {
         if (!lines.isEmpty() && lines.get(lines.size() - 1).isEmpty()) {
             lines.remove(lines.size() - 1);
         }
-        List<String> reports = client.perturbLines(lines, src);
+        List<String> reports = rounds == null ? client.perturbLines(lines, src) : client.perturbDevices(lines, perDevice, src);
         StringBuilder sb = new StringBuilder();
         if (group) {
             Map<String, Object> g = new LinkedHashMap<>();
