@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from localpriv.analysis.audit import (
     MAX_TRIALS,
     audit,
+    channel_event_probability,
     claimed_level,
     clopper_pearson,
     command_runner,
@@ -245,7 +246,8 @@ def _other_language(lang, java_build_dir):
         if shutil.which("node") is None:
             pytest.skip("node is not installed (make test installs it)")
         return f"node {ROOT / 'clients' / 'js' / 'bin' / 'localpriv-client.js'} {{spec}} --domain {{domain}}"
-    return f"java -Xshare:auto -cp {java_build_dir} org.localpriv.client.Main {{spec}} --domain {{domain}}"
+    return (f"java -Xshare:auto -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp {java_build_dir} "
+            "org.localpriv.client.Main {spec} --domain {domain}")
 
 
 @pytest.mark.filterwarnings("ignore::localpriv.mechanisms.base.LargeEpsilonWarning")
@@ -261,3 +263,70 @@ def test_other_language_clients_never_exceed_their_level(request, lang, spec):
     res = audit(mech, run, trials=400, confidence=0.999)
     assert res.lower_bound <= res.claimed
     assert not res.flagged
+
+
+#: the memoized mechanisms' audit of the JavaScript and Java clients: one run of the client simulates
+#: the devices of both values (--reports-per-device), each reporting ROUNDS_MEMO times; at 4 reports the
+#: claimed level is the memo's bound eps_perm for every spec here but the small RAPPOR (2.149, below its
+#: 2.197). The devices' first reports, one report of a fresh memo each, are audited at the one-report
+#: level.
+ROUNDS_MEMO = 4
+#: devices per value tried, smallest first (:func:`_memo_devices`)
+DEVICES_MEMO = (500, 1000, 1500)
+
+
+def _memo_devices(mech):
+    """Devices per value from the audit's power computation: the fewest of DEVICES_MEMO whose test half
+    detects, with 80% power at confidence 0.999, a one-report excess of max(eps, 1) over the claimed
+    level eps (a client delivering max(2 eps, eps + 1)) on the claimed channel's most informative event.
+    For the specs of SPECS: 500 for lgrr, 1500 for loue(eps_1=2.0), lolh(eps_1=0.5) and
+    rappor(f=0.05,p=0.1,q=0.9), 1000 for the others."""
+    eps = claimed_level(mech)
+    p1 = channel_event_probability(mech, default_pair(mech))
+    for n in DEVICES_MEMO:
+        if detectable_excess(p1, n - n // 2, eps, 0.999) <= max(eps, 1.0):
+            return n
+    raise AssertionError(f"{mech}: no size of {DEVICES_MEMO} has the power")
+
+
+@pytest.mark.filterwarnings("ignore::localpriv.mechanisms.base.LargeEpsilonWarning")
+@pytest.mark.parametrize("lang", ["javascript", "java"])
+@pytest.mark.parametrize("spec", [s for name, pair in SPECS.items() if name in PORTABLE_MEMOIZED for s in pair])
+def test_other_language_clients_memoized_never_exceed_their_level(request, lang, spec):
+    """The JavaScript and Java clients' memoized mechanisms, at a small and a large level, through
+    their commands with the OS's random source, many devices in one run (each with its own memo):
+    ROUNDS_MEMO reports per device against the memo's bound, and each device's first report against
+    the one-report level."""
+    build = request.getfixturevalue("java_build") if lang == "java" else None
+    mech = parse_portable(spec)
+    command = _other_language(lang, build) + " --reports-per-device {rounds}"
+    run = command_runner(command, spec=spec, domain=f"0..{mech.k - 1}", rounds=ROUNDS_MEMO, timeout=120)
+    outputs: dict[tuple[str, ...], list[str]] = {}
+
+    def once(lines):  # one client run, read by both audits (the same devices)
+        if tuple(lines) not in outputs:
+            outputs[tuple(lines)] = run(lines)
+        return outputs[tuple(lines)]
+
+    devices = _memo_devices(mech)
+    many = audit(mech, once, trials=devices, rounds=ROUNDS_MEMO, confidence=0.999, devices_per_run=True)
+    first = audit(mech, lambda lines: once(lines)[::ROUNDS_MEMO], trials=devices, confidence=0.999,
+                  devices_per_run=True)
+    assert len(outputs) == 1
+    assert many.device_mode and many.claimed == pytest.approx(claimed_level(mech, ROUNDS_MEMO))
+    assert not many.flagged and many.lower_bound <= many.claimed
+    assert not first.flagged and first.lower_bound <= first.claimed == pytest.approx(claimed_level(mech))
+    assert first.power["detectable_excess"] <= max(first.claimed, 1.0)
+
+
+def test_simulated_devices_are_the_same_reports_in_every_client(request):
+    """``--reports-per-device`` with the test stream: the JavaScript and Java commands print the
+    reports of Python's perturb_devices, bit for bit (each device a fresh memo, one stream)."""
+    from localpriv.mechanisms.portable import perturb_devices
+    spec, lines = "lolh(k=3,eps_perm=1.0,eps_1=0.5,n_seeds=2)", ["0", "2", "2", "1"]
+    want = [json.dumps(r) for r in perturb_devices(spec, "0..2", lines, 3, ChaCha20Source("devices")).reports]
+    for lang in ("javascript", "java"):
+        build = request.getfixturevalue("java_build") if lang == "java" else None
+        run = command_runner(_other_language(lang, build) + " --reports-per-device {rounds} --seed devices",
+                             spec=spec, domain="0..2", rounds=3, timeout=120)
+        assert run(lines) == want, lang

@@ -7,8 +7,9 @@ of input lines to the list of output lines of one run of the client (one process
 
 1. feeds ``trials`` copies of a value ``x`` and as many of ``x'`` (a *pair*), in chunks of at most
    :data:`CHUNK` lines per run; in **device mode** (``rounds > 1``, and always for memoized
-   mechanisms) each run is one device that reports its value ``rounds`` times, and the device's
-   reports joined in order are one outcome;
+   mechanisms) each device reports its value ``rounds`` times, and the device's reports joined in
+   order are one outcome: a run is one device, or, for a client that simulates devices
+   (``--reports-per-device``), each input line of a run is one new device;
 2. turns each outcome into **events** by a few fixed *views*: the exact canonical report
    (``exact``); the claimed channel's ratio ``P(z|x) / P(z|x')`` of the report, where its rows
    can be read (``channel-ratio``: the mechanism's own bins); for float reports, their offset
@@ -64,8 +65,8 @@ from localpriv.mechanisms.portable import PORTABLE_MEMOIZED
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["AuditResult", "Runner", "audit", "audit_power", "channel_event_probability", "claimed_level",
-           "clopper_pearson", "command_runner", "default_pair", "detectable_excess", "runner_of", "value_line",
-           "MAX_TRIALS", "MAX_DEVICES", "MAX_ROUNDS", "CHUNK"]
+           "clopper_pearson", "command_runner", "default_pair", "detectable_excess", "runner_of", "simulates_devices",
+           "value_line", "MAX_TRIALS", "MAX_DEVICES", "MAX_ROUNDS", "CHUNK"]
 
 #: one run of the client: input lines -> output lines (one per input line)
 Runner = Callable[[list[str]], list[str]]
@@ -401,6 +402,33 @@ def _run_devices(runner: Runner, line: str, devices: int, rounds: int, jobs: int
         return list(pool.map(one, range(devices)))
 
 
+def _run_batch(runner: Runner, lines: tuple[str, str], devices: int, rounds: int, jobs: int,
+               progress: Callable[[int], None] | None) -> list[list[tuple[str, ...]]]:
+    """Device mode through a client that simulates devices: each input line is one new device that
+    reports its value ``rounds`` times (``rounds`` output lines per input line, device after device).
+    The devices of both values go in runs of at most ``CHUNK // rounds`` devices."""
+    todo = [v for v in lines for _ in range(devices)]
+    per_run = max(1, CHUNK // rounds)
+    runs = [todo[i:i + per_run] for i in range(0, len(todo), per_run)]
+
+    def one(run: list[str]) -> list[tuple[str, ...]]:
+        got = runner(run)
+        if len(got) != len(run) * rounds:
+            raise LocalPrivError(f"the client printed {len(got)} lines for {len(run)} devices of {rounds} reports")
+        if progress is not None:
+            progress(len(run))
+        keys = [canonical(g) for g in got]
+        return [tuple(keys[i * rounds:(i + 1) * rounds]) for i in range(len(run))]
+
+    if jobs <= 1:
+        done = [one(r) for r in runs]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(one, runs))
+    flat = [o for part in done for o in part]
+    return [flat[:devices], flat[devices:]]
+
+
 def value_line(domain: Domain, index: int) -> str:
     """The input line of domain index ``index`` (an integer's decimal, or a label)."""
     if isinstance(domain, IntegerDomain):
@@ -412,7 +440,7 @@ def value_line(domain: Domain, index: int) -> str:
 
 def audit(mech: Mechanism, runner: Runner, *, domain: Domain | None = None, pair: tuple[int, int] | None = None,
           trials: int = 20_000, rounds: int = 1, confidence: float = 0.95, jobs: int = 1,
-          progress: Callable[[int], None] | None = None) -> AuditResult:
+          progress: Callable[[int], None] | None = None, devices_per_run: bool = False) -> AuditResult:
     """Audit a client of ``mech``: a lower confidence bound on the LDP level it delivers.
 
     Parameters
@@ -435,6 +463,10 @@ def audit(mech: Mechanism, runner: Runner, *, domain: Domain | None = None, pair
         Client runs at once in device mode.
     progress : callable, optional
         Called with the number of trials (or devices) just done.
+    devices_per_run : bool
+        In device mode, the runner simulates devices: each input line is one new device that reports
+        its value ``rounds`` times (``rounds`` output lines per input line, e.g. ``localpriv client
+        --reports-per-device``), so many devices share a run; otherwise each run is one device.
 
     Returns
     -------
@@ -458,7 +490,9 @@ def audit(mech: Mechanism, runner: Runner, *, domain: Domain | None = None, pair
     dom = IntegerDomain(0, k - 1) if domain is None else domain
     lines = (value_line(dom, x), value_line(dom, xp))
     claimed = claimed_level(mech, rounds)
-    if device:
+    if device and devices_per_run:
+        out = _run_batch(runner, lines, trials, rounds, jobs, progress)
+    elif device:
         out = [_run_devices(runner, v, trials, rounds, jobs, progress) for v in lines]
     else:
         out = [_run_single(runner, v, trials, progress) for v in lines]
@@ -504,16 +538,19 @@ def runner_of(func: Callable[[Sequence[str]], Sequence[Any]]) -> Runner:
     return run
 
 
-def command_runner(command: str, *, spec: str = "", domain: str = "", timeout: float = 600.0) -> Runner:
+def command_runner(command: str, *, spec: str = "", domain: str = "", rounds: int = 1,
+                   timeout: float = 600.0) -> Runner:
     """A runner that starts ``command`` once per call, values on its standard input.
 
-    ``command`` is split like a POSIX shell line (no shell runs it); ``{spec}`` and ``{domain}`` in
-    it are replaced by ``spec`` and ``domain`` (e.g. ``localpriv client {spec} --domain {domain}``).
+    ``command`` is split like a POSIX shell line (no shell runs it); ``{spec}``, ``{domain}`` and
+    ``{rounds}`` in it are replaced by ``spec``, ``domain`` and ``rounds`` (e.g. ``localpriv client
+    {spec} --domain {domain} --reports-per-device {rounds}``: see :func:`simulates_devices`).
     A run that exits with a non-zero status, or takes more than ``timeout`` seconds, is refused
     with the first line of its standard error.
     """
     try:
-        argv = [a.replace("{spec}", spec).replace("{domain}", domain) for a in shlex.split(command)]
+        argv = [a.replace("{spec}", spec).replace("{domain}", domain).replace("{rounds}", str(rounds))
+                for a in shlex.split(command)]
     except ValueError as exc:
         raise LocalPrivError(f"--client: {exc}") from None
     if not argv:
@@ -534,3 +571,10 @@ def command_runner(command: str, *, spec: str = "", domain: str = "", timeout: f
         return done.stdout.decode("utf-8", "replace").splitlines()
 
     return run
+
+
+def simulates_devices(command: str) -> bool:
+    """Whether a client command simulates devices (its line holds ``{rounds}``, the reports per device,
+    e.g. ``--reports-per-device {rounds}``): in device mode, each input line is then one new device
+    and one run holds many devices (:func:`audit`'s ``devices_per_run``)."""
+    return "{rounds}" in command

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from localpriv.analysis.audit import AuditResult, audit, command_runner
+from localpriv.analysis.audit import AuditResult, audit, command_runner, simulates_devices
 from localpriv.cli.common import console, fmt_number, friendly, print_json, report_table, status_of
 from localpriv.data.formats import atomic_output
 from localpriv.mechanisms.portable import PORTABLE_MEMOIZED, encode_value, parse_portable, portable_domain
@@ -22,7 +22,9 @@ DEFAULT_DEVICES = 1_000
 @friendly
 def audit_(
     client: str = typer.Option(..., "--client", help="the client command, e.g. \"localpriv client {spec} --domain "
-                                                     "{domain}\" ({spec}, {domain} are filled in)"),
+                                                     "{domain}\" ({spec}, {domain} are filled in; with "
+                                                     "{rounds}, e.g. --reports-per-device {rounds}, one run "
+                                                     "simulates many devices)"),
     spec: str = typer.Option(..., "--spec", help="the portable spec the client claims, e.g. 'krr(k=10,eps=1.0)'"),
     domain: str | None = typer.Option(None, "--domain", "-d", help="the client's values: lo..hi or labels "
                                                                    "(default 0..k-1)"),
@@ -55,11 +57,11 @@ def audit_(
     device = rounds > 1 or mech.spec_name in PORTABLE_MEMOIZED
     if trials is None:
         trials = DEFAULT_DEVICES if device else DEFAULT_TRIALS
-    runner = command_runner(client, spec=str(mech), domain=str(dom_text), timeout=timeout)
+    runner = command_runner(client, spec=str(mech), domain=str(dom_text), rounds=rounds, timeout=timeout)
     with status_of("audit", f"running the client on 2 x {trials:,} {'devices' if device else 'values'}") as st:
         task = st.task("runs", 2 * trials)
         res = audit(mech, runner, domain=dom, pair=xy, trials=trials, rounds=rounds, confidence=confidence,
-                    jobs=jobs, progress=task.advance)
+                    jobs=jobs, progress=task.advance, devices_per_run=simulates_devices(client))
         task.close()
     doc = res.to_json()
     if json_out is not None:
