@@ -264,10 +264,10 @@ docs-numbers: $(FULL_STAMP)
 accounting-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/accounting_evidence.py
 
-# the audits of docs/audit.md and decisions 0059-0060 (correctness only; ~30 min on one core, most of
-# it the JavaScript and Java clients' one-device runs): builds the Java client, then
+# the audits of docs/audit.md and decisions 0059-0060, 0071 (correctness only; every client through
+# its command, memoized mechanisms as simulated devices): builds the Java client, then
 # docs/results/audit.json and the tables between the docs' audit-evidence markers. More clients:
-# AUDIT_WITH='--with NAME=CMD' (CMD with {spec} and {domain})
+# AUDIT_WITH='--with NAME=CMD' (CMD with {spec} and {domain}, and {rounds} if it simulates devices)
 audit: $(FULL_STAMP) $(CLIENTS_STAMP) java-client
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/audit_evidence.py $(AUDIT_WITH)
 

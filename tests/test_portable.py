@@ -231,6 +231,29 @@ def test_client_command_keeps_memos(tmp_path):
     assert json.loads(memo.read_text())["memos"] == memos
 
 
+def test_client_command_simulates_devices_each_with_its_own_memo():
+    """``--reports-per-device R``: each input line a new device reporting R times, its reports those of
+    one perturb_lines run from no memo (one stream, device after device); bounds refused in one line."""
+    from typer.testing import CliRunner
+
+    from localpriv.cli.main import app
+    spec = "lgrr(k=3,eps_perm=1.0,eps_1=0.5)"
+    res = CliRunner().invoke(app, ["client", spec, "-d", "0..2", "--seed", "d", "--reports-per-device", "3"],
+                             input="0\n2\n")
+    assert res.exit_code == 0, res.output
+    src = P.ChaCha20Source("d")
+    want = [r for v in ("0", "2") for r in P.perturb_lines(spec, "0..2", [v] * 3, src).reports]
+    assert [int(line) for line in res.output.splitlines()] == want
+    for args, needle in ((["--reports-per-device", "0"], "reports per device must be an integer in 1..1,000"),
+                         (["--reports-per-device", "2", "--memo", "m.json"], "no --memo")):
+        res = CliRunner().invoke(app, ["client", spec, "-d", "0..2", *args], input="1\n")
+        assert res.exit_code == 1 and needle in res.output
+    with pytest.raises(P.PortableError, match="line 2: "):
+        P.perturb_devices(spec, "0..2", ["1", "3"], 2, P.ChaCha20Source("d"))
+    with pytest.raises(P.LocalPrivError, match="more than 1,000,000 reports"):
+        P.perturb_devices(spec, "0..2", ["1"] * 1001, 1000, P.ChaCha20Source("d"))
+
+
 def test_the_portability_table_of_the_docs_is_the_code():
     import re
 

@@ -1,7 +1,7 @@
 """Audits of the portable clients for docs/audit.md (``make audit``; correctness only, no timings).
 
 Writes docs/results/audit.json (atomically) and rewrites the generated tables of docs/audit.md and
-decisions 0059-0060 between the markers ``<!-- audit-evidence:NAME -->`` and ``<!-- /audit-evidence -->``
+decisions 0059-0060 and 0071 between the markers ``<!-- audit-evidence:NAME -->`` and ``<!-- /audit-evidence -->``
 (``--docs-only`` re-renders them from the committed JSON; ``--broken-only`` reruns section 3 into
 it; ``--quick`` is a smoke run: the Python client only, few trials, nothing written).
 
@@ -12,11 +12,11 @@ it; ``--quick`` is a smoke run: the Python client only, few trials, nothing writ
 2. **clients**: every portable mechanism audited through each client's command -- the Python
    ``localpriv client`` always, the JavaScript ``clients/js/bin/localpriv-client.js`` when it and
    ``node`` are present, the Java ``org.localpriv.client.Main`` when ``clients/java/build`` holds
-   it (``make java-client``) -- with :data:`TRIALS` reports per value; memoized mechanisms one
-   device per run: the Python client's :data:`DEVICES` devices per value in process (the same
-   ``perturb_lines`` the command calls, without starting thousands of interpreters), the other
-   clients' :data:`DEVICES_COMMAND` devices per value through their command, at the small level
-   only (a process start per device).
+   it (``make java-client``) -- with :data:`TRIALS` reports per value; memoized mechanisms in device
+   mode, :data:`DEVICES` devices per value simulated in one run of each client's command
+   (``--reports-per-device``: each input line a new device with its own memo), one report each.
+   **memo**: the memoized mechanisms again, :data:`MEMO_ROUNDS` reports per device, against the
+   memo's bound (the claimed level of repeated reports).
 3. **broken**: the deliberately broken clients of ``tests/audit_clients.py`` (a biased k-RR coin,
    Piecewise computed in floating point, longitudinal reports without their permanent memo), and
    the correct L-GRR client in the same device mode as the last (its control).
@@ -45,6 +45,7 @@ from localpriv.analysis.audit import (  # noqa: E402
     default_pair,
     detectable_excess,
     runner_of,
+    simulates_devices,
 )
 from localpriv.data.formats import atomic_output  # noqa: E402
 from localpriv.mechanisms.portable import PORTABLE_MEMOIZED, SystemSource, parse_portable  # noqa: E402
@@ -52,11 +53,13 @@ from localpriv.utils.validation import LocalPrivError  # noqa: E402
 
 OUT = ROOT / "docs" / "results" / "audit.json"
 DOCS = (ROOT / "docs" / "audit.md", ROOT / "docs" / "decisions" / "0059-black-box-audit-events.md",
-        ROOT / "docs" / "decisions" / "0060-audit-devices-and-claimed-rounds.md")
+        ROOT / "docs" / "decisions" / "0060-audit-devices-and-claimed-rounds.md",
+        ROOT / "docs" / "decisions" / "0071-simulated-devices-in-one-client-run.md")
 TRIALS = 10_000
-#: devices per value of memoized mechanisms: in process (Python) and through a command (a process each)
+#: devices per value of memoized mechanisms (simulated in one run of each client's command)
 DEVICES = 1_000
-DEVICES_COMMAND = 100
+#: reports per device of the memo section
+MEMO_ROUNDS = 8
 ROUNDS = 32
 BROKEN_DEVICES = 400
 CONFIDENCE = 0.95
@@ -78,23 +81,23 @@ SPECS = [
     "lolh(k=3,eps_perm=1.0,eps_1=0.5,n_seeds=2)", "lolh(k=3,eps_perm=4.0,eps_1=2.0,n_seeds=2)",
     "rappor(k=3,m=4,h=1,cohorts=2)", "rappor(k=3,m=4,h=1,cohorts=2,f=0.05,p=0.1,q=0.9)",
 ]
-#: the small level of each mechanism (every second spec above)
-SMALL = set(SPECS[::2])
 BROKEN = [("biased-krr", "krr(k=2,eps=1.0)", 1), ("float-pm", "pm(k=4,eps=1.0)", 1),
           ("float-pm", "pm(k=2,eps=4.0)", 1), ("no-memo", "lgrr(k=2,eps_perm=1.0,eps_1=0.9)", ROUNDS),
           ("correct", "lgrr(k=2,eps_perm=1.0,eps_1=0.9)", ROUNDS)]  # the control of no-memo
 
 
 def clients(extra: list[str]) -> dict[str, str]:
-    """The client commands present in this checkout (``{spec}``, ``{domain}`` filled in by the audit),
-    plus ``NAME=COMMAND`` pairs given with ``--with`` (e.g. a client built in another checkout)."""
-    found = {"python": f"{sys.executable} -m localpriv.cli.main client {{spec}} --domain {{domain}}"}
+    """The client commands present in this checkout (``{spec}``, ``{domain}``, ``{rounds}`` filled in by
+    the audit), plus ``NAME=COMMAND`` pairs given with ``--with`` (e.g. a client built in another
+    checkout; with ``{rounds}`` when it simulates devices)."""
+    sim = "--reports-per-device {rounds}"
+    found = {"python": f"{sys.executable} -m localpriv.cli.main client {{spec}} --domain {{domain}} {sim}"}
     js = ROOT / "clients" / "js" / "bin" / "localpriv-client.js"
     if js.exists() and shutil.which("node"):
-        found["javascript"] = f"node {js} {{spec}} --domain {{domain}}"
+        found["javascript"] = f"node {js} {{spec}} --domain {{domain}} {sim}"
     java = ROOT / "clients" / "java" / "build"
     if (java / "org" / "localpriv" / "client" / "Main.class").exists() and shutil.which("java"):
-        found["java"] = f"java -cp {java} org.localpriv.client.Main {{spec}} --domain {{domain}}"
+        found["java"] = f"java -cp {java} org.localpriv.client.Main {{spec}} --domain {{domain}} {sim}"
     for item in extra:
         name, _, command = item.partition("=")
         found[name] = command
@@ -125,42 +128,33 @@ def _row(name: str, res) -> dict:
             "detectable_excess": res.power.get("detectable_excess")}
 
 
-def plan(commands: dict[str, str], specs: list[str]) -> list[tuple[str, str]]:
-    """The (client, spec) audits of section 2: a command client's memoized mechanisms at the small
-    level only (a process start per device)."""
-    out = []
-    for name in commands:
-        for spec in specs:
-            memo = parse_portable(spec).spec_name in PORTABLE_MEMOIZED
-            if memo and name != "python" and spec not in SMALL:
-                continue
-            out.append((name, spec))
+def plan(commands: dict[str, str], specs: list[str], rounds: int = 1) -> list[tuple[str, str, int]]:
+    """The (client, spec, rounds) audits of section 2: every spec at one report per device, and the
+    memoized ones at ``rounds`` reports per device (the memo section) when ``rounds > 1``."""
+    out = [(name, spec, 1) for name in commands for spec in specs]
+    if rounds > 1:
+        out += [(name, spec, rounds) for name in commands for spec in specs
+                if parse_portable(spec).spec_name in PORTABLE_MEMOIZED]
     return out
 
 
-def client_rows(commands: dict[str, str], audits: list[tuple[str, str]], trials: int, devices: int,
+def client_rows(commands: dict[str, str], audits: list[tuple[str, str, int]], trials: int, devices: int,
                 confidence: float) -> list[dict]:
     rows = []
-    for name, spec in audits:
+    for name, spec, rounds in audits:
         mech = parse_portable(spec)
         domain = f"0..{mech.k - 1}"
         memo = mech.spec_name in PORTABLE_MEMOIZED
-        in_process = memo and name == "python"
-        if in_process:
-            src = SystemSource()
-            run = runner_of(lambda lines, spec=spec, domain=domain, src=src:
-                            run_variant("correct", spec, domain, lines, src))
-        else:
-            run = command_runner(commands[name], spec=str(mech), domain=domain)
-        n = (devices if in_process else DEVICES_COMMAND) if memo else trials
+        run = command_runner(commands[name], spec=str(mech), domain=domain, rounds=rounds)
         try:
-            res = audit(mech, run, trials=n, confidence=confidence)
+            res = audit(mech, run, trials=devices if memo else trials, rounds=rounds, confidence=confidence,
+                        devices_per_run=simulates_devices(commands[name]))
         except LocalPrivError as exc:  # a client that fails is a result too: recorded, not fatal
-            rows.append({"client": name, "spec": str(mech), "error": str(exc)})
+            rows.append({"client": name, "spec": str(mech), "rounds": rounds, "error": str(exc)})
             print(f"{name:10s} {mech}: {exc}", file=sys.stderr)
             continue
         rows.append(_row(name, res))
-        print(f"{name:10s} {res.spec:50s} claimed {res.claimed:.4f} bound {res.lower_bound:.4f} "
+        print(f"{name:10s} {res.spec:50s} x{rounds} claimed {res.claimed:.4f} bound {res.lower_bound:.4f} "
               f"{'FLAGGED' if res.flagged else 'ok'}", file=sys.stderr)
     return rows
 
@@ -196,29 +190,35 @@ def tables(out: dict) -> dict[str, str]:
     t["power"] = head + "".join(
         f"| `{r['spec']}` | {r['pair'][0]}, {r['pair'][1]} | {_g(r['claimed'], 4)} | {_g(r['p1'])} | "
         + " | ".join(_g(r["detectable_excess"][str(n)]) for n in POWER_TRIALS) + " |\n" for r in out["power"])
-    rows = out["clients"]
-    names = sorted({r["client"] for r in rows})
-    head = "| spec | claimed | " + " | ".join(f"{n}: bound" for n in names) + " |\n"
-    head += "|---|---|" + "---|" * len(names) + "\n"
-    body = ""
-    for spec in dict.fromkeys(r["spec"] for r in rows):
-        got = {r["client"]: r for r in rows if r["spec"] == spec}
-        claimed = next((r["claimed"] for r in got.values() if "claimed" in r), None)
-        cells = ["-" if n not in got else "error" if "error" in got[n]
-                 else _g(got[n]["lower_bound"]) + (" **flagged**" if got[n]["flagged"] else "") for n in names]
-        body += f"| `{spec}` | {_g(claimed, 4)} | " + " | ".join(cells) + " |\n"
-    flagged = sum(r.get("flagged", False) for r in rows)
-    errors = sum("error" in r for r in rows)
+    every = out["clients"]
+    names = sorted({r["client"] for r in every})
+
+    def grid(rows: list[dict]) -> str:
+        head = "| spec | claimed | " + " | ".join(f"{n}: bound" for n in names) + " |\n"
+        head += "|---|---|" + "---|" * len(names) + "\n"
+        body = ""
+        for spec in dict.fromkeys(r["spec"] for r in rows):
+            got = {r["client"]: r for r in rows if r["spec"] == spec}
+            claimed = next((r["claimed"] for r in got.values() if "claimed" in r), None)
+            cells = ["-" if n not in got else "error" if "error" in got[n]
+                     else _g(got[n]["lower_bound"]) + (" **flagged**" if got[n]["flagged"] else "") for n in names]
+            body += f"| `{spec}` | {_g(claimed, 4)} | " + " | ".join(cells) + " |\n"
+        return head + body
+
+    one = [r for r in every if r.get("rounds", 1) == 1]
+    memo = [r for r in every if r.get("rounds", 1) > 1]
+    flagged = sum(r.get("flagged", False) for r in every)
+    errors = sum("error" in r for r in every)
     pr = out["params"]
-    t["clients"] = head + body + (f"\n{len(rows)} audits of {len(names)} clients ({', '.join(names)}), "
-                                  f"{flagged} flagged, {errors} failed; {pr['trials']:,} reports per value; "
-                                  f"memoized mechanisms "
-                                  f"{pr['devices']:,} devices per value in process (Python), "
-                                  f"{pr.get('devices_command', pr['devices']):,} through a command (small level "
-                                  f"only); each bound at confidence {pr.get('confidence_each', pr['confidence']):.5f}, "
-                                  f"so that all {pr.get('audits', len(rows))} bounds (this table and the broken "
-                                  f"clients') hold together with "
-                                  f"probability {pr['confidence']} (Bonferroni).\n")
+    t["clients"] = grid(one) + (f"\n{len(every)} audits of {len(names)} clients ({', '.join(names)}; this table and "
+                                f"the next), {flagged} flagged, {errors} failed; {pr['trials']:,} reports per value; "
+                                f"memoized mechanisms {pr['devices']:,} devices per value, simulated in one run "
+                                f"of each client's command; each bound at confidence "
+                                f"{pr.get('confidence_each', pr['confidence']):.5f}, so that all "
+                                f"{pr.get('audits', len(every))} bounds (these tables and the broken "
+                                f"clients') hold together with probability {pr['confidence']} (Bonferroni).\n")
+    t["memo"] = grid(memo) + (f"\n{pr.get('memo_rounds', '-')} reports per device, {pr['devices']:,} devices per "
+                              f"value; claimed: the memo's bound on that many reports.\n")
     t["broken"] = ("| broken client | spec | rounds | claimed | lower bound | view | flagged |\n"
                    "|---|---|---|---|---|---|---|\n" + "".join(
                        f"| {r['variant']} | `{r['spec']}` | {r['rounds']} | {_g(r['claimed'], 4)} | "
@@ -257,7 +257,7 @@ def main() -> None:
     if quick:
         commands = {"python": clients([])["python"]}
         specs = ["krr(k=4,eps=0.5)", "pm(k=3,eps=4.0)", "lgrr(k=3,eps_perm=1.0,eps_1=0.5)"]
-        out = {"power": power_rows(specs), "clients": client_rows(commands, plan(commands, specs), 2_000, 40,
+        out = {"power": power_rows(specs), "clients": client_rows(commands, plan(commands, specs, 4), 2_000, 40,
                                                                    CONFIDENCE),
                "broken": broken_rows(2_000, 120, CONFIDENCE),
                "params": {"trials": 2_000, "devices": 40, "confidence": CONFIDENCE, "quick": True}}
@@ -266,12 +266,12 @@ def main() -> None:
         return
     extra = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--with"]
     commands = clients(extra)
-    audits = plan(commands, SPECS)
+    audits = plan(commands, SPECS, MEMO_ROUNDS)
     # Bonferroni over the table: every bound of it holds together with probability CONFIDENCE
     each = 1.0 - (1.0 - CONFIDENCE) / (len(audits) + len(BROKEN))
     out = {"power": power_rows(SPECS), "clients": client_rows(commands, audits, TRIALS, DEVICES, each),
            "broken": broken_rows(TRIALS, BROKEN_DEVICES, each),
-           "params": {"trials": TRIALS, "devices": DEVICES, "devices_command": DEVICES_COMMAND,
+           "params": {"trials": TRIALS, "devices": DEVICES, "memo_rounds": MEMO_ROUNDS,
                       "devices_broken": BROKEN_DEVICES, "rounds_broken_memo": ROUNDS,
                       "confidence": CONFIDENCE, "confidence_each": each, "audits": len(audits) + len(BROKEN),
                       "power_trials": list(POWER_TRIALS), "quick": False,
