@@ -2,8 +2,9 @@
 
 Correct clients (the portable protocol in process, seeded ChaCha20 streams) never get a lower bound
 above their computed level, at a small and a large level of every portable mechanism; each
-deliberately broken client of tests/audit_clients.py is flagged. Trial counts are small (the
-whole file runs in a few seconds); ``make audit`` runs larger ones.
+deliberately broken client of tests/audit_clients.py is flagged; the JavaScript and Java clients
+are audited through their commands (the memoized mechanisms with simulated devices,
+``--reports-per-device``). Trial counts are small; ``make audit`` runs larger ones.
 """
 import json
 import math
@@ -224,6 +225,28 @@ def test_docs_tables_are_rendered_from_the_json():
     assert all(r["flagged"] == (r["variant"] != "correct") for r in doc["broken"])
 
 
+def test_docs_tables_split_one_report_and_repeated_reports():
+    """make audit's JSON: rows of one report per device go to the clients table, rows of repeated
+    reports (the memo section) to the memo table."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("audit_evidence", ROOT / "tools" / "audit_evidence.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    row = {"client": "javascript", "spec": "lgrr(k=3,eps_perm=1.0,eps_1=0.5)", "claimed": 0.5, "lower_bound": 0.1,
+           "flagged": False}
+    doc = {"power": [], "broken": [],
+           "clients": [dict(row, rounds=1), dict(row, rounds=8, claimed=1.0, lower_bound=0.25),
+                       {"client": "java", "spec": row["spec"], "rounds": 8, "error": "the client failed"}],
+           "params": {"trials": 10, "devices": 20, "memo_rounds": 8, "confidence": 0.95, "confidence_each": 0.99,
+                      "audits": 3}}
+    blocks = tool.tables(doc)
+    assert "| `lgrr(k=3,eps_perm=1.0,eps_1=0.5)` | 0.5 | - | 0.1 |" in blocks["clients"]
+    assert "| `lgrr(k=3,eps_perm=1.0,eps_1=0.5)` | 1 | error | 0.25 |" in blocks["memo"]
+    assert "3 audits of 2 clients" in blocks["clients"] and "1 failed" in blocks["clients"]
+
+
 @pytest.fixture(scope="module")
 def java_build(tmp_path_factory):
     """The Java client's classes (plain javac), or a skip where no JDK is installed."""
@@ -256,7 +279,7 @@ def _other_language(lang, java_build_dir):
 def test_other_language_clients_never_exceed_their_level(request, lang, spec):
     """The JavaScript and Java clients, run as commands with the OS's random source, audited like
     the Python client at a small and a large level of every one-report mechanism (the memoized
-    ones, a process per device, are audited by ``make audit``)."""
+    ones: the next test)."""
     build = request.getfixturevalue("java_build") if lang == "java" else None
     mech = parse_portable(spec)
     run = command_runner(_other_language(lang, build), spec=spec, domain=f"0..{mech.k - 1}", timeout=120)

@@ -210,15 +210,25 @@ def tables(out: dict) -> dict[str, str]:
     flagged = sum(r.get("flagged", False) for r in every)
     errors = sum("error" in r for r in every)
     pr = out["params"]
-    t["clients"] = grid(one) + (f"\n{len(every)} audits of {len(names)} clients ({', '.join(names)}; this table and "
-                                f"the next), {flagged} flagged, {errors} failed; {pr['trials']:,} reports per value; "
-                                f"memoized mechanisms {pr['devices']:,} devices per value, simulated in one run "
-                                f"of each client's command; each bound at confidence "
-                                f"{pr.get('confidence_each', pr['confidence']):.5f}, so that all "
-                                f"{pr.get('audits', len(every))} bounds (these tables and the broken "
-                                f"clients') hold together with probability {pr['confidence']} (Bonferroni).\n")
-    t["memo"] = grid(memo) + (f"\n{pr.get('memo_rounds', '-')} reports per device, {pr['devices']:,} devices per "
-                              f"value; claimed: the memo's bound on that many reports.\n")
+    if "memo_rounds" not in pr:  # a JSON of the earlier make audit (memoized: a process per device)
+        t["clients"] = grid(one) + (f"\n{len(every)} audits of {len(names)} clients ({', '.join(names)}), "
+                                    f"{flagged} flagged, {errors} failed; {pr['trials']:,} reports per value; "
+                                    f"memoized mechanisms {pr['devices']:,} devices per value in process (Python), "
+                                    f"{pr['devices_command']:,} through a command (small level only); each bound "
+                                    f"at confidence {pr['confidence_each']:.5f}, so that all {pr['audits']} bounds "
+                                    f"(this table and the broken clients') hold together with probability "
+                                    f"{pr['confidence']} (Bonferroni).\n")
+        t["memo"] = "Not in `docs/results/audit.json` yet: the next `make audit` writes it.\n"
+    else:
+        t["clients"] = grid(one) + (f"\n{len(every)} audits of {len(names)} clients ({', '.join(names)}; this "
+                                    f"table and the next), {flagged} flagged, {errors} failed; {pr['trials']:,} "
+                                    f"reports per value; memoized mechanisms {pr['devices']:,} devices per value, "
+                                    f"simulated in one run of each client's command; each bound at confidence "
+                                    f"{pr['confidence_each']:.5f}, so that all {pr['audits']} bounds (these tables "
+                                    f"and the broken clients') hold together with probability {pr['confidence']} "
+                                    f"(Bonferroni).\n")
+        t["memo"] = grid(memo) + (f"\n{pr['memo_rounds']} reports per device, {pr['devices']:,} devices per value; "
+                                  f"claimed: the memo's bound on that many reports.\n")
     t["broken"] = ("| broken client | spec | rounds | claimed | lower bound | view | flagged |\n"
                    "|---|---|---|---|---|---|---|\n" + "".join(
                        f"| {r['variant']} | `{r['spec']}` | {r['rounds']} | {_g(r['claimed'], 4)} | "
