@@ -188,6 +188,24 @@ def test_cli_passes_a_private_client_in_device_mode():
     assert "claimed level" in res.output and "lower bound" in res.output
 
 
+#: a private client that simulates devices: {rounds} zeros per input line
+SIM_ZERO = (f"{sys.executable} -S -c 'import sys; r = int(sys.argv[1]); "
+            f"sys.stdout.write(\"\".join(\"0\\n\" * r for _ in sys.stdin))' {{rounds}}")
+
+
+def test_cli_runs_simulated_devices_many_per_run(tmp_path):
+    out = tmp_path / "audit.json"
+    res = CliRunner().invoke(app, ["audit", "--client", SIM_ZERO, "--spec", "lgrr(k=2,eps_perm=1.0,eps_1=0.5)",
+                                   "--trials", "50", "--rounds", "3", "--json-out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["device_mode"] and doc["rounds"] == 3 and doc["lower_bound"] == 0.0
+    # a client that prints one line per device where {rounds} are due is refused in one line
+    res = CliRunner().invoke(app, ["audit", "--client", ZERO + " {rounds}", "--spec", "lgrr(k=2,eps_perm=1.0,eps_1=0.5)",
+                                   "--trials", "10", "--rounds", "3"])
+    assert res.exit_code == 1 and "printed 20 lines for 20 devices of 3 reports" in res.output
+
+
 def test_cli_reports_a_failing_client_in_one_line():
     res = CliRunner().invoke(app, ["audit", "--client", f"{sys.executable} -c 'import sys; sys.exit(4)'",
                                    "--spec", "krr(k=2,eps=1.0)", "--trials", "10"])
