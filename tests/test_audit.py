@@ -199,10 +199,10 @@ def test_cli_runs_simulated_devices_many_per_run(tmp_path):
                                    "--trials", "50", "--rounds", "3", "--json-out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
-    assert doc["device_mode"] and doc["rounds"] == 3 and doc["lower_bound"] == 0.0
+    assert doc["device_mode"] and doc["devices_per_run"] and doc["rounds"] == 3 and doc["lower_bound"] == 0.0
     # a client that prints one line per device where {rounds} are due is refused in one line
-    res = CliRunner().invoke(app, ["audit", "--client", ZERO + " {rounds}", "--spec", "lgrr(k=2,eps_perm=1.0,eps_1=0.5)",
-                                   "--trials", "10", "--rounds", "3"])
+    res = CliRunner().invoke(app, ["audit", "--client", ZERO + " {rounds}", "--spec",
+                                   "lgrr(k=2,eps_perm=1.0,eps_1=0.5)", "--trials", "10", "--rounds", "3"])
     assert res.exit_code == 1 and "printed 20 lines for 20 devices of 3 reports" in res.output
 
 

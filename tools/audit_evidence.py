@@ -123,8 +123,8 @@ def _finite(v: float) -> float | None:
 
 def _row(name: str, res) -> dict:
     return {"client": name, "spec": res.spec, "pair": list(res.pair), "trials": res.trials, "rounds": res.rounds,
-            "device_mode": res.device_mode, "claimed": res.claimed, "lower_bound": res.lower_bound,
-            "flagged": res.flagged, "view": res.view, "counts": res.counts,
+            "device_mode": res.device_mode, "devices_per_run": res.devices_per_run, "claimed": res.claimed,
+            "lower_bound": res.lower_bound, "flagged": res.flagged, "view": res.view, "counts": res.counts,
             "detectable_excess": res.power.get("detectable_excess")}
 
 

@@ -106,6 +106,8 @@ class AuditResult:
     event: list[str]
     counts: dict[str, int]
     power: dict[str, Any] = field(default_factory=dict)
+    #: device mode with many simulated devices per client run (``{rounds}`` in the command)
+    devices_per_run: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
@@ -527,7 +529,7 @@ def audit(mech: Mechanism, runner: Runner, *, domain: Domain | None = None, pair
                        confidence=confidence, claimed=claimed, lower_bound=lower, flagged=lower > claimed + 1e-9,
                        view=view, direction=f"{a} vs {b}", event=shown,
                        counts={"selection": half, "test": n_test, "event_x": c1, "event_x_prime": c2},
-                       power=power)
+                       power=power, devices_per_run=device and devices_per_run)
 
 
 def runner_of(func: Callable[[Sequence[str]], Sequence[Any]]) -> Runner:

@@ -82,7 +82,8 @@ def _dumps(doc: dict) -> str:
 def _rows(res: AuditResult) -> dict:
     pw = res.power
     det = pw.get("detectable_excess")
-    per_device = f", {res.rounds} reports per device" if res.device_mode else ""
+    per_device = (f", {res.rounds} reports per device" + (", simulated many per run" if res.devices_per_run else "")
+                  if res.device_mode else "")
     return {
         "pair": f"{res.values[0]} vs {res.values[1]}",
         "trials": f"{res.trials:,} per value ({res.counts['selection']:,} select the event, "
