@@ -308,6 +308,7 @@ class CALM(GroupedMechanism):
 
     def _groups(self) -> list[Group]:
         sets = self.settings["sets"]
+        combos: list[tuple[int, ...]]
         if sets is None:
             combos = [(0,)] if self.d == 1 else list(itertools.combinations(range(self.d), 2))
         else:
@@ -321,7 +322,8 @@ class CALM(GroupedMechanism):
                 except (TypeError, ValueError):
                     raise LocalPrivError(f"calm: attribute set {s} is not a list of positions") from None
                 if not a or len(set(a)) != len(a) or a[0] < 0 or a[-1] >= self.d:
-                    raise LocalPrivError(f"calm: attribute set {list(items)} needs distinct positions in 0..{self.d - 1}")
+                    raise LocalPrivError(f"calm: attribute set {list(items)} needs distinct positions in "
+                                         f"0..{self.d - 1}")
                 if a in combos:
                     raise LocalPrivError(f"calm: attribute set {list(a)} is given twice")
                 combos.append(a)
