@@ -45,6 +45,7 @@ from numpy.typing import ArrayLike
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.product import GroupedBlock
 from localpriv.mechanisms.base import Mechanism, format_spec, parse, register
+from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.utils.validation import LocalPrivError, check_rng
 
@@ -291,7 +292,12 @@ class GroupedMechanism(Mechanism):
         for g, c in enumerate(self.channels):
             part = cnt[self.offsets[g]:self.offsets[g + 1]]
             n_g = float(part.sum())
-            B = np.linalg.pinv(c.T)
+            if isinstance(self.oracles[g], KRR) and c.shape[0] > 1:
+                # k-RR: f = (h - q) / (p - q) for a law h, i.e. B = (I - q 1 1^T) / (p - q) (no pseudo-inverse)
+                pk, qk = float(c[0, 0]), float(c[0, 1])
+                B = (np.eye(c.shape[0]) - qk) / (pk - qk)
+            else:
+                B = np.linalg.pinv(c.T)
             h = part / n_g if n_g > 0 else np.full(part.size, 1.0 / part.size)
             out.append((B @ h, B, int(n_g)))
         return out
