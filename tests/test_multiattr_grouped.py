@@ -1,13 +1,16 @@
 """The grouped protocols (calm, hi, hio, hdg) and their answers from group tables."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from localpriv.cli.main import app
 from localpriv.data.observations import Observations
 from localpriv.domains import CategoricalDomain, IntegerDomain, ProductDomain
 from localpriv.inference import estimate
@@ -112,3 +115,25 @@ def test_joint_mle_through_the_grouped_block_and_queries_by_name():
     assert [r["c"] for r in answers["marginals"]["c"]] == ["a", "b", "c"]
     rng = answers["ranges"][0]
     assert rng["lower"] <= rng["probability"] <= rng["upper"]
+
+
+def test_cli_perturb_by_hio_and_query_direct(tmp_path):
+    rng = np.random.default_rng(3)
+    people = tmp_path / "people.csv"
+    ages, sexes = rng.integers(18, 30, 3000), rng.choice(["F", "M"], 3000)
+    people.write_text("age,sex\n" + "".join(f"{a},{s}\n" for a, s in zip(ages, sexes)))
+    dom = "product(age=18..29;sex=F,M)"
+    reports = tmp_path / "r.parquet"
+    run = CliRunner().invoke(app, ["perturb", str(people), "-o", str(reports), "--domain", dom, "--columns",
+                                   "age,sex", "--protocol", "hio(krr(eps=3.0))", "--seed", "1"])
+    assert run.exit_code == 0, run.output
+    out = tmp_path / "a.json"
+    res = CliRunner().invoke(app, ["query", str(reports), "--domain", dom, "--direct", "--range", "age=20..25,sex=F",
+                                   "--marginal", "sex", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    ans = json.loads(out.read_text())
+    r = ans["ranges"][0]
+    assert r["lower"] <= r["probability"] <= r["upper"] and ans["method"].startswith("hio")
+    assert [row["sex"] for row in ans["marginals"]["sex"]] == ["F", "M"]
+    res = CliRunner().invoke(app, ["query", str(reports), "--direct", "--range", "age=20..25"])
+    assert res.exit_code != 0 and "--domain" in res.output
