@@ -47,10 +47,10 @@ def test_refusals():
 
 
 def test_cli_has_an_attack_risk_column():
-    res = CliRunner().invoke(app, ["advise", "--domain", DOM, "--eps", "2", "--n", "2000", "--runs", "2"],
+    res = CliRunner().invoke(app, ["advise", "--domain", DOM, "--eps", "2", "--n", "1000", "--runs", "2"],
                              env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "attack risk" in res.output and "recommended: " in res.output
-    res = CliRunner().invoke(app, ["advise", "--domain", DOM, "--eps", "2", "--n", "2000", "--runs", "2", "--json"])
+    res = CliRunner().invoke(app, ["advise", "--domain", DOM, "--eps", "2", "--n", "1000", "--runs", "2", "--json"])
     data = json.loads(res.output)
     assert {"attack_advantage", "attack_accuracy"} <= set(data["rows"][0])
