@@ -2,10 +2,19 @@
 CALM's consistency step) and of random ranges of volume 0.1..0.9 (hierarchy with constrained
 inference, flat OUE, the 2-D grid, and the MLE of the existing EM engine on the finest grid),
 over eps and n. The records are drawn with replacement from adult.data; the error is against the
-drawn records."""
+drawn records.
+
+The registered grouped protocols (``calm``, ``hi``, ``hio``, ``hdg``; ``calm`` with the thesis's RRBA
+as its oracle) run on the same records through their reports, and SPL, SMP and RS+FD with k-RR are
+compared with multi-freq-ldpy's aggregators (``SPL_GRR_Aggregator_MI``, ``SMP_GRR_Aggregator_MI``,
+``RSpFD_GRR_Aggregator_MI``) on the SAME reports: per protocol the MSE of the one-way marginals of
+our unbiased estimate, of its projection onto the simplex and of theirs (clipped at 0 and
+renormalized), and the largest difference between theirs and ours clipped and renormalized the same
+way (0 up to round-off when both implement the same estimator)."""
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -17,8 +26,10 @@ from localpriv.domains import IntegerDomain, ProductDomain
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.multiattr.marginals import all_marginals, release_marginals
+from localpriv.multiattr.protocols import GroupTables
 from localpriv.multiattr.ranges import grid_granularity, grid_ranges, hierarchical_ranges
 from localpriv.utils.errors import LocalPrivError
+from localpriv.utils.simplex import project_simplex
 from reproductions.runner import Experiment, Progress, register_experiment
 
 #: Adult columns used: (name, column index in adult.data)
@@ -140,15 +151,119 @@ def _compute(params: dict, rng: np.random.Generator, progress: Progress) -> dict
             est2 = np.array([cs[hi[0] + 1, hi[1] + 1] - cs[lo[0], hi[1] + 1] - cs[hi[0] + 1, lo[1]] + cs[lo[0], lo[1]]
                              for lo, hi in q2])
             cell["range2d_mse_mle_spl_krr"] = float(np.mean((est2 - t2) ** 2))
+        if params.get("protocols"):
+            cell.update(_protocols(x, xc, sc, float(eps), vols, int(params["queries"]), rng))
+        if params.get("mfl"):
+            cell.update(_against_mfl(xc, sc, float(eps), rng))
         cells.append(cell)
-    keys = sorted({k for c in cells for k in c if "mse" in k})
+    keys = sorted({k for c in cells for k in c if "mse" in k or "maxdiff" in k})
     summary = []
     for eps, n in itertools.product(params["eps"], params["n"]):
         mine = [c for c in cells if c["eps"] == float(eps) and c["n"] == int(n)]
-        summary.append({"eps": float(eps), "n": int(n), **{k: float(np.mean([c[k] for c in mine if k in c]))
-                                                              for k in keys}})
+        summary.append({"eps": float(eps), "n": int(n),
+                        **{k: float((np.max if "maxdiff" in k else np.mean)([c[k] for c in mine if k in c]))
+                           for k in keys}})
     return {"attributes": names, "shape": list(shape), "cells": cells, "summary": summary,
-            "multi_freq_ldpy": "not installed (requirements-bench.lock); not compared"}
+            "multi_freq_ldpy": _mfl_version()}
+
+
+def _mfl_version() -> str:
+    try:
+        from importlib.metadata import version
+        return f"multi-freq-ldpy {version('multi-freq-ldpy')}"
+    except Exception:  # noqa: BLE001 - any failure means: not installed
+        return "not installed (requirements-bench.lock); not compared"
+
+
+def _clip_norm(f: np.ndarray) -> np.ndarray:
+    c = np.clip(f, 0.0, None)
+    return c / c.sum() if c.sum() > 0 else c
+
+
+def _against_mfl(xc: np.ndarray, sc: tuple[int, ...], eps: float, rng: np.random.Generator) -> dict[str, float]:
+    """SPL, SMP, RS+FD with k-RR: our one-way marginal estimates and multi-freq-ldpy's on the same reports."""
+    try:
+        from multi_freq_ldpy.mdim_freq_est.RSpFD_solution import RSpFD_GRR_Aggregator_MI
+        from multi_freq_ldpy.mdim_freq_est.SMP_solution import SMP_GRR_Aggregator_MI
+        from multi_freq_ldpy.mdim_freq_est.SPL_solution import SPL_GRR_Aggregator_MI
+    except ImportError:
+        return {}
+    d = len(sc)
+    flat = np.ravel_multi_index(xc.T, sc)
+    truth = [np.bincount(xc[:, j], minlength=s) / xc.shape[0] for j, s in enumerate(sc)]
+    ks = [int(s) for s in sc]
+    out: dict[str, float] = {}
+    for proto in ("spl", "smp", "rsfd"):
+        mech = parse(f"{proto}(oracle=krr(eps={eps!r}),shape={list(ks)})")
+        reports = mech.sample(flat, rng)
+        ours = mech.marginal_frequencies(reports)
+        z, att = mech.decode_reports(reports)
+        if proto == "spl":
+            theirs = SPL_GRR_Aggregator_MI(z.tolist(), ks, d, eps)
+        elif proto == "smp":
+            theirs = SMP_GRR_Aggregator_MI([(int(a), int(v[a])) for a, v in zip(att, z)], ks, d, eps)
+        else:
+            theirs = RSpFD_GRR_Aggregator_MI(z.tolist(), ks, d, eps)
+        theirs = [np.asarray(t, dtype=float) for t in theirs]
+
+        def mse(est: list[np.ndarray]) -> float:
+            return float(np.mean(np.concatenate([(e - t) ** 2 for e, t in zip(est, truth)])))
+        out[f"mfl_{proto}_mse_ours_unbiased"] = mse(ours)
+        out[f"mfl_{proto}_mse_ours_simplex"] = mse([project_simplex(f) for f in ours])
+        out[f"mfl_{proto}_mse_theirs"] = mse(theirs)
+        out[f"mfl_{proto}_maxdiff"] = float(max(np.abs(_clip_norm(f) - t).max() for f, t in zip(ours, theirs)))
+    return out
+
+
+def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, vols: list[float], count: int,
+               rng: np.random.Generator) -> dict[str, float]:
+    """The registered grouped protocols through their reports: 2-way marginals of the six coarse
+    attributes by calm (k-RR; RRBA with its uniform table at the same level), and ranges on age and
+    hours in 2-value bins (37 x 50) by hi, hio, hdg and, on the same records, the hierarchy and grid
+    helpers."""
+    out: dict[str, float] = {}
+    flat = np.ravel_multi_index(xc.T, sc)
+    sets = all_marginals(len(sc), 2)
+    truth = {a: _truth(xc, sc, a) for a in sets}
+    big = max(int(np.prod([sc[j] for j in a])) for a in sets)
+    e = math.expm1(eps)
+    p = e / (e + big)  # RRBA with a uniform table: e^eps = 1 + p m / (1 - p) on the largest table
+    for label, spec in (("calm_krr", f"calm(oracle=krr(eps={eps!r}),shape={list(sc)})"),
+                        ("calm_rrba", f"calm(oracle=rrba(p={p!r}),shape={list(sc)})")):
+        mech = parse(spec)
+        tab = GroupTables.from_reports(mech, mech.sample(flat, rng))
+        errs = [((tab.marginal(list(a))[0] - truth[a]) ** 2).ravel() for a in sets]
+        out[f"marginal_mse_{label}"] = float(np.mean(np.concatenate(errs)))
+    a2, h2 = x[:, 0] // 2, x[:, 5] // 2  # 37 x 50 values
+    sizes = (37, 50)
+    q1 = _ranges_1d(sizes[0], vols, count, rng)
+    t1 = np.array([((a2 >= lo) & (a2 <= hi)).mean() for lo, hi in q1])
+    q2 = []
+    for v in vols:
+        la, lh = max(1, round(v ** 0.5 * sizes[0])), max(1, round(v ** 0.5 * sizes[1]))
+        for a0, h0 in zip(rng.integers(0, sizes[0] - la + 1, count), rng.integers(0, sizes[1] - lh + 1, count)):
+            q2.append(((int(a0), int(h0)), (int(a0) + la - 1, int(h0) + lh - 1)))
+    t2 = np.array([((a2 >= lo[0]) & (a2 <= hi[0]) & (h2 >= lo[1]) & (h2 <= hi[1])).mean() for lo, hi in q2])
+    g2 = min(grid_granularity(x.shape[0], eps), min(sizes))
+    g1 = min(g2 * g2, sizes[0])  # a 1-D grid with as many cells as the 2-D one
+    pflat = a2 * sizes[1] + h2
+    for label, spec in (("hi", f"hi(oracle=krr(eps={eps!r}),shape={list(sizes)},branching=4)"),
+                        ("hio", f"hio(oracle=krr(eps={eps!r}),shape={list(sizes)},branching=4)"),
+                        ("hdg", f"hdg(oracle=krr(eps={eps!r}),shape={list(sizes)},g1={g1},g2={g2})")):
+        mech = parse(spec)
+        tab = GroupTables.from_reports(mech, mech.sample(pflat, rng))
+        est1 = np.array([tab.range_value({0: r})[0] for r in q1])
+        out[f"proto_range1d_mse_{label}"] = float(np.mean((est1 - t1) ** 2))
+        if label != "hi":
+            est2 = np.array([tab.range_value({0: (lo[0], hi[0]), 1: (lo[1], hi[1])})[0] for lo, hi in q2])
+            out[f"proto_range2d_mse_{label}"] = float(np.mean((est2 - t2) ** 2))
+    h = hierarchical_ranges(a2, sizes[0], eps, rng, 4)
+    out["proto_range1d_mse_hierarchy_helper"] = float(np.mean((np.array([h.range(lo, hi).value for lo, hi in q1])
+                                                               - t1) ** 2))
+    g = grid_ranges(a2, h2, sizes, eps, rng)
+    out["proto_range2d_mse_grid_helper"] = float(np.mean((np.array([g.range(lo, hi).value for lo, hi in q2])
+                                                          - t2) ** 2))
+    return out
 
 
 register_experiment(Experiment(
@@ -156,8 +271,10 @@ register_experiment(Experiment(
     description="Adult: MSE of 2-way marginals (groups, CALM consistency) and of ranges of volume 0.1..0.9 "
                 "(hierarchy, flat OUE, OUE + IBU MLE; 2-D grid, SPL k-RR + IBU MLE) over eps and n",
     defaults={"eps": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000, 1_000_000], "runs": 5, "queries": 40,
-              "volumes": [0.1, 0.3, 0.5, 0.7, 0.9], "branching": 4, "mle_2d": True},
-    quick={"eps": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000], "runs": 1, "queries": 20, "mle_2d": True},
+              "volumes": [0.1, 0.3, 0.5, 0.7, 0.9], "branching": 4, "mle_2d": True,
+              "protocols": True, "mfl": True},
+    quick={"eps": [0.5, 1.0, 2.0, 4.0], "n": [10_000, 100_000], "runs": 1, "queries": 20, "mle_2d": True,
+           "protocols": True, "mfl": True},
     compute=_compute,
     reference="CALM (Zhang et al., CCS 2018); Cormode et al. (VLDB 2019); Hay et al. (VLDB 2010); "
               "Yang et al. (VLDB 2021)",

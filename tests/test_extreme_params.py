@@ -66,6 +66,15 @@ SPECIAL = {
              "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
     "rsrfd": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k], "prior": [[1.0 + i for i in range(k)]]},
                             None), [2, 3], "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    # the grouped protocols on one attribute of k values (one group per hierarchy level, grid, set)
+    "calm": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+             "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    "hi": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+           "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    "hio": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+            "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
+    "hdg": (lambda k, e: ({"oracle": f"krr(eps={e!r})", "shape": [k]}, None), [2, 3],
+            "a joint of 10^6 cells: the dense channel of the checks is 10^12 entries"),
     # RAPPOR's PRR at eps_inf = 2h log((1-f/2)/(f/2)) = e, i.e. f = 2/(1+e^{e/4}) with h = 2
     "rappor": (lambda k, e: ({"k": k, "h": 2, "f": float(2 * np.exp(-np.logaddexp(0.0, e / 4)))}, None), KS, ""),
 }

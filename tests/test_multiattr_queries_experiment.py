@@ -8,7 +8,7 @@ import pytest
 from localpriv.utils.errors import LocalPrivError
 from reproductions import EXPERIMENTS, run_experiment
 from reproductions.multiattr_queries import adult_path
-from tools.multiattr_queries_table import table
+from tools.multiattr_queries_table import protocols_table, table
 
 
 def _have_adult() -> bool:
@@ -29,3 +29,8 @@ def test_tiny_run_and_table(tmp_path: Path) -> None:
     assert row["n"] == 3000 and row["marginal_mse_calm"] >= 0 and "range2d_mse_grid" in row
     text = table(rec)
     assert "| 2 | 3,000 |" in text and "reduced run" in text
+    assert row["marginal_mse_calm_krr"] >= 0 and "proto_range2d_mse_hio" in row
+    ptext = protocols_table(rec)
+    assert "| 2 | 3,000 |" in ptext
+    if "mfl_spl_maxdiff" in row:  # multi-freq-ldpy installed: the same estimator on the same reports
+        assert row["mfl_spl_maxdiff"] < 1e-9 and row["mfl_smp_maxdiff"] < 1e-9 and row["mfl_rsfd_maxdiff"] < 1e-9

@@ -1,5 +1,6 @@
-"""Write the table of docs/multiattr.md's "Marginals and ranges" section (between the
-``multiattr-queries`` markers) from docs/results/multiattr-queries.json."""
+"""Write the tables of docs/multiattr.md's "Marginals and ranges" section (between the
+``multiattr-queries`` markers, and the grouped protocols and multi-freq-ldpy comparison between the
+``multiattr-protocols`` markers) from docs/results/multiattr-queries.json."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,13 @@ from localpriv.data.formats import atomic_output
 RESULTS = Path("docs/results/multiattr-queries.json")
 DOC = Path("docs/multiattr.md")
 BEGIN, END = "<!-- multiattr-queries:begin -->", "<!-- multiattr-queries:end -->"
+PBEGIN, PEND = "<!-- multiattr-protocols:begin -->", "<!-- multiattr-protocols:end -->"
+MFL = ("spl", "smp", "rsfd")
+PCOLS = (("marginal_mse_calm_krr", "2-way: calm k-RR"), ("marginal_mse_calm_rrba", "2-way: calm RRBA"),
+         ("proto_range1d_mse_hi", "age: hi"), ("proto_range1d_mse_hio", "age: hio"),
+         ("proto_range1d_mse_hdg", "age: hdg"), ("proto_range1d_mse_hierarchy_helper", "age: hierarchy (OUE)"),
+         ("proto_range2d_mse_hio", "age x hours: hio"), ("proto_range2d_mse_hdg", "age x hours: hdg"),
+         ("proto_range2d_mse_grid_helper", "age x hours: grid (OUE)"))
 COLS = (("marginal_mse_groups_raw", "2-way: groups"), ("marginal_mse_calm", "2-way: CALM"),
         ("range1d_mse_flat_oue", "age: flat OUE"), ("range1d_mse_hierarchy", "age: hierarchy b=4"),
         ("range1d_mse_mle_oue", "age: OUE + IBU"), ("range2d_mse_grid", "age x hours: grid"),
@@ -43,7 +51,39 @@ def table(record: dict) -> str:
                  f"{', '.join(str(v) for v in record['params']['volumes'])}, {record['params']['queries']} "
                  f"random ranges each), {runs} run(s) per row, seed {record['seed']}"
                  f"{' (reduced run)' if record['quick'] else ''}; bold: the best 1-D range method. "
-                 f"multi-freq-ldpy: {res['multi_freq_ldpy']}.")
+                 f"SPL, SMP and RS+FD against multi-freq-ldpy: the next section.")
+    return "\n".join(lines)
+
+
+def protocols_table(record: dict) -> str:
+    """The grouped protocols through their reports, and SPL/SMP/RS+FD against multi-freq-ldpy."""
+    rows = record["results"]["summary"]
+    lines = ["| eps | n | " + " | ".join(label for _, label in PCOLS) + " |", "|" + "---|" * (len(PCOLS) + 2)]
+    for row in rows:
+        lines.append(f"| {row['eps']:g} | {row['n']:,} | "
+                     + " | ".join(f"{row[k]:.2e}" if k in row else "-" for k, _ in PCOLS) + " |")
+    lines.append("")
+    if not any("mfl_spl_mse_theirs" in r for r in rows):
+        lines.append(f"multi-freq-ldpy: {record['results']['multi_freq_ldpy']}.")
+        return "\n".join(lines)
+    head = ["eps", "n"] + [f"{p.upper()}: {w}" for p in MFL for w in ("ours", "ours simplex", "theirs")]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [f"{row[f'mfl_{p}_mse_{w}']:.2e}" for p in MFL for w in ("ours_unbiased", "ours_simplex", "theirs")]
+        lines.append(f"| {row['eps']:g} | {row['n']:,} | " + " | ".join(cells) + " |")
+    diff = max(row[f"mfl_{p}_maxdiff"] for row in rows for p in MFL)
+    pairs = [(row[f"mfl_{p}_mse_theirs"], row[f"mfl_{p}_mse_ours_simplex"]) for row in rows for p in MFL]
+    clip_wins = sum(1 for t, o in pairs if t < o)
+    lines.append("")
+    lines.append(f"On the same reports, multi-freq-ldpy's estimate and ours clipped at 0 and renormalized differ by "
+                 f"at most {diff:.1e} in any cell: the same estimator. Its clip-and-renormalize has a lower MSE than "
+                 f"our projection onto the simplex in {clip_wins} of {len(pairs)} (protocol, eps, n) cells.")
+    lines.append("")
+    lines.append(f"MSE per cell of the one-way marginals of the six attributes (age, hours in 10-value bins) for "
+                 f"SPL, SMP, RS+FD with k-RR ({record['results']['multi_freq_ldpy']}); the grouped protocols' "
+                 f"ranges on age and hours in 2-value bins (37 x 50), oracle k-RR, branching 4; "
+                 f"{record['params']['runs']} run(s) per row, seed {record['seed']}"
+                 f"{' (reduced run)' if record['quick'] else ''}.")
     return "\n".join(lines)
 
 
@@ -55,6 +95,9 @@ def main() -> int:
         return 1
     head, rest = text.split(BEGIN, 1)
     new = head + BEGIN + "\n" + table(record) + "\n" + END + rest.split(END, 1)[1]
+    if PBEGIN in new and PEND in new:
+        head, rest = new.split(PBEGIN, 1)
+        new = head + PBEGIN + "\n" + protocols_table(record) + "\n" + PEND + rest.split(PEND, 1)[1]
     with atomic_output(DOC) as tmp:
         Path(tmp).write_text(new)
     print(f"wrote the table of {DOC}")

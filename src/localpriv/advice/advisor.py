@@ -135,7 +135,7 @@ import numpy as np
 
 from localpriv.analysis.shuffle import largest_local_epsilon, shuffle_epsilon
 from localpriv.data.reports import value_counts
-from localpriv.domains import Domain, IntegerDomain, parse_domain
+from localpriv.domains import Domain, IntegerDomain, ProductDomain, parse_domain
 from localpriv.domains.grid import GridDomain, check_emd_grid, emd_grid
 from localpriv.estimators import default_estimator
 from localpriv.estimators.oracles import pure_parameters
@@ -781,6 +781,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
         domain = parse_domain(domain)
     if not isinstance(domain, Domain):
         raise LocalPrivError(f"domain must be a Domain or its text (e.g. '0..99'), got {type(domain).__name__}")
+    if isinstance(domain, ProductDomain):
+        raise LocalPrivError("several attributes: rank their protocols with "
+                             "localpriv.advice.protocols.advise_protocols (what localpriv advise runs)")
     if values is not None:
         if theta is not None:
             raise LocalPrivError("give the prior as theta or as a values file, not both")

@@ -6,8 +6,11 @@ from pathlib import Path
 import typer
 
 from localpriv.advice.advisor import advise as advise_mechanisms
+from localpriv.advice.protocols import advise_protocols
 from localpriv.cli.common import DOMAIN_HELP, Table, console, fmt_number, friendly, print_json, status_of
 from localpriv.cli.options import FORMAT_HELP, input_format
+from localpriv.domains import ProductDomain, parse_domain
+from localpriv.utils.errors import LocalPrivError
 
 
 @friendly
@@ -44,8 +47,18 @@ def advise(
     delta: float | None = typer.Option(None, "--delta", help="with --shuffle: the central delta, in (0, 1)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (full precision) instead of a table"),
     fmt: str | None = typer.Option(None, "--format", "-f", help="--values: " + FORMAT_HELP),
+    bind: str = typer.Option("report", "--bind",
+                             help="several attributes (a product domain): the level --eps bounds, 'report' (any "
+                                  "two tuples) or 'attribute' (tuples differing in one attribute)"),
 ) -> None:
-    """Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why."""
+    """Rank the mechanisms that meet a privacy target by predicted error; recommend one and say why.
+
+    On a product domain (several attributes) it ranks the multi-attribute protocols (SPL, SMP, RS+FD,
+    RS+RFD) by the predicted error of the marginals and by the sampled-attribute attack's risk."""
+    dom = parse_domain(domain)
+    if isinstance(dom, ProductDomain):
+        _advise_protocols(dom, eps, n, runs, seed, bind, as_json)
+        return
     with status_of("advise", "calibrating and simulating") as status:
         adv = advise_mechanisms(domain, eps_ldp=eps, eps_metric=metric_eps, n=n, goal=goal, values=values,
                                 values_format=None if values is None else input_format(values, fmt),
@@ -77,6 +90,36 @@ def advise(
                   f"{r.how} ({r.runs})"]
         table.add_row(*cells)
     console.print(table)
+    for name, why in adv.skipped.items():
+        console.print(f"not evaluated: {name} ({why})", highlight=False, soft_wrap=True)
+    console.print(f"recommended: {adv.recommended.spec} -- {adv.reason}", highlight=False, soft_wrap=True)
+
+
+def _advise_protocols(dom: ProductDomain, eps: float | None, n: int, runs: int, seed: int, bind: str,
+                      as_json: bool) -> None:
+    """The multi-attribute table: levels, predicted marginal error and the attack-risk column."""
+    if eps is None:
+        raise LocalPrivError("several attributes: give --eps (the LDP target of the protocols)")
+    with status_of("advise", "simulating the protocols"):
+        adv = advise_protocols(dom, eps_ldp=eps, n=n, rng=seed, runs=runs, bind=bind)
+    if as_json:
+        print_json(adv.to_dict())
+        return
+    table = Table(title=f"marginal error (TV, mean over attributes) for n={adv.n:,}; truth: {adv.truth}",
+                  title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("protocol", overflow="fold")
+    for name in ("eps report", "eps 1 attr", "predicted", "range", "attack risk", "risk rank"):
+        table.add_column(name, justify="right")
+    risk_rank = {id(r): i for i, r in enumerate(adv.by_risk, 1)}
+    for i, r in enumerate(adv.rows, 1):
+        risk = "none" if r.attack_advantage is None else fmt_number(r.attack_advantage)
+        table.add_row(str(i), r.spec, fmt_number(r.eps_report), fmt_number(r.eps_attribute), fmt_number(r.error),
+                      f"{fmt_number(r.lower)}-{fmt_number(r.upper)}", risk, str(risk_rank[id(r)]))
+    console.print(table)
+    console.print("eps report: the level between any two tuples; eps 1 attr: between tuples differing in one "
+                  "attribute (both computed). attack risk: the advantage (accuracy - 1/d)/(1 - 1/d) of naming "
+                  "the sampled attribute (none: SPL samples none)", highlight=False, soft_wrap=True)
     for name, why in adv.skipped.items():
         console.print(f"not evaluated: {name} ({why})", highlight=False, soft_wrap=True)
     console.print(f"recommended: {adv.recommended.spec} -- {adv.reason}", highlight=False, soft_wrap=True)

@@ -11,6 +11,7 @@ from localpriv.mechanisms import (  # noqa: F401
     duchi,
     exponential,
     geometric,
+    grouped,
     hadamard,
     hashing,
     hcms,

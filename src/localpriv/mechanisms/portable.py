@@ -917,6 +917,10 @@ NOT_PORTABLE: dict[str, str] = {
     "smp": "multi-attribute reports: not in protocol version 1",
     "rsfd": "multi-attribute reports: not in protocol version 1",
     "rsrfd": "multi-attribute reports: not in protocol version 1",
+    "calm": "multi-attribute reports: not in protocol version 1",
+    "hi": "multi-attribute reports: not in protocol version 1",
+    "hio": "multi-attribute reports: not in protocol version 1",
+    "hdg": "multi-attribute reports: not in protocol version 1",
 }
 
 def sample_portable(mech: Mechanism, x: int, source: WordSource, memo: dict[str, Any] | None = None) -> Any:

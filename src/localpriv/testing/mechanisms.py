@@ -32,6 +32,9 @@ gated by tags (:func:`mechanism_tags`) derived from the mechanism and the promis
     a promised LDP or metric (geo-indistinguishability) level to compare the computed one with.
 ``unbiased-mean``
     a classic unbiased mean estimator (``estimate_mean``: the numeric mechanisms).
+``unbiased-tables``
+    linear unbiased estimators of tables of the joint: ``group_estimates`` (the grouped protocols'
+    group tables) or ``marginals_from_counts`` (the multi-attribute protocols' marginals).
 
 Every tolerance is either a rounding bound (``1e-8`` to ``1e-9`` relative) or derived from the
 test's distribution at level ``alpha`` (default ``1e-6``, Bonferroni-corrected inside a check);
@@ -73,7 +76,7 @@ __all__ = [
 
 #: The groups of checks, in the order :func:`check_mechanism` runs them.
 CHECKS = ("spec", "shapes", "bad-inputs", "channel", "samples-vs-channel", "samples-vs-likelihood",
-          "likelihood-block", "privacy", "mean")
+          "likelihood-block", "privacy", "mean", "tables")
 
 _KIND_DTYPE = {"int64": (np.int64, 1), "float64": (np.float64, 1), "binary": (np.uint8, 2)}
 _EXAMPLE_KEYS = frozenset({"spec", "domain", "eps_ldp", "eps_geo", "tight"})
@@ -662,6 +665,37 @@ def check_likelihood_block_matches_likelihood(ctx: CheckContext) -> None:
 # --------------------------------------------------------------------------------------------
 # privacy
 # --------------------------------------------------------------------------------------------
+def _tables_of(mech: Any, theta: np.ndarray) -> list[np.ndarray]:
+    """What the table estimators estimate: each group's table (``cellmaps``) or each attribute's marginal."""
+    if callable(getattr(mech, "group_estimates", None)):
+        return [np.bincount(c, weights=theta, minlength=int(c.max()) + 1) for c in mech.cellmaps()]
+    t = theta.reshape(mech.shape)
+    return [t.sum(axis=tuple(i for i in range(t.ndim) if i != j)) for j in range(t.ndim)]
+
+
+def check_unbiased_tables_invert_the_channel(ctx: CheckContext) -> None:
+    """(unbiased tables) fed the expected counts ``theta @ channel`` of a random ``theta``, the linear
+    estimators of the tables (``group_estimates``, ``marginals_from_counts``) return the tables of
+    ``theta`` exactly (absolute ``1e-9``): their expectation is the truth, for every ``theta``."""
+    rng = ctx.rng("check_unbiased_tables_invert_the_channel")
+    for _ in range(3):
+        theta = rng.dirichlet(np.full(ctx.k, 0.7))
+        counts = 1e6 * (theta @ ctx.channel)
+        if callable(getattr(ctx.mech, "group_estimates", None)):
+            got = [np.asarray(f, dtype=float) for f, _, _ in ctx.mech.group_estimates(counts)]
+        else:
+            got = [np.asarray(f, dtype=float) for f in ctx.mech.marginals_from_counts(counts)]
+        want = _tables_of(ctx.mech, theta)
+        if len(got) != len(want):
+            _fail(ctx, "tables", "check_unbiased_tables_invert_the_channel",
+                  f"{len(got)} estimated tables for {len(want)} tables")
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g.shape != w.shape or float(np.max(np.abs(g - w))) > 1e-9:
+                _fail(ctx, "tables", "check_unbiased_tables_invert_the_channel",
+                      f"table {i}: the estimate of the expected counts differs from the truth by "
+                      f"{float(np.max(np.abs(g - w))) if g.shape == w.shape else 'its shape'}")
+
+
 def check_epsilon_computed_from_channel(ctx: CheckContext) -> None:
     """``epsilon_ldp()`` (the structural formula) equals ``ldp_epsilon(channel())`` (relative ``1e-9``)."""
     with warnings.catch_warnings():
@@ -920,6 +954,7 @@ _TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] =
         (check_release_records_the_computed_level, "privacy", ()),
         (check_memo_level_bounds_its_reports, "privacy", ("memoized",)),
         (check_unbiased_mean_covers_each_input, "mean", ("unbiased-mean",)),
+        (check_unbiased_tables_invert_the_channel, "tables", ("enumerable", "unbiased-tables")),
     ))
 
 #: The name of every check, in the order :func:`check_mechanism` runs them.
@@ -939,7 +974,7 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     frozenset of str
         ``mechanism`` (a :class:`Mechanism` with a positive ``k``, else no other tag), ``enumerable``
         or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``, ``promised-ldp``,
-        ``promised-geo``, ``unbiased-mean``.
+        ``promised-geo``, ``unbiased-mean``, ``unbiased-tables``.
     """
     mech = ctx.mech
     if not isinstance(mech, Mechanism) or not isinstance(mech.k, (int, np.integer)) or mech.k < 1:
@@ -956,6 +991,8 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
         tags.add("promised-geo")
     if callable(getattr(mech, "estimate_mean", None)):
         tags.add("unbiased-mean")
+    if callable(getattr(mech, "group_estimates", None)) or callable(getattr(mech, "marginals_from_counts", None)):
+        tags.add("unbiased-tables")
     return frozenset(tags)
 
 
