@@ -1,0 +1,117 @@
+"""The planar mechanisms' metric level regrouped by displacement equals the dense formula."""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localpriv.domains.grid import GridDomain
+from localpriv.mechanisms import parse
+from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace, clamp_channel, offset_tables
+from localpriv.mechanisms.privacy import geo_epsilon, grid_offset_geo_epsilon
+from localpriv.testing.mechanisms import mechanism_checks
+from localpriv.utils.validation import LocalPrivError, PrivacyWarning
+
+#: the two formulas take the same maximum of the same entries; only the distance's last bit differs
+RTOL = 1e-12
+
+
+def _dense(mech) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        return geo_epsilon(mech.channel(), mech.domain.distance_matrix())
+
+
+def _fast(mech) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        return mech.epsilon_geo()
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= RTOL * abs(b)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(nrows=st.integers(1, 5), ncols=st.integers(1, 5), log_eps=st.floats(-0.7, 2.5),
+       cell=st.sampled_from([0.5, 1.0, 3.0]))
+def test_fast_level_equals_dense_geometric(nrows, ncols, log_eps, cell):
+    mech = PlanarGeometric(10.0 ** log_eps, GridDomain(40.0, -74.0, nrows, ncols, cell))
+    assert _close(_fast(mech), _dense(mech))
+
+
+# (the kernels grow with their reach 45 / (eps cell_km), the Laplace quadrature fastest: eps cell_km >= 0.1,
+# resp. 0.15, keeps them small)
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(nrows=st.integers(1, 5), ncols=st.integers(1, 5), log_eps=st.floats(-0.5, 1.5),
+       cell=st.sampled_from([0.5, 1.0, 3.0]))
+def test_fast_level_equals_dense_laplace(nrows, ncols, log_eps, cell):
+    mech = PlanarLaplace(10.0 ** log_eps, GridDomain(40.0, -74.0, nrows, ncols, cell))
+    assert _close(_fast(mech), _dense(mech))
+
+
+@pytest.mark.parametrize("eps", [300.0, 1000.0])
+def test_underflowed_entries_give_inf_as_dense(eps):
+    # exp(-eps s |offset|) underflows to 0 beside non-zero entries: both formulas say inf
+    mech = PlanarGeometric(eps, GridDomain(40.0, -74.0, 3, 4, 1.0))
+    with pytest.warns(PrivacyWarning, match="epsilon_geo is inf"):
+        assert mech.epsilon_geo() == np.inf
+    assert _dense(mech) == np.inf
+
+
+def test_random_tables_with_zeros_match_dense():
+    # any channel given by offset tables (zeros included, whole columns of zeros too), not only
+    # the planar kernels: the regrouping is exact for every translation-structured channel
+    rng = np.random.default_rng(3)
+    for nrows, ncols in [(1, 1), (1, 4), (3, 1), (2, 3), (4, 4), (3, 5)]:
+        R = max(nrows, ncols) + 1
+        K = rng.random((2 * R + 1, 2 * R + 1)) * (rng.random((2 * R + 1, 2 * R + 1)) < 0.8)
+        K /= K.sum()
+        M = clamp_channel(K, nrows, ncols)
+        dist = GridDomain(40.0, -74.0, nrows, ncols, 0.7).distance_matrix()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            dense = geo_epsilon(M, dist)
+        fast = grid_offset_geo_epsilon(offset_tables(K, nrows, ncols), nrows, ncols, 0.7)
+        assert _close(fast, dense), (nrows, ncols, fast, dense)
+
+
+def test_offset_tables_hold_the_channel_entries():
+    mech = parse("planar-laplace(eps=0.8,nrows=4,ncols=3,cell_km=0.5)")
+    M = mech.channel().reshape(4, 3, 4, 3)
+    for zr0, zr1, zc0, zc1, T in offset_tables(mech.kernel(), 4, 3):
+        for r, c, zr, zc in [(0, 0, zr0, zc0), (3, 2, zr1, zc1), (2, 1, zr0, zc1)]:
+            assert M[r, c, zr, zc] == T[zr - r + 3, zc - c + 2]
+
+
+def test_planar_geometric_level_is_eps_with_an_interior_cell():
+    # P(x|x) / P(x|x') = e^{eps d(x,x')} at an interior output (module docstring)
+    mech = parse("planar-geometric(eps=0.7,nrows=5,ncols=6,cell_km=1.0)")
+    assert mech.epsilon_geo() == pytest.approx(0.7, rel=1e-12)
+
+
+def test_conformance_check_runs_on_interior_grids():
+    for spec in ("planar-geometric(eps=1.3,nrows=3,ncols=4,cell_km=0.5)",
+                 "planar-laplace(eps=0.4,nrows=4,ncols=3,cell_km=1.0)"):
+        checks = dict(mechanism_checks(parse(spec), 20))
+        checks["check_epsilon_geo_computed_from_channel"]()
+
+
+def test_explicit_distance_takes_the_dense_formula():
+    mech = parse("planar-geometric(eps=1.0,nrows=3,ncols=3,cell_km=1.0)")
+    d = 2.0 * mech.domain.distance_matrix()
+    assert mech.epsilon_geo(d) == pytest.approx(0.5 * mech.epsilon_geo(), rel=RTOL)
+
+
+def test_refused_above_the_dense_cap(monkeypatch):
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "1000")
+    mech = parse("planar-geometric(eps=1.0,nrows=6,ncols=6,cell_km=1.0)")  # 36^2 = 1296 entries
+    with pytest.raises(LocalPrivError, match="limit is 1000 entries") as info:
+        mech.epsilon_geo()
+    assert "\n" not in str(info.value)
+
+
+def test_a_table_of_the_wrong_shape_is_refused():
+    with pytest.raises(LocalPrivError, match="offset table must be 3x5"):
+        grid_offset_geo_epsilon([(0, 1, 0, 2, np.ones((3, 4)))], 2, 3, 1.0)
