@@ -204,9 +204,9 @@ def grid_offset_geo_epsilon(tables: list[OffsetTable], nrows: int, ncols: int, c
                         diff += mask[j0:j1]  # NaN where both are -inf (no leak) or masked +inf: skipped
                     best[j0:j1] = np.fmax(best[j0:j1], np.fmax.reduce(diff, axis=(0, 2)))
             worst[dr + hr] = np.fmax(worst[dr + hr], best[::-1])
-    dr = np.arange(-hr, hr + 1, dtype=float)[:, None]
-    dc = np.arange(-hc, hc + 1, dtype=float)[None, :]
-    dist = cell_km * np.hypot(dr, dc)
+    rows = np.arange(-hr, hr + 1, dtype=float)[:, None]
+    cols = np.arange(-hc, hc + 1, dtype=float)[None, :]
+    dist = cell_km * np.hypot(rows, cols)
     worst[hr, hc] = -np.inf  # x = x'
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(worst > 0, worst / dist, 0.0)

@@ -955,8 +955,8 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     -------
     frozenset of str
         ``mechanism`` (a :class:`Mechanism` with a positive ``k``, else no other tag), ``enumerable``
-        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``, ``metric-domain``, ``promised-ldp``,
-        ``promised-geo``, ``unbiased-mean``.
+        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``,
+        ``metric-domain``, ``promised-ldp``, ``promised-geo``, ``unbiased-mean``.
     """
     mech = ctx.mech
     if not isinstance(mech, Mechanism) or not isinstance(mech.k, (int, np.integer)) or mech.k < 1:
