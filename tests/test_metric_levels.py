@@ -1,4 +1,5 @@
-"""The planar mechanisms' metric level regrouped by displacement equals the dense formula."""
+"""Metric levels computed from structure equal the dense formula on the channel: the planar
+mechanisms' (regrouped by displacement) and the exponential mechanism's (triangle inequality)."""
 import warnings
 
 import numpy as np
@@ -7,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localpriv.domains.grid import GridDomain
+from localpriv.domains.parse import parse_domain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace, clamp_channel, offset_tables
 from localpriv.mechanisms.privacy import geo_epsilon, grid_offset_geo_epsilon
@@ -27,6 +29,12 @@ def _fast(mech) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         return mech.epsilon_geo()
+
+
+def _exponential(eps: float, domain: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the large LDP levels of the larger eps, announced at parse
+        return parse(f"exponential(eps={eps})", parse_domain(domain))
 
 
 def _close(a: float, b: float) -> bool:
@@ -115,3 +123,26 @@ def test_refused_above_the_dense_cap(monkeypatch):
 def test_a_table_of_the_wrong_shape_is_refused():
     with pytest.raises(LocalPrivError, match="offset table must be 3x5"):
         grid_offset_geo_epsilon([(0, 1, 0, 2, np.ones((3, 4)))], 2, 3, 1.0)
+
+
+@pytest.mark.parametrize("domain", ["0..9", "0..60", "a,b,c,d", "grid(lat0=40.7,lon0=-74.0,nrows=5,ncols=7,cell_km=0.5)",
+                                    "interval(0,1,8)"])
+@pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 5.0, 30.0])
+def test_exponential_structural_level_equals_dense(domain, eps):
+    mech = _exponential(eps, domain)
+    # (log C(x') - log C(x) cancels at small eps: rounding of the channel's entries, 1e-13 relative)
+    assert _fast(mech) == pytest.approx(_dense(mech), rel=1e-10)
+
+
+def test_exponential_level_with_zero_entries_is_inf():
+    mech = _exponential(80.0, "0..99")  # e^{-40 * 99} underflows to 0
+    with pytest.warns(PrivacyWarning, match="epsilon_geo is inf"):
+        assert mech.epsilon_geo() == np.inf
+    assert _dense(mech) == np.inf
+
+
+def test_exponential_level_with_subnormal_entries_takes_the_dense_formula():
+    mech = _exponential(14.5, "0..99")  # smallest entry e^{-717.75}: subnormal
+    M = mech.channel()
+    assert (M > 0).all() and M.min() < np.finfo(float).tiny
+    assert _fast(mech) == _dense(mech)
