@@ -125,8 +125,8 @@ def test_a_table_of_the_wrong_shape_is_refused():
         grid_offset_geo_epsilon([(0, 1, 0, 2, np.ones((3, 4)))], 2, 3, 1.0)
 
 
-@pytest.mark.parametrize("domain", ["0..9", "0..60", "a,b,c,d", "grid(lat0=40.7,lon0=-74.0,nrows=5,ncols=7,cell_km=0.5)",
-                                    "interval(0,1,8)"])
+@pytest.mark.parametrize("domain", ["0..9", "0..60", "a,b,c,d", "interval(0,1,8)",
+                                    "grid(lat0=40.7,lon0=-74.0,nrows=5,ncols=7,cell_km=0.5)"])
 @pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 5.0, 30.0])
 def test_exponential_structural_level_equals_dense(domain, eps):
     mech = _exponential(eps, domain)
