@@ -11,7 +11,7 @@ from localpriv.domains.grid import GridDomain
 from localpriv.domains.parse import parse_domain
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.planar import PlanarGeometric, PlanarLaplace, clamp_channel, offset_tables
-from localpriv.mechanisms.privacy import geo_epsilon, grid_offset_geo_epsilon
+from localpriv.mechanisms.privacy import geo_epsilon, grid_offset_geo_epsilon, grid_offset_ldp_epsilon, ldp_epsilon
 from localpriv.testing.mechanisms import mechanism_checks
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning
 
@@ -146,3 +146,68 @@ def test_exponential_level_with_subnormal_entries_takes_the_dense_formula():
     M = mech.channel()
     assert (M > 0).all() and M.min() < np.finfo(float).tiny
     assert _fast(mech) == _dense(mech)
+
+
+def _full_axis_clamp(K, nrows, ncols):
+    """The clamped channel with cumulative sums over the kernel's whole axes (the reference)."""
+    R = (K.shape[0] - 1) // 2
+
+    def tails(A, kind, axis):
+        if kind == "single":
+            return A
+        if kind == "low":
+            return np.cumsum(A, axis=axis)
+        if kind == "high":
+            return np.flip(np.cumsum(np.flip(A, axis=axis), axis=axis), axis=axis)
+        return np.broadcast_to(A.sum(axis=axis, keepdims=True), A.shape)
+
+    def kinds(n):
+        return ["all"] if n == 1 else ["low"] + ["single"] * (n - 2) + ["high"]
+
+    M = np.empty((nrows, ncols, nrows, ncols))
+    for zr, tr in enumerate(kinds(nrows)):
+        for zc, tc in enumerate(kinds(ncols)):
+            T = tails(tails(K, tr, 0), tc, 1)
+            r, c = np.arange(nrows)[:, None], np.arange(ncols)[None, :]
+            M[:, :, zr, zc] = T[zr - r + R, zc - c + R]
+    return M.reshape(nrows * ncols, nrows * ncols)
+
+
+@pytest.mark.parametrize("nrows,ncols,R", [(1, 1, 9), (1, 6, 40), (5, 1, 12), (2, 2, 30), (4, 7, 60)])
+def test_channel_tail_sums_equal_the_whole_axis_sums_bit_for_bit(nrows, ncols, R):
+    rng = np.random.default_rng(nrows * 100 + ncols)
+    K = rng.random((2 * R + 1, 2 * R + 1)) ** 8
+    K /= K.sum()
+    assert np.array_equal(clamp_channel(K, nrows, ncols), _full_axis_clamp(K, nrows, ncols))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(nrows=st.integers(1, 6), ncols=st.integers(1, 6), log_eps=st.floats(-0.7, 2.5),
+       cell=st.sampled_from([0.5, 1.0, 3.0]), laplace=st.booleans())
+def test_ldp_level_from_tables_equals_dense(nrows, ncols, log_eps, cell, laplace):
+    eps = 10.0 ** log_eps
+    if laplace:
+        eps = max(eps, 0.15 / cell)  # (a small Laplace quadrature, as above)
+    cls = PlanarLaplace if laplace else PlanarGeometric
+    mech = cls(eps, GridDomain(40.0, -74.0, nrows, ncols, cell))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        assert _close(mech.epsilon_ldp(), ldp_epsilon(mech.channel()))
+
+
+def test_ldp_level_from_tables_with_zeros():
+    rng = np.random.default_rng(5)
+    for nrows, ncols in [(1, 3), (3, 3), (4, 2)]:
+        R = max(nrows, ncols) + 1
+        K = rng.random((2 * R + 1, 2 * R + 1)) * (rng.random((2 * R + 1, 2 * R + 1)) < 0.9)
+        K /= K.sum()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            dense = ldp_epsilon(clamp_channel(K, nrows, ncols))
+        assert _close(grid_offset_ldp_epsilon(offset_tables(K, nrows, ncols), nrows, ncols), dense)
+
+
+def test_ldp_level_refused_above_the_dense_cap(monkeypatch):
+    monkeypatch.setenv("LOCALPRIV_MAX_DENSE_ENTRIES", "1000")
+    with pytest.raises(LocalPrivError, match="channel would need a 36 x 36 dense matrix"):
+        parse("planar-laplace(eps=1.0,nrows=6,ncols=6,cell_km=1.0)").epsilon_ldp()

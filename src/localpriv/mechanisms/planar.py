@@ -63,7 +63,12 @@ from localpriv.domains.grid import GridDomain
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import clamped_block_for
 from localpriv.mechanisms.base import Mechanism, register
-from localpriv.mechanisms.privacy import OffsetTable, checked_epsilon, grid_offset_geo_epsilon
+from localpriv.mechanisms.privacy import (
+    OffsetTable,
+    checked_epsilon,
+    grid_offset_geo_epsilon,
+    grid_offset_ldp_epsilon,
+)
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel", "offset_tables"]
@@ -73,15 +78,30 @@ MAX_RADIUS = 1500
 _TAIL = 45.0
 
 
-def _axis_transform(K: np.ndarray, kind: str, axis: int) -> np.ndarray:
+def _axis_transform(K: np.ndarray, kind: str, axis: int, lo: int, hi: int) -> np.ndarray:
+    """Entries ``lo:hi`` along ``axis`` of ``K`` summed over each clamped tail (or not at all).
+
+    The cumulative sums run from the far tail as over the whole axis, and stop at ``hi`` (or start at
+    ``lo``): a cumulative sum adds in sequence, so each entry is the same number, bit for bit, as
+    the whole axis's cumulative sum would give, for about half the work."""
+    take = [slice(None)] * K.ndim
     if kind == "single":
-        return K
+        take[axis] = slice(lo, hi)
+        return K[tuple(take)]
     if kind == "low":  # sum over offsets <= index
-        return np.cumsum(K, axis=axis)
+        take[axis] = slice(0, hi)
+        out = np.cumsum(K[tuple(take)], axis=axis)
+        take[axis] = slice(lo, hi)
+        return out[tuple(take)]
     if kind == "high":  # sum over offsets >= index
-        return np.flip(np.cumsum(np.flip(K, axis=axis), axis=axis), axis=axis)
+        take[axis] = slice(lo, None)
+        out = np.flip(np.cumsum(np.flip(K[tuple(take)], axis=axis), axis=axis), axis=axis)
+        take[axis] = slice(0, hi - lo)
+        return out[tuple(take)]
     # "all": the whole axis (a 1-cell-wide grid)
-    return np.broadcast_to(K.sum(axis=axis, keepdims=True), K.shape)
+    shape = list(K.shape)
+    shape[axis] = hi - lo
+    return np.broadcast_to(K.sum(axis=axis, keepdims=True), tuple(shape))
 
 
 def _output_ranges(n: int) -> list[tuple[str, int, int]]:
@@ -119,9 +139,9 @@ def offset_tables(K: np.ndarray, nrows: int, ncols: int) -> list[OffsetTable]:
     lo_c, hi_c = R - (ncols - 1), R + ncols
     tables: list[OffsetTable] = []
     for tr, zr0, zr1 in _output_ranges(nrows):
-        A = _axis_transform(K, tr, 0)[lo_r:hi_r]
+        A = _axis_transform(K, tr, 0, lo_r, hi_r)
         for tc, zc0, zc1 in _output_ranges(ncols):
-            tables.append((zr0, zr1, zc0, zc1, _axis_transform(A, tc, 1)[:, lo_c:hi_c]))
+            tables.append((zr0, zr1, zc0, zc1, _axis_transform(A, tc, 1, lo_c, hi_c)))
     return tables
 
 
@@ -222,6 +242,17 @@ class _PlanarBase(Mechanism):
             check_dense_size(self.k, self.k, f"{self} channel")
             self._M = clamp_channel(self.kernel(), self.domain.nrows, self.domain.ncols)
         return self._M
+
+    def epsilon_ldp(self) -> float:
+        """LDP level computed from the channel, ``max_z log(max_x M[x,z] / min_x M[x,z])``, read from
+        :func:`offset_tables` (:func:`localpriv.mechanisms.privacy.grid_offset_ldp_epsilon`: each
+        column is a window of a table; no ``k x k`` matrix built). Refused in one line above the
+        dense-size cap on ``k x k``, as the channel it stands for.
+        """
+        d = self.domain
+        check_dense_size(self.k, self.k, f"{self} channel")
+        level = grid_offset_ldp_epsilon(offset_tables(self.kernel(), d.nrows, d.ncols), d.nrows, d.ncols)
+        return checked_epsilon(level, str(self))
 
     def epsilon_geo(self, distance: ArrayLike | None = None) -> float:
         """Geo-indistinguishability level (per km) computed from the channel.
