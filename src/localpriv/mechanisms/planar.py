@@ -44,7 +44,10 @@ neglects nothing: its outer ring holds the rest, below).
   the computed LDP level wrong at small eps: 16.8 for ``eps = 0.001`` on the Manhattan grid, where
   it is 0.0106; docs/decisions/0015-planar-laplace-outer-ring.md.)
 
-Privacy computed from the channel (:meth:`~localpriv.mechanisms.base.Mechanism.epsilon_geo`):
+Privacy computed from the channel (:meth:`_PlanarBase.epsilon_ldp`, :meth:`_PlanarBase.epsilon_geo`), read
+from the channel's offset tables (:func:`offset_tables`) without building the ``k x k`` matrix: the
+LDP level from window maxima and minima of the tables, the metric level by the displacement between
+two cells (``O(k^2)``; docs/decisions/0073-metric-levels-by-displacement.md). The metric level:
 for the planar geometric mechanism it equals ``eps`` whenever the grid has an interior cell
 (``P(x|x) / P(x|x') = e^{eps d(x,x')}`` exactly); for the planar Laplace mechanism, a
 post-processing of an eps-geo-indistinguishable mechanism, it is strictly below ``eps``
