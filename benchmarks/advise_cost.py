@@ -11,8 +11,9 @@ Each question is answered once per round in this process; CPU time by ``time.pro
 pinned to one thread by ``_common``), so contention from other processes inflates wall time, not
 the figure kept. Recorded per question: the CPU seconds of each round and their median, whether
 the median is within the target, the recommended spec, every row (spec, estimator, how, runs,
-predicted error, seconds of that row), and with ``--profile`` the functions of largest cumulative
-CPU time (cProfile with a CPU timer, one extra answer).
+predicted error, seconds of that row) -- or, when ``advise`` refuses the question in one line (e.g.
+no candidate within its simulation budgets), that line as ``refused`` -- and with ``--profile`` the
+functions of largest cumulative CPU time (cProfile with a CPU timer, one extra answer).
 
 ``python benchmarks/advise_cost.py [--quick] [--rounds R] [--profile]`` writes
 ``benchmarks/results-advise-cost.json`` (``--quick``: n / 10 and one round, written to
@@ -36,7 +37,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, now, quick_flag, rounds_arg  # noqa: E402
 
-from localpriv.advice.advisor import advise  # noqa: E402
+from localpriv.advice.advisor import Advice, advise  # noqa: E402
+from localpriv.utils.errors import LocalPrivError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 GRID = "bbox(40.4774,-74.2591,40.9176,-73.7004,1)"
@@ -51,11 +53,14 @@ PROFILE_TOP = 25
 
 
 def answer(kw: dict):
-    """``(CPU seconds, Advice)`` of one call of :func:`advise`."""
+    """``(CPU seconds, Advice or the one-line refusal)`` of one call of :func:`advise`."""
     t = time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        adv = advise(**kw)
+        try:
+            adv: Advice | str = advise(**kw)
+        except LocalPrivError as exc:  # e.g. no candidate within the simulation budgets: recorded
+            adv = str(exc)
     return time.process_time() - t, adv
 
 
@@ -91,11 +96,14 @@ def main() -> None:
         assert adv is not None
         median = float(np.median(cpu))
         entry = {"advise": {k: v for k, v in kw.items()}, "target_cpu_s": target, "cpu_s": cpu,
-                 "median_cpu_s": round(median, 3), "within_target": bool(median <= target),
-                 "recommended": adv.recommended.spec, "goal": adv.goal, "estimator": adv.estimator,
-                 "rows": [{"spec": r.spec, "estimator": r.estimator, "how": r.how, "runs": r.runs,
-                           "error": r.error, "seconds": r.seconds} for r in adv.rows],
-                 "skipped": adv.skipped}
+                 "median_cpu_s": round(median, 3), "within_target": bool(median <= target)}
+        if isinstance(adv, str):  # refused: the CPU until the refusal, and its message
+            entry["refused"] = adv
+        else:
+            entry.update({"recommended": adv.recommended.spec, "goal": adv.goal, "estimator": adv.estimator,
+                          "rows": [{"spec": r.spec, "estimator": r.estimator, "how": r.how, "runs": r.runs,
+                                    "error": r.error, "seconds": r.seconds} for r in adv.rows],
+                          "skipped": adv.skipped})
         if want_profile:
             entry["profile"] = profile(kw)
         out["questions"][name] = entry

@@ -858,13 +858,20 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
     for name in track(names, "advise"):
         t0 = time.perf_counter()
         gen = _candidate_rng(base, name)
+        small = kind != "grid" or k <= 1000  # the analytic model scores a linear program per draw on grids
+        too_large = f"too large to simulate quickly (k={k}); use method='simulation' to force it"
+        if method == "auto" and name not in _PURE and not _affordable(_quiet_parse(fmts[name].format(eps="1.0"),
+                                                                                   domain), n, estimator):
+            # a metric mechanism's cost to simulate does not depend on its parameter (k x k channel):
+            # known unaffordable, it is skipped before its parameter is calibrated, the costly part
+            skipped[_NAMES[name]] = too_large
+            continue
         try:
             spec, mech, (ldp, geo) = _parameter(name, fmts[name], domain, eps_ldp, eps_metric, metric, d_min)
         except LocalPrivError as exc:
             skipped[_NAMES[name]] = f"no parameter meets the target: {exc}"
             continue
         note, how, est_name = "", "simulation", estimator
-        small = kind != "grid" or k <= 1000  # the analytic model scores a linear program per draw on grids
         costly = (f"{estimator} not simulated: estimating per-user reports of {_NAMES[name]} over {k} values "
                   "repeatedly costs too much; predicted for mi-p, which is usually less accurate")
         if method == "analytic" and name in _PURE and small:
@@ -877,7 +884,7 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
             elif name in _PURE and n * k <= PER_USER_BUDGET:
                 est_name, note = "mi-p", costly
             else:
-                skipped[_NAMES[name]] = f"too large to simulate quickly (k={k}); use method='simulation' to force it"
+                skipped[_NAMES[name]] = too_large
                 continue
         try:
             if how == "analytic":

@@ -148,7 +148,7 @@ def _analyze(mech: Mechanism, domain: Domain | None = None) -> dict[str, Any]:
                 elif entries is not None and entries > PRIVACY_LIMIT:
                     out[key] = (f"not computed (the channel has {entries} entries, above the analysis limit "
                                 f"{PRIVACY_LIMIT})")
-                elif metric and dom is not None:
+                elif metric and dom is not None and getattr(mech, "domain", None) != dom:
                     out[key] = float(mech.epsilon_geo(dom.distance_matrix()))
                 else:
                     out[key] = float(mech.epsilon_geo())

@@ -133,6 +133,47 @@ class Exponential(Mechanism):
         bracket = 0.5 * self.eps * d + (log_C[None, :] - log_C[:, None])  # [x, x']
         return checked_epsilon(float(bracket.max()), str(self))
 
+    def epsilon_geo(self, distance: ArrayLike | None = None) -> float:
+        """The metric level ``max_{x != x'} max_z log(M[x,z] / M[x',z]) / d(x,x')`` from the structure.
+
+        With ``log M[x,z] = -eps d(x,z) / 2 - log C(x)``, the inner maximum is
+        ``eps (d(x',z) - d(x,z)) / 2 + log C(x') - log C(x)``, and ``d(x',z) - d(x,z) <= d(x,x')``
+        (triangle inequality) with equality at ``z = x`` (``d(x,x) = 0``), so
+
+            eps_g = eps / 2 + max_{x != x'} (log C(x') - log C(x)) / d(x,x'),
+
+        the same maximum as the dense formula (:func:`localpriv.mechanisms.privacy.geo_epsilon`)
+        up to the rounding of the channel's entries, in ``O(k^2)`` from the ``k x k`` distances
+        (``log C`` by logsumexp; no channel, no ``k^3`` pass). Any metric (``d(x,x') > 0`` for
+        ``x != x'``); refused above the dense-size cap.
+
+        The formula holds while every entry of the released channel is a normal float (its log
+        above :data:`NORMAL_LOG`); beyond, some entries are rounded to subnormals or to 0 (the
+        sampler then never releases them) and the level is the dense formula on the channel
+        itself: ``inf`` as soon as an entry is 0 (``M[z,z] >= 1/k > 0``, so the pair ``(z, x)``
+        has a zero beside a non-zero). An explicit ``distance`` takes the dense formula too.
+        """
+        if distance is not None:
+            return super().epsilon_geo(distance)
+        check_dense_size(self.k, self.k, f"{self} distance matrix")
+        if self.k < 2:
+            return checked_epsilon(0.0, str(self), kind="epsilon_geo")
+        d = np.asarray(self.domain.distance_matrix(), dtype=float)
+        logw = -0.5 * self.eps * d
+        log_C = logsumexp(logw, axis=1)
+        if float((logw.min(axis=1) - log_C).min()) <= self.NORMAL_LOG:
+            M = self.channel()
+            if not (M > 0).all():
+                return checked_epsilon(np.inf, str(self), kind="epsilon_geo")
+            return super().epsilon_geo()
+        np.fill_diagonal(d, np.inf)  # x = x' is no pair
+        spread = (log_C[None, :] - log_C[:, None]) / d  # [x, x']
+        return checked_epsilon(max(0.0, 0.5 * self.eps + float(spread.max())), str(self), kind="epsilon_geo")
+
+    #: the structural metric level is used while every channel entry's log is above this (the
+    #: smallest normal float64 is ``e^-708.4``; the margin covers the rounding of ``log C``)
+    NORMAL_LOG = -700.0
+
     def rank_from_structure(self) -> tuple[int, str] | None:
         """Rank ``k`` on the integers, a grid (Euclidean distances) or a categorical domain (the
         discrete metric): ``M = D^{-1} A`` with ``D`` the diagonal of ``C(x)`` and

@@ -91,6 +91,16 @@ class MatrixMechanism(Mechanism):
             return {"file": self.file}
         return {"rows": self.M.tolist()}
 
+    def __str__(self) -> str:
+        """The spec, formatted once per matrix: ``rows=[[...]]`` writes every entry (``k x k``
+        numbers; 10,000 at ``k = 100``), and estimators name their blocks' mechanisms often. The
+        matrix is read-only; a new matrix or file assigned to the mechanism is formatted anew."""
+        cached = getattr(self, "_spec_cache", None)
+        if cached is None or cached[0] is not self.M or cached[1] != self.file:
+            cached = (self.M, self.file, super().__str__())
+            self._spec_cache = cached
+        return cached[2]
+
     @property
     def n_outputs(self) -> int:
         return int(self.M.shape[1])

@@ -44,7 +44,10 @@ neglects nothing: its outer ring holds the rest, below).
   the computed LDP level wrong at small eps: 16.8 for ``eps = 0.001`` on the Manhattan grid, where
   it is 0.0106; docs/decisions/0015-planar-laplace-outer-ring.md.)
 
-Privacy computed from the channel (:meth:`~localpriv.mechanisms.base.Mechanism.epsilon_geo`):
+Privacy computed from the channel (:meth:`_PlanarBase.epsilon_ldp`, :meth:`_PlanarBase.epsilon_geo`), read
+from the channel's offset tables (:func:`offset_tables`) without building the ``k x k`` matrix: the
+LDP level from window maxima and minima of the tables, the metric level by the displacement between
+two cells (``O(k^2)``; docs/decisions/0073-metric-levels-by-displacement.md). The metric level:
 for the planar geometric mechanism it equals ``eps`` whenever the grid has an interior cell
 (``P(x|x) / P(x|x') = e^{eps d(x,x')}`` exactly); for the planar Laplace mechanism, a
 post-processing of an eps-geo-indistinguishable mechanism, it is strictly below ``eps``
@@ -63,24 +66,86 @@ from localpriv.domains.grid import GridDomain
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.structured import clamped_block_for
 from localpriv.mechanisms.base import Mechanism, register
+from localpriv.mechanisms.privacy import (
+    OffsetTable,
+    checked_epsilon,
+    grid_offset_geo_epsilon,
+    grid_offset_ldp_epsilon,
+)
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
-__all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel"]
+__all__ = ["PlanarGeometric", "PlanarLaplace", "MAX_RADIUS", "clamp_channel", "offset_tables"]
 
 #: Largest kernel half-width (in cells) held in memory.
 MAX_RADIUS = 1500
 _TAIL = 45.0
 
 
-def _axis_transform(K: np.ndarray, kind: str, axis: int) -> np.ndarray:
+def _axis_transform(K: np.ndarray, kind: str, axis: int, lo: int, hi: int) -> np.ndarray:
+    """Entries ``lo:hi`` along ``axis`` of ``K`` summed over each clamped tail (or not at all).
+
+    The cumulative sums run from the far tail as over the whole axis, and stop at ``hi`` (or start at
+    ``lo``): a cumulative sum adds in sequence, so each entry is the same number, bit for bit, as
+    the whole axis's cumulative sum would give, for about half the work."""
+    take = [slice(None)] * K.ndim
     if kind == "single":
-        return K
+        take[axis] = slice(lo, hi)
+        return K[tuple(take)]
     if kind == "low":  # sum over offsets <= index
-        return np.cumsum(K, axis=axis)
+        take[axis] = slice(0, hi)
+        out = np.cumsum(K[tuple(take)], axis=axis)
+        take[axis] = slice(lo, hi)
+        return out[tuple(take)]
     if kind == "high":  # sum over offsets >= index
-        return np.flip(np.cumsum(np.flip(K, axis=axis), axis=axis), axis=axis)
+        take[axis] = slice(lo, None)
+        out = np.flip(np.cumsum(np.flip(K[tuple(take)], axis=axis), axis=axis), axis=axis)
+        take[axis] = slice(0, hi - lo)
+        return out[tuple(take)]
     # "all": the whole axis (a 1-cell-wide grid)
-    return np.broadcast_to(K.sum(axis=axis, keepdims=True), K.shape)
+    shape = list(K.shape)
+    shape[axis] = hi - lo
+    return np.broadcast_to(K.sum(axis=axis, keepdims=True), tuple(shape))
+
+
+def _output_ranges(n: int) -> list[tuple[str, int, int]]:
+    """The output rows (or columns) of one clamping kind, as ``(kind, first, last)``."""
+    if n == 1:
+        return [("all", 0, 0)]
+    return [("low", 0, 0)] + ([("single", 1, n - 2)] if n > 2 else []) + [("high", n - 1, n - 1)]
+
+
+def offset_tables(K: np.ndarray, nrows: int, ncols: int) -> list[OffsetTable]:
+    """The clamped channel as offset tables (:data:`localpriv.mechanisms.privacy.OffsetTable`).
+
+    Parameters
+    ----------
+    K : ndarray, shape (2R+1, 2R+1)
+        ``K[R + di, R + dj]`` = probability of the offset ``(di, dj)``; ``R >= max(nrows, ncols) - 1``.
+    nrows, ncols : int
+        Grid shape.
+
+    Returns
+    -------
+    list of (zr0, zr1, zc0, zc1, T)
+        One entry per kind of output row times kind of output column (interior, first, last, or
+        the whole axis of a grid one cell wide): the outputs ``zr0 <= zr <= zr1``,
+        ``zc0 <= zc <= zc1`` have ``M[(r, c), (zr, zc)] = T[zr - r + nrows - 1, zc - c + ncols - 1]``,
+        where ``T`` is ``K`` summed over the tail of each clamped axis (the forward or backward
+        cumulative sum, or the whole axis). :func:`clamp_channel` reads its entries from these
+        tables, so both hold the same numbers, bit for bit.
+    """
+    R = (K.shape[0] - 1) // 2
+    if max(nrows, ncols) - 1 > R:
+        raise LocalPrivError("clamp_channel: kernel smaller than the grid")
+    # the central block of offsets the grid can use
+    lo_r, hi_r = R - (nrows - 1), R + nrows
+    lo_c, hi_c = R - (ncols - 1), R + ncols
+    tables: list[OffsetTable] = []
+    for tr, zr0, zr1 in _output_ranges(nrows):
+        A = _axis_transform(K, tr, 0, lo_r, hi_r)
+        for tc, zc0, zc1 in _output_ranges(ncols):
+            tables.append((zr0, zr1, zc0, zc1, _axis_transform(A, tc, 1, lo_c, hi_c)))
+    return tables
 
 
 def clamp_channel(K: np.ndarray, nrows: int, ncols: int) -> np.ndarray:
@@ -98,40 +163,18 @@ def clamp_channel(K: np.ndarray, nrows: int, ncols: int) -> np.ndarray:
     ndarray, shape (nrows*ncols, nrows*ncols)
         ``M[x, z] = T_{type(zr), type(zc)}[zr - r + R, zc - c + R]`` where ``type`` is "single"
         for interior rows/columns, "low"/"high" for the first/last (tail sums) and "all" for a
-        grid one cell wide.
+        grid one cell wide (the tables of :func:`offset_tables`).
     """
-    R = (K.shape[0] - 1) // 2
-    if max(nrows, ncols) - 1 > R:
-        raise LocalPrivError("clamp_channel: kernel smaller than the grid")
-
-    def types(n: int) -> np.ndarray:
-        t = np.array(["single"] * n, dtype=object)
-        if n == 1:
-            t[0] = "all"
-        else:
-            t[0], t[-1] = "low", "high"
-        return t
-
-    trow, tcol = types(nrows), types(ncols)
     k = nrows * ncols
     r = np.arange(nrows)
     c = np.arange(ncols)
-    drow = r[None, :] - r[:, None] + R  # [r, zr]
-    dcol = c[None, :] - c[:, None] + R  # [c, zc]
     M4 = np.empty((nrows, ncols, nrows, ncols))
-    # the central block of offsets the grid can use
-    lo_r, hi_r = R - (nrows - 1), R + nrows
-    lo_c, hi_c = R - (ncols - 1), R + ncols
-    for tr in set(trow):
-        rows_z = np.flatnonzero(trow == tr)
-        A = _axis_transform(K, tr, 0)[lo_r:hi_r]
-        for tc in set(tcol):
-            cols_z = np.flatnonzero(tcol == tc)
-            T = _axis_transform(A, tc, 1)[:, lo_c:hi_c]
-            ir = drow[:, rows_z] - lo_r  # (nrows, |rows_z|)
-            ic = dcol[:, cols_z] - lo_c  # (ncols, |cols_z|)
-            block = T[ir[:, None, :, None], ic[None, :, None, :]]
-            M4[:, :, rows_z[:, None], cols_z[None, :]] = block
+    for zr0, zr1, zc0, zc1, T in offset_tables(K, nrows, ncols):
+        rows_z = np.arange(zr0, zr1 + 1)
+        cols_z = np.arange(zc0, zc1 + 1)
+        ir = rows_z[None, :] - r[:, None] + nrows - 1  # (nrows, |rows_z|)
+        ic = cols_z[None, :] - c[:, None] + ncols - 1  # (ncols, |cols_z|)
+        M4[:, :, zr0:zr1 + 1, zc0:zc1 + 1] = T[ir[:, None, :, None], ic[None, :, None, :]]
     return M4.reshape(k, k)
 
 
@@ -202,6 +245,35 @@ class _PlanarBase(Mechanism):
             check_dense_size(self.k, self.k, f"{self} channel")
             self._M = clamp_channel(self.kernel(), self.domain.nrows, self.domain.ncols)
         return self._M
+
+    def epsilon_ldp(self) -> float:
+        """LDP level computed from the channel, ``max_z log(max_x M[x,z] / min_x M[x,z])``, read from
+        :func:`offset_tables` (:func:`localpriv.mechanisms.privacy.grid_offset_ldp_epsilon`: each
+        column is a window of a table; no ``k x k`` matrix built). Refused in one line above the
+        dense-size cap on ``k x k``, as the channel it stands for.
+        """
+        d = self.domain
+        check_dense_size(self.k, self.k, f"{self} channel")
+        level = grid_offset_ldp_epsilon(offset_tables(self.kernel(), d.nrows, d.ncols), d.nrows, d.ncols)
+        return checked_epsilon(level, str(self))
+
+    def epsilon_geo(self, distance: ArrayLike | None = None) -> float:
+        """Geo-indistinguishability level (per km) computed from the channel.
+
+        With the grid's own metric (``distance`` left out), the dense maximum
+        ``max_z max_{x != x'} log(M[x,z] / M[x',z]) / d(x,x')`` regrouped by the displacement
+        between the two cells (:func:`localpriv.mechanisms.privacy.grid_offset_geo_epsilon` on
+        :func:`offset_tables`): the channel's own entries, ``O(k^2)`` instead of ``O(k^3)``, no
+        ``k x k`` matrix built. Refused in one line above the dense-size cap on ``k x k`` (the
+        work grows as ``k^2``, like the channel it stands for). An explicit ``distance`` matrix
+        takes the dense formula.
+        """
+        if distance is not None:
+            return super().epsilon_geo(distance)
+        d = self.domain
+        check_dense_size(self.k, self.k, f"{self} metric level")
+        level = grid_offset_geo_epsilon(offset_tables(self.kernel(), d.nrows, d.ncols), d.nrows, d.ncols, self.s)
+        return checked_epsilon(level, str(self), kind="epsilon_geo")
 
     def likelihood_block(self, reports: ArrayLike, counts: ArrayLike) -> LikelihoodBlock:
         """Fast products by 2-D FFT convolution with exact border folding:

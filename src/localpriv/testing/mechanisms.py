@@ -28,6 +28,9 @@ gated by tags (:func:`mechanism_tags`) derived from the mechanism and the promis
     real-valued or packed-bit reports (``report_kind``).
 ``portable``
     a sampler of the portable client protocol (:mod:`localpriv.mechanisms.portable`).
+``metric-domain``
+    the mechanism's ``domain`` is a metric domain of its ``k`` values (a line, an interval, a
+    grid): its computed metric level is compared with the dense formula on its distances.
 ``promised-ldp``, ``promised-geo``
     a promised LDP or metric (geo-indistinguishability) level to compare the computed one with.
 ``unbiased-mean``
@@ -59,7 +62,7 @@ from localpriv.domains.parse import parse_domain
 from localpriv.mechanisms import Mechanism, parse, portable, registered
 from localpriv.mechanisms.accounting import compose, release_of
 from localpriv.mechanisms.base import Memoized
-from localpriv.mechanisms.privacy import ldp_epsilon
+from localpriv.mechanisms.privacy import geo_epsilon, ldp_epsilon
 from localpriv.utils.validation import LocalPrivError, PrivacyWarning, check_rng
 
 __all__ = [
@@ -707,6 +710,19 @@ def check_epsilon_computed_from_channel(ctx: CheckContext) -> None:
               f"epsilon_ldp() = {level!r} but the dense channel gives {dense!r}")
 
 
+def check_epsilon_geo_computed_from_channel(ctx: CheckContext) -> None:
+    """(metric domain) ``epsilon_geo()`` (a structural formula where the mechanism has one, e.g. the
+    planar mechanisms' regrouping by displacement) equals ``geo_epsilon(channel(), d)`` with ``d``
+    the domain's distance matrix (relative ``1e-9``)."""
+    name = "check_epsilon_geo_computed_from_channel"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        level = float(ctx.mech.epsilon_geo())
+        dense = float(geo_epsilon(ctx.channel, ctx.mech.domain.distance_matrix()))
+    if not (level == dense or abs(level - dense) <= 1e-9 * max(1.0, abs(dense))):
+        _fail(ctx, "privacy", name, f"epsilon_geo() = {level!r} but the dense channel gives {dense!r}")
+
+
 def check_sampled_likelihood_ratios_within_level(ctx: CheckContext) -> None:
     """No sampled report has a likelihood ratio between two inputs above ``e^epsilon_ldp()`` (an
     empirical audit of the computed level)."""
@@ -947,6 +963,7 @@ _TABLE: tuple[tuple[Callable[[CheckContext], None], str, frozenset[str]], ...] =
         (check_portable_sampler_matches_channel, "samples-vs-channel", ("portable",)),
         (check_likelihood_block_matches_likelihood, "likelihood-block", ()),
         (check_epsilon_computed_from_channel, "privacy", ("enumerable",)),
+        (check_epsilon_geo_computed_from_channel, "privacy", ("enumerable", "metric-domain")),
         (check_sampled_likelihood_ratios_within_level, "privacy", ()),
         (check_released_bits_carry_no_input, "privacy", ()),
         (check_epsilon_ldp_within_promise, "privacy", ("promised-ldp",)),
@@ -973,8 +990,8 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     -------
     frozenset of str
         ``mechanism`` (a :class:`Mechanism` with a positive ``k``, else no other tag), ``enumerable``
-        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``, ``promised-ldp``,
-        ``promised-geo``, ``unbiased-mean``, ``unbiased-tables``.
+        or ``structured``, ``memoized``, ``numeric-output``, ``binary-output``, ``portable``,
+        ``metric-domain``, ``promised-ldp``, ``promised-geo``, ``unbiased-mean``, ``unbiased-tables``.
     """
     mech = ctx.mech
     if not isinstance(mech, Mechanism) or not isinstance(mech.k, (int, np.integer)) or mech.k < 1:
@@ -985,6 +1002,9 @@ def mechanism_tags(ctx: CheckContext) -> frozenset[str]:
     tags.add({"float64": "numeric-output", "binary": "binary-output"}.get(mech.report_kind, "index-output"))
     if mech.spec_name in portable.PORTABLE_SAMPLERS or mech.spec_name in portable.PORTABLE_MEMOIZED:
         tags.add("portable")
+    dom = getattr(mech, "domain", None)
+    if isinstance(dom, Domain) and dom.is_metric and dom.size == mech.k:
+        tags.add("metric-domain")
     if ctx.eps_ldp is not None:
         tags.add("promised-ldp")
     if ctx.eps_geo is not None:
