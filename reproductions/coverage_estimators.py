@@ -59,7 +59,7 @@ PAIRS = (("ibu", "fisher"), ("auto", "anchored"), ("auto", "profile"),
 ZIPF = 1.1
 SMALL = 0.005
 #: PowerNS integrates ~1,900 points per cell per fit: its bootstrap (200 refits) runs up to this k only
-BOOTSTRAP_POWER_MAX_K = 50
+BOOTSTRAP_POWER_MAX_K = 20
 RUNS = 30
 SEED = 20261128
 OUT = Path("docs/results/coverage-estimators.json")

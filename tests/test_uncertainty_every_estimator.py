@@ -65,3 +65,25 @@ def test_profile_and_anchored_refuse_the_linear_estimators_in_one_line():
         with pytest.raises(LocalPrivError, match=f"^the {method} method applies to every estimator but") as info:
             uncertainty(est, obs, method=method)
         assert "\n" not in str(info.value)
+
+
+def test_the_mean_statistic_of_numeric_reports_is_the_mle_mean():
+    dom = localpriv.IntervalDomain(0.0, 10.0, 10)
+    mech = localpriv.parse("duchi(eps=1)", dom)
+    theta = np.array([0.3, 0.2, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.1])
+    obs = Observations([simulate_block(mech, theta, 4000, np.random.default_rng(5))], dom)
+    est = estimate(obs, "auto")
+    stats = est.statistics("mean,mean_estimate,mean_unbiased")
+    mle = est.uncertainty().extra["mle_estimate"]
+    centres = np.asarray(dom.labels, dtype=float)
+    assert stats["mean"].value == pytest.approx(float(centres @ mle.distribution), abs=1e-12)
+    assert stats["mean"].method.startswith("maximum likelihood")
+    assert stats["mean"].lower <= stats["mean"].value <= stats["mean"].upper
+    assert stats["mean_estimate"].value == est.mean().value
+    # on Duchi's one bit only the mean is identified: the MLE's mean is the unbiased one (to the
+    # engine's certificate, far below the interval's half-width)
+    half = stats["mean_unbiased"].upper - stats["mean_unbiased"].value
+    assert abs(stats["mean"].value - stats["mean_unbiased"].value) < 1e-3 * half
+    # an MLE keeps its own mean
+    ibu = estimate(obs, "ibu")
+    assert ibu.statistics("mean")["mean"].value == ibu.mean().value

@@ -39,6 +39,12 @@ estimator, and each states its assumptions (``Uncertainty.assumptions``):
     value: ``[min(l, f(theta_reg)), max(u, f(theta_reg))]`` with ``[l, u]`` the MLE's interval of
     the same quantity ``f``. It contains the MLE's interval, so it covers at least as often, and it
     always contains the reported estimate. Standard errors are the MLE's.
+``"profile"`` -- on request (``est.uncertainty("profile")``), for any estimator but the linear ones: an
+    anchored uncertainty whose cell intervals are the MLE's profile-likelihood intervals on the
+    simplex (:meth:`Uncertainty.profile_cells`, every cell up to :data:`PROFILE_MAX_CELLS`) widened
+    to contain the estimate; functionals are the anchored ones. Near 0 the simplex's constraint
+    makes them narrower than the Wald or inversion interval (measured: docs/uncertainty.md,
+    *Every estimator's intervals*).
 ``"bootstrap"`` -- every other estimator: a parametric bootstrap. Counts are redrawn from the
     fitted model per mechanism (multinomial over the outputs of a finite channel; otherwise users
     are drawn from the estimate and their reports sampled by the mechanism), the estimator is run
