@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-planar-certified coverage-small bench-advise
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence
 
 venv: $(STAMP)
 
@@ -240,9 +240,23 @@ bench-import: $(FULL_STAMP)
 	$(PY) benchmarks/report.py
 
 # the calibration of the intervals (hours on 2 cores; the JSON/PNG the docs quote are committed in docs/results)
-coverage: $(FULL_STAMP)
+coverage: $(FULL_STAMP) coverage-estimators
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce coverage -o docs/results
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
+
+# every kind of estimator's cell intervals on sparse Zipf truths (k-RR; the MLE, the default, the
+# post-processings; anchored, profile and bootstrap intervals): docs/results/coverage-estimators.json
+# and its table in docs/uncertainty.md (about an hour of CPU, mostly the k = 200 setting's profiles)
+coverage-estimators: $(FULL_STAMP)
+	rm -f docs/results/coverage-estimators.json
+	OPENBLAS_NUM_THREADS=1 $(PY) -m reproductions.coverage_estimators
+	$(PY) -c "from reproductions.coverage_estimators import rewrite_docs; rewrite_docs()"
+
+# which mean --stat mean reports for pm, hm, duchi, sw: MSE and coverage of every estimator's mean at
+# eps 0.5 to 4, n = 10^4, 20 paired runs: docs/results/numeric-default.json, its table in docs/numeric.md
+numeric-default-evidence: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) -m reproductions.numeric_default
+	$(PY) -c "from reproductions.numeric_default import rewrite_docs; rewrite_docs()"
 
 # the small-n calibration (k-RR, OUE, geometric; MLE and EMS; n = 10, 100, 1,000; 100 runs per cell;
 # hours of CPU, mostly the geometric rows), then both tables of docs/uncertainty.md
@@ -253,6 +267,7 @@ coverage-small: $(FULL_STAMP)
 # docs/uncertainty.md's coverage table from the committed docs/results/coverage.json
 coverage-docs: $(FULL_STAMP)
 	$(PY) -c "from reproductions.coverage import rewrite_docs; rewrite_docs()"
+	$(PY) -c "from reproductions.coverage_estimators import rewrite_docs; rewrite_docs()"
 
 # the measured numbers of docs/convergence.md, docs/regularized.md and docs/uncertainty.md
 # (house rule: numbers in the docs come from this JSON; about 10 minutes on one core)

@@ -22,10 +22,13 @@ from localpriv.estimators import (
 )
 from localpriv.estimators.inv import inv
 from localpriv.estimators.result import Fit
+from localpriv.inference.estimate import Estimate
+from localpriv.inference.uncertainty import interval_refusal
 from localpriv.testing.estimators import (
     CHECKS,
     EstimatorConformanceError,
     check_estimator,
+    check_intervals_in_unit_range,
     check_invariant_to_report_order,
     check_sums_to_one_and_nonnegative,
     estimator_checks,
@@ -44,7 +47,7 @@ def test_conformance(run):
 def test_every_estimator_gets_the_core_checks():
     core = {"check_declares_settings_and_tags", "check_sums_to_one_and_nonnegative",
             "check_refuses_unknown_setting_in_one_line", "check_refuses_bad_setting_values",
-            "check_finite_intervals"}
+            "check_intervals_in_unit_range"}
     for name in ESTIMATORS:
         assert core <= {c for c, _ in estimator_checks(name)}, name
     assert set(REGISTRY) == set(ESTIMATORS) and len(ESTIMATORS) >= 24
@@ -99,6 +102,38 @@ def test_a_negative_estimate_fails(toy):
     toy("toy-negative", negative, summary="raw inverse", tags={"single-mechanism"}, settings=())
     with pytest.raises(EstimatorConformanceError, match=r"check_sums_to_one_and_nonnegative\(toy-negative\)"):
         check_sums_to_one_and_nonnegative("toy-negative")
+
+
+def test_interval_check_accepts_documented_refusals_only(monkeypatch):
+    def refuse(message):
+        def ci(self, level=0.95):
+            raise LocalPrivError(message)
+        return ci
+    monkeypatch.setattr(Estimate, "ci", refuse("intervals for inv-n need the reports' supports; use ibu"))
+    check_intervals_in_unit_range("inv-n")  # a documented refusal passes
+    for bad in ("something else went wrong", "no record of how inv-n was computed; run it through "
+                "localpriv.estimate\nsecond line"):
+        monkeypatch.setattr(Estimate, "ci", refuse(bad))
+        with pytest.raises(EstimatorConformanceError, match=r"check_intervals_in_unit_range\(inv-n\): .*undocumented"):
+            check_intervals_in_unit_range("inv-n")
+
+
+def test_interval_check_refuses_bounds_outside_the_unit_range(monkeypatch):
+    original = Estimate.ci
+
+    def wide(self, level=0.95):
+        lo, hi = original(self, level)
+        return lo - 0.5, hi
+    monkeypatch.setattr(Estimate, "ci", wide)
+    with pytest.raises(EstimatorConformanceError, match=r"check_intervals_in_unit_range\(inv-n\): cell 0: .* leaves"):
+        check_intervals_in_unit_range("inv-n")
+
+
+def test_every_documented_refusal_is_recognized():
+    assert interval_refusal("this estimate does not carry its observations; pass obs=") is not None
+    assert interval_refusal("the estimate gives probability 0 to an observed report: no information")
+    assert interval_refusal("intervals for mi-p need the reports' supports; use ibu\nmore") is None
+    assert interval_refusal("unknown failure") is None
 
 
 def test_registration_refuses_unknown_tags():

@@ -89,9 +89,10 @@ def estimate(
                                             "the output and on the plot"),
     stat: str | None = typer.Option(None, "--stat",
                                        help="statistics with their intervals, e.g. mean,median,p90 "
-                                            "(mean, var, sd, median, pNN, qX, mean_unbiased); for pm, hm, "
-                                            "duchi and sw reports mean also gives the reports' unbiased mean "
-                                            "(mean_unbiased) beside the estimate's"),
+                                            "(mean, var, sd, median, pNN, qX, mean_unbiased, mean_estimate); "
+                                            "for pm, hm, duchi and sw reports the mean of a regularized estimate "
+                                            "is the maximum-likelihood mean, and mean also gives the reports' "
+                                            "unbiased mean (mean_unbiased)"),
     fmt: str | None = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP),
 ) -> None:
     """Estimate the original distribution from reports or counts (with --ci and --stat: how sure)."""

@@ -19,7 +19,7 @@ from localpriv.domains.grid import GridDomain
 from localpriv.domains.product import ProductDomain
 from localpriv.estimators.result import Fit
 from localpriv.inference.geo_export import write_geojson
-from localpriv.inference.unbiased import unbiased_mean
+from localpriv.inference.unbiased import has_unbiased_mean, unbiased_mean
 from localpriv.inference.uncertainty import Uncertainty, uncertainty
 from localpriv.utils.interval import Interval, check_level
 from localpriv.utils.validation import LocalPrivError, check_int
@@ -136,7 +136,8 @@ class Estimate(Fit):
         return path
 
     def statistics(self, names: str | Iterable[str], level: float = 0.95) -> dict[str, Interval]:
-        """Statistics by name with their intervals: ``mean``, ``var``, ``sd``, ``median``,
+        """Statistics by name with their intervals: ``mean`` (:meth:`numeric_mean`), ``mean_estimate``
+        (the distribution's own mean, :meth:`mean`), ``var``, ``sd``, ``median``,
         ``pNN`` (the NN-th percentile, e.g. ``p90``), ``qX`` (the X-quantile, e.g. ``q0.25``),
         ``mean_unbiased`` (the reports' classic unbiased mean, for one ``pm``, ``hm``, ``duchi`` or
         ``sw`` mechanism: :func:`localpriv.inference.unbiased.unbiased_mean`); ``names`` is a list
@@ -147,6 +148,8 @@ class Estimate(Fit):
         for name in names:
             low = str(name).lower()
             if low == "mean":
+                out[name] = self.numeric_mean(level)
+            elif low == "mean_estimate":
                 out[name] = self.mean(level)
             elif low == "mean_unbiased":
                 if self.observations is None:
@@ -166,7 +169,7 @@ class Estimate(Fit):
                 out[name] = self.quantile(float(low[1:]), level)
             else:
                 raise LocalPrivError(f"unknown statistic {name!r}: mean, var, sd, median, pNN (e.g. p90), "
-                                     "qX (e.g. q0.25) or mean_unbiased")
+                                     "qX (e.g. q0.25), mean_unbiased or mean_estimate")
         return out
 
     # ---- uncertainty (computed by localpriv.inference.uncertainty, once, on first use) -------------------
@@ -201,6 +204,26 @@ class Estimate(Fit):
         """The mean value ``sum_x x theta_x`` with its interval (ordered domains)."""
         iv = self.functional(self._values("the mean"), level)
         return Interval(iv.value, iv.lower, iv.upper, iv.level, iv.method)
+
+    def numeric_mean(self, level: float = 0.95) -> Interval:
+        """The statistic ``mean`` (``--stat mean``): the mean of the certified maximum-likelihood
+        estimate, with its interval, for a regularized estimate (``auto``, ``ems``, ``dirichlet``) of
+        the reports of one numeric mechanism (``pm``, ``hm``, ``duchi``, ``sw``); :meth:`mean`
+        otherwise.
+
+        By the invariance of maximum likelihood, ``sum_x x theta_hat_x`` is the MLE of the mean; its
+        interval is the MLE's (:meth:`localpriv.inference.uncertainty.Uncertainty.functional`: the
+        unbiased inverse's where it applies, else Fisher). A regularized estimate's own mean carries
+        the regularization's bias: on Duchi's one-bit reports only the mean is identified and the
+        default's smoothing moved it (measured in docs/numeric.md, *Which mean*;
+        docs/decisions/0077-intervals-for-every-estimator-and-the-numeric-mean.md). The
+        distribution's own mean stays :meth:`mean` (statistic ``mean_estimate``).
+        """
+        u = self.uncertainty()
+        if u.method != "anchored" or self.observations is None or not has_unbiased_mean(self.observations):
+            return self.mean(level)
+        iv = u.extra["mle"].functional(self._values("the mean"), level)
+        return Interval(iv.value, iv.lower, iv.upper, iv.level, f"maximum likelihood: {iv.method}")
 
     def var(self, level: float = 0.95) -> Interval:
         """The variance of the values, ``sum_x (x - mu)^2 theta_x``, with its interval (delta method:

@@ -39,6 +39,7 @@ from localpriv.estimators import fit, log_likelihood
 from localpriv.estimators.registry import REGISTRY, TAGS, Setting, estimator_spec, parse_settings
 from localpriv.estimators.result import Fit
 from localpriv.inference.estimate import Estimate
+from localpriv.inference.uncertainty import interval_refusal
 from localpriv.mechanisms import parse
 from localpriv.utils.validation import LocalPrivError
 
@@ -48,7 +49,8 @@ __all__ = ["EstimatorConformanceError", "example_observations", "same_tolerance"
            "check_parses_its_settings_from_text", "check_invariant_to_report_order",
            "check_invariant_to_merging_counts", "check_agrees_with_the_mle",
            "check_refuses_unknown_setting_in_one_line", "check_refuses_bad_setting_values",
-           "check_finite_intervals", "check_deterministic_for_a_seed", "bad_values"]
+           "check_intervals_in_unit_range", "check_finite_intervals", "check_deterministic_for_a_seed",
+           "bad_values"]
 
 #: reports in the example observations
 N_REPORTS = 2000
@@ -378,11 +380,18 @@ def check_refuses_bad_setting_values(name: str) -> None:
                             f"{s.name}={value!r}")
 
 
-def check_finite_intervals(name: str) -> None:
-    """The estimate's 95% intervals (:meth:`Estimate.ci`) are finite, ordered and contain it."""
-    check = "check_finite_intervals"
+def check_intervals_in_unit_range(name: str) -> None:
+    """The estimate's 95% intervals (:meth:`Estimate.ci`) are finite, contain it and lie in ``[0, 1]``,
+    or they are refused by a documented one-line :class:`LocalPrivError`
+    (:data:`localpriv.inference.uncertainty.INTERVAL_REFUSALS`)."""
+    check = "check_intervals_in_unit_range"
     est = Estimate.from_fit(_fit(name, **_settings(name)))
-    lo, hi = (np.asarray(v, dtype=float) for v in est.ci(0.95))
+    try:
+        lo, hi = (np.asarray(v, dtype=float) for v in est.ci(0.95))
+    except LocalPrivError as exc:
+        if interval_refusal(str(exc)) is None:
+            _fail(check, name, f"intervals refused by an undocumented or multi-line message: {exc}")
+        return
     p = np.asarray(est.distribution, dtype=float)
     if lo.shape != p.shape or hi.shape != p.shape:
         _fail(check, name, f"intervals of shapes {lo.shape}, {hi.shape} for an estimate of shape {p.shape}")
@@ -393,6 +402,14 @@ def check_finite_intervals(name: str) -> None:
     if outside.size:
         i = int(outside[0])
         _fail(check, name, f"cell {i}: the interval [{lo[i]:.4g}, {hi[i]:.4g}] does not contain {p[i]:.4g}")
+    out = np.flatnonzero((lo < -eps) | (hi > 1.0 + eps))
+    if out.size:
+        i = int(out[0])
+        _fail(check, name, f"cell {i}: the interval [{lo[i]:.4g}, {hi[i]:.4g}] leaves [0, 1]")
+
+
+#: the former name of :func:`check_intervals_in_unit_range` (which checks what it checked, and more)
+check_finite_intervals = check_intervals_in_unit_range
 
 
 def check_deterministic_for_a_seed(name: str) -> None:
@@ -416,7 +433,7 @@ CHECKS: dict[str, tuple[Callable[[str], None], Callable[[frozenset], bool] | Non
     "check_agrees_with_the_mle": (check_agrees_with_the_mle, lambda tags: bool(tags & {"mle", "regularized"})),
     "check_refuses_unknown_setting_in_one_line": (check_refuses_unknown_setting_in_one_line, None),
     "check_refuses_bad_setting_values": (check_refuses_bad_setting_values, None),
-    "check_finite_intervals": (check_finite_intervals, None),
+    "check_intervals_in_unit_range": (check_intervals_in_unit_range, None),
     "check_deterministic_for_a_seed": (check_deterministic_for_a_seed, None),
 }
 
