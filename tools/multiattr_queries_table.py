@@ -16,8 +16,10 @@ PBEGIN, PEND = "<!-- multiattr-protocols:begin -->", "<!-- multiattr-protocols:e
 MFL = ("spl", "smp", "rsfd")
 PCOLS = (("marginal_mse_calm_krr", "2-way: calm k-RR"), ("marginal_mse_calm_rrba", "2-way: calm RRBA"),
          ("proto_range1d_mse_hi", "age: hi"), ("proto_range1d_mse_hio", "age: hio"),
+         ("proto_range1d_mse_hio_oue", "age: hio OUE"), ("proto_range1d_mse_hio_olh", "age: hio OLH"),
          ("proto_range1d_mse_hdg", "age: hdg"), ("proto_range1d_mse_hierarchy_helper", "age: hierarchy (OUE)"),
-         ("proto_range2d_mse_hio", "age x hours: hio"), ("proto_range2d_mse_hdg", "age x hours: hdg"),
+         ("proto_range2d_mse_hio", "age x hours: hio"), ("proto_range2d_mse_hio_oue", "age x hours: hio OUE"),
+         ("proto_range2d_mse_hio_olh", "age x hours: hio OLH"), ("proto_range2d_mse_hdg", "age x hours: hdg"),
          ("proto_range2d_mse_grid_helper", "age x hours: grid (OUE)"))
 COLS = (("marginal_mse_groups_raw", "2-way: groups"), ("marginal_mse_calm", "2-way: CALM"),
         ("range1d_mse_flat_oue", "age: flat OUE"), ("range1d_mse_hierarchy", "age: hierarchy b=4"),
@@ -81,7 +83,8 @@ def protocols_table(record: dict) -> str:
     lines.append("")
     lines.append(f"MSE per cell of the one-way marginals of the six attributes (age, hours in 10-value bins) for "
                  f"SPL, SMP, RS+FD with k-RR ({record['results']['multi_freq_ldpy']}); the grouped protocols' "
-                 f"ranges on age and hours in 2-value bins (37 x 50), oracle k-RR, branching 4; "
+                 f"ranges on age and hours in 2-value bins (37 x 50), oracle k-RR unless named (hio also with OUE "
+                 f"and OLH), branching 4; "
                  f"{record['params']['runs']} run(s) per row, seed {record['seed']}"
                  f"{' (reduced run)' if record['quick'] else ''}.")
     return "\n".join(lines)
