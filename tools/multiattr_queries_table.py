@@ -64,6 +64,22 @@ def protocols_table(record: dict) -> str:
     for row in rows:
         lines.append(f"| {row['eps']:g} | {row['n']:,} | "
                      + " | ".join(f"{row[k]:.2e}" if k in row else "-" for k, _ in PCOLS) + " |")
+    spans = []
+    for key, label in (("proto_range2d_mse_hio", "k-RR"), ("proto_range2d_mse_hio_oue", "OUE"),
+                       ("proto_range2d_mse_hio_olh", "OLH"), ("proto_range2d_mse_hdg", "hdg (k-RR)")):
+        vals = [r[key] for r in rows if key in r]
+        if vals:
+            spans.append(f"{label} {min(vals):.1e} to {max(vals):.1e}")
+    if spans:
+        lines.append("")
+        lines.append("Age x hours ranges, MSE over the rows: hio with " + ", ".join(spans[:-1])
+                     + (f"; {spans[-1]}." if len(spans) > 1 else "."))
+        keys = ("proto_range2d_mse_hio_oue", "proto_range2d_mse_hio_olh", "proto_range2d_mse_hdg")
+        both = [r for r in rows if all(k in r for k in keys)]
+        if both:
+            ahead = sum(1 for r in both if r[keys[2]] < min(r[keys[0]], r[keys[1]]))
+            lines.append(f"hdg has a lower 2-D range MSE than hio with either pure oracle in {ahead} of "
+                         f"{len(both)} rows.")
     lines.append("")
     if not any("mfl_spl_mse_theirs" in r for r in rows):
         lines.append(f"multi-freq-ldpy: {record['results']['multi_freq_ldpy']}.")

@@ -5,10 +5,18 @@ A user holds a joint cell ``x = (x_1, ..., x_d)`` of a product domain with sizes
 The protocol has ``G`` public *groups*; a group coarsens the joint: it keeps some attributes, each
 cut into intervals of consecutive values (its *bins*), and forgets the others. A user is assigned
 one group uniformly at random, computes her group cell ``cell_g(x)`` (the tuple of her bins, flat
-row-major) and reports it through the frequency oracle (any registered mechanism with index
-reports and an enumerable channel, e.g. ``krr``, ``oue``, ``olh``, ``rrba``), instantiated on the
-``m_g`` cells of her group at the oracle's ``eps``. The report is ``offset_g + z``: the group is
-part of it.
+row-major) and reports it through the frequency oracle, instantiated on the ``m_g`` cells of her
+group at the oracle's ``eps``: any registered mechanism with index reports and an enumerable
+channel (``krr``, ``rrba``, ``hr``), or any pure oracle (``oue``, ``olh``, ``sue``, ``blh``, ...: a
+support function ``S(z)`` and ``p* > q*``). The report carries the group: ``offset_g + z`` for
+integer reports (``offset_g`` the sum of the earlier oracles' output-space sizes), and for a
+bit-vector oracle a byte row, the group in :data:`GROUP_BYTES` little-endian bytes followed by the
+oracle's report, zero-padded to the widest group.
+
+**Pure oracles.** Their group tables are the support-count estimates ``f_v = (C_v/n_g - q*) /
+(p* - q*)`` (Wang et al., USENIX Security 2017; :class:`SupportEstimator`) and their likelihood is
+:class:`~localpriv.likelihood.product.GroupedOracleBlock` over each oracle's own structured block,
+so no dense channel is built.
 
 * ``calm(krr(eps=1.0),sets=[[0,1],[1,2]])`` -- one group per attribute set, every value its own bin:
   the k-way marginals by user groups of CALM (Zhang et al., CCS 2018). ``sets`` defaults to all
