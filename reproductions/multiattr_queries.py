@@ -219,8 +219,8 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
                rng: np.random.Generator) -> dict[str, float]:
     """The registered grouped protocols through their reports: 2-way marginals of the six coarse
     attributes by calm (k-RR; RRBA with its uniform table at the same level), and ranges on age and
-    hours in 2-value bins (37 x 50) by hi, hio, hdg and, on the same records, the hierarchy and grid
-    helpers."""
+    hours in 2-value bins (37 x 50) by hi, hio (oracles k-RR, OUE and OLH), hdg and, on the same records,
+    the hierarchy and grid helpers."""
     out: dict[str, float] = {}
     flat = np.ravel_multi_index(xc.T, sc)
     sets = all_marginals(len(sc), 2)
@@ -249,6 +249,8 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
     pflat = a2 * sizes[1] + h2
     for label, spec in (("hi", f"hi(oracle=krr(eps={eps!r}),shape={list(sizes)},branching=4)"),
                         ("hio", f"hio(oracle=krr(eps={eps!r}),shape={list(sizes)},branching=4)"),
+                        ("hio_oue", f"hio(oracle=oue(eps={eps!r}),shape={list(sizes)},branching=4)"),
+                        ("hio_olh", f"hio(oracle=olh(eps={eps!r}),shape={list(sizes)},branching=4)"),
                         ("hdg", f"hdg(oracle=krr(eps={eps!r}),shape={list(sizes)},g1={g1},g2={g2})")):
         mech = parse(spec)
         tab = GroupTables.from_reports(mech, mech.sample(pflat, rng))

@@ -56,6 +56,9 @@ def test_decomposition_covers_the_range_exactly(size, b, data):
     ("hi(krr(eps=2.0))", {0: (3, 8)}),
     ("calm(krr(eps=2.0))", {0: (3, 8), 2: (1, 1)}),
     ("calm(rrba(p=0.6),sets=[[0],[1,2]])", {1: (1, 3), 2: (0, 1)}),
+    ("hio(oue(eps=2.0),branching=2)", {0: (3, 8), 1: (0, 2)}),
+    ("hio(olh(eps=2.0),branching=4)", {0: (3, 8), 1: (0, 2)}),
+    ("calm(olh(eps=2.0),sets=[[0,1],[1,2]])", {0: (3, 8), 1: (1, 1)}),
 ])
 def test_range_answers_are_unbiased_within_their_interval(spec, ranges):
     codes, flat = _data(30_000, 1)
@@ -118,7 +121,8 @@ def test_joint_mle_through_the_grouped_block_and_queries_by_name():
     assert rng["lower"] <= rng["probability"] <= rng["upper"]
 
 
-def test_cli_perturb_by_hio_and_query_direct(tmp_path):
+@pytest.mark.parametrize("protocol", ["hio(krr(eps=3.0))", "hio(oue(eps=3.0))"])
+def test_cli_perturb_by_hio_and_query_direct(tmp_path, protocol):
     rng = np.random.default_rng(3)
     people = tmp_path / "people.csv"
     ages, sexes = rng.integers(18, 30, 3000), rng.choice(["F", "M"], 3000)
@@ -126,7 +130,7 @@ def test_cli_perturb_by_hio_and_query_direct(tmp_path):
     dom = "product(age=18..29;sex=F,M)"
     reports = tmp_path / "r.parquet"
     run = CliRunner().invoke(app, ["perturb", str(people), "-o", str(reports), "--domain", dom, "--columns",
-                                   "age,sex", "--protocol", "hio(krr(eps=3.0))", "--seed", "1"])
+                                   "age,sex", "--protocol", protocol, "--seed", "1"])
     assert run.exit_code == 0, run.output
     out = tmp_path / "a.json"
     res = CliRunner().invoke(app, ["query", str(reports), "--domain", dom, "--direct", "--range", "age=20..25,sex=F",
@@ -136,6 +140,8 @@ def test_cli_perturb_by_hio_and_query_direct(tmp_path):
     r = ans["ranges"][0]
     assert r["lower"] <= r["probability"] <= r["upper"] and ans["method"].startswith("hio")
     assert [row["sex"] for row in ans["marginals"]["sex"]] == ["F", "M"]
+    if "oue" in protocol:
+        return
     res = CliRunner().invoke(app, ["query", str(reports), "--direct", "--range", "age=20..25"])
     assert res.exit_code != 0 and "--domain" in res.output
 
@@ -153,3 +159,57 @@ def test_the_tables_check_catches_a_biased_estimator(spec):
         mech.marginals_from_counts = lambda c: [f + 0.001 for f in sound_m(c)]
     with pytest.raises(ConformanceError, match="tables"):
         dict(mechanism_checks(mech, 0))["check_unbiased_tables_invert_the_channel"]()
+
+
+@pytest.mark.parametrize("spec", ["calm(oue(eps=2.0),sets=[[0,1],[2]])", "calm(olh(eps=2.0),sets=[[0,1],[2]])"])
+def test_pure_oracles_per_group_reports_tables_and_joint_fit(spec):
+    codes, flat = _data(8_000, 11)
+    mech = parse(spec, DOM)
+    assert mech.epsilon_ldp() == pytest.approx(2.0)
+    assert mech.n_outputs is None and all(mech.structured)  # not enumerable: support functions
+    reports = mech.sample(flat, 12)
+    assert reports.shape[0] == len(flat)
+    obs = Observations.from_reports(mech, reports, domain=DOM)
+    # the tables from the aggregated reports equal those from the raw reports
+    direct = GroupTables.from_reports(mech, reports)
+    block = obs.single("test")
+    agg = GroupTables.from_observed(mech, block.reports, block.counts)
+    for a, b in zip(direct.tables, agg.tables):
+        np.testing.assert_allclose(a, b, atol=1e-9)
+    fit = estimate(obs, "ibu")
+    p = np.asarray(fit.distribution).reshape(DOM.shape)
+    truth = np.bincount(codes[:, 2], minlength=3) / len(flat)
+    # the c marginal of the joint fit: each group holds c, n ~ 8,000 / G users, eps = 2
+    assert np.abs(p.sum(axis=(0, 1)) - truth).max() < 0.06
+    value, var = direct.marginal([2])
+    assert np.all(np.abs(value - truth) <= 5 * np.sqrt(var))
+
+
+def test_bit_vector_reports_name_their_group_and_refuse_padding():
+    mech = parse("calm(oue(eps=1.0),sets=[[0,1],[2]])", DOM)  # groups of 96 and 3 cells: 12 and 1 bytes
+    reports = mech.sample(np.arange(0, DOM.size, 7), 3)
+    assert reports.dtype == np.uint8 and reports.shape[1] == mech.report_bytes
+    g, parts, _ = mech.split_reports(reports)
+    assert np.array_equal(g, reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8))
+    bad = reports.copy()
+    bad[:, 0], bad[:, 1] = 0xFF, 0xFF
+    with pytest.raises(LocalPrivError, match="groups outside") as err:
+        mech.split_reports(bad)
+    assert "\n" not in str(err.value)
+    narrow = [i for i, w in enumerate(mech.widths) if w < max(mech.widths)][0]
+    pad = reports[:1].copy()
+    pad[0, 0], pad[0, 1] = narrow, 0
+    pad[0, -1] = 1
+    with pytest.raises(LocalPrivError, match="beyond"):
+        mech.split_reports(pad)
+
+
+def test_support_tables_equal_the_channel_inverse_when_enumerable():
+    # OUE on groups of at most 8 cells: the dense channel exists, and the support-count tables of the
+    # expected counts are the tables of theta
+    mech = parse("hio(oracle=oue(eps=1.0),shape=[4,2],branching=2)")
+    theta = np.random.default_rng(4).dirichlet(np.ones(mech.k))
+    counts = 1e6 * (theta @ mech.channel())
+    tables = GroupTables.from_counts(mech, counts, consistent=False)
+    for t, c, g in zip(tables.tables, mech.cellmaps(), mech.groups):
+        np.testing.assert_allclose(t, np.bincount(c, weights=theta, minlength=g.cells), atol=1e-9)

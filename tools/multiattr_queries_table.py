@@ -16,8 +16,10 @@ PBEGIN, PEND = "<!-- multiattr-protocols:begin -->", "<!-- multiattr-protocols:e
 MFL = ("spl", "smp", "rsfd")
 PCOLS = (("marginal_mse_calm_krr", "2-way: calm k-RR"), ("marginal_mse_calm_rrba", "2-way: calm RRBA"),
          ("proto_range1d_mse_hi", "age: hi"), ("proto_range1d_mse_hio", "age: hio"),
+         ("proto_range1d_mse_hio_oue", "age: hio OUE"), ("proto_range1d_mse_hio_olh", "age: hio OLH"),
          ("proto_range1d_mse_hdg", "age: hdg"), ("proto_range1d_mse_hierarchy_helper", "age: hierarchy (OUE)"),
-         ("proto_range2d_mse_hio", "age x hours: hio"), ("proto_range2d_mse_hdg", "age x hours: hdg"),
+         ("proto_range2d_mse_hio", "age x hours: hio"), ("proto_range2d_mse_hio_oue", "age x hours: hio OUE"),
+         ("proto_range2d_mse_hio_olh", "age x hours: hio OLH"), ("proto_range2d_mse_hdg", "age x hours: hdg"),
          ("proto_range2d_mse_grid_helper", "age x hours: grid (OUE)"))
 COLS = (("marginal_mse_groups_raw", "2-way: groups"), ("marginal_mse_calm", "2-way: CALM"),
         ("range1d_mse_flat_oue", "age: flat OUE"), ("range1d_mse_hierarchy", "age: hierarchy b=4"),
@@ -62,6 +64,22 @@ def protocols_table(record: dict) -> str:
     for row in rows:
         lines.append(f"| {row['eps']:g} | {row['n']:,} | "
                      + " | ".join(f"{row[k]:.2e}" if k in row else "-" for k, _ in PCOLS) + " |")
+    spans = []
+    for key, label in (("proto_range2d_mse_hio", "k-RR"), ("proto_range2d_mse_hio_oue", "OUE"),
+                       ("proto_range2d_mse_hio_olh", "OLH"), ("proto_range2d_mse_hdg", "hdg (k-RR)")):
+        vals = [r[key] for r in rows if key in r]
+        if vals:
+            spans.append(f"{label} {min(vals):.1e} to {max(vals):.1e}")
+    if spans:
+        lines.append("")
+        lines.append("Age x hours ranges, MSE over the rows: hio with " + ", ".join(spans[:-1])
+                     + (f"; {spans[-1]}." if len(spans) > 1 else "."))
+        keys = ("proto_range2d_mse_hio_oue", "proto_range2d_mse_hio_olh", "proto_range2d_mse_hdg")
+        both = [r for r in rows if all(k in r for k in keys)]
+        if both:
+            ahead = sum(1 for r in both if r[keys[2]] < min(r[keys[0]], r[keys[1]]))
+            lines.append(f"hdg has a lower 2-D range MSE than hio with either pure oracle in {ahead} of "
+                         f"{len(both)} rows.")
     lines.append("")
     if not any("mfl_spl_mse_theirs" in r for r in rows):
         lines.append(f"multi-freq-ldpy: {record['results']['multi_freq_ldpy']}.")
@@ -81,7 +99,8 @@ def protocols_table(record: dict) -> str:
     lines.append("")
     lines.append(f"MSE per cell of the one-way marginals of the six attributes (age, hours in 10-value bins) for "
                  f"SPL, SMP, RS+FD with k-RR ({record['results']['multi_freq_ldpy']}); the grouped protocols' "
-                 f"ranges on age and hours in 2-value bins (37 x 50), oracle k-RR, branching 4; "
+                 f"ranges on age and hours in 2-value bins (37 x 50), oracle k-RR unless named (hio also with OUE "
+                 f"and OLH), branching 4; "
                  f"{record['params']['runs']} run(s) per row, seed {record['seed']}"
                  f"{' (reduced run)' if record['quick'] else ''}.")
     return "\n".join(lines)

@@ -51,7 +51,7 @@ def query(
         block = aggregate(report_inputs(inputs, fmt), dom).single("--direct")
         if not isinstance(block.mechanism, GroupedMechanism):
             raise LocalPrivError(f"--direct answers reports of calm, hi, hio or hdg, not {block.mechanism.spec_name}")
-        tables = GroupTables.from_counts(block.mechanism, block.count_vector())
+        tables = GroupTables.from_observed(block.mechanism, block.reports, block.counts)
         answers = answer_protocol_queries(tables, dom, list(marginal), list(range_), ci)
     elif domain is None:
         if len(inputs) != 1:

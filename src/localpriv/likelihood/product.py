@@ -11,6 +11,8 @@ multi-attribute protocols without a dense ``K x m`` matrix:
 * :class:`GroupedBlock` -- ``G[x, r] = c A_{g(r)}[cell_{g(r)}(x), r]`` (each report from one group
   that reports a coarsening of the joint: CALM's marginals, HIO, hierarchies, grids): products
   through each group's table ``theta`` summed over its cells, ``O(K G + m max_g m_g)``.
+* :class:`GroupedOracleBlock` -- the same with each group's reports held by a block of its own on
+  the group's cells (a pure oracle's support block: OUE, OLH), ``O(K G)`` plus the groups' products.
 
 A block is linear algebra and knows no mechanism.
 """
@@ -24,7 +26,7 @@ import numpy as np
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["KroneckerBlock", "AttributeMixtureBlock", "GroupedBlock"]
+__all__ = ["KroneckerBlock", "AttributeMixtureBlock", "GroupedBlock", "GroupedOracleBlock"]
 
 
 def _shape_check(shape: Sequence[int], mats: Sequence[np.ndarray], what: str) -> tuple[int, ...]:
@@ -244,4 +246,83 @@ class GroupedBlock(LikelihoodBlock):
         G = np.zeros((self.k, self.counts.size))
         for c, m, pos in zip(self.cellmaps, self.mats, self.positions):
             G[:, pos] = m[c]
+        return G * self.scale
+
+
+class GroupedOracleBlock(LikelihoodBlock):
+    """``G[x, r] = c B_g[cell_g(x), r]`` with ``B_g`` a likelihood block on group ``g``'s ``m_g`` cells.
+
+    Parameters
+    ----------
+    cellmaps
+        Per group, the cell of every joint input (``K`` integers in ``0..m_g-1``).
+    blocks
+        Per group, the block of its reports on its cells (``None`` for a group without reports).
+    positions
+        Per group, the positions of its reports among all reports (disjoint, covering them).
+    scale
+        ``c``: the probability of a group (``1/G`` for a uniform assignment).
+    counts
+        How often each report was seen.
+
+    Notes
+    -----
+    ``(theta @ G)_r = c (T_g @ B_g)_r`` with ``T_g[u] = sum_{x: cell_g(x) = u} theta[x]``;
+    ``(G @ w)[x] = c sum_g (B_g @ w_g)[cell_g(x)]``; the Hessian's diagonal is
+    ``c^2 sum_g diag_g(w_g)[cell_g(x)]`` (one group per report). ``log_offset`` is the groups' sum.
+    """
+
+    def __init__(self, cellmaps: Sequence[np.ndarray], blocks: Sequence[LikelihoodBlock | None],
+                 positions: Sequence[np.ndarray], scale: float, counts: np.ndarray) -> None:
+        self.cellmaps = [np.asarray(c, dtype=np.int64) for c in cellmaps]
+        self.blocks = list(blocks)
+        self.positions = [np.asarray(p, dtype=np.int64) for p in positions]
+        self.counts = np.asarray(counts, dtype=float)
+        if not (len(self.cellmaps) == len(self.blocks) == len(self.positions)) or not self.cellmaps:
+            raise LocalPrivError("grouped oracle block: one cell map, block and position list per group")
+        self.k = int(self.cellmaps[0].size)
+        check_dense_size(self.k, len(self.cellmaps), "the cell maps of a grouped likelihood block")
+        for c, b, p in zip(self.cellmaps, self.blocks, self.positions):
+            size = 0 if b is None else b.counts.size
+            if c.size != self.k or size != p.size or (b is not None and c.size and int(c.max()) >= b.k):
+                raise LocalPrivError("grouped oracle block: a group's cell map, block and positions disagree")
+        if sum(p.size for p in self.positions) != self.counts.size:
+            raise LocalPrivError("grouped oracle block: the groups' reports do not cover the counts")
+        self.scale = float(scale)
+        self.log_offset = float(sum(b.log_offset for b in self.blocks if b is not None))
+        if all(b is None or b.hessian_diagonal is not None for b in self.blocks):
+            self.hessian_diagonal = self._hessian_diagonal
+
+    def forward(self, theta: np.ndarray) -> np.ndarray:
+        t = np.asarray(theta, dtype=float)
+        p = np.zeros(self.counts.size)
+        for c, b, pos in zip(self.cellmaps, self.blocks, self.positions):  # over groups
+            if b is not None:
+                p[pos] = b.forward(np.bincount(c, weights=t, minlength=b.k))
+        return np.asarray(self.scale * p)
+
+    def backward(self, w: np.ndarray) -> np.ndarray:
+        v = np.asarray(w, dtype=float) * self.scale
+        out = np.zeros(self.k)
+        for c, b, pos in zip(self.cellmaps, self.blocks, self.positions):
+            if b is not None:
+                out += np.asarray(b.backward(v[pos]))[c]
+        return out
+
+    def _hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
+        """``sum_r w_r G[x, r]^2 = c^2 sum_g diag_g(w_g)[cell_g(x)]``."""
+        v = np.asarray(w, dtype=float) * self.scale ** 2
+        out = np.zeros(self.k)
+        for c, b, pos in zip(self.cellmaps, self.blocks, self.positions):
+            if b is not None and b.hessian_diagonal is not None:
+                out += np.asarray(b.hessian_diagonal(v[pos]))[c]
+        return out
+
+    def dense(self) -> np.ndarray:
+        """``G`` (``K x m``): ``c B_g.dense()[cell_g(x)]``."""
+        check_dense_size(self.k, self.counts.size, f"the likelihood of {self.counts.size} reports")
+        G = np.zeros((self.k, self.counts.size))
+        for c, b, pos in zip(self.cellmaps, self.blocks, self.positions):
+            if b is not None:
+                G[:, pos] = b.dense()[c]
         return G * self.scale

@@ -5,10 +5,18 @@ A user holds a joint cell ``x = (x_1, ..., x_d)`` of a product domain with sizes
 The protocol has ``G`` public *groups*; a group coarsens the joint: it keeps some attributes, each
 cut into intervals of consecutive values (its *bins*), and forgets the others. A user is assigned
 one group uniformly at random, computes her group cell ``cell_g(x)`` (the tuple of her bins, flat
-row-major) and reports it through the frequency oracle (any registered mechanism with index
-reports and an enumerable channel, e.g. ``krr``, ``oue``, ``olh``, ``rrba``), instantiated on the
-``m_g`` cells of her group at the oracle's ``eps``. The report is ``offset_g + z``: the group is
-part of it.
+row-major) and reports it through the frequency oracle, instantiated on the ``m_g`` cells of her
+group at the oracle's ``eps``: any registered mechanism with index reports and an enumerable
+channel (``krr``, ``rrba``, ``hr``), or any pure oracle (``oue``, ``olh``, ``sue``, ``blh``, ...: a
+support function ``S(z)`` and ``p* > q*``). The report carries the group: ``offset_g + z`` for
+integer reports (``offset_g`` the sum of the earlier oracles' output-space sizes), and for a
+bit-vector oracle a byte row, the group in :data:`GROUP_BYTES` little-endian bytes followed by the
+oracle's report, zero-padded to the widest group.
+
+**Pure oracles.** Their group tables are the support-count estimates ``f_v = (C_v/n_g - q*) /
+(p* - q*)`` (Wang et al., USENIX Security 2017; :class:`SupportEstimator`) and their likelihood is
+:class:`~localpriv.likelihood.product.GroupedOracleBlock` over each oracle's own structured block,
+so no dense channel is built.
 
 * ``calm(krr(eps=1.0),sets=[[0,1],[1,2]])`` -- one group per attribute set, every value its own bin:
   the k-way marginals by user groups of CALM (Zhang et al., CCS 2018). ``sets`` defaults to all
@@ -43,17 +51,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
-from localpriv.likelihood.product import GroupedBlock
+from localpriv.likelihood.product import GroupedBlock, GroupedOracleBlock
 from localpriv.mechanisms.base import Mechanism, format_spec, parse, register
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.privacy import checked_epsilon
+from localpriv.mechanisms.unary import PureProtocol
 from localpriv.utils.validation import LocalPrivError, check_rng
 
 if TYPE_CHECKING:
     from localpriv.domains.base import Domain
 
-__all__ = ["Group", "GroupedMechanism", "CALM", "HI", "HIO", "HDG", "MAX_GROUPS", "MAX_GROUPED_OUTPUTS",
-           "MAX_GROUPED_ATTRIBUTES", "hierarchy_height", "level_edges", "grid_edges"]
+__all__ = ["Group", "GroupedMechanism", "SupportEstimator", "GROUP_BYTES", "MAX_SUPPORT_ENTRIES", "CALM",
+           "HI", "HIO", "HDG", "MAX_GROUPS", "MAX_GROUPED_OUTPUTS", "MAX_GROUPED_ATTRIBUTES",
+           "hierarchy_height", "level_edges", "grid_edges"]
 
 #: the most groups of one protocol
 MAX_GROUPS = 1024
@@ -61,6 +71,10 @@ MAX_GROUPS = 1024
 MAX_GROUPED_OUTPUTS = 1_000_000
 #: the most attributes
 MAX_GROUPED_ATTRIBUTES = 16
+#: bytes naming the group at the head of a bit-vector report (oracles with bit-vector reports)
+GROUP_BYTES = 2
+#: the most support entries (reports x cells) the unbiased tables of one group hold
+MAX_SUPPORT_ENTRIES = 200_000_000
 
 
 @dataclass(frozen=True)
@@ -161,18 +175,45 @@ class GroupedMechanism(Mechanism):
             o = parse(text if "k=" in text else _fill_size(text, g.cells))
             if o.k != g.cells:
                 raise LocalPrivError(f"{self.spec_name}: oracle {o} has {o.k} inputs but a group has {g.cells} cells")
-            if o.report_kind == "float64" or o.n_outputs is None:
-                raise LocalPrivError(f"{self.spec_name}: oracle {o} needs a finite, enumerable output space")
+            if not isinstance(o, PureProtocol) and (o.report_kind != "int64" or o.n_outputs is None):
+                raise LocalPrivError(f"{self.spec_name}: oracle {o} needs a finite, enumerable output space "
+                                     "or a support function (a pure frequency oracle such as oue or olh)")
             self.oracles.append(o)
-        self.out_sizes = tuple(int(o.n_outputs or 0) for o in self.oracles)
+        kinds = {o.report_kind for o in self.oracles}
+        if kinds - {"int64", "binary"} or len(kinds) != 1:
+            raise LocalPrivError(f"{self.spec_name}: oracle {text} needs integer or bit-vector reports")
+        self._binary = kinds == {"binary"}
+        #: per group, whether its tables and likelihood come from the oracle's support function (pure
+        #: oracles whose reports are bit vectors or too many to enumerate); else from its dense channel
+        self.structured = tuple(isinstance(o, PureProtocol) and (self._binary or o.n_outputs is None)
+                                for o in self.oracles)
+        sizes = [o.output_space_size() for o in self.oracles]
+        if any(s is None for s in sizes) or (not self._binary and sum(int(s or 0) for s in sizes) >= 2 ** 62):
+            raise LocalPrivError(f"{self.spec_name}: the reports of oracle {text} do not fit one int64")
+        self.out_sizes = tuple(int(s or 0) for s in sizes)
         total = sum(self.out_sizes)
-        if total > MAX_GROUPED_OUTPUTS:
+        enumerable = all(o.n_outputs is not None for o in self.oracles)
+        if enumerable and total > MAX_GROUPED_OUTPUTS and not all(self.structured):
             raise LocalPrivError(f"{self.spec_name}: {total:,} report values is above the limit of "
                                  f"{MAX_GROUPED_OUTPUTS:,}")
-        self._n_out = total
-        self.offsets = np.concatenate([[0], np.cumsum(self.out_sizes)]).astype(np.int64)
-        self.channels: list[np.ndarray] = []
-        for o in self.oracles:
+        self._n_out: int | None = total if enumerable and total <= MAX_GROUPED_OUTPUTS else None
+        self._space = total
+        self.offsets = np.concatenate([[0], np.cumsum(self.out_sizes)]).astype(np.int64 if not self._binary
+                                                                               or self._n_out is not None else object)
+        if self._binary:
+            if len(self.groups) > 2 ** (8 * GROUP_BYTES):
+                raise LocalPrivError(f"{self.spec_name}: bit-vector reports name at most "
+                                     f"{2 ** (8 * GROUP_BYTES)} groups")
+            # the width of each oracle's bit-vector report (a shape: one report of input 0)
+            one = np.zeros(1, dtype=np.int64)
+            self.widths = tuple(int(np.asarray(o.sample(one, np.random.default_rng(0))).shape[1]) for o in self.oracles)
+            #: bytes of one report: the group (little-endian) then the oracle's report, zero-padded
+            self.report_bytes = GROUP_BYTES + max(self.widths)
+        self.channels: list[np.ndarray | None] = []
+        for o, structured in zip(self.oracles, self.structured):
+            if structured:
+                self.channels.append(None)
+                continue
             check_dense_size(o.k, o.n_outputs or 0, f"{o} channel")
             self.channels.append(np.asarray(o.channel(), dtype=float))
 
@@ -218,8 +259,39 @@ class GroupedMechanism(Mechanism):
 
     # ---- outputs ------------------------------------------------------------------------------
     @property
-    def n_outputs(self) -> int:
+    def report_kind(self) -> str:  # type: ignore[override]  # a ClassVar in Mechanism; here the oracle's
+        """``"binary"`` (group bytes, then the oracle's bit vector) for bit-vector oracles, else ``"int64"``."""
+        return "binary" if self._binary else "int64"
+
+    @property
+    def n_outputs(self) -> int | None:
         return self._n_out
+
+    def output_space_size(self) -> int:
+        return self._space
+
+    def output_index(self, reports: ArrayLike) -> np.ndarray:
+        """``offset_g + z``: the integer of each report (bit-vector reports only while enumerable)."""
+        if self._binary:
+            if self._n_out is None:
+                raise LocalPrivError(f"{self}: no output index for bit-vector reports of this size")
+            g, parts, positions = self.split_reports(reports)
+            out = np.empty(g.size, dtype=np.int64)
+            for i, (z, pos) in enumerate(zip(parts, positions)):
+                if pos.size:
+                    out[pos] = self.offsets[i] + self.oracles[i].output_index(z)
+            return out
+        r = np.asarray(reports)
+        if r.ndim != 1 or (r.size and r.dtype.kind not in "iuf"):
+            raise LocalPrivError(f"{self}: reports are single integers offset_g + z")
+        if r.dtype.kind == "f" and np.any(r != np.round(r)):
+            raise LocalPrivError(f"{self}: reports must be integer output indices")
+        r = r.astype(np.int64)
+        bad = (r < 0) | (r >= self._space)
+        if bad.any():
+            raise LocalPrivError(f"{self}: reports outside the output space 0..{self._space - 1}: "
+                                 f"{np.unique(r[bad])[:5].tolist()}")
+        return r
 
     def codes(self, x: np.ndarray) -> np.ndarray:
         """Attribute values (``n x d``) of flat joint cells."""
@@ -231,22 +303,63 @@ class GroupedMechanism(Mechanism):
         rng = check_rng(rng)
         codes = self.codes(flat)
         grp = rng.integers(0, len(self.groups), size=flat.size)
-        out = np.empty(flat.size, dtype=np.int64)
+        out = (np.zeros((flat.size, self.report_bytes), dtype=np.uint8) if self._binary
+               else np.empty(flat.size, dtype=np.int64))
         for g, (group, o) in enumerate(zip(self.groups, self.oracles)):  # over groups, not users
             sel = np.flatnonzero(grp == g)
-            if sel.size:
-                out[sel] = self.offsets[g] + o.output_index(o.sample(group.cell_of(codes[sel]), rng))
+            if not sel.size:
+                continue
+            z = o.sample(group.cell_of(codes[sel]), rng)
+            if self._binary:
+                out[sel, 0], out[sel, 1] = g & 0xFF, g >> 8
+                out[sel, GROUP_BYTES:GROUP_BYTES + self.widths[g]] = z
+            else:
+                out[sel] = self.offsets[g] + o.output_index(z)
         return out, grp.astype(np.int64)
 
     def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
-        """One ``int64`` report per user: a uniform group, the oracle on the user's group cell."""
+        """One report per user: a uniform group, the oracle on the user's group cell (``int64``
+        ``offset_g + z``, or the group's two bytes and the oracle's bit vector)."""
         return self.sample_with_group(x, rng)[0]
 
     def decode_reports(self, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """``(g, z)``: the group of each report and the oracle's output index within it."""
+        """``(g, z)``: the group of each ``int64`` report and the oracle's report within it."""
+        if self._binary:
+            raise LocalPrivError(f"{self}: bit-vector reports; use split_reports")
         r = self.output_index(reports).reshape(-1)
         g = np.searchsorted(self.offsets[1:], r, side="right").astype(np.int64)
         return g, r - self.offsets[g]
+
+    def split_reports(self, reports: ArrayLike) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+        """``(g, parts, positions)``: the group of each report, and per group the oracle's reports
+        (in the oracle's own form) and their positions among ``reports``."""
+        if not self._binary:
+            g, z = self.decode_reports(reports)
+            positions = [np.flatnonzero(g == i) for i in range(len(self.groups))]
+            return g, [z[p] for p in positions], positions
+        r = np.asarray(reports)
+        if r.ndim != 2 or r.dtype != np.uint8 or r.shape[1] != self.report_bytes:
+            raise LocalPrivError(f"{self}: reports are {self.report_bytes}-byte vectors (uint8 rows), got "
+                                 f"{r.dtype} of shape {r.shape}")
+        g = r[:, 0].astype(np.int64) | (r[:, 1].astype(np.int64) << 8)
+        if np.any(g >= len(self.groups)):
+            raise LocalPrivError(f"{self}: reports name groups outside 0..{len(self.groups) - 1}")
+        positions = [np.flatnonzero(g == i) for i in range(len(self.groups))]
+        parts = []
+        for i, pos in enumerate(positions):
+            w = GROUP_BYTES + self.widths[i]
+            if pos.size and np.any(r[pos, w:]):
+                raise LocalPrivError(f"{self}: reports of group {i} set bytes beyond their "
+                                     f"{self.widths[i]}-byte vector")
+            parts.append(np.ascontiguousarray(r[pos, GROUP_BYTES:w]))
+        return g, parts, positions
+
+    def check_binary_reports(self, reports: ArrayLike) -> None:
+        """Groups in range, padding clear and each oracle's reports valid (called by the readers)."""
+        _, parts, _ = self.split_reports(reports)
+        for o, z in zip(self.oracles, parts):
+            if z.shape[0]:
+                o.support_counts(z)  # type: ignore[attr-defined]  # checks width and padding bits
 
     # ---- channel and likelihood ---------------------------------------------------------------
     def cellmaps(self) -> list[np.ndarray]:
@@ -255,24 +368,44 @@ class GroupedMechanism(Mechanism):
         codes = self.codes(np.arange(self.k))
         return [g.cell_of(codes) for g in self.groups]
 
+    def _channels(self) -> list[np.ndarray]:
+        out = []
+        for o, c in zip(self.oracles, self.channels):
+            if c is None:
+                if o.n_outputs is None:
+                    raise LocalPrivError(f"{self}: the oracle {o} has no enumerable channel")
+                check_dense_size(o.k, o.n_outputs, f"{o} channel")
+                c = np.asarray(o.channel(), dtype=float)
+            out.append(c)
+        return out
+
     def channel(self) -> np.ndarray:
         """The dense ``K x |Z|`` channel ``C_g[cell_g(x), z] / G`` (small instances)."""
+        if self._n_out is None:
+            raise LocalPrivError(f"{self}: {self._space:,} report values; the dense channel is only built "
+                                 f"for at most {MAX_GROUPED_OUTPUTS:,}")
         check_dense_size(self.k, self._n_out, f"{self} channel")
-        return np.concatenate([c[m] for c, m in zip(self.channels, self.cellmaps())], axis=1) / len(self.groups)
+        return np.concatenate([c[m] for c, m in zip(self._channels(), self.cellmaps())], axis=1) / len(self.groups)
 
     def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
-        """:class:`~localpriv.likelihood.product.GroupedBlock`: ``A_g = C_g[:, z]`` for each group's
-        reports, scale ``1/G``."""
-        g, z = self.decode_reports(reports)
-        positions = [np.flatnonzero(g == i) for i in range(len(self.groups))]
-        mats = [c[:, z[p]] for c, p in zip(self.channels, positions)]
-        return GroupedBlock(self.cellmaps(), mats, positions, 1.0 / len(self.groups),
-                            np.asarray(counts, dtype=float))
+        """:class:`~localpriv.likelihood.product.GroupedBlock` (``A_g = C_g[:, z]`` for each group's
+        reports, scale ``1/G``) for channel oracles; for pure oracles
+        :class:`~localpriv.likelihood.product.GroupedOracleBlock` over each group's own structured
+        block (the oracle's ``likelihood_block`` of its reports)."""
+        cnt = np.asarray(counts, dtype=float)
+        _, parts, positions = self.split_reports(reports)
+        if any(self.structured):
+            blocks = [o.likelihood_block(z, cnt[p]) if p.size else None
+                      for o, z, p in zip(self.oracles, parts, positions)]
+            return GroupedOracleBlock(self.cellmaps(), blocks, positions, 1.0 / len(self.groups), cnt)
+        chans = self._channels()
+        mats = [c[:, z] for c, z in zip(chans, parts)]
+        return GroupedBlock(self.cellmaps(), mats, positions, 1.0 / len(self.groups), cnt)
 
     def likelihood(self, reports: ArrayLike) -> np.ndarray:
-        r = self.output_index(reports).reshape(-1)
-        check_dense_size(self.k, r.size, f"{self} likelihood of {r.size} reports")
-        return self.likelihood_block(r, np.ones(r.size)).dense()
+        m = int(np.shape(reports)[0])
+        check_dense_size(self.k, m, f"{self} likelihood of {m} reports")
+        return self.likelihood_block(reports, np.ones(m)).dense()
 
     # ---- privacy ------------------------------------------------------------------------------
     def epsilon_ldp(self) -> float:
@@ -281,15 +414,31 @@ class GroupedMechanism(Mechanism):
         return checked_epsilon(float(max(levels.values())), str(self))
 
     # ---- unbiased group tables ----------------------------------------------------------------
-    def group_estimates(self, counts: ArrayLike) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    def group_estimates(self, counts: ArrayLike) -> list[tuple[np.ndarray, Any, int]]:
         """Per group, ``(f, B, n_g)``: the unbiased estimate of the group table (flat, ``m_g``) from
         the count of each report value, the estimator's matrix ``B`` (``f = B h``, ``h`` the group's
-        empirical report law, ``B`` the pseudo-inverse of ``C_g^T``) and the group's report count."""
+        empirical report law, ``B`` the pseudo-inverse of ``C_g^T``; a :class:`SupportEstimator`
+        for pure oracles) and the group's report count."""
         cnt = np.asarray(counts, dtype=float).reshape(-1)
-        if cnt.size != self._n_out or np.any(cnt < 0) or cnt.sum() <= 0:
-            raise LocalPrivError(f"{self}: counts need {self._n_out} non-negative numbers, not all zero")
+        if self._n_out is None or cnt.size != self._n_out or np.any(cnt < 0) or cnt.sum() <= 0:
+            raise LocalPrivError(f"{self}: counts need {self._n_out} non-negative numbers, not all 0"
+                                 if self._n_out is not None else
+                                 f"{self}: no count vector over {self._space:,} report values; use the reports")
+        if any(self.structured):
+            seen = np.flatnonzero(cnt > 0)
+            reports: Any = seen
+            if self._binary:
+                grp = np.searchsorted(self.offsets[1:], seen, side="right")
+                rows = np.zeros((seen.size, self.report_bytes), dtype=np.uint8)
+                rows[:, 0], rows[:, 1] = grp & 0xFF, grp >> 8
+                for i, o in enumerate(self.oracles):
+                    sel = np.flatnonzero(grp == i)
+                    bits = (((seen[sel] - self.offsets[i])[:, None] >> np.arange(o.k)[None, :]) & 1).astype(bool)
+                    rows[sel, GROUP_BYTES:GROUP_BYTES + self.widths[i]] = np.packbits(bits, axis=1)
+                reports = rows
+            return self.group_estimates_from_reports(reports, cnt[seen])
         out = []
-        for g, c in enumerate(self.channels):
+        for g, c in enumerate(self._channels()):
             part = cnt[self.offsets[g]:self.offsets[g + 1]]
             n_g = float(part.sum())
             if isinstance(self.oracles[g], KRR) and c.shape[0] > 1:
@@ -302,6 +451,81 @@ class GroupedMechanism(Mechanism):
             out.append((B @ h, B, int(n_g)))
         return out
 
+    def group_estimates_from_reports(self, reports: ArrayLike, counts: ArrayLike) -> list[tuple[np.ndarray, Any, int]]:
+        """As :meth:`group_estimates`, from distinct reports and their counts (any oracle; the only
+        way for oracles whose reports cannot be enumerated). For a pure oracle with ``p* > q*``,
+        the support counts ``C_v`` give ``f_v = (C_v / n_g - q*) / (p* - q*)`` (Wang et al., USENIX
+        Security 2017), ``B`` a :class:`SupportEstimator` over the group's distinct reports and ``h``
+        their empirical law."""
+        cnt = np.asarray(counts, dtype=float).reshape(-1)
+        _, parts, positions = self.split_reports(reports)
+        if cnt.size != sum(p.size for p in positions) or np.any(cnt < 0) or cnt.sum() <= 0:
+            raise LocalPrivError(f"{self}: one non-negative count per report is needed, not all 0")
+        if not any(self.structured):
+            full = np.zeros(int(self._n_out or 0))
+            np.add.at(full, self.output_index(reports), cnt)
+            return self.group_estimates(full)
+        out: list[tuple[np.ndarray, Any, int]] = []
+        for o, z, pos in zip(self.oracles, parts, positions):
+            c = cnt[pos]
+            n_g = float(c.sum())
+            if pos.size * o.k > MAX_SUPPORT_ENTRIES:
+                raise LocalPrivError(f"{self}: {pos.size:,} distinct reports of {o.k:,} cells is above the limit "
+                                     f"of {MAX_SUPPORT_ENTRIES:,} support entries per group")
+            est = SupportEstimator(o, z if pos.size else None, c)
+            h = c / n_g if n_g > 0 else c
+            out.append((est @ h if n_g > 0 else np.full(o.k, 1.0 / o.k), est, int(n_g)))
+        return out
+
+
+class SupportEstimator:
+    """``B = (Z^T - q* 1 1^T) / (p* - q*)`` (``m_g x R``): the support-count estimator of a pure oracle
+    as a matrix over its ``R`` distinct reports, held through the support ``Z`` (``R x m_g``, bits).
+
+    ``B h = (Z^T h - q* sum(h)) / (p* - q*)`` is the matrix-inversion estimate when ``h`` is the
+    reports' empirical law; ``w @ B`` and ``(B * B) @ h`` (with ``Z * Z = Z``) give the variances of
+    linear functionals of it.
+    """
+
+    #: NumPy defers ``w @ B`` to :meth:`__rmatmul__`
+    __array_ufunc__ = None
+
+    def __init__(self, oracle: Mechanism, reports: Any, counts: np.ndarray) -> None:
+        p, q = float(getattr(oracle, "p_star")), float(getattr(oracle, "q_star"))  # noqa: B009
+        if not 0 <= q < p:
+            raise LocalPrivError(f"{oracle}: the support-count estimator needs p* > q*, got {p}, {q}")
+        self.p, self.q, self.k = p, q, int(oracle.k)
+        self.Z = (np.zeros((0, self.k), dtype=bool) if reports is None
+                  else np.unpackbits(np.asarray(oracle.packed_support(reports)),  # type: ignore[attr-defined]
+                                     axis=1, count=self.k).astype(bool))
+        self.shape = (self.k, int(self.Z.shape[0]))
+
+    def __matmul__(self, h: np.ndarray) -> np.ndarray:
+        """``B @ h`` (``h`` one weight per distinct report)."""
+        h = np.asarray(h, dtype=float)
+        return np.asarray((self.Z.T @ h - self.q * h.sum(axis=0)) / (self.p - self.q))
+
+    def __rmatmul__(self, w: np.ndarray) -> np.ndarray:
+        """``w @ B`` (``w`` a vector or rows over the ``m_g`` cells)."""
+        w = np.asarray(w, dtype=float)
+        zw = self.Z @ w.T  # R (x rows)
+        return np.asarray(((zw - self.q * w.sum(axis=-1)) / (self.p - self.q)).T)
+
+    def squared(self, h: np.ndarray) -> np.ndarray:
+        """``(B * B) @ h``: with 0/1 entries, ``(Z^T h (1 - 2 q*) + q*^2 sum(h)) / (p* - q*)^2``."""
+        h = np.asarray(h, dtype=float)
+        return np.asarray((self.Z.T @ h * (1.0 - 2.0 * self.q) + self.q ** 2 * h.sum()) / (self.p - self.q) ** 2)
+
+    def marginal(self, shape: tuple[int, ...], keep: list[int], order: list[int]) -> np.ndarray:
+        """The estimator of a marginal of the group table as a dense matrix (``cells x R``): the
+        cells of ``keep`` summed over the others, axes in ``order``."""
+        W = np.eye(self.k).reshape(*shape, self.k)
+        drop = tuple(a for a in range(len(shape)) if a not in keep)
+        if drop:
+            W = W.sum(axis=drop)
+        W = np.transpose(W, [*order, len(keep)]).reshape(-1, self.k)
+        return np.asarray(W @ self)
+
 
 @register
 class CALM(GroupedMechanism):
@@ -310,7 +534,9 @@ class CALM(GroupedMechanism):
     spec_name = "calm"
     extra = {"sets": None}
     examples = (dict(spec="calm(oracle=krr(eps=1.0),shape=[3,2,2],sets=[[0,1],[1,2]])", eps_ldp=1.0, tight=True),
-                dict(spec="calm(oracle=rrba(p=0.5),shape=[2,2])", eps_ldp=math.log(5.0), tight=True))
+                dict(spec="calm(oracle=rrba(p=0.5),shape=[2,2])", eps_ldp=math.log(5.0), tight=True),
+                dict(spec="calm(oracle=olh(eps=1.0),shape=[3,2,2])", eps_ldp=1.0, tight=True),
+                dict(spec="calm(oracle=oue(eps=1.0),shape=[3,2],sets=[[0],[1]])", eps_ldp=1.0, tight=True))
 
     def _groups(self) -> list[Group]:
         sets = self.settings["sets"]
@@ -376,7 +602,9 @@ class HIO(GroupedMechanism):
 
     spec_name = "hio"
     extra = {"branching": 4}
-    examples = (dict(spec="hio(oracle=krr(eps=1.0),shape=[4,2],branching=2)", eps_ldp=1.0, tight=True),)
+    examples = (dict(spec="hio(oracle=krr(eps=1.0),shape=[4,2],branching=2)", eps_ldp=1.0, tight=True),
+                dict(spec="hio(oracle=oue(eps=1.0),shape=[4,2],branching=2)", eps_ldp=1.0, tight=True),
+                dict(spec="hio(oracle=olh(eps=1.0),shape=[4,2],branching=2)", eps_ldp=1.0, tight=True))
 
     def _groups(self) -> list[Group]:
         b = _branching(self.spec_name, self.settings["branching"])

@@ -3,7 +3,9 @@
 
 Every group ``g`` gives an unbiased estimate of its table, ``f_g = B_g h_g`` (``h_g`` the empirical
 law of the group's report values, ``B_g`` the pseudo-inverse of the oracle's ``C_g^T``; for k-RR the
-closed form of Wang et al., USENIX Security 2017). A query is a linear functional
+closed form of Wang et al., USENIX Security 2017; for a pure oracle such as OUE or OLH the
+support-count estimator ``f_v = (C_v / n_g - q*) / (p* - q*)`` of the same paper, whose ``B_g`` is
+``(Z^T - q*) / (p* - q*)`` over the group's distinct reports with support matrix ``Z``). A query is a linear functional
 ``sum_g w_g . f_g``; its variance, with the groups independent given their sizes, is
 
     Var = sum_g ( sum_o (w_g B_g)_o^2 h_g[o] - (w_g B_g h_g)^2 ) / n_g
@@ -35,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from localpriv.domains import ProductDomain
-from localpriv.mechanisms.grouped import CALM, HDG, Group, GroupedMechanism, hierarchy_height
+from localpriv.mechanisms.grouped import CALM, HDG, Group, GroupedMechanism, SupportEstimator, hierarchy_height
 from localpriv.multiattr.marginals import make_consistent
 from localpriv.multiattr.query import MAX_MARGINAL_ROWS, MAX_QUERY_TERMS, parse_marginal, parse_range
 from localpriv.utils.errors import LocalPrivError
@@ -89,7 +91,7 @@ class GroupTables:
 
     mech: GroupedMechanism
     tables: tuple[np.ndarray, ...]
-    estimators: tuple[np.ndarray, ...]
+    estimators: tuple[Any, ...]
     laws: tuple[np.ndarray, ...]
     sizes: tuple[int, ...]
 
@@ -102,9 +104,39 @@ class GroupTables:
         est = mech.group_estimates(counts)
         cnt = np.asarray(counts, dtype=float).reshape(-1)
         laws = []
-        for g in range(len(mech.groups)):
-            part = cnt[mech.offsets[g]:mech.offsets[g + 1]]
-            laws.append(part / max(part.sum(), 1.0))
+        if any(mech.structured):  # B's columns are the seen report values, in order
+            seen = np.flatnonzero(cnt > 0)
+            grp = np.searchsorted(np.asarray(mech.offsets[1:], dtype=float), seen, side="right")
+            for g in range(len(mech.groups)):
+                part = cnt[seen[grp == g]]
+                laws.append(part / max(part.sum(), 1.0))
+        else:
+            for g in range(len(mech.groups)):
+                part = cnt[mech.offsets[g]:mech.offsets[g + 1]]
+                laws.append(part / max(part.sum(), 1.0))
+        return cls._build(mech, est, laws, consistent)
+
+    @classmethod
+    def from_observed(cls, mech: GroupedMechanism, reports: npt.ArrayLike, counts: npt.ArrayLike,
+                      consistent: bool = True) -> GroupTables:
+        """As :meth:`from_counts`, from distinct reports and their counts (the only way for pure
+        oracles whose reports cannot be enumerated, e.g. ``olh`` with its default seeds or ``oue``
+        on groups of more than 12 cells)."""
+        if not isinstance(mech, GroupedMechanism):
+            raise LocalPrivError("group tables need a calm, hi, hio or hdg mechanism")
+        cnt = np.asarray(counts, dtype=float).reshape(-1)
+        if not any(mech.structured):
+            full = np.zeros(int(mech.n_outputs or 0))
+            np.add.at(full, mech.output_index(reports), cnt)
+            return cls.from_counts(mech, full, consistent)
+        est = mech.group_estimates_from_reports(reports, cnt)
+        _, _, positions = mech.split_reports(reports)
+        laws = [cnt[p] / max(float(cnt[p].sum()), 1.0) for p in positions]
+        return cls._build(mech, est, laws, consistent)
+
+    @classmethod
+    def _build(cls, mech: GroupedMechanism, est: list[tuple[np.ndarray, Any, int]], laws: list[np.ndarray],
+               consistent: bool) -> GroupTables:
         tables = [f for f, _, _ in est]
         if consistent and isinstance(mech, CALM) and len(mech.groups) > 1:
             raw = {g.attrs: t.reshape(g.shape) for g, t in zip(mech.groups, tables)}
@@ -117,14 +149,21 @@ class GroupTables:
     @classmethod
     def from_reports(cls, mech: GroupedMechanism, reports: npt.ArrayLike, consistent: bool = True) -> GroupTables:
         """As :meth:`from_counts`, from the reports themselves."""
-        r = mech.output_index(reports).reshape(-1)
-        return cls.from_counts(mech, np.bincount(r, minlength=mech.n_outputs), consistent)
+        r = np.asarray(reports)
+        if not isinstance(mech, GroupedMechanism):
+            raise LocalPrivError("group tables need a calm, hi, hio or hdg mechanism")
+        if any(mech.structured):
+            distinct, cnt = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
+            return cls.from_observed(mech, distinct, cnt, consistent)
+        idx = mech.output_index(r).reshape(-1)
+        return cls.from_counts(mech, np.bincount(idx, minlength=int(mech.n_outputs or 0)), consistent)
 
     @staticmethod
-    def _cell_variances(B: np.ndarray, h: np.ndarray, n: int) -> np.ndarray:
+    def _cell_variances(B: Any, h: np.ndarray, n: int) -> np.ndarray:
         if n <= 0:
             return np.full(B.shape[0], np.inf)
-        return np.maximum((B * B) @ h - (B @ h) ** 2, 0.0) / n
+        second = B.squared(h) if isinstance(B, SupportEstimator) else (B * B) @ h
+        return np.asarray(np.maximum(second - (B @ h) ** 2, 0.0) / n)
 
     def _functional(self, weights: dict[int, np.ndarray]) -> tuple[float, float]:
         """``(sum_g w_g . f_g, its variance)`` (module docstring)."""
@@ -222,12 +261,18 @@ class GroupTables:
             keep = [g.attrs.index(j) for j in attrs]
             drop = tuple(a for a in range(len(g.attrs)) if a not in keep)
             t = self.tables[i].reshape(g.shape)
-            B = self.estimators[i].reshape(*g.shape, -1)
-            if drop:
-                t, B = t.sum(axis=drop), B.sum(axis=drop)
             order = [sorted(keep).index(a) for a in keep]
+            est = self.estimators[i]
+            if isinstance(est, SupportEstimator):
+                B = est.marginal(g.shape, sorted(keep), order)
+            else:
+                B = est.reshape(*g.shape, -1)
+                if drop:
+                    B = B.sum(axis=drop)
+                B = np.transpose(B, [*order, len(keep)]).reshape(cells, -1)
+            if drop:
+                t = t.sum(axis=drop)
             t = np.transpose(t, order).reshape(-1)
-            B = np.transpose(B, [*order, len(keep)]).reshape(cells, -1)
             ests.append(t)
             vars_.append(self._cell_variances(B, self.laws[i], self.sizes[i]))
         e, v = np.array(ests), np.array(vars_)
