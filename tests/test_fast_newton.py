@@ -183,3 +183,33 @@ def test_newton_reaches_the_support_count_maximum_on_the_boundary():
     assert (star == 0).sum() > k // 2
     assert res.converged and res.products > 0
     assert np.abs(res.theta - star).max() < 1e-9
+
+
+def test_newton_best_point_revives_the_zeros_it_got_wrong():
+    # an uncertified attempt's best point hands EM its zeros at TINY, except those whose EM factor
+    # there exceeds 1 + WARM_REVIVE (the attempt dropped a cell the maximum needs): they restart at
+    # the EM iterate's value; L stays above the iterate's
+    import importlib
+    import math
+
+    from localpriv.estimators.newton import NewtonFinish
+    from localpriv.likelihood.blocks import total_loglik
+
+    em_mod = importlib.import_module("localpriv.estimators.em")
+    k, keep = 4, 0.6
+    G = np.full((k, k), (1.0 - keep) / (k - 1))
+    np.fill_diagonal(G, keep)
+    block = DenseBlock(G, np.array([50.0, 30.0, 20.0, 0.0]))
+    n = block.total
+    theta = np.full(k, 0.25)
+    best = np.array([0.62, 0.38, 0.0, 0.0])
+    f_best = _factors([block], best)
+    assert f_best[2] > 1.0 + em_mod.WARM_REVIVE and f_best[3] < 1.0  # a wrong zero and a right one
+    L0 = total_loglik([block], [block.forward(theta)])
+    fin = NewtonFinish(None, -math.inf, 0, 0, 0, best, total_loglik([block], [block.forward(best)]))
+    th, probs, L = em_mod._newton_warm([block], fin, theta, [block.forward(theta)], L0, n)
+    assert th[2] == pytest.approx(0.25 / 1.25, rel=1e-12)  # restarted at the iterate's value
+    assert th[3] <= 2 * em_mod.TINY  # the right zero stays at TINY
+    assert th.sum() == pytest.approx(1.0, abs=1e-12)
+    assert L > L0
+    assert total_loglik([block], probs) == L  # the same products, recomputed

@@ -79,7 +79,8 @@ the finishing phase of plain EM steps follows, so the result is again an EM iter
 stopping rule; an attempt that fails or runs over its budget of products leaves SQUAREM to go on,
 from the attempt's best point when that raises ``L`` (:func:`_newton_warm`: on planar FFT blocks the
 round-off of the products keeps the KKT test from passing at the maximum, and EM steps from there
-meet the ``gap`` rule in a few evaluations).
+meet the ``gap`` rule in a few evaluations; the best point's zeros whose EM factor exceeds
+``1 + WARM_REVIVE`` restart at the EM iterate's value).
 Offered when every block has ``hessian_diagonal`` (dense blocks, k-RR, support counts, support
 blocks, planar FFT blocks) or is small enough (``k m <= 2^22``) for the finish to tabulate that diagonal from its dense
 ``G`` (geometric, Laplace, exponential blocks of moderate size; see
@@ -177,6 +178,10 @@ ROUNDOFF = 1e-16
 #: evaluations and 243 products instead of 142 and 297, log-likelihood 3.4 higher; of 2, 2.5, 3, 4, 5
 #: and 6, 3 gave the fewest products (with 2.5) and the highest log-likelihood)
 DENSE_FLOOR_STEP = 3.0
+#: after an uncertified Newton attempt, a zero of its best point whose EM factor there exceeds
+#: ``1 + WARM_REVIVE`` restarts at the EM iterate's value instead of :data:`TINY` (:func:`_newton_warm`;
+#: decision 0074); round-off-level excesses (a best point at the maximum's last digits) stay below it
+WARM_REVIVE = 1e-3
 #: BLAS threads while an EM run is under way: ``None`` reads the environment variable
 #: ``LOCALPRIV_BLAS_THREADS`` (default 1); ``0`` (or ``LOCALPRIV_BLAS_THREADS=0``) leaves BLAS alone.
 #: EM's products are small and many: one thread avoids thread hand-offs and oversubscription when
@@ -762,12 +767,18 @@ def _trial_point(raw: np.ndarray, d: np.ndarray, floor: np.ndarray) -> tuple[np.
 
 
 def _newton_warm(blocks: Sequence[LikelihoodBlock], fin: Any, theta: np.ndarray, probs: list[Evaluation],
-                 L: float) -> tuple[np.ndarray, list[Evaluation], float]:
-    """After an uncertified Newton attempt: its best point (floored at :data:`TINY`, so that EM may
-    still revive a coordinate it set to zero) when that raises ``L``, else the current iterate. The
-    products' round-off can keep the KKT test from passing at a point that is already the maximum to
-    the last digits (planar FFT blocks); EM steps from it then meet the stopping rule in a few
-    evaluations, and the rule, not the attempt, certifies the result. ``L`` never decreases."""
+                 L: float, n: float) -> tuple[np.ndarray, list[Evaluation], float]:
+    """After an uncertified Newton attempt: its best point when that raises ``L``, else the current
+    iterate. The products' round-off can keep the KKT test from passing at a point that is already
+    the maximum to the last digits (planar FFT blocks); EM steps from it then meet the stopping rule
+    in a few evaluations, and the rule, not the attempt, certifies the result. ``L`` never decreases.
+
+    The best point's zeros are floored at :data:`TINY` (EM may still revive them, by their factor
+    per step), except the zeros the attempt clearly got wrong: those whose EM factor there,
+    ``f_x = grad_x / n``, exceeds ``1 + WARM_REVIVE`` restart at the current iterate's value (when
+    that keeps ``L`` above the current one). From ``TINY`` EM would need about ``644 / log f_x``
+    steps to bring such a cell back (a 1000 x 1000 planar run sat on one log-likelihood for 700
+    evaluations); a zero that the maximum keeps has ``f_x <= 1`` and stays at ``TINY``."""
     if fin.best is None or not fin.best_loglik > L:
         return theta, probs, L
     th = np.maximum(fin.best, TINY)
@@ -776,6 +787,15 @@ def _newton_warm(blocks: Sequence[LikelihoodBlock], fin: Any, theta: np.ndarray,
     Lw = total_loglik(blocks, p)
     if not Lw > L:
         return theta, probs, L
+    wrong = (fin.best <= 0.0) & (theta > TINY) & (_gradient(blocks, p) > n * (1.0 + WARM_REVIVE))
+    if wrong.any():
+        th2 = th.copy()
+        th2[wrong] = theta[wrong]
+        th2 /= th2.sum()
+        p2 = _forward_all(blocks, th2)
+        L2 = total_loglik(blocks, p2)
+        if L2 > L:
+            return th2, p2, L2
     return th, p, Lw
 
 
@@ -832,7 +852,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
             if fin.theta is not None and fin.loglik >= L:  # certified
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
-            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L)
+            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L, n)
             continue
         th1, gap1 = _em_update(blocks, theta, probs, n, penalty)
         p1 = _forward_all(blocks, th1)
@@ -938,7 +958,7 @@ def _squarem(blocks: Sequence[LikelihoodBlock], theta: np.ndarray, probs: Sequen
             if fin.theta is not None and fin.loglik >= L:  # certified; EM steps from it verify the stopping rule
                 theta, probs, L = fin.theta, _forward_all(blocks, fin.theta), fin.loglik
                 break
-            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L)
+            theta, probs, L = _newton_warm(blocks, fin, theta, probs, L, n)
     # ---- finishing phase: plain EM until one plain step meets the rule ----------------------
     theta, L, t, converged, gap = _plain_em(blocks, theta, probs, L, n, delta, max_iter, stop, t, record,
                                             penalty, objective, gap, fast=fast)
