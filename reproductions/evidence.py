@@ -134,6 +134,9 @@ DEFAULTS: dict[str, Any] = {
     "chunk": "0/1",
     "compute": True,
     "status": True,
+    "rerun": [],
+    "existing_only": False,
+    "only": [],
 }
 #: the check of the pipeline (``make estimator-evidence-quick``): n = 10^4 and 10^5, 5 runs, per-user
 #: oracles at n k <= 10^6 only (EMS takes ~160 CPU s per run on 10^5 per-user OUE reports of ages)
@@ -518,6 +521,10 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
     registered = set(available_estimators())
     config = _cell_config(params, base)
     mine = [c for c in plan(params) if in_chunk(c["key"], params["chunk"])]
+    if params.get("only"):  # a restriction to the named cells (keys)
+        mine = [c for c in mine if c["key"] in set(params["only"])]
+    if params.get("existing_only"):  # only the cells the folder already holds (new columns, reruns)
+        mine = [c for c in mine if _cell_path(cells_dir, c["key"]).exists()]
     budget = int(params["report_budget"])
     # a cross-section first: every data set and mechanism at the smallest n, eps from 1 outwards
     # (1, 2, 0.5, 4), then the next n; the per-user oracles on ordered data (EMS on individual
@@ -533,6 +540,9 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
         old = _read_cell(path)
         if old is not None and old.get("config") != config:
             old = None
+        if old is not None:  # the columns to compute again (an estimator changed under its name)
+            for name in params.get("rerun", []):
+                old["estimators"].pop(name, None)
         before = json.dumps(old, sort_keys=True) if old is not None else None
         rec = run_cell(cell, params, base, registered, old)
         if before is not None and json.dumps(rec, sort_keys=True) == before:
@@ -889,6 +899,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="docs/results")
     ap.add_argument("--docs", default="docs/estimators.md")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rerun", nargs="*", default=[], help="run: compute these columns again in the cells there "
+                    "(an estimator changed under its name; 'default' too when it names one)")
+    ap.add_argument("--existing-only", action="store_true", help="run: only the cells the folder already holds")
+    ap.add_argument("--only", nargs="*", default=[],
+                    help="run: only these cells (keys such as 'hours|k-RR|eps=2|n=10000')")
+    ap.add_argument("--runs", type=int, default=None, help="run: runs per cell (the configuration's otherwise)")
     a = ap.parse_args(argv)
     name = QUICK_NAME if a.quick else NAME
     base = EXPERIMENT_DEFAULTS[name]
@@ -897,8 +913,11 @@ def main(argv=None) -> int:
         if a.action == "run":
             i, m = _chunk(a.chunk)
             out = a.out if m == 1 else Path(cells[0]).parent / f"{name}-chunk-{i}-of-{m}"
-            run_experiment(name, out, seed=a.seed,
-                           overrides={"chunk": a.chunk, "cells_dir": cells[0]})
+            over: dict[str, Any] = {"chunk": a.chunk, "cells_dir": cells[0], "rerun": list(a.rerun),
+                                    "existing_only": bool(a.existing_only), "only": list(a.only)}
+            if a.runs is not None:
+                over["runs"] = int(a.runs)
+            run_experiment(name, out, seed=a.seed, overrides=over)
             return 0
         rec = run_experiment(name, a.out, seed=a.seed, overrides={"compute": False, "cells_dir": cells[0]})
         if len(cells) > 1:
