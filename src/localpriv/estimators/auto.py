@@ -36,6 +36,9 @@ candidates ``g(f~)`` are
   per decade from :data:`MIN_BANDWIDTH` cells to half the longest side), the bandwidth with the
   smallest SURE.
 
+* on an integer line of at most :data:`CDF_MAX_CELLS` cells also ``norm-cut`` (Norm-Cut, normalized)
+  and ``power`` (Power's posterior means, normalized);
+
 and the one with the smallest Stein unbiased risk estimate (Stein, Ann. Statist. 9:1135-1151,
 1981) of its squared error is returned::
 
@@ -56,6 +59,22 @@ approximation. Base-Cut's hard threshold adds the jump ``T_v / H`` at ``f~_v = T
 divergence: ``Sigma_vv (T_v / H) p_v(T_v)`` with the density ``p_v`` of ``f~_v`` estimated by a
 normal density of variance ``Sigma_vv`` centred on ``f~_v`` (without it hard thresholding's SURE
 is optimistic).
+
+On an integer line of at most :data:`CDF_MAX_CELLS` cells the loss is instead the squared error of
+the cumulative distribution, ``||A (g - f)||^2`` with ``A`` the ``(k-1) x k`` partial sums (the
+earth mover's distance on a line is ``||A (g - f)||_1``, so this loss ranks candidates as the metric
+of ordered data does, where the squared error of the frequencies favoured PowerNS and heavy
+smoothing on spiky data), and the candidate with the smallest::
+
+    CDF-SURE(g) = ||A (g - f~)||^2 - tr(A Sigma A^T) + 2 tr(A J_g Sigma A^T)
+
+is returned (:func:`cdf_sure`; dense ``k x k`` Jacobians, ``O(k^2)`` per candidate). The bandwidth
+of ``smooth-ns`` is still the one of smallest SURE of the frequencies' squared error (the CDF
+criterion barely separates bandwidths, whose effect is on the high frequencies, and its noise then
+chose too little smoothing on smooth data). The hard thresholds add their jumps as for Base-Cut,
+seen through ``M = A^T A``: ``Sigma_vv p_v(T_v) (T_v / H) (M_vv - (M g)_v)``; for Norm-Cut, when it
+dropped positive entries, with ``T_v`` the smallest kept value (an approximation: the cut's
+threshold moves with the data).
 
 Other observations (metric mechanisms such as the geometric and planar mechanisms, other finite
 channels, reports of several mechanisms). The candidates are the MLE and, on ordered domains, its
