@@ -19,6 +19,7 @@ from localpriv.estimators.auto import (
     smoothing_diagonal,
     sure_terms,
 )
+from localpriv.estimators.oracles import pure_parameters, support_counts
 from localpriv.estimators.postprocess import norm_sub, power_moments
 from localpriv.estimators.regularized import smooth
 from localpriv.inference.metrics import emd_line
@@ -222,3 +223,28 @@ def test_categorical_data_keep_the_squared_error_rule():
     est = fit(_obs("krr(eps=1.0)", dom, theta, 5000, 9), "auto")
     assert "cumulative" not in est.extra["auto"]["rule"] and "cdf_scores" not in est.extra["auto"]
     assert "norm-cut" not in est.extra["auto"]["scores"] and "power" not in est.extra["auto"]["scores"]
+
+
+def test_line_scores_equal_the_dense_cdf_sure():
+    """The structured ``O(k)`` scores of the line's rule equal :func:`cdf_sure` with dense ``Sigma``
+    and ``J`` (k-RR: ``Sigma = diag(pi) / (n (p-q)^2) - pi pi^T / (n (p-q)^2)``)."""
+    k, n = 30, 20_000
+    theta = np.exp(-0.5 * ((np.arange(k) - 11) / 4.0) ** 2)
+    theta /= theta.sum()
+    dom = IntegerDomain(0, k - 1)
+    obs = _obs("krr(eps=1.0)", dom, theta, n, 10)
+    info = fit(obs, "auto").extra["auto"]
+    block = obs.blocks[0]
+    p, q = pure_parameters(block.mechanism)
+    raw = (support_counts(block) / n - q) / (p - q)
+    pi = q + (p - q) * raw
+    sigma = (np.diag(pi) - np.outer(pi, pi)) / (n * (p - q) ** 2)
+    g = norm_sub(raw)
+    s = (g > 0).astype(float)
+    proj = np.diag(s) - np.outer(s, s) / s.sum()
+    assert info["cdf_scores"]["norm-sub"] == pytest.approx(cdf_sure(g, raw, sigma, proj), rel=1e-9, abs=1e-15)
+    S = np.stack([heat_smooth(np.eye(k)[:, j], (k,), info["bandwidth"]) for j in range(k)], axis=1)
+    gs = norm_sub(heat_smooth(raw, (k,), info["bandwidth"]))
+    ss = (gs > 0).astype(float)
+    J = ss[:, None] * S - np.outer(ss, ss @ S) / ss.sum()
+    assert info["cdf_scores"]["smooth-ns"] == pytest.approx(cdf_sure(gs, raw, sigma, J), rel=1e-9, abs=1e-15)

@@ -68,7 +68,8 @@ smoothing on spiky data), and the candidate with the smallest::
 
     CDF-SURE(g) = ||A (g - f~)||^2 - tr(A Sigma A^T) + 2 tr(A J_g Sigma A^T)
 
-is returned (:func:`cdf_sure`; dense ``k x k`` Jacobians, ``O(k^2)`` per candidate). The bandwidth
+is returned (:func:`cdf_sure`; computed in ``O(k)`` per candidate from the structure of ``Sigma`` and
+``J``, plus ``O(k^2 log k)`` for the smoothing's dense term). The bandwidth
 of ``smooth-ns`` is still the one of smallest SURE of the frequencies' squared error (the CDF
 criterion barely separates bandwidths, whose effect is on the high frequencies, and its noise then
 chose too little smoothing on smooth data). The hard thresholds add their jumps as for Base-Cut,
@@ -150,9 +151,10 @@ EMS_FINAL_BUDGET = 300
 #: PowerNS is a candidate up to this many cells (its numerical integration runs a grid of ~1,900 points per cell)
 POWER_MAX_CELLS = 256
 #: on an integer line of at most this many cells the candidates are scored by the SURE of the squared
-#: error of their cumulative distribution (dense k x k Jacobians: O(k^2) per candidate); above it,
-#: and on grids and categorical domains, by the SURE of the squared error of the frequencies
-CDF_MAX_CELLS = 1024
+#: error of their cumulative distribution (O(k) per candidate, and O(k^2 log k) for the smoothing's
+#: dense term); above it, and on grids and categorical domains, by the SURE of the squared error of
+#: the frequencies (the dense term would take the default past twice the MLE's cost on long lines)
+CDF_MAX_CELLS = 256
 #: shrinkage weights towards the uniform distribution of the categorical held-out candidates
 SHRINKAGE = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 #: cells of the MLE at or below this count as outside its support (the engine's zeros are exact or ~1e-300)
@@ -272,6 +274,31 @@ def cdf_sure(g: np.ndarray, raw: np.ndarray, sigma: np.ndarray, J: np.ndarray, j
     return float(r @ r) - tr_m_sigma + 2.0 * (float(np.sum(a_j * a_sigma)) + jump)
 
 
+def _cdf_sure_lowrank(g: np.ndarray, raw: np.ndarray, D: np.ndarray, a: np.ndarray, n: float, d: np.ndarray,
+                      u: np.ndarray, w: np.ndarray, jump: float = 0.0, extra: float = 0.0) -> float:
+    """:func:`cdf_sure` for ``Sigma = diag(D) - a a^T / n`` and ``J = diag(d) - u w^T`` in ``O(k)``:
+    with ``M = A^T A``, ``tr(M Sigma) = sum_v M_vv D_v - a.(M a)/n`` and
+    ``tr(M J Sigma) = sum_v M_vv d_v D_v - a.M(d a)/n - (w D).(M u) + (w.a) a.(M u)/n``;
+    ``extra`` is added to ``tr(M J Sigma)`` (the dense part of a smoother's Jacobian)."""
+    k = raw.size
+    mvv = np.maximum(k - 1 - np.arange(k), 0).astype(float)
+    r = np.cumsum(g - raw)[:-1]
+    ma, mu = _m_times(a), _m_times(u)
+    tr_m_sigma = float(np.dot(mvv, D) - np.dot(a, ma) / n)
+    tr_mj_sigma = float(np.dot(mvv, d * D) - np.dot(a, _m_times(d * a)) / n - np.dot(w * D, mu)
+                        + np.dot(w, a) * np.dot(a, mu) / n) + extra
+    return float(r @ r) - tr_m_sigma + 2.0 * (tr_mj_sigma + jump)
+
+
+def _cdf_smooth_extra(k: int, bandwidth: float, s: np.ndarray, D: np.ndarray, a: np.ndarray, n: float) -> float:
+    """``tr(M diag(s) S_h Sigma)``: the part of ``tr(M J Sigma)`` of ``J = J_NS S_h`` that is not of
+    the form ``diag(d) - u w^T`` (``D^T (M o S_h) s - (M a).(s o S_h a)/n``; dense ``S_h``, ``O(k^2 log k)``)."""
+    S = _dense_smoother(k, bandwidth)
+    idx = np.arange(k)
+    M = np.maximum(k - 1 - np.maximum.outer(idx, idx), 0).astype(float)
+    return float(D @ ((M * S) @ s) - np.dot(_m_times(a), s * heat_smooth(a, (k,), bandwidth)) / n)
+
+
 def _normal_mass(raw: np.ndarray, t: ArrayLike, var: np.ndarray) -> np.ndarray:
     """``Sigma_vv p_v(t_v)``: the variance times the normal density (mean ``f~_v``, variance
     ``Sigma_vv``) at the threshold ``t_v``."""
@@ -347,7 +374,6 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     shape = ordered_shape(obs.domain, "auto") if ordered else (k,)
     # on a short enough line: the SURE of the cumulative distribution's squared error decides
     line = ordered and len(shape) == 1 and k <= CDF_MAX_CELLS
-    sigma = np.diag(D) - np.outer(a, a) / n if line else np.zeros((0, 0))
     mvv = np.maximum(k - 1 - np.arange(k), 0).astype(float)  # the diagonal of M = A^T A
     cands: dict[str, np.ndarray] = {}
     scores: dict[str, float] = {}
@@ -358,12 +384,13 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     scores["mle"] = _sure(theta, raw, tr, sure_terms(D, a, n, s, s / max(s.sum(), 1.0), s))
     cands["mle"] = theta
     if line:
-        cdf["mle"] = cdf_sure(theta, raw, sigma, _projection_jacobian(s))
+        cdf["mle"] = _cdf_sure_lowrank(theta, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
     # Norm-Sub
     g = norm_sub(raw)
     cands["norm-sub"], scores["norm-sub"] = g, _ns_candidate(raw, g, D, a, n, tr)
     if line:
-        cdf["norm-sub"] = cdf_sure(g, raw, sigma, _projection_jacobian(_ns_support(g)))
+        s = _ns_support(g)
+        cdf["norm-sub"] = _cdf_sure_lowrank(g, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
     lam = 0.0
     if not ordered:
         # Norm-Sub shrunk towards the uniform distribution, (1 - l) g + l u: SURE is quadratic in l
@@ -391,13 +418,14 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         scores["base-cut"] = _sure(g, raw, tr, sure_terms(D, a, n, keep / H, h / H ** 2, keep) + jump)
         if line:
             # the jump (T_v / H)(e_v - g) seen through M = A^T A: (T_v / H)(M_vv - (M g)_v)
-            cdf["base-cut"] = cdf_sure(g, raw, sigma, _cut_jacobian(keep, h, H),
-                                       float(np.sum(dens * (thr / H) * (mvv - _m_times(g)))))
+            cdf["base-cut"] = _cdf_sure_lowrank(g, raw, D, a, n, keep / H, h / H ** 2, keep,
+                                                float(np.sum(dens * (thr / H) * (mvv - _m_times(g)))))
     else:
         g = np.full(k, 1.0 / k)
         scores["base-cut"] = _sure(g, raw, tr, 0.0)
         if line:
-            cdf["base-cut"] = cdf_sure(g, raw, sigma, np.zeros((k, k)))
+            zero = np.zeros(k)
+            cdf["base-cut"] = _cdf_sure_lowrank(g, raw, D, a, n, zero, zero, zero)
     cands["base-cut"] = g
     # Norm-Cut, normalized, on a line: h / sum h on the kept set S (negatives and the smallest entries
     # past a sum of 1 dropped), J as Base-Cut's; where entries were dropped, the jump of the cut is
@@ -413,7 +441,7 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
                 jump = float(np.sum(_normal_mass(raw, t, D - a * a / n) * (t / H) * (mvv - _m_times(g / H))))
             cands["norm-cut"] = g / H
             scores["norm-cut"] = _sure(g / H, raw, tr, sure_terms(D, a, n, keep / H, g / H ** 2, keep))
-            cdf["norm-cut"] = cdf_sure(g / H, raw, sigma, _cut_jacobian(keep, g, H), jump)
+            cdf["norm-cut"] = _cdf_sure_lowrank(g / H, raw, D, a, n, keep / H, g / H ** 2, keep, jump)
     # Power (normalized) and PowerNS: J = diag(m') / P - m m'^T / P^2 and J_NS diag(m'), m' = posterior
     # variance / sigma^2 (Tweedie)
     if k <= POWER_MAX_CELLS:
@@ -423,14 +451,14 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         if line and P > 0:  # Power, normalized: on a line (on categorical data its SURE choice measured no gain)
             cands["power"] = mean / P
             scores["power"] = _sure(mean / P, raw, tr, sure_terms(D, a, n, slope / P, mean / P ** 2, slope))
-            cdf["power"] = cdf_sure(mean / P, raw, sigma, np.diag(slope / P) - np.outer(mean / P ** 2, slope))
+            cdf["power"] = _cdf_sure_lowrank(mean / P, raw, D, a, n, slope / P, mean / P ** 2, slope)
         g = norm_sub(mean)
         sg = _ns_support(g)
         cands["power-ns"] = g
         scores["power-ns"] = _sure(g, raw, tr, sure_terms(D, a, n, sg * slope, sg / max(sg.sum(), 1.0),
                                                           sg * slope))
         if line:
-            cdf["power-ns"] = cdf_sure(g, raw, sigma, _projection_jacobian(sg) * slope[None, :])
+            cdf["power-ns"] = _cdf_sure_lowrank(g, raw, D, a, n, sg * slope, sg / max(sg.sum(), 1.0), sg * slope)
     # smoothed, then Norm-Sub, on ordered domains
     info: dict[str, Any] = {} if ordered else {"shrinkage": lam}
     if ordered:
@@ -451,10 +479,11 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         best_h, best_s, best_g = min(curve, key=lambda t: t[1])
         cands["smooth-ns"], scores["smooth-ns"] = best_g, best_s
         info = {"bandwidth": best_h, "bandwidths": [t[0] for t in curve], "bandwidth_sure": [t[1] for t in curve]}
-        if line:  # J = J_NS S_h, dense
+        if line:  # J = diag(s) S_h - s (S_h s)^T / |S|
             sg = _ns_support(best_g)
-            S = _dense_smoother(k, best_h)
-            cdf["smooth-ns"] = cdf_sure(best_g, raw, sigma, sg[:, None] * S - np.outer(sg, sg @ S) / max(sg.sum(), 1.0))
+            cdf["smooth-ns"] = _cdf_sure_lowrank(best_g, raw, D, a, n, np.zeros(k), sg / max(sg.sum(), 1.0),
+                                                 heat_smooth(sg, (k,), best_h),
+                                                 extra=_cdf_smooth_extra(k, best_h, sg, D, a, n))
     if line:
         choice = min(cdf, key=lambda name: cdf[name])
         rule = ("smallest Stein unbiased risk estimate of the squared error of the cumulative distribution "
