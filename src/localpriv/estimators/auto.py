@@ -312,16 +312,6 @@ def _m_times(x: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cumsum(y[::-1])[::-1], [0.0]])
 
 
-def _projection_jacobian(s: np.ndarray) -> np.ndarray:
-    """``I_S - 1_S 1_S^T / |S|`` (dense): the Jacobian of the projection onto the simplex with support ``S``."""
-    return np.diag(s) - np.outer(s, s) / max(float(s.sum()), 1.0)
-
-
-def _cut_jacobian(keep: np.ndarray, h: np.ndarray, H: float) -> np.ndarray:
-    """``diag(1_S)/H - h 1_S^T / H^2`` (dense): the Jacobian of ``h / sum h``, ``h = f~ 1_S``."""
-    return np.diag(keep / H) - np.outer(h / H ** 2, keep)
-
-
 def _covariance(block: ObservationBlock, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(D, a, pi)`` of ``Cov(f~) = diag(D) - a a^T / n`` (module docstring)."""
     p, q = pure_parameters(block.mechanism)
