@@ -930,11 +930,15 @@ register_experiment(Experiment(
 
 
 def main(argv=None) -> int:
-    """``python tools/estimator_evidence.py {run,report} [--quick] [--chunk i/m] [--cells DIR ...]``.
+    """``python tools/estimator_evidence.py {run,report,regret} [--quick | --regret] [--chunk i/m] [--cells DIR ...]``.
 
     ``run`` runs the cells of one chunk that the cell folder lacks and writes the record of what
-    is there; ``report`` only reads the cell folders (several: the chunks of machines run apart),
-    writes ``OUT/NAME.{json,md}`` and rewrites the block of docs/estimators.md."""
+    is there (``--only KEY ...`` restricts it to named cells, ``--existing-only`` to the cells the
+    folder holds, ``--rerun NAME ...`` computes those columns again, ``--runs`` sets the runs per
+    cell, ``--regret`` runs the cells of :data:`REGRET_CELLS` at 20 runs); ``report`` only reads the
+    cell folders (several: the chunks of machines run apart), writes ``OUT/NAME.{json,md}`` and
+    rewrites the block of docs/estimators.md; ``regret`` writes ``OUT/default-regret.{json,md}``
+    and the ``default-regret`` block of decision 0076."""
     ap = argparse.ArgumentParser(description="the estimator evidence: run cells (resumable), report")
     ap.add_argument("action", choices=["run", "report", "regret"])
     ap.add_argument("--quick", action="store_true", help="the quick configuration (EVIDENCE_QUICK)")
