@@ -134,16 +134,31 @@ DEFAULTS: dict[str, Any] = {
     "chunk": "0/1",
     "compute": True,
     "status": True,
+    "rerun": [],
+    "existing_only": False,
+    "only": [],
 }
 #: the check of the pipeline (``make estimator-evidence-quick``): n = 10^4 and 10^5, 5 runs, per-user
 #: oracles at n k <= 10^6 only (EMS takes ~160 CPU s per run on 10^5 per-user OUE reports of ages)
 EVIDENCE_QUICK: dict[str, Any] = {"label": "quick", "n": [10_000, 100_000], "runs": 5, "report_budget": 1_000_000,
                                   "cells_dir": "out/estimator-evidence-quick-cells"}
+#: the default's regret (``make default-regret``, decision 0076): 20 runs on the cells of the quick run
+#: where ``auto`` was behind the best other estimator (hours-per-week under k-RR, native-country and
+#: the Zipf laws under k-RR where PowerNS or Power led) and on two Adult-ages cells where the rule of
+#: decision 0076 chose differently from the former one
+REGRET_NAME = "default-regret"
+REGRET_CELLS = [
+    *(f"hours|k-RR|eps={e:g}|n={n}" for e in (0.5, 1.0, 2.0, 4.0) for n in (10_000, 100_000)),
+    "native-country|k-RR|eps=0.5|n=10000", "native-country|k-RR|eps=0.5|n=100000",
+    "zipf-1k|k-RR|eps=4|n=10000", "zipf-1k|k-RR|eps=4|n=100000", "zipf-1k|k-RR|eps=2|n=100000",
+    "ages|k-RR|eps=1|n=100000", "ages|k-RR|eps=0.5|n=100000"]
+REGRET: dict[str, Any] = {**EVIDENCE_QUICK, "label": "default-regret", "runs": 20, "only": REGRET_CELLS,
+                          "cells_dir": "out/default-regret-cells"}
 #: ``--quick`` (the tests): every way of drawing reports in a few seconds
 TEST: dict[str, Any] = {"label": "test", "data": ["ages", "workclass", "zipf-1k"], "mechanisms": ["k-RR", "OUE",
                         "geometric"], "eps_ldp": [2.0], "n": [1_000, 20_000], "runs": 3,
                         "estimators": ["inv-p", "ibu", "norm-sub", "base-cut"], "report_budget": 200_000,
-                        "cells_dir": "out/estimator-evidence-test-cells", "status": False}
+                        "cells_dir": "out/estimator-evidence-test-cells", "status": False, "only": []}
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,6 +292,9 @@ def plan(params: dict) -> list[dict]:
                 for n in params["n"]:
                     cells.append({"key": _key(d, m, float(e), int(n)), "data": d, "mechanism": m,
                                   "eps_ldp": float(e), "n": int(n)})
+    if params.get("only"):  # a restriction to the named cells (keys)
+        only = set(params["only"])
+        cells = [c for c in cells if c["key"] in only]
     if len(cells) > MAX_CELLS:
         raise LocalPrivError(f"{NAME}: {len(cells)} cells, above the bound of {MAX_CELLS}")
     return cells
@@ -518,6 +536,8 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
     registered = set(available_estimators())
     config = _cell_config(params, base)
     mine = [c for c in plan(params) if in_chunk(c["key"], params["chunk"])]
+    if params.get("existing_only"):  # only the cells the folder already holds (new columns, reruns)
+        mine = [c for c in mine if _cell_path(cells_dir, c["key"]).exists()]
     budget = int(params["report_budget"])
     # a cross-section first: every data set and mechanism at the smallest n, eps from 1 outwards
     # (1, 2, 0.5, 4), then the next n; the per-user oracles on ordered data (EMS on individual
@@ -533,6 +553,9 @@ def run_cells(params: dict, base: int, progress=None) -> dict:
         old = _read_cell(path)
         if old is not None and old.get("config") != config:
             old = None
+        if old is not None:  # the columns to compute again (an estimator changed under its name)
+            for name in params.get("rerun", []):
+                old["estimators"].pop(name, None)
         before = json.dumps(old, sort_keys=True) if old is not None else None
         rec = run_cell(cell, params, base, registered, old)
         if before is not None and json.dumps(rec, sort_keys=True) == before:
@@ -760,6 +783,9 @@ def _label_line(record: dict) -> str:
     if runs < 6:
         head += (f" (with {runs} paired runs the smallest two-sided Wilcoxon p is 2^(1-{runs}) = "
                  f"{2.0 ** (1 - runs):.4g}: no cell can be significant at 95 %)")
+    if p.get("label") == "default-regret":
+        return (f"The default on the cells where it was behind in the quick run (`make default-regret`): {head}. "
+                "Not the full evidence (`make estimator-evidence`).")
     if p.get("label") != "evidence":
         return (f"**QUICK RUN: a check of the pipeline, not the evidence** -- {head}. "
                 "The evidence is `make estimator-evidence` (20 runs, n up to 10^6).")
@@ -849,6 +875,28 @@ def render_full(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_regret(record: dict) -> str:
+    """Every judged cell of ``record``, largest ratio first: the default's verdict against the best
+    other estimator, its mean error and the best other's, its ratio to the best other and to the
+    cell's oracle choice, and the test's p-value (the block of decision 0076)."""
+    res = record["results"]
+    rows = [r for r in res["summary"]["cells"] if r["analysis"] and r["analysis"].get("verdict")]
+    rows.sort(key=lambda r: -r["analysis"]["ratio"])
+    o = res["summary"]["overall"]
+    lines = [_label_line(record), "",
+             f"{o['cells']} cells, {record['params']['runs']} runs each: the default best in {o['best']}, tied in "
+             f"{o['tied']}, significantly worse (Wilcoxon, 95 %) in {o['worse']}; ratio to the oracle's choice: "
+             f"median {_f(o['median_ratio'])}, max {_f(o['max_ratio'])}.", "",
+             "| cell | verdict | best other | default mean | best other mean | ratio to it | ratio to oracle | p |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        a = r["analysis"]
+        lines.append(f"| {_cell_label(r['key'])} | {a['verdict']} | `{a['best_other']}` | {_f(a['default_mean'])} | "
+                     f"{_f(a['best_other_mean'])} | {_f(a['ratio_to_best_other'])} | {_f(a['ratio'])} | "
+                     f"{_f(a['p'], 2)} |")
+    return "\n".join(lines)
+
+
 def _plot(results: dict, params: dict, path: Path) -> None:
     """The experiment's 'figure': the full table ``NAME.md`` next to the JSON."""
     record = {"name": Path(path).stem, "params": params, "results": results}
@@ -873,32 +921,61 @@ register_experiment(Experiment(
     description="The check of the estimator-evidence pipeline: n 1e4 and 1e5, 5 runs per cell",
     defaults={**DEFAULTS, **EVIDENCE_QUICK}, quick=TEST, compute=_compute, plot=_plot,
     reference="check of the pipeline of docs/decisions/0040 (not the evidence)"))
+register_experiment(Experiment(
+    name=REGRET_NAME,
+    description="The default against every registered estimator, 20 runs, on the cells where it was behind in the "
+                "quick run",
+    defaults={**DEFAULTS, **REGRET}, quick=TEST, compute=_compute, plot=_plot,
+    reference="the regret of the default's rule (docs/decisions/0076)"))
 
 
 def main(argv=None) -> int:
-    """``python tools/estimator_evidence.py {run,report} [--quick] [--chunk i/m] [--cells DIR ...]``.
+    """``python tools/estimator_evidence.py {run,report,regret} [--quick | --regret] [--chunk i/m] [--cells DIR ...]``.
 
     ``run`` runs the cells of one chunk that the cell folder lacks and writes the record of what
-    is there; ``report`` only reads the cell folders (several: the chunks of machines run apart),
-    writes ``OUT/NAME.{json,md}`` and rewrites the block of docs/estimators.md."""
+    is there (``--only KEY ...`` restricts it to named cells, ``--existing-only`` to the cells the
+    folder holds, ``--rerun NAME ...`` computes those columns again, ``--runs`` sets the runs per
+    cell, ``--regret`` runs the cells of :data:`REGRET_CELLS` at 20 runs); ``report`` only reads the
+    cell folders (several: the chunks of machines run apart), writes ``OUT/NAME.{json,md}`` and
+    rewrites the block of docs/estimators.md; ``regret`` writes ``OUT/default-regret.{json,md}``
+    and the ``default-regret`` block of decision 0076."""
     ap = argparse.ArgumentParser(description="the estimator evidence: run cells (resumable), report")
-    ap.add_argument("action", choices=["run", "report"])
+    ap.add_argument("action", choices=["run", "report", "regret"])
     ap.add_argument("--quick", action="store_true", help="the quick configuration (EVIDENCE_QUICK)")
     ap.add_argument("--chunk", default="0/1", help="run the cells of chunk i of m (crc32(key) %% m == i)")
     ap.add_argument("--cells", nargs="*", default=None, help="cell folders to read (report); first: to write")
     ap.add_argument("--out", default="docs/results")
     ap.add_argument("--docs", default="docs/estimators.md")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rerun", nargs="*", default=[], help="run: compute these columns again in the cells there "
+                    "(an estimator changed under its name; 'default' too when it names one)")
+    ap.add_argument("--existing-only", action="store_true", help="run: only the cells the folder already holds")
+    ap.add_argument("--only", nargs="*", default=[],
+                    help="run: only these cells (keys such as 'hours|k-RR|eps=2|n=10000')")
+    ap.add_argument("--runs", type=int, default=None, help="run: runs per cell (the configuration's otherwise)")
+    ap.add_argument("--regret", action="store_true", help="run: the cells of the default's regret (REGRET_CELLS, "
+                    "20 runs)")
+    ap.add_argument("--regret-doc", default="docs/decisions/0076-default-by-the-metric-of-the-data.md",
+                    help="regret: the page whose default-regret block is rewritten")
     a = ap.parse_args(argv)
-    name = QUICK_NAME if a.quick else NAME
+    name = REGRET_NAME if a.regret or a.action == "regret" else QUICK_NAME if a.quick else NAME
     base = EXPERIMENT_DEFAULTS[name]
     cells = a.cells or [base["cells_dir"]]
     try:
         if a.action == "run":
             i, m = _chunk(a.chunk)
             out = a.out if m == 1 else Path(cells[0]).parent / f"{name}-chunk-{i}-of-{m}"
-            run_experiment(name, out, seed=a.seed,
-                           overrides={"chunk": a.chunk, "cells_dir": cells[0]})
+            over: dict[str, Any] = {"chunk": a.chunk, "cells_dir": cells[0], "rerun": list(a.rerun),
+                                    "existing_only": bool(a.existing_only)}
+            if a.only:
+                over["only"] = list(a.only)
+            if a.runs is not None:
+                over["runs"] = int(a.runs)
+            run_experiment(name, out, seed=a.seed, overrides=over)
+            return 0
+        if a.action == "regret":  # the record of the cells there (any runs) and the block of the decision page
+            rec = run_experiment(name, a.out, seed=a.seed, overrides={"compute": False, "cells_dir": cells[0]})
+            rewrite_block(a.regret_doc, "default-regret", render_regret(rec))
             return 0
         rec = run_experiment(name, a.out, seed=a.seed, overrides={"compute": False, "cells_dir": cells[0]})
         if len(cells) > 1:
@@ -913,4 +990,4 @@ def main(argv=None) -> int:
     return 0
 
 
-EXPERIMENT_DEFAULTS = {NAME: DEFAULTS, QUICK_NAME: {**DEFAULTS, **EVIDENCE_QUICK}}
+EXPERIMENT_DEFAULTS = {NAME: DEFAULTS, QUICK_NAME: {**DEFAULTS, **EVIDENCE_QUICK}, REGRET_NAME: {**DEFAULTS, **REGRET}}

@@ -14,12 +14,15 @@ from localpriv.estimators.auto import (
     EMS_BUDGET,
     EMS_FINAL_BUDGET,
     EMS_STEPS,
+    cdf_sure,
     heat_smooth,
     smoothing_diagonal,
     sure_terms,
 )
+from localpriv.estimators.oracles import pure_parameters, support_counts
 from localpriv.estimators.postprocess import norm_sub, power_moments
 from localpriv.estimators.regularized import smooth
+from localpriv.inference.metrics import emd_line
 from localpriv.inference.simulation import simulate_block
 
 
@@ -156,3 +159,92 @@ def test_refuses_domains_past_its_bound_in_one_line(monkeypatch):
     with pytest.raises(localpriv.LocalPrivError, match="at most 5 cells") as err:
         fit(obs, "auto")
     assert "\n" not in str(err.value)
+
+
+def _partial_sums(k: int) -> np.ndarray:
+    """``A``: the ``(k-1) x k`` partial sums (rows ``r = 0..k-2``)."""
+    return np.tril(np.ones((k, k)))[:-1]
+
+
+def test_cdf_sure_terms_are_the_dense_formula():
+    rng = np.random.default_rng(6)
+    k, n = 12, 80.0
+    D, a = rng.random(k) + 1.0, rng.random(k)
+    sigma = np.diag(D) - np.outer(a, a) / n
+    J = rng.standard_normal((k, k))
+    g, raw = rng.random(k), rng.random(k)
+    A = _partial_sums(k)
+    r = A @ (g - raw)
+    want = r @ r - np.trace(A @ sigma @ A.T) + 2.0 * (np.trace(A @ J @ sigma @ A.T) + 0.25)
+    assert cdf_sure(g, raw, sigma, J, jump=0.25) == pytest.approx(want, rel=1e-10)
+
+
+def test_cdf_sure_is_unbiased_for_a_linear_smoother():
+    """``f~ ~ N(f, Sigma)``, ``g = S_h f~`` (``J = S_h``): the mean of the estimate over draws is the
+    mean squared error of the cumulative distribution, within 4 standard errors of the difference."""
+    rng = np.random.default_rng(7)
+    k, h = 15, 1.5
+    f = np.exp(-0.5 * ((np.arange(k) - 6) / 3.0) ** 2)
+    f /= f.sum()
+    D = 0.002 + 0.01 * f
+    sigma = np.diag(D) - np.outer(f, f) * 0.002
+    S = np.stack([heat_smooth(np.eye(k)[:, j], (k,), h) for j in range(k)], axis=1)
+    A = _partial_sums(k)
+    L = np.linalg.cholesky(sigma)
+    draws = f[None, :] + rng.standard_normal((2000, k)) @ L.T
+    est = np.array([cdf_sure(S @ x, x, sigma, S) for x in draws])
+    loss = np.sum(((draws @ S.T - f) @ A.T) ** 2, axis=1)
+    diff = est - loss
+    assert abs(diff.mean()) < 4.0 * diff.std() / np.sqrt(diff.size)
+
+
+def test_a_spiky_line_is_not_smoothed_and_the_rule_is_the_cdf_one():
+    """A spiky truth on a line (47 % on one value, four smaller spikes), k-RR at eps 4: the rule is the
+    SURE of the cumulative distribution, the choice is not a smoothing, and its EMD is at most the
+    heat-kernel smoothing's (fixed seed)."""
+    k = 60
+    theta = np.full(k, 0.1 / k)
+    for v, m in ((30, 0.47), (20, 0.1), (40, 0.13), (45, 0.1), (50, 0.1)):
+        theta[v] += m
+    theta /= theta.sum()
+    dom = IntegerDomain(0, k - 1)
+    obs = _obs("krr(eps=4.0)", dom, theta, 100_000, 8)
+    est = fit(obs, "auto")
+    info = est.extra["auto"]
+    assert "cumulative distribution" in info["rule"] and info["choice"] != "smooth-ns"
+    assert set(info["cdf_scores"]) >= {"mle", "norm-sub", "norm-cut", "base-cut", "power", "power-ns", "smooth-ns"}
+    smoothed = norm_sub(heat_smooth(est.extra["mle"].distribution, (k,), info["bandwidth"]))
+    assert emd_line(est.distribution, theta) <= emd_line(smoothed, theta)
+
+
+def test_categorical_data_keep_the_squared_error_rule():
+    dom = CategoricalDomain([f"c{i}" for i in range(8)])
+    theta = np.array([0.4, 0.2, 0.15, 0.1, 0.08, 0.05, 0.015, 0.005])
+    est = fit(_obs("krr(eps=1.0)", dom, theta, 5000, 9), "auto")
+    assert "cumulative" not in est.extra["auto"]["rule"] and "cdf_scores" not in est.extra["auto"]
+    assert "norm-cut" not in est.extra["auto"]["scores"] and "power" not in est.extra["auto"]["scores"]
+
+
+def test_line_scores_equal_the_dense_cdf_sure():
+    """The structured ``O(k)`` scores of the line's rule equal :func:`cdf_sure` with dense ``Sigma``
+    and ``J`` (k-RR: ``Sigma = diag(pi) / (n (p-q)^2) - pi pi^T / (n (p-q)^2)``)."""
+    k, n = 30, 20_000
+    theta = np.exp(-0.5 * ((np.arange(k) - 11) / 4.0) ** 2)
+    theta /= theta.sum()
+    dom = IntegerDomain(0, k - 1)
+    obs = _obs("krr(eps=1.0)", dom, theta, n, 10)
+    info = fit(obs, "auto").extra["auto"]
+    block = obs.blocks[0]
+    p, q = pure_parameters(block.mechanism)
+    raw = (support_counts(block) / n - q) / (p - q)
+    pi = q + (p - q) * raw
+    sigma = (np.diag(pi) - np.outer(pi, pi)) / (n * (p - q) ** 2)
+    g = norm_sub(raw)
+    s = (g > 0).astype(float)
+    proj = np.diag(s) - np.outer(s, s) / s.sum()
+    assert info["cdf_scores"]["norm-sub"] == pytest.approx(cdf_sure(g, raw, sigma, proj), rel=1e-9, abs=1e-15)
+    S = np.stack([heat_smooth(np.eye(k)[:, j], (k,), info["bandwidth"]) for j in range(k)], axis=1)
+    gs = norm_sub(heat_smooth(raw, (k,), info["bandwidth"]))
+    ss = (gs > 0).astype(float)
+    J = ss[:, None] * S - np.outer(ss, ss @ S) / ss.sum()
+    assert info["cdf_scores"]["smooth-ns"] == pytest.approx(cdf_sure(gs, raw, sigma, J), rel=1e-9, abs=1e-15)

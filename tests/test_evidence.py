@@ -23,6 +23,7 @@ from reproductions.evidence import (
     paired_verdict,
     plan,
     render_full,
+    render_regret,
     render_summary,
     run_cells,
     summarize,
@@ -178,3 +179,26 @@ def test_counts_level_draws_have_the_mean_of_the_reports(kind, spec):
         C[i] = b.count_vector() if kind == "multinomial" else b.mechanism.support_counts(b.reports, b.counts)
     expected = n * (q + (p - q) * d.theta)
     assert np.all(np.abs(C.mean(axis=0) - expected) < 5 * (np.sqrt(n) / 2) / np.sqrt(m))
+
+
+def test_only_existing_and_rerun_restrict_what_runs(tmp_path):
+    """``only`` restricts the grid to named cells; ``existing_only`` runs no cell the folder lacks;
+    ``rerun`` computes the named columns again (the same values, since the estimator is unchanged)."""
+    base = 777
+    keys = [c["key"] for c in plan(SMALL)]
+    one = {**SMALL, "cells_dir": str(tmp_path / "c"), "only": keys[:1]}
+    assert [c["key"] for c in plan(one)] == keys[:1]
+    assert run_cells(one, base) == {"cells": 1, "reused": 0, "ran": 1}
+    every = {**SMALL, "cells_dir": one["cells_dir"], "existing_only": True}
+    assert run_cells(every, base) == {"cells": 1, "reused": 1, "ran": 0}
+    before = assemble([one["cells_dir"]], one)["cells"]
+    assert run_cells({**every, "rerun": ["norm-sub"]}, base)["cells"] == 1
+    after = assemble([one["cells_dir"]], one)["cells"]
+    assert _values(after) == _values(before)
+
+
+def test_regret_block_lists_every_judged_cell():
+    rec = {"name": "default-regret", "params": {**SMALL, "label": "default-regret"},
+           "results": assemble([], SMALL)}
+    text = render_regret(rec)
+    assert text.startswith("The default on the cells where it was behind") and "| cell | verdict |" in text

@@ -36,6 +36,9 @@ candidates ``g(f~)`` are
   per decade from :data:`MIN_BANDWIDTH` cells to half the longest side), the bandwidth with the
   smallest SURE.
 
+* on an integer line of at most :data:`CDF_MAX_CELLS` cells also ``norm-cut`` (Norm-Cut, normalized)
+  and ``power`` (Power's posterior means, normalized);
+
 and the one with the smallest Stein unbiased risk estimate (Stein, Ann. Statist. 9:1135-1151,
 1981) of its squared error is returned::
 
@@ -56,6 +59,23 @@ approximation. Base-Cut's hard threshold adds the jump ``T_v / H`` at ``f~_v = T
 divergence: ``Sigma_vv (T_v / H) p_v(T_v)`` with the density ``p_v`` of ``f~_v`` estimated by a
 normal density of variance ``Sigma_vv`` centred on ``f~_v`` (without it hard thresholding's SURE
 is optimistic).
+
+On an integer line of at most :data:`CDF_MAX_CELLS` cells the loss is instead the squared error of
+the cumulative distribution, ``||A (g - f)||^2`` with ``A`` the ``(k-1) x k`` partial sums (the
+earth mover's distance on a line is ``||A (g - f)||_1``, so this loss ranks candidates as the metric
+of ordered data does, where the squared error of the frequencies favoured PowerNS and heavy
+smoothing on spiky data), and the candidate with the smallest::
+
+    CDF-SURE(g) = ||A (g - f~)||^2 - tr(A Sigma A^T) + 2 tr(A J_g Sigma A^T)
+
+is returned (:func:`cdf_sure`; computed in ``O(k)`` per candidate from the structure of ``Sigma`` and
+``J``, plus ``O(k^2 log k)`` for the smoothing's dense term). The bandwidth
+of ``smooth-ns`` is still the one of smallest SURE of the frequencies' squared error (the CDF
+criterion barely separates bandwidths, whose effect is on the high frequencies, and its noise then
+chose too little smoothing on smooth data). The hard thresholds add their jumps as for Base-Cut,
+seen through ``M = A^T A``: ``Sigma_vv p_v(T_v) (T_v / H) (M_vv - (M g)_v)``; for Norm-Cut, when it
+dropped positive entries, with ``T_v`` the smallest kept value (an approximation: the cut's
+threshold moves with the data).
 
 Other observations (metric mechanisms such as the geometric and planar mechanisms, other finite
 channels, reports of several mechanisms). The candidates are the MLE and, on ordered domains, its
@@ -95,7 +115,14 @@ from localpriv.domains import CategoricalDomain
 from localpriv.estimators.em import DEFAULT_ACCELERATE, DEFAULT_DELTA, SCHEMES, em, log_likelihood
 from localpriv.estimators.ibu import ibu
 from localpriv.estimators.oracles import pure_parameters, support_counts
-from localpriv.estimators.postprocess import DEFAULT_LEVEL, cut_threshold, noise_variance, norm_sub, power_moments
+from localpriv.estimators.postprocess import (
+    DEFAULT_LEVEL,
+    cut_threshold,
+    noise_variance,
+    norm_cut,
+    norm_sub,
+    power_moments,
+)
 from localpriv.estimators.registry import Setting, register_estimator
 from localpriv.estimators.regularized import EMS_CV_DELTA, SmoothingPenalty, ordered_shape
 from localpriv.estimators.result import Fit
@@ -105,7 +132,7 @@ from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE",
            "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "sure_terms", "smoothing_diagonal",
-           "heat_smooth"]
+           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
 #: earlier: reaching it is reported as converged=False)
@@ -123,6 +150,11 @@ EMS_BUDGET = 150
 EMS_FINAL_BUDGET = 300
 #: PowerNS is a candidate up to this many cells (its numerical integration runs a grid of ~1,900 points per cell)
 POWER_MAX_CELLS = 256
+#: on an integer line of at most this many cells the candidates are scored by the SURE of the squared
+#: error of their cumulative distribution (O(k) per candidate, and O(k^2 log k) for the smoothing's
+#: dense term); above it, and on grids and categorical domains, by the SURE of the squared error of
+#: the frequencies (the dense term would take the default past twice the MLE's cost on long lines)
+CDF_MAX_CELLS = 256
 #: shrinkage weights towards the uniform distribution of the categorical held-out candidates
 SHRINKAGE = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 #: cells of the MLE at or below this count as outside its support (the engine's zeros are exact or ~1e-300)
@@ -208,6 +240,78 @@ def _ns_candidate(raw: np.ndarray, g: np.ndarray, D: np.ndarray, a: np.ndarray, 
     return _sure(g, raw, tr, sure_terms(D, a, n, s, s / m, s))
 
 
+def cdf_sure(g: np.ndarray, raw: np.ndarray, sigma: np.ndarray, J: np.ndarray, jump: float = 0.0) -> float:
+    """SURE of the squared error of the cumulative distribution on a line of ``k`` cells.
+
+    With ``A`` the ``(k-1) x k`` matrix of partial sums (``(A x)_r = x_0 + ... + x_r``; the earth
+    mover's distance is ``||A (g - f)||_1``), the loss ``||A (g(f~) - f)||^2`` has the unbiased
+    estimate (Stein's identity with ``M = A^T A``, ``f~ ~ N(f, Sigma)``)::
+
+        ||A (g - f~)||^2 - tr(A Sigma A^T) + 2 tr(A J Sigma A^T),
+
+    computed as ``sum((A J) * (A Sigma))`` for the trace (``O(k^2)``).
+
+    Parameters
+    ----------
+    g, raw : ndarray
+        The candidate ``g(f~)`` and ``f~`` (``k`` cells).
+    sigma : ndarray
+        ``Cov(f~)``, ``k x k``.
+    J : ndarray
+        ``dg / df~``, ``k x k``.
+    jump : float
+        The part of ``tr(M J Sigma)`` from a discontinuity of ``g`` (Base-Cut's threshold), added
+        to the trace.
+
+    Returns
+    -------
+    float
+    """
+    r = np.cumsum(np.asarray(g, dtype=float) - np.asarray(raw, dtype=float))[:-1]
+    a_sigma = np.cumsum(sigma, axis=0)[:-1]
+    a_j = np.cumsum(J, axis=0)[:-1]
+    tr_m_sigma = float(np.trace(np.cumsum(a_sigma, axis=1)[:, :-1]))
+    return float(r @ r) - tr_m_sigma + 2.0 * (float(np.sum(a_j * a_sigma)) + jump)
+
+
+def _cdf_sure_lowrank(g: np.ndarray, raw: np.ndarray, D: np.ndarray, a: np.ndarray, n: float, d: np.ndarray,
+                      u: np.ndarray, w: np.ndarray, jump: float = 0.0, extra: float = 0.0) -> float:
+    """:func:`cdf_sure` for ``Sigma = diag(D) - a a^T / n`` and ``J = diag(d) - u w^T`` in ``O(k)``:
+    with ``M = A^T A``, ``tr(M Sigma) = sum_v M_vv D_v - a.(M a)/n`` and
+    ``tr(M J Sigma) = sum_v M_vv d_v D_v - a.M(d a)/n - (w D).(M u) + (w.a) a.(M u)/n``;
+    ``extra`` is added to ``tr(M J Sigma)`` (the dense part of a smoother's Jacobian)."""
+    k = raw.size
+    mvv = np.maximum(k - 1 - np.arange(k), 0).astype(float)
+    r = np.cumsum(g - raw)[:-1]
+    ma, mu = _m_times(a), _m_times(u)
+    tr_m_sigma = float(np.dot(mvv, D) - np.dot(a, ma) / n)
+    tr_mj_sigma = float(np.dot(mvv, d * D) - np.dot(a, _m_times(d * a)) / n - np.dot(w * D, mu)
+                        + np.dot(w, a) * np.dot(a, mu) / n) + extra
+    return float(r @ r) - tr_m_sigma + 2.0 * (tr_mj_sigma + jump)
+
+
+def _cdf_smooth_extra(k: int, bandwidth: float, s: np.ndarray, D: np.ndarray, a: np.ndarray, n: float) -> float:
+    """``tr(M diag(s) S_h Sigma)``: the part of ``tr(M J Sigma)`` of ``J = J_NS S_h`` that is not of
+    the form ``diag(d) - u w^T`` (``D^T (M o S_h) s - (M a).(s o S_h a)/n``; dense ``S_h``, ``O(k^2 log k)``)."""
+    S = _dense_smoother(k, bandwidth)
+    idx = np.arange(k)
+    M = np.maximum(k - 1 - np.maximum.outer(idx, idx), 0).astype(float)
+    return float(D @ ((M * S) @ s) - np.dot(_m_times(a), s * heat_smooth(a, (k,), bandwidth)) / n)
+
+
+def _normal_mass(raw: np.ndarray, t: ArrayLike, var: np.ndarray) -> np.ndarray:
+    """``Sigma_vv p_v(t_v)``: the variance times the normal density (mean ``f~_v``, variance
+    ``Sigma_vv``) at the threshold ``t_v``."""
+    sd = np.sqrt(np.maximum(var, 1e-300))
+    return np.asarray(sd * np.exp(-0.5 * ((raw - t) / sd) ** 2) / math.sqrt(2 * math.pi))
+
+
+def _m_times(x: np.ndarray) -> np.ndarray:
+    """``M x = A^T A x`` (``A``: the ``(k-1) x k`` partial sums of :func:`cdf_sure`)."""
+    y = np.cumsum(x)[:-1]
+    return np.concatenate([np.cumsum(y[::-1])[::-1], [0.0]])
+
+
 def _covariance(block: ObservationBlock, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(D, a, pi)`` of ``Cov(f~) = diag(D) - a a^T / n`` (module docstring)."""
     p, q = pure_parameters(block.mechanism)
@@ -239,6 +343,15 @@ def _bandwidths(shape: tuple[int, ...]) -> np.ndarray:
     return np.geomspace(MIN_BANDWIDTH, top, num)
 
 
+def _dense_smoother(k: int, bandwidth: float) -> np.ndarray:
+    """``S_h`` of :func:`heat_smooth` on a line of ``k`` cells as a dense matrix (``O(k^2 log k)``)."""
+    from scipy.fft import dct, idct
+    if bandwidth <= 0 or k <= 1:
+        return np.eye(k)
+    C = dct(np.eye(k), type=2, norm="ortho", axis=0)
+    return np.asarray(idct(_heat_eigenvalues(k, bandwidth)[:, None] * C, type=2, norm="ortho", axis=0))
+
+
 def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: float) -> tuple[np.ndarray, dict[str, Any]]:
     """The candidates of one pure frequency oracle, scored by SURE (module docstring)."""
     p, q = pure_parameters(block.mechanism)
@@ -246,23 +359,35 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     raw = (support_counts(block) / n - q) / (p - q)
     D, a, _pi = _covariance(block, raw)
     tr = float(np.sum(D - a * a / n))
+    k = raw.size
+    ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
+    shape = ordered_shape(obs.domain, "auto") if ordered else (k,)
+    # on a short enough line: the SURE of the cumulative distribution's squared error decides
+    line = ordered and len(shape) == 1 and k <= CDF_MAX_CELLS
+    mvv = np.maximum(k - 1 - np.arange(k), 0).astype(float)  # the diagonal of M = A^T A
     cands: dict[str, np.ndarray] = {}
     scores: dict[str, float] = {}
+    cdf: dict[str, float] = {}
     # the MLE: a projection onto its support
     theta = np.asarray(mle.distribution, dtype=float)
     s = (theta > _ZERO).astype(float)
     scores["mle"] = _sure(theta, raw, tr, sure_terms(D, a, n, s, s / max(s.sum(), 1.0), s))
     cands["mle"] = theta
+    if line:
+        cdf["mle"] = _cdf_sure_lowrank(theta, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
     # Norm-Sub
     g = norm_sub(raw)
     cands["norm-sub"], scores["norm-sub"] = g, _ns_candidate(raw, g, D, a, n, tr)
-    ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
+    if line:
+        s = _ns_support(g)
+        cdf["norm-sub"] = _cdf_sure_lowrank(g, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
+    lam = 0.0
     if not ordered:
         # Norm-Sub shrunk towards the uniform distribution, (1 - l) g + l u: SURE is quadratic in l
         # (J = (1 - l) J_NS), its minimum over [0, 1] in closed form
         s = _ns_support(g)
         t_ns = sure_terms(D, a, n, s, s / max(s.sum(), 1.0), s)
-        u = np.full(raw.size, 1.0 / raw.size)
+        u = np.full(k, 1.0 / k)
         du = u - g
         denom = float(np.dot(du, du))
         lam = min(max((t_ns - float(np.dot(g - raw, du))) / denom, 0.0), 1.0) if denom > 0 else 0.0
@@ -278,26 +403,55 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         g = h / H
         # the jump of T_v at the threshold: Sigma_vv (T_v / H) times the density of f~_v at T_v,
         # estimated by a normal density centred on f~_v
-        sd = np.sqrt(np.maximum(D - a * a / n, 1e-300))
-        jump = float(np.sum(sd * (thr / H) * np.exp(-0.5 * ((raw - thr) / sd) ** 2)) / math.sqrt(2 * math.pi))
+        dens = _normal_mass(raw, thr, D - a * a / n)  # Sigma_vv p_v(T_v)
+        jump = float(np.sum(dens * (thr / H)))
         scores["base-cut"] = _sure(g, raw, tr, sure_terms(D, a, n, keep / H, h / H ** 2, keep) + jump)
+        if line:
+            # the jump (T_v / H)(e_v - g) seen through M = A^T A: (T_v / H)(M_vv - (M g)_v)
+            cdf["base-cut"] = _cdf_sure_lowrank(g, raw, D, a, n, keep / H, h / H ** 2, keep,
+                                                float(np.sum(dens * (thr / H) * (mvv - _m_times(g)))))
     else:
-        g = np.full(raw.size, 1.0 / raw.size)
+        g = np.full(k, 1.0 / k)
         scores["base-cut"] = _sure(g, raw, tr, 0.0)
+        if line:
+            zero = np.zeros(k)
+            cdf["base-cut"] = _cdf_sure_lowrank(g, raw, D, a, n, zero, zero, zero)
     cands["base-cut"] = g
-    # PowerNS: J = J_NS diag(m'), m' = posterior variance / sigma^2 (Tweedie)
-    if raw.size <= POWER_MAX_CELLS:
+    # Norm-Cut, normalized, on a line: h / sum h on the kept set S (negatives and the smallest entries
+    # past a sum of 1 dropped), J as Base-Cut's; where entries were dropped, the jump of the cut is
+    # charged as Base-Cut's with the threshold at the smallest kept value t
+    if line:
+        g = norm_cut(raw)
+        keep = (g > 0).astype(float)
+        H = float(g.sum())
+        if H > 0:
+            jump = 0.0
+            if (raw > 0).sum() > keep.sum():
+                t = float(g[g > 0].min())
+                jump = float(np.sum(_normal_mass(raw, t, D - a * a / n) * (t / H) * (mvv - _m_times(g / H))))
+            cands["norm-cut"] = g / H
+            scores["norm-cut"] = _sure(g / H, raw, tr, sure_terms(D, a, n, keep / H, g / H ** 2, keep))
+            cdf["norm-cut"] = _cdf_sure_lowrank(g / H, raw, D, a, n, keep / H, g / H ** 2, keep, jump)
+    # Power (normalized) and PowerNS: J = diag(m') / P - m m'^T / P^2 and J_NS diag(m'), m' = posterior
+    # variance / sigma^2 (Tweedie)
+    if k <= POWER_MAX_CELLS:
         mean, var, _a = power_moments(raw, s2, n, level=level)
+        slope = np.where(s2 > 0, var / np.where(s2 > 0, s2, 1.0), 0.0)
+        P = float(mean.sum())
+        if line and P > 0:  # Power, normalized: on a line (on categorical data its SURE choice measured no gain)
+            cands["power"] = mean / P
+            scores["power"] = _sure(mean / P, raw, tr, sure_terms(D, a, n, slope / P, mean / P ** 2, slope))
+            cdf["power"] = _cdf_sure_lowrank(mean / P, raw, D, a, n, slope / P, mean / P ** 2, slope)
         g = norm_sub(mean)
         sg = _ns_support(g)
-        slope = np.where(s2 > 0, var / np.where(s2 > 0, s2, 1.0), 0.0)
         cands["power-ns"] = g
         scores["power-ns"] = _sure(g, raw, tr, sure_terms(D, a, n, sg * slope, sg / max(sg.sum(), 1.0),
                                                           sg * slope))
+        if line:
+            cdf["power-ns"] = _cdf_sure_lowrank(g, raw, D, a, n, sg * slope, sg / max(sg.sum(), 1.0), sg * slope)
     # smoothed, then Norm-Sub, on ordered domains
     info: dict[str, Any] = {} if ordered else {"shrinkage": lam}
     if ordered:
-        shape = ordered_shape(obs.domain, "auto")
         curve: list[tuple[float, float, np.ndarray]] = []
         for bw in _bandwidths(shape):
             sm = heat_smooth(raw, shape, float(bw))
@@ -310,12 +464,25 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
             tr_sj = (float(np.dot(sg, diag * D - a * Sa / n))
                      - (float(np.dot(S1, D * sg)) - float(np.dot(sg, Sa)) * float(np.dot(a, sg)) / n) / m)
             curve.append((float(bw), _sure(g, raw, tr, tr_sj), g))
-        best_h, best_s, best_g = min(curve, key=lambda c: c[1])
+        # the bandwidth by the SURE of the squared error (on a line the CDF criterion then judges this
+        # smoothing against the other candidates; choosing the bandwidth by it measured worse)
+        best_h, best_s, best_g = min(curve, key=lambda t: t[1])
         cands["smooth-ns"], scores["smooth-ns"] = best_g, best_s
-        info = {"bandwidth": best_h, "bandwidths": [c[0] for c in curve], "bandwidth_sure": [c[1] for c in curve]}
-    choice = min(scores, key=lambda name: scores[name])
-    return cands[choice], {"rule": "smallest Stein unbiased risk estimate of the squared error of f~'s "
-                           "post-processing", "scores": scores, "choice": choice, "trace_sigma": tr, **info}
+        info = {"bandwidth": best_h, "bandwidths": [t[0] for t in curve], "bandwidth_sure": [t[1] for t in curve]}
+        if line:  # J = diag(s) S_h - s (S_h s)^T / |S|
+            sg = _ns_support(best_g)
+            cdf["smooth-ns"] = _cdf_sure_lowrank(best_g, raw, D, a, n, np.zeros(k), sg / max(sg.sum(), 1.0),
+                                                 heat_smooth(sg, (k,), best_h),
+                                                 extra=_cdf_smooth_extra(k, best_h, sg, D, a, n))
+    if line:
+        choice = min(cdf, key=lambda name: cdf[name])
+        rule = ("smallest Stein unbiased risk estimate of the squared error of the cumulative distribution "
+                "of f~'s post-processing")
+        info["cdf_scores"] = cdf
+    else:
+        choice = min(scores, key=lambda name: scores[name])
+        rule = "smallest Stein unbiased risk estimate of the squared error of f~'s post-processing"
+    return cands[choice], {"rule": rule, "scores": scores, "choice": choice, "trace_sigma": tr, **info}
 
 
 def _merged(block: ObservationBlock) -> tuple[np.ndarray, np.ndarray]:
