@@ -9,7 +9,7 @@ is the library's own path of the data (``docs/service.md``):
   mechanism's output space, the offending positions named), after the collection's
   :class:`~localpriv.service.policy.AdmissionPolicy` has admitted each group's mechanism by its computed
   privacy level;
-* its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
+* its reports are counted per distinct (mechanism, report) with NumPy (``numpy.unique``) and
   added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
 * an estimate reads the stored counts (never raw reports) as :class:`~localpriv.data.observations.Observations`
   through the counts-file checks and runs :func:`localpriv.estimators.estimate` in a job
@@ -45,7 +45,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from localpriv.analysis.shuffle import shuffle_epsilon
-from localpriv.data.aggregate import unique_counts
 from localpriv.data.formats import Source, hex_strings
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import batch_reports, validate_reports
@@ -388,7 +387,7 @@ class Collector:
         if not token:
             return None
         digest = sha256(token)
-        if self.is_admin(token):
+        if hmac.compare_digest(digest, self._admin_sha):  # is_admin, the hash computed once
             return Principal("admin", None, digest)
         try:
             col = self._fixed(name)[0]
@@ -555,17 +554,20 @@ class Collector:
             raise
         rows: list[tuple[str, str, int]] = []
         raw: list[tuple[int, str, str]] | None = [] if col["keep_raw"] else None
-        for mech, r in parts:
-            u, c = unique_counts(r, np.ones(r.shape[0], np.int64))
-            spec = str(mech)
+        specs = [str(mech) for mech, _r in parts]
+        for spec, (_mech, r) in zip(specs, parts):
+            # every report counts once: the distinct reports and their numbers (rows for bit vectors)
+            u, c = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
             rows.extend(zip([spec] * len(c), _text(u), c.tolist()))
             if raw is not None:
                 start = len(raw)
                 raw.extend(zip(range(start, start + r.shape[0]), [spec] * r.shape[0], _text(r)))
-        merged: dict = {}
-        for m, t, k in rows:  # the same mechanism in two groups: one row per pair
-            merged[(m, t)] = merged.get((m, t), 0) + k
-        counts = sorted((m, t, k) for (m, t), k in merged.items())
+        if len(set(specs)) < len(specs):  # the same mechanism in two groups: one row per pair
+            merged: dict = {}
+            for m, t, k in rows:
+                merged[(m, t)] = merged.get((m, t), 0) + k
+            rows = [(m, t, k) for (m, t), k in merged.items()]
+        counts = sorted(rows)
         digest = hashlib.sha256(json.dumps(counts, separators=(",", ":")).encode()).hexdigest()
         caps = None
         if device_id is not None:
