@@ -145,7 +145,7 @@ def _server(src: str, db: str, log: Path):
     os.environ["PYTHONPATH"] = src
     try:
         port = free_port()
-        proc = launch(db, port, log, ADMIN)
+        proc = launch(db, port, log, ADMIN, timeout=300)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
