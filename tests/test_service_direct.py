@@ -117,10 +117,10 @@ def test_debouncer_calls_once_per_quiet_period():
     assert calls == ["a", "b"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.recursive(st.integers(0, 9) | st.text("[]{}\"\\ab", max_size=4),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("ab[{", max_size=2), inner,
-                                                                                max_size=2), max_leaves=40),
+                                                                                max_size=2), max_leaves=10),
        st.integers(0, 2 * MAX_JSON_DEPTH))
 def test_read_json_refuses_exactly_past_the_depth(value, wraps):
     for _ in range(wraps):
