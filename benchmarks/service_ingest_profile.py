@@ -137,6 +137,81 @@ def measure(batches: int = 200, size: int = 1000, requests: int = 300) -> dict:
     return {"batches": batches, "reports_per_batch": size, "mechanism": SPEC, "ms_per_batch": out}
 
 
+def _server(src: str, db: str, log: Path):
+    """A ``localpriv serve`` child running the source tree ``src`` (its ``PYTHONPATH``), with one
+    collection; returns ``(process, url, ingest token)``."""
+    import httpx
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src
+    try:
+        port = free_port()
+        proc = launch(db, port, log, ADMIN, timeout=300)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    url = f"http://127.0.0.1:{port}"
+    info = httpx.post(f"{url}/v1/collections", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30,
+                      json={"name": "bench", "domain": "0..99", "policy": {"mechanisms": ["krr"], "max_eps": 2}}).json()
+    return proc, url, info["ingest_token"]
+
+
+def interleaved(base_src: str, src: str, batches: int = 200, size: int = 1000, block: int = 20) -> dict:
+    """The server's CPU per batch of two source trees (``base_src`` before, ``src`` after), each in
+    its own ``localpriv serve`` child, and the one-process SQLite floor, interleaved by blocks of
+    ``block`` batches (base, after, floor, base, after, floor, ...), so that a change of the
+    machine's load hits all three alike. Returns milliseconds of CPU per batch and the ratios."""
+    import httpx
+    rng = np.random.default_rng(0)
+    bodies = [json.dumps({"batch_id": f"b{j}", "groups": [{"mechanism": SPEC, "reports": rng.integers(0, 100, size)
+                                                            .tolist()}]}, separators=(",", ":")).encode()
+              for j in range(batches)]
+    counted = [_counts([(SPEC, np.asarray(json.loads(b)["groups"][0]["reports"], np.int64))])[0] for b in bodies]
+    cpu = {"before": 0.0, "after": 0.0, "floor": 0.0}
+    with tempfile.TemporaryDirectory(prefix="localpriv-ingest-interleaved-") as tmp:
+        con = sqlite3.connect(os.path.join(tmp, "floor.sqlite"), isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        con.execute("CREATE TABLE counts (collection TEXT NOT NULL, mechanism TEXT NOT NULL, report TEXT NOT NULL, "
+                    "count BIGINT NOT NULL, PRIMARY KEY (collection, mechanism, report))")
+        servers = {k: _server(s, os.path.join(tmp, f"{k}.sqlite"), Path(tmp) / f"{k}.log")
+                   for k, s in (("before", base_src), ("after", src))}
+        clients = {k: httpx.Client(timeout=60, headers={"Authorization": f"Bearer {tok}",
+                                                        "Content-Type": "application/json"})
+                   for k, (_p, _u, tok) in servers.items()}
+        try:
+            for k, (_proc, url, _tok) in servers.items():  # warm: the spec parsed, the connection open
+                clients[k].post(f"{url}/v1/collections/bench/batches", content=json.dumps(
+                    {"batch_id": "warm", "groups": [{"mechanism": SPEC, "reports": [1]}]}).encode())
+            for lo in range(0, batches, block):
+                for k, (proc, url, _tok) in servers.items():
+                    t = _cpu(proc.pid)
+                    for b in bodies[lo:lo + block]:
+                        r = clients[k].post(f"{url}/v1/collections/bench/batches", content=b)
+                        if r.status_code != 200:
+                            raise SystemExit(f"the {k} server refused a batch: {r.text[:200]}")
+                    cpu[k] += _cpu(proc.pid) - t
+                t = time.process_time()
+                for rows in counted[lo:lo + block]:
+                    con.execute("BEGIN IMMEDIATE")
+                    con.executemany("INSERT INTO counts VALUES ('bench', ?, ?, ?) ON CONFLICT (collection, mechanism, "
+                                    "report) DO UPDATE SET count = counts.count + excluded.count", rows)
+                    con.execute("COMMIT")
+                cpu["floor"] += time.process_time() - t
+        finally:
+            for k, (proc, _u, _t) in servers.items():
+                clients[k].close()
+                proc.kill()
+                proc.wait()
+            con.close()
+    ms = {f"{k}_ms": round(v / batches * 1e3, 4) for k, v in cpu.items()}
+    ms["ratio_before_to_floor"] = round(cpu["before"] / cpu["floor"], 2)
+    ms["ratio_after_to_floor"] = round(cpu["after"] / cpu["floor"], 2)
+    ms["ratio_after_to_before"] = round(cpu["after"] / cpu["before"], 3)
+    return {"batches": batches, "reports_per_batch": size, "block": block, "mechanism": SPEC, "ms_per_batch": ms}
+
+
 DECISION = Path(__file__).resolve().parent.parent / "docs" / "decisions" / "0065-ingest-cpu-against-a-sqlite-floor.md"
 STEPS = [("read_json_ms", "strict JSON (depth measured, then parsed)"), ("decode_batch_ms", "decode and check reports"),
          ("count_digest_and_rest_ms", "count, report text, digest, the rest"),
@@ -179,6 +254,70 @@ def write_docs(doc: dict, path: Path = DECISION) -> None:
     tmp.replace(path)
 
 
+INTERLEAVED_DECISION = DECISION.parent / "0075-ingest-without-the-routing-layers.md"
+INTERLEAVED_OUT = Path(__file__).resolve().parent / "results-service-ingest-interleaved.json"
+INTERLEAVED_ROWS = [("before_ms", "the server's CPU per batch, before"),
+                    ("after_ms", "the server's CPU per batch, after"),
+                    ("floor_ms", "floor: one-process SQLite upsert of the counts"),
+                    ("ratio_before_to_floor", "before / floor"), ("ratio_after_to_floor", "after / floor"),
+                    ("ratio_after_to_before", "after / before")]
+
+
+def interleaved_block(doc: dict) -> str:
+    """The table of decision 0075's ``service-ingest-interleaved`` block, from the JSON ``doc``."""
+    labels = list(doc["runs"])
+    runs = [doc["runs"][k] for k in labels]
+    head = "| CPU ms per batch (median of the rounds) | " + " | ".join(
+        f"{k} (before: {r.get('commit') or '?'}, {r['reports_per_batch']:,} reports, {r['batches']} batches, "
+        f"{r.get('rounds', 1)} rounds)" for k, r in zip(labels, runs))
+    lines = [head + " |", "|---|" + "---|" * len(runs)]
+    for key, words in INTERLEAVED_ROWS:
+        cells = [r["ms_per_batch"].get(key) for r in runs]
+        lines.append(f"| {words} | " + " | ".join("n/a" if c is None else (f"{c:.3g}x" if key.startswith("ratio")
+                                                                            else f"{c:.3g}") for c in cells) + " |")
+    loads = "; ".join(f"{k}: {', '.join(f'{x:.1f}' for x in r['load_before'])}" for k, r in zip(labels, runs))
+    return "\n".join(lines + ["", f"{doc['machine'].get('cpu')}, {doc['machine'].get('cores', '?')} cores, load "
+                              f"average before each run: {loads} (`benchmarks/{INTERLEAVED_OUT.name}`)."])
+
+
+def write_interleaved_docs(doc: dict, path: Path = INTERLEAVED_DECISION) -> None:
+    text = path.read_text()
+    pat = re.compile(r"(<!-- service-ingest-interleaved -->\n)(?:.*?\n)?(<!-- /service-ingest-interleaved -->)", re.S)
+    new, n = pat.subn(lambda m: m.group(1) + interleaved_block(doc) + "\n" + m.group(2), text)
+    if n != 1:
+        raise SystemExit(f"{path}: no <!-- service-ingest-interleaved --> block")
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(new)
+    tmp.replace(path)
+
+
+def main_interleaved(a: argparse.Namespace) -> None:
+    out = Path(a.out) if a.out else INTERLEAVED_OUT
+    if a.docs_only:
+        write_interleaved_docs(json.loads(out.read_text()))
+        return
+    if not (1 <= a.batches <= 10_000 and 1 <= a.size <= 100_000 and 1 <= a.rounds <= 20):
+        raise SystemExit("bounds: 1-10,000 batches of 1-100,000 reports, 1-20 rounds")
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    load = [round(x, 2) for x in os.getloadavg()]
+    rounds = [interleaved(a.interleave, src, a.batches, a.size) for _ in range(a.rounds)]
+    keys = rounds[0]["ms_per_batch"]
+    run = {"started": now(), "load_before": load, "commit": a.commit, "rounds": a.rounds,
+           **{k: v for k, v in rounds[0].items() if k != "ms_per_batch"},
+           "ms_per_batch": {k: round(float(np.median([r["ms_per_batch"][k] for r in rounds])), 4) for k in keys},
+           "ms_per_batch_rounds": [r["ms_per_batch"] for r in rounds],
+           "load_after": [round(x, 2) for x in os.getloadavg()]}
+    doc = json.loads(out.read_text()) if out.exists() else {"benchmark": "service-ingest-interleaved", "runs": {}}
+    doc["machine"] = machine()
+    doc["runs"][a.label or "smoke"] = run
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(out)
+    if INTERLEAVED_DECISION.exists():
+        write_interleaved_docs(doc)
+    print(json.dumps(run["ms_per_batch"], indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs-only", action="store_true", help="only rewrite the decision record's table from --out")
@@ -187,8 +326,16 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3, help="repetitions; the table shows each step's median")
     ap.add_argument("--commit", default=None, help="the commit the measured source is (recorded)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results-service-ingest-profile.json"))
+    ap.add_argument("--out", default=None, help="default: results-service-ingest-profile.json, or with "
+                    "--interleave results-service-ingest-interleaved.json")
+    ap.add_argument("--interleave", default=None, metavar="BASE_SRC",
+                    help="compare the server of the source tree BASE_SRC (before) with this tree's (after) and the "
+                         "floor, interleaved in one run (decision 0075's table)")
     a = ap.parse_args()
+    if a.interleave:
+        main_interleaved(a)
+        return
+    a.out = a.out or str(Path(__file__).resolve().parent / "results-service-ingest-profile.json")
     if a.docs_only:
         write_docs(json.loads(Path(a.out).read_text()))
         return

@@ -1,5 +1,6 @@
-"""The tables of docs/service.md (mixed load) and decision 0065 (ingest profile) are the rendering
-of the committed benchmark JSON, and every section of that JSON's report renders."""
+"""The tables of docs/service.md (mixed load), decision 0065 (ingest profile) and decision 0075
+(interleaved ingest) are the rendering of the committed benchmark JSON, and every section of that
+JSON's report renders."""
 import importlib.util
 import json
 import sys
@@ -30,3 +31,11 @@ def test_docs_tables_are_the_rendering_of_the_committed_json(script, result, doc
     mod = _load(script)
     block = mod.docs_block(json.loads((BENCH / result).read_text()))
     assert block in (ROOT / doc).read_text(), f"{doc} is stale: run `python benchmarks/{script}.py --docs-only`"
+
+
+def test_decision_0075_table_is_the_rendering_of_the_committed_json():
+    mod = _load("service_ingest_profile")
+    block = mod.interleaved_block(json.loads((BENCH / "results-service-ingest-interleaved.json").read_text()))
+    doc = ROOT / "docs/decisions/0075-ingest-without-the-routing-layers.md"
+    assert block in doc.read_text(), "decision 0075 is stale: run `python benchmarks/service_ingest_profile.py " \
+        "--interleave BASE_SRC --docs-only`"

@@ -9,7 +9,7 @@ is the library's own path of the data (``docs/service.md``):
   mechanism's output space, the offending positions named), after the collection's
   :class:`~localpriv.service.policy.AdmissionPolicy` has admitted each group's mechanism by its computed
   privacy level;
-* its reports are counted per distinct (mechanism, report) with NumPy (``aggregate.unique_counts``) and
+* its reports are counted per distinct (mechanism, report) with NumPy (``numpy.unique``) and
   added to the stored counts in one transaction with the batch id (:meth:`Store.ingest`);
 * an estimate reads the stored counts (never raw reports) as :class:`~localpriv.data.observations.Observations`
   through the counts-file checks and runs :func:`localpriv.estimators.estimate` in a job
@@ -45,7 +45,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from localpriv.analysis.shuffle import shuffle_epsilon
-from localpriv.data.aggregate import unique_counts
 from localpriv.data.formats import Source, hex_strings
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import batch_reports, validate_reports
@@ -80,6 +79,10 @@ MAX_REPORT_MECHANISMS = 64
 MAX_BATCH_REPORTS = 1_000_000
 #: JSON bodies nest at most this deep (a batch nests 3 deep, a collection 3): checked before parsing.
 MAX_JSON_DEPTH = 16
+#: The columns of a collection's row that never change after its creation (remembered by the collector).
+FIXED_COLUMNS = ("name", "domain", "policy", "ingest_token_sha256", "analyst_token_sha256", "keep_raw", "grp")
+#: Collections whose fixed columns the collector remembers, at most (all forgotten past it).
+MAX_REMEMBERED = 4096
 #: Batch ids: 1 to 128 characters of letters, digits and ``. _ : -`` (a UUID fits); the whole string.
 BATCH_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 #: Collection names: 1 to 64 ASCII letters, digits, ``_`` or ``-``, starting with a letter or digit.
@@ -204,7 +207,9 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
 def read_json(body: bytes, what: str = "the body") -> object:
     """Strict JSON: UTF-8, nested at most :data:`MAX_JSON_DEPTH` deep (measured before parsing), no
     ``NaN``/``Infinity``, no key twice in an object. Raises :class:`LocalPrivError` (one line)."""
-    depth = json_depth(body)
+    # no text nests deeper than its count of opening brackets and braces (a count in C, no copy):
+    # the depth is measured only for a body with more of them than the limit
+    depth = json_depth(body) if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH else 0
     if depth > MAX_JSON_DEPTH:
         raise LocalPrivError(f"{what} nests {depth} levels deep: at most {MAX_JSON_DEPTH}")
     try:
@@ -343,6 +348,7 @@ class Collector:
         self._cache_size = int(cache_size)
         self._lock = threading.Lock()
         self._policies: dict[str, tuple] = {}
+        self._fixed_rows: dict[str, tuple] = {}  # name -> (fixed columns, policy, domain): _fixed
         self.jobs = jobs if jobs is not None else JobPool()
         #: seconds an estimate request waits for its job before answering 202 with the job
         self.estimate_wait = float(estimate_wait)
@@ -381,10 +387,11 @@ class Collector:
         if not token:
             return None
         digest = sha256(token)
-        if self.is_admin(token):
+        if hmac.compare_digest(digest, self._admin_sha):  # is_admin, the hash computed once
             return Principal("admin", None, digest)
-        col = self.store.collection(name)
-        if col is None:
+        try:
+            col = self._fixed(name)[0]
+        except KeyError:
             return None
         if hmac.compare_digest(digest, col["analyst_token_sha256"]):
             return Principal("analyst", None, digest)
@@ -394,7 +401,7 @@ class Collector:
             return Principal("enroll", None, digest)
         dev = self.store.device(digest)
         if dev is not None:
-            _col, policy, _dom = self._setup(name)
+            _col, policy, _dom = self._fixed(name)
             if hmac.compare_digest(dev[1], device_group(name, policy)):
                 return Principal("device", dev[0], digest)
         return None
@@ -437,6 +444,31 @@ class Collector:
             self._policies[name] = cached
         return col, cached[1], cached[2]
 
+    def _fixed(self, name: str):
+        """``(fixed, policy, domain)`` of a collection: ``fixed`` its row's columns that never change
+        after creation (:data:`FIXED_COLUMNS`: tokens' hashes, domain, policy, ``keep_raw``, group),
+        read once and remembered (at most :data:`MAX_REMEMBERED` collections, forgotten all past
+        it), so that a batch reads no row before its write transaction. ``KeyError`` if there is
+        no such collection (never remembered: another server may create it)."""
+        cached = self._fixed_rows.get(name)
+        if cached is not None:
+            return cached
+        col, policy, domain = self._setup(name)
+        cached = ({k: col[k] for k in FIXED_COLUMNS}, policy, domain)
+        with self._lock:
+            if len(self._fixed_rows) >= MAX_REMEMBERED:
+                self._fixed_rows.clear()
+            self._fixed_rows[name] = cached
+        return cached
+
+    def exists(self, name: str) -> bool:
+        """Is there a collection ``name`` (a remembered one without reading the store)?"""
+        try:
+            self._fixed(name)
+        except KeyError:
+            return False
+        return True
+
     def describe(self, name: str) -> dict:
         col = self.store.collection(name)
         if col is None:
@@ -460,7 +492,7 @@ class Collector:
     def enroll(self, name: str) -> dict:
         """A new enrollment token of collection ``name`` (shown once, stored hashed): devices
         register with it (:meth:`register`)."""
-        _col, policy, _dom = self._setup(name)
+        _col, policy, _dom = self._fixed(name)
         token = secrets.token_urlsafe(32)
         self.store.add_enrollment(name, sha256(token))
         return {"collection": name, "group": device_group(name, policy), "enrollment_token": token}
@@ -468,7 +500,7 @@ class Collector:
     def register(self, name: str, who: Principal) -> dict:
         """Register a new device with the enrollment token ``who`` of collection ``name``; returns
         its ``device_id`` and ``device_token`` (shown once, stored hashed) and its device group."""
-        _col, policy, _dom = self._setup(name)
+        _col, policy, _dom = self._fixed(name)
         self.check_rate(name, who.key, policy)
         group = device_group(name, policy)
         device_id, token = secrets.token_hex(16), secrets.token_urlsafe(32)
@@ -479,7 +511,7 @@ class Collector:
         """Count one request of token ``key`` against the collection's rate limit
         (:class:`RateLimited` past it)."""
         if policy is None:
-            _col, policy, _dom = self._setup(name)
+            _col, policy, _dom = self._fixed(name)
         try:
             self.limiter.request(key, policy.rate_limit)
         except RateLimited:
@@ -498,7 +530,7 @@ class Collector:
         ``who``: the token that posted it (``None``: a trusted caller, no limits). A device
         token's batch is charged to its device in the same transaction (:meth:`Store.ingest`);
         past a budget :class:`OverBudget`, past a rate limit :class:`RateLimited`."""
-        col, policy, domain = self._setup(name)
+        col, policy, domain = self._fixed(name)
         device_id = who.device_id if who is not None else None
         budget = policy.budget
         if who is not None:
@@ -522,17 +554,20 @@ class Collector:
             raise
         rows: list[tuple[str, str, int]] = []
         raw: list[tuple[int, str, str]] | None = [] if col["keep_raw"] else None
-        for mech, r in parts:
-            u, c = unique_counts(r, np.ones(r.shape[0], np.int64))
-            spec = str(mech)
+        specs = [str(mech) for mech, _r in parts]
+        for spec, (_mech, r) in zip(specs, parts):
+            # every report counts once: the distinct reports and their numbers (rows for bit vectors)
+            u, c = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
             rows.extend(zip([spec] * len(c), _text(u), c.tolist()))
             if raw is not None:
                 start = len(raw)
                 raw.extend(zip(range(start, start + r.shape[0]), [spec] * r.shape[0], _text(r)))
-        merged: dict = {}
-        for m, t, k in rows:  # the same mechanism in two groups: one row per pair
-            merged[(m, t)] = merged.get((m, t), 0) + k
-        counts = sorted((m, t, k) for (m, t), k in merged.items())
+        if len(set(specs)) < len(specs):  # the same mechanism in two groups: one row per pair
+            merged: dict = {}
+            for m, t, k in rows:
+                merged[(m, t)] = merged.get((m, t), 0) + k
+            rows = [(m, t, k) for (m, t), k in merged.items()]
+        counts = sorted(rows)
         digest = hashlib.sha256(json.dumps(counts, separators=(",", ":")).encode()).hexdigest()
         caps = None
         if device_id is not None:
@@ -577,7 +612,7 @@ class Collector:
     # ---- reading ----------------------------------------------------------------------------
     def observations(self, name: str):
         """``(counts version, Observations or None)`` from the stored counts (one snapshot)."""
-        _col, _policy, domain = self._setup(name)
+        _col, _policy, domain = self._fixed(name)
         version, rows = self.store.counts(name)
         if not rows:
             return version, None

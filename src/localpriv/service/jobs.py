@@ -308,12 +308,13 @@ class Debouncer:
         with self._lock:
             if self._closing:
                 return
-            first = self._due.get(name, (now, now))[0]
-            self._due[name] = (first, now)
+            known = self._due.get(name)
+            self._due[name] = (now if known is None else known[0], now)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="localpriv-refresh", daemon=True)
                 self._thread.start()
-            self._lock.notify()
+            if known is None:  # a name already waiting is due no earlier than the thread's wake-up
+                self._lock.notify()  # (which recomputes it): only a new name wakes the thread
 
     def _next(self) -> str | None:
         with self._lock:

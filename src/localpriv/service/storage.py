@@ -43,6 +43,8 @@ __all__ = ["Store", "open_store", "MIGRATIONS", "SCHEMA_VERSION", "BatchResult",
 
 #: Devices registered in one device group, at most (registration past it is refused).
 MAX_DEVICES = 1_000_000
+#: SQLite reads ``UPDATE ... RETURNING`` from version 3.35 (PostgreSQL always)
+RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 
 #: Migrations: ``(version, statements)``; a store at version ``v`` runs every step above ``v``.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -386,17 +388,21 @@ class Store:
         with self.transaction(write=True) as c:
             if device_id is not None and c.pg:  # serialize a device's charges (SQLite: one writer anyway)
                 c.execute("SELECT device_id FROM devices WHERE device_id = ? FOR UPDATE", (device_id,))
-            prev = c.execute("SELECT n_reports, digest, device_id FROM batches WHERE collection = ? AND batch_id = ?",
-                             (name, batch_id)).fetchone()
-            if prev is not None:
+            charge = float(caps.eps) if device_id is not None and caps is not None else 0.0
+            # the batch id first: a new one is inserted (rolled back with the rest on any refusal
+            # below), a known one changes nothing (one statement for a new batch, not a read and a write)
+            new = c.execute("INSERT INTO batches (collection, batch_id, n_reports, digest, received, device_id, eps) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (collection, batch_id) DO NOTHING",
+                            (name, batch_id, int(n), digest, time.time(), device_id, charge)).rowcount
+            if new != 1:
+                prev = c.execute("SELECT n_reports, digest, device_id FROM batches WHERE collection = ? AND "
+                                 "batch_id = ?", (name, batch_id)).fetchone()
                 if prev[1] != digest or prev[2] != device_id:  # another batch, or another sender's
                     raise ValueError(batch_id)
                 c.execute("UPDATE collections SET n_duplicates = n_duplicates + 1 WHERE name = ?", (name,))
                 v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
                 return BatchResult("duplicate", int(prev[0]), int(v))
-            charge = 0.0
             if device_id is not None and caps is not None:
-                charge = float(caps.eps)
                 here = c.execute("SELECT eps FROM spending WHERE device_id = ? AND collection = ? AND period_start = ?",
                                  (device_id, name, caps.period_start)).fetchone()
                 spent = float(here[0]) if here else 0.0
@@ -418,17 +424,19 @@ class Store:
                           "VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (device_id, collection, period_start) DO UPDATE "
                           "SET eps = spending.eps + excluded.eps, reports = spending.reports + excluded.reports, "
                           "batches = spending.batches + 1", (device_id, name, caps.period_start, charge, int(n)))
-            c.execute("INSERT INTO batches (collection, batch_id, n_reports, digest, received, device_id, eps) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (name, batch_id, int(n), digest, time.time(), device_id, charge))
             c.executemany("INSERT INTO counts (collection, mechanism, report, count) VALUES (?, ?, ?, ?) "
                           "ON CONFLICT (collection, mechanism, report) DO UPDATE SET count = counts.count + "
                           "excluded.count", [(name, m, r, int(k)) for m, r, k in counts])
             if raw:
                 c.executemany("INSERT INTO raw_reports (collection, batch_id, seq, mechanism, report) "
                               "VALUES (?, ?, ?, ?, ?)", [(name, batch_id, s, m, r) for s, m, r in raw])
-            c.execute("UPDATE collections SET version = version + 1, n_reports = n_reports + ?, "
-                      "n_batches = n_batches + 1, last_ingest = ? WHERE name = ?", (int(n), time.time(), name))
-            v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
+            bump = ("UPDATE collections SET version = version + 1, n_reports = n_reports + ?, n_batches = n_batches "
+                    "+ 1, last_ingest = ? WHERE name = ?")
+            if c.pg or RETURNING:  # the new version from the update itself
+                v = c.execute(bump + " RETURNING version", (int(n), time.time(), name)).fetchall()[0][0]
+            else:
+                c.execute(bump, (int(n), time.time(), name))
+                v = c.execute("SELECT version FROM collections WHERE name = ?", (name,)).fetchone()[0]
         return BatchResult("accepted", int(n), int(v))
 
     def refused(self, name: str, n_reports: int, over_budget: bool = False) -> None:
