@@ -7,8 +7,8 @@ from scipy import stats
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import IntegerDomain
 from localpriv.inference import estimate
-from localpriv.inference.simulation import simulate_block
 from localpriv.inference import uncertainty as uncertainty_module
+from localpriv.inference.simulation import simulate_block
 from localpriv.inference.uncertainty import IntervalWarning, lack_of_fit
 from localpriv.mechanisms import parse
 
