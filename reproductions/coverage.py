@@ -87,9 +87,12 @@ SETTINGS = [
 #: n = 10, 100 and 1,000 (every (setting, n) cell its own generator: a run split by setting or by
 #: n and merged equals one run); two estimators, the MLE by SQUAREM without the Newton finish (at
 #: n = 10 the finish takes ~1,000 face solves per refit of the face bootstrap: ~100 s per run)
-#: and the default on this ordered domain, EMS (intervals anchored on the MLE). CPU per run on
-#: one core (one run each, k-RR / OUE / geometric, n = 10, 100, 1,000): ~0.2 / 1.5 / 1.2 s,
-#: ~1.9 / 1.2 / 3.9 s, ~7 / 15 / - s for the MLE
+#: and the default on this ordered domain, EMS (intervals anchored on the MLE). The profile bounds
+#: search all cells at once (one row per cell) and the geometric block takes its products from its
+#: dense 100 x 100 matrix; what remains of a geometric run is the face bootstrap's 60 SQUAREM refits.
+#: ``cell_seconds`` (default None: every cell runs ``runs`` times) stops a cell after the run during
+#: which its wall time passes that budget: its ``runs`` in the JSON are the runs done, the first runs
+#: of its generator, so a rerun with ``max_runs`` set to them reproduces the cell
 SMALL_MECHANISMS = (("k-RR", "krr(eps=2.0)"), ("OUE", "oue(eps=2.0)"), ("geometric", "geometric(eps=0.2,lo=0,hi=99)"))
 SMALL_SETTINGS = [
     {"name": f"{mech} {truth}", "data": truth, "mechanisms": [spec], "fit": {"accelerate": "squarem"}}
@@ -172,7 +175,12 @@ def _compute(params, rng, progress):
             hits = {lv: {"mean": 0, "median": 0, "cells": np.zeros(theta.size), "mean_width": 0.0,
                          "median_width": 0.0, "cells_width": 0.0} for lv in levels}
             not_conv = 0
+            budget = params.get("cell_seconds")
+            done = 0
             for _ in progress(range(R), f"{setting['name']} n={n}"):
+                if budget is not None and done and time.perf_counter() - t0 >= float(budget):
+                    break  # the cell's time budget is spent: its first `done` runs (stated as its runs)
+                done += 1
                 rec, conv = _one(setting, dom, theta, values, int(n), levels, cell_rng, true_median)
                 not_conv += not conv
                 for lv in levels:
@@ -185,6 +193,7 @@ def _compute(params, rng, progress):
                     if ordered:
                         h["median"] += rec[lv]["median"]
                         h["median_width"] += rec[lv]["median_width"]
+            R = done
             cell = {}
             for lv in levels:
                 h = hits[lv]
@@ -301,15 +310,31 @@ def merge(paths, out, replace: bool = False) -> dict:
     return record
 
 
-def _cov(c: dict, stat: str) -> str:
+def mc_se(coverage: float, runs: int) -> float:
+    """The Monte-Carlo standard error of a coverage measured over ``runs`` runs,
+    ``sqrt(c (1 - c) / runs)``, with ``c`` kept within ``[1 / runs, 1 - 1 / runs]`` (a coverage of
+    0 or 1 gets the error of one run the other way, not 0). For the cells' average (an average of
+    correlated hits per run) it is an upper bound: a variable in ``[0, 1]`` with mean ``c`` has
+    variance at most ``c (1 - c)``."""
+    r = max(int(runs), 1)
+    c = min(max(float(coverage), 1.0 / r), 1.0 - 1.0 / r) if r > 1 else 0.5
+    return float(np.sqrt(c * (1.0 - c) / r))
+
+
+def _pm(v: float, runs: int) -> str:
+    return f"{v:.3f} ±{mc_se(v, runs):.3f}"
+
+
+def _cov(c: dict, stat: str, runs: int) -> str:
     a, b = c["0.95"].get(stat), c["0.9"].get(stat)
-    return "-" if a is None else f"{a:.3f} / {b:.3f}"
+    return "-" if a is None else f"{_pm(a, runs)} / {_pm(b, runs)}"
 
 
 def table_markdown(record: dict) -> str:
     """The coverage table of docs/uncertainty.md, rendered from a ``coverage`` record: one row per
     (setting, n) with its runs, the coverage of the nominal 95 % / 90 % intervals of the mean and
     the median, the cells' average (worst cell) and the mean width of the 95 % interval of the mean.
+    Every coverage carries its Monte-Carlo standard error over the row's runs (:func:`mc_se`).
     Misses of the targets (:data:`TARGETS`) are marked ``under`` or ``over``, and
     ``(significant)`` when beyond the band by more than the coverage's own noise
     (:func:`check_targets`)."""
@@ -319,21 +344,21 @@ def table_markdown(record: dict) -> str:
         miss_dirs.setdefault((m["setting"], int(m["n"])), set()).add(
             f"{m['statistic'].replace('cells_average', 'cells')} {int(round(100 * m['level']))} {m['direction']}"
             + (" **(significant)**" if m.get("significant") else ""))
-    lines = ["| setting | estimator | n | runs (binomial sd at 95 %) | mean 95 / 90 | median 95 / 90 | "
-             "cells avg (worst) 95 | cells avg 90 | mean width 95 | misses of the targets |",
+    lines = ["| setting | estimator | n | runs | mean 95 / 90 (± MC se) | median 95 / 90 (± MC se) | "
+             "cells avg 95 ± MC se (worst) | cells avg 90 ± MC se | mean width 95 | misses of the targets |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     ran = {st["name"]: st for st in record.get("params", {}).get("settings", [])}
     for name, s in record["results"]["settings"].items():
         estimator = s.get("estimator") or ran.get(name, {}).get("estimator", "ibu")
         for n, cell in s["by_n"].items():
             c = cell["coverage"]
-            sd = 100 * c["0.95"]["binomial_sd"]
+            R = int(cell["runs"])
             width = c["0.95"].get("mean_width")
             miss = ", ".join(sorted(miss_dirs.get((name, int(n)), ()))) or "none"
             lines.append(
-                f"| {name} | {estimator} | {int(n):,} | {cell['runs']} ({sd:.1f} points) | "
-                f"{_cov(c, 'mean')} | {_cov(c, 'median')} | {c['0.95']['cells_average']:.3f} "
-                f"({c['0.95']['cells_worst']:.2f}) | {c['0.9']['cells_average']:.3f} | "
+                f"| {name} | {estimator} | {int(n):,} | {R} | "
+                f"{_cov(c, 'mean', R)} | {_cov(c, 'median', R)} | {_pm(c['0.95']['cells_average'], R)} "
+                f"({c['0.95']['cells_worst']:.2f}) | {_pm(c['0.9']['cells_average'], R)} | "
                 f"{'-' if width is None else f'{width:.3g} ' + units.get(s['data'], '')} | {miss} |")
     return "\n".join(lines)
 
@@ -417,7 +442,8 @@ register_experiment(Experiment(
     name="coverage-small",
     description=("Coverage of the 90%/95% intervals (mean, median, cells) of the MLE at small n on sparse and "
                  "concentrated truths (the boundary of the simplex)"),
-    defaults={"settings": SMALL_SETTINGS, "n": [10, 100, 1000], "runs": 100, "levels": [0.9, 0.95]},
+    defaults={"settings": SMALL_SETTINGS, "n": [10, 100, 1000], "runs": 100, "levels": [0.9, 0.95],
+              "cell_seconds": None},
     quick={"settings": SMALL_SETTINGS[:1], "n": [100], "runs": 8},
     compute=_compute,
     plot=_plot,

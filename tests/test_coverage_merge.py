@@ -61,7 +61,16 @@ def test_table_marks_misses_of_the_targets():
     rec["results"]["missed_targets"] = C.check_targets(rec["results"])
     row = C.table_markdown(rec).splitlines()[-1]
     assert row.endswith("| mean 90 under, mean 95 under **(significant)** |")
-    assert "0.800 / 0.800" in row and "2 years" in row
+    # every coverage with its Monte-Carlo se over the row's 10 runs: sqrt(0.8 * 0.2 / 10) = 0.126
+    assert "0.800 ±0.126 / 0.800 ±0.126" in row and "2 years" in row and "| 10 |" in row
+
+
+def test_monte_carlo_se_of_a_coverage():
+    assert C.mc_se(0.9, 100) == pytest.approx(0.03)
+    # 0 or 1 over R runs: the error of one run the other way, never 0
+    assert C.mc_se(1.0, 100) == pytest.approx(C.mc_se(0.99, 100)) == C.mc_se(0.0, 100)
+    assert C.mc_se(1.0, 100) > 0
+    assert C.mc_se(0.5, 1) == 0.5
 
 
 def test_a_miss_is_significant_only_beyond_the_noise_of_the_coverage():

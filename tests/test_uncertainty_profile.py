@@ -7,6 +7,7 @@ from scipy import stats
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.domains import IntegerDomain
 from localpriv.inference import estimate
+from localpriv.inference import uncertainty as uncertainty_module
 from localpriv.inference.simulation import simulate_block
 from localpriv.inference.uncertainty import IntervalWarning, lack_of_fit
 from localpriv.mechanisms import parse
@@ -79,12 +80,39 @@ def test_zero_cells_cover_on_a_sparse_truth():
     assert missed <= 0.05 * tried + 3 * np.sqrt(0.05 * 0.95 * tried)
 
 
-def test_small_n_is_flagged():
-    mech = parse("krr(eps=2)", DOM)
+#: the mechanisms of ``localpriv reproduce coverage-small`` (reproductions/coverage.py)
+SMALL_SPECS = ["krr(eps=2)", "oue(eps=2)", "geometric(eps=0.2,lo=0,hi=99)"]
+
+
+@pytest.mark.parametrize("spec", SMALL_SPECS)
+@pytest.mark.parametrize("method", ["ibu", "ems"])
+def test_small_n_is_flagged(spec, method):
+    # every row of the small-n table under 100 reports carries the warning, whatever the
+    # mechanism, for the MLE and for the default of an ordered domain (anchored on the MLE)
+    mech = parse(spec, DOM)
     obs = Observations([simulate_block(mech, np.full(DOM.size, 0.01), 20, np.random.default_rng(1))], DOM)
     with pytest.warns(IntervalWarning, match="only 20 reports"):
-        u = estimate(obs, "ibu").uncertainty()
+        u = estimate(obs, method).uncertainty()
     assert "small_n" in u.flags
+
+
+@pytest.mark.parametrize("spec", SMALL_SPECS)
+def test_profile_rows_equal_the_one_cell_search(spec, monkeypatch):
+    # all cells searched at once (rows of a matrix) take the same brackets as one cell after the
+    # other: the same points, the same decisions (equal up to the products' round-off)
+    theta = np.zeros(DOM.size)
+    theta[[10, 30, 50, 70, 90]] = 0.2
+    obs = Observations([simulate_block(parse(spec, DOM), theta, 40, np.random.default_rng(4))], DOM)
+    with pytest.warns(IntervalWarning):
+        u = estimate(obs, "ibu", accelerate="squarem").uncertainty()
+    blocks, cells = u.extra["profile"]["blocks"], np.arange(0, DOM.size, 3)
+    assert uncertainty_module._row_likelihood(blocks) is not None
+    rows = uncertainty_module.profile_bounds(blocks, u.theta, cells, 0.9)
+    monkeypatch.setattr(uncertainty_module, "PROFILE_DENSE_MAX", 0)
+    assert uncertainty_module._row_likelihood(blocks) is None
+    one = uncertainty_module.profile_bounds(blocks, u.theta, cells, 0.9)
+    for got, want in zip(rows, one):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300)
 
 
 def test_data_from_another_mechanism_are_flagged():
