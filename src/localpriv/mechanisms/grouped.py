@@ -52,8 +52,9 @@ from numpy.typing import ArrayLike
 
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.likelihood.product import GroupedBlock, GroupedOracleBlock
-from localpriv.mechanisms.base import Mechanism, format_spec, parse, register
+from localpriv.mechanisms.base import Mechanism, parse, register
 from localpriv.mechanisms.krr import KRR
+from localpriv.mechanisms.multiattr import product_spec_params, spec_with_oracle
 from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.mechanisms.unary import PureProtocol
 from localpriv.utils.validation import LocalPrivError, check_rng
@@ -224,23 +225,7 @@ class GroupedMechanism(Mechanism):
     @classmethod
     def from_params(cls, params: dict[str, Any], domain: Domain | None = None) -> Mechanism:
         """Build from spec parameters; ``shape`` comes from a product domain when left out."""
-        params = dict(params)
-        if "_0" in params:
-            if "oracle" in params:
-                raise LocalPrivError(f"{cls.spec_name}: the oracle is given twice")
-            params["oracle"] = params.pop("_0")
-        accepted = {"oracle", "shape", *cls.extra}
-        unknown = set(params) - accepted
-        if unknown:
-            raise LocalPrivError(f"{cls.spec_name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
-                                 f"accepted: {', '.join(['oracle', 'shape', *cls.extra])}")
-        if "shape" not in params:
-            shape = getattr(domain, "shape", None)
-            if shape is None:
-                raise LocalPrivError(f"{cls.spec_name}: give shape=[k_1,...,k_d] or a product domain")
-            params["shape"] = list(shape)
-        if "oracle" not in params:
-            raise LocalPrivError(f"{cls.spec_name}: missing the oracle, e.g. {cls.spec_name}(krr(eps=1.0))")
+        params = product_spec_params(cls.spec_name, params, domain, list(cls.extra))
         return cls(**params)
 
     def params(self) -> dict[str, Any]:
@@ -252,10 +237,7 @@ class GroupedMechanism(Mechanism):
         return dict(self.settings)
 
     def __str__(self) -> str:
-        params = self.params()
-        oracle = str(params.pop("oracle"))
-        rest = format_spec(self.spec_name, params)
-        return f"{self.spec_name}(oracle={oracle},{rest[len(self.spec_name) + 1:]}"
+        return spec_with_oracle(self.spec_name, self.params())
 
     # ---- outputs ------------------------------------------------------------------------------
     @property

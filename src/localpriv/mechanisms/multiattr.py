@@ -97,6 +97,39 @@ def _oracle_specs(oracle: object, d: int) -> list[str]:
     return items
 
 
+def product_spec_params(name: str, params: dict[str, Any], domain: Domain | None,
+                        accepted: Sequence[str], listed: Sequence[str] | None = None) -> dict[str, Any]:
+    """Spec parameters of a protocol over a product domain, checked: the oracle (given by name or
+    as the first positional argument, once), ``shape`` (from a product domain when left out) and the
+    protocol's own ``accepted`` names (the refusal lists ``listed`` when given: names accepted here
+    but refused later with a more precise message are left out); anything else is refused in one line."""
+    params = dict(params)
+    if "_0" in params:
+        if "oracle" in params:
+            raise LocalPrivError(f"{name}: the oracle is given twice")
+        params["oracle"] = params.pop("_0")
+    unknown = set(params) - {"oracle", "shape", *accepted}
+    if unknown:
+        raise LocalPrivError(f"{name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
+                             f"accepted: {', '.join(['oracle', 'shape', *(accepted if listed is None else listed)])}")
+    if "shape" not in params:
+        shape = getattr(domain, "shape", None)
+        if shape is None:
+            raise LocalPrivError(f"{name}: give shape=[k_1,...,k_d] or a product domain")
+        params["shape"] = list(shape)
+    if "oracle" not in params:
+        raise LocalPrivError(f"{name}: missing the oracle, e.g. {name}(krr(eps=1.0))")
+    return params
+
+
+def spec_with_oracle(name: str, params: dict[str, Any]) -> str:
+    """The spec string ``name(oracle=...,rest)``: the oracle's own spec verbatim, the rest formatted."""
+    params = dict(params)
+    oracle = str(params.pop("oracle"))
+    rest = format_spec(name, params)
+    return f"{name}(oracle={oracle},{rest[len(name) + 1:]}"
+
+
 class MultiAttributeMechanism(Mechanism):
     """Base of the protocols: ``d`` attributes of sizes ``shape``, one oracle each.
 
@@ -185,22 +218,8 @@ class MultiAttributeMechanism(Mechanism):
     @classmethod
     def from_params(cls, params: dict[str, Any], domain: Domain | None = None) -> Mechanism:
         """Build from spec parameters; ``shape`` comes from a product domain when left out."""
-        params = dict(params)
-        if "_0" in params:
-            if "oracle" in params:
-                raise LocalPrivError(f"{cls.spec_name}: the oracle is given twice")
-            params["oracle"] = params.pop("_0")
-        unknown = set(params) - {"oracle", "shape", "prior"}
-        if unknown:
-            raise LocalPrivError(f"{cls.spec_name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
-                                 "accepted: oracle, shape" + (", prior" if cls.kind == "rsrfd" else ""))
-        if "shape" not in params:
-            shape = getattr(domain, "shape", None)
-            if shape is None:
-                raise LocalPrivError(f"{cls.spec_name}: give shape=[k_1,...,k_d] or a product domain")
-            params["shape"] = list(shape)
-        if "oracle" not in params:
-            raise LocalPrivError(f"{cls.spec_name}: missing the oracle, e.g. {cls.spec_name}(krr(eps=1.0))")
+        params = product_spec_params(cls.spec_name, params, domain, ["prior"],
+                                     listed=["prior"] if cls.kind == "rsrfd" else [])
         return cls(**params)
 
     def params(self) -> dict[str, Any]:
@@ -212,10 +231,7 @@ class MultiAttributeMechanism(Mechanism):
         return out
 
     def __str__(self) -> str:
-        params = self.params()
-        oracle = str(params.pop("oracle"))
-        rest = format_spec(self.spec_name, params)
-        return f"{self.spec_name}(oracle={oracle},{rest[len(self.spec_name) + 1:]}"
+        return spec_with_oracle(self.spec_name, self.params())
 
     # ---- outputs ----------------------------------------------------------------------------
     @property
