@@ -88,7 +88,11 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
   function of the variances alone); the prediction is the median, the interval runs from the
   ``1/(runs+1)`` to the ``runs/(runs+1)`` quantile, so that it has the same probability
   ``(runs - 1)/(runs + 1)`` of holding one run's error as a simulated row's. The normal law holds
-  when every support count is large (``n q*`` well above 1).
+  when every support count is large (``n q*`` well above 1). Above 1,000 values the covariance is
+  not built: the draws use its diagonal-plus-rank-3 structure (:func:`mi_normal_draws`, ``O(k)``
+  per draw), and on grids the model draws ``runs`` vectors (each EMD a transport program) and is
+  used for k-RR, OUE and SS where the per-user simulation through MI-P exceeds
+  :data:`PER_USER_BUDGET`.
 
 Goals (``goal``; default :func:`default_goal`: ``emd`` on ordered domains, ``tv`` on categorical
 ones) and their error, for an estimate ``hat`` of ``theta``:
