@@ -427,3 +427,13 @@ def test_mi_normal_draws_have_the_mi_covariance(spec):
     L = mi_normal_draws(mech, theta, 1000, k, Identity())
     cov = mi_covariance(mech, theta, 1000)
     assert np.allclose(L.T @ L, cov, rtol=1e-9, atol=1e-12 * float(np.abs(cov).max()))
+
+
+def test_grid_above_per_user_budget_is_answered_by_the_analytic_model():
+    """A grid of more than 1,000 cells at n x k above PER_USER_BUDGET: OUE and SS (per-user reports)
+    are ranked by the analytic model with ``runs`` draws, not refused."""
+    adv = advise("grid(lat0=40.5,lon0=-74.0,nrows=32,ncols=33,cell_km=1.0)", eps_ldp=1.0, n=100_000,
+                 goal="mean", mechanisms=["oue", "ss"], rng=0)
+    assert {r.how for r in adv.rows} == {"analytic"}
+    assert {r.runs for r in adv.rows} == {adv.runs}
+    assert len(adv.rows) == 2
