@@ -409,3 +409,31 @@ def test_simulated_rows_use_the_default_estimator_and_grid_emd_is_exact():
     est = np.random.default_rng(4).dirichlet(np.ones(GRID.size))
     assert goal_error("emd", GRID, theta)(est) == pytest.approx(emd_grid(theta, est, GRID), rel=1e-9)
     assert goal_error("emd", GRID, theta)(theta) == 0.0
+
+
+@pytest.mark.parametrize("spec", ["krr(eps=1.0)", "oue(eps=1.0)", "ss(eps=1.0)", "olh(eps=1.0)"])
+def test_mi_normal_draws_have_the_mi_covariance(spec):
+    """The diagonal-plus-rank-3 square root reproduces mi_covariance (exact algebra, checked with
+    an identity-matrix of draws: the rows are then the square root's columns)."""
+    from localpriv.advice.advisor import mi_normal_draws
+
+    k = 30
+    theta = np.random.default_rng(3).dirichlet(np.ones(k))
+    mech = parse(spec, parse_domain(f"0..{k - 1}"))
+
+    class Identity:  # a "generator" whose draws are the identity: the factor itself comes out
+        def standard_normal(self, shape):
+            return np.eye(*shape)
+    L = mi_normal_draws(mech, theta, 1000, k, Identity())
+    cov = mi_covariance(mech, theta, 1000)
+    assert np.allclose(L.T @ L, cov, rtol=1e-9, atol=1e-12 * float(np.abs(cov).max()))
+
+
+def test_grid_above_per_user_budget_is_answered_by_the_analytic_model():
+    """A grid of more than 1,000 cells at n x k above PER_USER_BUDGET: OUE and SS (per-user reports)
+    are ranked by the analytic model with ``runs`` draws, not refused."""
+    adv = advise("grid(lat0=40.5,lon0=-74.0,nrows=32,ncols=33,cell_km=1.0)", eps_ldp=1.0, n=100_000,
+                 goal="mean", mechanisms=["oue", "ss"], rng=0)
+    assert {r.how for r in adv.rows} == {"analytic"}
+    assert {r.runs for r in adv.rows} == {adv.runs}
+    assert len(adv.rows) == 2

@@ -88,7 +88,11 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
   function of the variances alone); the prediction is the median, the interval runs from the
   ``1/(runs+1)`` to the ``runs/(runs+1)`` quantile, so that it has the same probability
   ``(runs - 1)/(runs + 1)`` of holding one run's error as a simulated row's. The normal law holds
-  when every support count is large (``n q*`` well above 1).
+  when every support count is large (``n q*`` well above 1). Above 1,000 values the covariance is
+  not built: the draws use its diagonal-plus-rank-3 structure (:func:`mi_normal_draws`, ``O(k)``
+  per draw), and on grids the model draws ``runs`` vectors (each EMD a transport program) and is
+  used for k-RR, OUE and SS where the per-user simulation through MI-P exceeds
+  :data:`PER_USER_BUDGET`.
 
 Goals (``goal``; default :func:`default_goal`: ``emd`` on ordered domains, ``tv`` on categorical
 ones) and their error, for an estimate ``hat`` of ``theta``:
@@ -153,7 +157,7 @@ from localpriv.utils.simplex import project_simplex
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_eps, check_int, check_rng
 
 __all__ = ["advise", "Advice", "Candidate", "GOALS", "METHODS", "SIMULATION_BUDGET", "default_goal", "default_prior",
-           "goal_error", "mi_covariance", "pair_probabilities", "values_prior", "simulate_errors"]
+           "goal_error", "mi_covariance", "mi_normal_draws", "pair_probabilities", "values_prior", "simulate_errors"]
 
 #: what the user wants to learn
 GOALS = ("emd", "tv", "mean", "quantiles", "topk")
@@ -184,6 +188,10 @@ CONFIRM_MIN_BATCHES = 2
 #: normal draws of the analytic model (fewer on grids, where each EMD is a linear program)
 DRAWS = 400
 GRID_DRAWS = 100
+# GRID_DRAWS is for grids of at most 1,000 cells; above, the model draws ``runs`` vectors, like a
+# simulated row (each EMD there is a transport program, about 0.7 s of CPU on the 2,352-cell grid),
+# and is used where the per-user simulation exceeds PER_USER_BUDGET (k-RR, OUE and SS at
+# n = 100,000 on that grid)
 
 _NAMES = {"krr": "k-RR", "oue": "OUE", "olh": "OLH", "ss": "SS", "geometric": "geometric",
           "laplace": "Laplace", "exponential": "exponential", "planar-geometric": "planar geometric",
@@ -481,12 +489,52 @@ def mi_covariance(mech, theta, n: int) -> np.ndarray:
     return cov / (n * (p - q) ** 2)
 
 
+#: largest domain whose MI covariance is factored densely (``eigh``, ``k^3``); beyond it the
+#: diagonal-plus-rank-3 structure of the covariance is used (:func:`mi_normal_draws`)
+DENSE_COVARIANCE_MAX = 1000
+
+
+def mi_normal_draws(mech, theta, n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """``draws`` vectors ``N(0, Cov)`` with ``Cov`` = :func:`mi_covariance` in ``O(draws k)``.
+
+    The covariance of a report's support indicator is a diagonal plus a rank-3 term (module
+    docstring): ``Cov(b) = diag(d) + U S U^T`` with ``U = [1, theta, P]``,
+    ``S = [[c, a - c, 0], [a - c, 0, 0], [0, 0, -1]]`` and ``d_v = P_v - c - 2 (a - c) theta_v``.
+    With ``W = diag(d)^(-1/2) U = Q R`` (thin QR) and ``R S R^T = V diag(l) V^T``,
+    ``Cov(b) = D^(1/2) (I + B diag(l) B^T) D^(1/2)`` with ``B = Q V`` orthonormal, whose symmetric
+    square root is ``D^(1/2) (I + B diag(sqrt(1 + l) - 1) B^T)``: a draw is that times a standard
+    normal vector. Exact up to round-off (``1 + l`` clipped at 0). Falls back to a dense ``eigh``
+    when some ``d_v <= 0``. Memory ``O(draws k)``.
+    """
+    theta = np.asarray(theta, dtype=float)
+    k = theta.size
+    p, q, a, c = pair_probabilities(mech)
+    P = q + (p - q) * theta
+    d = P - c - 2.0 * (a - c) * theta
+    g = rng.standard_normal((draws, k))
+    scale = 1.0 / math.sqrt(n) / abs(p - q)
+    if not np.all(d > 0):
+        w, V = np.linalg.eigh(mi_covariance(mech, theta, n))
+        return g @ (V * np.sqrt(np.clip(w, 0.0, None))).T
+    sd = np.sqrt(d)
+    U = np.column_stack([np.ones(k), theta, P]) / sd[:, None]
+    S = np.array([[c, a - c, 0.0], [a - c, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    Q, R = np.linalg.qr(U)
+    lam, V = np.linalg.eigh(R @ S @ R.T)
+    B = Q @ V
+    y = g + ((g @ B) * (np.sqrt(np.clip(1.0 + lam, 0.0, None)) - 1.0)) @ B.T
+    return y * sd[None, :] * scale
+
+
 def _analytic(mech, theta, n, error, draws, rng) -> np.ndarray:
     """Errors of MI-P under the normal law of the unbiased MI vector (``draws`` of them)."""
-    cov = mi_covariance(mech, theta, n)
-    w, V = np.linalg.eigh(cov)
-    L = V * np.sqrt(np.clip(w, 0.0, None))
-    f = theta[None, :] + rng.standard_normal((draws, theta.size)) @ L.T
+    if theta.size <= DENSE_COVARIANCE_MAX:
+        cov = mi_covariance(mech, theta, n)
+        w, V = np.linalg.eigh(cov)
+        L = V * np.sqrt(np.clip(w, 0.0, None))
+        f = theta[None, :] + rng.standard_normal((draws, theta.size)) @ L.T
+    else:
+        f = theta[None, :] + mi_normal_draws(mech, theta, n, draws, rng)
     return np.array([error(project_simplex(v)) for v in f])
 
 
@@ -883,12 +931,14 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                 how, est_name, note = "analytic", "mi-p", costly
             elif name in _PURE and n * k <= PER_USER_BUDGET:
                 est_name, note = "mi-p", costly
+            elif name in _ANALYTIC:  # a grid above 1,000 cells: the model with `runs` draws (GRID_DRAWS)
+                how, est_name, note = "analytic", "mi-p", costly
             else:
                 skipped[_NAMES[name]] = too_large
                 continue
         try:
             if how == "analytic":
-                draws = GRID_DRAWS if kind == "grid" else DRAWS
+                draws = (GRID_DRAWS if small else runs) if kind == "grid" else DRAWS
                 errors = _analytic(mech, theta, n, error, draws, gen)
                 count = draws
             else:
