@@ -74,11 +74,10 @@ def test_a_file_changed_after_writing_is_refused_and_reads_plainly_without_its_s
     from localpriv import LocalPrivError
     r, _, reports = _files(tmp_path, SPECS[0])
     df = pd.read_csv(r)
-    df.iloc[::-1].to_csv(r, index=False)  # edited (reversed) in another tool: one byte fewer quotes or more
-    # the reversed rows quote differently (specs with commas), so the size changes for these specs;
-    # were it kept, the sidecar could not tell the edit, which is what this test is not about
-    if r.stat().st_size == json.loads((tmp_path / "r.csv.meta.json").read_text())["localpriv.bytes"]:
-        pytest.skip("the edit kept the size")  # pragma: no cover - pandas quotes specs with commas
+    # edited in another tool: rows reversed and saved with Windows line ends, one byte more per line,
+    # so the size the sidecar recorded no longer matches whatever the quoting
+    df.iloc[::-1].to_csv(r, index=False, lineterminator="\r\n")
+    assert r.stat().st_size != json.loads((tmp_path / "r.csv.meta.json").read_text())["localpriv.bytes"]
     with pytest.raises(LocalPrivError, match="delete r.csv.meta.json"):
         aggregate(r)
     (tmp_path / "r.csv.meta.json").unlink()

@@ -8,11 +8,11 @@ multi-attribute protocols without a dense ``K x m`` matrix:
 * :class:`AttributeMixtureBlock` -- ``G[x, r] = c_r sum_j A_j[x_j, r]`` (one attribute sampled,
   SMP, RS+FD, RS+RFD): products through the ``d`` marginals of ``theta`` (forward) and sums of
   ``d`` per-attribute vectors broadcast over the joint (backward), ``O(K d + m sum_j k_j)``.
-* :class:`GroupedBlock` -- ``G[x, r] = c A_{g(r)}[cell_{g(r)}(x), r]`` (each report from one group
-  that reports a coarsening of the joint: CALM's marginals, HIO, hierarchies, grids): products
-  through each group's table ``theta`` summed over its cells, ``O(K G + m max_g m_g)``.
-* :class:`GroupedOracleBlock` -- the same with each group's reports held by a block of its own on
-  the group's cells (a pure oracle's support block: OUE, OLH), ``O(K G)`` plus the groups' products.
+* :class:`GroupedOracleBlock` -- ``G[x, r] = c B_{g(r)}[cell_{g(r)}(x), r]`` (each report from one
+  group that reports a coarsening of the joint: CALM's marginals, HIO, hierarchies, grids), each
+  group's reports held by a block of its own on the group's cells (a dense block of channel
+  columns, or a pure oracle's support block: OUE, OLH): products through each group's table
+  ``theta`` summed over its cells, ``O(K G)`` plus the groups' products.
 
 A block is linear algebra and knows no mechanism.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["KroneckerBlock", "AttributeMixtureBlock", "GroupedBlock", "GroupedOracleBlock"]
+__all__ = ["KroneckerBlock", "AttributeMixtureBlock", "GroupedOracleBlock"]
 
 
 def _shape_check(shape: Sequence[int], mats: Sequence[np.ndarray], what: str) -> tuple[int, ...]:
@@ -175,78 +175,6 @@ class AttributeMixtureBlock(LikelihoodBlock):
             view[j] = self.shape[j]
             out += (m @ v).reshape(view)
         return np.asarray(out.reshape(-1))
-
-
-class GroupedBlock(LikelihoodBlock):
-    """``G[x, r] = c A_g[cell_g(x), r]`` for the reports ``r`` of group ``g`` (each report one group).
-
-    Parameters
-    ----------
-    cellmaps
-        Per group, the cell of every joint input (``K`` integers in ``0..m_g-1``).
-    mats
-        Per group, ``A_g`` (``m_g x n_g``): the likelihood of that group's reports on its cells.
-    positions
-        Per group, the positions of its reports among all reports (disjoint, covering them).
-    scale
-        ``c``: the probability of a group (``1/G`` for a uniform assignment).
-    counts
-        How often each report was seen.
-
-    Notes
-    -----
-    ``(theta @ G)_r = c (T_g @ A_g)_r`` with ``T_g[u] = sum_{x: cell_g(x) = u} theta[x]``;
-    ``(G @ w)[x] = c sum_g (A_g @ w_g)[cell_g(x)]``. Each report belongs to one group, so the
-    Hessian's diagonal is the backward product with ``A_g^2``.
-    """
-
-    def __init__(self, cellmaps: Sequence[np.ndarray], mats: Sequence[np.ndarray], positions: Sequence[np.ndarray],
-                 scale: float, counts: np.ndarray) -> None:
-        self.cellmaps = [np.asarray(c, dtype=np.int64) for c in cellmaps]
-        self.mats = [np.asarray(m, dtype=float) for m in mats]
-        self.positions = [np.asarray(p, dtype=np.int64) for p in positions]
-        self.counts = np.asarray(counts, dtype=float)
-        if not (len(self.cellmaps) == len(self.mats) == len(self.positions)) or not self.cellmaps:
-            raise LocalPrivError("grouped block: one cell map, matrix and position list per group")
-        self.k = int(self.cellmaps[0].size)
-        check_dense_size(self.k, len(self.cellmaps), "the cell maps of a grouped likelihood block")
-        for c, m, p in zip(self.cellmaps, self.mats, self.positions):
-            if c.size != self.k or m.shape[1] != p.size or (c.size and int(c.max()) >= m.shape[0]):
-                raise LocalPrivError("grouped block: a group's cell map, matrix and positions disagree")
-        if sum(p.size for p in self.positions) != self.counts.size:
-            raise LocalPrivError("grouped block: the groups' reports do not cover the counts")
-        self.scale = float(scale)
-
-    def forward(self, theta: np.ndarray) -> np.ndarray:
-        t = np.asarray(theta, dtype=float)
-        p = np.zeros(self.counts.size)
-        for c, m, pos in zip(self.cellmaps, self.mats, self.positions):  # over groups
-            if pos.size:
-                p[pos] = np.bincount(c, weights=t, minlength=m.shape[0]) @ m
-        return np.asarray(self.scale * p)
-
-    def _back(self, w: np.ndarray, square: bool) -> np.ndarray:
-        v = np.asarray(w, dtype=float) * (self.scale ** 2 if square else self.scale)
-        out = np.zeros(self.k)
-        for c, m, pos in zip(self.cellmaps, self.mats, self.positions):
-            if pos.size:
-                out += ((m * m if square else m) @ v[pos])[c]
-        return out
-
-    def backward(self, w: np.ndarray) -> np.ndarray:
-        return self._back(w, False)
-
-    def hessian_diagonal(self, w: np.ndarray) -> np.ndarray:
-        """``sum_r w_r G[x, r]^2``: the backward product with ``A_g^2`` (one group per report)."""
-        return self._back(w, True)
-
-    def dense(self) -> np.ndarray:
-        """``G`` (``K x m``) in closed form: ``c A_g[cell_g(x), r]``."""
-        check_dense_size(self.k, self.counts.size, f"the likelihood of {self.counts.size} reports")
-        G = np.zeros((self.k, self.counts.size))
-        for c, m, pos in zip(self.cellmaps, self.mats, self.positions):
-            G[:, pos] = m[c]
-        return G * self.scale
 
 
 class GroupedOracleBlock(LikelihoodBlock):

@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
-from localpriv.likelihood.product import GroupedBlock, GroupedOracleBlock
+from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock, check_dense_size
+from localpriv.likelihood.product import GroupedOracleBlock
 from localpriv.mechanisms.base import Mechanism, parse, register
 from localpriv.mechanisms.krr import KRR
 from localpriv.mechanisms.multiattr import product_spec_params, spec_with_oracle
@@ -370,19 +370,18 @@ class GroupedMechanism(Mechanism):
         return np.concatenate([c[m] for c, m in zip(self._channels(), self.cellmaps())], axis=1) / len(self.groups)
 
     def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
-        """:class:`~localpriv.likelihood.product.GroupedBlock` (``A_g = C_g[:, z]`` for each group's
-        reports, scale ``1/G``) for channel oracles; for pure oracles
-        :class:`~localpriv.likelihood.product.GroupedOracleBlock` over each group's own structured
-        block (the oracle's ``likelihood_block`` of its reports)."""
+        """:class:`~localpriv.likelihood.product.GroupedOracleBlock` (scale ``1/G``) over one block per
+        group: the dense block of ``C_g[:, z]`` for each group's reports under channel oracles, the
+        oracle's own structured block (its ``likelihood_block``) under pure oracles."""
         cnt = np.asarray(counts, dtype=float)
         _, parts, positions = self.split_reports(reports)
         if any(self.structured):
             blocks = [o.likelihood_block(z, cnt[p]) if p.size else None
                       for o, z, p in zip(self.oracles, parts, positions)]
-            return GroupedOracleBlock(self.cellmaps(), blocks, positions, 1.0 / len(self.groups), cnt)
-        chans = self._channels()
-        mats = [c[:, z] for c, z in zip(chans, parts)]
-        return GroupedBlock(self.cellmaps(), mats, positions, 1.0 / len(self.groups), cnt)
+        else:
+            blocks = [DenseBlock(c[:, z], cnt[p]) if p.size else None
+                      for c, z, p in zip(self._channels(), parts, positions)]
+        return GroupedOracleBlock(self.cellmaps(), blocks, positions, 1.0 / len(self.groups), cnt)
 
     def likelihood(self, reports: ArrayLike) -> np.ndarray:
         m = int(np.shape(reports)[0])
