@@ -16,7 +16,8 @@ from localpriv.domains import CategoricalDomain, IntegerDomain, ProductDomain
 from localpriv.inference import estimate
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.rrba import rrba_epsilon
-from localpriv.multiattr.protocols import GroupTables, answer_protocol_queries, decompose_interval
+from localpriv.multiattr.protocols import GroupTables, answer_protocol_queries
+from localpriv.multiattr.ranges import decompose_interval
 from localpriv.testing.mechanisms import ConformanceError, mechanism_checks
 from localpriv.utils.errors import LocalPrivError
 

@@ -37,39 +37,16 @@ import numpy as np
 import numpy.typing as npt
 
 from localpriv.domains import ProductDomain
-from localpriv.mechanisms.grouped import CALM, HDG, Group, GroupedMechanism, SupportEstimator, hierarchy_height
+from localpriv.mechanisms.grouped import CALM, HDG, Group, GroupedMechanism, SupportEstimator
 from localpriv.multiattr.marginals import make_consistent
 from localpriv.multiattr.query import MAX_MARGINAL_ROWS, MAX_QUERY_TERMS, parse_marginal, parse_range
+from localpriv.multiattr.ranges import decompose_interval
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.interval import Interval
 
-__all__ = ["GroupTables", "decompose_interval", "answer_protocol_queries"]
+__all__ = ["GroupTables", "answer_protocol_queries"]
 
 Ranges = dict[int, tuple[int, int]]
-
-
-def decompose_interval(lo: int, hi: int, size: int, branching: int) -> list[tuple[int, int]]:
-    """The minimal nodes ``(level, index)`` of the ``b``-ary hierarchy over ``0..size-1`` (padded to
-    ``b^h`` leaves) covering ``lo..hi``; ``[(0, 0)]`` (the root) for the whole domain."""
-    if not 0 <= lo <= hi < size:
-        raise LocalPrivError(f"range {lo}..{hi} is not within 0..{size - 1}")
-    if lo == 0 and hi == size - 1:
-        return [(0, 0)]
-    h = hierarchy_height(size, branching)
-    out: list[tuple[int, int]] = []
-    a, e = lo, hi + 1
-    for level in range(h, 0, -1):  # at most 2(b - 1) nodes per level
-        width = branching ** (h - level)
-        parent = width * branching
-        while a < e and a % parent != 0:
-            out.append((level, a // width))
-            a += width
-        while e > a and e % parent != 0:
-            out.append((level, e // width - 1))
-            e -= width
-    if a < e:
-        out.append((0, 0))
-    return out
 
 
 def _z(level: float) -> float:

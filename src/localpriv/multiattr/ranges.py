@@ -35,13 +35,14 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
+from localpriv.mechanisms.grouped import hierarchy_height
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.interval import Interval
 from localpriv.utils.simplex import project_simplex
 
 __all__ = ["ALPHA_2D", "MAX_BRANCHING", "MAX_GRID_SIDE", "MAX_RANGE_LEAVES", "MAX_RANGE_USERS", "GridEstimate",
            "HierarchyEstimate", "grid_granularity", "grid_ranges", "hierarchical_ranges",
-           "consistent_tree"]
+           "consistent_tree", "decompose_interval", "hierarchy_cover"]
 
 #: the most leaves (padded domain size ``b^h``) of a hierarchy
 MAX_RANGE_LEAVES = 1 << 22
@@ -49,6 +50,39 @@ MAX_RANGE_LEAVES = 1 << 22
 MAX_BRANCHING = 4096
 #: the most simulated users in one call
 MAX_RANGE_USERS = 50_000_000
+
+
+
+def hierarchy_cover(lo: int, hi: int, size: int, branching: int) -> list[tuple[int, int]]:
+    """The nodes ``(level, index)``, levels ``1..h``, of the ``b``-ary hierarchy over ``0..size-1``
+    (padded to ``b^h`` leaves, ``h = ceil(log_b size)``) that cover ``lo..hi`` below the root: at
+    most ``2(b - 1)`` per level, none where the range spans the whole padded domain."""
+    if not 0 <= lo <= hi < size:
+        raise LocalPrivError(f"range {lo}..{hi} is not within 0..{size - 1}")
+    h = hierarchy_height(size, branching)
+    out: list[tuple[int, int]] = []
+    a, e = lo, hi + 1  # half-open over leaves
+    for level in range(h, 0, -1):
+        width = branching ** (h - level)
+        parent = width * branching
+        while a < e and a % parent != 0:
+            out.append((level, a // width))
+            a += width
+        while e > a and e % parent != 0:
+            out.append((level, e // width - 1))
+            e -= width
+    return out
+
+
+def decompose_interval(lo: int, hi: int, size: int, branching: int) -> list[tuple[int, int]]:
+    """The minimal nodes ``(level, index)`` covering ``lo..hi``: ``[(0, 0)]`` (the root) for the whole
+    domain, else :func:`hierarchy_cover` (which then covers the whole range: a remainder above level
+    1 would be a multiple of ``b^h`` at both ends, i.e. the whole domain with ``size = b^h``)."""
+    if not 0 <= lo <= hi < size:
+        raise LocalPrivError(f"range {lo}..{hi} is not within 0..{size - 1}")
+    if lo == 0 and hi == size - 1:
+        return [(0, 0)]
+    return hierarchy_cover(lo, hi, size, branching)
 
 
 @dataclass(frozen=True)
@@ -76,19 +110,8 @@ class HierarchyEstimate:
         """The minimal set of nodes ``(level, index)`` covering values ``lo..hi`` (inclusive)."""
         if not 0 <= lo <= hi < self.size:
             raise LocalPrivError(f"range {lo}..{hi} is not within 0..{self.size - 1}")
-        out: list[tuple[int, int]] = []
-        b, h = self.branching, self.height
-        a, e = lo, hi + 1  # half-open over leaves
-        for level in range(h, 0, -1):  # at most 2(b - 1) nodes per level
-            width = b ** (h - level)
-            parent = width * b
-            while a < e and a % parent != 0:
-                out.append((level, a // width))
-                a += width
-            while e > a and e % parent != 0:
-                out.append((level, e // width - 1))
-                e -= width
-        return out  # what is left (the whole padded domain) is the root: known total, no variance
+        # what is left (the whole padded domain) is the root: known total, no variance
+        return hierarchy_cover(lo, hi, self.size, self.branching)
 
     def range(self, lo: int, hi: int, level: float = 0.95) -> Interval:
         """The estimated fraction of users with values in ``lo..hi`` with a conservative interval."""
@@ -159,9 +182,7 @@ def hierarchical_ranges(values: npt.ArrayLike, size: int, eps: float, rng: np.ra
         raise LocalPrivError(f"eps {eps} must be positive and finite")
     if size < 2 or int(x.min()) < 0 or int(x.max()) >= size:
         raise LocalPrivError(f"hierarchical ranges: values must lie in 0..{size - 1} (size >= 2)")
-    h = max(1, math.ceil(math.log(size, branching) - 1e-12))
-    if branching ** h < size:
-        h += 1
+    h = hierarchy_height(size, branching)
     if branching ** h > MAX_RANGE_LEAVES:
         raise LocalPrivError(f"hierarchical ranges: {branching}^{h} leaves is above the limit of {MAX_RANGE_LEAVES:,}")
     p, q = 0.5, 1.0 / (math.exp(eps) + 1.0)
