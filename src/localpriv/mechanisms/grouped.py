@@ -487,9 +487,15 @@ class SupportEstimator:
         return np.asarray((self.Z.T @ h - self.q * h.sum(axis=0)) / (self.p - self.q))
 
     def __rmatmul__(self, w: np.ndarray) -> np.ndarray:
-        """``w @ B`` (``w`` a vector or rows over the ``m_g`` cells)."""
+        """``w @ B`` (``w`` a vector or rows over the ``m_g`` cells). Only the cells where some row
+        of ``w`` is nonzero are read from ``Z`` (a range touches few cells of a group), so the cost
+        is ``R x`` (those cells), not ``R x m_g``."""
         w = np.asarray(w, dtype=float)
-        zw = self.Z @ w.T  # R (x rows)
+        used = np.flatnonzero(np.any(w != 0, axis=0) if w.ndim > 1 else w != 0)
+        if used.size == self.k:
+            zw = self.Z @ w.T  # R (x rows)
+        else:
+            zw = self.Z[:, used] @ w[..., used].T
         return np.asarray(((zw - self.q * w.sum(axis=-1)) / (self.p - self.q)).T)
 
     def squared(self, h: np.ndarray) -> np.ndarray:
