@@ -219,8 +219,8 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
                rng: np.random.Generator) -> dict[str, float]:
     """The registered grouped protocols through their reports: 2-way marginals of the six coarse
     attributes by calm (k-RR; RRBA with its uniform table at the same level), and ranges on age and
-    hours in 2-value bins (37 x 50) by hi, hio (oracles k-RR, OUE and OLH), hdg and, on the same records,
-    the hierarchy and grid helpers."""
+    hours in 2-value bins (37 x 50) by hi, hio (oracles k-RR, OUE and OLH), hdg (its grids, and on the
+    same reports its response matrix) and, on the same records, the hierarchy and grid helpers."""
     out: dict[str, float] = {}
     flat = np.ravel_multi_index(xc.T, sc)
     sets = all_marginals(len(sc), 2)
@@ -259,6 +259,9 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
         if label != "hi":
             est2 = np.array([tab.range_value({0: (lo[0], hi[0]), 1: (lo[1], hi[1])})[0] for lo, hi in q2])
             out[f"proto_range2d_mse_{label}"] = float(np.mean((est2 - t2) ** 2))
+        if label == "hdg":  # HDG's response matrix on the same reports
+            ref2 = np.array([tab.refined_range_value({0: (lo[0], hi[0]), 1: (lo[1], hi[1])}) for lo, hi in q2])
+            out["proto_range2d_mse_hdg_response"] = float(np.mean((ref2 - t2) ** 2))
     h = hierarchical_ranges(a2, sizes[0], eps, rng, 4)
     out["proto_range1d_mse_hierarchy_helper"] = float(np.mean((np.array([h.range(lo, hi).value for lo, hi in q1])
                                                                - t1) ** 2))

@@ -20,6 +20,7 @@ PCOLS = (("marginal_mse_calm_krr", "2-way: calm k-RR"), ("marginal_mse_calm_rrba
          ("proto_range1d_mse_hdg", "age: hdg"), ("proto_range1d_mse_hierarchy_helper", "age: hierarchy (OUE)"),
          ("proto_range2d_mse_hio", "age x hours: hio"), ("proto_range2d_mse_hio_oue", "age x hours: hio OUE"),
          ("proto_range2d_mse_hio_olh", "age x hours: hio OLH"), ("proto_range2d_mse_hdg", "age x hours: hdg"),
+         ("proto_range2d_mse_hdg_response", "age x hours: hdg response matrix"),
          ("proto_range2d_mse_grid_helper", "age x hours: grid (OUE)"))
 COLS = (("marginal_mse_groups_raw", "2-way: groups"), ("marginal_mse_calm", "2-way: CALM"),
         ("range1d_mse_flat_oue", "age: flat OUE"), ("range1d_mse_hierarchy", "age: hierarchy b=4"),
@@ -80,6 +81,15 @@ def protocols_table(record: dict) -> str:
             ahead = sum(1 for r in both if r[keys[2]] < min(r[keys[0]], r[keys[1]]))
             lines.append(f"hdg has a lower 2-D range MSE than hio with either pure oracle in {ahead} of "
                          f"{len(both)} rows.")
+        pair = [r for r in rows if "proto_range2d_mse_hdg" in r and "proto_range2d_mse_hdg_response" in r]
+        if pair:
+            ratios = [r["proto_range2d_mse_hdg"] / r["proto_range2d_mse_hdg_response"] for r in pair
+                      if r["proto_range2d_mse_hdg_response"] > 0]
+            better = sum(1 for r in pair if r["proto_range2d_mse_hdg_response"] < r["proto_range2d_mse_hdg"])
+            lines.append(f"HDG's response matrix has a lower 2-D range MSE than its grids alone (same reports) in "
+                         f"{better} of {len(pair)} rows"
+                         + (f"; the grids' MSE is {min(ratios):.2g}x to {max(ratios):.2g}x the matrix's." if ratios
+                            else "."))
     lines.append("")
     if not any("mfl_spl_mse_theirs" in r for r in rows):
         lines.append(f"multi-freq-ldpy: {record['results']['multi_freq_ldpy']}.")

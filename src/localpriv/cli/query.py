@@ -36,12 +36,16 @@ def query(
     direct: bool = typer.Option(False, "--direct", help="reports of calm, hi, hio or hdg: answer from the "
                                                         "protocol's unbiased group tables (CALM consistency, HIO "
                                                         "decompositions) instead of fitting the joint"),
+    refine: bool = typer.Option(False, "--refine", help="with --direct on hdg reports: answer from HDG's response "
+                                                        "matrices (intervals anchored on the unbiased grid answers)"),
 ) -> None:
     """Answer marginal and range queries on a joint estimate, with intervals (from reports or counts)."""
     if not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1", param_hint="'--ci'")
     if output is not None:
         check_output(output, (".json",), inputs, what="answers file")
+    if refine and not direct:
+        raise LocalPrivError("--refine needs --direct (HDG's response matrices are built from its grids)")
     if direct:
         if domain is None:
             raise LocalPrivError("--direct needs --domain (a product domain) and the protocol's reports or counts")
@@ -52,7 +56,7 @@ def query(
         if not isinstance(block.mechanism, GroupedMechanism):
             raise LocalPrivError(f"--direct answers reports of calm, hi, hio or hdg, not {block.mechanism.spec_name}")
         tables = GroupTables.from_observed(block.mechanism, block.reports, block.counts)
-        answers = answer_protocol_queries(tables, dom, list(marginal), list(range_), ci)
+        answers = answer_protocol_queries(tables, dom, list(marginal), list(range_), ci, refined=refine)
     elif domain is None:
         if len(inputs) != 1:
             raise LocalPrivError("without --domain give one estimate file (.json)")
