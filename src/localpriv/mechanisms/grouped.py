@@ -30,8 +30,9 @@ so no dense channel is built.
   level 0 is the whole attribute (forgotten). With ``d = 1`` it is ``hi``.
 * ``hdg(krr(eps=1.0),g1=8,g2=4)`` -- the grids of HDG (Yang, Wang, Li, Cheng, Su and Xiao, VLDB
   2021): one group per attribute with ``g1`` equal-width bins and one per pair of attributes with a
-  ``g2 x g2`` grid (``round(linspace(0, k_j, g + 1))`` edges). HDG's response-matrix refinement of
-  the grids is not part of the mechanism.
+  ``g2 x g2`` grid (``round(linspace(0, k_j, g + 1))`` edges). HDG's response matrix is an answer
+  path of :class:`localpriv.multiattr.protocols.GroupTables` (``refined=True``), not part of the
+  mechanism.
 
 **Channel and level.** ``M[x, offset_g + z] = C_g[cell_g(x), z] / G``. Column blocks belong to one
 group each and every group cell is the cell of some input, so the level of the whole report
