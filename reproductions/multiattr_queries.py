@@ -254,10 +254,11 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
                         ("hdg", f"hdg(oracle=krr(eps={eps!r}),shape={list(sizes)},g1={g1},g2={g2})")):
         mech = parse(spec)
         tab = GroupTables.from_reports(mech, mech.sample(pflat, rng))
-        est1 = np.array([tab.range_value({0: r})[0] for r in q1])
+        est1 = np.array([tab.range_value({0: r}, variance=False)[0] for r in q1])
         out[f"proto_range1d_mse_{label}"] = float(np.mean((est1 - t1) ** 2))
         if label != "hi":
-            est2 = np.array([tab.range_value({0: (lo[0], hi[0]), 1: (lo[1], hi[1])})[0] for lo, hi in q2])
+            est2 = np.array([tab.range_value({0: (lo[0], hi[0]), 1: (lo[1], hi[1])}, variance=False)[0]
+                             for lo, hi in q2])
             out[f"proto_range2d_mse_{label}"] = float(np.mean((est2 - t2) ** 2))
         if label == "hdg":  # HDG's response matrix on the same reports
             ref2 = np.array([tab.refined_range_value({0: (lo[0], hi[0]), 1: (lo[1], hi[1])}) for lo, hi in q2])

@@ -131,3 +131,17 @@ def test_cli_query_direct_refine_on_hdg_reports(tmp_path):
     assert sum(x["probability"] for x in rows) == pytest.approx(1.0)
     res = CliRunner().invoke(app, ["query", str(reports), "--domain", dom, "--refine", "--range", "age=20..25"])
     assert res.exit_code != 0 and "--direct" in res.output
+
+
+@pytest.mark.parametrize("spec,ranges", [("hio(oue(eps=2.0),shape=[12,10],branching=2)", {0: (3, 8), 1: (0, 2)}),
+                                         ("hdg(olh(eps=2.0),shape=[12,10],g1=6,g2=3)", {0: (3, 8), 1: (1, 6)}),
+                                         ("hi(krr(eps=2.0),shape=[12,10])", {1: (2, 7)}),
+                                         ("calm(krr(eps=2.0),shape=[12,10],sets=[[0],[0,1]])", {0: (2, 9)})])
+def test_range_value_without_variance_is_the_same_estimate(spec, ranges):
+    mech = parse(spec)
+    rng = np.random.default_rng(6)
+    tab = GroupTables.from_reports(mech, mech.sample(rng.integers(0, 120, 4000), rng))
+    value, var = tab.range_value(ranges)
+    quick, skipped = tab.range_value(ranges, variance=False)
+    assert quick == value and var > 0
+    assert np.isnan(skipped) or skipped == var  # calm averages two groups: it needs the variances

@@ -24,8 +24,8 @@ support-count estimator ``f_v = (C_v / n_g - q*) / (p* - q*)`` of the same paper
 * ``hdg``: a one-attribute range from the 1-D grid, a two-attribute range from that pair's grid, with
   values assumed uniform within a cell the range cuts (the interval covers the noise, not that bias).
   Ranges on three or more attributes are refused.
-* ``hdg`` with ``refined=True``: HDG's response matrix (Yang, Wang, Li, Cheng, Su and Xiao, VLDB 2021,
-  Sec. 5): every grid is made non-negative by Norm-Sub (Wang et al., NDSS 2020), and for each pair
+* ``hdg`` with ``refined=True``: HDG's response matrix (Yang, Wang, Li, Cheng, Su and Xiao, VLDB
+  2021): every grid is made non-negative by Norm-Sub (Wang et al., NDSS 2020), and for each pair
   ``(i, j)`` a fine ``k_i x k_j`` matrix, started uniform, is scaled in turn to the 1-D grid of ``i``
   (the rows of each bin to its frequency), the 1-D grid of ``j`` (columns) and the pair's 2-D grid
   (each cell's block), renormalized after each, until one round moves it by less than ``1/n`` in
@@ -163,11 +163,14 @@ class GroupTables:
         second = B.squared(h) if isinstance(B, SupportEstimator) else (B * B) @ h
         return np.asarray(np.maximum(second - (B @ h) ** 2, 0.0) / n)
 
-    def _functional(self, weights: dict[int, np.ndarray]) -> tuple[float, float]:
-        """``(sum_g w_g . f_g, its variance)`` (module docstring)."""
+    def _functional(self, weights: dict[int, np.ndarray], variance: bool = True) -> tuple[float, float]:
+        """``(sum_g w_g . f_g, its variance)`` (module docstring); ``variance=False``: nan for the variance."""
         value, var = 0.0, 0.0
         for g, w in weights.items():
             value += float(w @ self.tables[g])
+            if not variance:
+                var = math.nan
+                continue
             if self.sizes[g] <= 0:
                 return value, math.inf
             wb = w @ self.estimators[g]
@@ -189,9 +192,12 @@ class GroupTables:
             w = np.outer(w, c).reshape(-1)
         return w
 
-    def range_value(self, ranges: Ranges) -> tuple[float, float]:
+    def range_value(self, ranges: Ranges, variance: bool = True) -> tuple[float, float]:
         """``(estimate, variance)`` of the fraction of users with attribute ``j`` in ``lo_j..hi_j``
-        for every ``j`` in ``ranges`` (value indices, inclusive)."""
+        for every ``j`` in ``ranges`` (value indices, inclusive). ``variance=False`` returns nan for
+        the variance wherever the estimate does not need it (one group answers, or a sum of nodes),
+        skipping its cost (a product with the support of every distinct report under OUE or OLH);
+        the estimate is the same."""
         m = self.mech
         for j, (lo, hi) in ranges.items():
             if not 0 <= j < m.d or not 0 <= lo <= hi < m.shape[j]:
@@ -216,7 +222,7 @@ class GroupTables:
                 cell = int(np.ravel_multi_index(tuple(combo[j][1] for j in grp.attrs), grp.shape))
                 weights.setdefault(g, np.zeros(grp.cells))[cell] += 1.0
             root = sum(1 for combo in itertools.product(*parts) if not any(lv for lv, _ in combo))
-            value, var = self._functional(weights)
+            value, var = self._functional(weights, variance)
             return value + float(root), var
         holders = [i for i, g in enumerate(m.groups) if set(active) <= set(g.attrs)]
         if not holders:
@@ -225,6 +231,8 @@ class GroupTables:
                                  f"{sorted(active)} are not reported together")
         fewest = min(len(m.groups[i].attrs) for i in holders)
         use = [i for i in holders if len(m.groups[i].attrs) == fewest] if isinstance(m, HDG) else holders
+        if len(use) == 1 and not variance:  # one answer: its value needs no inverse-variance weight
+            return self._functional({use[0]: self._group_weights(m.groups[use[0]], active)}, False)
         return self._combine([self._functional({i: self._group_weights(m.groups[i], active)}) for i in use])
 
     def range(self, ranges: Ranges, level: float = 0.95, refined: bool = False) -> Interval:
@@ -248,7 +256,7 @@ class GroupTables:
 
     def response_matrix(self, i: int, j: int) -> np.ndarray:
         """HDG's response matrix of attributes ``i < j``: the ``k_i x k_j`` joint fraction that agrees
-        with the pair's Norm-Sub 1-D and 2-D grids (module docstring; Yang et al., VLDB 2021, Sec. 5).
+        with the pair's Norm-Sub 1-D and 2-D grids (module docstring; Yang et al., VLDB 2021).
 
         Each round scales ``M`` so that, for every bin ``b`` of a grid, ``sum_{x in b} M[x] = t_b``
         (the grid's non-negative frequency): ``M[x] <- M[x] t_b / sum_{y in b} M[y]`` (a block whose
@@ -309,7 +317,7 @@ class GroupTables:
             raise LocalPrivError(f"hdg answers ranges on at most two attributes; attributes {sorted(active)} "
                                  "are not reported together")
         if len(active) < 2:
-            return self.range_value(ranges)[0]
+            return self.range_value(ranges, variance=False)[0]
         i, j = sorted(active)
         (li, hi_), (lj, hj) = active[i], active[j]
         return float(self.response_matrix(i, j)[li:hi_ + 1, lj:hj + 1].sum())
