@@ -145,3 +145,14 @@ def test_range_value_without_variance_is_the_same_estimate(spec, ranges):
     quick, skipped = tab.range_value(ranges, variance=False)
     assert quick == value and var > 0
     assert np.isnan(skipped) or skipped == var  # calm averages two groups: it needs the variances
+
+
+def test_tables_from_byte_reports_equal_those_from_numpys_unique_rows():
+    mech = parse("hio(oracle=oue(eps=1.0),shape=[16,4],branching=4)")
+    rng = np.random.default_rng(8)
+    reports = mech.sample(rng.integers(0, 64, 2000), rng)
+    assert reports.dtype == np.uint8 and reports.ndim == 2
+    want, wcnt = np.unique(reports, axis=0, return_counts=True)
+    a, b = GroupTables.from_reports(mech, reports), GroupTables.from_observed(mech, want, wcnt)
+    for x, y in zip(a.tables + a.laws, b.tables + b.laws):
+        assert np.array_equal(x, y)

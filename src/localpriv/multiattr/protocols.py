@@ -151,7 +151,7 @@ class GroupTables:
         if not isinstance(mech, GroupedMechanism):
             raise LocalPrivError("group tables need a calm, hi, hio or hdg mechanism")
         if any(mech.structured):
-            distinct, cnt = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
+            distinct, cnt = _distinct_rows(r)
             return cls.from_observed(mech, distinct, cnt, consistent)
         idx = mech.output_index(r).reshape(-1)
         return cls.from_counts(mech, np.bincount(idx, minlength=int(mech.n_outputs or 0)), consistent)
@@ -383,6 +383,18 @@ class GroupTables:
         i, j = attrs
         M = self.response_matrix(min(i, j), max(i, j))
         return (M if i < j else M.T).copy(), plain, var
+
+
+def _distinct_rows(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(r, axis=0, return_counts=True)`` (``axis=None`` for 1-D reports). Byte rows are
+    compared as one opaque key each (byte order is the rows' lexicographic order, so the result is
+    the same, rows in the same order), not field by field."""
+    if r.ndim != 2 or r.dtype != np.uint8:
+        distinct, cnt = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
+        return distinct, cnt
+    rows = np.ascontiguousarray(r)
+    keys, cnt = np.unique(rows.view(np.dtype((np.void, rows.shape[1]))).ravel(), return_counts=True)
+    return keys.view(np.uint8).reshape(-1, rows.shape[1]), cnt
 
 
 def _value_range(dom: ProductDomain, j: int, lo: str | None, hi: str | None) -> tuple[int, int]:
