@@ -304,7 +304,7 @@ multiattr-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/multiattr_evidence.py
 
 # marginals and ranges on Adult (reproductions/multiattr_queries.py; decision 0063; correctness only):
-# the full run (n up to 1e6, 5 runs) and the reduced one (n 1e4..1e5, 1 run, about a minute), each
+# the full run (n up to 1e6, 5 runs) and the reduced one (n 1e4..1e5, 1 run; elapsed_seconds in its JSON), each
 # followed by the table of docs/multiattr.md
 multiattr-queries-evidence: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce multiattr-queries -o docs/results
