@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from localpriv.domains import ProductDomain
 from localpriv.estimators.postprocess import norm_sub
-from localpriv.mechanisms.grouped import CALM, HDG, Group, GroupedMechanism, SupportEstimator
+from localpriv.mechanisms.grouped import CALM, HDG, MAX_GROUPED_OUTPUTS, Group, GroupedMechanism, SupportEstimator
 from localpriv.multiattr.marginals import make_consistent
 from localpriv.multiattr.query import MAX_MARGINAL_ROWS, MAX_QUERY_TERMS, parse_marginal, parse_range
 from localpriv.multiattr.ranges import decompose_interval
@@ -60,8 +60,9 @@ from localpriv.utils.interval import Interval
 
 __all__ = ["GroupTables", "answer_protocol_queries", "MAX_RESPONSE_CELLS", "RESPONSE_ROUNDS"]
 
-#: the most fine cells ``k_i x k_j`` of one HDG response matrix (8 bytes each, plus one copy)
-MAX_RESPONSE_CELLS = 4_000_000
+#: the most fine cells ``k_i x k_j`` of one HDG response matrix (a few arrays of 8 bytes per cell while it
+#: is built): the grouped protocols' limit on the joint, which already bounds every pair's matrix
+MAX_RESPONSE_CELLS = MAX_GROUPED_OUTPUTS
 #: the most rounds of the response-matrix updates (each round: 1-D grid of i, of j, then the 2-D grid)
 RESPONSE_ROUNDS = 100
 
