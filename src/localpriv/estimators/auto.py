@@ -272,13 +272,27 @@ def cell_risks(g: np.ndarray, raw: np.ndarray, D: np.ndarray, a: np.ndarray, n: 
     ``J = diag(d) - u w^T``, with ``(Sigma J)_vv = D_v d_v - D_v u_v w_v - a_v^2 d_v / n
     + a_v (a.u) w_v / n``; ``jump`` (per cell) is added to ``(Sigma J)_vv`` (a hard threshold's
     jump). The cells' estimates sum to the SURE of :func:`sure_terms`.
+
+    Parameters
+    ----------
+    g, raw : ndarray
+        The candidate ``g(f~)`` and ``f~`` (``k`` cells).
+    D, a : ndarray
+        ``Cov(f~) = diag(D) - a a^T / n``.
+    n : float
+        The number of reports.
+    d, u, w : ndarray
+        ``J = dg / df~ = diag(d) - u w^T``.
+    jump : float or ndarray
+        Added to each cell's ``(Sigma J)_vv``.
+
+    Returns
+    -------
+    ndarray
+        ``R_v`` for every cell (may be negative: each is unbiased, not each non-negative).
     """
-    return np.asarray((g - raw) ** 2 - (D - a * a / n) + 2.0 * (_cell_traces(D, a, n, d, u, w) + np.asarray(jump)))
-
-
-def _cell_traces(D: np.ndarray, a: np.ndarray, n: float, d: np.ndarray, u: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The diagonal of ``Sigma J`` (:func:`cell_risks`)."""
-    return np.asarray(D * d - D * u * w - a * a * d / n + a * float(np.dot(a, u)) * w / n)
+    diag = D * d - D * u * w - a * a * d / n + a * float(np.dot(a, u)) * w / n
+    return np.asarray((g - raw) ** 2 - (D - a * a / n) + 2.0 * (diag + np.asarray(jump, dtype=float)))
 
 
 def tv_risk(risks: ArrayLike) -> float:
@@ -295,6 +309,16 @@ def tv_risk(risks: ArrayLike) -> float:
     that a candidate sets to its true value 0. Unlike the squared error, the criterion charges an
     estimate that spreads small errors over many cells (Norm-Sub, shrinkage towards uniform on a
     sparse truth) what the total variation does.
+
+    Parameters
+    ----------
+    risks : array
+        ``R_v`` of every cell (:func:`cell_risks`).
+
+    Returns
+    -------
+    float
+        ``(1/2) sum_v sqrt(max(R_v, 0))``.
     """
     r = np.asarray(risks, dtype=float)
     return 0.5 * float(np.sum(np.sqrt(np.maximum(r, 0.0))))
@@ -457,9 +481,8 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         lam = min(max((t_ns - float(np.dot(g - raw, du))) / denom, 0.0), 1.0) if denom > 0 else 0.0
         gs = (1.0 - lam) * g + lam * u
         cands["shrink-ns"], scores["shrink-ns"] = gs, _sure(gs, raw, tr, (1.0 - lam) * t_ns)
-        diag_ns = _cell_traces(D, a, n, s, s / max(s.sum(), 1.0), s)
-        cells["norm-sub"] = (g - raw) ** 2 - (D - a * a / n) + 2.0 * diag_ns
-        cells["shrink-ns"] = (gs - raw) ** 2 - (D - a * a / n) + 2.0 * (1.0 - lam) * diag_ns
+        cells["norm-sub"] = cell_risks(g, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
+        cells["shrink-ns"] = cell_risks(gs, raw, D, a, n, (1.0 - lam) * s, s / max(s.sum(), 1.0), (1.0 - lam) * s)
     # Base-Cut, normalized
     s2 = noise_variance(block, raw)
     thr = cut_threshold(s2, level)
