@@ -10,7 +10,8 @@ Contenders, on the same observations, in interleaved rounds (``_common.interleav
 
 Each call starts from the distinct reports and their counts (the ``Observations`` and their
 likelihood blocks are built inside the timed call: set-up included). Cases: k-RR on 100 and 1,000
-values at n = 10^6; OUE on 100 values at n = 10^4 and 10^5; OLH on 100 values at n = 10^5;
+values at n = 10^6; k-RR on 1,000 labels (a Zipf law) at n = 10^6; OUE on 100 values at n = 10^4
+and 10^5; OLH on 100 values at n = 10^5;
 subset selection over 100 labels at n = 10^5; the geometric mechanism on 100 and 1,000 values at
 n = 10^5; the planar geometric mechanism on a 20 x 20 grid at n = 10^5. The target: the default's
 median CPU time at most twice the MLE's plus 50 ms (``within_target``).
@@ -54,6 +55,10 @@ def cases(scale: float) -> list[dict]:
     """The cases (``scale`` multiplies every n)."""
     labels = CategoricalDomain([f"label{i:03d}" for i in range(100)])
     zipf = 1.0 / np.arange(1, 101) ** 1.1
+    # the categorical case with the most candidates of the pure-oracle path (Power's integration on
+    # its coarser grids past 256 cells; decision 0087)
+    labels1k = CategoricalDomain([f"label{i:04d}" for i in range(1000)])
+    zipf1k = 1.0 / np.arange(1, 1001) ** 1.1
     out = [
         {"name": "krr k=100 n=1e6", "spec": "krr(eps=1.0)", "domain": IntegerDomain(0, 99), "n": 1e6},
         {"name": "krr k=1000 n=1e6", "spec": "krr(eps=1.0)", "domain": IntegerDomain(0, 999), "n": 1e6},
@@ -62,6 +67,8 @@ def cases(scale: float) -> list[dict]:
         {"name": "olh k=100 n=1e5", "spec": "olh(eps=1.0)", "domain": IntegerDomain(0, 99), "n": 1e5},
         {"name": "ss 100 labels n=1e5", "spec": "ss(eps=1.0)", "domain": labels, "n": 1e5,
          "theta": zipf / zipf.sum()},
+        {"name": "krr 1000 labels n=1e6", "spec": "krr(eps=2.0)", "domain": labels1k, "n": 1e6,
+         "theta": zipf1k / zipf1k.sum()},
         {"name": "geometric k=100 n=1e5", "spec": "geometric(eps=0.1)", "domain": IntegerDomain(0, 99), "n": 1e5},
         {"name": "geometric k=1000 n=1e5", "spec": "geometric(eps=0.05)", "domain": IntegerDomain(0, 999),
          "n": 1e5},

@@ -25,7 +25,10 @@ candidates ``g(f~)`` are
 * ``norm-sub``: the Euclidean projection of ``f~`` onto the simplex (Wang et al., NDSS 2020);
 * ``base-cut``: the entries above the Bonferroni threshold ``sigma Phi^-1(1 - 0.05/k)``, normalized;
 * ``power-ns``: posterior means under the fitted power-law prior, then Norm-Sub (up to
-  :data:`POWER_MAX_CELLS` cells: its integration runs a grid of ~1,900 points per cell);
+  :data:`POWER_MAX_CELLS` cells: its integration runs a grid of ~1,900 points per cell; on
+  categorical domains up to :data:`POWER_MAX_CELLS_CATEGORICAL` cells, past :data:`POWER_MAX_CELLS`
+  on the coarser grids :data:`POWER_COARSE_GRID`), and on categorical domains and lines also
+  ``power`` (Power's posterior means, normalized);
 * on categorical domains: ``shrink-ns``, Norm-Sub shrunk towards the uniform distribution,
   ``(1 - l) g_NS + l / k``, with ``l`` in ``[0, 1]`` minimizing its SURE (a quadratic in ``l``:
   ``J = (1 - l) J_NS``; the estimate that ignores the data is the limit where the reports say
@@ -36,8 +39,7 @@ candidates ``g(f~)`` are
   per decade from :data:`MIN_BANDWIDTH` cells to half the longest side), the bandwidth with the
   smallest SURE.
 
-* on an integer line of at most :data:`CDF_MAX_CELLS` cells also ``norm-cut`` (Norm-Cut, normalized)
-  and ``power`` (Power's posterior means, normalized);
+* on an integer line of at most :data:`CDF_MAX_CELLS` cells also ``norm-cut`` (Norm-Cut, normalized);
 
 and the one with the smallest Stein unbiased risk estimate (Stein, Ann. Statist. 9:1135-1151,
 1981) of its squared error is returned::
@@ -59,6 +61,22 @@ approximation. Base-Cut's hard threshold adds the jump ``T_v / H`` at ``f~_v = T
 divergence: ``Sigma_vv (T_v / H) p_v(T_v)`` with the density ``p_v`` of ``f~_v`` estimated by a
 normal density of variance ``Sigma_vv`` centred on ``f~_v`` (without it hard thresholding's SURE
 is optimistic).
+
+On categorical domains (scored in total variation) the candidate returned is instead the one with
+the smallest::
+
+    TV-SURE(g) = (1/2) sum_v sqrt(max(R_v, 0)),
+    R_v = (g_v - f~_v)^2 - Sigma_vv + 2 (Sigma J_g)_vv        (:func:`cell_risks`, :func:`tv_risk`),
+
+``R_v`` Stein's unbiased estimate of the squared error of cell ``v`` (the ``R_v`` sum to SURE).
+Since ``E|e_v| <= sqrt(E e_v^2)``, with ``E|e_v| = sqrt(2/pi) sqrt(E e_v^2)`` for a centred normal
+error, the criterion estimates a bound on the expected total variation ``(1/2) sum_v E|g_v - f_v|``
+that exceeds it by a factor between 1 and ``sqrt(pi/2)`` (1.25) where the errors are of constant
+size or centred normal; the plug-in ``sqrt(max(R_v, 0))`` is biased upwards by ``0.34 sqrt(Sigma_vv)``
+in a cell a candidate sets to its true value 0. The squared error sums the cells' errors squared,
+so it favours an estimate that spreads small errors over many rare cells (Norm-Sub, shrinkage
+towards uniform), which the total variation charges in full. ``extra["auto"]["scores"]`` keeps the
+squared-error SURE of every candidate and ``extra["auto"]["tv_scores"]`` the criterion.
 
 On an integer line of at most :data:`CDF_MAX_CELLS` cells the loss is instead the squared error of
 the cumulative distribution, ``||A (g - f)||^2`` with ``A`` the ``(k-1) x k`` partial sums (the
@@ -132,7 +150,8 @@ from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE",
            "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "sure_terms", "smoothing_diagonal",
-           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure"]
+           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure", "cell_risks", "tv_risk", "POWER_MAX_CELLS_CATEGORICAL",
+           "POWER_COARSE_GRID"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
 #: earlier: reaching it is reported as converged=False)
@@ -150,6 +169,11 @@ EMS_BUDGET = 150
 EMS_FINAL_BUDGET = 300
 #: PowerNS is a candidate up to this many cells (its numerical integration runs a grid of ~1,900 points per cell)
 POWER_MAX_CELLS = 256
+#: on categorical domains Power and PowerNS are candidates up to this many cells, past POWER_MAX_CELLS on grids
+#: of POWER_COARSE_GRID points (log-spaced, and fine around each estimate; 500 points per cell instead of
+#: 1,900; tests/test_auto.py checks the posterior means within 2 % of those on Power's grids)
+POWER_MAX_CELLS_CATEGORICAL = 1024
+POWER_COARSE_GRID = (400, 100)
 #: on an integer line of at most this many cells the candidates are scored by the SURE of the squared
 #: error of their cumulative distribution (O(k) per candidate, and O(k^2 log k) for the smoothing's
 #: dense term); above it, and on grids and categorical domains, by the SURE of the squared error of
@@ -238,6 +262,66 @@ def _ns_candidate(raw: np.ndarray, g: np.ndarray, D: np.ndarray, a: np.ndarray, 
     s = _ns_support(g)
     m = max(s.sum(), 1.0)
     return _sure(g, raw, tr, sure_terms(D, a, n, s, s / m, s))
+
+
+def cell_risks(g: np.ndarray, raw: np.ndarray, D: np.ndarray, a: np.ndarray, n: float, d: np.ndarray,
+               u: np.ndarray, w: np.ndarray, jump: ArrayLike = 0.0) -> np.ndarray:
+    """Stein's unbiased estimate of each cell's squared error ``E (g_v - f_v)^2``.
+
+    ``R_v = (g_v - f~_v)^2 - Sigma_vv + 2 (Sigma J)_vv`` for ``Sigma = diag(D) - a a^T / n`` and
+    ``J = diag(d) - u w^T``, with ``(Sigma J)_vv = D_v d_v - D_v u_v w_v - a_v^2 d_v / n
+    + a_v (a.u) w_v / n``; ``jump`` (per cell) is added to ``(Sigma J)_vv`` (a hard threshold's
+    jump). The cells' estimates sum to the SURE of :func:`sure_terms`.
+
+    Parameters
+    ----------
+    g, raw : ndarray
+        The candidate ``g(f~)`` and ``f~`` (``k`` cells).
+    D, a : ndarray
+        ``Cov(f~) = diag(D) - a a^T / n``.
+    n : float
+        The number of reports.
+    d, u, w : ndarray
+        ``J = dg / df~ = diag(d) - u w^T``.
+    jump : float or ndarray
+        Added to each cell's ``(Sigma J)_vv``.
+
+    Returns
+    -------
+    ndarray
+        ``R_v`` for every cell (may be negative: each is unbiased, not each non-negative).
+    """
+    diag = D * d - D * u * w - a * a * d / n + a * float(np.dot(a, u)) * w / n
+    return np.asarray((g - raw) ** 2 - (D - a * a / n) + 2.0 * (diag + np.asarray(jump, dtype=float)))
+
+
+def tv_risk(risks: ArrayLike) -> float:
+    """The TV-matched criterion of categorical data: ``(1/2) sum_v sqrt(max(R_v, 0))``.
+
+    With ``e_v = g_v - f_v`` the error of a cell, ``E |e_v| <= sqrt(E e_v^2)`` (Jensen), with
+    equality when ``|e_v|`` is constant, and ``E |e_v| = sqrt(2/pi) sqrt(E e_v^2)`` when ``e_v`` is a
+    centred normal; so ``(1/2) sum_v sqrt(E e_v^2)`` bounds the expected total variation
+    ``(1/2) sum_v E |e_v|`` and exceeds it by a factor in ``[1, sqrt(pi/2)] = [1, 1.25]`` where the
+    errors are centred normal or of constant size. ``R_v`` (:func:`cell_risks`) is Stein's unbiased
+    estimate of ``E e_v^2``; its noise (standard deviation ``~ sqrt(2) Sigma_vv`` per cell) and the
+    truncation at 0 make the plug-in biased upwards where ``E e_v^2 << Sigma_vv``, by
+    ``0.34 sqrt(Sigma_vv)`` per cell (``E sqrt(max(Sigma_vv (z^2 - 1), 0))``, ``z ~ N(0, 1)``) for a cell
+    that a candidate sets to its true value 0. Unlike the squared error, the criterion charges an
+    estimate that spreads small errors over many cells (Norm-Sub, shrinkage towards uniform on a
+    sparse truth) what the total variation does.
+
+    Parameters
+    ----------
+    risks : array
+        ``R_v`` of every cell (:func:`cell_risks`).
+
+    Returns
+    -------
+    float
+        ``(1/2) sum_v sqrt(max(R_v, 0))``.
+    """
+    r = np.asarray(risks, dtype=float)
+    return 0.5 * float(np.sum(np.sqrt(np.maximum(r, 0.0))))
 
 
 def cdf_sure(g: np.ndarray, raw: np.ndarray, sigma: np.ndarray, J: np.ndarray, jump: float = 0.0) -> float:
@@ -368,11 +452,15 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     cands: dict[str, np.ndarray] = {}
     scores: dict[str, float] = {}
     cdf: dict[str, float] = {}
+    # on categorical data: each cell's SURE, for the TV-matched criterion (tv_risk)
+    cells: dict[str, np.ndarray] = {}
     # the MLE: a projection onto its support
     theta = np.asarray(mle.distribution, dtype=float)
     s = (theta > _ZERO).astype(float)
     scores["mle"] = _sure(theta, raw, tr, sure_terms(D, a, n, s, s / max(s.sum(), 1.0), s))
     cands["mle"] = theta
+    if not ordered:
+        cells["mle"] = cell_risks(theta, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
     if line:
         cdf["mle"] = _cdf_sure_lowrank(theta, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
     # Norm-Sub
@@ -393,6 +481,8 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         lam = min(max((t_ns - float(np.dot(g - raw, du))) / denom, 0.0), 1.0) if denom > 0 else 0.0
         gs = (1.0 - lam) * g + lam * u
         cands["shrink-ns"], scores["shrink-ns"] = gs, _sure(gs, raw, tr, (1.0 - lam) * t_ns)
+        cells["norm-sub"] = cell_risks(g, raw, D, a, n, s, s / max(s.sum(), 1.0), s)
+        cells["shrink-ns"] = cell_risks(gs, raw, D, a, n, (1.0 - lam) * s, s / max(s.sum(), 1.0), (1.0 - lam) * s)
     # Base-Cut, normalized
     s2 = noise_variance(block, raw)
     thr = cut_threshold(s2, level)
@@ -406,6 +496,8 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         dens = _normal_mass(raw, thr, D - a * a / n)  # Sigma_vv p_v(T_v)
         jump = float(np.sum(dens * (thr / H)))
         scores["base-cut"] = _sure(g, raw, tr, sure_terms(D, a, n, keep / H, h / H ** 2, keep) + jump)
+        if not ordered:
+            cells["base-cut"] = cell_risks(g, raw, D, a, n, keep / H, h / H ** 2, keep, dens * (thr / H))
         if line:
             # the jump (T_v / H)(e_v - g) seen through M = A^T A: (T_v / H)(M_vv - (M g)_v)
             cdf["base-cut"] = _cdf_sure_lowrank(g, raw, D, a, n, keep / H, h / H ** 2, keep,
@@ -413,6 +505,9 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     else:
         g = np.full(k, 1.0 / k)
         scores["base-cut"] = _sure(g, raw, tr, 0.0)
+        if not ordered:
+            zero = np.zeros(k)
+            cells["base-cut"] = cell_risks(g, raw, D, a, n, zero, zero, zero)
         if line:
             zero = np.zeros(k)
             cdf["base-cut"] = _cdf_sure_lowrank(g, raw, D, a, n, zero, zero, zero)
@@ -434,19 +529,26 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
             cdf["norm-cut"] = _cdf_sure_lowrank(g / H, raw, D, a, n, keep / H, g / H ** 2, keep, jump)
     # Power (normalized) and PowerNS: J = diag(m') / P - m m'^T / P^2 and J_NS diag(m'), m' = posterior
     # variance / sigma^2 (Tweedie)
-    if k <= POWER_MAX_CELLS:
-        mean, var, _a = power_moments(raw, s2, n, level=level)
+    if k <= POWER_MAX_CELLS or (not ordered and k <= POWER_MAX_CELLS_CATEGORICAL):
+        # past POWER_MAX_CELLS (categorical data only) on Power's grids with fewer points (POWER_COARSE_GRID)
+        grids = {} if k <= POWER_MAX_CELLS else dict(zip(("grid", "near"), POWER_COARSE_GRID))
+        mean, var, _a = power_moments(raw, s2, n, level=level, **grids)
         slope = np.where(s2 > 0, var / np.where(s2 > 0, s2, 1.0), 0.0)
         P = float(mean.sum())
-        if line and P > 0:  # Power, normalized: on a line (on categorical data its SURE choice measured no gain)
+        if (line or not ordered) and P > 0:  # Power, normalized: on a line and on categorical data
             cands["power"] = mean / P
             scores["power"] = _sure(mean / P, raw, tr, sure_terms(D, a, n, slope / P, mean / P ** 2, slope))
-            cdf["power"] = _cdf_sure_lowrank(mean / P, raw, D, a, n, slope / P, mean / P ** 2, slope)
+            if line:
+                cdf["power"] = _cdf_sure_lowrank(mean / P, raw, D, a, n, slope / P, mean / P ** 2, slope)
+            else:
+                cells["power"] = cell_risks(mean / P, raw, D, a, n, slope / P, mean / P ** 2, slope)
         g = norm_sub(mean)
         sg = _ns_support(g)
         cands["power-ns"] = g
         scores["power-ns"] = _sure(g, raw, tr, sure_terms(D, a, n, sg * slope, sg / max(sg.sum(), 1.0),
                                                           sg * slope))
+        if not ordered:
+            cells["power-ns"] = cell_risks(g, raw, D, a, n, sg * slope, sg / max(sg.sum(), 1.0), sg * slope)
         if line:
             cdf["power-ns"] = _cdf_sure_lowrank(g, raw, D, a, n, sg * slope, sg / max(sg.sum(), 1.0), sg * slope)
     # smoothed, then Norm-Sub, on ordered domains
@@ -479,6 +581,12 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
         rule = ("smallest Stein unbiased risk estimate of the squared error of the cumulative distribution "
                 "of f~'s post-processing")
         info["cdf_scores"] = cdf
+    elif not ordered:
+        tv = {name: tv_risk(r) for name, r in cells.items()}
+        choice = min(tv, key=lambda name: tv[name])
+        rule = ("smallest half-sum of the square roots of each cell's Stein unbiased risk estimate (a bound on "
+                "the total variation) of f~'s post-processing")
+        info["tv_scores"] = tv
     else:
         choice = min(scores, key=lambda name: scores[name])
         rule = "smallest Stein unbiased risk estimate of the squared error of f~'s post-processing"
