@@ -260,13 +260,14 @@ def combine_results(obs: Observations, estimator: str, **settings: Any) -> Fit:
     theta = np.zeros(obs.k)
     parts: list[np.ndarray] = []
     iters, conv = 0, True
+    n = obs.n  # a sum over the blocks: once, not once per block
     for b in obs.blocks:  # one iteration per distinct mechanism
         sub = Observations([b], obs.domain)
         try:
             est = func(sub, **settings) if settings else func(sub)
         except LocalPrivError as exc:
             raise LocalPrivError(f"[{estimator}]R cannot use the block of {b.mechanism}: {exc}") from None
-        theta += (b.n / obs.n) * est.distribution
+        theta += (b.n / n) * est.distribution
         parts.append(est.distribution)
         iters += est.iterations or 0
         conv = conv and (est.converged is not False)
@@ -310,6 +311,7 @@ def scaled_identity_average(obs: Observations) -> tuple[float, float] | None:
     :class:`~localpriv.likelihood.structured.ScaledIdentityBlock` on ``k`` outputs indexed as the
     inputs); ``None`` otherwise. ``a = sum_A (n^A/n) a_A``, ``b = sum_A (n^A/n) b_A``; ``O(sum_A m_A)``."""
     a = b = 0.0
+    n = obs.n  # a sum over the blocks: once, not once per block
     for blk in obs.blocks:
         mech = blk.mechanism
         if mech.n_outputs != obs.k:
@@ -318,7 +320,7 @@ def scaled_identity_average(obs: Observations) -> tuple[float, float] | None:
         if type(lb) is not ScaledIdentityBlock or lb.k != obs.k or not np.array_equal(
                 lb.outputs, mech.output_index(blk.reports)):
             return None
-        w = blk.n / obs.n
+        w = blk.n / n
         a += w * lb.a
         b += w * lb.b
     return a, b
@@ -334,8 +336,9 @@ def average_mechanism(obs: Observations, estimator: str = "[e]M") -> tuple[np.nd
     m = _shared_outputs(obs, estimator)
     A = np.zeros((obs.k, m))
     counts = np.zeros(m)
+    n = obs.n  # a sum over the blocks: once, not once per block
     for b in obs.blocks:
-        A += (b.n / obs.n) * b.mechanism.channel()
+        A += (b.n / n) * b.mechanism.channel()
         counts += b.count_vector()
     return A, counts
 
@@ -411,7 +414,7 @@ def _average_block(obs: Observations, estimator: str) -> LikelihoodBlock:
                 break
             members.append(b.mechanism.likelihood_block(live, counts[live]))
         else:
-            return WeightedSumBlock(members, [b.n / obs.n for b in obs.blocks], counts[live])
+            return WeightedSumBlock(members, np.array([b.n for b in obs.blocks]) / obs.n, counts[live])
     A, _ = average_mechanism(obs, estimator)
     return DenseBlock(A[:, live], counts[live])
 
