@@ -62,7 +62,7 @@ from localpriv.utils.validation import LocalPrivError
 __all__ = ["gibu", "merge_blocks", "batch_blocks", "BatchedScaledIdentityBlock", "BatchedExpKernelBlock",
            "BatchedSupportBlock", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
            "unary_statistics", "COMBINABLE", "pooled_counts", "scaled_identity_average",
-           "INV_M_DENSE_MAX", "IBU_M_DENSE_MAX"]
+           "INV_M_DENSE_MAX", "IBU_M_DENSE_MAX", "average_block"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,7 +392,7 @@ def inv_m(obs: Observations, *, post: str = "n") -> Fit:
     return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post}, {"raw_inverse": v, "solver": "dense"})
 
 
-def _average_block(obs: Observations, estimator: str) -> LikelihoodBlock:
+def average_block(obs: Observations, estimator: str) -> LikelihoodBlock:
     """``A[n]`` on the pooled reports seen (seed 003 section 5.3) as one likelihood block: a
     :class:`~localpriv.likelihood.structured.ScaledIdentityBlock` when every channel is one
     (``O(k + m)`` per product), a dense block up to :data:`IBU_M_DENSE_MAX` entries, else the
@@ -429,11 +429,11 @@ def ibu_m(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = 
     ``stop="gap"``, Newton finish, at most ``max_iter`` EM evaluations; see
     :func:`~localpriv.estimators.ibu.ibu`); maximizes the likelihood of the *wrong* hypothesis
     that every report came from ``A[n]`` (not the MLE unless all mechanisms agree), so
-    ``gap_reached`` refers to that likelihood. The block (:func:`_average_block`) is structured
+    ``gap_reached`` refers to that likelihood. The block (:func:`average_block`) is structured
     when the channels are k-RR (``O(k + m)`` per EM evaluation), dense up to
     :data:`IBU_M_DENSE_MAX` entries, a weighted sum of the mechanisms' blocks above.
     """
-    block = _average_block(obs, "[IBU]M (ibu-m)")
+    block = average_block(obs, "[IBU]M (ibu-m)")
     res = run_em([block], obs.k, progress=progress, label="ibu-m", theta0=theta0,
                  delta=delta, max_iter=max_iter, callback=callback, accelerate=accelerate, stop=stop)
     return _finish(res.theta, obs, "ibu-m", em_settings(res, delta, max_iter, theta0),
