@@ -87,7 +87,8 @@ def point(method: str, obs) -> dict:
     return {"cpu_seconds": cpu, "wall_seconds": wall, "iterations": est.iterations,
             "converged": est.converged, "stopping": s.get("stopping", "closed form (no iteration)"),
             "acceleration": s.get("acceleration"), "delta": s.get("delta"), "max_iter": s.get("max_iter"),
-            "gap_reached": s.get("gap_reached")}
+            "gap_reached": s.get("gap_reached"),
+            "cv_fits": (est.extra.get("cv") or {}).get("fits")}  # fits of a strength selection, if any
 
 
 def frequency_estimators() -> list[str]:
