@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved
 
 venv: $(STAMP)
 
@@ -129,6 +129,12 @@ bench: $(BENCH_STAMP)
 # number (-> benchmarks/results-cost_curves.json; run it on a quiet machine)
 bench-cost: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/cost_curves.py --out benchmarks/results-cost_curves.json > /dev/null
+
+# decision 0083's check of slopes: the full reports and mechanisms axes of the four estimators that
+# were superlinear there (-> benchmarks/results-cost_curves-linear.json; a minute of CPU, any machine:
+# its times show slopes, the timings themselves come from bench-cost on a quiet machine)
+bench-cost-linear: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/cost_curves.py --methods inv-n-m,inv-p-m,ibu-m,dirichlet --axes reports,mechanisms --out benchmarks/results-cost_curves-linear.json > /dev/null
 
 # the certified planar MLE against the loose stop, 300 x 300 and 1000 x 1000, through localpriv.estimate
 # (-> benchmarks/results-planar_certified*.json; decision 0067; run it on a quiet machine)

@@ -24,6 +24,7 @@ skipped). The default estimator (``auto`` once registered) is included by its re
     python benchmarks/cost_curves.py            # the full curves (quiet machine: ~tens of minutes)
     python benchmarks/cost_curves.py --quick    # a smoke run: small points, not a measurement
     python benchmarks/cost_curves.py --out benchmarks/results-cost_curves.json
+    python benchmarks/cost_curves.py --methods inv-n-m,ibu-m --axes reports,mechanisms   # some curves only
 """
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def point(method: str, obs) -> dict:
     return {"cpu_seconds": cpu, "wall_seconds": wall, "iterations": est.iterations,
             "converged": est.converged, "stopping": s.get("stopping", "closed form (no iteration)"),
             "acceleration": s.get("acceleration"), "delta": s.get("delta"), "max_iter": s.get("max_iter"),
-            "gap_reached": s.get("gap_reached")}
+            "gap_reached": s.get("gap_reached"),
+            "cv_fits": (est.extra.get("cv") or {}).get("fits")}  # fits of a strength selection, if any
 
 
 def frequency_estimators() -> list[str]:
@@ -135,9 +137,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small points: a smoke run, not a measurement")
     ap.add_argument("--cap", type=float, default=CAP)
     ap.add_argument("--methods", default="", help="comma-separated registry names (default: all)")
+    ap.add_argument("--axes", default="", help="comma-separated axes among reports, mechanisms, n (default: all)")
     ap.add_argument("--out", default="", help="write the JSON here (atomically) as well as to stdout")
     args = ap.parse_args()
-    res = run(QUICK if args.quick else FULL, args.cap, [m for m in args.methods.split(",") if m] or None)
+    grid = QUICK if args.quick else FULL
+    axes = [a for a in args.axes.split(",") if a]
+    unknown = sorted(set(axes) - set(grid))
+    if unknown:
+        ap.error(f"unknown axis {unknown[0]!r}; choose among {', '.join(grid)}")
+    if axes:
+        grid = {a: grid[a] for a in grid if a in axes}
+    res = run(grid, args.cap, [m for m in args.methods.split(",") if m] or None)
     res["quick"] = args.quick
     if args.out:
         tmp = Path(args.out).with_suffix(".tmp")

@@ -52,7 +52,8 @@ from localpriv.estimators.ibu import em_settings, ibu, run_em
 from localpriv.estimators.inv import inv
 from localpriv.estimators.registry import NO_SETTINGS, Setting, em_settings_declared, register_estimator
 from localpriv.estimators.result import Fit
-from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock
+from localpriv.likelihood.blocks import DenseBlock, LikelihoodBlock, WeightedSumBlock
+from localpriv.likelihood.structured import ScaledIdentityBlock
 from localpriv.mechanisms.base import Mechanism
 from localpriv.utils.progress import EMProgress
 from localpriv.utils.simplex import clip_normalize, project_simplex
@@ -60,7 +61,8 @@ from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["gibu", "merge_blocks", "batch_blocks", "BatchedScaledIdentityBlock", "BatchedExpKernelBlock",
            "BatchedSupportBlock", "combine_results", "average_mechanism", "inv_m", "ibu_m", "rap", "rap_m",
-           "unary_statistics", "COMBINABLE"]
+           "unary_statistics", "COMBINABLE", "pooled_counts", "scaled_identity_average",
+           "INV_M_DENSE_MAX", "IBU_M_DENSE_MAX", "average_block"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,13 +260,14 @@ def combine_results(obs: Observations, estimator: str, **settings: Any) -> Fit:
     theta = np.zeros(obs.k)
     parts: list[np.ndarray] = []
     iters, conv = 0, True
+    n = obs.n  # a sum over the blocks: once, not once per block
     for b in obs.blocks:  # one iteration per distinct mechanism
         sub = Observations([b], obs.domain)
         try:
             est = func(sub, **settings) if settings else func(sub)
         except LocalPrivError as exc:
             raise LocalPrivError(f"[{estimator}]R cannot use the block of {b.mechanism}: {exc}") from None
-        theta += (b.n / obs.n) * est.distribution
+        theta += (b.n / n) * est.distribution
         parts.append(est.distribution)
         iters += est.iterations or 0
         conv = conv and (est.converged is not False)
@@ -276,32 +279,107 @@ def combine_results(obs: Observations, estimator: str, **settings: Any) -> Fit:
 # --------------------------------------------------------------------------------------------
 # Combining mechanisms: [INV]M and [IBU]M
 # --------------------------------------------------------------------------------------------
-def average_mechanism(obs: Observations, estimator: str = "[e]M") -> tuple[np.ndarray, np.ndarray]:
-    """``A[n] = sum_A (n^A/n) A`` and the pooled counts ``n q[n]`` (seed 003 Eqs. 9-10).
+#: [INV]M on an average mechanism without closed form solves with its dense ``k x m`` matrix (LU
+#: solve and singular values: ``O(k^2 m)``), refused above this many inputs ``k``
+INV_M_DENSE_MAX = 2048
+#: [IBU]M keeps the average mechanism as one dense ``k x m`` block (pooled reports) up to this many
+#: entries ``k m``; above, a weighted sum of the mechanisms' own blocks (``O(M (k + m))`` per product)
+IBU_M_DENSE_MAX = 1 << 20
 
-    All mechanisms must share one finite output alphabet (same number of outputs, reports
-    indexing it); otherwise a :class:`LocalPrivError` says that ``gibu`` applies.
-    """
+
+def _shared_outputs(obs: Observations, estimator: str) -> int:
+    """The one finite output alphabet size all mechanisms share (else a one-line refusal)."""
     sizes = {b.mechanism.n_outputs for b in obs.blocks}
     if None in sizes or len(sizes) != 1:
         raise LocalPrivError(
             f"{estimator} needs all mechanisms to share one finite output alphabet, got output sizes "
             f"{sorted(str(s) for s in sizes)}; use gibu (GIBU applies to any mix of mechanisms)")
-    m = cast(int, sizes.pop())  # None was refused above
+    return cast(int, sizes.pop())  # None was refused above
+
+
+def pooled_counts(obs: Observations, estimator: str = "[e]M") -> np.ndarray:
+    """``n q[n]``: the counts of all mechanisms over their shared output alphabet (seed 003 Eq. 10)."""
+    counts = np.zeros(_shared_outputs(obs, estimator))
+    for b in obs.blocks:
+        counts += b.count_vector()
+    return counts
+
+
+def scaled_identity_average(obs: Observations) -> tuple[float, float] | None:
+    """``(a, b)`` with ``A[n] = b 11^T + (a - b) I`` when every mechanism's channel is a scaled
+    identity on the ``k`` inputs (k-RR, seed 001 Eq. 5: its likelihood block is a
+    :class:`~localpriv.likelihood.structured.ScaledIdentityBlock` on ``k`` outputs indexed as the
+    inputs); ``None`` otherwise. ``a = sum_A (n^A/n) a_A``, ``b = sum_A (n^A/n) b_A``; ``O(sum_A m_A)``."""
+    a = b = 0.0
+    n = obs.n  # a sum over the blocks: once, not once per block
+    for blk in obs.blocks:
+        mech = blk.mechanism
+        if mech.n_outputs != obs.k:
+            return None
+        lb = blk.likelihood_block()
+        if type(lb) is not ScaledIdentityBlock or lb.k != obs.k or not np.array_equal(
+                lb.outputs, mech.output_index(blk.reports)):
+            return None
+        w = blk.n / n
+        a += w * lb.a
+        b += w * lb.b
+    return a, b
+
+
+def average_mechanism(obs: Observations, estimator: str = "[e]M") -> tuple[np.ndarray, np.ndarray]:
+    """``A[n] = sum_A (n^A/n) A`` and the pooled counts ``n q[n]`` (seed 003 Eqs. 9-10).
+
+    All mechanisms must share one finite output alphabet (same number of outputs, reports
+    indexing it); otherwise a :class:`LocalPrivError` says that ``gibu`` applies. Dense: ``O(M k m)``
+    for ``M`` mechanisms, refused above the dense-size cap.
+    """
+    m = _shared_outputs(obs, estimator)
     A = np.zeros((obs.k, m))
     counts = np.zeros(m)
+    n = obs.n  # a sum over the blocks: once, not once per block
     for b in obs.blocks:
-        A += (b.n / obs.n) * b.mechanism.channel()
+        A += (b.n / n) * b.mechanism.channel()
         counts += b.count_vector()
     return A, counts
+
+
+def _singular(cond: float) -> LocalPrivError:
+    return LocalPrivError(
+        f"[INV]M: the average mechanism A[n] is singular (condition number {cond:.3g}); "
+        "use gibu (the MLE, always defined) or ibu-m")
 
 
 def inv_m(obs: Observations, *, post: str = "n") -> Fit:
     """[INV]M, seed 003 Eq. 10: ``theta = q[n] A[n]^{-1}``, then normalization or projection.
 
-    Raises when the output alphabets differ or ``A[n]`` is singular (use ``gibu`` or ``ibu-m``).
+    When every channel is a scaled identity (k-RR), ``A[n] = b 11^T + d I`` (``d = a - b``) and
+    ``v = (q - b sum(q) / (d + k b)) / d`` (Sherman-Morrison), its condition number
+    ``max(|d|, |d + k b|) / min(|d|, |d + k b|)`` from the two eigenvalues: ``O(k + sum_A m_A)``.
+    Otherwise the dense ``k x m`` average is solved (``O(M k m + k^2 m)``), for at most
+    :data:`INV_M_DENSE_MAX` inputs. Raises when the output alphabets differ, ``k`` is over that
+    limit without the closed form, or ``A[n]`` is singular (condition number ``>= 1e12``; use
+    ``gibu`` or ``ibu-m``).
     """
-    A, counts = average_mechanism(obs, f"[INV]M (inv-{post}-m)")
+    name = f"[INV]M (inv-{post}-m)"
+    avg = scaled_identity_average(obs)
+    if avg is not None:
+        counts = pooled_counts(obs, name)
+        q = counts / counts.sum()
+        a, b = avg
+        d, top = a - b, a - b + obs.k * b
+        lo, hi = min(abs(d), abs(top)), max(abs(d), abs(top))
+        cond = hi / lo if lo > 0 else np.inf
+        if not cond < 1e12:
+            raise _singular(cond)
+        v = (q - b * (q.sum() / top)) / d
+        return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post},
+                       {"raw_inverse": v, "solver": "closed form (scaled identity)"})
+    _shared_outputs(obs, name)
+    if obs.k > INV_M_DENSE_MAX:
+        raise LocalPrivError(
+            f"{name}: the average mechanism has no closed form here and {obs.k} inputs exceed the limit of "
+            f"{INV_M_DENSE_MAX} for its dense inversion (cost k^2 m); use gibu or ibu-m")
+    A, counts = average_mechanism(obs, name)
     q = counts / counts.sum()
     k, m = A.shape
     cond = np.linalg.cond(A) if k == m else np.inf
@@ -310,10 +388,35 @@ def inv_m(obs: Observations, *, post: str = "n") -> Fit:
     elif k != m and np.linalg.matrix_rank(A) == k:
         v, *_ = np.linalg.lstsq(A.T, q, rcond=None)
     else:
-        raise LocalPrivError(
-            f"[INV]M: the average mechanism A[n] is singular (condition number {cond:.3g}); "
-            "use gibu (the MLE, always defined) or ibu-m")
-    return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post}, {"raw_inverse": v})
+        raise _singular(cond)
+    return _finish(_post(v, post), obs, f"inv-{post}-m", {"post": post}, {"raw_inverse": v, "solver": "dense"})
+
+
+def average_block(obs: Observations, estimator: str) -> LikelihoodBlock:
+    """``A[n]`` on the pooled reports seen (seed 003 section 5.3) as one likelihood block: a
+    :class:`~localpriv.likelihood.structured.ScaledIdentityBlock` when every channel is one
+    (``O(k + m)`` per product), a dense block up to :data:`IBU_M_DENSE_MAX` entries, else the
+    weighted sum of the mechanisms' own blocks on those reports (mechanisms whose reports are their
+    output indices; others are refused above the dense-size cap)."""
+    counts = pooled_counts(obs, estimator)
+    live = np.flatnonzero(counts > 0)
+    avg = scaled_identity_average(obs)
+    if avg is not None:
+        return ScaledIdentityBlock(obs.k, avg[0], avg[1], live, counts[live])
+    if obs.k * live.size > IBU_M_DENSE_MAX:
+        members: list[LikelihoodBlock] = []
+        for b in obs.blocks:
+            try:
+                indexed = np.array_equal(b.mechanism.output_index(live), live)
+            except (LocalPrivError, ValueError, TypeError):
+                indexed = False
+            if not indexed:
+                break
+            members.append(b.mechanism.likelihood_block(live, counts[live]))
+        else:
+            return WeightedSumBlock(members, np.array([b.n for b in obs.blocks]) / obs.n, counts[live])
+    A, _ = average_mechanism(obs, estimator)
+    return DenseBlock(A[:, live], counts[live])
 
 
 def ibu_m(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = DEFAULT_DELTA,
@@ -322,14 +425,16 @@ def ibu_m(obs: Observations, *, theta0: ArrayLike | None = None, delta: float = 
           progress: bool | EMProgress = False) -> Fit:
     """[IBU]M, seed 003 section 5.3: IBU (Eq. 13) on the average mechanism ``A[n]`` and ``q[n]``.
 
-    Uses the one EM engine on a single dense block, with its settings and defaults (certified
-    ``stop="gap"``, Newton finish; see :func:`~localpriv.estimators.ibu.ibu`); maximizes the
-    likelihood of the *wrong* hypothesis that every report came from ``A[n]`` (not the MLE unless
-    all mechanisms agree), so ``gap_reached`` refers to that likelihood.
+    Uses the one EM engine on a single block, with its settings and defaults (certified
+    ``stop="gap"``, Newton finish, at most ``max_iter`` EM evaluations; see
+    :func:`~localpriv.estimators.ibu.ibu`); maximizes the likelihood of the *wrong* hypothesis
+    that every report came from ``A[n]`` (not the MLE unless all mechanisms agree), so
+    ``gap_reached`` refers to that likelihood. The block (:func:`average_block`) is structured
+    when the channels are k-RR (``O(k + m)`` per EM evaluation), dense up to
+    :data:`IBU_M_DENSE_MAX` entries, a weighted sum of the mechanisms' blocks above.
     """
-    A, counts = average_mechanism(obs, "[IBU]M (ibu-m)")
-    live = counts > 0
-    res = run_em([DenseBlock(A[:, live], counts[live])], obs.k, progress=progress, label="ibu-m", theta0=theta0,
+    block = average_block(obs, "[IBU]M (ibu-m)")
+    res = run_em([block], obs.k, progress=progress, label="ibu-m", theta0=theta0,
                  delta=delta, max_iter=max_iter, callback=callback, accelerate=accelerate, stop=stop)
     return _finish(res.theta, obs, "ibu-m", em_settings(res, delta, max_iter, theta0),
                    {"loglik_average_mechanism": res.loglik, "gap": res.gap},

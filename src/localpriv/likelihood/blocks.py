@@ -10,15 +10,15 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from localpriv.utils.validation import LocalPrivError, env_int
 
-__all__ = ["LikelihoodBlock", "DenseBlock", "total_loglik", "check_dense_size", "max_dense_entries",
+__all__ = ["LikelihoodBlock", "DenseBlock", "WeightedSumBlock", "total_loglik", "check_dense_size", "max_dense_entries",
            "dense_cap_override", "MAX_DENSE_ENTRIES", "Evaluation", "check_report_bytes"]
 
 
@@ -324,3 +324,46 @@ class DenseBlock(LikelihoodBlock):
 
     def dense(self) -> NDArray[np.float64]:
         return self.G
+
+
+class WeightedSumBlock(LikelihoodBlock):
+    """``G = sum_i w_i G_i``: member blocks on the same ``m`` reports, mixed with weights ``w_i``.
+
+    The average mechanism ``A[n] = sum_A (n^A/n) A`` of seed 003 Eq. 9, restricted to the pooled
+    reports, without its dense ``k x m`` matrix: ``theta @ G = sum_i w_i (theta @ G_i)`` and
+    ``G @ v = sum_i w_i (G_i @ v)``, one product of every member each, so a product costs the sum of
+    the members' (``O(M (k + m))`` for ``M`` structured members). The counts are the block's own
+    (the members' are not read). No ``hessian_diagonal``: ``sum_j v_j G[x, j]^2`` is not a sum of the
+    members' (the Newton finish tabulates it from :meth:`dense` where that is small, SQUAREM otherwise).
+    """
+
+    def __init__(self, members: Sequence[LikelihoodBlock], weights: ArrayLike, counts: ArrayLike) -> None:
+        self.members = list(members)
+        self.weights = np.asarray(weights, dtype=float).ravel()
+        self.counts = np.asarray(counts, dtype=float).ravel()
+        if not self.members or self.weights.size != len(self.members):
+            raise LocalPrivError(f"a weighted sum of blocks needs one weight per member, got {self.weights.size} "
+                                 f"weights for {len(self.members)} members")
+        self.k = int(self.members[0].k)
+        if any(int(b.k) != self.k or b.size != self.counts.size for b in self.members):
+            raise LocalPrivError(f"a weighted sum of blocks needs members on the same {self.k} inputs and "
+                                 f"{self.counts.size} reports")
+
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
+        out = np.zeros(self.counts.size)
+        for w, b in zip(self.weights, self.members):  # one product per mechanism
+            out += w * np.asarray(b.forward(theta), dtype=float)
+        return out
+
+    def backward(self, v: np.ndarray) -> NDArray[np.float64]:
+        out = np.zeros(self.k)
+        for w, b in zip(self.weights, self.members):
+            out += w * np.asarray(b.backward(v), dtype=float)
+        return out
+
+    def dense(self) -> NDArray[np.float64]:
+        check_dense_size(self.k, self.counts.size, "a weighted sum of likelihood blocks")
+        out = np.zeros((self.k, self.counts.size))
+        for w, b in zip(self.weights, self.members):
+            out += w * np.asarray(b.dense(), dtype=float)
+        return out
