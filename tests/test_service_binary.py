@@ -22,8 +22,14 @@ with warnings.catch_warnings():
 from localpriv.domains import parse_domain
 from localpriv.service.app import create_app
 from localpriv.service.client import Client, wire_reports
-from localpriv.service.core import (Collector, batch_digest, decode_batch, decode_binary_batch, distinct_counts,
-                                    read_json)
+from localpriv.service.core import (
+    Collector,
+    batch_digest,
+    decode_batch,
+    decode_binary_batch,
+    distinct_counts,
+    read_json,
+)
 from localpriv.service.policy import AdmissionPolicy
 from localpriv.service.storage import open_store
 from localpriv.service.wire import CONTENT_TYPE, MAGIC, encode_batch, media_kind
