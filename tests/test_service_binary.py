@@ -90,6 +90,13 @@ def test_batch_digest_is_the_digest_of_the_json_text(rows):
     assert batch_digest(rows) == expected
 
 
+def test_the_example_of_the_docs():
+    _ctype, body = encode_batch("b1", [{"mechanism": "krr(eps=2.0)", "reports": [17, 3, 99]}])
+    header = b'{"batch_id":"b1","groups":[{"mechanism":"krr(eps=2.0)","kind":"int64","reports":3,"width":8}]}'
+    assert body == (b"LPR1" + bytes([0x60, 0, 0, 0]) + header + b"  " + bytes([0x11] + [0] * 7)
+                    + bytes([0x03] + [0] * 7) + bytes([0x63] + [0] * 7))
+
+
 def test_media_types():
     assert media_kind(None) == "json" and media_kind("application/json; charset=utf-8") == "json"
     assert media_kind(CONTENT_TYPE) == "binary" and media_kind("Application/X-Localpriv-Reports;v=1") == "binary"

@@ -687,22 +687,25 @@ class Collector:
         except LocalPrivError:
             self.store.refused(name, _claimed_reports(_binary_claim(body) if binary else data, binary))
             raise
-        rows: list[tuple[str, str, int]] = []
+        pairs: dict[str, list[tuple[str, int]]] = {}
         raw: list[tuple[int, str, str]] | None = [] if col["keep_raw"] else None
         specs = [str(mech) for mech, _r in parts]
         for spec, (_mech, r) in zip(specs, parts):
             # every report counts once: the distinct reports and their numbers (rows for bit vectors)
             u, c = distinct_counts(r)
-            rows.extend(zip([spec] * len(c), _text(u), c.tolist()))
+            pairs.setdefault(spec, []).extend(zip(_text(u), c.tolist()))
             if raw is not None:
                 start = len(raw)
                 raw.extend(zip(range(start, start + r.shape[0]), [spec] * r.shape[0], _text(r)))
-        if len(set(specs)) < len(specs):  # the same mechanism in two groups: one row per pair
-            merged: dict = {}
-            for m, t, k in rows:
-                merged[(m, t)] = merged.get((m, t), 0) + k
-            rows = [(m, t, k) for (m, t), k in merged.items()]
-        counts = sorted(rows)
+        counts: list[tuple[str, str, int]] = []
+        for spec in sorted(pairs):  # rows sorted by (mechanism, report text), one per pair
+            got = pairs[spec]
+            if specs.count(spec) > 1:  # the same mechanism in two groups
+                merged: dict[str, int] = {}
+                for t, k in got:
+                    merged[t] = merged.get(t, 0) + k
+                got = list(merged.items())
+            counts.extend([(spec, t, k) for t, k in sorted(got)])
         digest = batch_digest(counts)
         caps = None
         if device_id is not None:
