@@ -1,6 +1,6 @@
 """The tables of docs/service.md (mixed load), decision 0065 (ingest profile), decision 0075
-(interleaved ingest) and decision 0082 (JSON and binary bodies) are the rendering of the committed benchmark JSON, and every section of that
-JSON's report renders."""
+(interleaved ingest) and decision 0082 (JSON and binary bodies) are the rendering of the committed
+benchmark JSON, and every section of that JSON's report renders."""
 import importlib.util
 import json
 import sys
