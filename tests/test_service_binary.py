@@ -239,3 +239,30 @@ def test_the_client_posts_binary_by_default_and_json_on_request(svc):
     assert all(k % 2 == 0 for _m, _r, k in rows)
     with pytest.raises(LocalPrivError, match="wire"):
         Client("http://testserver", "ages", info["ingest_token"], http=tc, wire="xml")
+
+
+def test_a_cancelled_request_waits_for_its_ingest_thread():
+    import asyncio
+    import concurrent.futures
+    import threading
+    import time
+
+    from localpriv.service.app import in_thread
+
+    done = threading.Event()
+
+    def work() -> int:
+        time.sleep(0.2)
+        done.set()
+        return 1
+
+    async def main() -> None:
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            assert await in_thread(ex, lambda: 2) == 2
+            task = asyncio.ensure_future(in_thread(ex, work))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert done.is_set()  # the cancellation came after the thread's work
+    asyncio.run(main())

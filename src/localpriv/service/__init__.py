@@ -90,6 +90,7 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
     try:
         Server(config).run()
     finally:
+        app.state.ingest_threads.shutdown(wait=True)  # a batch in a worker thread commits or rolls back first
         collector.close()
         store.close()
         sys.stderr.write("localpriv collector stopped\n")
