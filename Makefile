@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075
 
 venv: $(STAMP)
 
@@ -208,9 +208,20 @@ bench-service-profile: $(FULL_STAMP)
 # blocks of batches in one run (-> benchmarks/results-service-ingest-interleaved.json and decision
 # 0075's table); run it on a quiet machine
 INTERLEAVE_BASE ?= 039eaf1
-bench-service-interleaved: $(FULL_STAMP)
+bench-service-interleaved-0075: $(FULL_STAMP)
 	rm -rf .interleave-base && mkdir -p .interleave-base && git archive $(INTERLEAVE_BASE) src | tar -x -C .interleave-base
 	OPENBLAS_NUM_THREADS=1 PYTHONPATH=$(CURDIR)/src $(PY) benchmarks/service_ingest_profile.py --interleave $(CURDIR)/.interleave-base/src --commit $(INTERLEAVE_BASE) --label full --batches 400 --rounds 3
+	rm -rf .interleave-base
+
+# the server's CPU per batch of 1,000 reports: the commit before decision 0082 (BODIES_BASE, JSON body,
+# h11) against the working tree with the JSON body, with the binary body the Python client sends by
+# default, and with the binary body under --http h11, and the one-process SQLite floor, interleaved by
+# blocks of batches in one run (-> benchmarks/results-service-ingest-bodies.json and decision 0082's
+# table); run it on a quiet machine
+BODIES_BASE ?= 0db7cb9
+bench-service-interleaved: $(FULL_STAMP)
+	rm -rf .interleave-base && mkdir -p .interleave-base && git archive $(BODIES_BASE) src | tar -x -C .interleave-base
+	OPENBLAS_NUM_THREADS=1 PYTHONPATH=$(CURDIR)/src $(PY) benchmarks/service_ingest_profile.py --bodies $(CURDIR)/.interleave-base/src --commit $(BODIES_BASE) --label full --batches 400 --rounds 3
 	rm -rf .interleave-base
 
 # the collector's ledger and rate-limit measurements (correctness only, seconds; -> docs/results/service-ledger.json)

@@ -28,6 +28,7 @@ RUN_ALL = ["clients", "ibu", "planar", "gibu", "oracles", "memory", "uncertainty
 OWN_FILES = {"em": "results-em.json", "service": "results-service.json",
              "service_mixed": "results-service-mixed.json", "service_profile": "results-service-ingest-profile.json",
              "service_interleaved": "results-service-ingest-interleaved.json",
+             "service_bodies": "results-service-ingest-bodies.json",
              "large_domains": "results-large_domains.json", "heavy_hitters": "results-heavy_hitters.json",
              "rappor_accuracy": "results-rappor-accuracy.json", "java_client": "results-java-client.json",
              "clients_all": "results-clients-all.json",
@@ -37,7 +38,8 @@ TARGETS = {"clients": "make bench", "ibu": "make bench", "planar": "make bench",
            "uncertainty": "make bench / make bench-uncertainty", "import_time": "make bench / make bench-import",
            "spark": "make bench / make bench-spark", "em": "make bench-em", "service": "make bench-service",
            "service_mixed": "make bench-service-mixed", "service_profile": "make bench-service-profile",
-           "service_interleaved": "make bench-service-interleaved",
+           "service_interleaved": "make bench-service-interleaved-0075",
+           "service_bodies": "make bench-service-interleaved",
            "large_domains": "make bench-vocab", "heavy_hitters": "make bench-vocab",
            "rappor_accuracy": "make bench-rappor-accuracy", "java_client": "make bench-java-client",
            "clients_all": "make bench-clients-all",
@@ -755,6 +757,19 @@ def sec_service_interleaved(d) -> list[str]:
         "", "CPU milliseconds per batch, the two servers and the floor interleaved in one run (decision 0075)."]
 
 
+def sec_service_bodies(d) -> list[str]:
+    keys = ["before_ms", "json_ms", "binary_ms", "binary_h11_ms", "floor_ms"]
+    body = [[label, str(run.get("commit")), num(run["reports_per_batch"]), num(run.get("batches"))]
+            + [num(run["ms_per_batch"].get(k)) for k in keys]
+            + [ratio(run["ms_per_batch"].get(k)) for k in ("ratio_before_to_floor", "ratio_json_to_floor",
+                                                           "ratio_binary_to_floor")]
+            for label, run in d["runs"].items()]
+    return table(["run", "before (commit)", "reports/batch", "batches", "before (JSON, h11)", "JSON",
+                  "binary (client default)", "binary, h11", "floor", "before / floor", "JSON / floor",
+                  "binary / floor"], body) + [
+        "", "CPU milliseconds per batch, four servers and the floor interleaved in one run (decision 0082)."]
+
+
 def sec_large_domains(d) -> list[str]:
     body = []
     for name, c in (d.get("cells") or {}).items():
@@ -940,6 +955,8 @@ SECTIONS = [
     ("service_profile", "Collector ingest: CPU per batch of each step", sec_service_profile),
     ("service_interleaved", "Collector ingest: before and after against the floor, interleaved",
      sec_service_interleaved),
+    ("service_bodies", "Collector ingest: JSON and binary bodies against the floor, interleaved",
+     sec_service_bodies),
     ("large_domains", "Large domains: Hadamard response and count-mean sketches", sec_large_domains),
     ("heavy_hitters", "Heavy hitters on Gowalla place ids", sec_heavy_hitters),
     ("rappor_accuracy", "RAPPOR accuracy against pure-LDP's RAPPOR, no timing", sec_rappor_accuracy),

@@ -137,15 +137,15 @@ def measure(batches: int = 200, size: int = 1000, requests: int = 300) -> dict:
     return {"batches": batches, "reports_per_batch": size, "mechanism": SPEC, "ms_per_batch": out}
 
 
-def _server(src: str, db: str, log: Path):
-    """A ``localpriv serve`` child running the source tree ``src`` (its ``PYTHONPATH``), with one
-    collection; returns ``(process, url, ingest token)``."""
+def _server(src: str, db: str, log: Path, args: tuple[str, ...] = ()):
+    """A ``localpriv serve`` child running the source tree ``src`` (its ``PYTHONPATH``) with more
+    options ``args``, with one collection; returns ``(process, url, ingest token)``."""
     import httpx
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src
     try:
         port = free_port()
-        proc = launch(db, port, log, ADMIN, timeout=300)
+        proc = launch(db, port, log, ADMIN, timeout=300, args=args)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
@@ -210,6 +210,85 @@ def interleaved(base_src: str, src: str, batches: int = 200, size: int = 1000, b
     ms["ratio_after_to_floor"] = round(cpu["after"] / cpu["floor"], 2)
     ms["ratio_after_to_before"] = round(cpu["after"] / cpu["before"], 3)
     return {"batches": batches, "reports_per_batch": size, "block": block, "mechanism": SPEC, "ms_per_batch": ms}
+
+
+#: decision 0082's servers: (label, source tree ("base" or "tree"), more options of localpriv serve, body)
+BODY_VARIANTS = [("before", "base", (), "json"), ("json", "tree", (), "json"),
+                 ("binary", "tree", (), "binary"), ("binary_h11", "tree", ("--http", "h11"), "binary")]
+
+
+def interleaved_bodies(base_src: str, src: str, batches: int = 200, size: int = 1000, block: int = 20) -> dict:
+    """Decision 0082's run: the server's CPU per batch of :data:`BODY_VARIANTS` (the commit before
+    the binary body with JSON; this tree with JSON; this tree with the Python client's default body,
+    made by its own encoder, under the default parser and under h11) and the one-process SQLite
+    floor, interleaved by blocks of ``block`` batches, so that a change of the machine's load hits
+    all alike. The same reports in every variant. Returns milliseconds of CPU per batch, the body
+    sizes and the ratios to the floor and to ``before``."""
+    import httpx
+
+    from localpriv.service.wire import encode_batch
+    rng = np.random.default_rng(0)
+    reports = [rng.integers(0, 100, size) for _ in range(batches)]
+    bodies = {"json": [("application/json", json.dumps({"batch_id": f"b{j}", "groups": [
+                  {"mechanism": SPEC, "reports": r.tolist()}]}, separators=(",", ":")).encode())
+                       for j, r in enumerate(reports)],
+              "binary": [encode_batch(f"b{j}", [{"mechanism": SPEC, "reports": r}]) for j, r in enumerate(reports)]}
+    counted = [_counts([(SPEC, r)])[0] for r in reports]
+    cpu = {label: 0.0 for label, *_ in BODY_VARIANTS} | {"floor": 0.0}
+    with tempfile.TemporaryDirectory(prefix="localpriv-ingest-bodies-") as tmp:
+        con = sqlite3.connect(os.path.join(tmp, "floor.sqlite"), isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        con.execute("CREATE TABLE counts (collection TEXT NOT NULL, mechanism TEXT NOT NULL, report TEXT NOT NULL, "
+                    "count BIGINT NOT NULL, PRIMARY KEY (collection, mechanism, report))")
+        servers = {}
+        clients = {}
+        try:
+            for label, tree, args, _body in BODY_VARIANTS:
+                servers[label] = _server(base_src if tree == "base" else src, os.path.join(tmp, f"{label}.sqlite"),
+                                         Path(tmp) / f"{label}.log", args)
+                clients[label] = httpx.Client(timeout=60, headers={"Authorization": f"Bearer {servers[label][2]}"})
+            for label, _tree, _args, body in BODY_VARIANTS:  # warm: the spec parsed, the connection open
+                ctype, data = (bodies[body][0][0], bodies[body][0][1].replace(b"b0", b"w0", 1))
+                clients[label].post(f"{servers[label][1]}/v1/collections/bench/batches", content=data,
+                                    headers={"Content-Type": ctype})
+            for lo in range(0, batches, block):
+                for label, _tree, _args, body in BODY_VARIANTS:
+                    proc, url, _tok = servers[label]
+                    t = _cpu(proc.pid)
+                    for ctype, data in bodies[body][lo:lo + block]:
+                        r = clients[label].post(f"{url}/v1/collections/bench/batches", content=data,
+                                                headers={"Content-Type": ctype})
+                        if r.status_code != 200 or r.json()["status"] != "accepted":
+                            raise SystemExit(f"the {label} server refused a batch: {r.text[:200]}")
+                    cpu[label] += _cpu(proc.pid) - t
+                t = time.process_time()
+                for rows in counted[lo:lo + block]:
+                    con.execute("BEGIN IMMEDIATE")
+                    con.executemany("INSERT INTO counts VALUES ('bench', ?, ?, ?) ON CONFLICT (collection, mechanism, "
+                                    "report) DO UPDATE SET count = counts.count + excluded.count", rows)
+                    con.execute("COMMIT")
+                cpu["floor"] += time.process_time() - t
+            for label in servers:  # every variant counted every report (the warm batch's too)
+                got = clients[label].get(f"{servers[label][1]}/v1/collections/bench", headers={
+                    "Authorization": f"Bearer {ADMIN}"}).json()["ingest"]["reports"]
+                if got != (batches + 1) * size:
+                    raise SystemExit(f"the {label} server counted {got} reports, not {(batches + 1) * size}")
+        finally:
+            for label, (proc, _u, _t) in servers.items():
+                clients[label].close()
+                proc.kill()
+                proc.wait()
+            con.close()
+    ms = {f"{k}_ms": round(v / batches * 1e3, 4) for k, v in cpu.items()}
+    for label in cpu:
+        if label != "floor":
+            ms[f"ratio_{label}_to_floor"] = round(cpu[label] / cpu["floor"], 2)
+    ms["ratio_binary_to_before"] = round(cpu["binary"] / cpu["before"], 3)
+    ms["ratio_binary_to_json"] = round(cpu["binary"] / cpu["json"], 3)
+    sizes = {k: round(float(np.mean([len(b) for _c, b in v])), 1) for k, v in bodies.items()}
+    return {"batches": batches, "reports_per_batch": size, "block": block, "mechanism": SPEC,
+            "body_bytes": sizes, "ms_per_batch": ms}
 
 
 DECISION = Path(__file__).resolve().parent.parent / "docs" / "decisions" / "0065-ingest-cpu-against-a-sqlite-floor.md"
@@ -318,6 +397,76 @@ def main_interleaved(a: argparse.Namespace) -> None:
     print(json.dumps(run["ms_per_batch"], indent=2))
 
 
+BODIES_DECISION = DECISION.parent / "0082-binary-batches-and-httptools.md"
+BODIES_OUT = Path(__file__).resolve().parent / "results-service-ingest-bodies.json"
+BODIES_ROWS = [("before_ms", "before: the commit before, JSON body, h11"),
+               ("json_ms", "after: JSON body"), ("binary_ms", "after: binary body (the Python client's default)"),
+               ("binary_h11_ms", "after: binary body, `--http h11`"),
+               ("floor_ms", "floor: one-process SQLite upsert of the counts"),
+               ("ratio_before_to_floor", "before / floor"), ("ratio_json_to_floor", "after, JSON / floor"),
+               ("ratio_binary_to_floor", "after, binary / floor"),
+               ("ratio_binary_h11_to_floor", "after, binary, h11 / floor"),
+               ("ratio_binary_to_before", "binary / before"), ("ratio_binary_to_json", "binary / JSON")]
+
+
+def bodies_block(doc: dict) -> str:
+    """The table of decision 0082's ``service-ingest-bodies`` block, from the JSON ``doc``."""
+    labels = list(doc["runs"])
+    runs = [doc["runs"][k] for k in labels]
+    head = "| CPU ms per batch (median of the rounds) | " + " | ".join(
+        f"{k} (before: {r.get('commit') or '?'}, {r['reports_per_batch']:,} reports, {r['batches']} batches, "
+        f"{r.get('rounds', 1)} rounds)" for k, r in zip(labels, runs))
+    lines = [head + " |", "|---|" + "---|" * len(runs)]
+    for key, words in BODIES_ROWS:
+        cells = [r["ms_per_batch"].get(key) for r in runs]
+        lines.append(f"| {words} | " + " | ".join("n/a" if c is None else (f"{c:.3g}x" if key.startswith("ratio")
+                                                                            else f"{c:.3g}") for c in cells) + " |")
+    sizes = "; ".join(f"{k}: JSON {r['body_bytes']['json']:,.0f}, binary {r['body_bytes']['binary']:,.0f}"
+                      for k, r in zip(labels, runs))
+    loads = "; ".join(f"{k}: {', '.join(f'{x:.1f}' for x in r['load_before'])}" for k, r in zip(labels, runs))
+    return "\n".join(lines + ["", f"Bytes per body: {sizes}. {doc['machine'].get('cpu')}, "
+                              f"{doc['machine'].get('cores', '?')} cores, load average before each run: {loads} "
+                              f"(`benchmarks/{BODIES_OUT.name}`)."])
+
+
+def write_bodies_docs(doc: dict, path: Path = BODIES_DECISION) -> None:
+    text = path.read_text()
+    pat = re.compile(r"(<!-- service-ingest-bodies -->\n)(?:.*?\n)?(<!-- /service-ingest-bodies -->)", re.S)
+    new, n = pat.subn(lambda m: m.group(1) + bodies_block(doc) + "\n" + m.group(2), text)
+    if n != 1:
+        raise SystemExit(f"{path}: no <!-- service-ingest-bodies --> block")
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(new)
+    tmp.replace(path)
+
+
+def main_bodies(a: argparse.Namespace) -> None:
+    out = Path(a.out) if a.out else BODIES_OUT
+    if a.docs_only:
+        write_bodies_docs(json.loads(out.read_text()))
+        return
+    if not (1 <= a.batches <= 10_000 and 1 <= a.size <= 100_000 and 1 <= a.rounds <= 20):
+        raise SystemExit("bounds: 1-10,000 batches of 1-100,000 reports, 1-20 rounds")
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    load = [round(x, 2) for x in os.getloadavg()]
+    rounds = [interleaved_bodies(a.bodies, src, a.batches, a.size) for _ in range(a.rounds)]
+    keys = rounds[0]["ms_per_batch"]
+    run = {"started": now(), "load_before": load, "commit": a.commit, "rounds": a.rounds,
+           **{k: v for k, v in rounds[0].items() if k != "ms_per_batch"},
+           "ms_per_batch": {k: round(float(np.median([r["ms_per_batch"][k] for r in rounds])), 4) for k in keys},
+           "ms_per_batch_rounds": [r["ms_per_batch"] for r in rounds],
+           "load_after": [round(x, 2) for x in os.getloadavg()]}
+    doc = json.loads(out.read_text()) if out.exists() else {"benchmark": "service-ingest-bodies", "runs": {}}
+    doc["machine"] = machine()
+    doc["runs"][a.label or "smoke"] = run
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(out)
+    if BODIES_DECISION.exists():
+        write_bodies_docs(doc)
+    print(json.dumps(run["ms_per_batch"], indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs-only", action="store_true", help="only rewrite the decision record's table from --out")
@@ -327,11 +476,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="repetitions; the table shows each step's median")
     ap.add_argument("--commit", default=None, help="the commit the measured source is (recorded)")
     ap.add_argument("--out", default=None, help="default: results-service-ingest-profile.json, or with "
-                    "--interleave results-service-ingest-interleaved.json")
+                    "--interleave results-service-ingest-interleaved.json, with --bodies "
+                    "results-service-ingest-bodies.json")
     ap.add_argument("--interleave", default=None, metavar="BASE_SRC",
                     help="compare the server of the source tree BASE_SRC (before) with this tree's (after) and the "
                          "floor, interleaved in one run (decision 0075's table)")
+    ap.add_argument("--bodies", default=None, metavar="BASE_SRC",
+                    help="decision 0082's run: the server of BASE_SRC (before, JSON) against this tree's with the "
+                         "JSON body, the binary body (the client's default) and the binary body under h11, and the "
+                         "floor, interleaved in one run")
     a = ap.parse_args()
+    if a.bodies:
+        main_bodies(a)
+        return
     if a.interleave:
         main_interleaved(a)
         return

@@ -106,7 +106,7 @@ def _mock_client(seen: list) -> Client:
         seen.append(json.loads(request.content))
         return httpx.Response(200, json={"status": "accepted"})
     http = httpx.Client(base_url="http://test", transport=httpx.MockTransport(handler))
-    return Client("http://test", "ages", "tok", http=http, backoff=0.0)
+    return Client("http://test", "ages", "tok", http=http, backoff=0.0, wire="json")
 
 
 def test_client_records_and_refuses_before_sending(tmp_path):

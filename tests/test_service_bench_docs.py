@@ -1,6 +1,6 @@
-"""The tables of docs/service.md (mixed load), decision 0065 (ingest profile) and decision 0075
-(interleaved ingest) are the rendering of the committed benchmark JSON, and every section of that
-JSON's report renders."""
+"""The tables of docs/service.md (mixed load), decision 0065 (ingest profile), decision 0075
+(interleaved ingest) and decision 0082 (JSON and binary bodies) are the rendering of the committed
+benchmark JSON, and every section of that JSON's report renders."""
 import importlib.util
 import json
 import sys
@@ -39,3 +39,11 @@ def test_decision_0075_table_is_the_rendering_of_the_committed_json():
     doc = ROOT / "docs/decisions/0075-ingest-without-the-routing-layers.md"
     assert block in doc.read_text(), "decision 0075 is stale: run `python benchmarks/service_ingest_profile.py " \
         "--interleave BASE_SRC --docs-only`"
+
+
+def test_decision_0082_table_is_the_rendering_of_the_committed_json():
+    mod = _load("service_ingest_profile")
+    block = mod.bodies_block(json.loads((BENCH / "results-service-ingest-bodies.json").read_text()))
+    doc = ROOT / "docs/decisions/0082-binary-batches-and-httptools.md"
+    assert block in doc.read_text(), "decision 0082 is stale: run `python benchmarks/service_ingest_profile.py " \
+        "--bodies BASE_SRC --docs-only`"

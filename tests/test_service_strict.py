@@ -193,14 +193,15 @@ def test_a_newline_name_is_not_a_second_batch(svc):
 
 
 # ---- a real server on loopback: slow clients ---------------------------------------------
-@pytest.fixture
-def live(tmp_path):
+@pytest.fixture(params=["h11", "httptools"])
+def live(tmp_path, request):
     import uvicorn
     collector = Collector(open_store(str(tmp_path / "live.sqlite")), ADMIN)
     port = free_port()
-    limits = ServerLimits(header_timeout=1.0, body_timeout=1.0, keep_alive=1.0, max_connections=8)
+    limits = ServerLimits(header_timeout=1.0, body_timeout=1.0, keep_alive=1.0, max_connections=8,
+                          max_header_bytes=2048)
     server = uvicorn.Server(server_config(create_app(collector, 1 << 20, limits.body_timeout), "127.0.0.1", port,
-                                          limits))
+                                          limits, request.param))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -258,3 +259,18 @@ def test_a_normal_request_still_answers(live):
     import httpx
     r = httpx.get(f"http://127.0.0.1:{live}/healthz", timeout=5)
     assert r.status_code == 200 and r.json()["status"] == "ok"
+
+
+def test_a_head_above_the_cap_is_refused(live):
+    with socket.create_connection(("127.0.0.1", live), timeout=5) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"y" * 4096 + b"\r\n")
+        data, closed = _read_all(s)
+    assert closed and data.startswith(b"HTTP/1.1 400")
+
+
+def test_requests_on_one_connection_each_get_their_head_deadline(live):
+    import httpx
+    with httpx.Client(base_url=f"http://127.0.0.1:{live}", timeout=5) as c:
+        for _ in range(3):  # keep-alive: each request after an answer is timed from its own first byte
+            assert c.get("/healthz").status_code == 200
+            time.sleep(0.4)

@@ -31,6 +31,8 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
           job_workers: int = typer.Option(2, "--job-workers", help="estimates computed at once (processes)"),
           job_cpu_seconds: float = typer.Option(300.0, "--job-cpu-seconds", help="CPU-time bound of one estimate"),
           grace: float = typer.Option(10.0, "--grace", help="seconds requests in flight get on SIGTERM"),
+          http: str = typer.Option("auto", "--http", help="HTTP parser: auto (httptools where installed, else "
+                                   "h11), httptools or h11"),
           admin_token_file: Path | None = typer.Option(
               None, "--admin-token-file", help="file holding the admin token (default: $LOCALPRIV_ADMIN_TOKEN, "
                                                "else a new token printed once)")) -> None:
@@ -41,4 +43,5 @@ def serve(db: str = typer.Option("localpriv-collector.sqlite", "--db",
         token = admin_token_file.read_text(encoding="utf-8").strip()
     run_service(db, host, port, token, max_body,
                 limits=ServerLimits(header_timeout, body_timeout, keep_alive, max_connections, max_header_bytes),
-                estimate_wait=estimate_wait, job_workers=job_workers, job_cpu_seconds=job_cpu_seconds, grace=grace)
+                estimate_wait=estimate_wait, job_workers=job_workers, job_cpu_seconds=job_cpu_seconds, grace=grace,
+                http=http)

@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 
-from localpriv.service.app import DEFAULT_MAX_BODY, ServerLimits, create_app, server_config
+from localpriv.service.app import DEFAULT_MAX_BODY, ServerLimits, create_app, http_parser, server_config
 from localpriv.service.core import Collector
 from localpriv.service.jobs import JobPool
 from localpriv.service.storage import open_store
@@ -31,7 +31,8 @@ DEFAULT_DB = "localpriv-collector.sqlite"
 def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None,
           max_body: int | None = None, pool: int = 4, limits: ServerLimits | None = None, *,
           estimate_wait: float = 2.0, job_workers: int = 2, job_cpu_seconds: float = 300.0,
-          job_memory_mb: int | None = 4096, refresh_delay: float | None = 1.0, grace: float = 10.0) -> None:
+          job_memory_mb: int | None = 4096, refresh_delay: float | None = 1.0, grace: float = 10.0,
+          http: str = "auto") -> None:
     """Run the collector until interrupted (uvicorn; one process, estimates in child processes).
 
     Parameters
@@ -57,9 +58,13 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
     grace : float
         On SIGTERM or SIGINT: jobs are cancelled at once, requests in flight (an ingest commits or
         is refused whole) get up to ``grace`` seconds, then the process exits.
+    http : str
+        The HTTP parser: ``auto`` (httptools where installed, else h11), ``httptools`` or ``h11``
+        (:func:`~localpriv.service.app.server_config`; decision record 0082).
     """
     import uvicorn
 
+    http_parser(http)  # an unknown parser refused before anything starts
     token = admin_token or os.environ.get("LOCALPRIV_ADMIN_TOKEN")
     if not token:
         token = secrets.token_urlsafe(32)
@@ -80,11 +85,12 @@ def serve(db: str = DEFAULT_DB, host: str = "127.0.0.1", port: int = 8000, admin
             jobs.cancel_all()
             super().handle_exit(sig, frame)
 
-    config = server_config(app, host, int(port), lim)  # no access log: dashboard URLs carry a token
+    config = server_config(app, host, int(port), lim, http)  # no access log: dashboard URLs carry a token
     config.timeout_graceful_shutdown = max(1, round(grace))
     try:
         Server(config).run()
     finally:
+        app.state.ingest_threads.shutdown(wait=True)  # a batch in a worker thread commits or rolls back first
         collector.close()
         store.close()
         sys.stderr.write("localpriv collector stopped\n")

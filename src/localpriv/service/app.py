@@ -11,6 +11,7 @@ body deadline in an ASGI middleware. Endpoints, the wire format and the limits: 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import html
 import json
 import re
@@ -35,9 +36,11 @@ from localpriv.service.core import NAME, Collector, NotAllowed, Principal, print
 from localpriv.service.jobs import Job, JobFailed, JobsBusy
 from localpriv.service.limits import RateLimited
 from localpriv.service.storage import OverBudget
+from localpriv.service.wire import CONTENT_TYPE, MEDIA_TYPE, media_kind
 from localpriv.utils.errors import LocalPrivError
 
-__all__ = ["create_app", "server_config", "ServerLimits", "DEFAULT_MAX_BODY", "MAX_TOKEN", "MAX_QUERY_VALUE"]
+__all__ = ["create_app", "server_config", "http_parser", "HTTP_PARSERS", "ServerLimits", "DEFAULT_MAX_BODY",
+           "MAX_TOKEN", "MAX_QUERY_VALUE"]
 
 #: Request bodies above this many bytes are refused (413): 8 MiB, about 10^6 index reports.
 DEFAULT_MAX_BODY = 8 << 20
@@ -217,13 +220,37 @@ def deadline_receive(receive: Any, seconds: float) -> Any:
     deadline = loop.time() + seconds
 
     async def timed() -> Any:
-        left = deadline - loop.time()
-        try:
-            return await asyncio.wait_for(receive(), max(left, 0.0))
+        try:  # one timer handle (no task per message, as asyncio.wait_for makes)
+            async with asyncio.timeout_at(deadline):
+                return await receive()
         except TimeoutError:
             raise ApiError(408, f"request body not received within {seconds:g} s "
                                 "(--body-timeout); send it faster or in smaller batches", close=True) from None
     return timed
+
+
+#: Worker threads of one application's batch ingests (SQLite serializes the writes; PostgreSQL's
+#: pool has a connection per thread).
+INGEST_THREADS = 8
+
+
+async def in_thread(executor: concurrent.futures.Executor, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a thread of ``executor``, awaited; a cancellation of the caller waits for
+    ``fn`` to return before it propagates (as ``anyio.to_thread.run_sync`` does), so that a batch's
+    transaction is never left behind by its request. ``loop.run_in_executor`` hands off with
+    less CPU than anyio's worker threads."""
+    fut = asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        while not fut.done():
+            try:
+                await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                continue
+            except BaseException:  # noqa: BLE001 - the thread's error; the cancellation is what propagates
+                break
+        raise
 
 
 def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
@@ -271,13 +298,108 @@ def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
     return GuardedH11Protocol
 
 
-def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = None) -> uvicorn.Config:
-    """The uvicorn configuration of ``localpriv serve``: h11 with the header deadline, the keep-alive
-    timeout, the connection cap and the head-size cap of ``limits`` (no access log: dashboard URLs
-    carry a token). The body deadline is in :func:`create_app`."""
+def _head_too_large(limit: int) -> bytes:
+    body = json.dumps({"error": f"request line and headers above {limit:,} bytes (--max-header-bytes)"}).encode()
+    return (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol (the llhttp parser in C) with the guards of the h11 one: the
+    head deadline of :func:`_guarded_protocol` (from a connection's first byte, or its first byte
+    after a request, to the end of the headers; then 408 and close) and a cap of ``max_head`` bytes
+    on a request's line and headers (then 400 and close), which h11 enforces itself and httptools
+    does not. Needs the ``httptools`` package."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _in_head = True  # no request's headers complete since the last request (or the connection's start)
+        _head_bytes = 0
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(header_timeout, self._head_expired)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_head:
+                self._arm()
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self._in_head and self._head_bytes > max_head and not self.transport.is_closing():
+                self._disarm()
+                self.transport.write(_head_too_large(max_head))
+                self.transport.close()
+
+        def on_headers_complete(self) -> None:
+            self._in_head, self._head_bytes = False, 0
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._in_head, self._head_bytes = True, 0
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _head_expired(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or not self._in_head:
+                return
+            body = json.dumps({"error": f"request headers not received within {header_timeout:g} s "
+                                        "(--header-timeout)"}).encode()
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 b"connection: close\r\ncontent-length: " + str(len(body)).encode() +
+                                 b"\r\n\r\n" + body)
+            self.transport.close()
+
+    return GuardedHttpToolsProtocol
+
+
+#: The HTTP parsers of :func:`server_config`: ``auto`` is ``httptools`` where installed, else ``h11``.
+HTTP_PARSERS = ("auto", "httptools", "h11")
+
+
+def http_parser(http: str = "auto") -> str:
+    """The parser ``http`` names (``auto``: ``httptools`` where the package is installed, else
+    ``h11``); a one-line :class:`LocalPrivError` for ``httptools`` without the package."""
+    if http not in HTTP_PARSERS:
+        raise LocalPrivError(f"HTTP parser {http!r}: choose {', '.join(HTTP_PARSERS)}")
+    if http == "h11":
+        return http
+    try:
+        import httptools  # noqa: F401 - only whether it is installed
+    except ImportError:
+        if http == "httptools":
+            raise LocalPrivError("the httptools parser needs the httptools package (pip install httptools)") from None
+        return "h11"
+    return "httptools"
+
+
+def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = None,
+                  http: str = "auto") -> uvicorn.Config:
+    """The uvicorn configuration of ``localpriv serve``: the HTTP parser ``http`` (``auto``:
+    httptools where installed, else h11; :func:`http_parser`) with the header deadline and the
+    head-size cap of ``limits``, the keep-alive timeout and the connection cap (no access log:
+    dashboard URLs carry a token). The body deadline is in :func:`create_app`."""
     lim = limits or ServerLimits()
+    parser = http_parser(http)
+    protocol = (_guarded_httptools(lim.header_timeout, int(lim.max_header_bytes)) if parser == "httptools"
+                else _guarded_protocol(lim.header_timeout))
     return uvicorn.Config(app, host=host, port=int(port), log_level="warning", access_log=False,
-                          http=_guarded_protocol(lim.header_timeout), timeout_keep_alive=int(max(1, lim.keep_alive)),
+                          proxy_headers=False,  # nothing reads the client's address: no proxy layer per request
+                          http=protocol, timeout_keep_alive=int(max(1, lim.keep_alive)),
                           limit_concurrency=int(lim.max_connections),
                           h11_max_incomplete_event_size=int(lim.max_header_bytes))
 
@@ -391,6 +513,8 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
                               "and serves estimates with intervals. Wire format: docs/service.md.")
     app.state.collector = collector
     app.state.started = time.time()
+    ingest_threads = concurrent.futures.ThreadPoolExecutor(INGEST_THREADS, thread_name_prefix="localpriv-ingest")
+    app.state.ingest_threads = ingest_threads
     app.add_middleware(BodyDeadline, seconds=body_timeout)
 
     for kind in ERROR_REPLIES:
@@ -496,18 +620,28 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
                           "mechanism the policy refuses, 409 for a batch id reused with other reports, 403 "
                           "over the device's budget, 429 (Retry-After) over the token's rate limit.",
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": BatchIn.model_json_schema()}}}})
+                  "schema": BatchIn.model_json_schema()}, CONTENT_TYPE: {
+                  "schema": {"type": "string", "format": "binary",
+                             "description": "the binary body: a JSON header and the reports packed as "
+                                            "little-endian arrays (docs/service.md)"}}}}})
     async def post_batch(name: str, request: Request):
         _query(request, ())
-        return await batch_reply(name, _token(request), request.headers.get("content-length"), request.receive)
+        return await batch_reply(name, _token(request), request.headers.get("content-length"), request.receive,
+                                 request.headers.get("content-type"))
 
-    async def batch_reply(name: str, token: str | None, declared: str | None, receive: Any) -> dict:
-        """A batch's answer: the token checked, then the body read (capped), then the batch counted
-        in a worker thread (committed when it returns)."""
+    async def batch_reply(name: str, token: str | None, declared: str | None, receive: Any,
+                          content_type: str | None = None) -> dict:
+        """A batch's answer: the token checked, then the body's media type (JSON, or the binary
+        body of :mod:`localpriv.service.wire`; 415 for another version of it), then the body read
+        (capped), then the batch counted in a worker thread (committed when it returns)."""
         principal = who(name, token, ("ingest", "device"))
+        kind = media_kind(content_type)
+        if kind is None:
+            raise ApiError(415, f"Content-Type {printable(content_type, 80)!r}: {MEDIA_TYPE} is read in version "
+                                f"v=1 only ({CONTENT_TYPE}); or send JSON")
         body = await _read_body(declared, receive, max_body)
         try:
-            res = await run_in_threadpool(collector.ingest, name, body, principal)
+            res = await in_thread(ingest_threads, collector.ingest, name, body, principal, kind == "binary")
         except LocalPrivError as exc:
             # one line on the server's stderr per refused batch (the reply carries the same line)
             sys.stderr.write(f"refused a batch for collection {name}: {' '.join(str(exc).split())[:500]}\n")
@@ -520,21 +654,27 @@ def create_app(collector: Collector, max_body: int = DEFAULT_MAX_BODY, body_time
         """``POST /v1/collections/{name}/batches`` without a query string, answered without the
         routing, dependency and middleware layers: the same token, body and ingest steps
         (:func:`batch_reply`), the same body deadline and the same answers (:func:`error_reply`)."""
-        auth, declared = "", None
+        auth, declared, content_type = "", None, None
         for key, value in scope["headers"]:
             if key == b"authorization" and not auth:
                 auth = value.decode("latin-1")
             elif key == b"content-length" and declared is None:
                 declared = value.decode("latin-1")
+            elif key == b"content-type" and content_type is None:
+                content_type = value.decode("latin-1")
         try:
-            reply: Response = JSONResponse(await batch_reply(name, _bearer(auth), declared,
-                                                             deadline_receive(receive, body_timeout)))
+            result = await batch_reply(name, _bearer(auth), declared, deadline_receive(receive, body_timeout),
+                                       content_type)
         except Exception as exc:  # noqa: BLE001 - every error becomes its one-line answer
             await error_reply(scope["path"], exc)(scope, receive, send)
             if _kind(exc) is Exception:  # a fault of the server: raised on after its answer, as
                 raise  # Starlette does for the routed endpoints
             return
-        await reply(scope, receive, send)
+        # the bytes and headers of JSONResponse(result), sent as the two ASGI messages directly
+        body = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
 
     app.state.direct_batch = direct_batch
 

@@ -5,7 +5,9 @@ Values never leave the client: :meth:`Client.submit` obfuscates them with the me
 from the OS -- unless a generator is passed, which is for experiments only) and posts the reports
 in batches. Each batch carries a random id; a batch that fails on the way (connection refused or
 cut, a timeout, 429 or 5xx) is posted again with the *same* id, so the server counts it once
-whatever happened to the first attempt (``docs/service.md``). Other refusals (401, 403, 413, 422,
+whatever happened to the first attempt (``docs/service.md``). Batches travel as the binary body
+(:mod:`localpriv.service.wire`, ``application/x-localpriv-reports; v=1``) unless the client is made
+with ``wire="json"`` (the JSON body, which servers before that format also read). Other refusals (401, 403, 413, 422,
 409) are one-line :class:`~localpriv.LocalPrivError`\\ s with the server's message.
 
 Example::
@@ -37,13 +39,16 @@ from localpriv.data.reports import perturb
 from localpriv.domains import Domain, parse_domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.accounting import release_of
+from localpriv.service.wire import encode_batch
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.rng import secure_generator
 from localpriv.utils.validation import check_int
 
-__all__ = ["Client", "report_group", "new_batch_id"]
+__all__ = ["Client", "report_group", "new_batch_id", "WIRES"]
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+#: The bodies a client can post batches in: ``binary`` (default) and ``json``.
+WIRES = ("binary", "json")
 
 
 def new_batch_id() -> str:
@@ -53,20 +58,15 @@ def new_batch_id() -> str:
 
 def wire_reports(reports) -> list:
     """Reports as the wire format's JSON values: numbers, or lowercase hex for bit vectors."""
-    import numpy as np
     r = np.asarray(reports)
     if r.ndim == 2:
         return hex_strings(r).to_pylist()
     return r.tolist()
 
 
-def report_group(values: Any, mechanism, domain=None, rng=None) -> dict:
-    """Perturb ``values`` with ``mechanism`` and return one wire-format group
-    ``{"mechanism": spec, "reports": [...]}`` (see :func:`localpriv.perturb`).
-
-    ``rng`` defaults to :func:`localpriv.utils.rng.secure_generator` (a real deployment); pass a seeded
-    generator only for experiments and tests."""
-    import numpy as np
+def _perturbed(values: Any, mechanism, domain=None, rng=None) -> tuple[str, np.ndarray]:
+    """``(spec, reports)``: ``values`` perturbed with ``mechanism`` (numbers, or ``n x w`` bytes)."""
+    import pyarrow as pa
 
     dom = parse_domain(domain) if isinstance(domain, str) else domain
     if dom is not None and not isinstance(dom, Domain):
@@ -74,14 +74,23 @@ def report_group(values: Any, mechanism, domain=None, rng=None) -> dict:
     table = perturb(values, mechanism, secure_generator() if rng is None else rng, dom)
     col = table.column("report").combine_chunks()
     spec = str(table.column("mechanism")[0]) if table.num_rows else str(mechanism)
-    import pyarrow as pa
     if pa.types.is_fixed_size_binary(col.type):
         w = col.type.byte_width
         raw = np.frombuffer(col.buffers()[1], dtype=np.uint8, count=(col.offset + len(col)) * w)[col.offset * w:]
-        reports = wire_reports(raw.reshape(len(col), w))
-    else:
-        reports = col.to_numpy(zero_copy_only=False).tolist()
-    return {"mechanism": spec, "reports": reports}
+        return spec, raw.reshape(len(col), w)
+    return spec, col.to_numpy(zero_copy_only=False)
+
+
+def report_group(values: Any, mechanism, domain=None, rng=None) -> dict:
+    """Perturb ``values`` with ``mechanism`` and return one wire-format group
+    ``{"mechanism": spec, "reports": [...]}`` (see :func:`localpriv.perturb`), its reports as the
+    JSON body's values (numbers, lowercase hex for bit vectors); :meth:`Client.post_batch` takes it
+    in either body.
+
+    ``rng`` defaults to :func:`localpriv.utils.rng.secure_generator` (a real deployment); pass a seeded
+    generator only for experiments and tests."""
+    spec, reports = _perturbed(values, mechanism, domain, rng)
+    return {"mechanism": spec, "reports": wire_reports(reports)}
 
 
 class Client:
@@ -101,11 +110,17 @@ class Client:
         Seconds before the first retry, doubled each time up to ``max_backoff``.
     http : httpx.Client, optional
         A client to use instead of a new one (e.g. FastAPI's ``TestClient``).
+    wire : {"binary", "json"}
+        The body batches are posted in: the binary body (default; :mod:`localpriv.service.wire`)
+        or JSON (for a server that predates the binary body).
     """
 
     def __init__(self, url: str, collection: str, token: str, *, timeout: float = 30.0, retries: int = 8,
-                 backoff: float = 0.25, max_backoff: float = 8.0, http=None):
+                 backoff: float = 0.25, max_backoff: float = 8.0, http=None, wire: str = "binary"):
         import httpx
+        if wire not in WIRES:
+            raise LocalPrivError(f"wire {wire!r}: choose {' or '.join(WIRES)}")
+        self.wire = wire
         self.collection, self.token = collection, token
         self.retries, self.backoff, self.max_backoff = int(retries), float(backoff), float(max_backoff)
         self.http = http if http is not None else httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
@@ -148,12 +163,20 @@ class Client:
 
     def post_batch(self, groups, batch_id: str | None = None) -> dict:
         """Post one batch (a group dict or a list of them); retried with the same id until the
-        server acknowledges it (``{"status": "accepted" | "duplicate", ...}``)."""
+        server acknowledges it (``{"status": "accepted" | "duplicate", ...}``). A group's reports
+        are a list of the JSON body's values or a NumPy array (numbers, or ``n x w`` ``uint8`` bit
+        vectors); the body is the client's ``wire``."""
         groups = [groups] if isinstance(groups, dict) else list(groups)
-        body = json.dumps({"batch_id": batch_id or new_batch_id(), "groups": groups},
-                          separators=(",", ":")).encode()
+        batch_id = batch_id or new_batch_id()
+        if self.wire == "binary":
+            content_type, body = encode_batch(batch_id, groups)
+        else:
+            content_type = "application/json"
+            body = json.dumps({"batch_id": batch_id, "groups": [
+                {**g, "reports": wire_reports(g["reports"]) if isinstance(g["reports"], np.ndarray) else g["reports"]}
+                for g in groups]}, separators=(",", ":")).encode()
         return self._request("POST", f"/v1/collections/{self.collection}/batches", content=body,
-                             headers={"Content-Type": "application/json"}).json()
+                             headers={"Content-Type": content_type}).json()
 
     def submit(self, values: Any, mechanism, domain=None, rng=None, batch_size: int = 10_000, *,
                ledger: Ledger | str | None = None, budget: float | None = None,
@@ -179,12 +202,11 @@ class Client:
             if n_values == 0:
                 raise LocalPrivError("no values to submit")
             book.record(release_of(mech, n_values, collection=self.collection, time=utc_now()), budget, delta)
-        group = report_group(values, mechanism, domain, rng)
-        reps = group["reports"]
+        spec, reps = _perturbed(values, mechanism, domain, rng)
         n = b = d = 0
         for s in range(0, len(reps), batch_size):
             part = reps[s:s + batch_size]
-            res = self.post_batch({"mechanism": group["mechanism"], "reports": part})
+            res = self.post_batch({"mechanism": spec, "reports": part})
             n, b, d = n + len(part), b + 1, d + (res.get("status") == "duplicate")
         return {"reports": n, "batches": b, "duplicates": d}
 

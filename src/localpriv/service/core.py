@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 from localpriv.analysis.shuffle import shuffle_epsilon
 from localpriv.data.formats import Source, hex_strings
 from localpriv.data.observations import ObservationBlock, Observations
-from localpriv.data.reports import batch_reports, validate_reports
+from localpriv.data.reports import batch_reports, report_width, validate_reports
 from localpriv.domains import parse_domain
 from localpriv.estimators import default_estimator, parse_settings
 from localpriv.inference import estimate as estimate_with_uncertainty
@@ -58,11 +58,13 @@ from localpriv.service.jobs import Debouncer, Job, JobFailed, JobPool, JobsBusy
 from localpriv.service.limits import RateLimited, RateLimiter
 from localpriv.service.policy import AdmissionPolicy
 from localpriv.service.storage import BatchResult, Caps, OverBudget, Store
+from localpriv.service.wire import GROUP_KEYS, KINDS, split_binary
 from localpriv.service.words import COMPOSITION, LONGITUDINAL, MEANING, UNATTRIBUTED, explain_level
 from localpriv.utils.errors import LocalPrivError
 
 __all__ = ["Collector", "Principal", "NotAllowed", "OverBudget", "RateLimited", "SHUFFLE_DELTA", "REPORT_QUANTILES",
-           "device_group", "decode_batch", "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
+           "device_group", "decode_batch", "decode_binary_batch", "batch_digest", "distinct_counts",
+           "compute_estimate", "read_json", "check_name", "check_batch_id", "printable",
            "MAX_BATCH_REPORTS", "MAX_JSON_DEPTH", "BATCH_ID", "NAME", "DEFAULT_LEVEL"]
 
 #: The interval level of the default estimate (API default, dashboard, background refresh).
@@ -312,17 +314,150 @@ def decode_batch(data, policy: AdmissionPolicy, domain):
                 names=["mechanism", "report"])
             parts = batch_reports(rb, src, first, domain)
         for _spec, m, r, _c in parts:
-            if r.ndim == 2 and r.shape[0]:
-                mask = padding_mask(m, r.shape[1])
-                padded = np.flatnonzero(r[:, -1] & mask) if mask else np.zeros(0, np.int64)
-                if len(padded):
-                    row = first + int(padded[0])
-                    raise LocalPrivError(f"batch {batch_id}, group {gi + 1}: {m}: report {row} sets padding "
-                                         f"bits: the last {mask.bit_length()} of its {8 * r.shape[1]} bits "
-                                         f"must be 0 ({len(padded)} such report(s))")
+            _check_padding(m, r, f"batch {batch_id}, group {gi + 1}", first)
             out.append((m, r))
         first += n
     return batch_id, first - 1, out
+
+
+def _check_padding(mech, r: np.ndarray, where: str, first: int) -> None:
+    """Bit-vector reports are canonical: the padding bits of their last byte (:func:`padding_mask`)
+    are 0; else a one-line :class:`LocalPrivError` naming the first such report."""
+    if r.ndim == 2 and r.shape[0]:
+        mask = padding_mask(mech, r.shape[1])
+        padded = np.flatnonzero(r[:, -1] & mask) if mask else np.zeros(0, np.int64)
+        if len(padded):
+            row = first + int(padded[0])
+            raise LocalPrivError(f"{where}: {mech}: report {row} sets padding bits: the last {mask.bit_length()} "
+                                 f"of its {8 * r.shape[1]} bits must be 0 ({len(padded)} such report(s))")
+
+
+#: the kinds of the binary header a mechanism's reports may come as (an integer may stand for a float)
+_BINARY_KINDS = {"int64": ("int64",), "float64": ("float64", "int64"), "binary": ("binary",)}
+
+
+def _binary_header(header: bytes) -> tuple[str, list]:
+    """The binary body's header -> ``(batch_id, groups)``, every key and type checked exactly."""
+    data = read_json(header, "the batch header")
+    if not isinstance(data, dict) or set(data) != {"batch_id", "groups"}:
+        keys = ", ".join(sorted(map(str, data))) if isinstance(data, dict) else type(data).__name__
+        raise LocalPrivError(f"binary batch: the header is a JSON object with exactly the keys batch_id and groups, "
+                             f"got {printable(keys, 120)}")
+    batch_id = check_batch_id(data["batch_id"])
+    groups = data["groups"]
+    if not isinstance(groups, list) or not groups:
+        raise LocalPrivError(f"batch {batch_id}: groups must be a non-empty list of {{mechanism, kind, reports, "
+                             "width}")
+    total = 0
+    for gi, g in enumerate(groups):
+        if (not isinstance(g, dict) or set(g) != GROUP_KEYS or not isinstance(g["mechanism"], str)
+                or g["kind"] not in KINDS or any(type(g[k]) is not int for k in ("reports", "width"))
+                or g["reports"] < 1 or not 1 <= g["width"] <= 1 << 20
+                or (g["kind"] != "binary" and g["width"] != 8)):
+            raise LocalPrivError(f"batch {batch_id}: group {gi + 1} of the header must have exactly the keys "
+                                 "mechanism (a spec string), kind (int64, float64 or binary), reports (a positive "
+                                 "integer) and width (bytes per report: 8 for numbers)")
+        total += g["reports"]
+    if total > MAX_BATCH_REPORTS:
+        raise LocalPrivError(f"batch {batch_id}: more than {MAX_BATCH_REPORTS:,} reports; split it")
+    return batch_id, groups
+
+
+def decode_binary_batch(body: bytes, policy: AdmissionPolicy, domain):
+    """A binary batch (:mod:`localpriv.service.wire`: ``application/x-localpriv-reports; v=1``) ->
+    ``(batch_id, n, [(mechanism, reports)])``, as :func:`decode_batch` returns it for the same
+    reports in JSON: every mechanism admitted by ``policy``; each group's kind and width those of
+    its mechanism; the body exactly as long as its groups' reports; every report checked against
+    its mechanism's output space by :func:`~localpriv.data.reports.validate_reports` (the check and
+    message of JSON numbers) and bit vectors canonical (padding bits 0). Vectorized: the reports
+    are read in place with ``numpy.frombuffer``.
+
+    Raises :class:`LocalPrivError` (one line: what, and at which reports of the batch)."""
+    header, offset = split_binary(body)
+    batch_id, groups = _binary_header(header)
+    out, first = [], 1
+    for gi, g in enumerate(groups):
+        where = f"batch {batch_id}, group {gi + 1}"
+        try:
+            mech = policy.admit(g["mechanism"], domain)
+        except LocalPrivError as exc:
+            raise LocalPrivError(f"{where}: {exc}") from None
+        kind, n, width = g["kind"], g["reports"], g["width"]
+        if kind not in _BINARY_KINDS.get(mech.report_kind, ()):
+            raise LocalPrivError(f"{where}: {mech} takes {_REPORT_WORDS.get(mech.report_kind, mech.report_kind)}: "
+                                 f"reports of kind {' or '.join(_BINARY_KINDS.get(mech.report_kind, ()))}, got {kind}")
+        if kind == "binary" and width != report_width(mech):
+            raise LocalPrivError(f"{where}: {mech} reports have {report_width(mech)} bytes, the header says {width}")
+        need = n * width
+        if len(body) - offset < need:
+            raise LocalPrivError(f"{where}: {n:,} reports of {width} bytes need {need:,} bytes; the body has "
+                                 f"{len(body) - offset:,} left")
+        if kind == "binary":
+            arr = np.frombuffer(body, np.uint8, need, offset).reshape(n, width)
+        else:
+            arr = np.frombuffer(body, KINDS[kind], n, offset).astype(kind, copy=False)
+        r = validate_reports(mech, arr, f"batch {batch_id}: ", first, "row")
+        _check_padding(mech, r, where, first)
+        out.append((mech, r))
+        offset += need
+        first += n
+    if offset != len(body):
+        raise LocalPrivError(f"batch {batch_id}: {len(body) - offset:,} bytes after the last group's reports (the "
+                             "header's groups must account for the whole body)")
+    return batch_id, first - 1, out
+
+
+def _claimed_reports(data: object, binary: bool = False) -> int:
+    """The reports a refused batch claims to hold (its ingest statistics): the lengths of its
+    groups' report lists (JSON) or the numbers of its header's groups (binary); 0 if unreadable."""
+    groups = data.get("groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list):
+        return 0
+    if binary:
+        return int(sum(g["reports"] for g in groups if isinstance(g, dict) and type(g.get("reports")) is int
+                       and g["reports"] > 0))
+    return sum(len(g["reports"]) for g in groups if isinstance(g, dict) and isinstance(g.get("reports"), list))
+
+
+def _binary_claim(body: bytes) -> object:
+    """The parsed header of a binary body, or ``None`` (for :func:`_claimed_reports`)."""
+    try:
+        return read_json(split_binary(body)[0])
+    except LocalPrivError:
+        return None
+
+
+#: integer reports spanning at most this many values (or 4 per report) are counted by ``numpy.bincount``
+_BINCOUNT_SPAN = 1 << 16
+
+
+def distinct_counts(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct reports of ``r`` (values, or rows of bytes) in ascending order and how often
+    each occurs: ``numpy.unique(r, return_counts=True)`` (rows: ``axis=0``); integer reports
+    within a span of at most ``max(65536, 4 n)`` values are counted by ``numpy.bincount`` (the
+    same result, without a sort)."""
+    if r.ndim == 1 and r.dtype.kind == "i" and r.size:
+        lo, hi = int(r.min()), int(r.max())
+        if hi - lo < max(_BINCOUNT_SPAN, 4 * r.size):
+            c = np.bincount(r - lo if lo else r)
+            u = np.flatnonzero(c)
+            return (u + lo).astype(r.dtype, copy=False), c[u]
+    return np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
+
+
+def batch_digest(counts: list[tuple[str, str, int]]) -> str:
+    """SHA-256 (hex) of a batch's sorted ``(mechanism, report text, count)`` rows written as compact
+    JSON, ``json.dumps(counts, separators=(",", ":"))``: the digest that tells a retry (the same
+    reports) from another batch under the same id. The report texts (decimal digits, numbers as
+    Arrow writes them, lowercase hex) need no escaping, so the text is joined directly; a text that
+    would need it falls back to ``json.dumps`` (the same bytes either way)."""
+    specs = {m: json.dumps(m) for m in {m for m, _t, _k in counts}}
+    texts = "".join(t for _m, t, _k in counts)
+    if texts.isascii() and texts.isprintable() and '"' not in texts and "\\" not in texts:
+        text = "[" + ",".join([f'[{specs[m]},"{t}",{k}]' for m, t, k in counts]) + "]"
+    else:
+        text = json.dumps(counts, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Collector:
@@ -524,12 +659,15 @@ class Collector:
         ``min(eps_perm, eps_inst)`` (:meth:`AdmissionPolicy.charge`; decision record 0053)."""
         return float(math.fsum(r.shape[0] * policy.charge(m) for m, r in parts))
 
-    def ingest(self, name: str, body: bytes, who: Principal | None = None) -> BatchResult:
-        """Check and count one batch (JSON bytes, ``docs/service.md``); durable when it returns.
+    def ingest(self, name: str, body: bytes, who: Principal | None = None, binary: bool = False) -> BatchResult:
+        """Check and count one batch (JSON bytes, or with ``binary`` the binary body of
+        :mod:`localpriv.service.wire`; ``docs/service.md``); durable when it returns.
 
         ``who``: the token that posted it (``None``: a trusted caller, no limits). A device
         token's batch is charged to its device in the same transaction (:meth:`Store.ingest`);
-        past a budget :class:`OverBudget`, past a rate limit :class:`RateLimited`."""
+        past a budget :class:`OverBudget`, past a rate limit :class:`RateLimited`. The same
+        reports give the same counts and digest in either body, so a retry in the other one is a
+        duplicate."""
         col, policy, domain = self._fixed(name)
         device_id = who.device_id if who is not None else None
         budget = policy.budget
@@ -539,36 +677,36 @@ class Collector:
                 raise NotAllowed(f"collection {name} takes batches from registered devices only (budget."
                                  "devices_only): register with an enrollment token and post with the device token")
             self.check_rate(name, who.key, policy)
+        data = None
         try:
-            data = read_json(body, "the batch")
+            if binary:
+                batch_id, n, parts = decode_binary_batch(body, policy, domain)
+            else:
+                data = read_json(body, "the batch")
+                batch_id, n, parts = decode_batch(data, policy, domain)
         except LocalPrivError:
-            self.store.refused(name, 0)
+            self.store.refused(name, _claimed_reports(_binary_claim(body) if binary else data, binary))
             raise
-        try:
-            batch_id, n, parts = decode_batch(data, policy, domain)
-        except LocalPrivError:
-            groups = data.get("groups") if isinstance(data, dict) else None
-            total = sum(len(g.get("reports", ())) for g in groups if isinstance(g, dict)
-                        and isinstance(g.get("reports"), list)) if isinstance(groups, list) else 0
-            self.store.refused(name, total)
-            raise
-        rows: list[tuple[str, str, int]] = []
+        pairs: dict[str, list[tuple[str, int]]] = {}
         raw: list[tuple[int, str, str]] | None = [] if col["keep_raw"] else None
         specs = [str(mech) for mech, _r in parts]
         for spec, (_mech, r) in zip(specs, parts):
             # every report counts once: the distinct reports and their numbers (rows for bit vectors)
-            u, c = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
-            rows.extend(zip([spec] * len(c), _text(u), c.tolist()))
+            u, c = distinct_counts(r)
+            pairs.setdefault(spec, []).extend(zip(_text(u), c.tolist()))
             if raw is not None:
                 start = len(raw)
                 raw.extend(zip(range(start, start + r.shape[0]), [spec] * r.shape[0], _text(r)))
-        if len(set(specs)) < len(specs):  # the same mechanism in two groups: one row per pair
-            merged: dict = {}
-            for m, t, k in rows:
-                merged[(m, t)] = merged.get((m, t), 0) + k
-            rows = [(m, t, k) for (m, t), k in merged.items()]
-        counts = sorted(rows)
-        digest = hashlib.sha256(json.dumps(counts, separators=(",", ":")).encode()).hexdigest()
+        counts: list[tuple[str, str, int]] = []
+        for spec in sorted(pairs):  # rows sorted by (mechanism, report text), one per pair
+            got = pairs[spec]
+            if specs.count(spec) > 1:  # the same mechanism in two groups
+                merged: dict[str, int] = {}
+                for t, k in got:
+                    merged[t] = merged.get(t, 0) + k
+                got = list(merged.items())
+            counts.extend([(spec, t, k) for t, k in sorted(got)])
+        digest = batch_digest(counts)
         caps = None
         if device_id is not None:
             try:
