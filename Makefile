@@ -337,12 +337,13 @@ estimator-evidence-quick-rerun-default: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --quick --existing-only --rerun auto default --chunk $(EVIDENCE_CHUNK)
 	$(PY) tools/estimator_evidence.py report --quick
 
-# the default's regret (decisions 0076, 0087): 20 runs on the cells where it was behind in the quick run
+# the default's regret (decisions 0076, 0087, 0089): 20 runs on the cells where it was behind in the quick run
 # (reproductions/evidence.py REGRET_CELLS; -> docs/results/default-regret.* and the blocks of 0076 and 0087)
 default-regret: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --regret --chunk $(EVIDENCE_CHUNK)
 	$(PY) tools/estimator_evidence.py regret
 	$(PY) tools/estimator_evidence.py regret --regret-doc docs/decisions/0087-default-on-categorical-data-by-a-tv-bound.md
+	$(PY) tools/estimator_evidence.py regret --regret-doc docs/decisions/0089-power-by-gauss-legendre.md
 
 # the evidence of decision 0001 (docs/results/estimator-accuracy.*; hours on one core; the committed
 # JSON was run in pieces and merged)

@@ -212,14 +212,13 @@ def power_moments(raw: ArrayLike, sigma2: ArrayLike, n: float, exponent: float |
     panels of ``[1/n, 1]`` split further at ``c_v +- h_v u`` for ``u`` in :data:`POWER_WINDOW`
     (``c_v`` the estimate clipped to ``[1/n, 1]``, ``h_v = sigma_v``, or ``sigma_v^2 / |f~_v - c_v|``
     where the estimate lies more than ``sigma_v`` outside), :data:`POWER_NODES` nodes per panel:
-    328 points per cell, whose means agree with an adaptive quadrature
-    (:func:`scipy.integrate.quad`) to about ``1e-9`` relative (``tests/test_postprocess.py``).
-    Given ``grid`` or ``near``, the integrals are instead sums on the union of ``grid`` log-spaced
-    points and ``near`` points over ``f~_v +- 8 sigma_v`` (weights: :func:`numpy.gradient` of the
-    distinct points): Power's first integration (1,500 and 400 points when only one is given),
-    whose error is of order ``1e-5`` relative and reaches ``1e-2`` for estimates far outside
-    ``[0, 1]``. Either way :data:`POWER_CHUNK` cells are integrated at a time (memory bounded by the
-    chunk). By Tweedie's formula the derivative of the posterior mean in ``f~_v`` is
+    328 points per cell, whose means agree with an adaptive quadrature (:func:`scipy.integrate.quad`)
+    within ``1e-8`` relative (variances ``1e-6``; ``tests/test_postprocess.py``). Given ``grid`` or
+    ``near``, the integrals are instead sums on the union of ``grid`` log-spaced points and ``near``
+    points over ``f~_v +- 8 sigma_v`` (weights: :func:`numpy.gradient` of the distinct points):
+    Power's first integration (1,500 and 400 points when only one is given), the reference whose
+    error the tests bound the rule's by. Either way :data:`POWER_CHUNK` cells are integrated at a
+    time (memory bounded by the chunk). By Tweedie's formula the derivative of the posterior mean in ``f~_v`` is
     ``Var[f_v | f~_v] / sigma_v^2``.
 
     Parameters
