@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075 default-tv-bootstrap
 
 venv: $(STAMP)
 
@@ -354,12 +354,18 @@ estimator-evidence-quick-rerun-default: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --quick --existing-only --rerun auto default --chunk $(EVIDENCE_CHUNK)
 	$(PY) tools/estimator_evidence.py report --quick
 
-# the default's regret (decisions 0076, 0087): 20 runs on the cells where it was behind in the quick run
+# a parametric bootstrap of the categorical candidates' TV risk against the default's rule (decision 0089;
+# errors only, no timings: may run on a busy machine; -> benchmarks/results-default-tv-bootstrap.json)
+default-tv-bootstrap: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) benchmarks/default_tv_bootstrap.py
+
+# the default's regret (decisions 0076, 0087, 0089): 20 runs on the cells where it was behind in the quick run
 # (reproductions/evidence.py REGRET_CELLS; -> docs/results/default-regret.* and the blocks of 0076 and 0087)
 default-regret: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/estimator_evidence.py run --regret --chunk $(EVIDENCE_CHUNK)
 	$(PY) tools/estimator_evidence.py regret
 	$(PY) tools/estimator_evidence.py regret --regret-doc docs/decisions/0087-default-on-categorical-data-by-a-tv-bound.md
+	$(PY) tools/estimator_evidence.py regret --regret-doc docs/decisions/0089-power-by-gauss-legendre.md
 
 # the evidence of decision 0001 (docs/results/estimator-accuracy.*; hours on one core; the committed
 # JSON was run in pieces and merged)

@@ -25,9 +25,9 @@ candidates ``g(f~)`` are
 * ``norm-sub``: the Euclidean projection of ``f~`` onto the simplex (Wang et al., NDSS 2020);
 * ``base-cut``: the entries above the Bonferroni threshold ``sigma Phi^-1(1 - 0.05/k)``, normalized;
 * ``power-ns``: posterior means under the fitted power-law prior, then Norm-Sub (up to
-  :data:`POWER_MAX_CELLS` cells: its integration runs a grid of ~1,900 points per cell; on
-  categorical domains up to :data:`POWER_MAX_CELLS_CATEGORICAL` cells, past :data:`POWER_MAX_CELLS`
-  on the coarser grids :data:`POWER_COARSE_GRID`), and on categorical domains and lines also
+  :data:`POWER_MAX_CELLS` cells, on categorical domains up to :data:`POWER_MAX_CELLS_CATEGORICAL`:
+  its integration is a Gauss-Legendre rule of 328 points per cell,
+  :func:`~localpriv.estimators.postprocess.power_moments`), and on categorical domains and lines also
   ``power`` (Power's posterior means, normalized);
 * on categorical domains: ``shrink-ns``, Norm-Sub shrunk towards the uniform distribution,
   ``(1 - l) g_NS + l / k``, with ``l`` in ``[0, 1]`` minimizing its SURE (a quadratic in ``l``:
@@ -150,8 +150,7 @@ from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE",
            "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "sure_terms", "smoothing_diagonal",
-           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure", "cell_risks", "tv_risk", "POWER_MAX_CELLS_CATEGORICAL",
-           "POWER_COARSE_GRID"]
+           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure", "cell_risks", "tv_risk", "POWER_MAX_CELLS_CATEGORICAL"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
 #: earlier: reaching it is reported as converged=False)
@@ -167,13 +166,10 @@ BANDWIDTHS_PER_DECADE = 6
 EMS_STEPS = (1.0, 0.5, 0.25, 0.125)
 EMS_BUDGET = 150
 EMS_FINAL_BUDGET = 300
-#: PowerNS is a candidate up to this many cells (its numerical integration runs a grid of ~1,900 points per cell)
+#: PowerNS is a candidate up to this many cells (its integration is a Gauss-Legendre rule of 328 points per cell)
 POWER_MAX_CELLS = 256
-#: on categorical domains Power and PowerNS are candidates up to this many cells, past POWER_MAX_CELLS on grids
-#: of POWER_COARSE_GRID points (log-spaced, and fine around each estimate; 500 points per cell instead of
-#: 1,900; tests/test_auto.py checks the posterior means within 2 % of those on Power's grids)
+#: on categorical domains Power and PowerNS are candidates up to this many cells
 POWER_MAX_CELLS_CATEGORICAL = 1024
-POWER_COARSE_GRID = (400, 100)
 #: on an integer line of at most this many cells the candidates are scored by the SURE of the squared
 #: error of their cumulative distribution (O(k) per candidate, and O(k^2 log k) for the smoothing's
 #: dense term); above it, and on grids and categorical domains, by the SURE of the squared error of
@@ -530,9 +526,7 @@ def _sure_path(obs: Observations, block: ObservationBlock, mle: Fit, level: floa
     # Power (normalized) and PowerNS: J = diag(m') / P - m m'^T / P^2 and J_NS diag(m'), m' = posterior
     # variance / sigma^2 (Tweedie)
     if k <= POWER_MAX_CELLS or (not ordered and k <= POWER_MAX_CELLS_CATEGORICAL):
-        # past POWER_MAX_CELLS (categorical data only) on Power's grids with fewer points (POWER_COARSE_GRID)
-        grids = {} if k <= POWER_MAX_CELLS else dict(zip(("grid", "near"), POWER_COARSE_GRID))
-        mean, var, _a = power_moments(raw, s2, n, level=level, **grids)
+        mean, var, _a = power_moments(raw, s2, n, level=level)
         slope = np.where(s2 > 0, var / np.where(s2 > 0, s2, 1.0), 0.0)
         P = float(mean.sum())
         if (line or not ordered) and P > 0:  # Power, normalized: on a line and on categorical data
