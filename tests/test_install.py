@@ -92,9 +92,8 @@ from localpriv.cli.main import main
 import localpriv, localpriv.data.aggregate, localpriv.inference
 for argv in (["perturb", "v.csv", "-o", "r.csv", "-m", "krr(eps=2.0)", "-d", "0..9", "--seed", "1"],
              ["aggregate", "r.csv", "-o", "c.csv"],
-             ["estimate", "c.csv", "-d", "0..9", "--estimator", "inv-n"],
-             ["query", "c.csv", "-d", "0..9", "--mean"],
-             ["demo", "--out", "demo"]):
+             ["estimate", "c.csv", "-d", "0..9", "--estimator", "inv-n", "-o", "est.json"],
+             ["query", "est.json", "--range", "value=2..5"]):
     try:
         main(argv)
     except SystemExit as exc:

@@ -38,16 +38,23 @@ from localpriv.data.formats import (
     REPORT_SUFFIXES,
     Source,
     StrPath,
+    arrow,
     attribute_of,
     check_columns,
-    arrow,
     check_output,
     expand_sources,
     one_line,
     write_counts,
 )
 from localpriv.data.observations import Observations
-from localpriv.data.reports import ReportPart, batch_reports, frame_reports, parse_file_spec, read_reports, validate_reports
+from localpriv.data.reports import (
+    ReportPart,
+    batch_reports,
+    frame_reports,
+    parse_file_spec,
+    read_reports,
+    validate_reports,
+)
 from localpriv.domains import Domain
 from localpriv.utils.engines import load_engine
 from localpriv.utils.errors import SettingError
@@ -466,7 +473,8 @@ def aggregate(source: ReportSource, domain: Domain | None = None, aggregator: Ag
         agg.domain = domain
     build = getattr(agg, "observations", None)
     obs = build(source) if build is not None else Observations.from_frame(agg.counts(source), domain)
-    if not isinstance(source, pd.DataFrame) and not (arrow() and isinstance(source, pa.Table)):  # files: the values' column they record
+    # files: the values' column they record
+    if not isinstance(source, pd.DataFrame) and not (arrow() and isinstance(source, pa.Table)):
         attribute = attribute_of(source)
         if attribute:
             obs.meta["attribute"] = attribute

@@ -48,9 +48,9 @@ from typing import IO, TYPE_CHECKING, SupportsInt, TypeAlias
 import numpy as np
 import pandas as pd
 
+from localpriv.data.textcsv import TextBatch, TextCsv, csv_text, hex_text, open_text_stream
 from localpriv.mechanisms.base import split_spec_args
-from localpriv.data.textcsv import TextBatch, TextCsv, csv_text, open_text_stream
-from localpriv.utils.optional import available, require
+from localpriv.utils.optional import available
 from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
 from localpriv.utils.validation import LocalPrivError
 
@@ -66,6 +66,12 @@ if TYPE_CHECKING or available("pyarrow"):
     ARROW_ERRORS: tuple[type[BaseException], ...] = (pa.ArrowException,)
 else:  # pragma: no cover - the environment without pyarrow (its tests run in a subprocess)
     ARROW_ERRORS = ()
+#: what reading a file may raise, with and without pyarrow
+READ_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError)
+#: ... and what decoding its text may raise
+TEXT_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError, UnicodeError)
+_BATCH_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError, UnicodeError, ValueError)
+_OPEN_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError, EOFError)
 
 
 def arrow() -> bool:
@@ -90,7 +96,7 @@ __all__ = [
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
     "spec_for_version", "VALUE_FORMATS", "REPORT_FORMATS", "sniff_format", "check_format", "KNOWN_SUFFIXES",
     "sidecar_path", "is_sidecar", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath", "arrow", "require_parquet",
-    "ARROW_ERRORS", "TextBatch",
+    "ARROW_ERRORS", "READ_ERRORS", "TEXT_ERRORS", "TextBatch",
 ]
 
 #: The version of the report and counts formats this release writes.
@@ -577,8 +583,10 @@ class TableWriter:
             if spec not in self.specs:
                 self.specs.append(spec)
         rep = df["report"].to_numpy()
-        if rep.dtype == object:
-            rep = np.asarray([bytes(v).hex() if isinstance(v, (bytes, bytearray)) else v for v in rep], dtype=object)
+        if rep.dtype == object and len(rep) and all(isinstance(v, (bytes, bytearray)) for v in rep[:1]):
+            widths = set(map(len, rep.tolist()))
+            rep = (hex_text(np.frombuffer(b"".join(rep.tolist()), dtype=np.uint8).reshape(len(rep), -1))
+                   if len(widths) == 1 else np.asarray([bytes(v).hex() for v in rep], dtype=object))
         cols = [("mechanism", mech_text), ("report", rep)]
         if self.kind == "counts":
             cols.append(("count", df["count"].to_numpy(np.int64)))
@@ -698,7 +706,7 @@ class Source:
                 yield batch, first
         except LocalPrivError:
             raise
-        except (*ARROW_ERRORS, OSError, UnicodeError, ValueError) as exc:
+        except _BATCH_ERRORS as exc:
             raise read_error(self.path, exc) from None
 
     # ---- Parquet ------------------------------------------------------------------------------
@@ -846,7 +854,7 @@ def open_text(path: str) -> IO[bytes]:
             import gzip
             with (gzip.open(path, "rb") if compression else open(path, "rb")) as fh:
                 head = fh.read(4096)
-    except (*ARROW_ERRORS, OSError, EOFError) as exc:
+    except _OPEN_ERRORS as exc:
         raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         raise LocalPrivError(f"{path} is UTF-32 text; CSV files must be UTF-8 (or UTF-16 with a "
@@ -996,7 +1004,7 @@ def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | N
         schema = pf.schema_arrow
         meta = dict(schema.metadata or {})
         meta.update(pf.metadata.metadata or {})  # the file's key-value metadata (written at close)
-    except (*ARROW_ERRORS, OSError) as exc:
+    except READ_ERRORS as exc:
         raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     version = meta.get(b"localpriv.format")
     kind = meta.get(b"localpriv.kind")
@@ -1078,7 +1086,7 @@ def open_source(path: str, constants: Mapping[str, str] | None = None, fmt: str 
         try:
             version, kind, lines, attribute = _csv_marker(path)
             names = csv_columns(path, lines)
-        except (*ARROW_ERRORS, OSError) as exc:
+        except READ_ERRORS as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
         if version is None:
             meta = read_sidecar(path)

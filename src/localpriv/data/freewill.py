@@ -48,8 +48,8 @@ from localpriv.data.reports import (
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.base import collection_size, spec_size_cap
-from localpriv.utils.rng import spawn_generators
 from localpriv.utils.optional import available
+from localpriv.utils.rng import spawn_generators
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_int, check_rng
 
 # pyarrow is the optional group ``parquet``: without it report tables are pandas frames

@@ -28,12 +28,14 @@ import numpy.typing as npt
 import pandas as pd
 
 from localpriv.data.formats import (
-    ARROW_ERRORS,
     CSV_BLOCK_BYTES,
     PARQUET_BATCH_ROWS,
+    READ_ERRORS,
+    TEXT_ERRORS,
     VALUE_FORMATS,
     Source,
     TableWriter,
+    arrow,
     atomic_output,
     check_format,
     csv_columns,
@@ -44,7 +46,6 @@ from localpriv.data.formats import (
     open_text,
     read_error,
     read_head,
-    arrow,
     require_parquet,
     rows_text,
 )
@@ -55,9 +56,9 @@ from localpriv.data.textcsv import (
     TextCsv,
     columns_of,
     float_text_values,
+    int_text,
     json_columns,
     json_line_blocks,
-    int_text,
     match,
     strip,
 )
@@ -245,7 +246,8 @@ def perturb(values: Any, mechanism: str | Mechanism, rng: np.random.Generator,
     return report_table(mech, reports)
 
 
-def write_reports(table: pa.Table | pd.DataFrame, path: str | Path, inputs: Any = (), attribute: str | None = None) -> Path:
+def write_reports(table: pa.Table | pd.DataFrame, path: str | Path, inputs: Any = (),
+                  attribute: str | None = None) -> Path:
     """Write a report table to Parquet (``.parquet``) or CSV (``.csv``), atomically and versioned
     (see :mod:`localpriv.data.formats`).
 
@@ -323,7 +325,7 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
         require_parquet(path)
         try:
             names = pq.read_schema(path).names
-        except (*ARROW_ERRORS, OSError) as exc:
+        except READ_ERRORS as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     elif ftype == "json":
         if not header:
@@ -332,7 +334,7 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
     else:
         try:
             names = _header_names(path, delimiter)
-        except (*ARROW_ERRORS, OSError, UnicodeError) as exc:
+        except TEXT_ERRORS as exc:
             raise read_error(path, exc) from None
         if not header:
             names = [f"f{i}" for i in range(len(names))]  # Arrow's generated names

@@ -25,15 +25,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from operator import itemgetter, methodcaller
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 import pandas as pd
 
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["TextBatch", "TextCsv", "json_line_blocks", "json_columns", "columns_of", "open_text_stream", "float_text", "csv_text", "int_text", "float_text_values",
-           "match", "INT_PATTERN", "FLOAT_PATTERN", "strip"]
+__all__ = ["TextBatch", "TextCsv", "hex_text", "json_line_blocks", "json_columns", "columns_of",
+           "open_text_stream", "float_text", "csv_text", "int_text", "float_text_values", "match",
+           "INT_PATTERN", "FLOAT_PATTERN", "strip"]
 
 #: decimal whole numbers (ASCII digits only: other scripts' digits and hex are refused)
 INT_PATTERN = r"[+-]?[0-9]+"
@@ -45,11 +46,12 @@ def open_text_stream(path: str, head: bytes) -> IO[bytes]:
     """A UTF-8 byte stream of the text file ``path`` (gzip for ``.gz``), whose first bytes are
     ``head`` (checked by the caller): UTF-16 with a byte-order mark is re-encoded, a UTF-8
     byte-order mark dropped."""
-    raw: IO[bytes] = gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+    opened = gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")  # noqa: SIM115 - returned
+    raw = cast("IO[bytes]", opened)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return codecs.EncodedFile(raw, "utf-8", "utf-16")  # type: ignore[return-value]
+        return cast("IO[bytes]", codecs.EncodedFile(raw, "utf-8", "utf-16"))
     if head.startswith(b"\xef\xbb\xbf"):
-        return codecs.EncodedFile(raw, "utf-8", "utf-8-sig")  # type: ignore[return-value]
+        return cast("IO[bytes]", codecs.EncodedFile(raw, "utf-8", "utf-8-sig"))
     return raw
 
 
@@ -300,6 +302,21 @@ def float_text(x: float) -> str:
         return f"{neg}{d[:point]}.{d[point:]}"
     mant = d[0] + ("." + d[1:] if len(d) > 1 else "")
     return f"{neg}{mant}e{'+' if e > 0 else '-'}{abs(e)}"
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def hex_text(rows: np.ndarray) -> np.ndarray:
+    """``n x w`` bytes -> ``n`` lowercase hex strings of ``2w`` characters (an array of ``str``), vectorized."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, w = rows.shape
+    if not n or not w:
+        return np.full(n, "", dtype=object)
+    out = np.empty((n, 2 * w), dtype=np.uint8)
+    out[:, 0::2] = _HEX[rows >> 4]
+    out[:, 1::2] = _HEX[rows & 15]
+    return out.view(f"S{2 * w}").ravel().astype(f"U{2 * w}").astype(object)
 
 
 def _quoted(values: np.ndarray) -> list[str]:

@@ -26,8 +26,8 @@ from localpriv.domains import IntegerDomain
 from localpriv.inference import estimate
 from localpriv.inference.metrics import emd_line
 from localpriv.inference.plotting import distributions_figure
-from localpriv.utils.optional import available
 from localpriv.utils.jsonable import to_jsonable
+from localpriv.utils.optional import available
 
 __all__ = ["DEMO_DEFAULTS", "DEMO_DESCRIPTION", "DEMO_REFERENCE", "compute_demo", "plot_demo", "run_demo"]
 

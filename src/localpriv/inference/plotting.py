@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
     from localpriv.inference.estimate import Estimate
 
-__all__ = ["plt", "pyplot", "PLOTS_HINT", "distributions_figure", "estimate_figure", "grid_figure", "grid_map_html", "grid_mask",
+__all__ = ["plt", "pyplot", "PLOTS_HINT", "distributions_figure", "estimate_figure",
+           "grid_figure", "grid_map_html", "grid_mask",
            "ordered_figure", "save", "MAP_MAX_CELLS"]
 
 
