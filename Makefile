@@ -112,11 +112,11 @@ test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP) $(JDK_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
 # the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
-# temporary folder, per package, with the demo run in it (-> docs/results/venv-size.json; one
-# build, its time is one sample)
+# temporary folder, per package, with the demo run in it, then with the groups parquet and plots
+# on top (the demo again, with its figure) (-> docs/results/venv-size.json; one build, its time is one sample)
 venv-size:
 	$(PYTHON) tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json \
-	  --smoke "localpriv demo --out demo-out"
+	  --smoke "localpriv demo --out demo-out" --groups parquet,plots
 
 # ruff (rules in pyproject.toml) over the whole tree and mypy over the package: zero findings
 lint: $(FULL_STAMP)
