@@ -18,6 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import localpriv.data.formats as formats_module
+import localpriv.data.reports as reports_module
+import localpriv.data.textcsv as textcsv_module
 import localpriv.inference.demo as demo_module
 from localpriv.cli.main import main
 from localpriv.data.aggregate import NumpyAggregator, write_counts
@@ -220,10 +223,11 @@ def test_cli_parquet_request_without_pyarrow_exits_with_one_line(tmp_path: Path,
     (tmp_path / "v.csv").write_text("age\n" + "\n".join(str(i % 10) for i in range(50)) + "\n")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
-        main(["perturb", "v.csv", "-o", "r.parquet", "-m", "krr(eps=2.0)", "-d", "0..9", "--seed", "1"])
+        main(["perturb", "v.csv", "-o", "r.parquet", "-m", "krr(eps=2.0)", "-d", "0..9", "--seed", "1",
+              "--ledger", "me.json"])
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and err.count("\n") == 1 and PARQUET_HINT in err
-    assert not (tmp_path / "r.parquet").exists()
+    assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "me.json").exists()  # nothing recorded
 
 
 def test_demo_numbers_are_the_same_without_pyarrow_and_matplotlib() -> None:
@@ -262,3 +266,28 @@ def test_figures_without_matplotlib_are_one_line_naming_the_group(tmp_path: Path
     err_text = capsys.readouterr().err
     assert exit_.value.code == 1 and err_text.count("\n") == 1 and "localpriv[plots]" in err_text
     assert not (tmp_path / "e.json").exists() and not (tmp_path / "e.png").exists()
+
+
+def test_small_blocks_name_the_same_lines_without_pyarrow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(formats_module, "CSV_BLOCK_BYTES", 256)
+    monkeypatch.setattr(reports_module, "CSV_BLOCK_BYTES", 256)
+    rows = [f"{K},{i % 4}" for i in range(500)]
+    rows[399] = f"{K},9"
+    (tmp_path / "r.csv").write_text("mechanism,report\n" + "\n".join(rows) + "\n")
+    values = [str(i % 10) for i in range(700)]
+    values[650] = ""
+    (tmp_path / "v.csv").write_text("age\n" + "\n".join(values) + "\n\n")
+    want = (_outcome(tmp_path / "r.csv"), _values(tmp_path / "v.csv", domain=DOM),
+            _values(tmp_path / "v.csv", domain=DOM, drop_missing=True))
+    assert "line 401" in want[0] and "line 652" in want[1] and want[2].startswith("int64")
+    with _without("pyarrow"):
+        assert (_outcome(tmp_path / "r.csv"), _values(tmp_path / "v.csv", domain=DOM),
+                _values(tmp_path / "v.csv", domain=DOM, drop_missing=True)) == want
+
+
+def test_a_line_past_the_limit_is_refused_in_one_line(tmp_path: Path, no_arrow: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(textcsv_module, "MAX_LINE_BYTES", 1000)
+    (tmp_path / "v.csv").write_text("age\n" + "1" * 5000)
+    with pytest.raises(LocalPrivError, match=r"more than 1,000 bytes; limit 1,000 for one line"):
+        read_values(tmp_path / "v.csv", domain=DOM)

@@ -32,7 +32,8 @@ import pandas as pd
 
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["TextBatch", "TextCsv", "hex_text", "json_line_blocks", "json_columns", "columns_of",
+__all__ = ["TextBatch", "TextCsv", "LineBlocks", "MAX_LINE_BYTES", "hex_text", "json_line_blocks", "json_columns",
+           "columns_of",
            "open_text_stream", "float_text", "csv_text", "int_text", "float_text_values", "match",
            "INT_PATTERN", "FLOAT_PATTERN", "strip"]
 
@@ -72,14 +73,62 @@ class TextBatch:
         return self.columns[name]
 
 
+#: the longest line read (a row of a report, counts or values file is far shorter: a spec is at most
+#: 100,000 characters); a longer one is refused, as Arrow's reader refuses a row longer than its block
+MAX_LINE_BYTES = 1 << 24
+
+
+class LineBlocks:
+    """Whole lines of a UTF-8 byte stream, a block of about ``block_bytes`` at a time (a line is
+    never cut; one longer than :data:`MAX_LINE_BYTES` is refused)."""
+
+    def __init__(self, stream: IO[bytes], path: str, block_bytes: int = 1 << 20) -> None:
+        self.path, self.block_bytes = path, max(1, int(block_bytes))
+        self._stream = stream
+        self._carry = b""
+        self.eof = False
+
+    def read(self) -> list[str]:
+        """The next block's lines (without their line ends, ``\r\n`` taken as one); ``[]`` at the end."""
+        if self.eof:
+            return []
+        data = self._carry + self._stream.read(self.block_bytes)
+        cut = data.rfind(b"\n")
+        while cut < 0:
+            if len(data) > MAX_LINE_BYTES:
+                raise LocalPrivError(f"{self.path}: a line holds more than {MAX_LINE_BYTES:,} bytes; limit "
+                                     f"{MAX_LINE_BYTES:,} for one line of a CSV, TSV or JSON Lines file")
+            more = self._stream.read(self.block_bytes)
+            if not more:
+                self.eof = True
+                break
+            data += more
+            cut = data.rfind(b"\n")
+        if cut < 0:
+            self._carry, body = b"", data
+        else:
+            self._carry, body = data[cut + 1:], data[:cut + 1]
+        if not body:
+            self.eof = True
+            return []
+        lines = body.decode("utf-8").replace("\r\n", "\n").split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return lines
+
+    def close(self) -> None:
+        """Close the stream."""
+        self._stream.close()
+
+
 class TextCsv:
     """A CSV or TSV file read in blocks of whole lines: the header (or names ``f0``, ``f1``, ...
-    for a file without one), then :meth:`batches` of the wanted columns.
+    for a file without one), then :meth:`blocks` of parsed rows.
 
     Parameters
     ----------
     stream : binary file
-        UTF-8 text (:func:`open_text_stream`); closed by :meth:`close` or at the end of :meth:`batches`.
+        UTF-8 text (:func:`open_text_stream`); closed by :meth:`close` or at the end of :meth:`blocks`.
     path : str
         The file's name, for messages.
     delimiter : str
@@ -94,10 +143,8 @@ class TextCsv:
 
     def __init__(self, stream: IO[bytes], path: str, *, delimiter: str = ",", skip_lines: int = 0,
                  header: bool = True, block_bytes: int = 1 << 20) -> None:
-        self.path, self.delimiter, self.block_bytes = path, delimiter, max(1, int(block_bytes))
-        self._stream = stream
-        self._carry = b""
-        self._eof = False
+        self.path, self.delimiter = path, delimiter
+        self._lines = LineBlocks(stream, path, block_bytes)
         self._pending: list[str] = []
         self.line = 1  # the physical line number of the next line
         for _ in range(skip_lines):
@@ -106,43 +153,18 @@ class TextCsv:
         fields = next(csv.reader([first], delimiter=delimiter), []) if first is not None else []
         if header:
             self.names = fields
-            self.first_data_line = skip_lines + 2
         else:
             self.names = [f"f{i}" for i in range(len(fields))]
-            self.first_data_line = skip_lines + 1
             if first is not None:
                 self._pending.insert(0, first)
                 self.line -= 1
 
     def _read_lines(self) -> list[str]:
-        """The next block's whole lines (without their line ends); ``[]`` at the end of the file."""
+        """The pending lines, else the next block's."""
         if self._pending:
             out, self._pending = self._pending, []
             return out
-        if self._eof:
-            return []
-        data = self._carry + self._stream.read(self.block_bytes)
-        while not self._eof:
-            cut = data.rfind(b"\n")
-            if cut >= 0:
-                break
-            more = self._stream.read(self.block_bytes)
-            if not more:
-                self._eof = True
-                break
-            data += more
-        if self._eof or cut < 0:
-            self._carry, body = b"", data
-            self._eof = True
-        else:
-            self._carry, body = data[cut + 1:], data[:cut + 1]
-        if not body:
-            return []
-        text = body.decode("utf-8").replace("\r\n", "\n")
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        return lines
+        return self._lines.read()
 
     def _next_line(self) -> str | None:
         if not self._pending:
@@ -154,7 +176,7 @@ class TextCsv:
 
     def close(self) -> None:
         """Close the stream."""
-        self._stream.close()
+        self._lines.close()
 
     def blocks(self, drop_trailing: int = 0) -> Iterator[tuple[list[list[str]], list[tuple[int, str]], int]]:
         """``(rows, invalid, first_line)`` per block: the rows with the header's number of fields,
@@ -209,25 +231,21 @@ class TextCsv:
 def json_line_blocks(stream: IO[bytes], path: str, block_bytes: int = 1 << 20) -> Iterator[list[dict]]:
     """The objects of a JSON Lines file, a block of lines at a time (each block parsed by one call
     of :func:`json.loads`); blank lines are skipped, a line that is not a JSON object is refused."""
-    reader = TextCsv.__new__(TextCsv)
-    reader.path, reader.delimiter, reader.block_bytes = path, ",", max(1, int(block_bytes))
-    reader._stream, reader._carry, reader._eof, reader._pending, reader.line = stream, b"", False, [], 1
+    lines = LineBlocks(stream, path, block_bytes)
     try:
-        while True:
-            lines = [line for line in reader._read_lines() if line.strip()]
-            if not lines and reader._eof:
-                return
-            if not lines:
+        while not lines.eof:
+            block = [line for line in lines.read() if line.strip()]
+            if not block:
                 continue
             try:
-                objs = json.loads("[" + ",".join(lines) + "]")
+                objs = json.loads("[" + ",".join(block) + "]")
             except ValueError as exc:
                 raise LocalPrivError(f"cannot read {path} as JSON Lines (one object per line): {exc}") from None
-            if len(objs) != len(lines) or set(map(type, objs)) != {dict}:
+            if len(objs) != len(block) or set(map(type, objs)) != {dict}:
                 raise LocalPrivError(f"cannot read {path} as JSON Lines: every line must be one JSON object")
             yield objs
     finally:
-        stream.close()
+        lines.close()
 
 
 def json_columns(objs: list[dict], names: Sequence[str]) -> TextBatch:
