@@ -489,8 +489,11 @@ def _text_to_numpy(arrays: list[np.ndarray], domain: Domain | None) -> np.ndarra
         a = np.asarray(a, dtype=object)
         if not _all_text(a) and len(a):
             kinds = set(map(type, a.tolist()))
-            if kinds <= {int, bool}:
-                out.append(a.astype(np.int64) if bool not in kinds else a.astype(bool))
+            if kinds == {bool}:
+                out.append(a.astype(bool))
+                continue
+            if kinds == {int} and all(-2 ** 63 <= v < 2 ** 63 for v in (min(a), max(a))):
+                out.append(a.astype(np.int64))
                 continue
             if kinds <= {int, float}:
                 out.append(a.astype(np.float64))
