@@ -1,14 +1,15 @@
 # localpriv: every target creates or refreshes the virtual environment from the pinned locks.
 # `make demo` installs the core lock only (the library, the command line, the demo); the tests, the
 # quality gates, the reproductions and the benchmarks also install the optional groups' locks
-# (duckdb, fast, service, spark, geo, test), each resolved on top of the core lock (-c requirements.lock).
+# (duckdb, parquet, plots, fast, service, spark, geo, test), each resolved on top of the core lock
+# (-c requirements.lock). Without parquet and plots the demo reads and writes CSV and prints its numbers.
 # Each stamp depends on its locks: a changed lock refreshes the environment at the next target.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 FULL_STAMP  := $(VENV)/.full-installed
-EXTRA_LOCKS := requirements-duckdb.lock requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
+EXTRA_LOCKS := requirements-duckdb.lock requirements-parquet.lock requirements-plots.lock requirements-fast.lock requirements-service.lock requirements-spark.lock requirements-geo.lock requirements-test.lock
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP  := $(VENV)/.docs-installed
 # the headless browser of the dashboard and map tests: Debian's chromium, pinned to the version apt
@@ -28,7 +29,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075 default-tv-bootstrap
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075 default-tv-bootstrap demo-plots
 
 venv: $(STAMP)
 
@@ -56,6 +57,15 @@ docs: $(DOCS_STAMP)
 	$(PY) tools/check_site.py site
 
 demo: $(STAMP)
+	$(VENV)/bin/localpriv demo --out out/demo
+
+# the demo with its figure (out/demo/demo.png): the core lock and the plots group (matplotlib)
+PLOTS_STAMP := $(VENV)/.plots-installed
+$(PLOTS_STAMP): $(STAMP) requirements-plots.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -r requirements-plots.lock
+	touch $(PLOTS_STAMP)
+
+demo-plots: $(PLOTS_STAMP)
 	$(VENV)/bin/localpriv demo --out out/demo
 
 $(BROWSER_STAMP): $(STAMP)
@@ -102,11 +112,11 @@ test: $(FULL_STAMP) $(BROWSER_STAMP) $(CLIENTS_STAMP) $(JDK_STAMP)
 	$(PY) -m pytest -n 2 -q --durations=25
 
 # the size of a fresh virtual environment of the core lock (what `make demo` installs), built in a
-# temporary folder, per package, with the demo run in it (-> docs/results/venv-size.json; one
-# build, its time is one sample)
+# temporary folder, per package, with the demo run in it, then with the groups parquet and plots
+# on top (the demo again, with its figure) (-> docs/results/venv-size.json; one build, its time is one sample)
 venv-size:
 	$(PYTHON) tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json \
-	  --smoke "localpriv demo --out demo-out"
+	  --smoke "localpriv demo --out demo-out" --groups parquet,plots
 
 # ruff (rules in pyproject.toml) over the whole tree and mypy over the package: zero findings
 lint: $(FULL_STAMP)

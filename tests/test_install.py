@@ -13,7 +13,8 @@ import pytest
 from localpriv.utils.errors import EXTRAS, missing_extra
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUP_LOCKS = {"duckdb": "requirements-duckdb.lock", "fast": "requirements-fast.lock",
+GROUP_LOCKS = {"duckdb": "requirements-duckdb.lock", "parquet": "requirements-parquet.lock",
+               "plots": "requirements-plots.lock", "fast": "requirements-fast.lock",
                "service": "requirements-service.lock", "spark": "requirements-spark.lock",
                "geo": "requirements-geo.lock", "test": "requirements-test.lock",
                "docs": "requirements-docs.lock"}
@@ -44,7 +45,7 @@ CORE = _pins(ROOT / "requirements.lock")
 
 def test_core_lock_pins_the_core_dependencies_and_no_extra() -> None:
     assert _names(PROJECT["dependencies"]) <= set(CORE)
-    for group in ("duckdb", "fast", "service", "spark", "geo", "test"):
+    for group in ("duckdb", "parquet", "plots", "fast", "service", "spark", "geo", "test"):
         assert not _names(PROJECT["optional-dependencies"][group]) & set(CORE), group
 
 
@@ -90,8 +91,9 @@ def test_library_and_cli_work_without_the_extras(tmp_path: Path) -> None:
 from localpriv.cli.main import main
 import localpriv, localpriv.data.aggregate, localpriv.inference
 for argv in (["perturb", "v.csv", "-o", "r.csv", "-m", "krr(eps=2.0)", "-d", "0..9", "--seed", "1"],
-             ["aggregate", "r.csv", "-o", "c.parquet"],
-             ["estimate", "c.parquet", "-d", "0..9", "--estimator", "inv-n"]):
+             ["aggregate", "r.csv", "-o", "c.csv"],
+             ["estimate", "c.csv", "-d", "0..9", "--estimator", "inv-n", "-o", "est.json"],
+             ["query", "est.json", "--range", "value=2..5"]):
     try:
         main(argv)
     except SystemExit as exc:
@@ -121,7 +123,7 @@ def test_every_lock_is_a_prerequisite_of_a_stamp_and_demo_needs_only_the_core() 
     rules = {m.group(1): m.group(2).split() for m in re.finditer(r"^(\S+):\s*(.*)$", make, re.M)}
     assert "requirements.lock" in rules["$(STAMP)"]
     assert "$(EXTRA_LOCKS)" in rules["$(FULL_STAMP)"] and "$(STAMP)" in rules["$(FULL_STAMP)"]
-    groups = ("duckdb", "fast", "service", "spark", "geo", "test")
+    groups = ("duckdb", "parquet", "plots", "fast", "service", "spark", "geo", "test")
     assert set(extra.group(1).split()) == {f"requirements-{g}.lock" for g in groups}
     assert "requirements-docs.lock" in rules["$(DOCS_STAMP)"] and "requirements-bench.lock" in rules["$(BENCH_STAMP)"]
     assert rules["demo"] == ["$(STAMP)"]

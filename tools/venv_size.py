@@ -5,13 +5,15 @@
 dependencies, optionally runs a smoke command in it (``--smoke``, e.g. ``localpriv --help``), and
 writes ``docs/results/venv-size.json``: the environment's total size, each distribution's size
 (the files its RECORD lists) and the wall-clock seconds of the install (one sample, with the
-machine's load average: on a loaded machine it says little about a fresh quiet one), and the
-total less the distributions of each alternative weighed for the core (``total_mb_without``:
-without matplotlib and what only it brings, without pyarrow, without both).
+machine's load average: on a loaded machine it says little about a fresh quiet one). With
+``--groups`` (``parquet,plots``: the groups that left the core, decision 0085) it then installs
+those groups' locks on top (``-c`` the core lock), runs the smoke command again, and adds each
+group's size (``groups_mb``) and the total with each group and with all (``total_mb_with``).
 
 Usage::
 
-    python tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json
+    python tools/venv_size.py --lock requirements.lock --out docs/results/venv-size.json \
+        --smoke "localpriv demo --out demo-out" --groups parquet,plots
 """
 from __future__ import annotations
 
@@ -24,16 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1e6
-#: the alternatives weighed for the core (decision 0080): the environment's total less these
-#: distributions (matplotlib with the packages only it brings into the core lock; pyarrow)
-WITHOUT = {
-    "matplotlib": ("matplotlib", "fonttools", "pillow", "kiwisolver", "contourpy", "cycler", "pyparsing"),
-    "pyarrow": ("pyarrow",),
-}
 
 #: run inside the new environment: each distribution's size from its RECORD, as JSON
 PROBE = r"""
@@ -64,8 +61,23 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
-def measure(lock: Path, python: str, smoke: list[str]) -> dict:
-    """Build the environment from ``lock``, install this checkout, measure, remove it."""
+def _lock_names(lock: Path) -> list[str]:
+    """The distributions a lock pins."""
+    names = []
+    for line in lock.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line.split("==", 1)[0])
+    return names
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def measure(lock: Path, python: str, smoke: list[str], groups: Sequence[str] = ()) -> dict:
+    """Build the environment from ``lock``, install this checkout, measure; then (``groups``)
+    install each group's lock on top and measure again; remove it."""
     tmp = Path(tempfile.mkdtemp(prefix="localpriv-venv-size-"))
     try:
         venv = tmp / "venv"
@@ -82,24 +94,44 @@ def measure(lock: Path, python: str, smoke: list[str]) -> dict:
             smoke_ok = res.returncode == 0
         sizes = json.loads(subprocess.run([py, "-c", PROBE], check=True, capture_output=True, text=True).stdout)
         total = tree_bytes(venv)
+        extra: dict = {}
+        if groups:
+            locks = [ROOT / f"requirements-{g}.lock" for g in groups]
+            subprocess.run([*pip, "-c", str(lock), *[a for f in locks for a in ("-r", str(f))]], check=True)
+            both = json.loads(subprocess.run([py, "-c", PROBE], check=True, capture_output=True, text=True).stdout)
+            sizes_n = {_norm(k): v for k, v in both.items()}
+            group_bytes = {g: sum(sizes_n.get(_norm(d), 0) for d in _lock_names(f) if _norm(d) not in
+                                  {_norm(k) for k in sizes}) for g, f in zip(groups, locks)}
+            full = tree_bytes(venv)
+            with_ok = None
+            if smoke:
+                res = subprocess.run([str(venv / "bin" / smoke[0]), *smoke[1:]], cwd=tmp, capture_output=True,
+                                     text=True)
+                with_ok = res.returncode == 0
+            extra = {
+                "groups": list(groups),
+                "groups_mb": {g: round(b / MB, 1) for g, b in group_bytes.items()},
+                "total_mb_with": {**{g: round((total + b) / MB, 1) for g, b in group_bytes.items()},
+                                  "+".join(groups): round(full / MB, 1)},
+                "smoke_with_groups_ok": with_ok,
+                "figure_with_groups": (tmp / "demo-out" / "demo.png").exists() if smoke else None,
+            }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     packages = {name: round(b / MB, 1) for name, b in sorted(sizes.items(), key=lambda kv: -kv[1])}
-    groups = {**WITHOUT, "pyarrow+matplotlib": WITHOUT["pyarrow"] + WITHOUT["matplotlib"]}
-    without = {name: round((total - sum(sizes.get(d, 0) for d in dists)) / MB, 1) for name, dists in groups.items()}
     return {
         "lock": lock.name,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "total_mb": round(total / MB, 1),
         "packages_mb": packages,
-        "total_mb_without": without,
         "installer_mb": round(sum(sizes.get(n, 0) for n in ("pip", "setuptools", "wheel")) / MB, 1),
         "install_seconds": round(seconds, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "smoke": " ".join(smoke) or None,
         "smoke_ok": smoke_ok,
         "note": "one install from the package index as configured, no pip cache; its time is one sample",
+        **extra,
     }
 
 
@@ -110,8 +142,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--python", default=sys.executable, help="the interpreter the environment is made from")
     ap.add_argument("--smoke", default="localpriv --help",
                     help="a command run in the new environment (empty: none)")
+    ap.add_argument("--groups", default="",
+                    help="optional groups measured on top, comma-separated (e.g. parquet,plots)")
     args = ap.parse_args(argv)
-    result = measure(args.lock.resolve(), args.python, args.smoke.split())
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    result = measure(args.lock.resolve(), args.python, args.smoke.split(), groups)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(f".{args.out.name}.tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from localpriv.analysis.concavity import rank_test, strictly_concave
-from localpriv.inference.plotting import plt, save
+from localpriv.inference.plotting import pyplot, save
 from localpriv.mechanisms import parse
 from localpriv.mechanisms.geometric import Geometric
 from localpriv.mechanisms.krr import KRR
@@ -254,7 +254,7 @@ def plot_rappor_bound(path, k: int = 10, eps_values=(0.5, 1.0, 2.0, 4.0), n_max:
     empirical frequencies of strict concavity as markers when given
     (``empirical = {eps: (n_values, frequencies)}``)."""
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = pyplot().subplots(figsize=(6, 3.6))
     n = np.arange(k, n_max + 1)
     for i, e in enumerate(eps_values):
         color = f"C{i}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from localpriv.inference.plotting import plt, save
+from localpriv.inference.plotting import pyplot, save
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.matrix import MatrixMechanism
 from localpriv.utils.validation import LocalPrivError
@@ -145,7 +145,7 @@ def plot_simplex_loglik(mech, reports, path=None, ax=None, title: str | None = N
     finite = np.isfinite(L)
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(4.2, 3.8))
+        fig, ax = pyplot().subplots(figsize=(4.2, 3.8))
     floor = np.min(L[finite]) if finite.any() else 0.0
     Lp = np.where(finite, L, floor)
     tri = ax.tricontourf(pts[:, 0], pts[:, 2], Lp, levels=25, cmap="viridis")

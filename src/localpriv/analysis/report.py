@@ -12,6 +12,7 @@ from localpriv.analysis import analyze_report
 from localpriv.analysis.consistency import consistency_report
 from localpriv.data.formats import atomic_output
 from localpriv.domains import Domain
+from localpriv.inference.plotting import pyplot
 from localpriv.mechanisms import Mechanism
 
 __all__ = ["analyze_mechanism", "plot_convergence"]
@@ -44,9 +45,7 @@ def analyze_mechanism(mech: Mechanism, domain: Domain | None = None, *, consiste
 def plot_convergence(study: dict, path: str | Path, title: str) -> Path:
     """The convergence study as a log-log PNG: IBU's mean squared error (±2 SE) against ``n``,
     with a slope -1 guide; written atomically."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # matplotlib (the optional group 'plots'), or one line naming it
     n = np.asarray(study["n"], dtype=float)
     mse = np.asarray(study["mse"], dtype=float)
     se = np.asarray(study.get("mse_se", np.zeros_like(mse)), dtype=float)

@@ -15,6 +15,7 @@ from localpriv.cli.common import DOMAIN_HELP, console, friendly, print_json, rep
 from localpriv.cli.options import domain_option
 from localpriv.data.formats import IMAGE_SUFFIXES, check_output
 from localpriv.mechanisms import parse
+from localpriv.utils.optional import available, require
 
 
 @friendly
@@ -59,6 +60,8 @@ def analyze(
     --shuffle N --delta D, the central level after a shuffler (numerical and closed form)."""
     if plot is not None:
         check_output(plot, IMAGE_SUFFIXES, what="plot")
+        if not available("matplotlib"):  # before the analysis: one line naming the group 'plots'
+            require("matplotlib")
     if (shuffle is None) != (delta is None):
         raise typer.BadParameter("--shuffle N and --delta D go together", param_hint="'--shuffle'")
     dom = domain_option(domain)

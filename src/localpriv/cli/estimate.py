@@ -20,6 +20,7 @@ from localpriv.inference.estimate import Estimate
 from localpriv.inference.resolution import MAP_MAX_CELLS
 from localpriv.inference.unbiased import has_unbiased_mean
 from localpriv.utils.errors import LocalPrivError
+from localpriv.utils.optional import available, require
 from localpriv.utils.progress import EMProgress
 
 #: the command's options that are estimator settings (option -> setting), declared in the registry
@@ -100,6 +101,8 @@ def estimate(
         check_output(output, ESTIMATE_SUFFIXES, inputs, what="estimate file")
     if plot is not None:
         check_output(plot, IMAGE_SUFFIXES, inputs, what="plot")
+        if not available("matplotlib"):  # before the fit: one line naming the group 'plots'
+            require("matplotlib")
     if ci is not None and not 0.0 < ci < 1.0:
         raise typer.BadParameter(f"{ci} is not a level strictly between 0 and 1 (e.g. 0.95)", param_hint="'--ci'")
     dom = domain_option(domain)

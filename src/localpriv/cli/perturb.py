@@ -9,6 +9,7 @@ from typer._click.exceptions import UsageError
 
 from localpriv.cli.common import DOMAIN_HELP, friendly, say, status_of
 from localpriv.cli.options import FORMAT_HELP, STRIP_HELP, domain_option, generator, input_format, rows_hint
+from localpriv.data.formats import require_parquet
 from localpriv.data.freewill import perturb_values_file
 from localpriv.data.ledger import Ledger, file_release
 
@@ -65,6 +66,8 @@ def perturb(
         raise UsageError("--budget needs --ledger (the file of what has been released)")
     if ledger is not None and mechanism is None:
         raise UsageError("--ledger works with --mechanism (one mechanism for every row)")
+    if output.suffix.lower() == ".parquet":  # without pyarrow: one line before the ledger records anything
+        require_parquet(output)
     dom = domain_option(domain)
     fmt = input_format(input, fmt)
     if ledger is not None and mechanism is not None:

@@ -7,7 +7,9 @@ import typer
 
 from localpriv.cli.common import Table, console, fmt_number, friendly, rich_progress, say, status_of
 from localpriv.inference.demo import run_demo
+from localpriv.inference.plotting import PLOTS_HINT
 from localpriv.utils.checkout import load_reproductions
+from localpriv.utils.optional import available
 
 
 @friendly
@@ -52,9 +54,12 @@ def demo(out: Path = typer.Option(Path("out/demo"), "--out", "-o",
                       "" if d.get("iterations") is None else f"{d['iterations']:,}")
     console.print(table)
     say(f"demo: {rec['elapsed_seconds']:.1f} s; wrote {_written(out, 'demo')}")
+    if not available("matplotlib"):
+        say(f"demo: no figure (matplotlib is not installed); for demo.png: {PLOTS_HINT}, or make demo-plots")
 
 
 def _written(out: Path, name: str) -> str:
     """The files an experiment wrote: ``out/name.json`` (numbers) and, if drawn, ``out/name.png``."""
-    files = [out / f"{name}.json"] + ([out / f"{name}.png"] if (out / f"{name}.png").exists() else [])
+    drawn = (out / f"{name}.png").exists() and available("matplotlib")
+    files = [out / f"{name}.json"] + ([out / f"{name}.png"] if drawn else [])
     return ", ".join(f"{f} ({'numbers' if f.suffix == '.json' else 'figure'})" for f in files)

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from localpriv.data.formats import (
     REPORT_SUFFIXES,
     Source,
     StrPath,
+    arrow,
     attribute_of,
     check_columns,
     check_output,
@@ -47,7 +47,14 @@ from localpriv.data.formats import (
     write_counts,
 )
 from localpriv.data.observations import Observations
-from localpriv.data.reports import ReportPart, batch_reports, parse_file_spec, read_reports, validate_reports
+from localpriv.data.reports import (
+    ReportPart,
+    batch_reports,
+    frame_reports,
+    parse_file_spec,
+    read_reports,
+    validate_reports,
+)
 from localpriv.domains import Domain
 from localpriv.utils.engines import load_engine
 from localpriv.utils.errors import SettingError
@@ -56,6 +63,10 @@ from localpriv.utils.validation import LocalPrivError, check_int
 
 if TYPE_CHECKING:
     import duckdb
+# pyarrow is the optional group ``parquet`` (localpriv.data.formats.arrow): without it a report
+# table is a pandas frame, read by frame_reports
+if TYPE_CHECKING or available("pyarrow"):
+    import pyarrow as pa
 
 __all__ = ["Aggregator", "DuckDBAggregator", "NumpyAggregator", "aggregate", "write_counts",
            "check_memory_limit", "MAX_TOTAL", "ENGINES", "DEFAULT_ENGINE", "engine_aggregator", "check_total",
@@ -95,12 +106,23 @@ def report_kind(reports: np.ndarray) -> str:
 def _stream(source: ReportSource, domain: Domain | None,
             fast: Callable[[Source], list[ReportPart] | None] | None = None) -> Iterator[ReportPart]:
     """``(spec, reports, counts)`` triples from files or an Arrow table, checked."""
+    if isinstance(source, pd.DataFrame) and not arrow():
+        missing = [c for c in ("mechanism", "report") if c not in source.columns]
+        if missing:
+            raise LocalPrivError(f"the report table has no column(s) {', '.join(missing)}; "
+                                 f"columns: {', '.join(map(str, source.columns)) or '(none)'}")
+        src = Source("<report table>", "frame", "counts" if "count" in source.columns else "reports", None)
+        check_columns("the report table", [str(c) for c in source.columns], src.kind)
+        step = 1 << 20
+        for lo in range(0, len(source), step):
+            yield from frame_reports(source.iloc[lo:lo + step], src, lo + 1, domain)
+        return
     if isinstance(source, pd.DataFrame):
         try:
             source = pa.Table.from_pandas(source, preserve_index=False)
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise LocalPrivError(f"cannot read the report frame: {one_line(exc)}") from None
-    if isinstance(source, pa.Table):
+    if arrow() and isinstance(source, pa.Table):
         missing = [c for c in ("mechanism", "report") if c not in source.column_names]
         if missing:
             raise LocalPrivError(f"the report table has no column(s) {', '.join(missing)}; "
@@ -214,6 +236,7 @@ class DuckDBAggregator:
         through the checked reader. Needs the optional group ``duckdb``: without it, a one-line
         :class:`LocalPrivError` naming it."""
         require("duckdb")
+        require("pyarrow")  # DuckDB reads the counted parts as Arrow tables
         self.fast = bool(fast)
         self.memory_limit = check_memory_limit(memory_limit)
         self.threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
@@ -394,7 +417,7 @@ def default_engine() -> str:
     """The engine used when none is named: :data:`DEFAULT_ENGINE` (``"duckdb"``) where DuckDB can be
     imported, else :data:`FALLBACK_ENGINE` (``"numpy"``: the same counts and refusals, in memory
     bounded by the distinct reports rather than by a memory limit)."""
-    return DEFAULT_ENGINE if available("duckdb") else FALLBACK_ENGINE
+    return DEFAULT_ENGINE if available("duckdb") and arrow() else FALLBACK_ENGINE
 
 
 def duckdb_engine(domain: Domain | None = None) -> DuckDBAggregator:
@@ -450,7 +473,8 @@ def aggregate(source: ReportSource, domain: Domain | None = None, aggregator: Ag
         agg.domain = domain
     build = getattr(agg, "observations", None)
     obs = build(source) if build is not None else Observations.from_frame(agg.counts(source), domain)
-    if not isinstance(source, (pa.Table, pd.DataFrame)):  # files: the values' column they record
+    # files: the values' column they record
+    if not isinstance(source, pd.DataFrame) and not (arrow() and isinstance(source, pa.Table)):
         attribute = attribute_of(source)
         if attribute:
             obs.meta["attribute"] = attribute

@@ -46,17 +46,47 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, SupportsInt, TypeAlias
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
+import pandas as pd
 
-if TYPE_CHECKING:
-    import pandas as pd
-
+from localpriv.data.textcsv import TextBatch, TextCsv, csv_text, hex_text, open_text_stream
 from localpriv.mechanisms.base import split_spec_args
+from localpriv.utils.optional import available
 from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
 from localpriv.utils.validation import LocalPrivError
+
+# pyarrow is the optional group ``parquet``: imported where installed, and every use asks
+# :func:`arrow` first, so that a blocked module (the tests' simulation of its absence) takes the
+# NumPy/pandas path of :mod:`localpriv.data.textcsv` as an environment without it does.
+if TYPE_CHECKING or available("pyarrow"):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    ARROW_ERRORS: tuple[type[BaseException], ...] = (pa.ArrowException,)
+else:  # pragma: no cover - the environment without pyarrow (its tests run in a subprocess)
+    ARROW_ERRORS = ()
+#: what reading a file may raise, with and without pyarrow
+READ_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError)
+#: ... and what decoding its text may raise
+TEXT_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError, UnicodeError)
+_BATCH_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError, UnicodeError, ValueError)
+_OPEN_ERRORS: tuple[type[BaseException], ...] = (*ARROW_ERRORS, OSError, EOFError)
+
+
+def arrow() -> bool:
+    """Whether pyarrow (the optional group ``parquet``) can be used here: Parquet files, and the
+    Arrow readers and writers of CSV; without it CSV goes through :mod:`localpriv.data.textcsv`."""
+    return available("pyarrow")
+
+
+def require_parquet(path: object) -> None:
+    """A one-line :class:`LocalPrivError` naming the group ``parquet`` for a Parquet file (read or
+    written) where pyarrow is not installed."""
+    if not arrow():
+        raise LocalPrivError(f"{path}: Parquet files need pyarrow, of the optional group 'parquet', which is not "
+                             "installed: pip install 'localpriv[parquet]' (from a clone: pip install -e '.[parquet]'); "
+                             "or use .csv")
 
 __all__ = [
     "read_head",
@@ -65,7 +95,8 @@ __all__ = [
     "check_output", "TableWriter", "Source", "expand_sources", "rows_text", "file_type",
     "interrupt_cleanly", "read_error", "attribute_of", "READ_VERSIONS", "legacy_spec", "LEGACY_HASH_SPECS",
     "spec_for_version", "VALUE_FORMATS", "REPORT_FORMATS", "sniff_format", "check_format", "KNOWN_SUFFIXES",
-    "sidecar_path", "is_sidecar", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath",
+    "sidecar_path", "is_sidecar", "SIDECAR_SUFFIX", "SIDECAR_KEYS", "FormatPath", "arrow", "require_parquet",
+    "ARROW_ERRORS", "READ_ERRORS", "TEXT_ERRORS", "TextBatch",
 ]
 
 #: The version of the report and counts formats this release writes.
@@ -239,9 +270,9 @@ def _named_type(path: str, fmt: str) -> str:
 
 def _first_bad_utf8(path: str) -> tuple[int, int, bytes] | None:
     """``(line, byte offset, bytes)`` of the first bytes of ``path`` that are not UTF-8 (error path)."""
-    compression = "gzip" if path.lower().endswith(".gz") else None
+    import gzip
     line, offset, carry = 1, 0, b""
-    with pa.input_stream(path, compression=compression) as fh:
+    with (gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")) as fh:
         while True:
             chunk = fh.read(1 << 20)
             data = carry + chunk
@@ -270,7 +301,7 @@ def read_error(path: str, exc: BaseException) -> LocalPrivError:
     if "utf8" in text.lower().replace("-", "") and _suffix(path) == ".csv":
         try:
             bad = _first_bad_utf8(path)
-        except (pa.ArrowException, OSError):  # pragma: no cover - the original message will do
+        except OSError:  # pragma: no cover - the original message will do
             bad = None
         if bad is not None:
             line, offset, snippet = bad
@@ -476,6 +507,8 @@ class TableWriter:
         self.kind = kind
         self.attribute = _attribute(attribute)
         self.path = check_output(path, REPORT_SUFFIXES, inputs, what=f"{kind} file")
+        if _suffix(self.path.name) != ".csv":
+            require_parquet(self.path)
         self.rows = 0
         self.specs: list[str] = []
         self._ctx: ExitStack | None = None
@@ -498,11 +531,19 @@ class TableWriter:
             raise
         return self
 
-    def write(self, table: pa.Table) -> None:
+    def write(self, table: pa.Table | pd.DataFrame) -> None:
+        """Append a table of reports or counts: an Arrow table, or a pandas frame (bit vectors as
+        ``bytes``), which is what :func:`localpriv.data.reports.perturb` returns without pyarrow."""
         need = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
-        missing = [c for c in need if c not in table.column_names]
+        names = list(table.columns) if isinstance(table, pd.DataFrame) else table.column_names
+        missing = [c for c in need if c not in names]
         if missing:
             raise LocalPrivError(f"cannot write {self.kind}: the table has no column(s) {', '.join(missing)}")
+        if isinstance(table, pd.DataFrame):
+            if self._fh is not None:
+                self._write_frame(table)
+                return
+            table = pa.Table.from_pandas(table[need], preserve_index=False)
         mech = table.column("mechanism")
         if mech.null_count:
             raise LocalPrivError("cannot write reports without a mechanism")
@@ -530,6 +571,28 @@ class TableWriter:
                                      f"reports of type {self._schema.field('report').type} in one Parquet file")
             self._pq.write_table(t)
         self.rows += t.num_rows
+
+    def _write_frame(self, df: pd.DataFrame) -> None:
+        """The CSV text of a frame, the same bytes as the Arrow writer's (:mod:`localpriv.data.textcsv`)."""
+        assert self._fh is not None  # CSV
+        mech = df["mechanism"]
+        if mech.isna().any():
+            raise LocalPrivError("cannot write reports without a mechanism")
+        mech_text = mech.astype(str).to_numpy(dtype=object)
+        for spec in pd.unique(mech_text).tolist():
+            if spec not in self.specs:
+                self.specs.append(spec)
+        rep = df["report"].to_numpy()
+        if rep.dtype == object and len(rep) and all(isinstance(v, (bytes, bytearray)) for v in rep[:1]):
+            widths = set(map(len, rep.tolist()))
+            rep = (hex_text(np.frombuffer(b"".join(rep.tolist()), dtype=np.uint8).reshape(len(rep), -1))
+                   if len(widths) == 1 else np.asarray([bytes(v).hex() for v in rep], dtype=object))
+        cols = [("mechanism", mech_text), ("report", rep)]
+        if self.kind == "counts":
+            cols.append(("count", df["count"].to_numpy(np.int64)))
+        self._fh.write(csv_text(cols, header=not self._header_done))
+        self._header_done = True
+        self.rows += len(df)
 
     def _metadata(self) -> dict[str, str]:
         meta = {"localpriv.format": str(FORMAT_VERSION), "localpriv.kind": self.kind,
@@ -620,20 +683,30 @@ class Source:
         """A spec read from this file as this release must understand it (:func:`spec_for_version`)."""
         return spec_for_version(spec, self.version)
 
-    def batches(self) -> Iterator[tuple[pa.RecordBatch, int]]:
+    def batches(self) -> Iterator[tuple[pa.RecordBatch | TextBatch, int]]:
         """``(batch, first_row)`` with columns mechanism, report [, count]; ``first_row`` is the
         1-based data row (CSV: line) of the batch's first row. The specs of version 1 and 2 files
-        come with :func:`legacy_spec` applied."""
-        reader = self._parquet_batches if self.ftype == "parquet" else self._csv_batches
+        come with :func:`legacy_spec` applied. Without pyarrow, CSV batches are
+        :class:`~localpriv.data.textcsv.TextBatch` (text columns) and Parquet is refused in one line."""
+        if self.ftype == "parquet":
+            require_parquet(self.path)
+        reader = (self._parquet_batches if self.ftype == "parquet" else
+                  self._csv_batches if arrow() else self._csv_text_batches)
         try:
             for batch, first in reader():
                 if self.legacy_hash and batch.num_rows:
-                    i = batch.schema.get_field_index("mechanism")
-                    batch = batch.set_column(i, "mechanism", _legacy_column(batch.column(i)))
+                    if isinstance(batch, TextBatch):
+                        col = batch.columns["mechanism"]
+                        specs, inv = np.unique(col, return_inverse=True)
+                        batch.columns["mechanism"] = np.asarray([legacy_spec(str(v)) for v in specs],
+                                                                dtype=object)[inv]
+                    else:
+                        i = batch.schema.get_field_index("mechanism")
+                        batch = batch.set_column(i, "mechanism", _legacy_column(batch.column(i)))
                 yield batch, first
         except LocalPrivError:
             raise
-        except (pa.ArrowException, OSError, UnicodeError, ValueError) as exc:
+        except _BATCH_ERRORS as exc:
             raise read_error(self.path, exc) from None
 
     # ---- Parquet ------------------------------------------------------------------------------
@@ -681,6 +754,36 @@ class Source:
             line += batch.num_rows
             total += batch.num_rows
         _check_invalid(invalid, self)
+        self._check_end(total, invalid)
+
+    def _csv_text_batches(self) -> Iterator[tuple[TextBatch, int]]:
+        """:meth:`_csv_batches` without pyarrow: the same columns, checks and messages."""
+        want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        reader = TextCsv(open_text(self.path), self.path, skip_lines=self.csv_header_lines,
+                         block_bytes=CSV_BLOCK_BYTES)
+        header = reader.names
+        missing = [c for c in want if c not in header and c not in self.constants]
+        if missing:
+            reader.close()
+            raise LocalPrivError(f"{self.path} has no column(s) {', '.join(missing)}; "
+                                 f"columns: {', '.join(header) or '(none)'}")
+        read = [c for c in want if c in header]
+        line = self.csv_header_lines + 2
+        total = 0
+        invalid: list[tuple[int | None, str]] = []
+        for rows, bad, _first in reader.blocks():
+            invalid.extend(bad)
+            _check_invalid(invalid, self)
+            batch = _text_columns(rows, header, read, self.constants, want)
+            if batch.num_rows:
+                yield batch, line
+            line += batch.num_rows
+            total += batch.num_rows
+        _check_invalid(invalid, self)
+        self._check_end(total, invalid)
+
+    def _check_end(self, total: int, invalid: list[tuple[int | None, str]]) -> None:
+        """The rows read against the sidecar's count, or an earlier release's end line."""
         if self.declared_rows is not None and self.csv_header_lines == 0:  # a sidecar's count
             if total != self.declared_rows:
                 raise LocalPrivError(f"{self.path} holds {total} rows but {sidecar_path(self.path).name} says "
@@ -699,6 +802,21 @@ class Source:
             declared = int(end.group(1))
             if declared != total:
                 raise LocalPrivError(f"{self.path} says it holds {declared} rows but {total} were read")
+
+
+def _text_columns(rows: list[list[str]], header: list[str], read: list[str], constants: Mapping[str, str],
+                  want: list[str]) -> TextBatch:
+    """The ``want`` columns of parsed CSV rows (partition values fill the ones not in the file)."""
+    from operator import itemgetter
+    n = len(rows)
+    cols: dict[str, np.ndarray] = {}
+    for c in want:
+        if c in read:
+            cols[c] = (np.fromiter(map(itemgetter(header.index(c)), rows), dtype=object, count=n) if n
+                       else np.zeros(0, dtype=object))
+        else:
+            cols[c] = np.full(n, constants[c], dtype=object)
+    return TextBatch(cols, n)
 
 
 def _check_invalid(invalid: list[tuple[int | None, str]], src: Source) -> None:
@@ -724,13 +842,19 @@ def _with_constants(batch: pa.RecordBatch, constants: Mapping[str, str], want: l
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def open_text(path: str) -> pa.NativeFile:
-    """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused."""
+def open_text(path: str) -> IO[bytes]:
+    """A UTF-8 byte stream of a CSV file: gzip and byte-order marks handled, other encodings refused
+    (Arrow's stream where pyarrow is installed, Python's otherwise)."""
     compression = "gzip" if path.lower().endswith(".gz") else None
     try:
-        with pa.input_stream(path, compression=compression) as probe:
-            head = probe.read(4096)
-    except (pa.ArrowException, OSError) as exc:
+        if arrow():
+            with pa.input_stream(path, compression=compression) as probe:
+                head = probe.read(4096)
+        else:
+            import gzip
+            with (gzip.open(path, "rb") if compression else open(path, "rb")) as fh:
+                head = fh.read(4096)
+    except _OPEN_ERRORS as exc:
         raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         raise LocalPrivError(f"{path} is UTF-32 text; CSV files must be UTF-8 (or UTF-16 with a "
@@ -738,6 +862,8 @@ def open_text(path: str) -> pa.NativeFile:
     if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise LocalPrivError(f"{path} holds NUL bytes: UTF-16 or UTF-32 text without a byte-order mark, or "
                              "not text at all; CSV files must be UTF-8 (or UTF-16 with a byte-order mark)")
+    if not arrow():
+        return open_text_stream(path, head)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return pa.transcoding_input_stream(pa.input_stream(path, compression=compression), "utf-16", "utf-8")
     if head.startswith(b"\xef\xbb\xbf"):
@@ -872,12 +998,13 @@ def attribute_of(inputs: StrPath | Iterable[StrPath]) -> str | None:
 
 
 def _parquet_info(path: str) -> tuple[int | None, str | None, list[str], str | None, list[str] | None]:
+    require_parquet(path)
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
         meta = dict(schema.metadata or {})
         meta.update(pf.metadata.metadata or {})  # the file's key-value metadata (written at close)
-    except (pa.ArrowException, OSError) as exc:
+    except READ_ERRORS as exc:
         raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     version = meta.get(b"localpriv.format")
     kind = meta.get(b"localpriv.kind")
@@ -959,7 +1086,7 @@ def open_source(path: str, constants: Mapping[str, str] | None = None, fmt: str 
         try:
             version, kind, lines, attribute = _csv_marker(path)
             names = csv_columns(path, lines)
-        except (pa.ArrowException, OSError) as exc:
+        except READ_ERRORS as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
         if version is None:
             meta = read_sidecar(path)
@@ -1079,6 +1206,16 @@ def write_counts(df: pd.DataFrame, path: StrPath, inputs: Iterable[StrPath] = ()
     if attribute is None and inputs:
         attribute = attribute_of(inputs)
     with TableWriter(path, "counts", inputs, attribute=attribute) as w:
+        if not arrow():  # CSV (TableWriter refused Parquet): the text path writes the same bytes
+            if reps.dtype == object and kinds and kinds <= {"int", "float"}:
+                reps = reps.astype(np.float64 if "float" in kinds else np.int64)
+            elif reps.dtype == object and kinds != {"binary"}:
+                reps = np.asarray([v.hex() if isinstance(v, (bytes, bytearray)) else
+                                   (repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))
+                                   for v in reps], dtype=object)
+            w.write(pd.DataFrame({"mechanism": df["mechanism"].astype(str).to_numpy(dtype=object), "report": reps,
+                                  "count": df["count"].to_numpy(np.int64)}))
+            return w.path
         if reps.dtype != object or kinds == {"int"} or kinds == {"float"} or kinds == {"int", "float"}:
             if reps.dtype == object:
                 reps = reps.astype(np.float64 if "float" in kinds else np.int64)

@@ -26,13 +26,13 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
+import pandas as pd
 
-from localpriv.data.formats import REPORT_SUFFIXES, check_output
+from localpriv.data.formats import REPORT_SUFFIXES, arrow, check_output
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.data.reports import (
     PerturbSummary,
@@ -41,14 +41,20 @@ from localpriv.data.reports import (
     perturb_file,
     perturb_rows,
     report_array,
+    report_frame,
     report_table,
     report_width,
 )
 from localpriv.domains import Domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.base import collection_size, spec_size_cap
+from localpriv.utils.optional import available
 from localpriv.utils.rng import spawn_generators
 from localpriv.utils.validation import LocalPrivError, check_distribution, check_int, check_rng
+
+# pyarrow is the optional group ``parquet``: without it report tables are pandas frames
+if TYPE_CHECKING or available("pyarrow"):
+    import pyarrow as pa
 
 __all__ = ["perturb_mixed", "perturb_file_mixed", "perturb_values_file", "Policy", "load_policy", "mixed_block_rows",
            "simulate_counts", "naive_gibu", "krr_average_eps", "rappor_average_eps",
@@ -56,7 +62,7 @@ __all__ = ["perturb_mixed", "perturb_file_mixed", "perturb_values_file", "Policy
 
 
 def perturb_mixed(values: Any, specs: Sequence[str | Mechanism] | np.ndarray, rng: np.random.Generator,
-                  domain: Domain | None = None) -> pa.Table:
+                  domain: Domain | None = None) -> pa.Table | pd.DataFrame:
     """Obfuscate ``values[i]`` with mechanism ``specs[i]``; one report table for all users.
 
     Users are grouped by distinct mechanism (``numpy.unique`` on the specs) and each group is
@@ -76,8 +82,9 @@ def perturb_mixed(values: Any, specs: Sequence[str | Mechanism] | np.ndarray, rn
 
     Returns
     -------
-    pyarrow.Table
-        Columns ``mechanism`` (string) and ``report``. All mechanisms must produce one report kind
+    pyarrow.Table or pandas.DataFrame
+        Columns ``mechanism`` (string) and ``report`` (a pandas frame where pyarrow, the optional
+        group ``parquet``, is not installed). All mechanisms must produce one report kind
         (index, float or bit vector) since a table column has one type.
     """
     rng = check_rng(rng)
@@ -86,6 +93,8 @@ def perturb_mixed(values: Any, specs: Sequence[str | Mechanism] | np.ndarray, rn
     if spec_arr.shape[0] != x.shape[0]:
         raise LocalPrivError(f"{x.shape[0]} values but {spec_arr.shape[0]} mechanism specs")
     uniq, inv = np.unique(spec_arr, return_inverse=True)
+    if not arrow():
+        return _mixed_frame(uniq, inv, x, rng, domain)
     tables = []
     for g, spec in enumerate(uniq):  # one iteration per distinct mechanism
         mech = parse(spec, domain)
@@ -100,6 +109,30 @@ def perturb_mixed(values: Any, specs: Sequence[str | Mechanism] | np.ndarray, rn
             raise LocalPrivError(f"mechanisms produce reports of different kinds ({', '.join(map(str, types))}); "
                                  "write one report file per kind and aggregate them together")
     return pa.concat_tables(tables)
+
+
+def _mixed_frame(uniq: np.ndarray, inv: np.ndarray, x: np.ndarray, rng: np.random.Generator,
+                 domain: Domain | None) -> pd.DataFrame:
+    """:func:`perturb_mixed`'s table as a pandas frame (without pyarrow): the same draws."""
+    parts, codes = [], []
+    for g, spec in enumerate(uniq):  # one iteration per distinct mechanism
+        mech = parse(spec, domain)
+        sel = inv == g
+        parts.append(mech.sample(x[sel], rng))
+        codes.append(np.full(int(sel.sum()), g, np.int32))
+    kinds = {("binary" if p.ndim == 2 else p.dtype.kind) for p in parts}
+    if "binary" in kinds and len(kinds) > 1:
+        raise LocalPrivError("mechanisms produce reports of different kinds (bit vectors and numbers); "
+                             "write one report file per kind and aggregate them together")
+    if kinds == {"binary"}:
+        widths = {p.shape[1] for p in parts}
+        if len(widths) > 1:
+            raise LocalPrivError("mechanisms produce bit vectors of different widths; write one report file per "
+                                 "kind and aggregate them together")
+        reports = np.concatenate(parts)
+    else:
+        reports = np.concatenate([p.astype(np.float64) if len(kinds) > 1 else p for p in parts])
+    return report_frame([str(u) for u in uniq], np.concatenate(codes), reports)
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,7 +452,7 @@ class _Mixture:
         raise LocalPrivError(f"{self.path}: column {self.label_col} holds {_short(label)} at {word} {int(rows[0])} "
                              f"({how_many} row(s) in all): {exc}") from None
 
-    def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table:
+    def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table | pd.DataFrame:
         """One block: the rows of each mechanism sampled in one call from its own stream."""
         order = np.argsort(g, kind="stable")
         gs = g[order]
@@ -431,6 +464,8 @@ class _Mixture:
             parts.append(self.mechs[gid].sample(x[order[a:b]], self.rngs[gid]))
             self.counts[gid] += int(b - a)
         reports = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if not arrow():
+            return report_frame([str(m) for m in self.mechs], gs, reports)
         mech = pa.DictionaryArray.from_arrays(pa.array(gs.astype(np.int32)),
                                               pa.array([str(m) for m in self.mechs], pa.string()))
         return pa.table({"mechanism": mech, "report": report_array(reports)})

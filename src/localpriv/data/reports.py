@@ -21,22 +21,21 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.json as pajson
-import pyarrow.parquet as pq
+import pandas as pd
 
 from localpriv.data.formats import (
     CSV_BLOCK_BYTES,
     PARQUET_BATCH_ROWS,
+    READ_ERRORS,
+    TEXT_ERRORS,
     VALUE_FORMATS,
     Source,
     TableWriter,
+    arrow,
     atomic_output,
     check_format,
     csv_columns,
@@ -47,13 +46,37 @@ from localpriv.data.formats import (
     open_text,
     read_error,
     read_head,
+    require_parquet,
     rows_text,
+)
+from localpriv.data.textcsv import (
+    FLOAT_PATTERN,
+    INT_PATTERN,
+    TextBatch,
+    TextCsv,
+    columns_of,
+    float_text_values,
+    int_text,
+    json_columns,
+    json_line_blocks,
+    match,
+    strip,
 )
 from localpriv.domains import CategoricalDomain, Domain
 from localpriv.domains.grid import OUTSIDE_CHOICES, GridDomain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.utils.errors import SettingError
+from localpriv.utils.optional import available
 from localpriv.utils.validation import LocalPrivError, check_rng
+
+# pyarrow is the optional group ``parquet`` (see :func:`localpriv.data.formats.arrow`): without it,
+# report tables are pandas frames and CSV values and reports are read as text columns.
+if TYPE_CHECKING or available("pyarrow"):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+    import pyarrow.json as pajson
+    import pyarrow.parquet as pq
 
 __all__ = ["perturb", "perturb_file", "perturb_rows", "OneMechanism", "report_table", "write_reports", "read_values",
            "iter_values", "iter_rows", "distinct_values", "write_labels", "MAX_DISTINCT_VALUES",
@@ -84,8 +107,28 @@ def report_array(reports: np.ndarray) -> pa.Array:
     return pa.array(r.astype(np.int64), type=pa.int64())
 
 
-def report_table(mechanism: Mechanism, reports: np.ndarray) -> pa.Table:
-    """A report table for reports of one mechanism."""
+def report_column(reports: np.ndarray) -> np.ndarray:
+    """Reports as a column of a pandas report table: int64 or float64, bit vectors as ``bytes``."""
+    r = np.asarray(reports)
+    if r.ndim == 2:
+        r = np.ascontiguousarray(r, dtype=np.uint8)
+        return np.asarray(list(map(bytes, r)), dtype=object) if len(r) else np.zeros(0, dtype=object)
+    return r.astype(np.float64) if r.dtype.kind == "f" else r.astype(np.int64)
+
+
+def report_frame(specs: Sequence[str], codes: np.ndarray, reports: np.ndarray) -> pd.DataFrame:
+    """A report table as a pandas frame (the form without pyarrow): ``mechanism`` categorical
+    (row ``i`` applied ``specs[codes[i]]``) and ``report`` (:func:`report_column`)."""
+    return pd.DataFrame({"mechanism": pd.Categorical.from_codes(np.asarray(codes, dtype=np.int32),
+                                                                categories=list(specs)),
+                         "report": report_column(reports)})
+
+
+def report_table(mechanism: Mechanism, reports: np.ndarray) -> pa.Table | pd.DataFrame:
+    """A report table for reports of one mechanism: an Arrow table, or without pyarrow (the optional
+    group ``parquet``) a pandas frame (:func:`report_frame`)."""
+    if not arrow():
+        return report_frame([str(mechanism)], np.zeros(len(reports), np.int32), reports)
     arr = report_array(reports)
     mech = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(arr), dtype=np.int32)),
                                           pa.array([str(mechanism)]))
@@ -169,7 +212,7 @@ def as_values(values: npt.ArrayLike, domain: Domain | None) -> np.ndarray:
 
 
 def perturb(values: Any, mechanism: str | Mechanism, rng: np.random.Generator,
-            domain: Domain | None = None) -> pa.Table:
+            domain: Domain | None = None) -> pa.Table | pd.DataFrame:
     """Obfuscate raw ``values`` (encoded by ``domain``) with ``mechanism``; returns a report table.
 
     Reproducible from ``rng``'s seed whatever the size (blocks of :func:`block_size` values drawn in
@@ -190,8 +233,9 @@ def perturb(values: Any, mechanism: str | Mechanism, rng: np.random.Generator,
 
     Returns
     -------
-    pyarrow.Table
-        Columns ``mechanism`` and ``report``, one row per value (:func:`write_reports` saves it).
+    pyarrow.Table or pandas.DataFrame
+        Columns ``mechanism`` and ``report``, one row per value (:func:`write_reports` saves it); a
+        pandas frame where pyarrow (the optional group ``parquet``) is not installed.
     """
     rng = check_rng(rng)
     mech = parse(mechanism, domain)
@@ -202,13 +246,14 @@ def perturb(values: Any, mechanism: str | Mechanism, rng: np.random.Generator,
     return report_table(mech, reports)
 
 
-def write_reports(table: pa.Table, path: str | Path, inputs: Any = (), attribute: str | None = None) -> Path:
+def write_reports(table: pa.Table | pd.DataFrame, path: str | Path, inputs: Any = (),
+                  attribute: str | None = None) -> Path:
     """Write a report table to Parquet (``.parquet``) or CSV (``.csv``), atomically and versioned
     (see :mod:`localpriv.data.formats`).
 
     Parameters
     ----------
-    table : pyarrow.Table
+    table : pyarrow.Table or pandas.DataFrame
         Columns ``mechanism`` and ``report`` (:func:`perturb`, :func:`localpriv.perturb_mixed`).
     path : str or Path
         The report file; its suffix picks the format.
@@ -277,18 +322,19 @@ def _resolve_columns(path: str, ftype: str, delimiter: str, column: str | None,
     if ftype == "parquet":
         if not header:
             raise LocalPrivError(f"{path}: a Parquet file always names its columns; --no-header is for CSV/TSV")
+        require_parquet(path)
         try:
             names = pq.read_schema(path).names
-        except (pa.ArrowException, OSError) as exc:
+        except READ_ERRORS as exc:
             raise LocalPrivError(f"cannot read {path}: {one_line(exc)}") from None
     elif ftype == "json":
         if not header:
             raise LocalPrivError(f"{path}: JSON Lines objects always name their fields; --no-header is for CSV/TSV")
-        names = _json_reader(path).schema.names
+        names = _json_reader(path).schema.names if arrow() else _json_text_names(path)
     else:
         try:
             names = _header_names(path, delimiter)
-        except (pa.ArrowException, OSError, UnicodeError) as exc:
+        except TEXT_ERRORS as exc:
             raise read_error(path, exc) from None
         if not header:
             names = [f"f{i}" for i in range(len(names))]  # Arrow's generated names
@@ -325,6 +371,13 @@ def _json_reader(path: str) -> pajson.JSONStreamingReader:
         raise LocalPrivError(f"cannot read {path} as JSON Lines (one object per line): {one_line(exc)}") from None
 
 
+def _json_text_names(path: str) -> list[str]:
+    """The fields of a JSON Lines file's first block of objects, in order of appearance."""
+    for objs in json_line_blocks(open_text(path), path, CSV_BLOCK_BYTES):
+        return list(dict.fromkeys(k for o in objs for k in o))
+    return []
+
+
 def value_attribute(path: str | Path, column: str | None = None, header: bool = True,
                     fmt: str | None = None) -> str | None:
     """The name of the value column(s) that :func:`iter_values` reads (``"lat,lon"`` for two),
@@ -338,6 +391,11 @@ def value_attribute(path: str | Path, column: str | None = None, header: bool = 
 
 def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: bool = True,
                    ftype: str = "csv") -> Iterator[tuple[list[pa.Array], int]]:
+    if ftype == "parquet":
+        require_parquet(path)
+    if not arrow():
+        yield from _text_value_batches(path, cols, delimiter, header, ftype)
+        return
     if ftype == "json":
         row = 1
         for b in _json_reader(path):
@@ -388,6 +446,76 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: boo
         n, text = bad[0]
         cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
         raise LocalPrivError(f"{path}: line {n} {cause}")
+
+
+def _text_value_batches(path: str, cols: list[str], delimiter: str, header: bool,
+                        ftype: str) -> Iterator[tuple[list[np.ndarray], int]]:
+    """:func:`_value_batches` without pyarrow: CSV/TSV as text columns (:mod:`localpriv.data.textcsv`),
+    JSON Lines as object columns, with the same checks and messages."""
+    if ftype == "json":
+        row = 1
+        names = _json_text_names(path)
+        for objs in json_line_blocks(open_text(path), path, CSV_BLOCK_BYTES):
+            _check_columns(path, cols, names)
+            batch = json_columns(objs, cols)
+            yield [batch.column(c) for c in cols], row
+            row += batch.num_rows
+        return
+    reader = TextCsv(open_text(path), path, delimiter=delimiter, header=header, block_bytes=CSV_BLOCK_BYTES)
+    if header:
+        try:
+            _check_columns(path, cols, reader.names)
+        except LocalPrivError:
+            reader.close()
+            raise
+    line = 2 if header else 1
+    for rows, bad, _first in reader.blocks(drop_trailing=_trailing_blank_lines(path)):
+        if bad:
+            n, text = bad[0]
+            cause = "is blank" if not text.strip() else f"has the wrong number of fields: {text[:60]!r}"
+            raise LocalPrivError(f"{path}: line {n} {cause}")
+        batch = columns_of(rows, reader.names, cols)
+        if batch.num_rows:
+            yield [batch.column(c) for c in cols], line
+        line += batch.num_rows
+
+
+def _text_to_numpy(arrays: list[np.ndarray], domain: Domain | None) -> np.ndarray:
+    """:func:`_to_numpy` for text (or JSON's object) columns: numbers for numeric domains (whole
+    numbers as int64 when every value is decimal digits), text that is no number stays text."""
+    out = []
+    numeric = domain is None or getattr(domain, "is_numeric", False)
+    for a in arrays:
+        a = np.asarray(a, dtype=object)
+        if not _all_text(a) and len(a):
+            kinds = set(map(type, a.tolist()))
+            if kinds == {bool}:
+                out.append(a.astype(bool))
+                continue
+            if kinds == {int} and all(-2 ** 63 <= v < 2 ** 63 for v in (min(a), max(a))):
+                out.append(a.astype(np.int64))
+                continue
+            if kinds <= {int, float}:
+                out.append(a.astype(np.float64))
+                continue
+            if any(k in (dict, list) for k in kinds):
+                raise LocalPrivError("a value column holds nested values, not single numbers or labels")
+            a = np.asarray([str(v) for v in a], dtype=object)
+        if numeric and len(a):
+            text = strip(a)
+            if match(text, INT_PATTERN).all():
+                try:
+                    out.append(int_text(text))
+                    continue
+                except (OverflowError, ValueError):
+                    pass
+            if match(text, FLOAT_PATTERN).all():
+                out.append(float_text_values(text))
+                continue
+        out.append(a)
+    if len(out) == 1:
+        return out[0]
+    return np.column_stack(out)
 
 
 def _trailing_blank_lines(path: str) -> int:
@@ -542,6 +670,10 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     stats = {} if stats is None else stats
     stats.setdefault("rows", 0)
     stats.setdefault("dropped", 0)
+    if not arrow():
+        yield from _iter_text_rows(path, ftype, delimiter, header, cols, extra, shown,
+                                   label_shown if extra else "", domain, drop_missing, stats, strip, word)
+        return
     try:
         for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header, ftype):
             if strip:
@@ -596,6 +728,75 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
         raise
     except (pa.ArrowException, OSError, UnicodeError) as exc:
         raise read_error(path, exc) from None
+
+
+def _iter_text_rows(path: str, ftype: str, delimiter: str, header: bool, cols: list[str], extra: list[str],
+                    shown: str, label_shown: str, domain: Domain | None, drop_missing: bool, stats: dict,
+                    strip_text: bool, word: str) -> Iterator[RowChunk]:
+    """:func:`iter_rows` without pyarrow: the same chunks, checks and messages on text columns."""
+    try:
+        for arrays, first in _text_value_batches(path, cols + extra, delimiter or ",", header, ftype):
+            if strip_text:
+                arrays = [strip(a) if _all_text(a) else a for a in arrays]
+            n = len(arrays[0])
+            stats["rows"] += n
+            lab = None
+            if extra:
+                lab = arrays[-1]
+                if not _all_text(lab):
+                    if any(isinstance(v, (dict, list, bytes)) for v in lab.tolist()):
+                        raise LocalPrivError(f"{path}: column {label_shown} holds nested values, not text or numbers")
+                    lab = np.asarray(["" if v is None or v != v else str(v) for v in lab.tolist()], dtype=object)
+                lab = strip(lab)
+                arrays = arrays[:-1]
+            missing = _text_missing(arrays, n)
+            gone = _text_missing([lab], n) if lab is not None else None
+            missing_values = False
+            if gone is not None and gone.any():
+                missing_values, missing = bool(missing.any()), missing | gone
+            if missing.any():
+                where = np.flatnonzero(missing)
+                if not drop_missing:
+                    named = shown if gone is None or not gone.any() else (
+                        f"{shown} and {label_shown}" if missing_values else label_shown)
+                    raise LocalPrivError(
+                        f"{path}: {where.size} missing value(s) in column {named} at "
+                        f"{rows_text(where + first, word=word)}; "
+                        "fill them, or drop and count them with --drop-missing")
+                stats["dropped"] += int(where.size)
+                arrays = [a[~missing] for a in arrays]
+                lab = lab[~missing] if lab is not None else None
+            try:
+                vals = _text_to_numpy(arrays, domain)
+            except LocalPrivError as exc:
+                raise LocalPrivError(f"{path}: column {shown}: {exc}") from None
+            if len(vals):
+                coded = None
+                if lab is not None:
+                    codes, uniques = pd.factorize(lab)
+                    coded = (np.asarray(codes, dtype=np.int64), [str(u) for u in uniques])
+                yield vals, coded, first, (np.flatnonzero(~missing) if missing.any() else None)
+    except LocalPrivError:
+        raise
+    except (OSError, UnicodeError) as exc:
+        raise read_error(path, exc) from None
+
+
+def _all_text(a: np.ndarray) -> bool:
+    return bool(pd.Series(a, dtype=object).map(type).eq(str).all())
+
+
+def _text_missing(arrays: list[np.ndarray], n: int) -> np.ndarray:
+    """Rows where any of ``arrays`` is empty or blank text, or a JSON null."""
+    missing = np.zeros(n, dtype=bool)
+    for a in arrays:
+        s = pd.Series(a, dtype=object)
+        missing |= s.isna().to_numpy()
+        if _all_text(a):
+            missing |= (s.str.strip() == "").to_numpy()
+        else:
+            missing |= s.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(dtype=bool)
+    return missing
 
 
 def read_values(path: str | Path, column: str | None = None, *, domain: Domain | None = None,
@@ -871,7 +1072,7 @@ class OneMechanism:
         """Mechanism ids of a chunk's rows: all zero (``coded`` is ``None``: no label column)."""
         raise LocalPrivError("internal error: one mechanism reads no label column")  # pragma: no cover
 
-    def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table:
+    def sample_block(self, x: np.ndarray, g: np.ndarray) -> pa.Table | pd.DataFrame:
         """One block of reports, sampled in one call."""
         self.counts[0] += int(x.size)
         return report_table(self.mechs[0], self.mechs[0].sample(x, self.rng))
@@ -1198,7 +1399,7 @@ def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarr
             bad = np.flatnonzero(~ok)
             raise LocalPrivError(f"{where}counts must be whole numbers >= 0, at "
                                  f"{rows_text(bad + first, bad.size, word=word)}")
-        c = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
+        c = pc.cast(pc.replace_substring_regex(text, r"^\+", ""), pa.int64()).to_numpy(zero_copy_only=False)
     else:
         v = arr.to_numpy(zero_copy_only=False)
         if v.dtype.kind not in "iuf":
@@ -1217,8 +1418,180 @@ def _counts_column(arr: pa.Array, where: str, first: int, word: str) -> np.ndarr
     return c
 
 
-def batch_reports(batch: pa.RecordBatch, src: Source, first: int, domain: Domain | None) -> list[ReportPart]:
-    """One checked batch -> ``[(spec, mech, reports, counts)]`` (counts ``None`` for report files)."""
+def _text_batch_reports(batch: TextBatch, src: Source, first: int, domain: Domain | None) -> list[ReportPart]:
+    """:func:`batch_reports` of a CSV batch read without pyarrow (text columns, ``""`` an empty cell)."""
+    word = "line" if src.ftype == "csv" else "row"
+    where = f"{src.path}: "
+    mech_col = batch.column("mechanism")
+    empty = strip(mech_col) == ""
+    if empty.any():
+        bad = np.flatnonzero(empty)
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no mechanism, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    rep = batch.column("report")
+    null = rep == ""
+    if null.any():
+        bad = np.flatnonzero(null)
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no report, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    counts = None
+    if src.kind == "counts":
+        ccol = batch.column("count")
+        null = ccol == ""
+        if null.any():
+            bad = np.flatnonzero(null)
+            raise LocalPrivError(f"{where}{bad.size} row(s) have no count, at "
+                                 f"{rows_text(bad + first, bad.size, word=word)}")
+        counts = _text_counts(ccol, where, first, word)
+    codes, uniques = pd.factorize(mech_col)
+    specs = [str(u) for u in uniques]
+    out: list[ReportPart] = []
+    single = len(specs) == 1
+    for i, spec in enumerate(specs):
+        rows = np.arange(batch.num_rows) if single else np.flatnonzero(codes == i)
+        mech = parse_file_spec(spec, domain, f"{src.path} ({word} {rows[0] + first})")
+        part = rep if single else rep[rows]
+        r = _np_text_reports(mech, part, where, first, rows, word)
+        r = _checked_part(mech, r, rows, single, where, first, word)
+        out.append((spec, mech, r, None if counts is None else (counts if single else counts[rows])))
+    return out
+
+
+def frame_reports(df: pd.DataFrame, src: Source, first: int, domain: Domain | None) -> list[ReportPart]:
+    """:func:`batch_reports` of a pandas report table (the form of :func:`perturb` without
+    pyarrow): reports int64, float64, ``bytes`` (bit vectors) or text, counts whole numbers."""
+    where = "the report table: "
+    word = "row"
+    mech_col = df["mechanism"].astype(object).to_numpy()
+    empty = pd.isna(mech_col) | (strip(np.asarray([str(v) for v in mech_col], dtype=object)) == "")
+    if empty.any():
+        bad = np.flatnonzero(empty)
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no mechanism, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    rep = df["report"].to_numpy()
+    if rep.dtype == object and pd.isna(rep).any():
+        bad = np.flatnonzero(pd.isna(rep))
+        raise LocalPrivError(f"{where}{bad.size} row(s) have no report, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    counts = None
+    if src.kind == "counts":
+        c = df["count"].to_numpy()
+        if c.dtype == object:
+            c = _text_counts(np.asarray([str(v) for v in c], dtype=object), where, first, word)
+        counts = _numeric_counts(np.asarray(c), str(c.dtype), where, first, word)
+    codes, uniques = pd.factorize(mech_col)
+    specs = [str(u) for u in uniques]
+    out: list[ReportPart] = []
+    single = len(specs) == 1
+    for i, spec in enumerate(specs):
+        rows = np.arange(len(df)) if single else np.flatnonzero(codes == i)
+        mech = parse_file_spec(spec, domain, f"the report table ({word} {rows[0] + first})")
+        part = rep if single else rep[rows]
+        if part.dtype == object and len(part) and all(isinstance(v, (bytes, bytearray)) for v in part[:1]):
+            if mech.report_kind != "binary":
+                raise LocalPrivError(f"{where}{mech} reports are numbers but the table holds bit vectors "
+                                     f"({word} {rows[0] + first})")
+            lens = set(map(len, part.tolist()))
+            if len(lens) > 1:
+                raise LocalPrivError(f"{where}{mech}: bit-vector reports of different lengths")
+            r = np.frombuffer(b"".join(part.tolist()), dtype=np.uint8).reshape(len(part), -1)
+        elif part.dtype == object:
+            r = _np_text_reports(mech, np.asarray([str(v) for v in part], dtype=object), where, first, rows, word)
+        else:
+            if mech.report_kind == "binary":
+                raise LocalPrivError(f"{where}{mech} reports are bit vectors but the table holds "
+                                     f"{part.dtype} values ({word} {rows[0] + first})")
+            r = part
+        r = _checked_part(mech, r, rows, single, where, first, word)
+        out.append((spec, mech, r, None if counts is None else (counts if single else counts[rows])))
+    return out
+
+
+def _checked_part(mech: Mechanism, r: np.ndarray, rows: np.ndarray, single: bool, where: str, first: int,
+                  word: str) -> np.ndarray:
+    """One mechanism's reports of a batch checked against its output space; the rows named."""
+    if single:
+        return validate_reports(mech, r, where, first, word)
+    try:  # rows of this mechanism are not contiguous: name them by their own positions
+        return validate_reports(mech, r, where)
+    except LocalPrivError:
+        chk = check_one_report(mech)
+        bad_at = locate_bad_reports(chk, np.asarray(r))
+        raise LocalPrivError(f"{where}{mech}: invalid reports at "
+                             f"{rows_text(rows[bad_at] + first, len(bad_at), word=word)}") from None
+
+
+def _np_text_reports(mech: Mechanism, text: np.ndarray, where: str, first: int, rows: np.ndarray,
+                     word: str) -> np.ndarray:
+    """:func:`_text_reports` on text columns (without pyarrow): the same checks and messages."""
+    kind = mech.report_kind
+    text = strip(text)
+    if kind == "binary":
+        lengths = np.fromiter(map(len, text.tolist()), dtype=np.int64, count=len(text))
+        ok = match(text, r"([0-9a-fA-F]{2})+")
+        if ok.any():
+            common, seen = np.unique(lengths[ok], return_counts=True)
+            ok &= lengths == common[np.argmax(seen)]
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            raise LocalPrivError(f"{where}{mech}: bit-vector reports must be hex text of one length, at "
+                                 f"{rows_text(rows[bad] + first, bad.size, word=word)}")
+        if not len(text):
+            return np.zeros((0, 0), np.uint8)
+        width = int(lengths[0])
+        chars = np.frombuffer("".join(text.tolist()).encode("ascii"), dtype=np.uint8).reshape(len(text), width)
+        val = np.where(chars <= ord("9"), chars - ord("0"), (chars | 0x20) - ord("a") + 10).astype(np.uint8)
+        return (val[:, 0::2] << 4) | val[:, 1::2]
+    if kind == "int64":
+        ok = match(text, INT_PATTERN)
+        if ok.all():
+            try:
+                return int_text(text)
+            except OverflowError:
+                big = np.flatnonzero(np.abs(float_text_values(text)) >= 2.0 ** 63)
+                raise LocalPrivError(f"{where}{mech}: reports outside the output space (beyond 64-bit "
+                                     f"integers), at {rows_text(rows[big] + first, big.size, word=word)}") from None
+        what = "whole numbers (output indices)"
+    else:
+        ok = match(text, FLOAT_PATTERN)
+        if ok.all():
+            return float_text_values(text)
+        what = "numbers"
+    bad = np.flatnonzero(~ok)
+    raise LocalPrivError(f"{where}{mech}: reports must be {what}, at "
+                         f"{rows_text(rows[bad] + first, bad.size, word=word)}")
+
+
+def _text_counts(text: np.ndarray, where: str, first: int, word: str) -> np.ndarray:
+    """:func:`_counts_column` of a text column (without pyarrow)."""
+    text = strip(text)
+    ok = match(text, r"\+?[0-9]{1,16}")
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        raise LocalPrivError(f"{where}counts must be whole numbers >= 0, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    return _numeric_counts(int_text(text), "int64", where, first, word)
+
+
+def _numeric_counts(v: np.ndarray, typename: str, where: str, first: int, word: str) -> np.ndarray:
+    """A numeric count column -> int64, refusing fractions, negatives and values above 2^53."""
+    if v.dtype.kind not in "iuf":
+        raise LocalPrivError(f"{where}the count column holds {typename}, not whole numbers")
+    with np.errstate(invalid="ignore"):
+        okf = np.isfinite(v) & (v == np.round(v)) if v.dtype.kind == "f" else np.ones(v.size, bool)
+    bad = np.flatnonzero(~okf | (v < 0) | (v > 2.0 ** 53))
+    if bad.size:
+        raise LocalPrivError(f"{where}counts must be whole numbers from 0 to 2^53, at "
+                             f"{rows_text(bad + first, bad.size, word=word)}")
+    return v.astype(np.int64)
+
+
+def batch_reports(batch: pa.RecordBatch | TextBatch, src: Source, first: int,
+                  domain: Domain | None) -> list[ReportPart]:
+    """One checked batch -> ``[(spec, mech, reports, counts)]`` (counts ``None`` for report files).
+    A :class:`~localpriv.data.textcsv.TextBatch` (CSV read without pyarrow) gets the same checks."""
+    if isinstance(batch, TextBatch):
+        return _text_batch_reports(batch, src, first, domain)
     word = "line" if src.ftype == "csv" else "row"
     where = f"{src.path}: "
     mech_col = batch.column("mechanism")

@@ -106,6 +106,7 @@ from localpriv.mechanisms.hashing import grr_sample, olh_g
 from localpriv.mechanisms.stablehash import SPEC as HASH_SPEC
 from localpriv.mechanisms.stablehash import hash_keys, hits_mod, key_lanes, to_range
 from localpriv.utils.errors import SettingError
+from localpriv.utils.optional import require
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
 __all__ = ["heavy_hitters", "read_strings", "HeavyHitters", "StringEncoding", "PEMPlan", "PEMReports", "pem_perturb",
@@ -145,8 +146,8 @@ ALPHABETS = {"digits": "0123456789", "hex": "0123456789abcdef", "lower": "abcdef
 def _as_text(values):
     """``values`` as one Arrow ``large_string`` array (integers as decimal text), converted in C;
     missing values and other types are refused with their count."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    pa = require("pyarrow")  # the optional group parquet: Arrow string kernels
+    pc = require("pyarrow.compute")
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if isinstance(values, pa.Array):
@@ -229,8 +230,8 @@ class StringEncoding:
     # ---- encode ----------------------------------------------------------------------------------
     def symbols(self, values) -> tuple[np.ndarray, int]:
         """``(n x max_length`` symbol codes, number of values cut to ``max_length)``."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        pa = require("pyarrow")  # the optional group parquet: Arrow string kernels
+        pc = require("pyarrow.compute")
         arr = _as_text(values)
         n, L = len(arr), int(self.max_length)
         if n == 0:
@@ -816,7 +817,7 @@ def read_strings(path, column: str | None = None, *, header: bool = True,
     if not parts:
         raise LocalPrivError(f"{path} has no values" + (f" ({stats.get('dropped', 0):,} missing dropped)"
                                                         if stats.get("dropped") else ""))
-    import pyarrow as pa
+    pa = require("pyarrow")  # the optional group parquet: Arrow string kernels
     return (parts[0] if len(parts) == 1 else pa.concat_arrays(parts)), stats
 
 

@@ -27,6 +27,7 @@ from localpriv.inference import estimate
 from localpriv.inference.metrics import emd_line
 from localpriv.inference.plotting import distributions_figure
 from localpriv.utils.jsonable import to_jsonable
+from localpriv.utils.optional import available
 
 __all__ = ["DEMO_DEFAULTS", "DEMO_DESCRIPTION", "DEMO_REFERENCE", "compute_demo", "plot_demo", "run_demo"]
 
@@ -105,7 +106,9 @@ def plot_demo(results: dict, params: dict, path: Path) -> None:
 
 
 def run_demo(out: str | Path, seed: int = 0, progress: ProgressFn = _silent) -> dict:
-    """Run the demo with ``numpy.random.default_rng(seed)``; write ``out/demo.json`` and ``out/demo.png``.
+    """Run the demo with ``numpy.random.default_rng(seed)``; write ``out/demo.json`` and ``out/demo.png``
+    (the figure only where matplotlib, the optional group ``plots``, is installed: the numbers are
+    the same without it).
 
     Parameters
     ----------
@@ -143,5 +146,6 @@ def run_demo(out: str | Path, seed: int = 0, progress: ProgressFn = _silent) -> 
     out.mkdir(parents=True, exist_ok=True)
     with atomic_output(out / "demo.json") as tmp:
         tmp.write_text(json.dumps(to_jsonable(record), indent=1))
-    plot_demo(results, params, out / "demo.png")
+    if available("matplotlib"):
+        plot_demo(results, params, out / "demo.png")
     return record

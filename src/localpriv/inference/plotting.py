@@ -1,17 +1,18 @@
-"""Figures (matplotlib, headless Agg backend)."""
+"""Figures (matplotlib, headless Agg backend).
+
+matplotlib is the optional group ``plots``: without it this module still imports, and every
+figure function stops with one line naming the group (:func:`pyplot`) before anything is written.
+"""
 from __future__ import annotations
 
 import html
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
+import numpy as np
+import numpy.typing as npt
 
 from localpriv.data.formats import StrPath, atomic_output
 from localpriv.domains.grid import GridDomain
@@ -24,15 +25,35 @@ from localpriv.inference.resolution import (
     merge_cells,
 )
 from localpriv.utils.interval import check_level
+from localpriv.utils.optional import available, require
 from localpriv.utils.validation import LocalPrivError
+
+if TYPE_CHECKING or available("matplotlib"):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from localpriv.inference.estimate import Estimate
 
-__all__ = ["plt", "distributions_figure", "estimate_figure", "grid_figure", "grid_map_html", "grid_mask",
+__all__ = ["plt", "pyplot", "PLOTS_HINT", "distributions_figure", "estimate_figure",
+           "grid_figure", "grid_map_html", "grid_mask",
            "ordered_figure", "save", "MAP_MAX_CELLS"]
+
+
+#: how to get a figure where matplotlib is missing (one line, printed by the demo)
+PLOTS_HINT = ("pip install 'localpriv[plots]' (from a clone: pip install -e '.[plots]', or "
+              "pip install -c requirements.lock -r requirements-plots.lock)")
+
+
+def pyplot() -> ModuleType:
+    """``matplotlib.pyplot`` on the Agg backend, or a one-line :class:`LocalPrivError` naming the
+    optional group ``plots`` where matplotlib is not installed."""
+    require("matplotlib")
+    return plt
 
 
 def save(fig: Figure, path: StrPath) -> Path:
@@ -51,6 +72,7 @@ def save(fig: Figure, path: StrPath) -> Path:
 def distributions_figure(labels: npt.ArrayLike, series: Mapping[str, np.ndarray], path: StrPath,
                          title: str = "", xlabel: str = "value", notes: dict[str, str] | None = None) -> Path:
     """One panel per series (truth, noisy, estimates ...), sharing axes; ``notes`` go in titles."""
+    pyplot()  # matplotlib, or one line naming the group 'plots'
     n = len(series)
     fig, axes = plt.subplots(n, 1, figsize=(9, 1.9 * n + 0.6), sharex=True, sharey=True)
     axes = np.atleast_1d(axes)
@@ -87,6 +109,7 @@ def estimate_figure(est: Estimate, path: StrPath, level: float | None = None, ti
     ``level``). An estimate without its observations is drawn alone. ``xlabel``: the axis label,
     the column and its unit (``"age (years)"``; default ``"value"``).
     """
+    pyplot()  # matplotlib, or one line naming the group 'plots'
     if callable(getattr(est.domain, "edges", None)):
         return grid_figure(est, path, level=level, title=title)
     x = np.asarray(est.labels)
@@ -124,6 +147,7 @@ def ordered_figure(est: Estimate, path: StrPath, level: float = 0.95, title: str
     and the median with their ``level`` intervals (:meth:`Estimate.statistics`). Without
     observations, the estimate alone. The estimate's axes are the figure's first.
     """
+    pyplot()  # matplotlib, or one line naming the group 'plots'
     x = np.asarray(est.labels, dtype=float)
     p = np.asarray(est.distribution, dtype=float)
     edges = cell_edges(est.domain, x)
@@ -198,6 +222,7 @@ def grid_figure(est: Estimate, path: StrPath, level: float | None = None, title:
     ``max / dynamic_range`` get the lowest colour: the bar's arrow). With ``level``, a second panel
     shows the width of each cell's interval at that level (``upper - lower``, linear scale).
     """
+    pyplot()  # matplotlib, or one line naming the group 'plots'
     from matplotlib.colors import LogNorm, Normalize
     from matplotlib.ticker import MaxNLocator
 
@@ -264,6 +289,7 @@ def grid_map_html(est: Estimate, path: StrPath, level: float = 0.95, title: str 
     LocalPrivError
         On a grid of more than :data:`MAP_MAX_CELLS` cells.
     """
+    pyplot()  # matplotlib, or one line naming the group 'plots'
     import folium
     from matplotlib import colormaps
     from matplotlib.colors import Normalize, to_hex

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from localpriv.utils.jit import numba_enabled
+from localpriv.utils.optional import available
 from localpriv.utils.validation import LocalPrivError
 
 __all__ = ["hash_strings", "hash_keys", "to_range", "hash_to_range", "key_lanes", "hits_mod", "TEST_VECTORS", "SPEC",
@@ -182,10 +183,13 @@ def hash_strings(values: ArrayLike, seed: int = 0) -> np.ndarray:
     ``values``: a sequence or array of ``str`` (or a pyarrow string array). Missing values are
     refused with their count; non-strings are refused (hash their decimal text explicitly).
     """
-    import pyarrow as pa
-
     if not 0 <= int(seed) < 2 ** 64:
         raise LocalPrivError(f"hash_strings: seed must be in 0..2^64-1, got {seed}")
+    if not available("pyarrow"):
+        offsets, data = _utf8_buffers(values)
+        return _hash_buffers(offsets, data, int(seed))
+    import pyarrow as pa
+
     try:
         arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(
             np.asarray(values, dtype=object) if not isinstance(values, list) else values,
@@ -199,18 +203,41 @@ def hash_strings(values: ArrayLike, seed: int = 0) -> np.ndarray:
     arr = arr.cast(pa.large_string())
     if arr.null_count:
         raise LocalPrivError(f"hash_strings: {arr.null_count} of {len(arr)} values are missing")
-    out = np.empty(len(arr), dtype=np.uint64)
     if len(arr) == 0:
-        return out
+        return np.empty(0, dtype=np.uint64)
     _, off_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
     data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
             else np.zeros(0, dtype=np.uint8))
+    return _hash_buffers(offsets, data, int(seed))
+
+
+def _hash_buffers(offsets: np.ndarray, data: np.ndarray, seed: int) -> np.ndarray:
+    """XXH64 of the strings ``data[offsets[i]:offsets[i + 1]]``, compiled or NumPy."""
+    out = np.empty(len(offsets) - 1, dtype=np.uint64)
+    if not out.size:
+        return out
     if numba_enabled():
-        _kernels().xxh64_strings(offsets, data, np.uint64(int(seed)), out)
+        _kernels().xxh64_strings(offsets, data, np.uint64(seed), out)
     else:
-        out[:] = xxh64_strings_numpy(offsets, data, int(seed))
+        out[:] = xxh64_strings_numpy(offsets, data, seed)
     return out
+
+
+def _utf8_buffers(values: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Strings -> (int64 offsets, UTF-8 bytes), as Arrow lays out a string array (without pyarrow)."""
+    vals: list = values.tolist() if isinstance(values, np.ndarray) else list(values)  # type: ignore[arg-type]
+    kinds = set(map(type, vals))
+    if type(None) in kinds:
+        missing = sum(v is None for v in vals)
+        raise LocalPrivError(f"hash_strings: {missing} of {len(vals)} values are missing")
+    if not all(issubclass(k, str) for k in kinds):
+        other = sorted(k.__name__ for k in kinds if not issubclass(k, str))
+        raise LocalPrivError(f"hash_strings: values must be strings, got {', '.join(other)}")
+    encoded = list(map(str.encode, vals))
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return offsets, np.frombuffer(b"".join(encoded), dtype=np.uint8)
 
 
 #: bytes of string data hashed per NumPy pass (memory: a few times this)

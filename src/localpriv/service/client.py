@@ -32,15 +32,18 @@ import time
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from localpriv.data.formats import hex_strings
 from localpriv.data.ledger import Ledger, utc_now
 from localpriv.data.reports import perturb
+from localpriv.data.textcsv import hex_text
 from localpriv.domains import Domain, parse_domain
 from localpriv.mechanisms import Mechanism, parse
 from localpriv.mechanisms.accounting import release_of
 from localpriv.service.wire import encode_batch
 from localpriv.utils.errors import LocalPrivError
+from localpriv.utils.optional import available
 from localpriv.utils.rng import secure_generator
 from localpriv.utils.validation import check_int
 
@@ -60,7 +63,7 @@ def wire_reports(reports) -> list:
     """Reports as the wire format's JSON values: numbers, or lowercase hex for bit vectors."""
     r = np.asarray(reports)
     if r.ndim == 2:
-        return hex_strings(r).to_pylist()
+        return hex_text(r).tolist() if not available("pyarrow") else hex_strings(r).to_pylist()
     return r.tolist()
 
 
@@ -72,6 +75,15 @@ def _perturbed(values: Any, mechanism, domain=None, rng=None) -> tuple[str, np.n
     if dom is not None and not isinstance(dom, Domain):
         raise LocalPrivError(f"domain must be a Domain or a domain string, got {type(domain).__name__}")
     table = perturb(values, mechanism, secure_generator() if rng is None else rng, dom)
+    if isinstance(table, pd.DataFrame):  # without pyarrow: a pandas report table
+        rep = table["report"].to_numpy()
+        spec = str(table["mechanism"].iloc[0]) if len(table) else str(mechanism)
+        if rep.dtype == object:  # bit vectors as bytes
+            width = len(rep[0]) if len(rep) else 0
+            reports = wire_reports(np.frombuffer(b"".join(rep.tolist()), dtype=np.uint8).reshape(len(rep), width))
+        else:
+            reports = rep.tolist()
+        return {"mechanism": spec, "reports": reports}
     col = table.column("report").combine_chunks()
     spec = str(table.column("mechanism")[0]) if table.num_rows else str(mechanism)
     if pa.types.is_fixed_size_binary(col.type):

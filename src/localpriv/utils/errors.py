@@ -48,6 +48,8 @@ EXTRAS = {
     "ot": "geo", "folium": "geo", "branca": "geo",
     "numba": "fast", "llvmlite": "fast",
     "duckdb": "duckdb",
+    "pyarrow": "parquet",
+    "matplotlib": "plots", "PIL": "plots", "contourpy": "plots", "kiwisolver": "plots", "fontTools": "plots",
     "mkdocs": "docs", "mkdocstrings": "docs",
 }
 
