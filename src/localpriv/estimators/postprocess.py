@@ -315,7 +315,13 @@ def power_quadrature(raw: np.ndarray, sigma2: np.ndarray, lo: float, exponent: f
     x = np.exp(tt)
     with np.errstate(divide="ignore"):  # empty panels (cuts that coincide) have weight 0
         logw = np.log(ww) + (1.0 - exponent) * tt - 0.5 * (v[:, None] - x) ** 2 / s2[:, None]
-    logw -= logw.max(axis=1, keepdims=True)
+    return _weighted_moments(x, logw)
+
+
+def _weighted_moments(x: np.ndarray, logw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance along each row of the points ``x`` with log weights ``logw`` (normalized
+    per row, the largest weight taken out first so that no row underflows)."""
+    logw = logw - logw.max(axis=1, keepdims=True)
     wt = np.exp(logw)
     tot = wt.sum(axis=1)
     mean = (wt * x).sum(axis=1) / tot
@@ -346,12 +352,7 @@ def _posterior_moments(fv: np.ndarray, s2v: np.ndarray, base: np.ndarray, a: flo
     w[tail, -1] += (x[tail, -1] - x[tail, -3]) / 2.0
     with np.errstate(divide="ignore"):
         logw = np.log(w) - a * np.log(x) - 0.5 * (fv[:, None] - x) ** 2 / s2v[:, None]
-    logw -= logw.max(axis=1, keepdims=True)
-    wt = np.exp(logw)
-    tot = wt.sum(axis=1)
-    mean = (wt * x).sum(axis=1) / tot
-    var = np.maximum((wt * (x - mean[:, None]) ** 2).sum(axis=1) / tot, 0.0)
-    return mean, var
+    return _weighted_moments(x, logw)
 
 
 def power(raw: ArrayLike, sigma2: ArrayLike, n: float, exponent: float | None = None,

@@ -288,20 +288,19 @@ def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
             self._head_timer = None
             if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
                 return
-            body = json.dumps({"error": f"request headers not received within {header_timeout:g} s "
-                                        "(--header-timeout)"}).encode()
-            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                                 b"connection: close\r\ncontent-length: " + str(len(body)).encode() +
-                                 b"\r\n\r\n" + body)
-            self.transport.close()
+            _close_with(self.transport, 408, "Request Timeout",
+                        f"request headers not received within {header_timeout:g} s (--header-timeout)")
 
     return GuardedH11Protocol
 
 
-def _head_too_large(limit: int) -> bytes:
-    body = json.dumps({"error": f"request line and headers above {limit:,} bytes (--max-header-bytes)"}).encode()
-    return (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+def _close_with(transport: asyncio.Transport, status: int, reason: str, message: str) -> None:
+    """Answer ``status`` with the one-line JSON error ``message`` and close the connection (for the
+    protocol-level guards, which answer before any request reaches the application)."""
+    body = json.dumps({"error": message}).encode()
+    transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                    f"content-length: {len(body)}\r\n\r\n".encode() + body)
+    transport.close()
 
 
 def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Protocol]:
@@ -337,8 +336,8 @@ def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Pro
             super().data_received(data)
             if self._in_head and self._head_bytes > max_head and not self.transport.is_closing():
                 self._disarm()
-                self.transport.write(_head_too_large(max_head))
-                self.transport.close()
+                _close_with(self.transport, 400, "Bad Request",
+                            f"request line and headers above {max_head:,} bytes (--max-header-bytes)")
 
         def on_headers_complete(self) -> None:
             self._in_head, self._head_bytes = False, 0
@@ -357,12 +356,8 @@ def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Pro
             self._head_timer = None
             if self.transport.is_closing() or not self._in_head:
                 return
-            body = json.dumps({"error": f"request headers not received within {header_timeout:g} s "
-                                        "(--header-timeout)"}).encode()
-            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                                 b"connection: close\r\ncontent-length: " + str(len(body)).encode() +
-                                 b"\r\n\r\n" + body)
-            self.transport.close()
+            _close_with(self.transport, 408, "Request Timeout",
+                        f"request headers not received within {header_timeout:g} s (--header-timeout)")
 
     return GuardedHttpToolsProtocol
 
