@@ -84,8 +84,9 @@ smoothings ``S_h theta_MLE`` and EMS; on categorical domains its shrinkages
 split once by binomial thinning (each distinct report's count ``c`` into ``Binomial(c, 1/2)`` and
 the rest, from ``rng``; equal reports merged, reports and mechanisms sorted first, so the split
 does not depend on their order). The MLE of the first half is computed (certified to 0.01 nats in
-all, from the uniform start, at most ``max_iter`` evaluations) and every candidate built from it
-is scored by the log-likelihood of the second half. On ordered domains EMS
+all, from the uniform start, at most ``min(max_iter, TRAIN_BUDGET)`` evaluations: past the budget
+the candidates are built from the budgeted EM iterate, and ``train_converged`` is ``False``) and
+every candidate built from it is scored by the log-likelihood of the second half. On ordered domains EMS
 (:func:`~localpriv.estimators.regularized.ems`'s smoothed EM) is scored the same way: fitted on the
 first half at the bandwidths :data:`EMS_STEPS` times the best smoothing of the MLE, each
 warm-started from the previous, stopped at ``max|step| < 1e-7`` or :data:`EMS_BUDGET` evaluations.
@@ -131,8 +132,8 @@ from localpriv.utils.simplex import clip_normalize
 from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE",
-           "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "sure_terms", "smoothing_diagonal",
-           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure"]
+           "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "TRAIN_BUDGET", "sure_terms",
+           "smoothing_diagonal", "heat_smooth", "CDF_MAX_CELLS", "cdf_sure"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
 #: earlier: reaching it is reported as converged=False)
@@ -148,6 +149,13 @@ BANDWIDTHS_PER_DECADE = 6
 EMS_STEPS = (1.0, 0.5, 0.25, 0.125)
 EMS_BUDGET = 150
 EMS_FINAL_BUDGET = 300
+#: evaluation budget of the training half's MLE on the held-out path, the stated stop of the
+#: selection: past it the candidates are built from the budgeted EM iterate (an early-stopped, so
+#: regularized, estimate) and the record says ``train_converged=False``. The training fits of the
+#: estimator and advisor tests take at most 25 evaluations; planar and exponential reports at LDP
+#: level 1 on a 48 x 49 grid did not certify within 5,000 (the certified MLE of all reports took
+#: 78,555), which made the selection cost seconds per fit (docs/decisions/0084-default-on-large-grids.md)
+TRAIN_BUDGET = 500
 #: PowerNS is a candidate up to this many cells (its numerical integration runs a grid of ~1,900 points per cell)
 POWER_MAX_CELLS = 256
 #: on an integer line of at most this many cells the candidates are scored by the SURE of the squared
@@ -523,7 +531,8 @@ def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: floa
     k = obs.k
     # the MLE of the training half, from the uniform start (a start from the MLE of all reports would
     # carry the held-out half into it), certified to 0.01 nats in all
-    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter, accelerate=accelerate)
+    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=min(max_iter, TRAIN_BUDGET),
+               accelerate=accelerate)
     th = np.asarray(tfit.distribution, dtype=float)
     scores: dict[float, float] = {}
     ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
