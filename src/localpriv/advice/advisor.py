@@ -176,6 +176,12 @@ SIMULATION_BUDGET = {"ems": 1e5, "dirichlet": 2e5, "default": 1e6}
 CHANNEL_BUDGET = 4_000_000
 #: per-user simulation of a pure oracle through mi-p (support counts only) up to n x k
 PER_USER_BUDGET = 5e7
+#: the metric mechanisms of a grid (planar geometric, planar Laplace, exponential) are simulated
+#: above CHANNEL_BUDGET when their likelihood is FFT products on at most this many points (9 k,
+#: the padded grid of the kernel folded to the grid's sides): one run of the default estimator on
+#: the 2,352-cell grid (20,590 points) at n = 100,000 took 0.5-3.7 s of CPU on the shared machine
+#: (docs/decisions/0084-default-on-large-grids.md)
+GRID_FFT_BUDGET = 25_000
 #: confirmation (module docstring): fresh runs in batches of ``runs`` until the median's 80 %
 #: confidence interval is within +-CONFIRM_PRECISION of it, or CONFIRM_FACTOR x runs were drawn
 #: (the stated stop: 15 runs with the default 5; it was 60, which took ~55 s of the ~80 s of CPU of
@@ -203,6 +209,9 @@ _ANALYTIC = ("krr", "oue", "ss")
 OLH_MODEL_NOTE = ("analytic model of OLH assumes 3-wise independent hashing; the legacy Carter-Wegman family "
                   "(hash=cw) is only "
                   "2-wise independent, so covariances between values are off (variances are exact)")
+#: what an OLH row above PER_USER_BUDGET adds to its note: the model, not a simulation
+OLH_XXH64_NOTE = ("; per-user simulation of OLH exceeds its budget, so its analytic model is used (exact for "
+                  "XXH64 hashing up to the central limit theorem)")
 _LINE = ("geometric", "laplace", "exponential")
 _GRID = ("planar-geometric", "planar-laplace", "exponential")
 _GOAL_LABEL = {"emd": "EMD", "tv": "TV distance", "mean": "error of the mean",
@@ -624,10 +633,14 @@ def _parameter(name, fmt, domain, eps_ldp, eps_metric, metric, d_min):
 # --------------------------------------------------------------------------------------------
 def _affordable(mech, n, estimator) -> bool:
     """Whether simulating ``mech`` through ``estimator`` at ``n`` users is cheap enough (module
-    constants): finite channels within :data:`CHANNEL_BUDGET`; per-user pure oracles within
-    :data:`SIMULATION_BUDGET` (distinct reports possible x k)."""
+    constants): finite channels within :data:`CHANNEL_BUDGET`; the metric mechanisms of a grid
+    whose likelihood is FFT products on at most :data:`GRID_FFT_BUDGET` points (``9 k``: the
+    padded grid of their folded kernel); per-user pure oracles within :data:`SIMULATION_BUDGET`
+    (distinct reports possible x k)."""
     n_out = mech.n_outputs
     if mech.report_kind != "binary" and n_out is not None and mech.k * n_out <= CHANNEL_BUDGET:
+        return True
+    if mech.spec_name in _GRID and isinstance(mech.domain, GridDomain) and 9 * mech.k <= GRID_FFT_BUDGET:
         return True
     if mech.spec_name not in _PURE:
         return False
@@ -933,6 +946,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                 est_name, note = "mi-p", costly
             elif name in _ANALYTIC:  # a grid above 1,000 cells: the model with `runs` draws (GRID_DRAWS)
                 how, est_name, note = "analytic", "mi-p", costly
+            elif name == "olh" and getattr(mech, "hash_family", "") != "cw":
+                # XXH64 hashing follows the model's 3-wise independent covariances (docs/hashing.md)
+                how, est_name, note = "analytic", "mi-p", costly + OLH_XXH64_NOTE
             else:
                 skipped[_NAMES[name]] = too_large
                 continue
