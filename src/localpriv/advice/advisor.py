@@ -44,7 +44,9 @@ categorical domains (frequencies that decay, as in Wang et al.'s evaluation), an
 discretized normal centred on the domain with standard deviation a sixth of its extent, per axis
 on a grid -- on ordered ones. Real data are rarely so regular: give a prior when you can.
 
-* **simulation** (the default wherever it is affordable): ``runs`` data sets of ``n`` users,
+* **simulation** (the default wherever it is affordable: finite channels within
+  :data:`CHANNEL_BUDGET` entries, and the metric mechanisms of a grid whose likelihood is FFT
+  products on at most :data:`GRID_FFT_BUDGET` points): ``runs`` data sets of ``n`` users,
   obfuscated and estimated by the recommended estimator of the domain,
   :func:`localpriv.estimators.default_estimator` (``auto``: what ``localpriv estimate`` runs by
   default), called with the library's
@@ -59,8 +61,9 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
 * **analytic** for the pure oracles k-RR, OUE and SS where the recommended estimator's per-user
   simulation would be too slow (:data:`SIMULATION_BUDGET`; e.g. EMS on per-user OUE reports over
   100 values takes about a minute per run at n = 20,000); OLH is then simulated per user through
-  MI-P (its support counts are cheap; :data:`PER_USER_BUDGET`), because its model below assumes
-  more of the hash family than ours gives (``method="analytic"`` uses it anyway, with a note).
+  MI-P (its support counts are cheap; :data:`PER_USER_BUDGET`), and above that budget predicted by
+  the model below too, which its default XXH64 hashing follows (a note says so; the legacy
+  Carter-Wegman family ``hash=cw`` does not, and ``method="analytic"`` notes it).
   The estimator is then MI-P (``mi-p``: the unbiased matrix inversion on the support counts,
   projected onto the simplex, :mod:`localpriv.estimators.oracles`), whose law is known in closed
   form before projection. With ``b`` the indicator vector of a report's support ``S(z)``,
