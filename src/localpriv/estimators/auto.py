@@ -161,9 +161,9 @@ EMS_FINAL_BUDGET = 300
 TRAIN_BUDGET = 300
 #: evaluation budget of the MLE of all reports on an ordered domain when a smoothing of it won the
 #: held-out choice or the training half's fit reached TRAIN_BUDGET (the stated stop,
-#: ``settings["mle_stop"]``): on those 48 x 49 grids, the smoothed MLE after 500
-#: evaluations had the earth mover's error of the one after 5,000, within +-0.25 km, at a third of
-#: the CPU (docs/decisions/0084-default-on-large-grids.md)
+#: ``settings["mle_stop"]``): on those 48 x 49 grids the budgeted estimates had the lower earth
+#: mover's error on most data sets, with about a tenth of the evaluations (``make
+#: bench-grid-default``; docs/decisions/0084-default-on-large-grids.md)
 FINAL_BUDGET = 300
 #: PowerNS is a candidate up to this many cells (its numerical integration runs a grid of ~1,900 points per cell)
 POWER_MAX_CELLS = 256
