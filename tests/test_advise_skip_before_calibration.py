@@ -17,6 +17,7 @@ def test_unaffordable_metric_mechanism_is_not_calibrated(monkeypatch):
 
     monkeypatch.setattr(advisor, "_parameter", spy)
     monkeypatch.setattr(advisor, "CHANNEL_BUDGET", 100)  # 16 x 16 = 256 entries: above it
+    monkeypatch.setattr(advisor, "GRID_FFT_BUDGET", 100)  # 9 x 16 = 144 FFT points: above it too
     adv = advise(GRID, eps_ldp=1.0, n=200, goal="tv", rng=1, runs=2, mechanisms=["krr", "planar-geometric"])
     assert calibrated == ["krr"]
     assert adv.skipped == {"planar geometric": "too large to simulate quickly (k=16); use method='simulation' "

@@ -44,7 +44,9 @@ categorical domains (frequencies that decay, as in Wang et al.'s evaluation), an
 discretized normal centred on the domain with standard deviation a sixth of its extent, per axis
 on a grid -- on ordered ones. Real data are rarely so regular: give a prior when you can.
 
-* **simulation** (the default wherever it is affordable): ``runs`` data sets of ``n`` users,
+* **simulation** (the default wherever it is affordable: finite channels within
+  :data:`CHANNEL_BUDGET` entries, and the metric mechanisms of a grid whose likelihood is FFT
+  products on at most :data:`GRID_FFT_BUDGET` points): ``runs`` data sets of ``n`` users,
   obfuscated and estimated by the recommended estimator of the domain,
   :func:`localpriv.estimators.default_estimator` (``auto``: what ``localpriv estimate`` runs by
   default), called with the library's
@@ -59,8 +61,9 @@ on a grid -- on ordered ones. Real data are rarely so regular: give a prior when
 * **analytic** for the pure oracles k-RR, OUE and SS where the recommended estimator's per-user
   simulation would be too slow (:data:`SIMULATION_BUDGET`; e.g. EMS on per-user OUE reports over
   100 values takes about a minute per run at n = 20,000); OLH is then simulated per user through
-  MI-P (its support counts are cheap; :data:`PER_USER_BUDGET`), because its model below assumes
-  more of the hash family than ours gives (``method="analytic"`` uses it anyway, with a note).
+  MI-P (its support counts are cheap; :data:`PER_USER_BUDGET`), and above that budget predicted by
+  the model below too, which its default XXH64 hashing follows (a note says so; the legacy
+  Carter-Wegman family ``hash=cw`` does not, and ``method="analytic"`` notes it).
   The estimator is then MI-P (``mi-p``: the unbiased matrix inversion on the support counts,
   projected onto the simplex, :mod:`localpriv.estimators.oracles`), whose law is known in closed
   form before projection. With ``b`` the indicator vector of a report's support ``S(z)``,
@@ -176,6 +179,12 @@ SIMULATION_BUDGET = {"ems": 1e5, "dirichlet": 2e5, "default": 1e6}
 CHANNEL_BUDGET = 4_000_000
 #: per-user simulation of a pure oracle through mi-p (support counts only) up to n x k
 PER_USER_BUDGET = 5e7
+#: the metric mechanisms of a grid (planar geometric, planar Laplace, exponential) are simulated
+#: above CHANNEL_BUDGET when their likelihood is FFT products on at most this many points (9 k,
+#: the padded grid of the kernel folded to the grid's sides): one run of the default estimator on
+#: the 2,352-cell grid (20,590 points) at n = 100,000 took 0.5-3.7 s of CPU on the shared machine
+#: (docs/decisions/0084-default-on-large-grids.md)
+GRID_FFT_BUDGET = 25_000
 #: confirmation (module docstring): fresh runs in batches of ``runs`` until the median's 80 %
 #: confidence interval is within +-CONFIRM_PRECISION of it, or CONFIRM_FACTOR x runs were drawn
 #: (the stated stop: 15 runs with the default 5; it was 60, which took ~55 s of the ~80 s of CPU of
@@ -203,6 +212,9 @@ _ANALYTIC = ("krr", "oue", "ss")
 OLH_MODEL_NOTE = ("analytic model of OLH assumes 3-wise independent hashing; the legacy Carter-Wegman family "
                   "(hash=cw) is only "
                   "2-wise independent, so covariances between values are off (variances are exact)")
+#: what an OLH row above PER_USER_BUDGET adds to its note: the model, not a simulation
+OLH_XXH64_NOTE = ("; per-user simulation of OLH exceeds its budget, so its analytic model is used (exact for "
+                  "XXH64 hashing up to the central limit theorem)")
 _LINE = ("geometric", "laplace", "exponential")
 _GRID = ("planar-geometric", "planar-laplace", "exponential")
 _GOAL_LABEL = {"emd": "EMD", "tv": "TV distance", "mean": "error of the mean",
@@ -624,10 +636,14 @@ def _parameter(name, fmt, domain, eps_ldp, eps_metric, metric, d_min):
 # --------------------------------------------------------------------------------------------
 def _affordable(mech, n, estimator) -> bool:
     """Whether simulating ``mech`` through ``estimator`` at ``n`` users is cheap enough (module
-    constants): finite channels within :data:`CHANNEL_BUDGET`; per-user pure oracles within
-    :data:`SIMULATION_BUDGET` (distinct reports possible x k)."""
+    constants): finite channels within :data:`CHANNEL_BUDGET`; the metric mechanisms of a grid
+    whose likelihood is FFT products on at most :data:`GRID_FFT_BUDGET` points (``9 k``: the
+    padded grid of their folded kernel); per-user pure oracles within :data:`SIMULATION_BUDGET`
+    (distinct reports possible x k)."""
     n_out = mech.n_outputs
     if mech.report_kind != "binary" and n_out is not None and mech.k * n_out <= CHANNEL_BUDGET:
+        return True
+    if mech.spec_name in _GRID and isinstance(mech.domain, GridDomain) and 9 * mech.k <= GRID_FFT_BUDGET:
         return True
     if mech.spec_name not in _PURE:
         return False
@@ -933,6 +949,9 @@ def advise(domain, *, eps_ldp: float | None = None, eps_metric: float | None = N
                 est_name, note = "mi-p", costly
             elif name in _ANALYTIC:  # a grid above 1,000 cells: the model with `runs` draws (GRID_DRAWS)
                 how, est_name, note = "analytic", "mi-p", costly
+            elif name == "olh" and getattr(mech, "hash_family", "") != "cw":
+                # XXH64 hashing follows the model's 3-wise independent covariances (docs/hashing.md)
+                how, est_name, note = "analytic", "mi-p", costly + OLH_XXH64_NOTE
             else:
                 skipped[_NAMES[name]] = too_large
                 continue

@@ -102,8 +102,9 @@ smoothings ``S_h theta_MLE`` and EMS; on categorical domains its shrinkages
 split once by binomial thinning (each distinct report's count ``c`` into ``Binomial(c, 1/2)`` and
 the rest, from ``rng``; equal reports merged, reports and mechanisms sorted first, so the split
 does not depend on their order). The MLE of the first half is computed (certified to 0.01 nats in
-all, from the uniform start, at most ``max_iter`` evaluations) and every candidate built from it
-is scored by the log-likelihood of the second half. On ordered domains EMS
+all, from the uniform start, at most ``min(max_iter, TRAIN_BUDGET)`` evaluations: past the budget
+the candidates are built from the budgeted EM iterate, and ``train_converged`` is ``False``) and
+every candidate built from it is scored by the log-likelihood of the second half. On ordered domains EMS
 (:func:`~localpriv.estimators.regularized.ems`'s smoothed EM) is scored the same way: fitted on the
 first half at the bandwidths :data:`EMS_STEPS` times the best smoothing of the MLE, each
 warm-started from the previous, stopped at ``max|step| < 1e-7`` or :data:`EMS_BUDGET` evaluations.
@@ -111,7 +112,9 @@ If EMS scores best it is fitted on all reports from the smoothed MLE of the firs
 ``max|step| < 1e-7`` or :data:`EMS_FINAL_BUDGET` evaluations, whichever comes first (the stop
 reached is stated in ``settings["ems_stop"]``: the smoothed map ascends no objective, so there is
 no certificate). Otherwise the MLE of all reports is computed (warm-started from the first half's,
-certified) and the winning smoothing or shrinkage applied to it.
+certified; within :data:`FINAL_BUDGET` evaluations when a smoothing won or the first half's
+fit reached its budget, the stop stated in ``settings["mle_stop"]``) and the winning smoothing or
+shrinkage applied to it.
 
 ``converged`` is that of the certified fit the estimate is built from (the MLE of all reports; of
 the first half when EMS won): ``False`` when its budget ``max_iter`` was reached. The choice is
@@ -149,8 +152,9 @@ from localpriv.utils.simplex import clip_normalize
 from localpriv.utils.validation import LocalPrivError, check_rng
 
 __all__ = ["auto", "AUTO_MAX_ITER", "MAX_CELLS", "MIN_BANDWIDTH", "BANDWIDTHS_PER_DECADE", "SHRINKAGE",
-           "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "sure_terms", "smoothing_diagonal",
-           "heat_smooth", "CDF_MAX_CELLS", "cdf_sure", "cell_risks", "tv_risk", "POWER_MAX_CELLS_CATEGORICAL"]
+           "POWER_MAX_CELLS", "EMS_STEPS", "EMS_BUDGET", "EMS_FINAL_BUDGET", "TRAIN_BUDGET", "FINAL_BUDGET",
+           "sure_terms", "smoothing_diagonal", "heat_smooth", "CDF_MAX_CELLS", "cdf_sure", "cell_risks", "tv_risk",
+           "POWER_MAX_CELLS_CATEGORICAL"]
 
 #: evaluation budget of each MLE fit on the default path (the certified gap rule usually stops far
 #: earlier: reaching it is reported as converged=False)
@@ -166,6 +170,19 @@ BANDWIDTHS_PER_DECADE = 6
 EMS_STEPS = (1.0, 0.5, 0.25, 0.125)
 EMS_BUDGET = 150
 EMS_FINAL_BUDGET = 300
+#: evaluation budget of the training half's MLE on the held-out path, the stated stop of the
+#: selection: past it the candidates are built from the budgeted EM iterate (an early-stopped, so
+#: regularized, estimate) and the record says ``train_converged=False``. The training fits of the
+#: estimator and advisor tests take at most 25 evaluations; planar and exponential reports at LDP
+#: level 1 on a 48 x 49 grid did not certify within 5,000 (the certified MLE of all reports took
+#: 78,555), which made the selection cost seconds per fit (docs/decisions/0084-default-on-large-grids.md)
+TRAIN_BUDGET = 300
+#: evaluation budget of the MLE of all reports on an ordered domain when a smoothing of it won the
+#: held-out choice or the training half's fit reached TRAIN_BUDGET (the stated stop,
+#: ``settings["mle_stop"]``): on those 48 x 49 grids the budgeted estimates had the lower earth
+#: mover's error on most data sets, with about a tenth of the evaluations (``make
+#: bench-grid-default``; docs/decisions/0084-default-on-large-grids.md)
+FINAL_BUDGET = 300
 #: PowerNS is a candidate up to this many cells (its integration is a Gauss-Legendre rule of 328 points per cell)
 POWER_MAX_CELLS = 256
 #: on categorical domains Power and PowerNS are candidates up to this many cells
@@ -625,7 +642,8 @@ def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: floa
     k = obs.k
     # the MLE of the training half, from the uniform start (a start from the MLE of all reports would
     # carry the held-out half into it), certified to 0.01 nats in all
-    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=max_iter, accelerate=accelerate)
+    tfit = ibu(train, delta=max(delta, 0.01 / max(train.n, 1.0)), max_iter=min(max_iter, TRAIN_BUDGET),
+               accelerate=accelerate)
     th = np.asarray(tfit.distribution, dtype=float)
     scores: dict[float, float] = {}
     ordered = obs.domain is not None and not isinstance(obs.domain, CategoricalDomain)
@@ -675,8 +693,14 @@ def _heldout_path(obs: Observations, rng: int | np.random.Generator, delta: floa
             info.update(choice="ems", bandwidth=h_ems, ems_converged=res.converged, ems_iterations=res.iterations,
                         evaluations=evaluations)
             return res.theta, info, None
-    # the MLE of all reports (warm-started from the training half's), smoothed or shrunk as chosen
-    mle = ibu(obs, theta0=_floored(th), delta=delta, max_iter=max_iter, accelerate=accelerate)
+    # the MLE of all reports (warm-started from the training half's), smoothed or shrunk as chosen;
+    # within FINAL_BUDGET evaluations on an ordered domain when a smoothing won (it discards what
+    # more evaluations of a flat likelihood would change) or the winner was the training half's
+    # budgeted iterate (an early-stopped EM, not a certified MLE)
+    budget = min(max_iter, FINAL_BUDGET) if ordered and (best > 0 or not tfit.converged) else max_iter
+    mle = ibu(obs, theta0=_floored(th), delta=delta, max_iter=budget, accelerate=accelerate)
+    if budget < max_iter:
+        info["final_budget"] = budget
     info["evaluations"] = evaluations
     return make(best, np.asarray(mle.distribution, dtype=float)), info, mle
 
@@ -739,11 +763,12 @@ def auto(obs: Observations, *, delta: float = DEFAULT_DELTA, max_iter: int = AUT
     evaluations = int(info.get("evaluations", 0))
     if mle is not None:
         mle.observations = obs  # what fit(obs, "ibu", ...) records: the anchor of the intervals
-        mle.extra["call"] = ("ibu", {"delta": delta, "max_iter": max_iter, "accelerate": accelerate})
+        budget = int(info.get("final_budget", max_iter))
+        mle.extra["call"] = ("ibu", {"delta": delta, "max_iter": budget, "accelerate": accelerate})
         extra["mle"] = mle
         evaluations += mle.iterations or 0
         settings["mle_stop"] = ("certified: per-report log-likelihood within delta of the maximum" if mle.converged
-                                else f"budget of {max_iter} evaluations reached")
+                                else f"budget of {budget} evaluations reached")
         # converged: the certified fit's (the MLE every candidate is built from or compared with)
         converged = bool(mle.converged)
     else:  # EMS won: its map ascends no objective; its stop is stated

@@ -45,6 +45,9 @@ __all__ = [
     "discrete_laplace_block",
     "planar_geometric_kernel",
     "planar_geometric_block",
+    "fold_kernel",
+    "clamped_fft_points",
+    "clamped_block_for",
 ]
 
 #: threads used by each FFT (scipy.fft ``workers``); 1 by default, benchmarks on 2 cores set 2
@@ -319,11 +322,64 @@ def clamped_block_for(kernel: ArrayLike, scale: float, shape: tuple[int, int], o
     the decay rate per cell), beyond which both the planar geometric and the planar Laplace kernels
     hold less than ``(1 + 48) e^{-48} < 1e-19`` of their mass: the products change by less than that,
     relative, while the FFTs shrink from ``(R_grid + 2R)^2`` to ``(R_grid + 2P)^2``.
+
+    A kernel wider than the grid is then folded (:func:`fold_kernel`): every offset of ``nrows`` rows
+    or more lands outside the grid from every cell and is clamped to the same border row, so those
+    rows of the kernel are summed onto the offset ``+-nrows`` (likewise the columns). The channel is
+    unchanged (the same masses, added in another order) and the FFTs are at most
+    ``3 nrows x 3 ncols`` whatever the kernel's reach: on a 48 x 49 grid with a kernel of half-width
+    1,500 (a planar mechanism at LDP level 1), a product of ~150 x 150 points instead of ~3,000 x 3,000.
     """
     K = np.asarray(kernel, dtype=float)
     R = K.shape[0] // 2
     P = min(R, int(math.ceil(_CROP_U / scale)))
-    return _RfftClampedConvBlock(K[R - P:R + P + 1, R - P:R + P + 1], shape, outputs, counts)
+    return _RfftClampedConvBlock(fold_kernel(K[R - P:R + P + 1, R - P:R + P + 1], shape), shape, outputs, counts)
+
+
+def clamped_fft_points(half_width: int, scale: float, shape: tuple[int, int]) -> int:
+    """Points of the padded grid on which :func:`clamped_block_for` evaluates a kernel of half-width
+    ``half_width`` (``scale = eps * s``) on an ``nrows x ncols`` grid: ``(nrows + 2 P_r)(ncols + 2 P_c)``
+    with ``P_r = min(half_width, ceil(48 / scale), nrows)`` (cropped, then folded) and likewise
+    ``P_c``; the FFTs run on the next fast lengths. A planar mechanism compares it with the entries
+    of its dense block to choose the cheaper product."""
+    P = min(int(half_width), int(math.ceil(_CROP_U / scale)))
+    nr, nc = int(shape[0]), int(shape[1])
+    return (nr + 2 * min(P, nr)) * (nc + 2 * min(P, nc))
+
+
+def fold_kernel(kernel: ArrayLike, shape: tuple[int, int]) -> NDArray[np.float64]:
+    """A grid kernel folded to half-widths at most ``(nrows, ncols)`` without changing its clamped channel.
+
+    Under the clamp of :class:`ClampedConvBlock`, a cell ``x`` moved by a row offset ``i >= nrows``
+    lands on row ``x_r + i >= nrows`` for every ``x_r >= 0`` and is reported on the last row, as it is
+    for ``i = nrows``; the same holds for ``i <= -nrows`` and the first row. So
+    ``K'[+-nrows, :] = sum_{+-i >= nrows} K[i, :]`` (and the rows in between unchanged) gives the same
+    channel ``P(z | x) = sum_{g: clamp(g) = z} K'[g - x]``; then the same along the columns. A kernel
+    already within those half-widths is returned as it is.
+
+    Parameters
+    ----------
+    kernel : 2-D array ``(2 P_r + 1) x (2 P_c + 1)``
+        ``kernel[P_r + i, P_c + j] = K(i, j)``.
+    shape : (nrows, ncols)
+        The grid.
+
+    Returns
+    -------
+    ndarray
+        ``(2 min(P_r, nrows) + 1) x (2 min(P_c, ncols) + 1)``, the same total mass.
+    """
+    K = np.asarray(kernel, dtype=float)
+    for axis, m in enumerate((int(shape[0]), int(shape[1]))):
+        P = K.shape[axis] // 2
+        if m >= P:
+            continue
+        K = np.moveaxis(K, axis, 0)
+        folded = K[P - m:P + m + 1].copy()
+        folded[0] += K[:P - m].sum(axis=0)
+        folded[-1] += K[P + m + 1:].sum(axis=0)
+        K = np.moveaxis(folded, 0, axis)
+    return np.ascontiguousarray(K)
 
 
 # ``mech`` below is a mechanism (:mod:`localpriv.mechanisms`, the layer above this one, which this module
@@ -789,3 +845,80 @@ class CountSketchBlock(LikelihoodBlock):
 
 
 __all__ += ["fwht", "HadamardBlock", "RowHashing", "HadamardSketchBlock", "CountSketchBlock"]
+
+
+# --------------------------------------------------------------------------------------------
+# A translation kernel normalized per input on a grid (the exponential mechanism on a grid)
+# --------------------------------------------------------------------------------------------
+class NormalizedGridKernelBlock(LikelihoodBlock):
+    """``M[x, z] = K[z - x] / C(x)`` on an ``R x C`` grid, with ``C(x) = sum_z K[z - x]`` over the grid.
+
+    The channel of the exponential mechanism on a grid of square cells (McSherry and Talwar, FOCS
+    2007; ``K[i, j] = exp(-eps s sqrt(i^2 + j^2) / 2)``, ``s`` the cell side): the distance between
+    two cell centres depends on their displacement only, so every row is the same kernel, cut to
+    the grid and normalized. Products by real 2-D FFTs of ``(2R - 1 + R) x (2C - 1 + C)`` points
+    at most, with no ``k x k`` matrix:
+
+    * ``theta @ M``: the linear convolution of ``theta / C`` with ``K``, read on the grid (floored at
+      the smallest normal float, so that FFT round-off never makes a possible report impossible);
+    * ``M @ w``: the correlation of the per-cell sums of ``w`` with ``K``, divided by ``C``.
+
+    ``C`` is the correlation of the all-ones grid with ``K``. Equal to the dense channel up to FFT
+    round-off (``~1e-16`` of the largest entry).
+
+    Parameters
+    ----------
+    kernel : 2-D array ``(2 R - 1) x (2 C - 1)``
+        ``kernel[R - 1 + i, C - 1 + j] = K(i, j)``, positive.
+    shape : (R, C)
+        The grid.
+    outputs, counts : arrays
+        Distinct observed cells (indices ``0..R*C-1``) and their counts.
+    """
+
+    costly_forward = True
+
+    def __init__(self, kernel: ArrayLike, shape: tuple[int, int], outputs: ArrayLike, counts: ArrayLike) -> None:
+        R, C = (check_int(shape[0], "rows", minimum=1), check_int(shape[1], "columns", minimum=1))
+        K = np.asarray(kernel, dtype=float)
+        if K.shape != (2 * R - 1, 2 * C - 1):
+            raise LocalPrivError(f"kernel of a {R} x {C} grid must be {2 * R - 1} x {2 * C - 1}, got {K.shape}")
+        self.shape, self.k, self.kernel = (R, C), R * C, K
+        self.outputs, self.counts = _as_outputs(outputs, counts, self.k, "normalized grid-kernel block")
+        self._N = (sfft.next_fast_len(3 * R - 2), sfft.next_fast_len(3 * C - 2, real=True))
+        self._K = sfft.rfft2(K, self._N)
+        self._Kflip = sfft.rfft2(K[::-1, ::-1], self._N)
+        self.norm = self._correlate(np.ones((R, C)))
+
+    def _convolve(self, T: np.ndarray) -> NDArray[np.float64]:
+        R, C = self.shape
+        F = sfft.irfft2(sfft.rfft2(T, self._N, workers=FFT_WORKERS) * self._K, self._N, workers=FFT_WORKERS)
+        return np.asarray(F[R - 1:2 * R - 1, C - 1:2 * C - 1])
+
+    def _correlate(self, W: np.ndarray) -> NDArray[np.float64]:
+        R, C = self.shape
+        F = sfft.irfft2(sfft.rfft2(W, self._N, workers=FFT_WORKERS) * self._Kflip, self._N, workers=FFT_WORKERS)
+        return np.asarray(F[R - 1:2 * R - 1, C - 1:2 * C - 1]).ravel()
+
+    def full_forward(self, theta: np.ndarray) -> NDArray[np.float64]:
+        """``theta @ M`` over all ``R * C`` cells (flattened)."""
+        T = (np.asarray(theta, dtype=float) / self.norm).reshape(self.shape)
+        return np.maximum(self._convolve(T).ravel(), np.finfo(float).tiny)
+
+    def forward(self, theta: np.ndarray) -> NDArray[np.float64]:
+        return self.full_forward(theta)[self.outputs]
+
+    def backward(self, w: np.ndarray) -> NDArray[np.float64]:
+        W = np.bincount(self.outputs, weights=np.asarray(w, dtype=float), minlength=self.k).reshape(self.shape)
+        return self._correlate(W) / self.norm
+
+    def dense(self) -> NDArray[np.float64]:
+        check_dense_size(self.k, self.outputs.size, "normalized grid-kernel block")
+        R, C = self.shape
+        r, c = np.divmod(np.arange(self.k), C)
+        zr, zc = np.divmod(self.outputs, C)
+        M = self.kernel[(zr[None, :] - r[:, None]) + R - 1, (zc[None, :] - c[:, None]) + C - 1]
+        return np.asarray(M / self.norm[:, None])
+
+
+__all__ += ["NormalizedGridKernelBlock"]

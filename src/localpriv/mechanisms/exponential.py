@@ -31,9 +31,11 @@ from numpy.typing import ArrayLike
 
 from localpriv.domains import CategoricalDomain, Domain, IntegerDomain
 from localpriv.domains.grid import GridDomain
-from localpriv.likelihood.blocks import check_dense_size
+from localpriv.likelihood.blocks import LikelihoodBlock, check_dense_size
+from localpriv.likelihood.structured import NormalizedGridKernelBlock
 from localpriv.mechanisms.base import Mechanism, register
 from localpriv.mechanisms.matrix import MatrixMechanism
+from localpriv.mechanisms.planar import DENSE_PER_FFT_POINT
 from localpriv.mechanisms.privacy import checked_epsilon
 from localpriv.utils.validation import LocalPrivError, check_eps, check_int, check_rng
 
@@ -184,6 +186,23 @@ class Exponential(Mechanism):
         if type(self.domain) in (IntegerDomain, CategoricalDomain, GridDomain):
             return self.k, "exact: M = D^-1 A with A = exp(-eps d/2) a strictly positive definite kernel matrix"
         return None
+
+    def likelihood_block(self, reports: ArrayLike, counts: np.ndarray) -> LikelihoodBlock:
+        """The dense block; on a grid whose ``k x (distinct reports)`` block has more than
+        :data:`~localpriv.mechanisms.planar.DENSE_PER_FFT_POINT` entries per point of the padded FFT
+        grid (``(3 nrows - 2)(3 ncols - 2)``), the same channel as FFT products
+        (:class:`localpriv.likelihood.structured.NormalizedGridKernelBlock`: the distance between
+        two cell centres depends on their displacement only, ``K[i, j] = exp(-eps s sqrt(i^2 +
+        j^2) / 2)``)."""
+        d = self.domain
+        if isinstance(d, GridDomain):
+            outputs = self.output_index(reports)
+            if self.k * np.unique(outputs).size > DENSE_PER_FFT_POINT * (3 * d.nrows - 2) * (3 * d.ncols - 2):
+                i = np.arange(-(d.nrows - 1), d.nrows, dtype=float)[:, None]
+                j = np.arange(-(d.ncols - 1), d.ncols, dtype=float)[None, :]
+                kernel = np.exp(-0.5 * self.eps * d.cell_km * np.hypot(i, j))
+                return NormalizedGridKernelBlock(kernel, (d.nrows, d.ncols), outputs, counts)
+        return super().likelihood_block(reports, counts)
 
     def sample(self, x: ArrayLike, rng: np.random.Generator | int) -> np.ndarray:
         """Inverse-CDF sampling from the channel rows, vectorized (one binary search per user)."""
