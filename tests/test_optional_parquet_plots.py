@@ -6,6 +6,7 @@ simulated by blocking the modules in ``sys.modules`` (honoured by :mod:`localpri
 ``tests/test_install.py`` runs the command paths in a fresh interpreter where they cannot be imported."""
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from localpriv.data.aggregate import NumpyAggregator, write_counts
 from localpriv.data.formats import arrow
 from localpriv.data.freewill import perturb_mixed
 from localpriv.data.reports import perturb, read_values, write_reports
-from localpriv.data.textcsv import float_text
+from localpriv.data.textcsv import float_text, unbalanced_quote_lines
 from localpriv.domains import CategoricalDomain, IntegerDomain
 from localpriv.inference.demo import DEMO_DEFAULTS, compute_demo, run_demo
 from localpriv.inference.plotting import PLOTS_HINT, distributions_figure
@@ -291,3 +292,76 @@ def test_a_line_past_the_limit_is_refused_in_one_line(tmp_path: Path, no_arrow: 
     (tmp_path / "v.csv").write_text("age\n" + "1" * 5000)
     with pytest.raises(LocalPrivError, match=r"more than 1,000 bytes; limit 1,000 for one line"):
         read_values(tmp_path / "v.csv", domain=DOM)
+
+
+def _odd_quote_lines(data: bytes) -> tuple[int, int]:
+    """:func:`unbalanced_quote_lines` one line at a time, to compare with."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    odd = [i + 1 for i, line in enumerate(lines) if line.count(b'"') % 2]
+    return (odd[0] if odd else 0), len(odd)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet='"\n\ra,', max_size=80).map(str.encode), st.integers(1, 19))
+def test_unbalanced_quote_lines_are_the_lines_with_an_odd_count_of_quotes(data: bytes, block: int) -> None:
+    assert unbalanced_quote_lines(io.BytesIO(data), block) == _odd_quote_lines(data)
+
+
+def _spanning(kind: str, delimiter: str = ",") -> str:
+    """A file of 601 rows whose row 301 holds a quoted value with a line break (line 302 and 303)."""
+    row = {"values": '"{}"', "reports": K + ",{}", "counts": K + ",{},5"}[kind]
+    cells = {"values": ("m", "a\nb", "f"), "reports": ("1", '"2\n"', "3"), "counts": ("1", '"2\n"', "3")}[kind]
+    head = {"values": "sex", "reports": "mechanism,report", "counts": "mechanism,report,count"}[kind]
+    rows = [row.format(cells[0])] * 300 + [row.format(cells[1])] + [row.format(cells[2])] * 300
+    return (head + "\n" + "\n".join(rows) + "\n").replace(",", delimiter)
+
+
+SPANNING_LINE = "quoted value spans a line end at line 302 (2 lines); values may not contain line breaks"
+
+
+@pytest.mark.parametrize("block", [7, 1204, 1205, 1206, 1207, 1208, 1 << 20])
+def test_a_quoted_value_over_a_line_end_refuses_the_file_on_both_paths(block: int, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wherever the block boundary falls (1205-1207 cut the value of the values file in two), the
+    file is refused with the same line, with pyarrow and without it."""
+    monkeypatch.setattr(formats_module, "CSV_BLOCK_BYTES", block)
+    monkeypatch.setattr(reports_module, "CSV_BLOCK_BYTES", block)
+    sex = CategoricalDomain(["m", "f", "a\nb", "a", 'b"'])
+    (tmp_path / "v.csv").write_text(_spanning("values"), newline="")
+    (tmp_path / "v.tsv").write_text(_spanning("values", "\t"), newline="")
+    (tmp_path / "r.csv").write_text(_spanning("reports"), newline="")
+    (tmp_path / "c.csv").write_text(_spanning("counts"), newline="")
+    for name in ("v.csv", "v.tsv"):
+        with_arrow = _values(tmp_path / name, domain=sex)
+        assert with_arrow == f"error: {tmp_path / name}: {SPANNING_LINE}"
+        with _without("pyarrow"):
+            assert _values(tmp_path / name, domain=sex) == with_arrow
+    for name in ("r.csv", "c.csv"):
+        with_arrow = _outcome(tmp_path / name)
+        assert with_arrow == f"error: {tmp_path / name}: {SPANNING_LINE}"
+        with _without("pyarrow"):
+            assert _outcome(tmp_path / name) == with_arrow
+
+
+@pytest.mark.parametrize("block", [5, 64, 1 << 20])
+def test_balanced_quotes_are_read_on_both_paths(block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Escaped quotes (``""``), quoted delimiters and CRLF line ends pass the check, and the first
+    unbalanced line of an earlier release's file and of a file without a header is counted from the
+    file's first line."""
+    monkeypatch.setattr(formats_module, "CSV_BLOCK_BYTES", block)
+    monkeypatch.setattr(reports_module, "CSV_BLOCK_BYTES", block)
+    labels = CategoricalDomain(['a"b', "c,d", "e"])
+    (tmp_path / "v.csv").write_bytes(b'x,y\r\n"a""b",1\r\n"c,d",2\r\ne,3\r\n')
+    (tmp_path / "n.tsv").write_text('e\t1\ne\t2\n"e\t3\n')
+    (tmp_path / "old.csv").write_text(f"#localpriv format=2 kind=reports\nmechanism,report\n{K},1\n{K[:-1]},2\n"
+                                      "#localpriv end rows=2\n")
+    got = (_values(tmp_path / "v.csv", domain=labels), _values(tmp_path / "n.tsv", domain=labels, header=False))
+    assert got == ("object: ['a\"b', 'c,d', 'e']", f"error: {tmp_path / 'n.tsv'}: quoted value spans a line end at "
+                   "line 3 (1 line); values may not contain line breaks")
+    assert "spans a line end at line 4 (1 line)" in _outcome(tmp_path / "old.csv")
+    with _without("pyarrow"):
+        assert (_values(tmp_path / "v.csv", domain=labels),
+                _values(tmp_path / "n.tsv", domain=labels, header=False)) == got
+        assert "spans a line end at line 4 (1 line)" in _outcome(tmp_path / "old.csv")

@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, SupportsInt, TypeAlias
 import numpy as np
 import pandas as pd
 
-from localpriv.data.textcsv import TextBatch, TextCsv, csv_text, hex_text, open_text_stream
+from localpriv.data.textcsv import TextBatch, TextCsv, check_quoted_lines, csv_text, hex_text, open_text_stream
 from localpriv.mechanisms.base import split_spec_args
 from localpriv.utils.optional import available
 from localpriv.utils.signals import interrupt_cleanly, raise_if_interrupted  # noqa: F401 - part of this module's interface
@@ -730,6 +730,7 @@ class Source:
             invalid.append((row.number, row.text))
             return "skip"
 
+        check_quoted_lines(open_text(self.path), self.path, CSV_BLOCK_BYTES)
         stream = open_text(self.path)
         reader = pacsv.open_csv(
             stream,
@@ -759,6 +760,7 @@ class Source:
     def _csv_text_batches(self) -> Iterator[tuple[TextBatch, int]]:
         """:meth:`_csv_batches` without pyarrow: the same columns, checks and messages."""
         want = ["mechanism", "report"] + (["count"] if self.kind == "counts" else [])
+        check_quoted_lines(open_text(self.path), self.path, CSV_BLOCK_BYTES)
         reader = TextCsv(open_text(self.path), self.path, skip_lines=self.csv_header_lines,
                          block_bytes=CSV_BLOCK_BYTES)
         header = reader.names

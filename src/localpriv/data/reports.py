@@ -54,6 +54,7 @@ from localpriv.data.textcsv import (
     INT_PATTERN,
     TextBatch,
     TextCsv,
+    check_quoted_lines,
     columns_of,
     float_text_values,
     int_text,
@@ -421,6 +422,7 @@ def _value_batches(path: str, cols: list[str], delimiter: str = ",", header: boo
         bad.append((r.number, r.text))
         return "skip"
 
+    check_quoted_lines(open_text(path), path, CSV_BLOCK_BYTES)
     reader = pacsv.open_csv(
         open_text(path),
         read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False,
@@ -461,6 +463,7 @@ def _text_value_batches(path: str, cols: list[str], delimiter: str, header: bool
             yield [batch.column(c) for c in cols], row
             row += batch.num_rows
         return
+    check_quoted_lines(open_text(path), path, CSV_BLOCK_BYTES)
     reader = TextCsv(open_text(path), path, delimiter=delimiter, header=header, block_bytes=CSV_BLOCK_BYTES)
     if header:
         try:

@@ -7,7 +7,9 @@ shortest form that reads back to the same double, written positionally for decim
 -6 to 9 and as ``1e-7``, ``1.5e+10`` otherwise (:func:`float_text`). Reading keeps the Arrow path's
 strictness: text is UTF-8 (or UTF-16 with a byte-order mark; gzip for ``.gz``), a row with the wrong
 number of fields or a blank row of a file of several columns is refused with its line number, a
-quoted value may not span lines, and an empty cell is a missing value. Text columns are NumPy
+line with an odd number of double quotes (a quoted value that spans a line end) refuses the file
+before any row is read (:func:`check_quoted_lines`, which the Arrow path runs too), and an empty
+cell is a missing value. Text columns are NumPy
 arrays of ``str`` (``""`` for an empty cell), converted to numbers by the callers with the checks
 of :func:`int_text` and :func:`float_text_values`.
 
@@ -32,7 +34,8 @@ import pandas as pd
 
 from localpriv.utils.validation import LocalPrivError
 
-__all__ = ["TextBatch", "TextCsv", "LineBlocks", "MAX_LINE_BYTES", "hex_text", "json_line_blocks", "json_columns",
+__all__ = ["TextBatch", "TextCsv", "LineBlocks", "MAX_LINE_BYTES", "unbalanced_quote_lines", "check_quoted_lines",
+           "hex_text", "json_line_blocks", "json_columns",
            "columns_of",
            "open_text_stream", "float_text", "csv_text", "int_text", "float_text_values", "match",
            "INT_PATTERN", "FLOAT_PATTERN", "strip"]
@@ -119,6 +122,69 @@ class LineBlocks:
     def close(self) -> None:
         """Close the stream."""
         self._stream.close()
+
+
+_QUOTE, _NEWLINE = ord('"'), ord("\n")
+
+
+def unbalanced_quote_lines(stream: IO[bytes], block_bytes: int = 1 << 20) -> tuple[int, int]:
+    r"""``(first, count)``: the 1-based number of the first line of ``stream`` holding an odd number
+    of double quotes, and how many lines do; ``(0, 0)`` when every line's quotes pair up.
+
+    An escaped quote is written twice (``""``) and a quoted value opens and closes with one, so a
+    line's quotes pair up unless a quoted value runs over its line end (a line is what ends at
+    ``\n``; ``\r\n`` holds the same quotes). Per block of ``block_bytes``, vectorized: with
+    :math:`q_i = 1` where byte :math:`i` is ``"``, the parity :math:`P_i = (c + \sum_{j \le i} q_j)
+    \bmod 2` (``c``: the parity carried from the previous block's unfinished line) is taken at the
+    line ends :math:`e_0 < e_1 < \dots`, and line :math:`k` is unbalanced when
+    :math:`P_{e_k} \oplus P_{e_{k-1}} = 1` (:math:`P_{e_{-1}} = 0`). The running sum is kept in
+    ``uint8``: it wraps at 256, an even number, so its lowest bit stays the parity. Memory: the
+    block, two bytes per byte of it and eight per line end. Reads ``stream`` to its end; does not
+    close it.
+    """
+    block_bytes = max(1, int(block_bytes))
+    lines = first = count = 0
+    carry = 0  # parity of the quotes of the line not yet ended
+    while True:
+        block = stream.read(block_bytes)
+        if not block:
+            break
+        if not carry and block.find(b'"') < 0:  # no quote: only the lines to count
+            lines += block.count(b"\n")
+            continue
+        data = np.frombuffer(block, dtype=np.uint8)
+        parity = np.cumsum(data == _QUOTE, dtype=np.uint8)
+        parity &= 1
+        if carry:
+            parity ^= 1
+        ends = np.flatnonzero(data == _NEWLINE)
+        at = parity[ends]
+        odd = np.flatnonzero(at[1:] ^ at[:-1]) + 1 if ends.size > 1 else np.zeros(0, dtype=np.int64)
+        if ends.size and at[0]:
+            odd = np.concatenate(([0], odd))
+        if odd.size:
+            first = first or lines + int(odd[0]) + 1
+            count += int(odd.size)
+        carry = int(parity[-1] ^ (at[-1] if ends.size else 0))
+        lines += int(ends.size)
+    if carry:  # the last line, without a line end
+        first = first or lines + 1
+        count += 1
+    return first, count
+
+
+def check_quoted_lines(stream: IO[bytes], path: str, block_bytes: int = 1 << 20) -> None:
+    """Refuse a CSV or TSV file in which a quoted value spans a line end, in one line naming the
+    first such line and how many lines have an odd number of double quotes
+    (:func:`unbalanced_quote_lines`); run before any row is read, so nothing of such a file is
+    counted. Closes ``stream``."""
+    try:
+        first, count = unbalanced_quote_lines(stream, block_bytes)
+    finally:
+        stream.close()
+    if count:
+        raise LocalPrivError(f"{path}: quoted value spans a line end at line {first} ({count} "
+                             f"line{'s' if count > 1 else ''}); values may not contain line breaks")
 
 
 class TextCsv:
