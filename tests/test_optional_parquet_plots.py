@@ -23,6 +23,7 @@ import localpriv.data.formats as formats_module
 import localpriv.data.reports as reports_module
 import localpriv.data.textcsv as textcsv_module
 import localpriv.inference.demo as demo_module
+import localpriv.service.client as client_module
 from localpriv.cli.main import main
 from localpriv.data.aggregate import NumpyAggregator, write_counts
 from localpriv.data.formats import arrow
@@ -365,3 +366,13 @@ def test_balanced_quotes_are_read_on_both_paths(block: int, tmp_path: Path, monk
         assert (_values(tmp_path / "v.csv", domain=labels),
                 _values(tmp_path / "n.tsv", domain=labels, header=False)) == got
         assert "spans a line end at line 4 (1 line)" in _outcome(tmp_path / "old.csv")
+
+
+@pytest.mark.parametrize("spec", ["krr(eps=1.0)", "oue(eps=1.0)"])
+def test_the_client_builds_the_same_reports_without_pyarrow(spec: str) -> None:
+    want = client_module._perturbed(np.arange(40) % 5, spec, "0..4", np.random.default_rng(3))
+    with _without("pyarrow"):
+        got = client_module._perturbed(np.arange(40) % 5, spec, "0..4", np.random.default_rng(3))
+    assert got[0] == want[0]
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+    assert np.asarray(got[1]).dtype == np.asarray(want[1]).dtype

@@ -69,8 +69,6 @@ def wire_reports(reports) -> list:
 
 def _perturbed(values: Any, mechanism, domain=None, rng=None) -> tuple[str, np.ndarray]:
     """``(spec, reports)``: ``values`` perturbed with ``mechanism`` (numbers, or ``n x w`` bytes)."""
-    import pyarrow as pa
-
     dom = parse_domain(domain) if isinstance(domain, str) else domain
     if dom is not None and not isinstance(dom, Domain):
         raise LocalPrivError(f"domain must be a Domain or a domain string, got {type(domain).__name__}")
@@ -80,10 +78,10 @@ def _perturbed(values: Any, mechanism, domain=None, rng=None) -> tuple[str, np.n
         spec = str(table["mechanism"].iloc[0]) if len(table) else str(mechanism)
         if rep.dtype == object:  # bit vectors as bytes
             width = len(rep[0]) if len(rep) else 0
-            reports = wire_reports(np.frombuffer(b"".join(rep.tolist()), dtype=np.uint8).reshape(len(rep), width))
-        else:
-            reports = rep.tolist()
-        return {"mechanism": spec, "reports": reports}
+            return spec, np.frombuffer(b"".join(rep.tolist()), dtype=np.uint8).reshape(len(rep), width)
+        return spec, rep
+    import pyarrow as pa
+
     col = table.column("report").combine_chunks()
     spec = str(table.column("mechanism")[0]) if table.num_rows else str(mechanism)
     if pa.types.is_fixed_size_binary(col.type):
