@@ -89,7 +89,9 @@ SETTINGS = [
 #: n = 10 the finish takes ~1,000 face solves per refit of the face bootstrap: ~100 s per run)
 #: and the default on this ordered domain, EMS (intervals anchored on the MLE). The profile bounds
 #: search all cells at once (one row per cell) and the geometric block takes its products from its
-#: dense 100 x 100 matrix; what remains of a geometric run is the face bootstrap's 60 SQUAREM refits.
+#: dense 100 x 100 matrix; the face bootstrap's 60 SQUAREM refits of a geometric run go as the rows
+#: of one matrix (localpriv.estimators.em_rows, compiled per row), the same refits without the
+#: engine's per-call overhead, which dominated a geometric run when they went one at a time.
 #: ``cell_seconds`` (default None: every cell runs ``runs`` times) stops a cell after the run during
 #: which its wall time passes that budget: its ``runs`` in the JSON are the runs done, the first runs
 #: of its generator, so a rerun with ``max_runs`` set to them reproduces the cell
@@ -255,7 +257,8 @@ def check_targets(results: dict) -> list[dict]:
 
 def merge(paths, out, replace: bool = False) -> dict:
     """Merge the JSON records of runs over disjoint (setting, n) cells (same seed, levels and
-    runs; each cell as its record ran it) into ``out/coverage.json`` and ``out/coverage.png``.
+    runs; each cell as its record ran it) into ``out/NAME.json`` and ``out/NAME.png``, ``NAME`` the
+    records' experiment (``coverage`` or ``coverage-small``).
     Every cell has its own generator (:func:`_cell_rng`), so the merge equals one run over all the
     cells, cell by cell. A cell in two records is refused, unless ``replace``: then the later
     record's cell replaces the earlier one (e.g. the same cell rerun with more runs; its runs are
@@ -304,9 +307,10 @@ def merge(paths, out, replace: bool = False) -> dict:
         record["merged_replaced"] = replaced
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_output(out / "coverage.json") as tmp:
+    name = str(first.get("name") or "coverage")
+    with atomic_output(out / f"{name}.json") as tmp:
         tmp.write_text(json.dumps(to_jsonable(record), indent=1))
-    _plot(results, record["params"], out / "coverage.png")
+    _plot(results, record["params"], out / f"{name}.png")
     return record
 
 

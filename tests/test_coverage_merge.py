@@ -107,3 +107,14 @@ def test_categorical_settings_report_cells_only_and_render(tmp_path, monkeypatch
     run_experiment("coverage", tmp_path / "a", overrides={"settings": [C.SETTINGS[0]], "n": [2000], "runs": 3})
     merged = C.merge([tmp_path / "a" / "coverage.json", tmp_path / "e" / "coverage.json"], tmp_path / "m")
     assert list(merged["results"]["settings"]) == [C.SETTINGS[0]["name"]] + [s["name"] for s in edu]
+
+
+def test_merge_names_its_output_after_the_records_experiment(tmp_path):
+    """Records of ``coverage-small`` merge into ``coverage-small.json`` (and .png), not coverage.json."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "docs" / "results" / "coverage-small.json"
+    rec = C.merge([src, src], tmp_path, replace=True)
+    assert (tmp_path / "coverage-small.json").exists() and (tmp_path / "coverage-small.png").exists()
+    assert not (tmp_path / "coverage.json").exists()
+    assert rec["name"] == "coverage-small"
