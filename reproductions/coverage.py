@@ -368,13 +368,35 @@ def table_markdown(record: dict) -> str:
     return "\n".join(lines)
 
 
+def plugin_table_markdown(record: dict) -> str:
+    """The plug-in check's table (``coverage-small-plugin``): per setting, the coverage of the
+    mean and the median at 95 / 90 % with the inverse's covariance read from the reports (the
+    library) and exact under the truth, on the same data sets, each with its Monte-Carlo se."""
+    lines = ["| setting | n | runs | mean's interval the inverse's | mean 95 / 90, plug-in | mean 95 / 90, exact | "
+             "median 95 / 90, plug-in | median 95 / 90, exact |", "|---|---|---|---|---|---|---|---|"]
+    for name, s in record["results"]["settings"].items():
+        for n, cell in s["by_n"].items():
+            R, c = int(cell["runs"]), cell["coverage"]
+
+            def pair(how: str, stat: str, R: int = R, c: dict = c) -> str:
+                return f"{_pm(c[f'{how} {stat} 0.95'], R)} / {_pm(c[f'{how} {stat} 0.9'], R)}"
+            lines.append(f"| {name} | {int(n):,} | {R} | {cell['inverse_used_for_mean']:.2f} | "
+                         f"{pair('plugin', 'mean')} | {pair('exact', 'mean')} | {pair('plugin', 'median')} | "
+                         f"{pair('exact', 'median')} |")
+    return "\n".join(lines)
+
+
 def rewrite_docs(record_path="docs/results/coverage.json", doc="docs/uncertainty.md",
-                 small_path="docs/results/coverage-small.json") -> None:
-    """Regenerate docs/uncertainty.md's coverage tables (between its ``coverage`` and
-    ``coverage-small`` markers) from the committed JSON records (``make coverage-docs``)."""
+                 small_path="docs/results/coverage-small.json",
+                 plugin_path="docs/results/coverage-small-plugin.json") -> None:
+    """Regenerate docs/uncertainty.md's coverage tables (between its ``coverage``,
+    ``coverage-small`` and ``coverage-small-plugin`` markers) from the committed JSON records
+    (``make coverage-docs``)."""
     rewrite_block(doc, "coverage", table_markdown(json.loads(Path(record_path).read_text())))
     if Path(small_path).exists():
         rewrite_block(doc, "coverage-small", table_markdown(json.loads(Path(small_path).read_text())))
+    if Path(plugin_path).exists():
+        rewrite_block(doc, "coverage-small-plugin", plugin_table_markdown(json.loads(Path(plugin_path).read_text())))
 
 
 #: the plot's vertical range; coverages below it are drawn on its lower edge with their value

@@ -140,3 +140,17 @@ def test_exact_inverse_covariance_is_the_limit_of_the_plug_in(spec, family):
     scale = np.sqrt(np.outer(np.diag(exact), np.diag(exact)))  # the entries' own scale
     assert np.abs(n * (plug - exact)).max() <= 6.0 / np.sqrt(n) * n * scale.max()
     assert np.all(np.linalg.eigvalsh(0.5 * (exact + exact.T)) > -1e-12)
+
+
+@pytest.mark.parametrize("block,record,render", [
+    ("coverage-small", "coverage-small.json", "table_markdown"),
+    ("coverage-small-plugin", "coverage-small-plugin.json", "plugin_table_markdown")])
+def test_docs_small_n_tables_are_what_the_committed_json_renders(block, record, render):
+    """docs/uncertainty.md's small-n tables are generated (`make coverage-docs`), never hand-edited."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "uncertainty.md").read_text()
+    begin = f"<!-- {block}:begin (generated from its JSON; do not edit) -->\n"
+    text = doc.split(begin, 1)[1].split(f"\n<!-- {block}:end -->", 1)[0]
+    assert text == getattr(C, render)(json.loads((root / "docs" / "results" / record).read_text()))
