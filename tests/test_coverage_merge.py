@@ -107,3 +107,50 @@ def test_categorical_settings_report_cells_only_and_render(tmp_path, monkeypatch
     run_experiment("coverage", tmp_path / "a", overrides={"settings": [C.SETTINGS[0]], "n": [2000], "runs": 3})
     merged = C.merge([tmp_path / "a" / "coverage.json", tmp_path / "e" / "coverage.json"], tmp_path / "m")
     assert list(merged["results"]["settings"]) == [C.SETTINGS[0]["name"]] + [s["name"] for s in edu]
+
+
+def test_merge_names_its_output_after_the_records_experiment(tmp_path):
+    """Records of ``coverage-small`` merge into ``coverage-small.json`` (and .png), not coverage.json."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "docs" / "results" / "coverage-small.json"
+    rec = C.merge([src, src], tmp_path, replace=True)
+    assert (tmp_path / "coverage-small.json").exists() and (tmp_path / "coverage-small.png").exists()
+    assert not (tmp_path / "coverage.json").exists()
+    assert rec["name"] == "coverage-small"
+
+
+@pytest.mark.parametrize("spec,family", [("oue(eps=2.0)", "mi"), ("geometric(eps=0.5,lo=0,hi=5)", "inv")])
+def test_exact_inverse_covariance_is_the_limit_of_the_plug_in(spec, family):
+    """The plug-in check's exact covariance of the unbiased inverse (under the truth) against the
+    library's plug-in from many reports: they agree within the plug-in's own noise (entries of a
+    covariance of bounded reports read from n of them move by O(1 / sqrt(n)), scaled by n here)."""
+    import numpy as np
+
+    from localpriv import IntegerDomain, Observations, parse
+    from localpriv.inference.simulation import simulate_block
+
+    dom = IntegerDomain(0, 5)
+    theta = np.array([0.4, 0.0, 0.25, 0.2, 0.0, 0.15])
+    mech = parse(spec, dom)
+    n = 100_000
+    obs = Observations([simulate_block(mech, theta, n, np.random.default_rng(2))], dom)
+    _, plug, _ = uncertainty._raw_inverse(obs.blocks[0], family)
+    exact = C._exact_inverse_cov(mech, theta, n, family)
+    scale = np.sqrt(np.outer(np.diag(exact), np.diag(exact)))  # the entries' own scale
+    assert np.abs(n * (plug - exact)).max() <= 6.0 / np.sqrt(n) * n * scale.max()
+    assert np.all(np.linalg.eigvalsh(0.5 * (exact + exact.T)) > -1e-12)
+
+
+@pytest.mark.parametrize("block,record,render", [
+    ("coverage-small", "coverage-small.json", "table_markdown"),
+    ("coverage-small-plugin", "coverage-small-plugin.json", "plugin_table_markdown")])
+def test_docs_small_n_tables_are_what_the_committed_json_renders(block, record, render):
+    """docs/uncertainty.md's small-n tables are generated (`make coverage-docs`), never hand-edited."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "uncertainty.md").read_text()
+    begin = f"<!-- {block}:begin (generated from its JSON; do not edit) -->\n"
+    text = doc.split(begin, 1)[1].split(f"\n<!-- {block}:end -->", 1)[0]
+    assert text == getattr(C, render)(json.loads((root / "docs" / "results" / record).read_text()))

@@ -88,6 +88,7 @@ from scipy import stats
 from localpriv.data.observations import ObservationBlock, Observations
 from localpriv.estimators import estimator_settings
 from localpriv.estimators import fit as run
+from localpriv.estimators.em_rows import ROWS_MAX_ENTRIES, em_rows
 from localpriv.estimators.inv import inverse_vector
 from localpriv.estimators.oracles import mi_vector, pure_parameters, support_counts
 from localpriv.estimators.result import Fit
@@ -990,10 +991,57 @@ def _refits(obs: Observations, theta: np.ndarray, call: tuple[str, Mapping[str, 
     settings = {key: val for key, val in settings.items() if key not in ("callback", "theta0")}
     if "theta0" in _accepted(method):
         settings["theta0"] = 0.5 * theta + 0.5 / theta.size
+    if _rows_refit(obs, method, settings, replicates):
+        return _refits_rows(obs, theta, settings, rng, replicates)
     reps = np.empty((replicates, theta.size))
     for r in range(replicates):  # one refit per replicate (never a loop over reports)
         reps[r] = run(_redraw(obs, theta, rng), method, **settings).distribution
     return reps
+
+
+#: the settings of an ``ibu`` / ``gibu`` refit that :func:`_refits_rows` runs as the rows of one
+#: matrix (:func:`localpriv.estimators.em_rows.em_rows`): the schemes it follows step for step
+ROWS_SETTINGS = frozenset({"theta0", "delta", "max_iter", "accelerate", "stop"})
+
+
+def _rows_refit(obs: Observations, method: str, settings: Mapping[str, Any], replicates: int) -> bool:
+    """Whether the refits of ``method`` with ``settings`` run as rows of one matrix: the plain or
+    SQUAREM maximum-likelihood EM with the certified rule (the Newton finish and other estimators
+    run one refit at a time), every mechanism a finite channel redrawn as counts, and the matrices
+    within :data:`~localpriv.estimators.em_rows.ROWS_MAX_ENTRIES`."""
+    if method not in ("ibu", "gibu") or not set(settings) <= ROWS_SETTINGS:
+        return False
+    if settings.get("stop", "gap") != "gap" or settings.get("accelerate", "newton") not in ("squarem", "none", None):
+        return False
+    if not all(_multinomial(b.mechanism) for b in obs.blocks):
+        return False
+    width = 0
+    for b in obs.blocks:
+        n_out = b.mechanism.n_outputs
+        assert n_out is not None  # _multinomial: a finite channel
+        width += int(n_out)
+    return max(replicates, obs.k) * width <= ROWS_MAX_ENTRIES
+
+
+def _refits_rows(obs: Observations, theta: np.ndarray, settings: Mapping[str, Any], rng: np.random.Generator,
+                 replicates: int) -> np.ndarray:
+    """:func:`_refits` of the maximum-likelihood EM as the rows of one matrix: the counts are drawn
+    as :func:`_redraw` draws them (replicate by replicate, mechanism by mechanism: the same
+    generator stream), and every refit follows the steps of its one-at-a-time run
+    (:func:`localpriv.estimators.em_rows.em_rows`)."""
+    mats = [np.asarray(b.mechanism.channel(), dtype=float) for b in obs.blocks]
+    probs = []
+    for M in mats:
+        p = np.clip(theta @ M, 0, None)
+        probs.append(p / p.sum())
+    counts = [np.empty((replicates, M.shape[1])) for M in mats]
+    for r in range(replicates):  # the draws of _redraw, in its order (never a loop over reports)
+        for b, (block, p) in enumerate(zip(obs.blocks, probs)):
+            counts[b][r] = rng.multinomial(int(round(block.n)), p)
+    start = settings.get("theta0")
+    res = em_rows(mats, counts, np.full(theta.size, 1.0 / theta.size) if start is None else start,
+                  **{key: settings[key] for key in ("delta", "max_iter", "accelerate") if key in settings})
+    return res.theta
 
 
 def _bootstrap(est: Fit, obs: Observations, rng: np.random.Generator, replicates: int = BOOT_REPLICATES) -> Uncertainty:
