@@ -286,8 +286,11 @@ def assemble(params: dict, base: int, cells_dirs: list[str] | None = None) -> di
                             **{k: float((np.max if "maxdiff" in k else np.mean)([c[k] for c in mine if k in c]))
                                for k in keys if any(k in c for c in mine)}})
     _, shape, names = adult_records()
+    by_n = {str(n): [s for c, s in zip(cells, cpu) if c["n"] == int(n)] for n in params["n"]}
     return {"attributes": names, "shape": list(shape), "complete": len(cells) == len(want),
             "cells_planned": len(want), "cells_done": len(cells), "cell_cpu_seconds": float(np.sum(cpu)),
+            "cells_by_n": {n: {"planned": sum(c["n"] == int(n) for c in want.values()), "done": len(v),
+                               "mean_cpu_seconds": float(np.mean(v)) if v else None} for n, v in by_n.items()},
             "cells": cells, "summary": summary, "multi_freq_ldpy": _mfl_version()}
 
 

@@ -30,6 +30,7 @@ def test_tiny_run_and_table(tmp_path: Path) -> None:
     assert row["n"] == 3000 and row["marginal_mse_calm"] >= 0 and "range2d_mse_grid" in row
     text = table(rec)
     assert "| 2 | 3,000 |" in text and "reduced run" in text
+    assert "Cells (eps, n, run) done: 1 of 1 (all done); n = 3,000: 1 of 1" in text
     assert row["marginal_mse_calm_krr"] >= 0 and "proto_range2d_mse_hio" in row
     ptext = protocols_table(rec)
     assert "| 2 | 3,000 |" in ptext
