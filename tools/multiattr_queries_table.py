@@ -52,7 +52,8 @@ def table(record: dict) -> str:
     lines.append("")
     lines.append(f"MSE per cell (marginals) and per query (ranges of volume "
                  f"{', '.join(str(v) for v in record['params']['volumes'])}, {record['params']['queries']} "
-                 f"random ranges each), {runs} run(s) per row, seed {record['seed']}"
+                 f"random ranges each), {'' if res.get('complete', True) else 'up to '}{runs} run(s) per row, "
+                 f"seed {record['seed']}"
                  f"{' (reduced run)' if record['quick'] else ''}; bold: the best 1-D range method. "
                  f"SPL, SMP and RS+FD against multi-freq-ldpy: the next section.")
     cost = cells_line(res)
