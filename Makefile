@@ -28,7 +28,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-cells multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-cells multiattr-queries-profile multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved
 
 venv: $(STAMP)
 
@@ -322,6 +322,10 @@ multiattr-queries-evidence: $(FULL_STAMP)
 
 multiattr-queries-cells: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(PY) tools/multiattr_queries_cells.py run --chunk $(MAQ_CHUNK)
+
+# where one cell's CPU goes (cProfile; eps 1, n 1e6): out/multiattr-cell-profile.json (timings: a quiet machine)
+multiattr-queries-profile: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/multiattr_cell_profile.py
 
 multiattr-queries-quick: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce multiattr-queries --quick -o docs/results
