@@ -181,7 +181,6 @@ def run_cell(data: np.ndarray, shape: tuple[int, ...], eps: float, n: int, param
              rng: np.random.Generator) -> dict[str, Any]:
     """One cell: ``n`` records drawn with replacement from ``data``, every method's MSE at ``eps``."""
     vols = [float(v) for v in params["volumes"]]
-    cell: dict[str, Any] = {"eps": float(eps), "n": int(n)}
     x = data[rng.integers(0, data.shape[0], int(n))]
     cell: dict[str, Any] = {"eps": float(eps), "n": int(n)}
     # 2-way marginals of the six attributes (age, hours in 10-value bins)
@@ -329,7 +328,7 @@ def _against_mfl(xc: np.ndarray, sc: tuple[int, ...], eps: float, rng: np.random
     ks = [int(s) for s in sc]
     out: dict[str, float] = {}
     for proto in ("spl", "smp", "rsfd"):
-        mech = parse(f"{proto}(oracle=krr(eps={eps!r}),shape={list(ks)})")
+        mech: Any = parse(f"{proto}(oracle=krr(eps={eps!r}),shape={list(ks)})")  # a MultiAttributeMechanism
         reports = mech.sample(flat, rng)
         ours = mech.marginal_frequencies(reports)
         z, att = mech.decode_reports(reports)
@@ -365,7 +364,7 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
     p = e / (e + big)  # RRBA with a uniform table: e^eps = 1 + p m / (1 - p) on the largest table
     for label, spec in (("calm_krr", f"calm(oracle=krr(eps={eps!r}),shape={list(sc)})"),
                         ("calm_rrba", f"calm(oracle=rrba(p={p!r}),shape={list(sc)})")):
-        mech = parse(spec)
+        mech: Any = parse(spec)  # a GroupedMechanism
         tab = GroupTables.from_reports(mech, mech.sample(flat, rng))
         errs = [((tab.marginal(list(a))[0] - truth[a]) ** 2).ravel() for a in sets]
         out[f"marginal_mse_{label}"] = float(np.mean(np.concatenate(errs)))
@@ -387,7 +386,7 @@ def _protocols(x: np.ndarray, xc: np.ndarray, sc: tuple[int, ...], eps: float, v
                         ("hio_oue", f"hio(oracle=oue(eps={eps!r}),shape={list(sizes)},branching=4)"),
                         ("hio_olh", f"hio(oracle=olh(eps={eps!r}),shape={list(sizes)},branching=4)"),
                         ("hdg", f"hdg(oracle=krr(eps={eps!r}),shape={list(sizes)},g1={g1},g2={g2})")):
-        mech = parse(spec)
+        mech = parse(spec)  # a GroupedMechanism
         tab = GroupTables.from_reports(mech, mech.sample(pflat, rng))
         est1 = np.array([tab.range_value({0: r}, variance=False)[0] for r in q1])
         out[f"proto_range1d_mse_{label}"] = float(np.mean((est1 - t1) ** 2))
