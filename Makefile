@@ -29,7 +29,7 @@ CLIENTS_STAMP := clients/js/node_modules/.installed
 JDK_STAMP := $(VENV)/.jdk-installed
 JDK_VERSION := 17.0.21.1+2-1~deb12u1
 JAVA_BUILD := clients/java/build
-.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075 default-tv-bootstrap demo-plots bench-grid-default coverage-small-plugin
+.PHONY: lint demo test browser jdk java-client bench-java-client reproduce bench bench-report bench-rappor bench-rappor-accuracy bench-vocab bench-em bench-service service-ledger-evidence numeric-evidence bench-memory bench-uncertainty bench-import bench-spark coverage coverage-docs docs-numbers estimator-evidence docs venv clean vectors accounting-evidence docs-outputs figure-evidence venv-size clients bench-clients-js bench-service-mixed bench-service-profile bench-default bench-default-accuracy estimator-evidence-report estimator-evidence-quick estimator-accuracy-evidence multiattr-evidence audit multiattr-queries-evidence multiattr-queries-quick bench-clients-all bench-cost bench-cost-linear bench-planar-certified coverage-small bench-advise coverage-estimators numeric-default-evidence estimator-evidence-quick-rerun-default default-regret bench-service-interleaved bench-service-interleaved-0075 default-tv-bootstrap demo-plots bench-grid-default coverage-small-plugin multiattr-queries-cells multiattr-queries-profile
 
 venv: $(STAMP)
 
@@ -338,10 +338,21 @@ multiattr-evidence: $(FULL_STAMP)
 
 # marginals and ranges on Adult (reproductions/multiattr_queries.py; decision 0063; correctness only):
 # the full run (n up to 1e6, 5 runs) and the reduced one (n 1e4..1e5, 1 run; elapsed_seconds in its JSON), each
-# followed by the table of docs/multiattr.md
+# followed by the table of docs/multiattr.md. Resumable: each (eps, n, run) cell is a file in
+# out/multiattr-queries-cells/ (out/multiattr-queries-quick-cells/), a rerun skips the cells there;
+# `make multiattr-queries-cells MAQ_CHUNK=i/m` runs chunk i of m only (m processes share the grid), and
+# multiattr-queries-evidence then runs what is left and writes the record from the cells
+MAQ_CHUNK ?= 0/1
 multiattr-queries-evidence: $(FULL_STAMP)
-	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce multiattr-queries -o docs/results
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/multiattr_queries_cells.py run --out docs/results
 	$(PY) tools/multiattr_queries_table.py
+
+multiattr-queries-cells: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/multiattr_queries_cells.py run --chunk $(MAQ_CHUNK)
+
+# where one cell's CPU goes (cProfile; eps 1, n 1e6): out/multiattr-cell-profile.json (timings: a quiet machine)
+multiattr-queries-profile: $(FULL_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/multiattr_cell_profile.py
 
 multiattr-queries-quick: $(FULL_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/localpriv reproduce multiattr-queries --quick -o docs/results

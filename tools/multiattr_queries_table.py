@@ -52,10 +52,27 @@ def table(record: dict) -> str:
     lines.append("")
     lines.append(f"MSE per cell (marginals) and per query (ranges of volume "
                  f"{', '.join(str(v) for v in record['params']['volumes'])}, {record['params']['queries']} "
-                 f"random ranges each), {runs} run(s) per row, seed {record['seed']}"
+                 f"random ranges each), {'' if res.get('complete', True) else 'up to '}{runs} run(s) per row, "
+                 f"seed {record['seed']}"
                  f"{' (reduced run)' if record['quick'] else ''}; bold: the best 1-D range method. "
                  f"SPL, SMP and RS+FD against multi-freq-ldpy: the next section.")
+    cost = cells_line(res)
+    if cost:
+        lines += ["", cost]
     return "\n".join(lines)
+
+
+def cells_line(res: dict) -> str:
+    """Cells done of planned, and the mean CPU seconds of a cell per n (records with cell files)."""
+    by_n = res.get("cells_by_n")
+    if not by_n:
+        return ""
+    parts = [f"n = {int(n):,}: {v['done']} of {v['planned']}"
+             + (f", {v['mean_cpu_seconds']:.1f} CPU s per cell" if v["mean_cpu_seconds"] is not None else "")
+             for n, v in by_n.items()]
+    state = "all done" if res.get("complete") else "the rest not run yet; rows average the runs done"
+    return (f"Cells (eps, n, run) done: {res['cells_done']} of {res['cells_planned']} ({state}); "
+            + "; ".join(parts) + " (CPU time of the cells' runs, on the machine that ran them).")
 
 
 def protocols_table(record: dict) -> str:

@@ -21,6 +21,7 @@ from localpriv.data.reports import validate_reports
 from localpriv.domains import Domain
 from localpriv.likelihood.blocks import LikelihoodBlock
 from localpriv.mechanisms import Mechanism, parse
+from localpriv.utils.arrays import unique_rows
 from localpriv.utils.validation import LocalPrivError, check_counts
 
 __all__ = ["ObservationBlock", "Observations"]
@@ -111,7 +112,7 @@ class Observations:
             raise LocalPrivError(f"reports must be an array with one report per row, got {type(reports).__name__}")
         if r.shape[0] == 0:
             raise LocalPrivError("no reports given: the input is empty")
-        uniq, cnt = np.unique(r, axis=0, return_counts=True) if r.ndim > 1 else np.unique(r, return_counts=True)
+        uniq, cnt = unique_rows(r)  # rows as a few 64-bit keys each (packed bits, small integers)
         return cls([ObservationBlock(mech, uniq, cnt)], domain)
 
     # ---- access -----------------------------------------------------------------------------

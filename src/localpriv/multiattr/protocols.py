@@ -55,6 +55,7 @@ from localpriv.mechanisms.grouped import CALM, HDG, MAX_GROUPED_OUTPUTS, Group, 
 from localpriv.multiattr.marginals import make_consistent
 from localpriv.multiattr.query import MAX_MARGINAL_ROWS, MAX_QUERY_TERMS, parse_marginal, parse_range
 from localpriv.multiattr.ranges import decompose_interval
+from localpriv.utils.arrays import unique_rows
 from localpriv.utils.errors import LocalPrivError
 from localpriv.utils.interval import Interval
 
@@ -387,15 +388,10 @@ class GroupTables:
 
 
 def _distinct_rows(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(r, axis=0, return_counts=True)`` (``axis=None`` for 1-D reports). Byte rows are
-    compared as one opaque key each (byte order is the rows' lexicographic order, so the result is
-    the same, rows in the same order), not field by field."""
-    if r.ndim != 2 or r.dtype != np.uint8:
-        distinct, cnt = np.unique(r, axis=0 if r.ndim == 2 else None, return_counts=True)
-        return distinct, cnt
-    rows = np.ascontiguousarray(r)
-    keys, cnt = np.unique(rows.view(np.dtype((np.void, rows.shape[1]))).ravel(), return_counts=True)
-    return keys.view(np.uint8).reshape(-1, rows.shape[1]), cnt
+    """``np.unique(r, axis=0, return_counts=True)`` (``axis=None`` for 1-D reports), the rows in the
+    same order: integer and byte rows are compared as a few 64-bit keys each
+    (:func:`localpriv.utils.arrays.unique_rows`), not field by field."""
+    return unique_rows(r)
 
 
 def _value_range(dom: ProductDomain, j: int, lo: str | None, hi: str | None) -> tuple[int, int]:
