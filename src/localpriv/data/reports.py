@@ -663,6 +663,7 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     ftype, delimiter = values_format(path, fmt)
     cols, shown = _resolve_columns(path, ftype, delimiter, column, header)
     extra: list[str] = []
+    label_shown = ""
     if labels is not None:
         extra, label_shown = _resolve_columns(path, ftype, delimiter, labels, header)
         if len(extra) != 1:
@@ -675,7 +676,7 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
     stats.setdefault("dropped", 0)
     if not arrow():
         yield from _iter_text_rows(path, ftype, delimiter, header, cols, extra, shown,
-                                   label_shown if extra else "", domain, drop_missing, stats, strip, word)
+                                   label_shown, domain, drop_missing, stats, strip, word)
         return
     try:
         for arrays, first in _value_batches(path, cols + extra, delimiter or ",", header, ftype):
@@ -699,17 +700,13 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
                 arrays = arrays[:-1]
             missing = _missing(arrays, n)
             gone = _missing([lab], n) if lab is not None else None
+            missing_values = False
             if gone is not None and gone.any():
-                missing_values, missing = missing.any(), missing | gone
+                missing_values, missing = bool(missing.any()), missing | gone
             if missing.any():
                 where = np.flatnonzero(missing)
                 if not drop_missing:
-                    named = shown if gone is None or not gone.any() else (
-                        f"{shown} and {label_shown}" if missing_values else label_shown)
-                    raise LocalPrivError(
-                        f"{path}: {where.size} missing value(s) in column {named} at "
-                        f"{rows_text(where + first, word=word)}; "
-                        "fill them, or drop and count them with --drop-missing")
+                    raise _missing_refusal(path, where + first, word, shown, label_shown, gone, missing_values)
                 stats["dropped"] += int(where.size)
                 keep = pa.array(~missing)
                 arrays = [a.filter(keep) for a in arrays]
@@ -731,6 +728,16 @@ def iter_rows(path: str | Path, column: str | None = None, labels: str | None = 
         raise
     except (pa.ArrowException, OSError, UnicodeError) as exc:
         raise read_error(path, exc) from None
+
+
+def _missing_refusal(path: str, rows: np.ndarray, word: str, shown: str, label_shown: str,
+                     gone: np.ndarray | None, missing_values: bool) -> LocalPrivError:
+    """The one-line refusal of missing cells at ``rows`` (file lines or rows, ``word``), naming the
+    value column, the label column or both (``gone``: the label column's missing cells)."""
+    named = shown if gone is None or not gone.any() else (
+        f"{shown} and {label_shown}" if missing_values else label_shown)
+    return LocalPrivError(f"{path}: {rows.size} missing value(s) in column {named} at "
+                          f"{rows_text(rows, word=word)}; fill them, or drop and count them with --drop-missing")
 
 
 def _iter_text_rows(path: str, ftype: str, delimiter: str, header: bool, cols: list[str], extra: list[str],
@@ -760,12 +767,7 @@ def _iter_text_rows(path: str, ftype: str, delimiter: str, header: bool, cols: l
             if missing.any():
                 where = np.flatnonzero(missing)
                 if not drop_missing:
-                    named = shown if gone is None or not gone.any() else (
-                        f"{shown} and {label_shown}" if missing_values else label_shown)
-                    raise LocalPrivError(
-                        f"{path}: {where.size} missing value(s) in column {named} at "
-                        f"{rows_text(where + first, word=word)}; "
-                        "fill them, or drop and count them with --drop-missing")
+                    raise _missing_refusal(path, where + first, word, shown, label_shown, gone, missing_values)
                 stats["dropped"] += int(where.size)
                 arrays = [a[~missing] for a in arrays]
                 lab = lab[~missing] if lab is not None else None

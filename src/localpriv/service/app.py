@@ -253,47 +253,6 @@ async def in_thread(executor: concurrent.futures.Executor, fn: Any, *args: Any) 
         raise
 
 
-def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a deadline on request heads (uvicorn has none): from a
-    connection's first byte, or its first byte after an answer, to the end of the headers."""
-
-    class GuardedH11Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
-
-        def _arm(self) -> None:
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(header_timeout, self._head_expired)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if self.conn.their_state is h11.IDLE:
-                self._arm()
-            super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
-                self._disarm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def _head_expired(self) -> None:
-            self._head_timer = None
-            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-                return
-            _close_with(self.transport, 408, "Request Timeout",
-                        f"request headers not received within {header_timeout:g} s (--header-timeout)")
-
-    return GuardedH11Protocol
-
-
 def _close_with(transport: asyncio.Transport, status: int, reason: str, message: str) -> None:
     """Answer ``status`` with the one-line JSON error ``message`` and close the connection (for the
     protocol-level guards, which answer before any request reaches the application)."""
@@ -303,31 +262,80 @@ def _close_with(transport: asyncio.Transport, status: int, reason: str, message:
     transport.close()
 
 
+class _HeadDeadline(asyncio.Protocol):
+    """The deadline on request heads that both parsers' protocols add (uvicorn has none): a timer
+    armed at a connection's first byte, or its first byte after an answer, and disarmed at the end
+    of the headers; when it fires while the head is still awaited, 408 and close. Mixed in before
+    uvicorn's protocol class, which provides ``loop`` and ``transport``; the subclass says when a
+    head is awaited (:meth:`_awaiting_head`)."""
+
+    head_timeout: float = 0.0
+    _head_timer: asyncio.TimerHandle | None = None
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    def _awaiting_head(self) -> bool:
+        raise NotImplementedError
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_expired)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or not self._awaiting_head():
+            return
+        _close_with(self.transport, 408, "Request Timeout",
+                    f"request headers not received within {self.head_timeout:g} s (--header-timeout)")
+
+
+def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with the head deadline of :class:`_HeadDeadline` (h11 caps the head's
+    size itself)."""
+
+    class GuardedH11Protocol(_HeadDeadline, H11Protocol):
+        head_timeout = header_timeout
+
+        def _awaiting_head(self) -> bool:
+            return self.conn.their_state is h11.IDLE
+
+        def data_received(self, data: bytes) -> None:
+            if self._awaiting_head():
+                self._arm()
+            super().data_received(data)
+            if not self._awaiting_head():
+                self._disarm()
+
+    return GuardedH11Protocol
+
+
 def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol (the llhttp parser in C) with the guards of the h11 one: the
-    head deadline of :func:`_guarded_protocol` (from a connection's first byte, or its first byte
-    after a request, to the end of the headers; then 408 and close) and a cap of ``max_head`` bytes
-    on a request's line and headers (then 400 and close), which h11 enforces itself and httptools
-    does not. Needs the ``httptools`` package."""
+    head deadline of :class:`_HeadDeadline` and a cap of ``max_head`` bytes on a request's line and
+    headers (then 400 and close), which h11 enforces itself and httptools does not. Needs the
+    ``httptools`` package."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _head_timer: asyncio.TimerHandle | None = None
+    class GuardedHttpToolsProtocol(_HeadDeadline, HttpToolsProtocol):
+        head_timeout = header_timeout
         _in_head = True  # no request's headers complete since the last request (or the connection's start)
         _head_bytes = 0
 
-        def _arm(self) -> None:
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(header_timeout, self._head_expired)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
+        def _awaiting_head(self) -> bool:
+            return self._in_head
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
@@ -347,17 +355,6 @@ def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Pro
         def on_message_complete(self) -> None:
             super().on_message_complete()
             self._in_head, self._head_bytes = True, 0
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def _head_expired(self) -> None:
-            self._head_timer = None
-            if self.transport.is_closing() or not self._in_head:
-                return
-            _close_with(self.transport, 408, "Request Timeout",
-                        f"request headers not received within {header_timeout:g} s (--header-timeout)")
 
     return GuardedHttpToolsProtocol
 
