@@ -274,3 +274,27 @@ def test_requests_on_one_connection_each_get_their_head_deadline(live):
         for _ in range(3):  # keep-alive: each request after an answer is timed from its own first byte
             assert c.get("/healthz").status_code == 200
             time.sleep(0.4)
+
+
+def test_an_h2c_offer_is_served_as_http1_and_the_next_request_too(live):
+    """Java's HttpClient offers ``Upgrade: h2c`` on every ``http://`` request: both parsers answer
+    it as HTTP/1.1, and the connection's next request as well."""
+    offer = (b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+             b"HTTP2-Settings: AAEAAEAAAAIAAAABAAMAAABkAAQBAAAAAAUAAEAA\r\n\r\n")
+    plain = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", live), timeout=5) as s:
+        s.sendall(offer + plain)
+        data, closed = _read_all(s)
+    assert closed and data.count(b"HTTP/1.1 200") == 2 and b"400" not in data.split(b"\r\n", 1)[0]
+
+
+def test_a_post_with_an_h2c_offer_keeps_its_body(live):
+    body = json.dumps({"name": "offered", "domain": "0..9", "policy": {"mechanisms": ["krr"], "max_eps": 2.0}}).encode()
+    with socket.create_connection(("127.0.0.1", live), timeout=5) as s:
+        s.sendall(b"POST /v1/collections HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings, close\r\nHost: x\r\n"
+                  b"HTTP2-Settings: AAEAAEAAAAIAAAAAAAMAAAAAAAQBAAAAAAUAAEAAAAYABgAA\r\nUPGRADE: h2c\r\n"
+                  b"Authorization: Bearer "
+                  + ADMIN.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
+                  + str(len(body)).encode() + b"\r\n\r\n" + body)
+        data, closed = _read_all(s)
+    assert closed and data.startswith(b"HTTP/1.1 201"), data[:200]

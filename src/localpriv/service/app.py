@@ -322,6 +322,19 @@ def _guarded_protocol(header_timeout: float) -> type[H11Protocol]:
     return GuardedH11Protocol
 
 
+#: a header line naming ``Upgrade`` (case-insensitive): renamed in request heads on the httptools path
+_UPGRADE_HEADER = re.compile(rb"(\n)upgrade([ \t]*:)", re.IGNORECASE)
+
+
+def _unoffered(head: bytes) -> bytes:
+    """``head`` with its ``Upgrade`` header lines renamed to ``x-upgrd`` (same length). llhttp takes a
+    request that offers to switch protocols (``Connection: Upgrade`` with ``Upgrade: h2c``, which
+    Java's ``HttpClient`` sends by default on ``http://``) as ending at its headers, so its body was
+    lost and the connection answered 400; without the header it is the plain HTTP/1.1 request it
+    also is, as h11 serves it. The collector serves no WebSocket, so no upgrade is ever taken."""
+    return _UPGRADE_HEADER.sub(rb"\1x-upgrd\2", head)
+
+
 def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol (the llhttp parser in C) with the guards of the h11 one: the
     head deadline of :class:`_HeadDeadline` and a cap of ``max_head`` bytes on a request's line and
@@ -341,6 +354,8 @@ def _guarded_httptools(header_timeout: float, max_head: int) -> type[asyncio.Pro
             if self._in_head:
                 self._arm()
                 self._head_bytes += len(data)
+                end = data.find(b"\r\n\r\n")
+                data = _unoffered(data) if end < 0 else _unoffered(data[:end]) + data[end:]
             super().data_received(data)
             if self._in_head and self._head_bytes > max_head and not self.transport.is_closing():
                 self._disarm()
