@@ -38,6 +38,7 @@ def test_tiny_run_and_table(tmp_path: Path) -> None:
         assert row["mfl_spl_maxdiff"] < 1e-9 and row["mfl_smp_maxdiff"] < 1e-9 and row["mfl_rsfd_maxdiff"] < 1e-9
 
 
+# the same shared data as above: present beside every checkout here and in CI, absent in a clone elsewhere
 @pytest.mark.skipif(not _have_adult(), reason="adult.data not available")
 def test_chunks_and_resume_equal_one_run(tmp_path: Path) -> None:
     """Two chunks into one cell folder, then a rerun that finds every cell done: the same record
