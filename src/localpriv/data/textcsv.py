@@ -23,11 +23,11 @@ import csv
 import gzip
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from operator import itemgetter, methodcaller
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -404,7 +404,18 @@ def hex_text(rows: np.ndarray) -> np.ndarray:
 
 
 def _quoted(values: np.ndarray) -> list[str]:
-    return ['"' + v.replace('"', '""') + '"' for v in values.tolist()]
+    return _per_distinct(values, values, lambda v: '"' + v.replace('"', '""') + '"')
+
+
+def _per_distinct(values: np.ndarray, key: np.ndarray, text: Callable[[Any], str]) -> list[str]:
+    """``text`` of every value, computed once per distinct ``key`` (a hash factorization, O(n)):
+    the Python work is bounded by the distinct values (a mechanism's spec, the grid of a released
+    number), not by the reports."""
+    codes, firsts = pd.factorize(key, use_na_sentinel=False)
+    index = np.zeros(len(firsts), dtype=np.int64)
+    index[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # a row of each code (its first)
+    texts = np.array([text(v) for v in values[index].tolist()], dtype=object)
+    return texts[codes].tolist()
 
 
 def csv_text(columns: Sequence[tuple[str, np.ndarray]], header: bool) -> bytes:
@@ -416,7 +427,8 @@ def csv_text(columns: Sequence[tuple[str, np.ndarray]], header: bool) -> bytes:
         if col.dtype == object or col.dtype.kind == "U":
             parts.append(_quoted(col.astype(object)))
         elif col.dtype.kind == "f":
-            parts.append(list(map(float_text, col.tolist())))
+            col = col.astype(np.float64)  # keyed by bits: -0 and 0, and each NaN, keep their own text
+            parts.append(_per_distinct(col, col.view(np.int64), float_text))
         else:
             parts.append(list(map(str, col.astype(np.int64).tolist())))
     buf = io.StringIO()
